@@ -1,0 +1,119 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Every service is declared the same way: an executable under `Services/<Name>` that links the
+/// service kit and ships its SQL migrations as a resource. A new service is one line here.
+let services: [(target: String, folder: String)] = [
+    ("Auth", "Auth"),
+    ("Social", "Social"),
+    ("Invitations", "Invitations"),
+    ("Entitlements", "Entitlements"),
+    ("Nutrition", "Nutrition"),
+]
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let kit: [Target.Dependency] = [
+    "ServiceKit", "Models",
+    .product(name: "Hummingbird", package: "hummingbird"),
+    .product(name: "PostgresNIO", package: "postgres-nio"),
+    .product(name: "Logging", package: "swift-log"),
+    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+]
+
+var targets: [Target] = [
+    .target(name: "Models", path: "Shared/Models", swiftSettings: swiftSettings),
+    .systemLibrary(name: "CHiredis", path: "Shared/CHiredis", providers: [.apt(["libhiredis-dev"])]),
+    .target(
+        name: "ServiceKit",
+        dependencies: [
+            "Models", "CHiredis",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ],
+        path: "Shared/ServiceKit",
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "Gateway",
+        dependencies: kit + [
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ],
+        path: "Services/Gateway",
+        exclude: ["openapi.yaml"],
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "TestSupport",
+        dependencies: kit + [
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+            .product(name: "JWTKit", package: "jwt-kit"),
+        ],
+        path: "Tests/TestSupport",
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "ServiceKitTests",
+        dependencies: kit + ["TestSupport", "CHiredis",
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ],
+        path: "Tests/ServiceKitTests",
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "GatewayTests",
+        dependencies: kit + ["Gateway", "TestSupport",
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+        ],
+        path: "Tests/GatewayTests",
+        swiftSettings: swiftSettings
+    ),
+]
+
+for service in services {
+    targets.append(.executableTarget(
+        name: service.target,
+        dependencies: kit,
+        path: "Services/\(service.folder)",
+        exclude: ["openapi.yaml"],
+        resources: [.copy("Migrations")],
+        swiftSettings: swiftSettings
+    ))
+}
+
+let package = Package(
+    name: "FoodBackend",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "gateway", targets: ["Gateway"]),
+    ] + services.map { .executable(name: $0.target.lowercased(), targets: [$0.target]) },
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+    ],
+    targets: targets
+)

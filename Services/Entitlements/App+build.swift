@@ -1,0 +1,18 @@
+import Foundation
+import Hummingbird
+import ServiceKit
+
+/// The entitlements service: tiers, purchases, feature gates. Its features arrive in their own issues; today it is the kit's process:
+/// config, its own schema and migrations, the event relay and consumer, health and metrics.
+enum EntitlementsService {
+    static let definition = ServiceDefinition(
+        name: "entitlements",
+        defaultPort: 8084,
+        migrations: { try ServiceDefinition.bundledMigrations(.module) }
+    )
+}
+
+/// Builds the entitlements application; `main` and the tests both call this.
+func buildApplication(_ config: ServiceConfig) throws -> some ApplicationProtocol {
+    try buildServiceApplication(EntitlementsService.definition, config: config)
+}

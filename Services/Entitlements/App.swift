@@ -1,0 +1,8 @@
+import ServiceKit
+
+@main
+enum EntitlementsMain {
+    static func main() async {
+        await ServiceLauncher.main(EntitlementsService.definition)
+    }
+}

@@ -1,0 +1,16 @@
+import Foundation
+import ServiceKit
+
+@main
+enum GatewayMain {
+    static func main() async {
+        do {
+            let config = try GatewayConfig.load(environment: ProcessInfo.processInfo.environment)
+            let app = try buildApplication(config)
+            try await app.runService()
+        } catch {
+            FileHandle.standardError.write(Data("gateway: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+import Logging
+import ServiceKit
+
+/// The gateway's configuration: where it listens and where each service lives.
+struct GatewayConfig: Sendable {
+    var host: String
+    var port: Int
+    var logLevel: Logger.Level
+    /// Service name → base URL (`http://127.0.0.1:8081`).
+    var upstreams: [String: String]
+    var upstreamTimeout: Duration
+    var connectTimeout: Duration
+
+    static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
+
+    static func load(environment: [String: String]) throws -> GatewayConfig {
+        var env = EnvironmentReader(environment)
+        var upstreams: [String: String] = [:]
+        for (service, port) in services.sorted(by: { $0.key < $1.key }) {
+            let name = "\(service.uppercased())_URL"
+            let url = env.url(name, default: "http://127.0.0.1:\(port)", schemes: ["http", "https"], requiredInProduction: true)
+            if url != nil {
+                var text = environment[name] ?? "http://127.0.0.1:\(port)"
+                while text.hasSuffix("/") { text.removeLast() }
+                upstreams[service] = text
+            }
+        }
+        let config = GatewayConfig(
+            host: env.string("HTTP_HOST", default: "127.0.0.1"),
+            port: env.int("HTTP_PORT", default: 8080, range: 0...65535),
+            logLevel: Logger.Level(rawValue: env.oneOf("LOG_LEVEL", default: "info", allowed: Logger.Level.allCases.map(\.rawValue))) ?? .info,
+            upstreams: upstreams,
+            upstreamTimeout: env.milliseconds("UPSTREAM_TIMEOUT_MS", default: 30_000, range: 10...600_000),
+            connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000)
+        )
+        try env.finish()
+        return config
+    }
+}

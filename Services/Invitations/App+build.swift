@@ -1,0 +1,18 @@
+import Foundation
+import Hummingbird
+import ServiceKit
+
+/// The invitations service: coach-to-client invitations. Its features arrive in their own issues; today it is the kit's process:
+/// config, its own schema and migrations, the event relay and consumer, health and metrics.
+enum InvitationsService {
+    static let definition = ServiceDefinition(
+        name: "invitations",
+        defaultPort: 8083,
+        migrations: { try ServiceDefinition.bundledMigrations(.module) }
+    )
+}
+
+/// Builds the invitations application; `main` and the tests both call this.
+func buildApplication(_ config: ServiceConfig) throws -> some ApplicationProtocol {
+    try buildServiceApplication(InvitationsService.definition, config: config)
+}

@@ -1,0 +1,110 @@
+import Foundation
+
+// The event payloads known so far. Each is defined once here and never copied into a service.
+
+/// A new account exists, made by email sign-up or by Apple or Google.
+public struct UserRegistered: EventPayload, Equatable {
+    public static let eventType = "user.registered"
+    public var userID: UUID
+    public var email: String
+    public var displayName: String?
+    /// `email`, `apple` or `google`.
+    public var provider: String
+
+    public init(userID: UUID, email: String, displayName: String?, provider: String) {
+        self.userID = userID
+        self.email = email
+        self.displayName = displayName
+        self.provider = provider
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", email, displayName = "display_name", provider
+    }
+}
+
+/// A user signed in and got a new session.
+public struct UserSignedIn: EventPayload, Equatable {
+    public static let eventType = "user.signed_in"
+    public var userID: UUID
+    public var sessionID: UUID
+    public var provider: String
+
+    public init(userID: UUID, sessionID: UUID, provider: String) {
+        self.userID = userID
+        self.sessionID = sessionID
+        self.provider = provider
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", sessionID = "session_id", provider
+    }
+}
+
+/// A user proved they own their email address.
+public struct UserEmailVerified: EventPayload, Equatable {
+    public static let eventType = "user.email_verified"
+    public var userID: UUID
+    public var email: String
+
+    public init(userID: UUID, email: String) {
+        self.userID = userID
+        self.email = email
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", email
+    }
+}
+
+/// A user's roles changed; the new set is complete, not a difference.
+public struct UserRolesChanged: EventPayload, Equatable {
+    public static let eventType = "user.roles_changed"
+    public var userID: UUID
+    public var roles: [Role]
+    public var added: [Role]
+    public var removed: [Role]
+
+    public init(userID: UUID, roles: [Role], added: [Role], removed: [Role]) {
+        self.userID = userID
+        self.roles = roles
+        self.added = added
+        self.removed = removed
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", roles, added, removed
+    }
+}
+
+/// An account is gone; every service purges what it holds about the user.
+public struct UserDeleted: EventPayload, Equatable {
+    public static let eventType = "user.deleted"
+    public var userID: UUID
+
+    public init(userID: UUID) {
+        self.userID = userID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id"
+    }
+}
+
+/// A coach's invitation was accepted; auth grants the `client` role on it.
+public struct InvitationAccepted: EventPayload, Equatable {
+    public static let eventType = "invitation.accepted"
+    public var invitationID: UUID
+    public var coachID: UUID
+    public var clientID: UUID
+
+    public init(invitationID: UUID, coachID: UUID, clientID: UUID) {
+        self.invitationID = invitationID
+        self.coachID = coachID
+        self.clientID = clientID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case invitationID = "invitation_id", coachID = "coach_id", clientID = "client_id"
+    }
+}

@@ -1,0 +1,14 @@
+/// One page of a cursor-paginated list: `items` and the cursor of the next page, `nil` on the last.
+public struct Page<Item: Codable & Sendable>: Codable, Sendable {
+    public var items: [Item]
+    public var nextCursor: String?
+
+    public init(items: [Item], nextCursor: String?) {
+        self.items = items
+        self.nextCursor = nextCursor
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case items, nextCursor = "next_cursor"
+    }
+}

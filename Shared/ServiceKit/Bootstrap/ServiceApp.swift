@@ -1,0 +1,128 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import Logging
+import Models
+import PostgresNIO
+import ServiceLifecycle
+
+/// What a service's routes and event handlers are built from: values, passed in, no globals.
+public struct ServiceDependencies: Sendable {
+    public let config: ServiceConfig
+    public let postgres: PostgresClient
+    public let redis: RedisClient
+    public let outbox: EventOutbox
+    public let tokens: TokenVerifier
+    public let metrics: MetricsRegistry
+    public let httpClient: HTTPClient
+    public let logger: Logger
+}
+
+/// One service: its name, its migrations, the events it consumes and its routes. The kit builds the
+/// same process around every definition, so the second service looks like the first.
+public struct ServiceDefinition: Sendable {
+    public var name: String
+    public var defaultPort: Int
+    public var migrations: @Sendable () throws -> [Migration]
+    public var handlers: @Sendable (ServiceDependencies) -> EventHandlers
+    public var routes: @Sendable (Router<ServiceRequestContext>, ServiceDependencies) -> Void
+
+    public init(
+        name: String, defaultPort: Int,
+        migrations: @escaping @Sendable () throws -> [Migration],
+        handlers: @escaping @Sendable (ServiceDependencies) -> EventHandlers = { _ in EventHandlers() },
+        routes: @escaping @Sendable (Router<ServiceRequestContext>, ServiceDependencies) -> Void = { _, _ in }
+    ) {
+        self.name = name
+        self.defaultPort = defaultPort
+        self.migrations = migrations
+        self.handlers = handlers
+        self.routes = routes
+    }
+
+    /// Reads the service's `Migrations/*.sql` from its resource bundle.
+    public static func bundledMigrations(_ bundle: Bundle) throws -> [Migration] {
+        guard let url = bundle.url(forResource: "Migrations", withExtension: nil) else { return [] }
+        return try Migration.load(directory: url)
+    }
+}
+
+/// Builds the application of one service: HTTP with the kit's middleware and health routes, the
+/// PostgreSQL pool, migrations before the server accepts requests, the outbox relay and the event
+/// consumer once migrations are done. Tests call this with test configuration; `main` calls it too.
+public func buildServiceApplication(_ definition: ServiceDefinition, config: ServiceConfig) throws -> some ApplicationProtocol {
+    var logger = Logger(label: definition.name)
+    logger.logLevel = config.logLevel
+    let registry = MetricsRegistry()
+    let postgres = PostgresClient(database: config.database, logger: logger)
+    let redis = RedisClient(configuration: config.redis, logger: logger)
+    var consumerRedisConfig = config.redis
+    consumerRedisConfig.poolSize = 1
+    let consumerRedis = RedisClient(configuration: consumerRedisConfig, logger: logger)
+    let httpClient = HTTPClient(eventLoopGroupProvider: .singleton)
+    let tokens = TokenVerifier(source: HTTPJWKSSource(url: config.tokens.jwksURL, httpClient: httpClient), config: config.tokens, logger: logger)
+    let dependencies = ServiceDependencies(
+        config: config, postgres: postgres, redis: redis, outbox: EventOutbox(producer: definition.name),
+        tokens: tokens, metrics: registry, httpClient: httpClient, logger: logger
+    )
+    let readiness = Readiness()
+    let busMetrics = EventBusMetrics(registry: registry)
+
+    let router = Router(context: ServiceRequestContext.self)
+    router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry)))
+    router.add(middleware: ProblemMiddleware())
+    HealthRoutes(postgres: postgres, redis: redis, readiness: readiness, metrics: registry).add(to: router)
+    router.add(middleware: TokenMiddleware(verifier: tokens))
+    definition.routes(router, dependencies)
+
+    let migrations = try [EventBusSchema.migration] + definition.migrations()
+    let relay = OutboxRelay(client: postgres, redis: redis, config: config.events, schema: config.database.schema, metrics: busMetrics, logger: logger)
+    let consumer = EventConsumer(
+        client: postgres, redis: consumerRedis, config: config.events, handlers: definition.handlers(dependencies),
+        producer: definition.name, metrics: busMetrics, logger: logger
+    )
+    var app = Application(
+        router: router,
+        configuration: .init(address: .hostname(config.host, port: config.port), serverName: definition.name),
+        services: [
+            postgres,
+            EventBus(readiness: readiness, relay: relay, consumer: consumer),
+            Closer { try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close() },
+        ],
+        logger: logger
+    )
+    let migrationLogger = logger
+    app.beforeServerStarts {
+        let logger = migrationLogger
+        let applied = try await MigrationRunner(client: postgres, schema: config.database.schema, migrations: migrations, logger: logger).run()
+        logger.info("migrations up to date", metadata: ["applied_now": "\(applied.count)", "schema": "\(config.database.schema)"])
+        readiness.markReady()
+    }
+    return app
+}
+
+/// Runs the relay and the consumer once migrations are done.
+struct EventBus: Service {
+    let readiness: Readiness
+    let relay: OutboxRelay
+    let consumer: EventConsumer
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await readiness.wait() }
+        guard !Task.isCancelled, !Task.isShuttingDownGracefully else { return }
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await relay.run() }
+            group.addTask { try await consumer.run() }
+        }
+    }
+}
+
+/// Releases resources after every other service has stopped.
+public struct Closer: Service {
+    let close: @Sendable () async -> Void
+    public init(_ close: @escaping @Sendable () async -> Void) { self.close = close }
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await close()
+    }
+}

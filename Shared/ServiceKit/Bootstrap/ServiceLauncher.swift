@@ -1,0 +1,60 @@
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+
+/// The command line of every service executable:
+/// `<service> [serve]` runs it; `<service> migrate` applies migrations and exits;
+/// `<service> provision` creates its role and schema with `DATABASE_ADMIN_URL`.
+public enum ServiceLauncher {
+    public static func main(_ definition: ServiceDefinition, arguments: [String] = CommandLine.arguments, environment: [String: String] = ProcessInfo.processInfo.environment) async {
+        let command = arguments.dropFirst().first ?? "serve"
+        do {
+            let config = try loadConfig(definition, environment: environment)
+            switch command {
+            case "serve":
+                let app = try buildServiceApplication(definition, config: config)
+                try await app.runService()
+            case "migrate":
+                try await withClient(config.database) { client, logger in
+                    let applied = try await MigrationRunner(client: client, schema: config.database.schema, migrations: [EventBusSchema.migration] + definition.migrations(), logger: logger).run()
+                    print("\(definition.name): \(applied.count) migration(s) applied")
+                }
+            case "provision":
+                var env = EnvironmentReader(environment)
+                let adminURL = env.url("DATABASE_ADMIN_URL", default: nil, schemes: ["postgres", "postgresql"])
+                try env.finish()
+                let admin = DatabaseConfig(host: adminURL?.host ?? "", port: adminURL?.port ?? 5432, user: adminURL?.user ?? "postgres", password: adminURL?.password,
+                                           database: String(adminURL?.path.dropFirst() ?? ""), schema: "public")
+                try await withClient(admin) { client, logger in
+                    try await DatabaseProvisioner(admin: client, logger: logger).provision(
+                        role: config.database.user, password: config.database.password ?? config.database.user,
+                        schema: config.database.schema, database: config.database.database
+                    )
+                    print("\(definition.name): role \(config.database.user) owns schema \(config.database.schema) in \(config.database.database)")
+                }
+            case "-h", "--help", "help":
+                print("usage: \(definition.name) [serve|migrate|provision]")
+            default:
+                throw ConfigurationError(problems: ["unknown command \"\(command)\"; use serve, migrate or provision"])
+            }
+        } catch {
+            FileHandle.standardError.write(Data("\(definition.name): \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    public static func loadConfig(_ definition: ServiceDefinition, environment: [String: String]) throws -> ServiceConfig {
+        try ServiceConfig.load(name: definition.name, defaultPort: definition.defaultPort, environment: environment)
+    }
+
+    static func withClient(_ config: DatabaseConfig, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> Void) async throws {
+        let logger = Logger(label: "cli")
+        let client = PostgresClient(database: config, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await body(client, logger)
+        }
+    }
+}

@@ -1,0 +1,32 @@
+import Logging
+import PostgresNIO
+
+extension PostgresClient {
+    /// The service's pool: its own role, `search_path` set to its own schema, a statement timeout on
+    /// every connection so a runaway query cannot hold a connection forever.
+    public convenience init(database config: DatabaseConfig, logger: Logger) {
+        var configuration = PostgresClient.Configuration(
+            host: config.host, port: config.port, username: config.user, password: config.password,
+            database: config.database, tls: config.requireTLS ? .require(.makeClientConfiguration()) : .disable
+        )
+        configuration.options.maximumConnections = config.poolSize
+        configuration.options.connectTimeout = .seconds(5)
+        let timeoutMs = config.statementTimeout.components.seconds * 1000 + config.statementTimeout.components.attoseconds / 1_000_000_000_000_000
+        configuration.options.additionalStartupParameters = [
+            ("search_path", config.schema),
+            ("statement_timeout", String(timeoutMs)),
+            ("application_name", config.schema),
+        ]
+        self.init(configuration: configuration, backgroundLogger: logger)
+    }
+}
+
+/// Quotes an SQL identifier (schema, role) that cannot be a bound parameter.
+public func quoteIdentifier(_ name: String) -> String {
+    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+/// Quotes an SQL string literal, for the few statements (`CREATE ROLE … PASSWORD`) that take no parameters.
+public func quoteLiteral(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+}

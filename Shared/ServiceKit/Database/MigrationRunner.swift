@@ -1,0 +1,115 @@
+import Crypto
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One forward-only SQL migration.
+public struct Migration: Sendable, Equatable {
+    /// The file name without `.sql`, such as `0001_profiles`; files are applied in name order.
+    public var name: String
+    public var sql: String
+    public var checksum: String { SHA256.hash(data: Data(sql.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+
+    public init(name: String, sql: String) {
+        self.name = name
+        self.sql = sql
+    }
+
+    /// Reads every `NNNN_what.sql` in a folder, in name order.
+    public static func load(directory: URL) throws -> [Migration] {
+        let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "sql" }
+            .sorted { $0.lastPathComponent < $1.lastPathComponent }
+        return try files.map { Migration(name: $0.deletingPathExtension().lastPathComponent, sql: try String(contentsOf: $0, encoding: .utf8)) }
+    }
+}
+
+public enum MigrationError: Error, CustomStringConvertible {
+    case edited(name: String, schema: String, recorded: String, current: String)
+    case missingFile(name: String, schema: String)
+    case failed(name: String, schema: String, error: String)
+
+    public var description: String {
+        switch self {
+        case .edited(let name, let schema, let recorded, let current):
+            "migration \(name) was already applied to schema \(schema) but its file has changed (recorded checksum \(recorded.prefix(12)), file \(current.prefix(12))). Applied migrations are never edited: add a new migration instead."
+        case .missingFile(let name, let schema):
+            "migration \(name) is recorded in \(schema).schema_migrations but no file has that name; was it renamed or deleted?"
+        case .failed(let name, let schema, let error):
+            "migration \(name) failed in schema \(schema): \(error)"
+        }
+    }
+}
+
+/// Applies a service's migrations into its own schema, once, even when replicas start together:
+/// everything runs in one transaction holding an advisory lock keyed by the schema, and each applied
+/// file is recorded with its checksum in `<schema>.schema_migrations`.
+public struct MigrationRunner: Sendable {
+    public let client: PostgresClient
+    public let schema: String
+    public let migrations: [Migration]
+    public let logger: Logger
+
+    public init(client: PostgresClient, schema: String, migrations: [Migration], logger: Logger) {
+        self.client = client
+        self.schema = schema
+        self.migrations = migrations.sorted { $0.name < $1.name }
+        self.logger = logger
+    }
+
+    /// Applies what is missing and returns the names applied now.
+    @discardableResult
+    public func run() async throws -> [String] {
+        let schema = self.schema
+        let migrations = self.migrations
+        let logger = self.logger
+        // A database that cannot be reached must stop start-up with a message, not hang it.
+        return try await withTimeout(.seconds(60), what: "applying migrations to schema \(schema) (is the database reachable with these credentials?)") { try await self.apply() }
+    }
+
+    private func apply() async throws -> [String] {
+        let schema = self.schema
+        let migrations = self.migrations
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(schema + ".migrations")))", logger: logger)
+            let table = "\(quoteIdentifier(schema)).schema_migrations"
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS \(unescaped: table) (
+                    name text PRIMARY KEY,
+                    checksum text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """, logger: logger)
+            var recorded: [String: String] = [:]
+            for try await (name, checksum) in try await connection.query("SELECT name, checksum FROM \(unescaped: table)", logger: logger).decode((String, String).self) {
+                recorded[name] = checksum
+            }
+            let known = Set(migrations.map(\.name))
+            if let stray = recorded.keys.sorted().first(where: { !known.contains($0) }) {
+                throw MigrationError.missingFile(name: stray, schema: schema)
+            }
+            var applied: [String] = []
+            for migration in migrations {
+                if let checksum = recorded[migration.name] {
+                    guard checksum == migration.checksum else {
+                        throw MigrationError.edited(name: migration.name, schema: schema, recorded: checksum, current: migration.checksum)
+                    }
+                    continue
+                }
+                do {
+                    try await connection.query("SET LOCAL search_path TO \(unescaped: quoteIdentifier(schema))", logger: logger)
+                    for statement in SQLScript.statements(migration.sql) {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                } catch {
+                    throw MigrationError.failed(name: migration.name, schema: schema, error: String(reflecting: error))
+                }
+                try await connection.query("INSERT INTO \(unescaped: table) (name, checksum) VALUES (\(migration.name), \(migration.checksum))", logger: logger)
+                logger.info("applied migration", metadata: ["migration": "\(migration.name)", "schema": "\(schema)"])
+                applied.append(migration.name)
+            }
+            return applied
+        }
+    }
+}

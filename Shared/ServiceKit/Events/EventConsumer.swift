@@ -1,0 +1,188 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceLifecycle
+import Synchronization
+
+/// Reads the event stream with the service's own consumer group and hands each event of a registered
+/// type to its handler, inside one transaction with the event's inbox row; only after the commit is the
+/// entry acknowledged. So an event is handled once in effect: a redelivery finds its inbox row and is
+/// just acknowledged. Entries another consumer left pending (it crashed) are claimed after
+/// `claimIdle`; an entry delivered more than `maxDeliveries` times goes to the dead-letter stream
+/// with the last error and is acknowledged. Replicas of one service share the group and split the work.
+public final class EventConsumer: Service, Sendable {
+    private let client: PostgresClient
+    private let redis: RedisClient
+    private let config: EventBusConfig
+    private let handlers: EventHandlers
+    private let outbox: EventOutbox
+    private let metrics: EventBusMetrics
+    private let logger: Logger
+    private let lastErrors = Mutex<[String: String]>([:])
+
+    /// `redis` should be a client of its own: `XREADGROUP … BLOCK` holds its connection while waiting.
+    public init(client: PostgresClient, redis: RedisClient, config: EventBusConfig, handlers: EventHandlers, producer: String, metrics: EventBusMetrics, logger: Logger) {
+        self.client = client
+        self.redis = redis
+        self.config = config
+        self.handlers = handlers
+        self.outbox = EventOutbox(producer: producer)
+        self.metrics = metrics
+        var logger = logger
+        logger[metadataKey: "consumer"] = "\(config.consumerName)"
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        // A blocking XREADGROUP does not notice cancellation; closing its connection ends it at once.
+        try await cancelWhenGracefulShutdown {
+            await withTaskCancellationHandler {
+                await self.loop()
+            } onCancel: {
+                Task { await self.redis.close() }
+            }
+        }
+    }
+
+    private func loop() async {
+        var failures = 0
+        var needsGroup = true
+        var lastClaim = ContinuousClock.now - config.claimIdle
+        var lastStats = ContinuousClock.now - .seconds(60)
+        while !Task.isCancelled {
+            do {
+                if needsGroup {
+                    try await redis.xgroupCreate(config.stream, group: config.group)
+                    needsGroup = false
+                }
+                if ContinuousClock.now - lastClaim >= config.claimIdle / 2 {
+                    try await claimAbandoned()
+                    lastClaim = .now
+                }
+                if ContinuousClock.now - lastStats >= .seconds(5) {
+                    await updateLag()
+                    lastStats = .now
+                }
+                let entries = try await redis.xreadgroup(
+                    config.stream, group: config.group, consumer: config.consumerName,
+                    count: 100, block: config.readBlock
+                )
+                for entry in entries {
+                    await process(entry, reclaimed: false)
+                }
+                if failures > 0 { logger.info("event consumer recovered") }
+                failures = 0
+            } catch {
+                if Task.isCancelled { break }
+                // NOGROUP means the stream was lost (a Redis without persistence restarted): make the group again.
+                needsGroup = true
+                failures += 1
+                if failures == 1 || failures % 50 == 0 {
+                    logger.warning("event consumer cannot read the stream", metadata: ["error": "\(error)", "failures": "\(failures)"])
+                }
+                try? await Task.sleep(for: min(.milliseconds(50) * (1 << min(failures - 1, 6)), .seconds(2)))
+            }
+        }
+    }
+
+    /// Ensures the group exists; the service calls it at start so that no event is read before the group.
+    public func prepare() async throws {
+        try await redis.xgroupCreate(config.stream, group: config.group)
+    }
+
+    private func claimAbandoned() async throws {
+        var start = "0-0"
+        repeat {
+            let (entries, next) = try await redis.xautoclaim(
+                config.stream, group: config.group, consumer: config.consumerName, minIdle: config.claimIdle, start: start
+            )
+            for entry in entries {
+                await process(entry, reclaimed: true)
+            }
+            start = next
+        } while start != "0-0" && !Task.isCancelled
+    }
+
+    func process(_ entry: StreamEntry, reclaimed: Bool) async {
+        let started = ContinuousClock.now
+        guard let json = entry.fields["envelope"],
+              let envelope = try? JSONDecoder.api().decode(EventEnvelope.self, from: Data(json.utf8)) else {
+            await deadLetter(entry, error: "entry has no readable envelope", deliveries: 1)
+            return
+        }
+        guard let handler = handlers.handler(for: envelope.type) else {
+            try? await redis.xack(config.stream, group: config.group, ids: [entry.id])
+            return
+        }
+        if reclaimed {
+            let deliveries = (try? await redis.deliveryCount(config.stream, group: config.group, id: entry.id)) ?? 0
+            if deliveries > config.maxDeliveries {
+                let lastError = lastErrors.withLock { $0.removeValue(forKey: entry.id) } ?? "unknown (the consumer that saw it may have crashed)"
+                await deadLetter(entry, error: lastError, deliveries: deliveries)
+                return
+            }
+        }
+        var logger = self.logger
+        logger[metadataKey: "event_id"] = "\(envelope.id)"
+        logger[metadataKey: "event_type"] = "\(envelope.type)"
+        do {
+            let outbox = self.outbox
+            let handled = try await client.withTransaction(logger: logger) { connection -> Bool in
+                let inserted = try await connection.query("""
+                    INSERT INTO inbox (event_id, type) VALUES (\(envelope.id), \(envelope.type))
+                    ON CONFLICT (event_id) DO NOTHING RETURNING event_id
+                    """, logger: logger)
+                var isNew = false
+                for try await _ in inserted { isNew = true }
+                guard isNew else { return false }
+                try await handler(EventContext(envelope: envelope, connection: connection, outbox: outbox, logger: logger))
+                return true
+            }
+            try await redis.xack(config.stream, group: config.group, ids: [entry.id])
+            lastErrors.withLock { _ = $0.removeValue(forKey: entry.id) }
+            if handled {
+                metrics.handled.increment()
+                metrics.handleDuration.record(ContinuousClock.now - started)
+                metrics.endToEnd.record(.nanoseconds(max(0, Int64(Date().timeIntervalSince(envelope.occurredAt) * 1e9))))
+            } else {
+                metrics.duplicates.increment()
+            }
+        } catch {
+            // Left pending: after claimIdle it is claimed again and counts one more delivery.
+            metrics.handlerErrors.increment()
+            lastErrors.withLock { $0[entry.id] = String(describing: error) }
+            logger.warning("event handler failed; the event will be retried", metadata: ["error": "\(error)", "stream_id": "\(entry.id)"])
+        }
+    }
+
+    private func deadLetter(_ entry: StreamEntry, error: String, deliveries: Int) async {
+        do {
+            var fields = entry.fields.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            fields += [("stream_id", entry.id), ("group", config.group), ("error", error), ("deliveries", String(deliveries)), ("failed_at", RFC3339.string(from: Date()))]
+            try await redis.xadd(config.deadLetterStream, maxLength: 100_000, fields: fields)
+            try await redis.xack(config.stream, group: config.group, ids: [entry.id])
+            metrics.deadLettered.increment()
+            logger.error("event moved to the dead-letter stream", metadata: ["stream_id": "\(entry.id)", "dead_letter_stream": "\(config.deadLetterStream)", "error": "\(error)"])
+        } catch {
+            logger.warning("cannot dead-letter event yet", metadata: ["stream_id": "\(entry.id)", "error": "\(error)"])
+        }
+    }
+
+    /// Pending and lag of the group, from `XINFO GROUPS`.
+    private func updateLag() async {
+        guard let reply = try? await redis.send("XINFO", "GROUPS", RedisArgument(config.stream)), let groups = reply.array else { return }
+        for group in groups {
+            guard let fields = group.array else { continue }
+            var info: [String: RESPValue] = [:]
+            var index = 0
+            while index + 1 < fields.count {
+                if let key = fields[index].string { info[key] = fields[index + 1] }
+                index += 2
+            }
+            guard info["name"]?.string == config.group else { continue }
+            metrics.pending.set(Int64(info["pending"]?.int ?? 0))
+            if let lag = info["lag"]?.int { metrics.lag.set(Int64(lag)) }
+        }
+    }
+}

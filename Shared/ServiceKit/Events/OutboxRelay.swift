@@ -1,0 +1,128 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// Moves committed outbox rows to the Redis stream (and live ones to `user:<id>`), oldest first.
+/// Woken by the outbox trigger's `NOTIFY`, with a slow poll as a safety net for a lost notification.
+/// A row is deleted only in the transaction that saw Redis take it, so if Redis is down the rows wait
+/// and are sent when it returns; a crash between `XADD` and commit can send a row twice, which the
+/// consumers' inbox makes harmless.
+public final class OutboxRelay: Service, Sendable {
+    private let client: PostgresClient
+    private let redis: RedisClient
+    private let config: EventBusConfig
+    private let schema: String
+    private let metrics: EventBusMetrics
+    private let logger: Logger
+    private let batchSize: Int
+
+    public init(client: PostgresClient, redis: RedisClient, config: EventBusConfig, schema: String, metrics: EventBusMetrics, logger: Logger, batchSize: Int = 200) {
+        self.client = client
+        self.redis = redis
+        self.config = config
+        self.schema = schema
+        self.metrics = metrics
+        self.logger = logger
+        self.batchSize = batchSize
+    }
+
+    public func run() async throws {
+        let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.listen(wake: wake) }
+            group.addTask {
+                while !Task.isCancelled {
+                    wake.yield()
+                    if let backlog = try? await self.backlog() { self.metrics.outboxBacklog.set(Int64(backlog)) }
+                    try? await Task.sleep(for: self.config.relayPollInterval)
+                }
+            }
+            group.addTask {
+                await self.relayLoop(wakes: wakes)
+            }
+            // Stop the helpers once graceful shutdown begins; rows still in the outbox go next start.
+            try? await gracefulShutdown()
+            group.cancelAll()
+            wake.finish()
+        }
+    }
+
+    private func relayLoop(wakes: AsyncStream<Void>) async {
+        var failures = 0
+        for await _ in wakes {
+            while !Task.isCancelled {
+                do {
+                    let moved = try await relayBatch()
+                    if failures > 0 { logger.info("outbox relay recovered", metadata: ["after_failures": "\(failures)"]) }
+                    failures = 0
+                    if moved < batchSize { break }
+                } catch {
+                    failures += 1
+                    metrics.relayErrors.increment()
+                    if failures == 1 || failures % 50 == 0 {
+                        logger.warning("outbox relay cannot publish; rows stay in the outbox", metadata: ["error": "\(error)", "failures": "\(failures)"])
+                    }
+                    let wait = min(Duration.milliseconds(50) * (1 << min(failures - 1, 6)), .seconds(2))
+                    try? await Task.sleep(for: wait)
+                }
+            }
+        }
+    }
+
+    /// Sends up to one batch; returns how many rows it moved.
+    func relayBatch() async throws -> Int {
+        let logger = self.logger
+        let batchSize = self.batchSize
+        let redis = self.redis
+        let config = self.config
+        let moved = try await client.withTransaction(logger: logger) { connection -> Int in
+            let rows = try await connection.query("""
+                SELECT seq, id, type, user_id, live, envelope FROM outbox
+                ORDER BY seq LIMIT \(batchSize) FOR UPDATE SKIP LOCKED
+                """, logger: logger)
+            var sequences: [Int64] = []
+            for try await (seq, id, type, userID, live, envelope) in rows.decode((Int64, UUID, String, UUID?, Bool, String).self) {
+                try await redis.xadd(config.stream, maxLength: config.maxLength, fields: [
+                    ("id", id.uuidString.lowercased()), ("type", type), ("envelope", envelope),
+                ])
+                if live, let userID {
+                    try await redis.publish("user:\(userID.uuidString.lowercased())", envelope)
+                }
+                sequences.append(seq)
+            }
+            if !sequences.isEmpty {
+                try await connection.query("DELETE FROM outbox WHERE seq = ANY(\(sequences))", logger: logger)
+            }
+            return sequences.count
+        }
+        if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
+        return moved
+    }
+
+    /// Holds one pooled connection in `LISTEN`, coming back after a lost connection.
+    private func listen(wake: AsyncStream<Void>.Continuation) async {
+        let channel = EventBusSchema.notifyChannel(schema: schema)
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: channel) { notifications in
+                        wake.yield()  // anything committed while we were not listening
+                        for try await _ in notifications { wake.yield() }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning("outbox LISTEN lost; polling until it is back", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    /// Rows not yet sent, for the backlog gauge.
+    public func backlog() async throws -> Int {
+        let rows = try await client.query("SELECT count(*)::int8 FROM outbox", logger: logger)
+        for try await count in rows.decode(Int64.self) { return Int(count) }
+        return 0
+    }
+}

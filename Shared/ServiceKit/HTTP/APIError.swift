@@ -1,0 +1,72 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Models
+
+/// An error a handler throws on purpose: its status, stable `code` and message reach the client as
+/// `application/problem+json`.
+public struct APIError: Error, Sendable, CustomStringConvertible {
+    public var status: HTTPResponse.Status
+    public var code: String
+    public var detail: String
+    public var errors: [Problem.FieldError]?
+    public var headers: HTTPFields
+
+    public init(_ status: HTTPResponse.Status, code: String, detail: String, errors: [Problem.FieldError]? = nil, headers: HTTPFields = [:]) {
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.errors = errors
+        self.headers = headers
+    }
+
+    public var description: String { "\(status.code) \(code): \(detail)" }
+
+    public static func badRequest(_ detail: String, code: String = "bad_request") -> APIError { .init(.badRequest, code: code, detail: detail) }
+    public static func validation(_ errors: [Problem.FieldError], detail: String? = nil) -> APIError {
+        .init(.badRequest, code: "validation_failed", detail: detail ?? errors.map { "\($0.field): \($0.message)" }.joined(separator: "; "), errors: errors)
+    }
+    public static func unauthorized(_ detail: String, code: String = "unauthorized") -> APIError {
+        .init(.unauthorized, code: code, detail: detail, headers: [.wwwAuthenticate: "Bearer"])
+    }
+    public static func forbidden(_ detail: String = "You do not have permission to do this.") -> APIError { .init(.forbidden, code: "forbidden", detail: detail) }
+    public static func notFound(_ detail: String = "Not found.", code: String = "not_found") -> APIError { .init(.notFound, code: code, detail: detail) }
+    public static func conflict(_ detail: String, code: String) -> APIError { .init(.conflict, code: code, detail: detail) }
+    public static func tooManyRequests(_ detail: String, code: String = "rate_limited", retryAfterSeconds: Int) -> APIError {
+        .init(.tooManyRequests, code: code, detail: detail, headers: [.retryAfter: String(max(1, retryAfterSeconds))])
+    }
+}
+
+extension Problem {
+    /// The problem+json response for a status with the request id attached.
+    func response(status: HTTPResponse.Status, headers extra: HTTPFields = [:]) -> Response {
+        var headers = extra
+        headers[.contentType] = Problem.mediaType
+        let body = (try? JSONEncoder.api().encode(self)) ?? Data("{}".utf8)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// Stable codes for statuses that the framework itself raises.
+enum StatusCode {
+    static func code(for status: HTTPResponse.Status) -> String {
+        switch status.code {
+        case 400: "bad_request"
+        case 401: "unauthorized"
+        case 403: "forbidden"
+        case 404: "not_found"
+        case 405: "method_not_allowed"
+        case 408: "request_timeout"
+        case 409: "conflict"
+        case 413: "payload_too_large"
+        case 415: "unsupported_media_type"
+        case 422: "unprocessable"
+        case 429: "rate_limited"
+        case 502: "bad_gateway"
+        case 503: "service_unavailable"
+        case 504: "gateway_timeout"
+        case 500..<600: "internal_error"
+        default: "error"
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import Models
+import Hummingbird
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// Whether start-up work (migrations) has finished, and a way to wait for it.
+public final class Readiness: Sendable {
+    private let state = Mutex<(ready: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    public init() {}
+
+    public var isReady: Bool { state.withLock { $0.ready } }
+
+    public func markReady() {
+        let waiters = state.withLock { state in
+            state.ready = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    public func wait() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state in
+                if state.ready { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+}
+
+/// `/healthz` (the process answers), `/readyz` (database, Redis and migrations OK), `/metrics`.
+public struct HealthRoutes<Context: RequestContext>: Sendable {
+    let postgres: PostgresClient
+    let redis: RedisClient
+    let readiness: Readiness
+    let metrics: MetricsRegistry
+
+    public init(postgres: PostgresClient, redis: RedisClient, readiness: Readiness, metrics: MetricsRegistry) {
+        self.postgres = postgres
+        self.redis = redis
+        self.readiness = readiness
+        self.metrics = metrics
+    }
+
+    struct Status: ResponseEncodable {
+        var status: String
+        var checks: [String: String]
+    }
+
+    public func add(to router: some RouterMethods<Context>) {
+        router.get("healthz") { _, _ in Status(status: "ok", checks: [:]) }
+        router.get("readyz") { _, context -> Response in
+            async let database = Self.check { try await postgres.query("SELECT 1", logger: context.logger) }
+            async let cache = Self.check { _ = try await redis.send("PING") }
+            let checks = ["database": await database, "redis": await cache, "migrations": readiness.isReady ? "ok" : "pending"]
+            let ok = checks.values.allSatisfy { $0 == "ok" }
+            return try jsonResponse(Status(status: ok ? "ready" : "not_ready", checks: checks), status: ok ? .ok : .serviceUnavailable)
+        }
+        router.get("metrics") { _, _ -> Response in
+            var buffer: [UInt8] = []
+            metrics.emit(into: &buffer)
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+        }
+    }
+
+    static func check(_ probe: @escaping @Sendable () async throws -> Void) async -> String {
+        do {
+            try await withTimeout(.seconds(2)) { try await probe() }
+            return "ok"
+        } catch {
+            return "failing: \(error)"
+        }
+    }
+}
+
+/// A JSON response in the API's format with any status.
+public func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws -> Response {
+    var headers = headers
+    headers[.contentType] = "application/json; charset=utf-8"
+    return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder.api().encode(value))))
+}
+
+public struct TimeoutError: Error, CustomStringConvertible {
+    public var what: String
+    public var limit: Duration
+    public var description: String { "\(what) timed out after \(limit)" }
+}
+
+/// Runs `work`, giving up after `limit`.
+public func withTimeout<T: Sendable>(_ limit: Duration, what: String = "operation", _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await work() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            throw TimeoutError(what: what, limit: limit)
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import Hummingbird
+
+/// `?limit=&cursor=` of a list request. Cursors are opaque to clients: base64url JSON of the sort key
+/// of the last item returned, so that a page is stable under inserts.
+public struct PageRequest: Sendable {
+    public static let defaultLimit = 20
+    public static let maxLimit = 100
+
+    public var limit: Int
+    public var cursor: String?
+
+    public init(limit: Int = PageRequest.defaultLimit, cursor: String? = nil) {
+        self.limit = limit
+        self.cursor = cursor
+    }
+
+    /// Reads and checks `limit` (1…100, default 20) and `cursor` from the query.
+    public init(query: Request) throws {
+        let parameters = query.uri.queryParameters
+        var limit = Self.defaultLimit
+        if let text = parameters["limit"] {
+            guard let value = Int(text), (1...Self.maxLimit).contains(value) else {
+                throw APIError.validation([.init(field: "limit", message: "must be a whole number from 1 to \(Self.maxLimit)")])
+            }
+            limit = value
+        }
+        let cursor = parameters["cursor"].map(String.init)
+        self.init(limit: limit, cursor: cursor?.isEmpty == true ? nil : cursor)
+    }
+
+    /// Decodes the cursor into the sort key type; a cursor that was not made by `Cursor.encode` is 400.
+    public func position<Key: Codable>(_: Key.Type) throws -> Key? {
+        guard let cursor else { return nil }
+        guard let key = Cursor.decode(Key.self, from: cursor) else {
+            throw APIError.validation([.init(field: "cursor", message: "is not a cursor this list returned")], detail: "The cursor is invalid or expired.")
+        }
+        return key
+    }
+}
+
+/// Encodes and decodes opaque cursors.
+public enum Cursor {
+    public static func encode<Key: Encodable>(_ key: Key) -> String {
+        let data = (try? JSONEncoder().encode(key)) ?? Data()
+        return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    public static func decode<Key: Decodable>(_: Key.Type, from cursor: String) -> Key? {
+        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64) else { return nil }
+        return try? JSONDecoder().decode(Key.self, from: data)
+    }
+
+    /// Builds a page from `limit + 1` fetched rows: the extra row only says that there is a next page.
+    public static func page<Row, Key: Encodable>(_ rows: [Row], limit: Int, key: (Row) -> Key) -> (items: [Row], nextCursor: String?) {
+        guard rows.count > limit else { return (rows, nil) }
+        let items = Array(rows.prefix(limit))
+        return (items, items.last.map { encode(key($0)) })
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import Hummingbird
+import Logging
+import Models
+import NIOCore
+
+/// The signed-in caller, read from a verified access token.
+public struct Caller: Sendable, Equatable {
+    public var userID: UUID
+    public var sessionID: UUID?
+    public var roles: Set<Role>
+    public var emailVerified: Bool
+
+    public init(userID: UUID, sessionID: UUID?, roles: Set<Role>, emailVerified: Bool) {
+        self.userID = userID
+        self.sessionID = sessionID
+        self.roles = roles
+        self.emailVerified = emailVerified
+    }
+
+    public func has(_ role: Role) -> Bool { roles.contains(role) }
+}
+
+/// A context that knows its request id and, once the token middleware ran, its caller.
+public protocol IdentifiedRequestContext: RequestContext {
+    var requestID: String { get set }
+    var caller: Caller? { get set }
+}
+
+/// The request context of every service.
+public struct ServiceRequestContext: IdentifiedRequestContext, RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public var requestID: String = ""
+    public var caller: Caller?
+    public var remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+
+    public var requestDecoder: APIRequestDecoder { APIRequestDecoder() }
+    public var responseEncoder: APIResponseEncoder { APIResponseEncoder() }
+}
+
+/// The context of routes that need a signed-in caller: the compiler then guarantees one.
+public struct AuthenticatedContext: ChildRequestContext {
+    public typealias ParentContext = ServiceRequestContext
+    public var coreContext: CoreRequestContextStorage
+    public let requestID: String
+    public let caller: Caller
+    public let remoteAddress: SocketAddress?
+
+    public init(context: ServiceRequestContext) throws {
+        guard let caller = context.caller else {
+            throw APIError.unauthorized("Sign in first: this route needs a bearer access token.", code: "unauthorized")
+        }
+        self.coreContext = context.coreContext
+        self.requestID = context.requestID
+        self.caller = caller
+        self.remoteAddress = context.remoteAddress
+    }
+
+    public var requestDecoder: APIRequestDecoder { APIRequestDecoder() }
+    public var responseEncoder: APIResponseEncoder { APIResponseEncoder() }
+
+    /// Throws 403 `forbidden` unless the caller holds one of the roles.
+    public func require(anyOf roles: Role...) throws {
+        guard roles.contains(where: caller.roles.contains) else {
+            throw APIError.forbidden("This needs the \(roles.map(\.rawValue).joined(separator: " or ")) role.")
+        }
+    }
+}
+
+/// JSON request bodies with the API's date format; errors name the field.
+public struct APIRequestDecoder: RequestDecoder {
+    public init() {}
+    public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext) async throws -> T {
+        if let contentType = request.headers[.contentType], !contentType.lowercased().contains("json") {
+            throw APIError(.unsupportedMediaType, code: "unsupported_media_type", detail: "Send the body as application/json.")
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw APIError(.contentTooLarge, code: "payload_too_large", detail: "The request body is larger than \(context.maxUploadSize) bytes.")
+        }
+        if buffer.readableBytes == 0 {
+            throw APIError(.badRequest, code: "malformed_json", detail: "The request body is empty; send a JSON object.")
+        }
+        do {
+            return try JSONDecoder.api().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch let error as DecodingError {
+            throw APIError.decoding(error)
+        }
+    }
+}
+
+/// JSON responses in the API's one format.
+public struct APIResponseEncoder: ResponseEncoder {
+    public init() {}
+    public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
+        let data = try JSONEncoder.api().encode(value)
+        return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

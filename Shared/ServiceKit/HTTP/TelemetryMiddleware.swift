@@ -1,0 +1,53 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+extension HTTPField.Name {
+    public static let requestID = HTTPField.Name("X-Request-ID")!
+    public static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+}
+
+/// Gives every request an id (the caller's `X-Request-ID` when it is sane, a new one otherwise),
+/// echoes it on the response, logs one line per request and records request metrics.
+public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
+    let metrics: HTTPMetrics
+
+    public init(metrics: HTTPMetrics) {
+        self.metrics = metrics
+    }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let started = ContinuousClock.now
+        var context = context
+        let requestID = Self.requestID(from: request.headers[.requestID])
+        context.requestID = requestID
+        context.logger[metadataKey: "request_id"] = .string(requestID)
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            // Errors should have been turned into problems already; this is the last line.
+            response = ProblemMiddleware<Context>.response(for: error, request: request, context: context)
+        }
+        response.headers[.requestID] = requestID
+        let duration = ContinuousClock.now - started
+        let route = context.endpointPath ?? "unmatched"
+        metrics.record(method: request.method.rawValue, route: route, status: Int(response.status.code), duration: duration)
+        context.logger.info("request", metadata: [
+            "method": .string(request.method.rawValue),
+            "path": .string(request.uri.path),
+            "status": .stringConvertible(response.status.code),
+            "duration_ms": .string(String(format: "%.2f", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)),
+        ])
+        return response
+    }
+
+    /// Accepts up to 128 visible ASCII characters; anything else is replaced so logs stay clean.
+    static func requestID(from header: String?) -> String {
+        if let header, !header.isEmpty, header.utf8.count <= 128, header.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            return header
+        }
+        return UUID().uuidString.lowercased()
+    }
+}

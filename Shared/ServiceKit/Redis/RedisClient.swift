@@ -1,0 +1,122 @@
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A small pool of pipelined Redis connections. Commands never block an event loop: SwiftNIO does the
+/// I/O and hiredis the protocol. A dropped connection is replaced on the next command, with backoff
+/// between failed attempts so that a dead server is not hammered; during the backoff commands fail fast
+/// with `RedisError.unavailable`.
+public final class RedisClient: Sendable {
+    public let configuration: RedisConfiguration
+    private let slots: [ConnectionSlot]
+    private let next = Atomic<Int>(0)
+
+    public init(configuration: RedisConfiguration, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger) {
+        self.configuration = configuration
+        self.slots = (0..<max(1, configuration.poolSize)).map { _ in
+            ConnectionSlot(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
+        }
+    }
+
+    /// Sends one command and returns its reply; an error reply is thrown as `RedisError.server`.
+    /// `extraTimeout` lengthens the deadline for blocking commands (`XREADGROUP … BLOCK`).
+    @discardableResult
+    public func send(_ arguments: [RedisArgument], extraTimeout: TimeAmount = .zero) async throws -> RESPValue {
+        let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
+        let slot = slots[abs(index % slots.count)]
+        let connection = try await slot.connection()
+        do {
+            return try await connection.send(arguments, timeout: configuration.commandTimeout + extraTimeout).checked()
+        } catch let error as RedisError where error == .connectionClosed {
+            slot.dropped(connection)
+            throw error
+        }
+    }
+
+    @discardableResult
+    public func send(_ arguments: RedisArgument...) async throws -> RESPValue {
+        try await send(arguments)
+    }
+
+    /// Closes every connection; later commands reconnect.
+    public func close() async {
+        for slot in slots { await slot.close() }
+    }
+}
+
+/// One pool slot: at most one connection and at most one connect attempt at a time.
+final class ConnectionSlot: Sendable {
+    private struct State {
+        var connection: RedisConnection?
+        var connecting: Task<RedisConnection, any Error>?
+        var failures = 0
+        var retryAt = ContinuousClock.now
+    }
+
+    private let configuration: RedisConfiguration
+    private let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    init(configuration: RedisConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger) {
+        self.configuration = configuration
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+    }
+
+    func connection() async throws -> RedisConnection {
+        let task: Task<RedisConnection, any Error> = try state.withLock { state in
+            if let connection = state.connection, connection.isActive { return Task { connection } }
+            if let connecting = state.connecting { return connecting }
+            let now = ContinuousClock.now
+            if state.failures > 0, now < state.retryAt {
+                throw RedisError.unavailable("reconnecting to \(configuration.host):\(configuration.port) after \(state.failures) failed attempt(s)")
+            }
+            let configuration = self.configuration
+            let group = self.eventLoopGroup
+            let task = Task { try await RedisConnection.connect(configuration, eventLoopGroup: group) }
+            state.connecting = task
+            return task
+        }
+        do {
+            let connection = try await task.value
+            state.withLock { state in
+                if state.connecting != nil {
+                    state.connection = connection
+                    state.connecting = nil
+                    if state.failures > 0 {
+                        logger.info("redis reconnected", metadata: ["redis": "\(configuration.host):\(configuration.port)"])
+                    }
+                    state.failures = 0
+                }
+            }
+            return connection
+        } catch {
+            state.withLock { state in
+                guard state.connecting != nil else { return }
+                state.connecting = nil
+                state.failures += 1
+                let exponent = min(state.failures - 1, 16)
+                let wait = min(configuration.backoffBase * (1 << exponent), configuration.backoffMax)
+                state.retryAt = ContinuousClock.now + wait
+            }
+            throw error
+        }
+    }
+
+    func dropped(_ connection: RedisConnection) {
+        state.withLock { state in
+            if state.connection === connection { state.connection = nil }
+        }
+        connection.close()
+    }
+
+    func close() async {
+        let connection = state.withLock { state in
+            defer { state.connection = nil; state.connecting = nil }
+            return state.connection
+        }
+        connection?.close()
+    }
+}

@@ -1,0 +1,171 @@
+import NIOCore
+import NIOPosix
+
+/// Where Redis is and how long to wait for it.
+public struct RedisConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    public var password: String?
+    public var database: Int
+    /// Connections in the command pool; pipelining makes a few enough.
+    public var poolSize: Int
+    public var connectTimeout: TimeAmount
+    public var commandTimeout: TimeAmount
+    /// First and largest wait between reconnect attempts.
+    public var backoffBase: Duration
+    public var backoffMax: Duration
+
+    public init(host: String = "127.0.0.1", port: Int = 6379, password: String? = nil, database: Int = 0, poolSize: Int = 4,
+                connectTimeout: TimeAmount = .seconds(2), commandTimeout: TimeAmount = .seconds(5),
+                backoffBase: Duration = .milliseconds(50), backoffMax: Duration = .seconds(2)) {
+        self.host = host
+        self.port = port
+        self.password = password
+        self.database = database
+        self.poolSize = poolSize
+        self.connectTimeout = connectTimeout
+        self.commandTimeout = commandTimeout
+        self.backoffBase = backoffBase
+        self.backoffMax = backoffMax
+    }
+
+    /// Reads `redis://[:password@]host[:port][/db]`.
+    public init?(url: String) {
+        guard let components = URLComponentsLite(url), components.scheme == "redis", let host = components.host else { return nil }
+        self.init(host: host, port: components.port ?? 6379, password: components.password, database: Int(components.path.dropFirst()) ?? 0)
+    }
+}
+
+/// One TCP connection to Redis with hiredis doing the protocol.
+final class RedisConnection: Sendable {
+    let channel: any Channel
+
+    private init(channel: any Channel) {
+        self.channel = channel
+    }
+
+    static func connect(
+        _ configuration: RedisConfiguration,
+        eventLoopGroup: any EventLoopGroup,
+        onPush: (@Sendable (RESPValue) -> Void)? = nil
+    ) async throws -> RedisConnection {
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: eventLoopGroup)
+                .connectTimeout(configuration.connectTimeout)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(RedisChannelHandler(onPush: onPush))
+                    }
+                }
+                .connect(host: configuration.host, port: configuration.port)
+                .get()
+        } catch {
+            throw RedisError.unavailable("cannot connect to \(configuration.host):\(configuration.port): \(error)")
+        }
+        let connection = RedisConnection(channel: channel)
+        do {
+            if let password = configuration.password {
+                _ = try await connection.send(["AUTH", RedisArgument(password)], timeout: configuration.commandTimeout).checked()
+            }
+            if configuration.database != 0 {
+                _ = try await connection.send(["SELECT", RedisArgument(configuration.database)], timeout: configuration.commandTimeout).checked()
+            }
+        } catch {
+            connection.close()
+            throw error
+        }
+        return connection
+    }
+
+    var isActive: Bool { channel.isActive }
+
+    func send(_ arguments: [RedisArgument], timeout: TimeAmount?) async throws -> RESPValue {
+        let promise = channel.eventLoop.makePromise(of: RESPValue.self)
+        channel.writeAndFlush(RedisRequest(arguments: arguments, promise: promise, timeout: timeout)).whenFailure { error in
+            promise.fail(error)
+        }
+        return try await promise.futureResult.get()
+    }
+
+    /// Sends without waiting for a reply: subscriber connections get their replies as pushes.
+    func sendWithoutReply(_ arguments: [RedisArgument]) async throws {
+        try await channel.writeAndFlush(RedisRequest(arguments: arguments, promise: nil, timeout: nil)).get()
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+}
+
+extension RESPValue {
+    /// Turns an error reply into a thrown `RedisError.server`.
+    @discardableResult
+    public func checked() throws -> RESPValue {
+        if case .error(let message) = self { throw RedisError.server(message) }
+        return self
+    }
+}
+
+/// Just enough URL parsing for `redis://` and `postgres://` URLs, percent-decoding user and password.
+public struct URLComponentsLite: Sendable {
+    public var scheme: String
+    public var user: String?
+    public var password: String?
+    public var host: String?
+    public var port: Int?
+    public var path: String
+    public var query: [String: String]
+
+    public init?(_ text: String) {
+        guard let schemeEnd = text.range(of: "://") else { return nil }
+        scheme = String(text[..<schemeEnd.lowerBound])
+        var rest = Substring(text[schemeEnd.upperBound...])
+        var queryItems: [String: String] = [:]
+        if let q = rest.firstIndex(of: "?") {
+            for pair in rest[rest.index(after: q)...].split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                queryItems[String(parts[0])] = parts.count > 1 ? String(parts[1]).removingPercentEncodingLite : ""
+            }
+            rest = rest[..<q]
+        }
+        query = queryItems
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        path = String(rest[slash...])
+        var authority = rest[..<slash]
+        if let at = authority.lastIndex(of: "@") {
+            let userInfo = authority[..<at]
+            authority = authority[authority.index(after: at)...]
+            if let colon = userInfo.firstIndex(of: ":") {
+                user = String(userInfo[..<colon]).removingPercentEncodingLite
+                password = String(userInfo[userInfo.index(after: colon)...]).removingPercentEncodingLite
+            } else {
+                user = String(userInfo).removingPercentEncodingLite
+            }
+        }
+        if let colon = authority.lastIndex(of: ":"), !authority.hasSuffix("]") {
+            guard let number = Int(authority[authority.index(after: colon)...]) else { return nil }
+            port = number
+            authority = authority[..<colon]
+        }
+        let hostText = authority.trimmingCharacters(in: ["[", "]"])
+        host = hostText.isEmpty ? nil : hostText
+    }
+}
+
+extension String {
+    var removingPercentEncodingLite: String {
+        var bytes: [UInt8] = []
+        var iterator = Array(utf8).makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
+               let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) {
+                bytes.append(value)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

@@ -1,0 +1,222 @@
+import AsyncHTTPClient
+import Foundation
+import JWTKit
+import Logging
+import Models
+import NIOCore
+import Synchronization
+
+/// Where the public keys of the token issuer come from.
+public protocol JWKSSource: Sendable {
+    func fetch() async throws -> JWKS
+}
+
+/// The issuer's `/.well-known/jwks.json` over HTTP.
+public struct HTTPJWKSSource: JWKSSource {
+    public let url: String
+    public let httpClient: HTTPClient
+
+    public init(url: String, httpClient: HTTPClient) {
+        self.url = url
+        self.httpClient = httpClient
+    }
+
+    public func fetch() async throws -> JWKS {
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Accept", value: "application/json")
+        let response = try await httpClient.execute(request, timeout: .seconds(5))
+        guard response.status == .ok else { throw TokenError.keysUnavailable("JWKS at \(url) answered \(response.status.code)") }
+        let body = try await response.body.collect(upTo: 1 << 20)
+        return try JSONDecoder().decode(JWKS.self, from: Data(buffer: body))
+    }
+}
+
+/// Keys known in advance: the issuer checking its own tokens, or a test.
+public struct StaticJWKSSource: JWKSSource {
+    public let jwks: JWKS
+    public init(jwks: JWKS) { self.jwks = jwks }
+    public func fetch() async throws -> JWKS { jwks }
+}
+
+/// Why a token was refused. Each maps to a 401 with a stable code.
+public enum TokenError: Error, Equatable, CustomStringConvertible {
+    case malformed(String)
+    case unsupportedAlgorithm(String)
+    case unknownKey(String)
+    case badSignature
+    case expired
+    case notYetValid
+    case wrongIssuer(String)
+    case wrongAudience
+    case invalidClaims(String)
+    case keysUnavailable(String)
+
+    public var description: String {
+        switch self {
+        case .malformed(let why): "malformed token: \(why)"
+        case .unsupportedAlgorithm(let alg): "algorithm \(alg) is not accepted; tokens are ES256"
+        case .unknownKey(let kid): "no key with kid \(kid)"
+        case .badSignature: "signature does not verify"
+        case .expired: "token has expired"
+        case .notYetValid: "token is not valid yet"
+        case .wrongIssuer(let iss): "token was issued by \(iss), not by this backend"
+        case .wrongAudience: "token is not meant for this backend"
+        case .invalidClaims(let why): "token claims are invalid: \(why)"
+        case .keysUnavailable(let why): "signing keys unavailable: \(why)"
+        }
+    }
+
+    /// The problem the client sees.
+    public var apiError: APIError {
+        switch self {
+        case .expired: .unauthorized("The access token has expired; refresh it.", code: "token_expired")
+        case .keysUnavailable: APIError(.serviceUnavailable, code: "keys_unavailable", detail: "Tokens cannot be checked right now; try again shortly.")
+        default: .unauthorized("The access token is invalid: \(description).", code: "invalid_token")
+        }
+    }
+}
+
+/// Checks access tokens locally against the issuer's cached public keys: no call per request. An
+/// unknown `kid` (the issuer rotated its key) refreshes the keys, at most once per `minRefreshInterval`.
+public final class TokenVerifier: Sendable {
+    private struct Cache {
+        var keys = JWTKeyCollection()
+        var kids: Set<String> = []
+        var lastFetch: ContinuousClock.Instant?
+        var fetchCount = 0
+    }
+
+    private let source: any JWKSSource
+    private let config: TokenConfig
+    private let logger: Logger
+    private let cache = Mutex(Cache())
+    private let refresh = RefreshGate()
+
+    public init(source: any JWKSSource, config: TokenConfig, logger: Logger) {
+        self.source = source
+        self.config = config
+        self.logger = logger
+    }
+
+    /// How many times the keys were fetched, for tests and metrics.
+    public var fetchCount: Int { cache.withLock { $0.fetchCount } }
+
+    /// Verifies signature and claims and returns the caller.
+    public func verify(_ token: String, now: Date = Date()) async throws(TokenError) -> Caller {
+        let header = try Self.header(of: token)
+        guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg ?? "none") }
+        guard let kid = header.kid, !kid.isEmpty else { throw .malformed("no kid in header") }
+        let keys = try await keys(containing: kid)
+        let claims: AccessTokenClaims
+        do {
+            claims = try await keys.verify(token, as: AccessTokenClaims.self)
+        } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
+            throw .badSignature
+        } catch {
+            throw .malformed("\(error)")
+        }
+        let leeway = TimeInterval(config.leeway.components.seconds)
+        guard claims.iss.value == config.issuer else { throw .wrongIssuer(claims.iss.value) }
+        guard claims.aud.value.contains(config.audience) else { throw .wrongAudience }
+        guard now.timeIntervalSince(claims.exp.value) < leeway else { throw .expired }
+        if let nbf = claims.nbf, nbf.value.timeIntervalSince(now) > leeway { throw .notYetValid }
+        guard let userID = UUID(uuidString: claims.sub.value) else { throw .invalidClaims("sub is not a user id") }
+        let sessionID = claims.sid.flatMap(UUID.init(uuidString:))
+        return Caller(userID: userID, sessionID: sessionID, roles: Set(claims.roles.compactMap(Role.init(rawValue:))), emailVerified: claims.emailVerified)
+    }
+
+    private func keys(containing kid: String) async throws(TokenError) -> JWTKeyCollection {
+        let (known, keys) = cache.withLock { ($0.kids.contains(kid), $0.keys) }
+        if known { return keys }
+        try await reload(reason: kid)
+        let (knownNow, keysNow) = cache.withLock { ($0.kids.contains(kid), $0.keys) }
+        guard knownNow else { throw .unknownKey(kid) }
+        return keysNow
+    }
+
+    /// Fetches the keys unless they were fetched within `minRefreshInterval`; concurrent callers share one fetch.
+    public func reload(reason: String = "start") async throws(TokenError) {
+        do {
+            try await refresh.run { [self] in
+                let recent = cache.withLock { cache in
+                    cache.lastFetch.map { ContinuousClock.now - $0 < config.minRefreshInterval } ?? false
+                }
+                if recent { return }
+                let jwks: JWKS
+                do {
+                    jwks = try await source.fetch()
+                } catch {
+                    cache.withLock { $0.lastFetch = .now }
+                    logger.warning("cannot fetch JWKS", metadata: ["error": "\(error)"])
+                    throw TokenError.keysUnavailable("\(error)")
+                }
+                let collection = JWTKeyCollection()
+                var kids: Set<String> = []
+                for jwk in jwks.keys where jwk.keyType == .ecdsa && (jwk.algorithm == nil || jwk.algorithm == .es256) {
+                    guard let kid = jwk.keyIdentifier else { continue }
+                    do {
+                        try await collection.add(jwk: jwk)
+                        kids.insert(kid.string)
+                    } catch {
+                        logger.warning("skipping unusable JWK", metadata: ["kid": "\(kid.string)", "error": "\(error)"])
+                    }
+                }
+                cache.withLock { cache in
+                    cache.keys = collection
+                    cache.kids = kids
+                    cache.lastFetch = .now
+                    cache.fetchCount += 1
+                }
+                logger.debug("loaded JWKS", metadata: ["kids": "\(kids.sorted())", "reason": "\(reason)"])
+            }
+        } catch let error as TokenError {
+            throw error
+        } catch {
+            throw .keysUnavailable("\(error)")
+        }
+    }
+
+    struct Header: Decodable {
+        var alg: String?
+        var kid: String?
+    }
+
+    static func header(of token: String) throws(TokenError) -> Header {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw .malformed("expected three dot-separated parts") }
+        guard let data = Base64URL.decode(String(parts[0])) else { throw .malformed("header is not base64url") }
+        do {
+            return try JSONDecoder().decode(Header.self, from: data)
+        } catch {
+            throw .malformed("header is not JSON")
+        }
+    }
+}
+
+/// Lets one task at a time run a refresh; the others wait for it and then see its result.
+actor RefreshGate {
+    private var running: Task<Void, any Error>?
+
+    func run(_ work: @escaping @Sendable () async throws -> Void) async throws {
+        if let running {
+            _ = try? await running.value
+            return
+        }
+        let task = Task { try await work() }
+        running = task
+        defer { running = nil }
+        try await task.value
+    }
+}
+
+public enum Base64URL {
+    public static func decode(_ text: String) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
+    }
+
+    public static func encode(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+}

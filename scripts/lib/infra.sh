@@ -1,0 +1,87 @@
+# Shared by scripts/stack and scripts/test: install what is missing, start and stop a throwaway
+# PostgreSQL cluster and Redis server on loopback. Source it; every function is idempotent.
+
+PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+
+log() { printf '%s\n' "$*" >&2; }
+
+# ensure_packages: Debian packages and Python tools the stack and the tests need.
+ensure_packages() {
+  local missing=()
+  [ -x "${PGBIN:-/nonexistent}/initdb" ] || missing+=(postgresql)
+  command -v psql >/dev/null || missing+=(postgresql-client)
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  [ -f /usr/include/hiredis/hiredis.h ] || missing+=(libhiredis-dev)
+  command -v curl >/dev/null || missing+=(curl)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  fi
+  if ! python3 -c 'import aiosmtpd, pytest, requests' 2>/dev/null; then
+    log "installing Python tools: aiosmtpd pytest requests"
+    python3 -m pip install -q aiosmtpd pytest requests >/dev/null
+  fi
+}
+
+# free_port: a TCP port on 127.0.0.1 nobody listens on right now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# pg_as_postgres CMD…: PostgreSQL refuses to run as root, so run its tools as the postgres user.
+pg_as_postgres() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# start_postgres DIR PORT [test]: a cluster in DIR/pg listening on 127.0.0.1:PORT; "test" turns off
+# durability for speed. The superuser is postgres, trusted on loopback only.
+start_postgres() {
+  local dir=$1 port=$2 mode=${3:-}
+  mkdir -p "$dir/pg"
+  if [ "$(id -u)" = 0 ]; then
+    chown postgres: "$dir/pg"
+    # The postgres user must be able to reach DIR.
+    local p=$dir; while [ "$p" != / ]; do chmod o+x "$p" 2>/dev/null || true; p=$(dirname "$p"); done
+  fi
+  if [ ! -f "$dir/pg/data/PG_VERSION" ]; then
+    pg_as_postgres "$PGBIN/initdb" -D "$dir/pg/data" -U postgres -A trust -E UTF8 --locale=C --no-sync >"$dir/pg/initdb.log" 2>&1 \
+      || { cat "$dir/pg/initdb.log" >&2; return 1; }
+  fi
+  local opts="-p $port -c listen_addresses=127.0.0.1 -k $dir/pg -c max_connections=300"
+  [ "$mode" = test ] && opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  pg_as_postgres "$PGBIN/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 30 start -o "$opts" >/dev/null \
+    || { tail -n 20 "$dir/pg/server.log" >&2; return 1; }
+  psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtc "SELECT 1 FROM pg_database WHERE datname='foodbackend'" | grep -q 1 \
+    || psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc "CREATE DATABASE foodbackend" >/dev/null
+}
+
+stop_postgres() {
+  local dir=$1
+  [ -f "$dir/pg/data/postmaster.pid" ] || return 0
+  pg_as_postgres "$PGBIN/pg_ctl" -D "$dir/pg/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+}
+
+# start_redis DIR PORT: a Redis server with append-only persistence in DIR/redis.
+start_redis() {
+  local dir=$1 port=$2
+  mkdir -p "$dir/redis"
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/redis" --appendonly yes --save "" \
+    --daemonize yes --pidfile "$dir/redis/redis.pid" --logfile "$dir/redis/redis.log"
+  for _ in $(seq 1 50); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  log "redis did not start; see $dir/redis/redis.log"; return 1
+}
+
+stop_redis() {
+  local dir=$1
+  [ -f "$dir/redis/redis.pid" ] || return 0
+  local pid; pid=$(cat "$dir/redis/redis.pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$dir/redis/redis.pid"
+}
