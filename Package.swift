@@ -62,6 +62,7 @@ var targets: [Target] = [
         dependencies: kit + [
             .product(name: "HummingbirdTesting", package: "hummingbird"),
             .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ],
         path: "Tests/TestSupport",
         swiftSettings: swiftSettings
@@ -72,6 +73,8 @@ var targets: [Target] = [
             .product(name: "HummingbirdTesting", package: "hummingbird"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
         ],
         path: "Tests/ServiceKitTests",
         swiftSettings: swiftSettings
@@ -87,6 +90,12 @@ var targets: [Target] = [
 ]
 
 for service in services {
+    targets.append(.testTarget(
+        name: "\(service.target)Tests",
+        dependencies: kit + [.target(name: service.target), "TestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
+        path: "Tests/\(service.target)Tests",
+        swiftSettings: swiftSettings
+    ))
     targets.append(.executableTarget(
         name: service.target,
         dependencies: kit,

@@ -30,3 +30,16 @@ public func quoteIdentifier(_ name: String) -> String {
 public func quoteLiteral(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
 }
+
+extension PostgresClient {
+    /// `withTransaction`, rethrowing the closure's own error rather than PostgresNIO's wrapper, so
+    /// that callers can catch what they threw (an `APIError`, a `MigrationError`).
+    public func transaction<Result: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
+        do {
+            return try await withTransaction(logger: logger, body)
+        } catch let error as PostgresTransactionError {
+            if let closureError = error.closureError { throw closureError }
+            throw error
+        }
+    }
+}

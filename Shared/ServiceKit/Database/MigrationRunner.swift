@@ -71,7 +71,7 @@ public struct MigrationRunner: Sendable {
         let schema = self.schema
         let migrations = self.migrations
         let logger = self.logger
-        return try await client.withTransaction(logger: logger) { connection in
+        return try await client.transaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(schema + ".migrations")))", logger: logger)
             let table = "\(quoteIdentifier(schema)).schema_migrations"
             try await connection.query("""

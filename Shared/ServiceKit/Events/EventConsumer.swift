@@ -128,7 +128,7 @@ public final class EventConsumer: Service, Sendable {
         logger[metadataKey: "event_type"] = "\(envelope.type)"
         do {
             let outbox = self.outbox
-            let handled = try await client.withTransaction(logger: logger) { connection -> Bool in
+            let handled = try await client.transaction(logger: logger) { connection -> Bool in
                 let inserted = try await connection.query("""
                     INSERT INTO inbox (event_id, type) VALUES (\(envelope.id), \(envelope.type))
                     ON CONFLICT (event_id) DO NOTHING RETURNING event_id

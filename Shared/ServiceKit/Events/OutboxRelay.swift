@@ -76,7 +76,7 @@ public final class OutboxRelay: Service, Sendable {
         let batchSize = self.batchSize
         let redis = self.redis
         let config = self.config
-        let moved = try await client.withTransaction(logger: logger) { connection -> Int in
+        let moved = try await client.transaction(logger: logger) { connection -> Int in
             let rows = try await connection.query("""
                 SELECT seq, id, type, user_id, live, envelope FROM outbox
                 ORDER BY seq LIMIT \(batchSize) FOR UPDATE SKIP LOCKED

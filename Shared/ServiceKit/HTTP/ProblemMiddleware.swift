@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import Models
+import NIOCore
 
 /// Turns every thrown error into `application/problem+json` with a stable `code`. Unexpected errors
 /// become a 500 that says nothing about internals; the error itself is logged with the request id.
@@ -30,6 +31,8 @@ public struct ProblemMiddleware<Context: IdentifiedRequestContext>: RouterMiddle
             let detail = error.body ?? Self.defaultDetail(status: status, request: request)
             return Problem(status: Int(status.code), code: StatusCode.code(for: status), title: status.reasonPhrase, detail: detail, requestID: requestID)
                 .response(status: status, headers: headers)
+        case is NIOTooManyBytesError:
+            return Self.response(for: APIError(.contentTooLarge, code: "payload_too_large", detail: "The request body is too large."), request: request, context: context)
         case let error as DecodingError:
             return Self.response(for: APIError.decoding(error), request: request, context: context)
         default:

@@ -82,7 +82,7 @@ public struct APIRequestDecoder: RequestDecoder {
         let buffer: ByteBuffer
         do {
             buffer = try await request.body.collect(upTo: context.maxUploadSize)
-        } catch let error as HTTPError where error.status == .contentTooLarge {
+        } catch is NIOTooManyBytesError {
             throw APIError(.contentTooLarge, code: "payload_too_large", detail: "The request body is larger than \(context.maxUploadSize) bytes.")
         }
         if buffer.readableBytes == 0 {

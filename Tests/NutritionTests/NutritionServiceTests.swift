@@ -1,0 +1,13 @@
+@testable import Nutrition
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct NutritionServiceTests {
+    /// The executable's own build function boots against real PostgreSQL and Redis: migrations into
+    /// its schema, readiness, health, metrics and problem+json for unknown paths.
+    @Test func bootsAndServesHealth() async throws {
+        let failures = try await assertServiceServesHealth(name: "nutrition", build: buildApplication)
+        #expect(failures.isEmpty, "\(failures)")
+    }
+}

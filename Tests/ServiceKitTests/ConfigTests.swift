@@ -1,0 +1,45 @@
+import Foundation
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct ConfigTests {
+    @Test func defaultsServeTheLocalStack() throws {
+        let config = try ServiceConfig.load(name: "social", defaultPort: 8082, environment: [:])
+        #expect(config.port == 8082)
+        #expect(config.database.user == "social" && config.database.schema == "social" && config.database.database == "foodbackend")
+        #expect(config.redis.port == 6379)
+        #expect(config.events.group == "social")
+    }
+
+    @Test func everyProblemIsNamedInOneError() {
+        let environment = ["APP_ENV": "production", "HTTP_PORT": "eighty", "DATABASE_POOL_SIZE": "0", "REDIS_URL": "http://x"]
+        let error = #expect(throws: ConfigurationError.self) {
+            try ServiceConfig.load(name: "social", defaultPort: 8082, environment: environment)
+        }
+        let text = String(describing: error!)
+        for variable in ["HTTP_PORT", "DATABASE_POOL_SIZE", "REDIS_URL", "DATABASE_URL", "JWKS_URL", "JWT_ISSUER"] {
+            #expect(text.contains(variable), "\(variable) missing from: \(text)")
+        }
+    }
+
+    @Test func passwordsInURLsAreNotEchoed() {
+        let error = #expect(throws: ConfigurationError.self) {
+            try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["DATABASE_URL": "mysql://u:s3cret@h/db"])
+        }
+        #expect(!String(describing: error!).contains("s3cret"))
+    }
+
+    /// The real executable, started with a missing variable, says so and exits non-zero.
+    @Test(arguments: ["auth", "social", "invitations", "entitlements", "nutrition", "gateway"])
+    func startUpWithAMissingVariableExitsNonZero(executable: String) async throws {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("out")).path
+        let process = try ChildProcess([TestEnvironment.binDirectory.appendingPathComponent(executable).path],
+                                       environment: ["APP_ENV": "production", "PATH": "/usr/bin:/bin"], outputPath: output)
+        let status = try await process.wait()
+        let message = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        #expect(status == 1)
+        #expect(message.contains("invalid configuration"))
+        #expect(message.contains(executable == "gateway" ? "AUTH_URL" : "DATABASE_URL"), "\(message)")
+    }
+}

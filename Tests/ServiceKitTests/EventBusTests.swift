@@ -1,0 +1,243 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import Prometheus
+@testable import ServiceKit
+import Synchronization
+import TestSupport
+import Testing
+
+/// A producer service ("auth") and a consumer service ("social") on one test database and a stream
+/// of their own, with a handler that records each handling in `social.effects` — without a unique
+/// key, so a second handling of one event would show as a second row.
+final class BusHarness: Sendable {
+    let database: TestDatabase
+    let stream: String
+    let producer: PostgresClient
+    let consumerDB: PostgresClient
+    let redisConfig: RedisConfiguration
+    let redis: RedisClient
+    let registry = MetricsRegistry()
+    private let tasks = Mutex<[Task<Void, any Error>]>([])
+
+    static let effects = Migration(name: "0001_effects", sql: "CREATE TABLE effects (event_id uuid NOT NULL, consumer text NOT NULL, user_id uuid)")
+
+    init(redis redisConfig: RedisConfiguration) async throws {
+        database = try await TestDatabase.create(services: ["auth", "social"])
+        stream = TestEnvironment.uniqueName("events")
+        self.redisConfig = redisConfig
+        producer = PostgresClient(database: database.config(for: "auth"), logger: TestEnvironment.logger)
+        consumerDB = PostgresClient(database: database.config(for: "social"), logger: TestEnvironment.logger)
+        redis = RedisClient(configuration: redisConfig, logger: TestEnvironment.logger)
+        launch { await self.producer.run() }
+        launch { await self.consumerDB.run() }
+        try await MigrationRunner(client: producer, schema: "auth", migrations: [EventBusSchema.migration], logger: TestEnvironment.logger).run()
+        try await MigrationRunner(client: consumerDB, schema: "social", migrations: [EventBusSchema.migration, Self.effects], logger: TestEnvironment.logger).run()
+    }
+
+    func launch(_ work: @escaping @Sendable () async throws -> Void) {
+        tasks.withLock { $0.append(Task { try await work() }) }
+    }
+
+    func busConfig(group: String, consumer: String, maxDeliveries: Int = 5) -> EventBusConfig {
+        EventBusConfig(stream: stream, maxLength: 100_000, group: group, consumerName: consumer, claimIdle: .milliseconds(300),
+                       maxDeliveries: maxDeliveries, relayPollInterval: .milliseconds(500), readBlock: .milliseconds(100))
+    }
+
+    func startRelay() {
+        let relay = OutboxRelay(client: producer, redis: redis, config: busConfig(group: "auth", consumer: "relay"), schema: "auth",
+                                metrics: EventBusMetrics(registry: registry), logger: TestEnvironment.logger)
+        launch { try await relay.run() }
+    }
+
+    /// Starts a consumer replica of "social" whose `user.registered` handler records an effect (or fails).
+    @discardableResult
+    func startConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false) -> EventConsumer {
+        var handlers = EventHandlers()
+        handlers.on(UserRegistered.self) { payload, context in
+            if failing { throw HandlerFailure() }
+            try await context.connection.query(
+                "INSERT INTO effects (event_id, consumer, user_id) VALUES (\(context.envelope.id), \(name), \(payload.userID))",
+                logger: context.logger)
+        }
+        var config = redisConfig
+        config.poolSize = 1
+        let consumer = EventConsumer(
+            client: consumerDB, redis: RedisClient(configuration: config, logger: TestEnvironment.logger),
+            config: busConfig(group: "social", consumer: name, maxDeliveries: maxDeliveries), handlers: handlers,
+            producer: "social", metrics: EventBusMetrics(registry: MetricsRegistry()), logger: TestEnvironment.logger
+        )
+        launch { try await consumer.run() }
+        return consumer
+    }
+
+    /// Commits one `user.registered` in the producer's outbox; throws inside the transaction when `rollback`.
+    @discardableResult
+    func emit(rollback: Bool = false, live: Bool = false) async throws -> EventEnvelope {
+        let outbox = EventOutbox(producer: "auth")
+        let envelope = Mutex<EventEnvelope?>(nil)
+        do {
+            try await producer.transaction(logger: TestEnvironment.logger) { connection in
+                let userID = UUID()
+                let written = try await outbox.write(UserRegistered(userID: userID, email: "\(userID)@example.com", displayName: nil, provider: "email"),
+                                                     userID: userID, live: live, on: connection, logger: TestEnvironment.logger)
+                envelope.withLock { $0 = written }
+                if rollback { throw RolledBack() }
+            }
+        } catch is RolledBack {}
+        return envelope.withLock { $0! }
+    }
+
+    func effects() async throws -> [(UUID, String)] {
+        var rows: [(UUID, String)] = []
+        for try await row in try await consumerDB.query("SELECT event_id, consumer FROM effects", logger: TestEnvironment.logger).decode((UUID, String).self) {
+            rows.append(row)
+        }
+        return rows
+    }
+
+    func waitForEffects(_ count: Int, within limit: Duration = .seconds(15)) async throws -> [(UUID, String)] {
+        let deadline = ContinuousClock.now + limit
+        var rows: [(UUID, String)] = []
+        while ContinuousClock.now < deadline {
+            rows = try await effects()
+            if rows.count >= count { return rows }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        return rows
+    }
+
+    func stop() async {
+        let running = tasks.withLock { $0 }
+        for task in running.reversed() { task.cancel() }
+        await redis.close()
+    }
+
+    struct HandlerFailure: Error, CustomStringConvertible { var description: String { "the handler always fails" } }
+    struct RolledBack: Error {}
+}
+
+@Suite struct EventBusTests {
+    @Test func aRolledBackEventIsNeverDeliveredAndACommittedOneIsOnce() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        bus.startRelay()
+        bus.startConsumer(name: "c1")
+        let rolledBack = try await bus.emit(rollback: true)
+        let committed = try await bus.emit()
+        let rows = try await bus.waitForEffects(1)
+        try await Task.sleep(for: .milliseconds(500))  // time for a wrong second delivery to show
+        let final = try await bus.effects()
+        #expect(final.map(\.0) == [committed.id])
+        #expect(!rows.contains { $0.0 == rolledBack.id })
+        let entries = try await bus.redis.xrange(bus.stream)
+        #expect(entries.map { $0.fields["id"] } == [committed.id.uuidString.lowercased()])
+        await bus.stop()
+    }
+
+    @Test func liveEventsArePublishedOnTheUserChannel() async throws {
+        let config = try TestEnvironment.redis()
+        let bus = try await BusHarness(redis: config)
+        let subscriber = RedisSubscriber(configuration: config, logger: TestEnvironment.logger)
+        bus.launch { try await subscriber.run() }
+        // Subscribe to the user's channel before the event exists: emit in a transaction we control.
+        let userID = UUID()
+        let messages = subscriber.subscribe("user:\(userID.uuidString.lowercased())")
+        try await waitUntil { try await bus.redis.publish("user:\(userID.uuidString.lowercased())", "{}") > 0 }
+        try await bus.producer.withTransaction(logger: TestEnvironment.logger) { connection in
+            try await EventOutbox(producer: "auth").write(UserRegistered(userID: userID, email: "a@b.c", displayName: "A", provider: "email"), userID: userID, live: true, on: connection, logger: TestEnvironment.logger)
+        }
+        bus.startRelay()
+        var received: EventEnvelope?
+        for await message in messages where message.text != "{}" {
+            received = try JSONDecoder.api().decode(EventEnvelope.self, from: Data(message.payload))
+            break
+        }
+        #expect(received?.type == "user.registered")
+        #expect(try received?.decode(UserRegistered.self).displayName == "A")
+        await bus.stop()
+    }
+
+    @Test func anEventIsHandledOnceInEffectWhenAConsumerCrashesBeforeAck() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        try await bus.redis.xgroupCreate(bus.stream, group: "social")
+        bus.startRelay()
+        let crashedBeforeHandling = try await bus.emit()
+        let crashedAfterCommit = try await bus.emit()
+        try await waitUntil { try await bus.redis.xlen(bus.stream) == 2 }
+        // A consumer reads both and dies: one before handling, one after committing but before XACK.
+        let taken = try await bus.redis.xreadgroup(bus.stream, group: "social", consumer: "crashed", count: 10, block: nil)
+        #expect(taken.count == 2)
+        try await bus.consumerDB.withTransaction(logger: TestEnvironment.logger) { connection in
+            try await connection.query("INSERT INTO inbox (event_id, type) VALUES (\(crashedAfterCommit.id), 'user.registered')", logger: TestEnvironment.logger)
+            try await connection.query("INSERT INTO effects (event_id, consumer) VALUES (\(crashedAfterCommit.id), 'crashed')", logger: TestEnvironment.logger)
+        }
+        // A healthy replica claims what the crashed one left pending.
+        bus.startConsumer(name: "c2")
+        try await waitUntil { try await bus.redis.pendingCount(bus.stream, group: "social") == 0 }
+        try await Task.sleep(for: .milliseconds(400))
+        let rows = try await bus.effects()
+        #expect(rows.filter { $0.0 == crashedBeforeHandling.id }.map(\.1) == ["c2"])
+        #expect(rows.filter { $0.0 == crashedAfterCommit.id }.map(\.1) == ["crashed"])
+        await bus.stop()
+    }
+
+    @Test func eventsCommittedWhileRedisIsDownAreDeliveredWhenItReturns() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        bus.startRelay()
+        bus.startConsumer(name: "c1")
+        try await bus.emit()
+        _ = try await bus.waitForEffects(1)
+
+        try await server.stop()
+        var emitted: [EventEnvelope] = []
+        for _ in 0..<5 { emitted.append(try await bus.emit()) }
+        try await Task.sleep(for: .milliseconds(500))
+        let backlog = try await bus.producer.query("SELECT count(*)::int FROM outbox", logger: TestEnvironment.logger).decode(Int.self).first { _ in true }
+        #expect(backlog == 5)  // waiting in the outbox, not lost
+        try await server.start()
+
+        let rows = try await bus.waitForEffects(6, within: .seconds(20))
+        #expect(Set(rows.map(\.0)).isSuperset(of: emitted.map(\.id)))
+        #expect(rows.count == 6)
+        await bus.stop()
+        try await server.stop()
+    }
+
+    @Test func aHandlerThatAlwaysFailsEndsInTheDeadLetterStream() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        bus.startRelay()
+        bus.startConsumer(name: "c1", maxDeliveries: 2, failing: true)
+        let poison = try await bus.emit()
+        let deadLetters = "\(bus.stream):dead:social"
+        try await waitUntil(.seconds(20)) { try await bus.redis.xlen(deadLetters) == 1 }
+        let entry = try #require(try await bus.redis.xrange(deadLetters).first)
+        #expect(entry.fields["id"] == poison.id.uuidString.lowercased())
+        #expect(entry.fields["error"]?.contains("the handler always fails") == true)
+        #expect(Int(entry.fields["deliveries"] ?? "") ?? 0 > 2)
+        #expect(try await bus.redis.pendingCount(bus.stream, group: "social") == 0)
+        #expect(try await bus.effects().isEmpty)
+        await bus.stop()
+    }
+
+    @Test func twoReplicasOfOneServiceSplitTheWork() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        try await bus.redis.xgroupCreate(bus.stream, group: "social")
+        bus.startConsumer(name: "replica-a")
+        bus.startConsumer(name: "replica-b")
+        bus.startRelay()
+        var ids: Set<UUID> = []
+        for _ in 0..<300 { ids.insert(try await bus.emit().id) }
+        let rows = try await bus.waitForEffects(300, within: .seconds(30))
+        try await Task.sleep(for: .milliseconds(300))
+        let final = try await bus.effects()
+        #expect(final.count == 300)
+        #expect(Set(final.map(\.0)) == ids)
+        let byReplica = Dictionary(grouping: rows, by: \.1).mapValues(\.count)
+        #expect(byReplica["replica-a", default: 0] > 0)
+        #expect(byReplica["replica-b", default: 0] > 0)
+        await bus.stop()
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Models
+import ServiceKit
+import TestSupport
+import Testing
+
+/// Problems, decoding, request ids and pagination through the real router.
+@Suite struct HTTPConventionTests {
+    struct CreateRequest: Decodable {
+        var name: String
+        var count: Int
+        var tags: [String]?
+        var nested: Nested?
+        struct Nested: Decodable { var when: Date }
+    }
+
+    struct Item: Codable, Sendable { var id: Int }
+
+    static func app() -> some ApplicationProtocol {
+        let router = Router(context: ServiceRequestContext.self)
+        router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: MetricsRegistry())))
+        router.add(middleware: ProblemMiddleware())
+        router.post("things") { request, context -> String in
+            let body = try await request.decode(as: CreateRequest.self, context: context)
+            return "\(body.name) x\(body.count)"
+        }
+        router.get("boom") { _, _ -> String in
+            struct Secret: Error { var password = "hunter2" }
+            throw Secret()
+        }
+        router.get("items") { request, _ -> Response in
+            let page = try PageRequest(query: request)
+            let after = try page.position(Int.self) ?? 0
+            let rows = Array((after + 1)...(after + page.limit + 1)).filter { $0 <= 45 }.map { Item(id: $0) }
+            let result = Cursor.page(rows, limit: page.limit) { $0.id }
+            return try jsonResponse(Page(items: result.items, nextCursor: result.nextCursor))
+        }
+        return Application(router: router)
+    }
+
+    func problem(_ response: TestResponse) throws -> Problem {
+        #expect(response.headers[.contentType] == Problem.mediaType)
+        return try JSONDecoder.api().decode(Problem.self, from: Data(buffer: response.body))
+    }
+
+    @Test func decodingErrorsNameTheField() async throws {
+        try await Self.app().test(.router) { client in
+            func post(_ body: String, contentType: String = "application/json") async throws -> TestResponse {
+                try await client.execute(uri: "/things", method: .post, headers: [.contentType: contentType], body: ByteBuffer(string: body))
+            }
+            #expect(try await post(#"{"name":"a","count":2}"#).body == ByteBuffer(string: "a x2"))
+
+            let missing = try problem(try await post(#"{"name":"a"}"#))
+            #expect(missing.status == 400 && missing.code == "validation_failed")
+            #expect(missing.errors == [.init(field: "count", message: "is required")])
+
+            let wrongType = try problem(try await post(#"{"name":"a","count":"two"}"#))
+            #expect(wrongType.errors == [.init(field: "count", message: "must be a number")])
+
+            let nested = try problem(try await post(#"{"name":"a","count":1,"nested":{"when":"yesterday"}}"#))
+            #expect(nested.errors?.first?.field == "nested.when")
+
+            let arrayItem = try problem(try await post(#"{"name":"a","count":1,"tags":["x",3]}"#))
+            #expect(arrayItem.errors?.first?.field == "tags[1]")
+
+            let malformed = try problem(try await post(#"{"name": "a", "#))
+            #expect(malformed.code == "malformed_json")
+
+            let empty = try problem(try await post(""))
+            #expect(empty.code == "malformed_json")
+
+            let notJSON = try problem(try await post("name=a", contentType: "application/x-www-form-urlencoded"))
+            #expect(notJSON.status == 415)
+        }
+    }
+
+    @Test func oversizedBodiesAre413() async throws {
+        try await Self.app().test(.router) { client in
+            let big = "{\"name\":\"" + String(repeating: "x", count: 3 * 1024 * 1024) + "\",\"count\":1}"
+            let response = try await client.execute(uri: "/things", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: big))
+            #expect(response.status == .contentTooLarge)
+            #expect(try problem(response).code == "payload_too_large")
+        }
+    }
+
+    @Test func unexpectedErrorsAre500WithoutInternals() async throws {
+        try await Self.app().test(.router) { client in
+            let response = try await client.execute(uri: "/boom", method: .get, headers: [.requestID: "req-42"])
+            #expect(response.status == .internalServerError)
+            let body = String(buffer: response.body)
+            #expect(!body.contains("hunter2") && !body.contains("Secret"))
+            #expect(try problem(response).requestID == "req-42")
+        }
+    }
+
+    @Test func requestIDsAreKeptOrMade() async throws {
+        try await Self.app().test(.router) { client in
+            let given = try await client.execute(uri: "/nowhere", method: .get, headers: [.requestID: "abc-123"])
+            #expect(given.headers[.requestID] == "abc-123")
+            #expect(try problem(given).code == "not_found")
+            let made = try await client.execute(uri: "/nowhere", method: .get)
+            #expect(UUID(uuidString: made.headers[.requestID] ?? "") != nil)
+            let hostile = try await client.execute(uri: "/nowhere", method: .get, headers: [.requestID: String(repeating: "x", count: 500)])
+            #expect(hostile.headers[.requestID]?.count == 36)
+        }
+    }
+
+    @Test func cursorPaginationWalksTheWholeList() async throws {
+        try await Self.app().test(.router) { client in
+            var cursor: String?
+            var seen: [Int] = []
+            repeat {
+                let uri = "/items?limit=20" + (cursor.map { "&cursor=\($0)" } ?? "")
+                let page = try JSONDecoder.api().decode(Page<Item>.self, from: Data(buffer: try await client.execute(uri: uri, method: .get).body))
+                seen += page.items.map(\.id)
+                cursor = page.nextCursor
+            } while cursor != nil
+            #expect(seen == Array(1...45))
+            #expect(try await client.execute(uri: "/items?limit=0", method: .get).status == .badRequest)
+            #expect(try await client.execute(uri: "/items?limit=101", method: .get).status == .badRequest)
+            #expect(try problem(try await client.execute(uri: "/items?cursor=%%%", method: .get)).errors?.first?.field == "cursor")
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import NIOCore
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct RedisClientTests {
+    @Test func commandsRepliesAndBinarySafety() async throws {
+        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+        defer { Task { await redis.close() } }
+        let key = TestEnvironment.uniqueName("k")
+        #expect(try await redis.send("SET", RedisArgument(key), "hello").string == "OK")
+        #expect(try await redis.send("GET", RedisArgument(key)).string == "hello")
+        #expect(try await redis.send("GET", RedisArgument(key + "-missing")).isNull)
+        let binary: [UInt8] = [0, 13, 10, 255, 36, 42]
+        try await redis.send(["SET", RedisArgument(key), RedisArgument(binary)])
+        #expect(try await redis.send("GET", RedisArgument(key)) == .bulkString(binary))
+        #expect(try await redis.send("INCR", RedisArgument(key + "-n")).int == 1)
+        #expect(try await redis.send("RPUSH", RedisArgument(key + "-l"), "a", "b").int == 2)
+        #expect(try await redis.send("LRANGE", RedisArgument(key + "-l"), "0", "-1") == .array([.bulkString(Array("a".utf8)), .bulkString(Array("b".utf8))]))
+        await #expect(throws: RedisError.server("ERR unknown command 'NOPE', with args beginning with: ")) {
+            try await redis.send("NOPE")
+        }
+        // An error reply does not break the connection's order.
+        #expect(try await redis.send("PING").string == "PONG")
+    }
+
+    @Test func aThousandConcurrentCallsGetTheirOwnRepliesInOrder() async throws {
+        var config = try TestEnvironment.redis()
+        config.poolSize = 2
+        let redis = RedisClient(configuration: config, logger: TestEnvironment.logger)
+        defer { Task { await redis.close() } }
+        let prefix = TestEnvironment.uniqueName("p")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<1_000 {
+                group.addTask {
+                    let echoed = try await redis.send("ECHO", RedisArgument("value-\(index)"))
+                    #expect(echoed.string == "value-\(index)")
+                    let count = try await redis.send("INCRBY", RedisArgument("\(prefix):\(index % 10)"), RedisArgument(index))
+                    #expect(count.int != nil)
+                }
+            }
+            try await group.waitForAll()
+        }
+        var total = 0
+        for bucket in 0..<10 { total += try await redis.send("GET", RedisArgument("\(prefix):\(bucket)")).int ?? 0 }
+        #expect(total == (0..<1_000).reduce(0, +))
+    }
+
+    @Test func publishAndSubscribe() async throws {
+        let config = try TestEnvironment.redis()
+        let redis = RedisClient(configuration: config, logger: TestEnvironment.logger)
+        let subscriber = RedisSubscriber(configuration: config, logger: TestEnvironment.logger)
+        let channel = TestEnvironment.uniqueName("ch")
+        let runner = Task { try await subscriber.run() }
+        defer { runner.cancel(); Task { await redis.close() } }
+        let messages = subscriber.subscribe(channel)
+        try await waitUntil { try await redis.publish(channel, "probe") > 0 }
+        try await redis.publish(channel, "hello")
+        var received: [String] = []
+        for await message in messages {
+            received.append(message.text)
+            if message.text == "hello" { break }
+        }
+        #expect(received.last == "hello")
+    }
+
+    @Test func countersExpireAndScriptsRun() async throws {
+        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+        defer { Task { await redis.close() } }
+        let key = TestEnvironment.uniqueName("rate")
+        #expect(try await redis.incrementWithExpiry(key, window: .seconds(60)) == 1)
+        #expect(try await redis.incrementWithExpiry(key, window: .seconds(60)) == 2)
+        let ttl = try #require(try await redis.pttl(key))
+        #expect(ttl > 50_000 && ttl <= 60_000)
+        #expect(try await redis.eval("return ARGV[1] .. KEYS[1]", keys: ["k"], arguments: ["v"]).string == "vk")
+    }
+
+    @Test func recoversAfterTheServerRestartsMidTest() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
+        let subscriber = RedisSubscriber(configuration: server.configuration, logger: TestEnvironment.logger)
+        let runner = Task { try await subscriber.run() }
+        defer { runner.cancel(); Task { await redis.close() } }
+        let messages = subscriber.subscribe("restart-test")
+        try await waitUntil { try await redis.publish("restart-test", "before") > 0 }
+
+        try await server.stop()
+        await #expect(throws: RedisError.self) { try await redis.send("PING") }
+        try await server.start()
+
+        // Commands and the subscription come back without restarting anything here.
+        try await waitUntil { (try? await redis.send("PING").string) == "PONG" }
+        try await waitUntil { try await redis.publish("restart-test", "after") > 0 }
+        var sawAfter = false
+        for await message in messages where message.text == "after" {
+            sawAfter = true
+            break
+        }
+        #expect(sawAfter)
+        try await server.stop()
+    }
+}
+
+/// Polls `condition` until it holds, failing after `limit`.
+func waitUntil(_ limit: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + limit
+    while ContinuousClock.now < deadline {
+        if (try? await condition()) == true { return }
+        try await Task.sleep(for: .milliseconds(25))
+    }
+    Issue.record("condition did not hold within \(limit)")
+    throw CancellationError()
+}

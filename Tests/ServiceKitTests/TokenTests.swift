@@ -1,0 +1,183 @@
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import JWTKit
+import Models
+import ServiceKit
+import TestSupport
+import Testing
+
+/// Tokens through the real middleware and router, with keys fetched over HTTP from a local issuer.
+@Suite struct TokenTests {
+    struct Me: Codable, ResponseEncodable {
+        var userID: UUID
+        var roles: [String]
+    }
+
+    static func app(verifier: TokenVerifier) -> some ApplicationProtocol {
+        let router = Router(context: ServiceRequestContext.self)
+        router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: MetricsRegistry())))
+        router.add(middleware: ProblemMiddleware())
+        router.add(middleware: TokenMiddleware(verifier: verifier))
+        router.get("public") { _, context in context.caller == nil ? "anonymous" : "signed in" }
+        let signedIn = router.group("me", context: AuthenticatedContext.self)
+        signedIn.get { _, context in Me(userID: context.caller.userID, roles: context.caller.roles.map(\.rawValue).sorted()) }
+        signedIn.get("admin") { _, context -> String in
+            try context.require(anyOf: .admin)
+            return "welcome"
+        }
+        return Application(router: router)
+    }
+
+    func withIssuer(_ body: @escaping @Sendable (TestIssuer, TokenVerifier, any TestClientProtocol) async throws -> Void) async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        let httpClient = HTTPClientBox.shared
+        let verifier = TokenVerifier(source: HTTPJWKSSource(url: issuer.jwksURL, httpClient: httpClient), config: issuer.tokenConfig, logger: TestEnvironment.logger)
+        try await Self.app(verifier: verifier).test(.router) { client in
+            try await body(issuer, verifier, client)
+        }
+    }
+
+    func problemCode(_ response: TestResponse) throws -> String {
+        try JSONDecoder.api().decode(Problem.self, from: Data(buffer: response.body)).code
+    }
+
+    func get(_ client: any TestClientProtocol, _ path: String, token: String?) async throws -> TestResponse {
+        var headers: HTTPFields = [:]
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        return try await client.execute(uri: path, method: .get, headers: headers)
+    }
+
+    @Test func aValidTokenNamesTheCaller() async throws {
+        try await withIssuer { (issuer: TestIssuer, _: TokenVerifier, client: any TestClientProtocol) async throws in
+            let userID = UUID()
+            let response = try await get(client, "/me", token: try await issuer.token(userID: userID, roles: [.user, .coach]))
+            #expect(response.status == .ok)
+            let me = try JSONDecoder.api().decode(Me.self, from: Data(buffer: response.body))
+            #expect(me.userID == userID)
+            #expect(me.roles == ["coach", "user"])
+            #expect(try await get(client, "/public", token: nil).body == ByteBuffer(string: "anonymous"))
+        }
+    }
+
+    @Test func missingTokenAndMissingRole() async throws {
+        try await withIssuer { (issuer: TestIssuer, _: TokenVerifier, client: any TestClientProtocol) async throws in
+            let anonymous = try await get(client, "/me", token: nil)
+            #expect(anonymous.status == .unauthorized)
+            #expect(try problemCode(anonymous) == "unauthorized")
+            let notAdmin = try await get(client, "/me/admin", token: try await issuer.token(roles: [.user]))
+            #expect(notAdmin.status == .forbidden)
+            #expect(try problemCode(notAdmin) == "forbidden")
+            #expect(try await get(client, "/me/admin", token: try await issuer.token(roles: [.admin])).status == .ok)
+        }
+    }
+
+    @Test func expiredTokensAreRefused() async throws {
+        try await withIssuer { (issuer: TestIssuer, _: TokenVerifier, client: any TestClientProtocol) async throws in
+            let expired = try await issuer.token(issuedAt: Date().addingTimeInterval(-3600), expiresIn: 900)
+            let response = try await get(client, "/me", token: expired)
+            #expect(response.status == .unauthorized)
+            #expect(try problemCode(response) == "token_expired")
+            // Inside the leeway (5 s in tests) a just-expired token still passes.
+            let justExpired = try await issuer.token(issuedAt: Date().addingTimeInterval(-902), expiresIn: 900)
+            #expect(try await get(client, "/me", token: justExpired).status == .ok)
+        }
+    }
+
+    @Test func algNoneAndHS256WithThePublicKeyAreRefused() async throws {
+        try await withIssuer { (issuer: TestIssuer, _: TokenVerifier, client: any TestClientProtocol) async throws in
+            let valid = try await issuer.token()
+            let parts = valid.split(separator: ".").map(String.init)
+            func header(_ json: String) -> String { Base64URL.encode(Data(json.utf8)) }
+            let none = header(#"{"alg":"none","kid":"key-1","typ":"JWT"}"#) + "." + parts[1] + "."
+            #expect(try problemCode(try await get(client, "/me", token: none)) == "invalid_token")
+
+            // The classic confusion attack: HMAC keyed with the issuer's public key.
+            let hsHeader = header(#"{"alg":"HS256","kid":"key-1","typ":"JWT"}"#)
+            let publicKeyPEM = try issuer.currentKey.privateKey.publicKey.pemRepresentation
+            let mac = HMAC<SHA256>.authenticationCode(for: Data((hsHeader + "." + parts[1]).utf8), using: SymmetricKey(data: Data(publicKeyPEM.utf8)))
+            let hs256 = hsHeader + "." + parts[1] + "." + Base64URL.encode(Data(mac))
+            let response = try await get(client, "/me", token: hs256)
+            #expect(response.status == .unauthorized)
+            #expect(try problemCode(response) == "invalid_token")
+        }
+    }
+
+    @Test func wrongIssuerOrAudienceIsRefused() async throws {
+        try await withIssuer { (issuer: TestIssuer, _: TokenVerifier, client: any TestClientProtocol) async throws in
+            #expect(try await get(client, "/me", token: try await issuer.token(issuer: "https://evil.test")).status == .unauthorized)
+            #expect(try await get(client, "/me", token: try await issuer.token(audience: "another-app")).status == .unauthorized)
+        }
+    }
+
+    @Test func anUnknownKidTriggersOneRefresh() async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        var config = issuer.tokenConfig
+        config.minRefreshInterval = .milliseconds(500)
+        let verifier = TokenVerifier(source: HTTPJWKSSource(url: issuer.jwksURL, httpClient: HTTPClientBox.shared), config: config, logger: TestEnvironment.logger)
+        _ = try await verifier.verify(try await issuer.token())
+        #expect(issuer.fetches == 1)
+        try await Task.sleep(for: .milliseconds(600))
+        // Tokens from a key the issuer never published, arriving together: one refresh between them,
+        // all refused, and no more fetches within the minimum interval.
+        let stranger = TestIssuer.Key(kid: "stranger")
+        let token = try await issuer.token(key: stranger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    await #expect(throws: TokenError.unknownKey("stranger")) { try await verifier.verify(token) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(issuer.fetches == 2)
+        // A forged token that reuses a published kid is a bad signature, not a refresh.
+        let forged = try await issuer.token(key: TestIssuer.Key(kid: "key-1"))
+        await #expect(throws: TokenError.badSignature) { try await verifier.verify(forged) }
+        #expect(issuer.fetches == 2)
+    }
+
+    @Test func aRotatedKeyIsPickedUpByRefreshing() async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        var config = issuer.tokenConfig
+        config.minRefreshInterval = .zero
+        let verifier = TokenVerifier(source: HTTPJWKSSource(url: issuer.jwksURL, httpClient: HTTPClientBox.shared), config: config, logger: TestEnvironment.logger)
+        _ = try await verifier.verify(try await issuer.token())
+        #expect(issuer.fetches == 1)
+        let rotated = issuer.rotate(kid: "key-2")
+        let caller = try await verifier.verify(try await issuer.token(key: rotated))
+        #expect(caller.roles == [.user])
+        #expect(issuer.fetches == 2)
+        _ = try await verifier.verify(try await issuer.token(key: rotated))
+        #expect(issuer.fetches == 2)  // cached now
+    }
+
+    @Test func tamperedPayloadAndMalformedHeaderAreRefused() async throws {
+        try await withIssuer { (issuer: TestIssuer, _: TokenVerifier, client: any TestClientProtocol) async throws in
+            let valid = try await issuer.token(roles: [.user])
+            var parts = valid.split(separator: ".").map(String.init)
+            var claims = try JSONSerialization.jsonObject(with: Base64URL.decode(parts[1])!) as! [String: Any]
+            claims["roles"] = ["admin"]
+            parts[1] = Base64URL.encode(try JSONSerialization.data(withJSONObject: claims))
+            let tampered = parts.joined(separator: ".")
+            let response = try await get(client, "/me/admin", token: tampered)
+            #expect(response.status == .unauthorized)
+            #expect(try problemCode(response) == "invalid_token")
+
+            for garbage in ["not-a-token", "a.b.c", "%%%.e30.sig", Base64URL.encode(Data("[1,2]".utf8)) + ".e30.c2ln"] {
+                let refused = try await get(client, "/me", token: garbage)
+                #expect(refused.status == .unauthorized, "\(garbage)")
+                #expect(try problemCode(refused) == "invalid_token")
+            }
+            let wrongScheme = try await client.execute(uri: "/me", method: .get, headers: [.authorization: "Basic dXNlcjpwYXNz"])
+            #expect(wrongScheme.status == .unauthorized)
+        }
+    }
+}

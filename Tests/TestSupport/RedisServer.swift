@@ -1,0 +1,74 @@
+import Foundation
+import ServiceKit
+
+/// A redis-server process of a test's own, for tests that stop and restart Redis mid-test.
+public final class RedisServer: @unchecked Sendable {
+    public let port: Int
+    private let directory: URL
+    private var process: ChildProcess?
+
+    public init() throws {
+        port = try Self.freePort()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("redis"))
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    public var configuration: RedisConfiguration {
+        RedisConfiguration(host: "127.0.0.1", port: port, poolSize: 2, commandTimeout: .seconds(2), backoffBase: .milliseconds(20), backoffMax: .milliseconds(200))
+    }
+
+    /// Starts the server (again, on the same port) and waits until it answers.
+    public func start() async throws {
+        process = try ChildProcess(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                                    "--appendfsync", "always", "--dir", directory.path, "--logfile", directory.appendingPathComponent("redis.log").path])
+        for _ in 0..<100 {
+            if Self.accepts(port: port) { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw RedisError.unavailable("test redis-server on port \(port) did not start")
+    }
+
+    /// Kills the server as a crash would (SIGKILL) and waits until the port is closed.
+    public func stop() async throws {
+        guard let process else { return }
+        process.signal(SIGKILL)
+        try await process.wait()
+        self.process = nil
+        for _ in 0..<100 where Self.accepts(port: port) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    deinit {
+        process?.signal(SIGKILL)
+    }
+
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    public static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw RedisError.unavailable("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

@@ -1,0 +1,165 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// Where the real PostgreSQL and Redis of a test run are. `scripts/test` starts both and exports
+/// `TEST_DATABASE_URL` (a superuser URL) and `TEST_REDIS_URL`; without them tests fail, never skip.
+public enum TestEnvironment {
+    public struct Missing: Error, CustomStringConvertible {
+        public var variable: String
+        public var description: String {
+            "\(variable) is not set: these tests need a real PostgreSQL and Redis. Run them with scripts/test, which starts both."
+        }
+    }
+
+    public static func adminURL() throws -> URLComponentsLite {
+        guard let text = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], let url = URLComponentsLite(text) else {
+            throw Missing(variable: "TEST_DATABASE_URL")
+        }
+        return url
+    }
+
+    public static func redis() throws -> RedisConfiguration {
+        guard let text = ProcessInfo.processInfo.environment["TEST_REDIS_URL"], let config = RedisConfiguration(url: text) else {
+            throw Missing(variable: "TEST_REDIS_URL")
+        }
+        return config
+    }
+
+    public static let logger: Logger = {
+        var logger = Logger(label: "test")
+        logger.logLevel = ProcessInfo.processInfo.environment["TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        return logger
+    }()
+
+    /// A name no other test uses, for databases, streams and channels.
+    public static func uniqueName(_ prefix: String) -> String {
+        "\(prefix)_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12))"
+    }
+
+    /// The package root, found from this file's path.
+    public static var packageRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    /// The folder holding the built executables of this test run.
+    public static var binDirectory: URL {
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().deletingLastPathComponent(),
+            packageRoot.appendingPathComponent(".build/debug"),
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.appendingPathComponent("gateway").path) } ?? candidates.last!
+    }
+}
+
+/// A fresh database of its own for one test, with the service roles provisioned in it, so that tests
+/// run in parallel without seeing each other's rows.
+public struct TestDatabase: Sendable {
+    public let name: String
+    public let host: String
+    public let port: Int
+
+    /// Creates the database and, for each service, its role and schema. PostgreSQL refuses concurrent
+    /// `CREATE DATABASE` from one template and concurrent changes to one role, so creation is
+    /// serialized in this process and retried across processes.
+    public static func create(services: [String]) async throws -> TestDatabase {
+        try await DatabaseCreation.shared.run {
+            var attempt = 0
+            while true {
+                do {
+                    return try await createOnce(services: services)
+                } catch {
+                    attempt += 1
+                    if attempt >= 20 { throw DatabaseSetupError(detail: String(reflecting: error)) }
+                    try await Task.sleep(for: .milliseconds(50 * attempt))
+                }
+            }
+        }
+    }
+
+    struct DatabaseSetupError: Error, CustomStringConvertible {
+        var detail: String
+        var description: String { "cannot create a test database: \(detail)" }
+    }
+
+    static func createOnce(services: [String]) async throws -> TestDatabase {
+        let admin = try TestEnvironment.adminURL()
+        let name = TestEnvironment.uniqueName("t")
+        let host = admin.host ?? "127.0.0.1"
+        let port = admin.port ?? 5432
+        let adminConfig = DatabaseConfig(host: host, port: port, user: admin.user ?? "postgres", password: admin.password, database: String(admin.path.dropFirst()).isEmpty ? "postgres" : String(admin.path.dropFirst()), schema: "public", poolSize: 2)
+        try await withClient(adminConfig) { client in
+            try await client.query("CREATE DATABASE \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger)
+        }
+        var inDatabase = adminConfig
+        inDatabase.database = name
+        try await withClient(inDatabase) { client in
+            for service in services {
+                try await DatabaseProvisioner(admin: client, logger: TestEnvironment.logger)
+                    .provision(role: service, password: service, schema: service, database: name)
+            }
+        }
+        return TestDatabase(name: name, host: host, port: port)
+    }
+
+    /// The service's own connection settings: its role, its schema.
+    public func config(for service: String, poolSize: Int = 8) -> DatabaseConfig {
+        DatabaseConfig(host: host, port: port, user: service, password: service, database: name, schema: service, poolSize: poolSize)
+    }
+
+    /// A superuser connection to this database, for checks a service role may not make.
+    public func adminConfig() throws -> DatabaseConfig {
+        let admin = try TestEnvironment.adminURL()
+        return DatabaseConfig(host: host, port: port, user: admin.user ?? "postgres", password: admin.password, database: name, schema: "public", poolSize: 2)
+    }
+}
+
+/// Runs `body` with a running `PostgresClient`, shutting it down afterwards.
+public func withClient<T: Sendable>(_ config: DatabaseConfig, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+    let client = PostgresClient(database: config, logger: TestEnvironment.logger)
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            await client.run()
+            return nil
+        }
+        defer { group.cancelAll() }
+        return try await body(client)
+    }
+}
+
+extension ServiceConfig {
+    /// A service configuration for tests: an ephemeral port, the test database and Redis, its own stream.
+    public static func test(name: String, database: TestDatabase, redis: RedisConfiguration, stream: String, jwksURL: String = "http://127.0.0.1:9/jwks.json") -> ServiceConfig {
+        var env = EnvironmentReader(["APP_ENV": "test", "HTTP_PORT": "0", "LOG_LEVEL": "warning"])
+        var config = ServiceConfig(name: name, defaultPort: 0, reading: &env)
+        config.database = database.config(for: name)
+        config.redis = redis
+        config.events.stream = stream
+        config.events.claimIdle = .milliseconds(300)
+        config.events.readBlock = .milliseconds(200)
+        config.events.relayPollInterval = .milliseconds(500)
+        config.tokens.jwksURL = jwksURL
+        return config
+    }
+}
+
+/// Runs database creation one at a time within this process.
+actor DatabaseCreation {
+    static let shared = DatabaseCreation()
+    private var busy = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func run<T: Sendable>(_ work: @Sendable () async throws -> T) async throws -> T {
+        // Actors are re-entrant across awaits, so hold an explicit turn.
+        if busy {
+            await withCheckedContinuation { waiters.append($0) }
+        }
+        busy = true
+        defer {
+            if waiters.isEmpty { busy = false } else { waiters.removeFirst().resume() }
+        }
+        return try await work()
+    }
+}
