@@ -27,7 +27,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     return Application(
         router: router,
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "gateway"),
-        services: [Closer { try? await httpClient.shutdown() }],
+        services: [ShutdownNotice(logger: logger), Closer { try? await httpClient.shutdown() }],
         logger: logger
     )
 }

@@ -8,6 +8,7 @@ enum GatewayMain {
             let config = try GatewayConfig.load(environment: ProcessInfo.processInfo.environment)
             let app = try buildApplication(config)
             try await app.runService()
+            FileHandle.standardError.write(Data("gateway: stopped cleanly\n".utf8))
         } catch {
             FileHandle.standardError.write(Data("gateway: \(error)\n".utf8))
             exit(1)

@@ -85,6 +85,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
         router: router,
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: definition.name),
         services: [
+            ShutdownNotice(logger: logger),
             postgres,
             EventBus(readiness: readiness, relay: relay, consumer: consumer),
             Closer { try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close() },
@@ -114,6 +115,16 @@ struct EventBus: Service {
             group.addTask { try await relay.run() }
             group.addTask { try await consumer.run() }
         }
+    }
+}
+
+/// Says in the log when a graceful shutdown (SIGTERM, SIGINT) begins.
+public struct ShutdownNotice: Service {
+    let logger: Logger
+    public init(logger: Logger) { self.logger = logger }
+    public func run() async throws {
+        try? await gracefulShutdown()
+        logger.info("graceful shutdown started: finishing in-flight requests, then stopping the event bus and pools")
     }
 }
 

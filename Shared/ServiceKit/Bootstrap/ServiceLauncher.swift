@@ -15,6 +15,7 @@ public enum ServiceLauncher {
             case "serve":
                 let app = try buildServiceApplication(definition, config: config)
                 try await app.runService()
+                Logger(label: definition.name).info("stopped cleanly")
             case "migrate":
                 try await withClient(config.database) { client, logger in
                     let applied = try await MigrationRunner(client: client, schema: config.database.schema, migrations: [EventBusSchema.migration] + definition.migrations(), logger: logger).run()

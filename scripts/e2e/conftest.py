@@ -1,0 +1,64 @@
+"""Shared helpers for the end-to-end tests: where the stack runs and how to reach its parts."""
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+import requests
+
+SERVICES = ["auth", "social", "invitations", "entitlements", "nutrition"]
+
+
+class Stack:
+    def __init__(self):
+        self.dir = os.environ["STACK_DIR"]
+        self.gateway = f"http://127.0.0.1:{os.environ['STACK_GATEWAY_PORT']}"
+        base = int(os.environ["STACK_SERVICE_BASE_PORT"])
+        self.service_urls = {name: f"http://127.0.0.1:{base + i}" for i, name in enumerate(SERVICES)}
+        self.pg_port = os.environ["STACK_PG_PORT"]
+        self.redis_port = os.environ["STACK_REDIS_PORT"]
+
+    def pid(self, name):
+        with open(os.path.join(self.dir, "pids", f"{name}.pid")) as f:
+            return int(f.read().strip())
+
+    def log(self, name):
+        with open(os.path.join(self.dir, "logs", f"{name}.log"), errors="replace") as f:
+            return f.read()
+
+    def psql(self, role, sql):
+        url = f"postgres://{role}:{role}@127.0.0.1:{self.pg_port}/foodbackend"
+        return subprocess.run(["psql", url, "-qAtX", "-v", "ON_ERROR_STOP=1", "-c", sql], check=True, capture_output=True, text=True).stdout.strip()
+
+    def redis(self, *args):
+        return subprocess.run(["redis-cli", "-p", self.redis_port, *args], check=True, capture_output=True, text=True).stdout
+
+    def up(self):
+        subprocess.run(["scripts/stack", "up"], check=True, capture_output=True)
+
+    def wait_until(self, condition, seconds=20, what="condition"):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            try:
+                if condition():
+                    return
+            except Exception:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"{what} did not hold within {seconds}s")
+
+
+@pytest.fixture(scope="session")
+def stack():
+    return Stack()
+
+
+def request_id():
+    return f"e2e-{uuid.uuid4()}"
+
+
+def problem(response):
+    assert response.headers["Content-Type"] == "application/problem+json", response.text
+    return json.loads(response.text)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# End-to-end check of the foundation: the whole stack on private ports (scripts/stack up), then
+# pytest against it through the gateway and each process. Stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib/infra.sh
+
+export STACK_NATIVE=1
+export STACK_DIR; STACK_DIR=$(mktemp -d /tmp/foodbackend-e2e.XXXXXX)
+export STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT
+STACK_PG_PORT=$(free_port); STACK_REDIS_PORT=$(free_port); STACK_SMTP_PORT=$(free_port); STACK_GATEWAY_PORT=$(free_port)
+# Five consecutive free ports for the services.
+while :; do
+  STACK_SERVICE_BASE_PORT=$((20000 + RANDOM % 20000))
+  ok=1; for i in 0 1 2 3 4; do python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1',$((STACK_SERVICE_BASE_PORT + i))))" 2>/dev/null || ok=0; done
+  [ $ok = 1 ] && break
+done
+
+cleanup() {
+  scripts/stack down >/dev/null 2>&1 || true
+  if [ "${KEEP_E2E:-0}" != 1 ]; then rm -rf "$STACK_DIR"; else echo "kept $STACK_DIR" >&2; fi
+}
+trap cleanup EXIT
+
+scripts/stack up
+python3 -m pytest -q -p no:cacheprovider scripts/e2e/test_foundation.py
