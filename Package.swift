@@ -67,6 +67,12 @@ var targets: [Target] = [
         path: "Tests/TestSupport",
         swiftSettings: swiftSettings
     ),
+    .executableTarget(
+        name: "EventBench",
+        dependencies: kit,
+        path: "Tests/Benchmarks/EventBench",
+        swiftSettings: swiftSettings
+    ),
     .testTarget(
         name: "ServiceKitTests",
         dependencies: kit + ["TestSupport", "CHiredis",

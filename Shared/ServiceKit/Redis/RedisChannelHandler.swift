@@ -35,6 +35,10 @@ final class RedisChannelHandler: ChannelDuplexHandler {
         self.context = context
     }
 
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let request = unwrapOutboundIn(data)
         var buffer = context.channel.allocator.buffer(capacity: 64)

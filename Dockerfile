@@ -1,0 +1,31 @@
+# One image holds all six executables; docker-compose.yml picks the command per service.
+# Build: docker build -t foodbackend .
+ARG SWIFT_IMAGE=swift:6.3-bookworm
+
+FROM ${SWIFT_IMAGE} AS build
+RUN apt-get update && apt-get install -y --no-install-recommends libhiredis-dev && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+# Resolve first so that dependency fetching is cached apart from our sources.
+COPY Package.swift ./
+RUN mkdir -p Shared/Models Shared/ServiceKit Shared/CHiredis && swift package resolve || true
+COPY Shared Shared
+COPY Services Services
+COPY Tests Tests
+RUN swift build -c release --static-swift-stdlib \
+      --product auth --product social --product invitations --product entitlements --product nutrition --product gateway \
+ && mkdir -p /out \
+ && bin=$(swift build -c release --show-bin-path) \
+ && cp "$bin"/auth "$bin"/social "$bin"/invitations "$bin"/entitlements "$bin"/nutrition "$bin"/gateway /out/ \
+ && cp -R "$bin"/*.resources /out/
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libhiredis0.14 ca-certificates curl tzdata \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 app
+COPY --from=build /out /app
+USER app
+WORKDIR /app
+ENV HTTP_HOST=0.0.0.0 APP_ENV=production
+EXPOSE 8080
+CMD ["/app/gateway"]

@@ -1,0 +1,103 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// Drives the event bus with the kit's own parts, as two processes:
+///   EventBench consume  — a consumer service ("social"): EventConsumer + a handler that records
+///                         when each event was handled;
+///   EventBench produce --rate N --seconds S — a producer service ("auth"): events written through
+///                         the outbox in their own transactions at a fixed rate, moved by OutboxRelay.
+/// `scripts/bench/events` runs both and reads the figures from the database.
+
+struct BenchPayload: EventPayload {
+    static let eventType = "bench.pinged"
+    var sequence: Int
+}
+
+let arguments = CommandLine.arguments
+let mode = arguments.dropFirst().first ?? ""
+func option(_ name: String, _ fallback: Int) -> Int {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count, let value = Int(arguments[index + 1]) else { return fallback }
+    return value
+}
+
+var logger = Logger(label: "bench-\(mode)")
+logger.logLevel = .warning
+let service = mode == "produce" ? "auth" : "social"
+let config = try ServiceConfig.load(name: service, defaultPort: 0, environment: ProcessInfo.processInfo.environment)
+let postgres = PostgresClient(database: config.database, logger: logger)
+let redis = RedisClient(configuration: config.redis, logger: logger)
+let metrics = EventBusMetrics(registry: MetricsRegistry())
+let postgresTask = Task { await postgres.run() }
+
+let benchTable = Migration(name: "9000_bench", sql: """
+    CREATE TABLE IF NOT EXISTS bench_handled (event_id uuid PRIMARY KEY, occurred_at timestamptz NOT NULL, handled_at timestamptz NOT NULL);
+    CREATE TABLE IF NOT EXISTS bench_produced (event_id uuid PRIMARY KEY);
+    """)
+try await MigrationRunner(client: postgres, schema: config.database.schema, migrations: [EventBusSchema.migration, benchTable], logger: logger).run()
+
+switch mode {
+case "consume":
+    var handlers = EventHandlers()
+    handlers.on(BenchPayload.self) { _, context in
+        try await context.connection.query(
+            "INSERT INTO bench_handled (event_id, occurred_at, handled_at) VALUES (\(context.envelope.id), \(context.envelope.occurredAt), clock_timestamp())",
+            logger: context.logger)
+    }
+    var consumerRedis = config.redis
+    consumerRedis.poolSize = 1
+    let consumer = EventConsumer(client: postgres, redis: RedisClient(configuration: consumerRedis, logger: logger), config: config.events,
+                                 handlers: handlers, producer: service, metrics: metrics, logger: logger)
+    try await consumer.prepare()
+    print("consumer ready", to: &standardError)
+    try await consumer.run()
+
+case "produce":
+    let rate = option("--rate", 1_000)
+    let seconds = option("--seconds", 30)
+    let relay = OutboxRelay(client: postgres, redis: redis, config: config.events, schema: config.database.schema, metrics: metrics, logger: logger)
+    let relayTask = Task { try await relay.run() }
+    let outbox = EventOutbox(producer: service)
+    let total = rate * seconds
+    let writers = 8
+    let interval = Duration.seconds(1) / rate
+    let start = ContinuousClock.now
+    let committed = try await withThrowingTaskGroup(of: Int.self) { group in
+        for writer in 0..<writers {
+            group.addTask {
+                var count = 0
+                var sequence = writer
+                while sequence < total {
+                    try await Task.sleep(until: start + interval * sequence, clock: .continuous)
+                    try await postgres.transaction(logger: logger) { connection in
+                        let envelope = try await outbox.write(BenchPayload(sequence: sequence), userID: nil, on: connection, logger: logger)
+                        try await connection.query("INSERT INTO bench_produced (event_id) VALUES (\(envelope.id))", logger: logger)
+                    }
+                    count += 1
+                    sequence += writers
+                }
+                return count
+            }
+        }
+        var sum = 0
+        for try await count in group { sum += count }
+        return sum
+    }
+    let elapsed = ContinuousClock.now - start
+    print("produced \(committed) events in \(elapsed) (\(Int(Double(committed) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))) /s)")
+    // Let the relay drain what is left.
+    while try await relay.backlog() > 0 { try await Task.sleep(for: .milliseconds(50)) }
+    relayTask.cancel()
+
+default:
+    print("usage: EventBench consume | produce [--rate N] [--seconds S]", to: &standardError)
+    exit(2)
+}
+postgresTask.cancel()
+
+struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) { FileHandle.standardError.write(Data(string.utf8)) }
+}
+nonisolated(unsafe) var standardError = StandardError()
