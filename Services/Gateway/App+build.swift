@@ -27,7 +27,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     return Application(
         router: router,
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "gateway"),
-        services: [ShutdownNotice(logger: logger), Closer { try? await httpClient.shutdown() }],
+        services: [Closer { try? await httpClient.shutdown() }, ShutdownNotice(logger: logger)],
         logger: logger
     )
 }
@@ -57,11 +57,7 @@ struct GatewayHealthRoutes {
             let ready = results.values.allSatisfy { $0 == "ok" }
             return try jsonResponse(Status(status: ready ? "ready" : "not_ready", upstreams: results), status: ready ? .ok : .serviceUnavailable)
         }
-        router.get("metrics") { _, _ -> Response in
-            var buffer: [UInt8] = []
-            metrics.emit(into: &buffer)
-            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
-        }
+        router.get("metrics") { _, _ in metricsResponse(metrics) }
     }
 
     func probe(_ url: String) async -> String {

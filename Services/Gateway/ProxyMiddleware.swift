@@ -28,7 +28,9 @@ struct ProxyMiddleware: RouterMiddleware {
         guard let service = table.service(for: request.uri.path), let base = upstreams[service] else {
             return try await next(request, context)
         }
-        var upstream = HTTPClientRequest(url: base + request.uri.description)
+        var target = request.uri.path
+        if let query = request.uri.query { target += "?" + query }
+        var upstream = HTTPClientRequest(url: base + target)
         upstream.method = HTTPMethod(rawValue: request.method.rawValue)
         upstream.headers = Self.forwardHeaders(request.headers, authority: request.head.authority, context: context)
         if request.method != .get && request.method != .head {
@@ -59,15 +61,13 @@ struct ProxyMiddleware: RouterMiddleware {
         for value in incoming[values: .connection] {
             for token in value.split(separator: ",") { dropped.insert(token.trimmingCharacters(in: .whitespaces).lowercased()) }
         }
-        var forwardedFor: [String] = []
         for field in incoming {
             let name = field.name.canonicalName
-            if hopByHop.contains(name) || dropped.contains(name) || name == "x-request-id" { continue }
-            if name == "x-forwarded-for" { forwardedFor.append(field.value); continue }
+            // The gateway is the edge: what a client claims about addresses is not passed on.
+            if hopByHop.contains(name) || dropped.contains(name) || ["x-request-id", "x-forwarded-for", "x-forwarded-host", "x-real-ip"].contains(name) { continue }
             headers.add(name: field.name.rawName, value: field.value)
         }
-        if let address = context.remoteAddress?.ipAddress { forwardedFor.append(address) }
-        if !forwardedFor.isEmpty { headers.replaceOrAdd(name: "X-Forwarded-For", value: forwardedFor.joined(separator: ", ")) }
+        if let address = context.remoteAddress?.ipAddress { headers.replaceOrAdd(name: "X-Forwarded-For", value: address) }
         if let host = authority { headers.replaceOrAdd(name: "X-Forwarded-Host", value: host) }
         headers.replaceOrAdd(name: "X-Request-ID", value: context.requestID)
         return headers
@@ -87,7 +87,7 @@ struct ProxyMiddleware: RouterMiddleware {
                 return APIError(.gatewayTimeout, code: "upstream_timeout", detail: "The \(service) service did not answer in time.")
             }
             if [.connectTimeout, .getConnectionFromPoolTimeout].contains(error) { return unreachable }
-        case is NIOConnectionError, is ChannelError:
+        case is NIOConnectionError:
             return unreachable
         case let error as IOError where [ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENETUNREACH].contains(error.errnoCode):
             return unreachable

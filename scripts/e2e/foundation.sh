@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/infra.sh
+ensure_python_tools
 
 export STACK_NATIVE=1
 export STACK_DIR; STACK_DIR=$(mktemp -d /tmp/foodbackend-e2e.XXXXXX)
@@ -12,7 +13,7 @@ STACK_PG_PORT=$(free_port); STACK_REDIS_PORT=$(free_port); STACK_SMTP_PORT=$(fre
 # Five consecutive free ports for the services.
 while :; do
   STACK_SERVICE_BASE_PORT=$((20000 + RANDOM % 20000))
-  ok=1; for i in 0 1 2 3 4; do python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1',$((STACK_SERVICE_BASE_PORT + i))))" 2>/dev/null || ok=0; done
+  ok=1; for i in 0 1 2 3 4; do "$PYTHON" -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1',$((STACK_SERVICE_BASE_PORT + i))))" 2>/dev/null || ok=0; done
   [ $ok = 1 ] && break
 done
 
@@ -23,4 +24,4 @@ cleanup() {
 trap cleanup EXIT
 
 scripts/stack up
-python3 -m pytest -q -p no:cacheprovider scripts/e2e/test_foundation.py
+"$PYTHON" -m pytest -q -p no:cacheprovider scripts/e2e/test_foundation.py

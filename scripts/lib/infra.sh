@@ -13,6 +13,7 @@ ensure_packages() {
   command -v redis-server >/dev/null || missing+=(redis-server)
   [ -f /usr/include/hiredis/hiredis.h ] || missing+=(libhiredis-dev)
   command -v curl >/dev/null || missing+=(curl)
+  command -v python3 >/dev/null || missing+=(python3 python3-pip)
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
     local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -20,15 +21,29 @@ ensure_packages() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
     PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   fi
-  if ! python3 -c 'import aiosmtpd, pytest, requests' 2>/dev/null; then
-    log "installing Python tools: aiosmtpd pytest requests"
-    python3 -m pip install -q aiosmtpd pytest requests >/dev/null
-  fi
+  ensure_python_tools
+}
+
+# ensure_python_tools: sets PYTHON to an interpreter that has aiosmtpd, pytest and requests: the one
+# on PATH (installing with pip when it may), else Debian's python3 with Debian's packages.
+ensure_python_tools() {
+  local tools='import aiosmtpd, pytest, requests'
+  PYTHON=python3
+  "$PYTHON" -c "$tools" 2>/dev/null && return 0
+  log "installing Python tools: aiosmtpd pytest requests"
+  "$PYTHON" -m pip install -q aiosmtpd pytest requests >/dev/null 2>&1 \
+    || "$PYTHON" -m pip install -q --break-system-packages aiosmtpd pytest requests >/dev/null 2>&1 || true
+  "$PYTHON" -c "$tools" 2>/dev/null && return 0
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-aiosmtpd python3-pytest python3-requests >/dev/null
+  PYTHON=/usr/bin/python3
+  "$PYTHON" -c "$tools"
 }
 
 # free_port: a TCP port on 127.0.0.1 nobody listens on right now.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  "${PYTHON:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
 # pg_as_postgres CMD…: PostgreSQL refuses to run as root, so run its tools as the postgres user.

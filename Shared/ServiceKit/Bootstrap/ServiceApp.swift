@@ -84,11 +84,12 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     var app = Application(
         router: router,
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: definition.name),
+        // Started in this order, stopped in reverse: the event bus stops before the pools it uses.
         services: [
-            ShutdownNotice(logger: logger),
+            Closer { try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close() },
             postgres,
             EventBus(readiness: readiness, relay: relay, consumer: consumer),
-            Closer { try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close() },
+            ShutdownNotice(logger: logger),
         ],
         logger: logger
     )

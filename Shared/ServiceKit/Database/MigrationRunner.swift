@@ -61,10 +61,13 @@ public struct MigrationRunner: Sendable {
     @discardableResult
     public func run() async throws -> [String] {
         let schema = self.schema
-        let migrations = self.migrations
         let logger = self.logger
         // A database that cannot be reached must stop start-up with a message, not hang it.
-        return try await withTimeout(.seconds(60), what: "applying migrations to schema \(schema) (is the database reachable with these credentials?)") { try await self.apply() }
+        let client = self.client
+        try await withTimeout(.seconds(30), what: "connecting to the database for schema \(schema) (is it reachable with these credentials?)") {
+            _ = try await client.query("SELECT 1", logger: logger)
+        }
+        return try await apply()
     }
 
     private func apply() async throws -> [String] {
@@ -72,6 +75,10 @@ public struct MigrationRunner: Sendable {
         let migrations = self.migrations
         let logger = self.logger
         return try await client.transaction(logger: logger) { connection in
+            // Index builds may take long and a replica may wait for another's lock: no statement
+            // timeout here, but a bounded wait for locks held by running traffic.
+            try await connection.query("SET LOCAL statement_timeout = 0", logger: logger)
+            try await connection.query("SET LOCAL lock_timeout = '5min'", logger: logger)
             try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(schema + ".migrations")))", logger: logger)
             let table = "\(quoteIdentifier(schema)).schema_migrations"
             try await connection.query("""

@@ -68,11 +68,17 @@ public final class EventConsumer: Service, Sendable {
                     config.stream, group: config.group, consumer: config.consumerName,
                     count: 100, block: config.readBlock
                 )
-                for entry in entries {
-                    await process(entry, reclaimed: false)
+                for entry in entries where !Task.isCancelled {
+                    try await process(entry, reclaimed: false)
                 }
                 if failures > 0 { logger.info("event consumer recovered") }
                 failures = 0
+            } catch let error as DatabaseUnavailable {
+                // Not the event's fault: stop reading (so nothing is counted as a failed delivery)
+                // until the database answers again.
+                if Task.isCancelled { break }
+                logger.warning("event consumer paused: database unavailable", metadata: ["error": "\(error.underlying)"])
+                await waitForDatabase()
             } catch {
                 if Task.isCancelled { break }
                 // NOGROUP means the stream was lost (a Redis without persistence restarted): make the group again.
@@ -97,14 +103,16 @@ public final class EventConsumer: Service, Sendable {
             let (entries, next) = try await redis.xautoclaim(
                 config.stream, group: config.group, consumer: config.consumerName, minIdle: config.claimIdle, start: start
             )
-            for entry in entries {
-                await process(entry, reclaimed: true)
+            for entry in entries where !Task.isCancelled {
+                try await process(entry, reclaimed: true)
             }
             start = next
         } while start != "0-0" && !Task.isCancelled
     }
 
-    func process(_ entry: StreamEntry, reclaimed: Bool) async {
+    /// Handles one entry. Throws `DatabaseUnavailable` when the transaction could not run at all;
+    /// a handler's own failure is recorded and the entry left pending for a later delivery.
+    func process(_ entry: StreamEntry, reclaimed: Bool) async throws {
         let started = ContinuousClock.now
         guard let json = entry.fields["envelope"],
               let envelope = try? JSONDecoder.api().decode(EventEnvelope.self, from: Data(json.utf8)) else {
@@ -136,7 +144,11 @@ public final class EventConsumer: Service, Sendable {
                 var isNew = false
                 for try await _ in inserted { isNew = true }
                 guard isNew else { return false }
-                try await handler(EventContext(envelope: envelope, connection: connection, outbox: outbox, logger: logger))
+                do {
+                    try await handler(EventContext(envelope: envelope, connection: connection, outbox: outbox, logger: logger))
+                } catch {
+                    throw HandlerFailed(underlying: error)
+                }
                 return true
             }
             try await redis.xack(config.stream, group: config.group, ids: [entry.id])
@@ -148,11 +160,25 @@ public final class EventConsumer: Service, Sendable {
             } else {
                 metrics.duplicates.increment()
             }
-        } catch {
+        } catch let failure as HandlerFailed {
             // Left pending: after claimIdle it is claimed again and counts one more delivery.
             metrics.handlerErrors.increment()
-            lastErrors.withLock { $0[entry.id] = String(describing: error) }
-            logger.warning("event handler failed; the event will be retried", metadata: ["error": "\(error)", "stream_id": "\(entry.id)"])
+            lastErrors.withLock { $0[entry.id] = String(describing: failure.underlying) }
+            logger.warning("event handler failed; the event will be retried", metadata: ["error": "\(failure.underlying)", "stream_id": "\(entry.id)"])
+        } catch is RedisError {
+            // Handled and committed but not acknowledged: the redelivery will find the inbox row.
+            return
+        } catch {
+            throw DatabaseUnavailable(underlying: error)
+        }
+    }
+
+    private func waitForDatabase() async {
+        var wait = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            try? await Task.sleep(for: wait)
+            if (try? await client.query("SELECT 1", logger: logger)) != nil { return }
+            wait = min(wait * 2, .seconds(5))
         }
     }
 
@@ -185,4 +211,14 @@ public final class EventConsumer: Service, Sendable {
             if let lag = info["lag"]?.int { metrics.lag.set(Int64(lag)) }
         }
     }
+}
+
+/// A handler threw: the event's fault (or the handler's), counted towards dead-lettering.
+struct HandlerFailed: Error {
+    var underlying: any Error
+}
+
+/// The transaction could not run: nobody's fault but the database's, never counted as a delivery.
+struct DatabaseUnavailable: Error {
+    var underlying: any Error
 }

@@ -70,31 +70,45 @@ public final class OutboxRelay: Service, Sendable {
         }
     }
 
-    /// Sends up to one batch; returns how many rows it moved.
+    /// Sends up to one batch; returns how many rows it moved. One relay per schema works at a time
+    /// (a transaction-scoped advisory lock), so replicas cannot interleave batches and the stream keeps
+    /// commit order. Live notifications go out after the commit, so a retried batch does not push twice.
     func relayBatch() async throws -> Int {
         let logger = self.logger
         let batchSize = self.batchSize
         let redis = self.redis
         let config = self.config
-        let moved = try await client.transaction(logger: logger) { connection -> Int in
+        let lockKey = schema + ".outbox-relay"
+        let (moved, live) = try await client.transaction(logger: logger) { connection -> (Int, [(String, String)]) in
+            let locked = try await connection.query("SELECT pg_try_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+            var haveLock = false
+            for try await value in locked.decode(Bool.self) { haveLock = value }
+            guard haveLock else { return (0, []) }
             let rows = try await connection.query("""
                 SELECT seq, id, type, user_id, live, envelope FROM outbox
-                ORDER BY seq LIMIT \(batchSize) FOR UPDATE SKIP LOCKED
+                ORDER BY seq LIMIT \(batchSize)
                 """, logger: logger)
             var sequences: [Int64] = []
-            for try await (seq, id, type, userID, live, envelope) in rows.decode((Int64, UUID, String, UUID?, Bool, String).self) {
+            var live: [(String, String)] = []
+            for try await (seq, id, type, userID, isLive, envelope) in rows.decode((Int64, UUID, String, UUID?, Bool, String).self) {
                 try await redis.xadd(config.stream, maxLength: config.maxLength, fields: [
                     ("id", id.uuidString.lowercased()), ("type", type), ("envelope", envelope),
                 ])
-                if live, let userID {
-                    try await redis.publish("user:\(userID.uuidString.lowercased())", envelope)
+                if isLive, let userID {
+                    live.append(("user:\(userID.uuidString.lowercased())", envelope))
                 }
                 sequences.append(seq)
             }
             if !sequences.isEmpty {
                 try await connection.query("DELETE FROM outbox WHERE seq = ANY(\(sequences))", logger: logger)
             }
-            return sequences.count
+            return (sequences.count, live)
+        }
+        for (channel, envelope) in live {
+            // Live pushes are best effort: the durable stream already has the event.
+            do { try await redis.publish(channel, envelope) } catch {
+                logger.warning("live notification not published", metadata: ["channel": "\(channel)", "error": "\(error)"])
+            }
         }
         if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         return moved

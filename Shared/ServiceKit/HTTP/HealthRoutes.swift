@@ -7,7 +7,7 @@ import Synchronization
 
 /// Whether start-up work (migrations) has finished, and a way to wait for it.
 public final class Readiness: Sendable {
-    private let state = Mutex<(ready: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Mutex<(ready: Bool, waiters: [Int: CheckedContinuation<Void, Never>], next: Int)>((false, [:], 0))
 
     public init() {}
 
@@ -16,20 +16,30 @@ public final class Readiness: Sendable {
     public func markReady() {
         let waiters = state.withLock { state in
             state.ready = true
-            defer { state.waiters = [] }
+            defer { state.waiters = [:] }
             return state.waiters
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters.values { waiter.resume() }
     }
 
+    /// Returns once ready, or at once when the task is cancelled (start-up failed, shutdown began).
     public func wait() async {
-        await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state in
-                if state.ready { return true }
-                state.waiters.append(continuation)
-                return false
+        let id = state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state in
+                    if state.ready || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
             }
-            if resumeNow { continuation.resume() }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume()
         }
     }
 }
@@ -62,11 +72,7 @@ public struct HealthRoutes<Context: RequestContext>: Sendable {
             let ok = checks.values.allSatisfy { $0 == "ok" }
             return try jsonResponse(Status(status: ok ? "ready" : "not_ready", checks: checks), status: ok ? .ok : .serviceUnavailable)
         }
-        router.get("metrics") { _, _ -> Response in
-            var buffer: [UInt8] = []
-            metrics.emit(into: &buffer)
-            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
-        }
+        router.get("metrics") { _, _ in metricsResponse(metrics) }
     }
 
     static func check(_ probe: @escaping @Sendable () async throws -> Void) async -> String {
@@ -77,6 +83,13 @@ public struct HealthRoutes<Context: RequestContext>: Sendable {
             return "failing: \(error)"
         }
     }
+}
+
+/// The registry in Prometheus's text exposition format.
+public func metricsResponse(_ registry: MetricsRegistry) -> Response {
+    var buffer: [UInt8] = []
+    registry.emit(into: &buffer)
+    return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
 }
 
 /// A JSON response in the API's format with any status.

@@ -36,6 +36,7 @@ final class RedisChannelHandler: ChannelDuplexHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        failAll(RedisError.connectionClosed)
         self.context = nil
     }
 
@@ -43,6 +44,13 @@ final class RedisChannelHandler: ChannelDuplexHandler {
         let request = unwrapOutboundIn(data)
         var buffer = context.channel.allocator.buffer(capacity: 64)
         RESPEncoder.encode(request.arguments, into: &buffer)
+        // A request that cannot be sent must not take a place in the reply queue.
+        guard context.channel.isActive, buffer.readableBytes > 0 else {
+            let error: RedisError = buffer.readableBytes == 0 ? .protocolError("cannot encode command") : .connectionClosed
+            request.promise?.fail(error)
+            promise?.fail(error)
+            return
+        }
         if let reply = request.promise {
             let name = request.arguments.first.map { String(decoding: $0.bytes, as: UTF8.self) } ?? "?"
             var deadline: Scheduled<Void>? = nil
@@ -81,7 +89,9 @@ final class RedisChannelHandler: ChannelDuplexHandler {
     }
 
     private func deliver(_ value: RESPValue) {
-        if let onPush {
+        // A subscriber connection still gets the replies of commands sent with a promise (AUTH,
+        // SELECT before it subscribes); everything else on it is a push.
+        if let onPush, pending.isEmpty {
             onPush(value)
             return
         }

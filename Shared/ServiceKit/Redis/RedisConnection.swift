@@ -54,6 +54,7 @@ final class RedisConnection: Sendable {
             channel = try await ClientBootstrap(group: eventLoopGroup)
                 .connectTimeout(configuration.connectTimeout)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelOption(.socketOption(.so_keepalive), value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(RedisChannelHandler(onPush: onPush))
@@ -86,12 +87,16 @@ final class RedisConnection: Sendable {
         channel.writeAndFlush(RedisRequest(arguments: arguments, promise: promise, timeout: timeout)).whenFailure { error in
             promise.fail(error)
         }
-        return try await promise.futureResult.get()
+        do {
+            return try await promise.futureResult.get()
+        } catch is ChannelError {
+            throw RedisError.connectionClosed
+        }
     }
 
-    /// Sends without waiting for a reply: subscriber connections get their replies as pushes.
-    func sendWithoutReply(_ arguments: [RedisArgument]) async throws {
-        try await channel.writeAndFlush(RedisRequest(arguments: arguments, promise: nil, timeout: nil)).get()
+    /// Queues a command with no reply expected; writes keep the order of the calls.
+    func write(_ arguments: [RedisArgument]) {
+        channel.writeAndFlush(RedisRequest(arguments: arguments, promise: nil, timeout: nil), promise: nil)
     }
 
     func close() {

@@ -40,16 +40,16 @@ public final class RedisSubscriber: Service, Sendable {
     /// Messages on `channel` from now on, until the stream is dropped.
     public func subscribe(_ channel: String, bufferingNewest limit: Int = 1_000) -> AsyncStream<RedisMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: RedisMessage.self, bufferingPolicy: .bufferingNewest(limit))
-        let (id, connection, isFirst) = state.withLock { state in
+        // Writing under the lock keeps SUBSCRIBE and UNSUBSCRIBE of one channel in call order.
+        let id = state.withLock { state in
             state.nextID += 1
-            let isFirst = state.listeners[channel, default: []].isEmpty
+            if state.listeners[channel, default: []].isEmpty {
+                state.connection?.write(["SUBSCRIBE", RedisArgument(channel)])
+            }
             state.listeners[channel, default: []].append(Listener(id: state.nextID, continuation: continuation))
-            return (state.nextID, state.connection, isFirst)
+            return state.nextID
         }
         continuation.onTermination = { [weak self] _ in self?.remove(channel: channel, id: id) }
-        if isFirst, let connection {
-            Task { try? await connection.sendWithoutReply(["SUBSCRIBE", RedisArgument(channel)]) }
-        }
         return stream
     }
 
@@ -57,14 +57,12 @@ public final class RedisSubscriber: Service, Sendable {
     public var channelCount: Int { state.withLock { $0.listeners.count } }
 
     private func remove(channel: String, id: Int) {
-        let (connection, wasLast) = state.withLock { state in
+        state.withLock { state in
             state.listeners[channel]?.removeAll { $0.id == id }
-            let wasLast = state.listeners[channel]?.isEmpty ?? false
-            if wasLast { state.listeners[channel] = nil }
-            return (state.connection, wasLast)
-        }
-        if wasLast, let connection {
-            Task { try? await connection.sendWithoutReply(["UNSUBSCRIBE", RedisArgument(channel)]) }
+            if state.listeners[channel]?.isEmpty ?? false {
+                state.listeners[channel] = nil
+                state.connection?.write(["UNSUBSCRIBE", RedisArgument(channel)])
+            }
         }
     }
 
@@ -86,13 +84,11 @@ public final class RedisSubscriber: Service, Sendable {
                 }
                 let channels = state.withLock { state in
                     state.connection = connection
-                    return Array(state.listeners.keys)
+                    for channel in state.listeners.keys { connection.write(["SUBSCRIBE", RedisArgument(channel)]) }
+                    return state.listeners.count
                 }
-                for channel in channels {
-                    try await connection.sendWithoutReply(["SUBSCRIBE", RedisArgument(channel)])
-                }
-                if failures > 0 { logger.info("redis subscriber reconnected", metadata: ["channels": "\(channels.count)"]) }
-                failures = 0
+                if failures > 0 { logger.info("redis subscriber reconnected", metadata: ["channels": "\(channels)"]) }
+                let connectedAt = ContinuousClock.now
                 try await cancelWhenGracefulShutdown {
                     try await withTaskCancellationHandler {
                         try await connection.channel.closeFuture.get()
@@ -102,7 +98,12 @@ public final class RedisSubscriber: Service, Sendable {
                 }
                 state.withLock { $0.connection = nil }
                 if Task.isShuttingDownGracefully || Task.isCancelled { break }
+                // Only a connection that lived a while resets the backoff: a server that accepts and
+                // closes at once must not cause a hot reconnect loop.
+                if ContinuousClock.now - connectedAt > .seconds(5) { failures = 0 }
+                failures += 1
                 logger.warning("redis subscriber connection lost; reconnecting")
+                try? await Task.sleep(for: min(configuration.backoffBase * (1 << min(failures - 1, 16)), configuration.backoffMax))
             } catch {
                 state.withLock { $0.connection = nil }
                 if Task.isShuttingDownGracefully || Task.isCancelled { break }

@@ -83,8 +83,13 @@ public final class TokenVerifier: Sendable {
         var keys = JWTKeyCollection()
         var kids: Set<String> = []
         var lastFetch: ContinuousClock.Instant?
+        var lastLoaded: ContinuousClock.Instant?
+        var lastError: String?
         var fetchCount = 0
     }
+
+    /// Keys are reloaded at least this often, so a key the issuer withdrew stops being trusted.
+    public static let maxKeyAge: Duration = .seconds(600)
 
     private let source: any JWKSSource
     private let config: TokenConfig
@@ -115,7 +120,7 @@ public final class TokenVerifier: Sendable {
         } catch {
             throw .malformed("\(error)")
         }
-        let leeway = TimeInterval(config.leeway.components.seconds)
+        let leeway = TimeInterval(config.leeway.components.seconds) + TimeInterval(config.leeway.components.attoseconds) / 1e18
         guard claims.iss.value == config.issuer else { throw .wrongIssuer(claims.iss.value) }
         guard claims.aud.value.contains(config.audience) else { throw .wrongAudience }
         guard now.timeIntervalSince(claims.exp.value) < leeway else { throw .expired }
@@ -126,11 +131,23 @@ public final class TokenVerifier: Sendable {
     }
 
     private func keys(containing kid: String) async throws(TokenError) -> JWTKeyCollection {
-        let (known, keys) = cache.withLock { ($0.kids.contains(kid), $0.keys) }
-        if known { return keys }
-        try await reload(reason: kid)
-        let (knownNow, keysNow) = cache.withLock { ($0.kids.contains(kid), $0.keys) }
-        guard knownNow else { throw .unknownKey(kid) }
+        let (known, keys, stale) = cache.withLock { cache in
+            (cache.kids.contains(kid), cache.keys, cache.lastLoaded.map { ContinuousClock.now - $0 > Self.maxKeyAge } ?? true)
+        }
+        if known && !stale { return keys }
+        do {
+            try await reload(reason: known ? "max age" : kid)
+        } catch {
+            // Stale keys are still better than none while the issuer is unreachable.
+            if known { return keys }
+            throw error
+        }
+        let (knownNow, keysNow, lastError) = cache.withLock { ($0.kids.contains(kid), $0.keys, $0.lastError) }
+        guard knownNow else {
+            // Keys that could not be fetched are a 503, not the caller's fault.
+            if let lastError, cache.withLock({ $0.kids.isEmpty }) { throw .keysUnavailable(lastError) }
+            throw .unknownKey(kid)
+        }
         return keysNow
     }
 
@@ -146,13 +163,16 @@ public final class TokenVerifier: Sendable {
                 do {
                     jwks = try await source.fetch()
                 } catch {
-                    cache.withLock { $0.lastFetch = .now }
+                    cache.withLock { cache in
+                        cache.lastFetch = .now
+                        cache.lastError = "\(error)"
+                    }
                     logger.warning("cannot fetch JWKS", metadata: ["error": "\(error)"])
                     throw TokenError.keysUnavailable("\(error)")
                 }
                 let collection = JWTKeyCollection()
                 var kids: Set<String> = []
-                for jwk in jwks.keys where jwk.keyType == .ecdsa && (jwk.algorithm == nil || jwk.algorithm == .es256) {
+                for jwk in jwks.keys where jwk.keyType == .ecdsa && jwk.curve?.rawValue == "P-256" && (jwk.algorithm == nil || jwk.algorithm == .es256) {
                     guard let kid = jwk.keyIdentifier else { continue }
                     do {
                         try await collection.add(jwk: jwk)
@@ -165,6 +185,8 @@ public final class TokenVerifier: Sendable {
                     cache.keys = collection
                     cache.kids = kids
                     cache.lastFetch = .now
+                    cache.lastLoaded = .now
+                    cache.lastError = nil
                     cache.fetchCount += 1
                 }
                 logger.debug("loaded JWKS", metadata: ["kids": "\(kids.sorted())", "reason": "\(reason)"])
