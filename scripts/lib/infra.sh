@@ -12,6 +12,7 @@ ensure_packages() {
   command -v psql >/dev/null || missing+=(postgresql-client)
   command -v redis-server >/dev/null || missing+=(redis-server)
   [ -f /usr/include/hiredis/hiredis.h ] || missing+=(libhiredis-dev)
+  [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] || missing+=(libcurl4-openssl-dev)
   command -v curl >/dev/null || missing+=(curl)
   command -v python3 >/dev/null || missing+=(python3 python3-pip)
   if [ ${#missing[@]} -gt 0 ]; then

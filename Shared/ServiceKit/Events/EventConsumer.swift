@@ -68,9 +68,7 @@ public final class EventConsumer: Service, Sendable {
                     config.stream, group: config.group, consumer: config.consumerName,
                     count: 100, block: config.readBlock
                 )
-                for entry in entries where !Task.isCancelled {
-                    try await process(entry, reclaimed: false)
-                }
+                try await processConcurrently(entries, reclaimed: false)
                 if failures > 0 { logger.info("event consumer recovered") }
                 failures = 0
             } catch let error as DatabaseUnavailable {
@@ -103,74 +101,118 @@ public final class EventConsumer: Service, Sendable {
             let (entries, next) = try await redis.xautoclaim(
                 config.stream, group: config.group, consumer: config.consumerName, minIdle: config.claimIdle, start: start
             )
-            for entry in entries where !Task.isCancelled {
-                try await process(entry, reclaimed: true)
-            }
+            try await processConcurrently(entries, reclaimed: true)
             start = next
         } while start != "0-0" && !Task.isCancelled
     }
 
-    /// Handles one entry. Throws `DatabaseUnavailable` when the transaction could not run at all;
-    /// a handler's own failure is recorded and the entry left pending for a later delivery.
-    func process(_ entry: StreamEntry, reclaimed: Bool) async throws {
-        let started = ContinuousClock.now
-        guard let json = entry.fields["envelope"],
-              let envelope = try? JSONDecoder.api().decode(EventEnvelope.self, from: Data(json.utf8)) else {
-            await deadLetter(entry, error: "entry has no readable envelope", deliveries: 1)
-            return
-        }
-        guard let handler = handlers.handler(for: envelope.type) else {
-            try? await redis.xack(config.stream, group: config.group, ids: [entry.id])
-            return
-        }
-        if reclaimed {
-            let deliveries = (try? await redis.deliveryCount(config.stream, group: config.group, id: entry.id)) ?? 0
-            if deliveries > config.maxDeliveries {
-                let lastError = lastErrors.withLock { $0.removeValue(forKey: entry.id) } ?? "unknown (the consumer that saw it may have crashed)"
-                await deadLetter(entry, error: lastError, deliveries: deliveries)
-                return
+    /// How many transactions a batch is split into. Events about one user always land in the same
+    /// shard, in stream order; shards commit side by side.
+    static let shards = 4
+
+    /// Handles a batch read from the stream. Each shard is one transaction with a savepoint per
+    /// event, so a batch costs a few commits rather than one per event, and a failing handler rolls
+    /// back only its own event. Throws `DatabaseUnavailable` when a transaction could not run at all.
+    func processConcurrently(_ entries: [StreamEntry], reclaimed: Bool) async throws {
+        var work: [[(StreamEntry, EventEnvelope, EventHandlers.Handler)]] = Array(repeating: [], count: Self.shards)
+        var skipped: [String] = []
+        for entry in entries {
+            guard let json = entry.fields["envelope"],
+                  let envelope = try? JSONDecoder.api().decode(EventEnvelope.self, from: Data(json.utf8)) else {
+                await deadLetter(entry, error: "entry has no readable envelope", deliveries: 1)
+                continue
             }
-        }
-        var logger = self.logger
-        logger[metadataKey: "event_id"] = "\(envelope.id)"
-        logger[metadataKey: "event_type"] = "\(envelope.type)"
-        do {
-            let outbox = self.outbox
-            let handled = try await client.transaction(logger: logger) { connection -> Bool in
-                let inserted = try await connection.query("""
-                    INSERT INTO inbox (event_id, type) VALUES (\(envelope.id), \(envelope.type))
-                    ON CONFLICT (event_id) DO NOTHING RETURNING event_id
-                    """, logger: logger)
-                var isNew = false
-                for try await _ in inserted { isNew = true }
-                guard isNew else { return false }
-                do {
-                    try await handler(EventContext(envelope: envelope, connection: connection, outbox: outbox, logger: logger))
-                } catch {
-                    throw HandlerFailed(underlying: error)
+            guard let handler = handlers.handler(for: envelope.type) else {
+                skipped.append(entry.id)
+                continue
+            }
+            if reclaimed {
+                let deliveries = (try? await redis.deliveryCount(config.stream, group: config.group, id: entry.id)) ?? 0
+                if deliveries > config.maxDeliveries {
+                    let lastError = lastErrors.withLock { $0.removeValue(forKey: entry.id) } ?? "unknown (the consumer that saw it may have crashed)"
+                    await deadLetter(entry, error: lastError, deliveries: deliveries)
+                    continue
                 }
-                return true
             }
-            try await redis.xack(config.stream, group: config.group, ids: [entry.id])
-            lastErrors.withLock { _ = $0.removeValue(forKey: entry.id) }
-            if handled {
-                metrics.handled.increment()
-                metrics.handleDuration.record(ContinuousClock.now - started)
-                metrics.endToEnd.record(.nanoseconds(max(0, Int64(Date().timeIntervalSince(envelope.occurredAt) * 1e9))))
-            } else {
-                metrics.duplicates.increment()
+            let key = envelope.userID?.uuidString ?? envelope.id.uuidString
+            work[abs(key.hashValue % Self.shards)].append((entry, envelope, handler))
+        }
+        if !skipped.isEmpty { try? await redis.xack(config.stream, group: config.group, ids: skipped) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for shard in work where !shard.isEmpty {
+                group.addTask { try await self.process(shard) }
             }
-        } catch let failure as HandlerFailed {
-            // Left pending: after claimIdle it is claimed again and counts one more delivery.
-            metrics.handlerErrors.increment()
-            lastErrors.withLock { $0[entry.id] = String(describing: failure.underlying) }
-            logger.warning("event handler failed; the event will be retried", metadata: ["error": "\(failure.underlying)", "stream_id": "\(entry.id)"])
-        } catch is RedisError {
-            // Handled and committed but not acknowledged: the redelivery will find the inbox row.
-            return
+            try await group.waitForAll()
+        }
+    }
+
+    private func process(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)]) async throws {
+        let started = ContinuousClock.now
+        let logger = self.logger
+        let outbox = self.outbox
+        // (stream id, envelope, outcome): nil handled now, "duplicate", or the handler's error.
+        let outcomes: [(String, EventEnvelope, HandlerOutcome)]
+        do {
+            outcomes = try await client.transaction(logger: logger) { connection in
+                var outcomes: [(String, EventEnvelope, HandlerOutcome)] = []
+                for (entry, envelope, handler) in shard {
+                    var logger = logger
+                    logger[metadataKey: "event_id"] = "\(envelope.id)"
+                    logger[metadataKey: "event_type"] = "\(envelope.type)"
+                    try await connection.query("SAVEPOINT event", logger: logger)
+                    let inserted = try await connection.query("""
+                        INSERT INTO inbox (event_id, type) VALUES (\(envelope.id), \(envelope.type))
+                        ON CONFLICT (event_id) DO NOTHING RETURNING event_id
+                        """, logger: logger)
+                    var isNew = false
+                    for try await _ in inserted { isNew = true }
+                    guard isNew else {
+                        try await connection.query("RELEASE SAVEPOINT event", logger: logger)
+                        outcomes.append((entry.id, envelope, .duplicate))
+                        continue
+                    }
+                    do {
+                        try await handler(EventContext(envelope: envelope, connection: connection, outbox: outbox, logger: logger))
+                        try await connection.query("RELEASE SAVEPOINT event", logger: logger)
+                        outcomes.append((entry.id, envelope, .handled))
+                    } catch {
+                        // Undo this event only (its inbox row too) and go on with the rest.
+                        try await connection.query("ROLLBACK TO SAVEPOINT event", logger: logger)
+                        outcomes.append((entry.id, envelope, .failed(String(describing: error))))
+                    }
+                }
+                return outcomes
+            }
         } catch {
             throw DatabaseUnavailable(underlying: error)
         }
+        let done = outcomes.filter { if case .failed = $0.2 { return false } else { return true } }.map(\.0)
+        // A failed XACK is harmless: the redelivery finds the inbox rows.
+        try? await redis.xack(config.stream, group: config.group, ids: done)
+        let elapsed = ContinuousClock.now - started
+        for (id, envelope, outcome) in outcomes {
+            switch outcome {
+            case .handled:
+                lastErrors.withLock { _ = $0.removeValue(forKey: id) }
+                metrics.handled.increment()
+                metrics.handleDuration.record(elapsed)
+                metrics.endToEnd.record(.nanoseconds(max(0, Int64(Date().timeIntervalSince(envelope.occurredAt) * 1e9))))
+            case .duplicate:
+                metrics.duplicates.increment()
+            case .failed(let error):
+                // Left pending: after claimIdle it is claimed again and counts one more delivery.
+                metrics.handlerErrors.increment()
+                lastErrors.withLock { $0[id] = error }
+                logger.warning("event handler failed; the event will be retried",
+                               metadata: ["error": "\(error)", "stream_id": "\(id)", "event_id": "\(envelope.id)", "event_type": "\(envelope.type)"])
+            }
+        }
+    }
+
+    enum HandlerOutcome {
+        case handled
+        case duplicate
+        case failed(String)
     }
 
     private func waitForDatabase() async {
@@ -211,11 +253,6 @@ public final class EventConsumer: Service, Sendable {
             if let lag = info["lag"]?.int { metrics.lag.set(Int64(lag)) }
         }
     }
-}
-
-/// A handler threw: the event's fault (or the handler's), counted towards dead-lettering.
-struct HandlerFailed: Error {
-    var underlying: any Error
 }
 
 /// The transaction could not run: nobody's fault but the database's, never counted as a delivery.

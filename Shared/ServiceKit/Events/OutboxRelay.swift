@@ -28,44 +28,17 @@ public final class OutboxRelay: Service, Sendable {
     }
 
     public func run() async throws {
-        let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.listen(wake: wake) }
-            group.addTask {
-                while !Task.isCancelled {
-                    wake.yield()
-                    if let backlog = try? await self.backlog() { self.metrics.outboxBacklog.set(Int64(backlog)) }
-                    try? await Task.sleep(for: self.config.relayPollInterval)
-                }
-            }
-            group.addTask {
-                await self.relayLoop(wakes: wakes)
-            }
-            // Stop the helpers once graceful shutdown begins; rows still in the outbox go next start.
-            try? await gracefulShutdown()
-            group.cancelAll()
-            wake.finish()
+        var worker = NotifiedWorker(client: client, channel: EventBusSchema.notifyChannel(schema: schema), pollInterval: config.relayPollInterval, logger: logger)
+        worker.onTick = { [self] in
+            if let backlog = try? await self.backlog() { self.metrics.outboxBacklog.set(Int64(backlog)) }
         }
-    }
-
-    private func relayLoop(wakes: AsyncStream<Void>) async {
-        var failures = 0
-        for await _ in wakes {
-            while !Task.isCancelled {
-                do {
-                    let moved = try await relayBatch()
-                    if failures > 0 { logger.info("outbox relay recovered", metadata: ["after_failures": "\(failures)"]) }
-                    failures = 0
-                    if moved < batchSize { break }
-                } catch {
-                    failures += 1
-                    metrics.relayErrors.increment()
-                    if failures == 1 || failures % 50 == 0 {
-                        logger.warning("outbox relay cannot publish; rows stay in the outbox", metadata: ["error": "\(error)", "failures": "\(failures)"])
-                    }
-                    let wait = min(Duration.milliseconds(50) * (1 << min(failures - 1, 6)), .seconds(2))
-                    try? await Task.sleep(for: wait)
-                }
+        try await worker.run { [self] in
+            var moved = 0
+            // Drain in batches; a batch smaller than the limit means the outbox is empty for now.
+            while true {
+                let batch = try await self.relayBatch()
+                moved += batch
+                if batch < self.batchSize { return moved }
             }
         }
     }
@@ -90,15 +63,18 @@ public final class OutboxRelay: Service, Sendable {
                 """, logger: logger)
             var sequences: [Int64] = []
             var live: [(String, String)] = []
+            var commands: [[RedisArgument]] = []
             for try await (seq, id, type, userID, isLive, envelope) in rows.decode((Int64, UUID, String, UUID?, Bool, String).self) {
-                try await redis.xadd(config.stream, maxLength: config.maxLength, fields: [
+                commands.append(RedisClient.xaddCommand(config.stream, maxLength: config.maxLength, fields: [
                     ("id", id.uuidString.lowercased()), ("type", type), ("envelope", envelope),
-                ])
+                ]))
                 if isLive, let userID {
                     live.append(("user:\(userID.uuidString.lowercased())", envelope))
                 }
                 sequences.append(seq)
             }
+            // One pipelined round trip for the batch, in commit order.
+            for reply in try await redis.pipeline(commands) { try reply.checked() }
             if !sequences.isEmpty {
                 try await connection.query("DELETE FROM outbox WHERE seq = ANY(\(sequences))", logger: logger)
             }
@@ -112,25 +88,6 @@ public final class OutboxRelay: Service, Sendable {
         }
         if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         return moved
-    }
-
-    /// Holds one pooled connection in `LISTEN`, coming back after a lost connection.
-    private func listen(wake: AsyncStream<Void>.Continuation) async {
-        let channel = EventBusSchema.notifyChannel(schema: schema)
-        while !Task.isCancelled {
-            do {
-                try await client.withConnection { connection in
-                    try await connection.listen(on: channel) { notifications in
-                        wake.yield()  // anything committed while we were not listening
-                        for try await _ in notifications { wake.yield() }
-                    }
-                }
-            } catch {
-                if Task.isCancelled { return }
-                logger.warning("outbox LISTEN lost; polling until it is back", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(1))
-            }
-        }
     }
 
     /// Rows not yet sent, for the backlog gauge.

@@ -34,6 +34,29 @@ public final class RedisClient: Sendable {
         }
     }
 
+    /// Sends commands back to back on one connection and returns their replies in order: one round
+    /// trip for the lot, and the server applies them in this order. Error replies are returned, not thrown.
+    public func pipeline(_ commands: [[RedisArgument]]) async throws -> [RESPValue] {
+        guard !commands.isEmpty else { return [] }
+        let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
+        let slot = slots[abs(index % slots.count)]
+        let connection = try await slot.connection()
+        let futures = commands.map { connection.enqueue($0, timeout: configuration.commandTimeout) }
+        connection.channel.flush()
+        var replies: [RESPValue] = []
+        replies.reserveCapacity(futures.count)
+        do {
+            for future in futures { replies.append(try await future.get()) }
+        } catch is ChannelError {
+            slot.dropped(connection)
+            throw RedisError.connectionClosed
+        } catch let error as RedisError where error == .connectionClosed {
+            slot.dropped(connection)
+            throw error
+        }
+        return replies
+    }
+
     @discardableResult
     public func send(_ arguments: RedisArgument...) async throws -> RESPValue {
         try await send(arguments)

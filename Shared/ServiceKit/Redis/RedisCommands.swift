@@ -11,13 +11,17 @@ extension RedisClient {
     /// `XADD key MAXLEN ~ n * field value …`; returns the entry id.
     @discardableResult
     public func xadd(_ stream: String, maxLength: Int?, fields: [(String, String)]) async throws -> String {
+        let reply = try await send(Self.xaddCommand(stream, maxLength: maxLength, fields: fields))
+        guard let id = reply.string else { throw RedisError.unexpectedReply("\(reply)") }
+        return id
+    }
+
+    public static func xaddCommand(_ stream: String, maxLength: Int?, fields: [(String, String)]) -> [RedisArgument] {
         var arguments: [RedisArgument] = ["XADD", RedisArgument(stream)]
         if let maxLength { arguments += ["MAXLEN", "~", RedisArgument(maxLength)] }
         arguments.append("*")
         for (field, value) in fields { arguments += [RedisArgument(field), RedisArgument(value)] }
-        let reply = try await send(arguments)
-        guard let id = reply.string else { throw RedisError.unexpectedReply("\(reply)") }
-        return id
+        return arguments
     }
 
     /// `XGROUP CREATE … MKSTREAM`; an existing group is fine.

@@ -94,6 +94,15 @@ final class RedisConnection: Sendable {
         }
     }
 
+    /// Writes a command without flushing and returns its reply's future; for pipelines.
+    func enqueue(_ arguments: [RedisArgument], timeout: TimeAmount?) -> EventLoopFuture<RESPValue> {
+        let promise = channel.eventLoop.makePromise(of: RESPValue.self)
+        channel.write(RedisRequest(arguments: arguments, promise: promise, timeout: timeout)).whenFailure { error in
+            promise.fail(error)
+        }
+        return promise.futureResult
+    }
+
     /// Queues a command with no reply expected; writes keep the order of the calls.
     func write(_ arguments: [RedisArgument]) {
         channel.writeAndFlush(RedisRequest(arguments: arguments, promise: nil, timeout: nil), promise: nil)

@@ -61,7 +61,7 @@ case "produce":
     let relayTask = Task { try await relay.run() }
     let outbox = EventOutbox(producer: service)
     let total = rate * seconds
-    let writers = 8
+    let writers = 32  // requests commit concurrently in a real service; so do these
     let interval = Duration.seconds(1) / rate
     let start = ContinuousClock.now
     let committed = try await withThrowingTaskGroup(of: Int.self) { group in

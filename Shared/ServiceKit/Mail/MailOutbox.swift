@@ -1,0 +1,125 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// The mail outbox: a request commits the message with its change, `MailSender` delivers it.
+/// Services that send mail add `MailOutbox.migration` to their migrations.
+public struct MailOutbox: Sendable {
+    public static let migration = Migration(name: "0000_mail_outbox", sql: """
+        CREATE TABLE mail_outbox (
+            id uuid PRIMARY KEY,
+            template text NOT NULL,
+            recipient text NOT NULL,
+            subject text NOT NULL,
+            body_text text NOT NULL,
+            body_html text,
+            status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'sent', 'failed')),
+            attempts int NOT NULL DEFAULT 0,
+            last_error text,
+            next_attempt_at timestamptz NOT NULL DEFAULT now(),
+            created_at timestamptz NOT NULL DEFAULT now(),
+            sent_at timestamptz
+        );
+        CREATE INDEX mail_outbox_due ON mail_outbox (next_attempt_at) WHERE status = 'pending';
+
+        CREATE FUNCTION mail_outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_notify(TG_TABLE_SCHEMA || '_mail', '');
+            RETURN NULL;
+        END $$;
+
+        CREATE TRIGGER mail_outbox_notify AFTER INSERT ON mail_outbox
+            FOR EACH STATEMENT EXECUTE FUNCTION mail_outbox_notify();
+        """)
+
+    public static func notifyChannel(schema: String) -> String { "\(schema)_mail" }
+
+    public init() {}
+
+    /// Records a message inside the caller's transaction; `template` names the kind of mail.
+    @discardableResult
+    public func enqueue(_ message: MailMessage, template: String, on connection: PostgresConnection, logger: Logger) async throws -> UUID {
+        let id = UUID()
+        try await connection.query("""
+            INSERT INTO mail_outbox (id, template, recipient, subject, body_text, body_html)
+            VALUES (\(id), \(template), \(message.to), \(message.subject), \(message.text), \(message.html))
+            """, logger: logger)
+        return id
+    }
+}
+
+/// Delivers the mail outbox: due messages one at a time, each inside a transaction that holds its
+/// row, so two replicas never send one message twice. A failure is recorded (attempts, last error)
+/// and retried with exponential backoff; a permanent refusal, or `maxAttempts` failures, marks the
+/// message `failed`.
+public final class MailSender: Service, Sendable {
+    private let client: PostgresClient
+    private let transport: any MailTransport
+    private let schema: String
+    private let logger: Logger
+    private let pollInterval: Duration
+    private let retryBase: Duration
+    private let maxAttempts: Int
+
+    public init(client: PostgresClient, transport: any MailTransport, schema: String, logger: Logger,
+                pollInterval: Duration = .seconds(5), retryBase: Duration = .seconds(5), maxAttempts: Int = 8) {
+        self.client = client
+        self.transport = transport
+        self.schema = schema
+        self.logger = logger
+        self.pollInterval = pollInterval
+        self.retryBase = retryBase
+        self.maxAttempts = maxAttempts
+    }
+
+    public func run() async throws {
+        try await NotifiedWorker(client: client, channel: MailOutbox.notifyChannel(schema: schema), pollInterval: pollInterval, logger: logger)
+            .run { try await self.sendDue() }
+    }
+
+    /// Sends every due message; returns how many it attempted.
+    func sendDue() async throws -> Int {
+        var attempted = 0
+        while try await sendOne() { attempted += 1 }
+        return attempted
+    }
+
+    private func sendOne() async throws -> Bool {
+        let logger = self.logger
+        let transport = self.transport
+        let retryBase = self.retryBase
+        let maxAttempts = self.maxAttempts
+        return try await client.transaction(logger: logger) { connection -> Bool in
+            let rows = try await connection.query("""
+                SELECT id, recipient, subject, body_text, body_html, attempts FROM mail_outbox
+                WHERE status = 'pending' AND next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED
+                """, logger: logger)
+            var found: (UUID, MailMessage, Int)?
+            for try await (id, recipient, subject, text, html, attempts) in rows.decode((UUID, String, String, String, String?, Int).self) {
+                found = (id, MailMessage(to: recipient, subject: subject, text: text, html: html), attempts)
+            }
+            guard let (id, message, attempts) = found else { return false }
+            do {
+                try await transport.send(message, messageID: "\(id.uuidString.lowercased())@foodbackend")
+                try await connection.query("""
+                    UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL WHERE id = \(id)
+                    """, logger: logger)
+                logger.info("mail sent", metadata: ["mail_id": "\(id)"])
+            } catch {
+                let permanent = (error as? MailError)?.isPermanent ?? false
+                let failed = permanent || attempts + 1 >= maxAttempts
+                let delaySeconds = Int(retryBase.components.seconds) * (1 << min(attempts, 10))
+                try await connection.query("""
+                    UPDATE mail_outbox SET attempts = attempts + 1, last_error = \(String(describing: error)),
+                        status = \(failed ? "failed" : "pending"),
+                        next_attempt_at = now() + make_interval(secs => \(min(delaySeconds, 3600)))
+                    WHERE id = \(id)
+                    """, logger: logger)
+                logger.warning("mail not sent", metadata: ["mail_id": "\(id)", "error": "\(error)", "gave_up": "\(failed)"])
+            }
+            return true
+        }
+    }
+}

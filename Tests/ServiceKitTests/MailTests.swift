@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+import PostgresNIO
+@testable import ServiceKit
+import TestSupport
+import Testing
+
+/// Mail through a real SMTP server: the local sink (aiosmtpd) the stack runs, which saves each
+/// message as an .eml file.
+@Suite struct MailTests {
+    func config(_ sink: MailSink) -> SMTPConfig {
+        SMTPConfig(url: "smtp://127.0.0.1:\(sink.port)", from: "Food Backend <no-reply@foodbackend.test>", timeout: .seconds(5))
+    }
+
+    @Test func aMessageArrivesWithBothPartsAndSafeHeaders() async throws {
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        let transport = SMTPTransport(config: config(sink))
+        let message = MailMessage(to: "ana@example.com", subject: "Bienvenue, Ana ✓\r\nBcc: evil@example.com",
+                                  text: "Open https://app.test/verify?token=abc", html: "<p><a href=\"https://app.test/verify?token=abc\">Verify</a></p>")
+        try await transport.send(message, messageID: "m1@foodbackend")
+        let received = try await sink.waitForMessages(1)
+        let mail = try #require(received.first)
+        #expect(mail.contains("X-Envelope-To: ana@example.com"))
+        #expect(mail.contains("X-Envelope-From: no-reply@foodbackend.test"))
+        #expect(mail.contains("Subject: =?UTF-8?B?"))
+        #expect(!mail.contains("\r\nBcc: evil"))
+        #expect(mail.contains("multipart/alternative"))
+        #expect(mail.contains(Data("Open https://app.test/verify?token=abc".utf8).base64EncodedString().prefix(40)))
+    }
+
+    @Test func anUnreachableServerIsATransientError() async throws {
+        let port = try RedisServer.freePort()
+        let transport = SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(port)", from: "a@b.test", timeout: .seconds(2)))
+        let error = await #expect(throws: MailError.self) {
+            try await transport.send(MailMessage(to: "x@example.com", subject: "s", text: "t"), messageID: "m2@foodbackend")
+        }
+        #expect(error?.isPermanent == false)
+    }
+
+    @Test func theOutboxIsDeliveredAfterCommitAndRetriedUntilTheServerIsBack() async throws {
+        let database = try await TestDatabase.create(services: ["auth"])
+        let port = try RedisServer.freePort()
+        try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
+            try await MigrationRunner(client: client, schema: "auth", migrations: [MailOutbox.migration], logger: TestEnvironment.logger).run()
+            let transport = SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(port)", from: "no-reply@foodbackend.test", timeout: .seconds(2)))
+            let sender = MailSender(client: client, transport: transport, schema: "auth", logger: TestEnvironment.logger,
+                                    pollInterval: .milliseconds(200), retryBase: .zero, maxAttempts: 50)
+            let running = Task { try await sender.run() }
+            defer { running.cancel() }
+            // A rolled-back request leaves no mail behind.
+            struct Abort: Error {}
+            _ = try? await client.transaction(logger: TestEnvironment.logger) { connection in
+                try await MailOutbox().enqueue(MailMessage(to: "never@example.com", subject: "no", text: "no"), template: "test", on: connection, logger: TestEnvironment.logger)
+                throw Abort()
+            }
+            let id = try await client.transaction(logger: TestEnvironment.logger) { connection in
+                try await MailOutbox().enqueue(MailMessage(to: "bo@example.com", subject: "Reset", text: "token xyz"), template: "password_reset", on: connection, logger: TestEnvironment.logger)
+            }
+            // No server yet: attempts pile up with the error recorded.
+            try await waitUntil {
+                let rows = try await client.query("SELECT attempts, last_error FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
+                for try await (attempts, error) in rows.decode((Int, String?).self) { return attempts >= 2 && error != nil }
+                return false
+            }
+            let sink = try await MailSink.start(port: port)
+            defer { sink.stop() }
+            let received = try await sink.waitForMessages(1)
+            #expect(received.count == 1 && received[0].contains("X-Envelope-To: bo@example.com"))
+            try await waitUntil {
+                let rows = try await client.query("SELECT status FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
+                for try await status in rows.decode(String.self) { return status == "sent" }
+                return false
+            }
+            let count = try await client.query("SELECT count(*)::int FROM mail_outbox", logger: TestEnvironment.logger).decode(Int.self).first { _ in true }
+            #expect(count == 1)
+        }
+    }
+}
