@@ -108,11 +108,12 @@ public final class EventConsumer: Service, Sendable {
 
     /// How many transactions a batch is split into. Events about one user always land in the same
     /// shard, in stream order; shards commit side by side.
-    static let shards = 4
+    static let shards = 8
 
-    /// Handles a batch read from the stream. Each shard is one transaction with a savepoint per
-    /// event, so a batch costs a few commits rather than one per event, and a failing handler rolls
-    /// back only its own event. Throws `DatabaseUnavailable` when a transaction could not run at all.
+    /// Handles a batch read from the stream. Each shard is tried as one transaction, so a batch costs
+    /// a few commits rather than one per event; if a handler fails, that shard is rolled back and its
+    /// events are handled one transaction each, so only the failing event is left for redelivery.
+    /// Throws `DatabaseUnavailable` when a transaction could not run at all.
     func processConcurrently(_ entries: [StreamEntry], reclaimed: Bool) async throws {
         var work: [[(StreamEntry, EventEnvelope, EventHandlers.Handler)]] = Array(repeating: [], count: Self.shards)
         var skipped: [String] = []
@@ -147,10 +148,19 @@ public final class EventConsumer: Service, Sendable {
     }
 
     private func process(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)]) async throws {
+        do {
+            try await handle(shard, together: shard.count > 1)
+        } catch is ShardFailed {
+            for event in shard { try await handle([event], together: false) }
+        }
+    }
+
+    /// One transaction for `shard`. When `together`, a handler failure aborts it with `ShardFailed`;
+    /// otherwise (a single event) the failure is recorded and the event left pending.
+    private func handle(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)], together: Bool) async throws {
         let started = ContinuousClock.now
         let logger = self.logger
         let outbox = self.outbox
-        // (stream id, envelope, outcome): nil handled now, "duplicate", or the handler's error.
         let outcomes: [(String, EventEnvelope, HandlerOutcome)]
         do {
             outcomes = try await client.transaction(logger: logger) { connection in
@@ -159,7 +169,6 @@ public final class EventConsumer: Service, Sendable {
                     var logger = logger
                     logger[metadataKey: "event_id"] = "\(envelope.id)"
                     logger[metadataKey: "event_type"] = "\(envelope.type)"
-                    try await connection.query("SAVEPOINT event", logger: logger)
                     let inserted = try await connection.query("""
                         INSERT INTO inbox (event_id, type) VALUES (\(envelope.id), \(envelope.type))
                         ON CONFLICT (event_id) DO NOTHING RETURNING event_id
@@ -167,22 +176,23 @@ public final class EventConsumer: Service, Sendable {
                     var isNew = false
                     for try await _ in inserted { isNew = true }
                     guard isNew else {
-                        try await connection.query("RELEASE SAVEPOINT event", logger: logger)
                         outcomes.append((entry.id, envelope, .duplicate))
                         continue
                     }
                     do {
                         try await handler(EventContext(envelope: envelope, connection: connection, outbox: outbox, logger: logger))
-                        try await connection.query("RELEASE SAVEPOINT event", logger: logger)
                         outcomes.append((entry.id, envelope, .handled))
                     } catch {
-                        // Undo this event only (its inbox row too) and go on with the rest.
-                        try await connection.query("ROLLBACK TO SAVEPOINT event", logger: logger)
-                        outcomes.append((entry.id, envelope, .failed(String(describing: error))))
+                        if together { throw ShardFailed() }
+                        throw HandlerFailed(entryID: entry.id, envelope: envelope, error: String(describing: error))
                     }
                 }
                 return outcomes
             }
+        } catch let failure as HandlerFailed {
+            outcomes = [(failure.entryID, failure.envelope, .failed(failure.error))]
+        } catch let failure as ShardFailed {
+            throw failure
         } catch {
             throw DatabaseUnavailable(underlying: error)
         }
@@ -253,6 +263,16 @@ public final class EventConsumer: Service, Sendable {
             if let lag = info["lag"]?.int { metrics.lag.set(Int64(lag)) }
         }
     }
+}
+
+/// A handler failed inside a shard transaction; its events are retried one by one.
+struct ShardFailed: Error {}
+
+/// A handler failed for one event: recorded, and the event left pending.
+struct HandlerFailed: Error {
+    var entryID: String
+    var envelope: EventEnvelope
+    var error: String
 }
 
 /// The transaction could not run: nobody's fault but the database's, never counted as a delivery.

@@ -88,10 +88,16 @@ final class ConnectionSlot: Sendable {
         self.logger = logger
     }
 
+    private enum Lease {
+        case ready(RedisConnection)
+        case pending(Task<RedisConnection, any Error>)
+    }
+
     func connection() async throws -> RedisConnection {
-        let task: Task<RedisConnection, any Error> = try state.withLock { state in
-            if let connection = state.connection, connection.isActive { return Task { connection } }
-            if let connecting = state.connecting { return connecting }
+        // The hot path (a live connection) takes the lock once and creates no task.
+        let lease: Lease = try state.withLock { state in
+            if let connection = state.connection, connection.isActive { return .ready(connection) }
+            if let connecting = state.connecting { return .pending(connecting) }
             let now = ContinuousClock.now
             if state.failures > 0, now < state.retryAt {
                 throw RedisError.unavailable("reconnecting to \(configuration.host):\(configuration.port) after \(state.failures) failed attempt(s)")
@@ -100,7 +106,12 @@ final class ConnectionSlot: Sendable {
             let group = self.eventLoopGroup
             let task = Task { try await RedisConnection.connect(configuration, eventLoopGroup: group) }
             state.connecting = task
-            return task
+            return .pending(task)
+        }
+        let task: Task<RedisConnection, any Error>
+        switch lease {
+        case .ready(let connection): return connection
+        case .pending(let pending): task = pending
         }
         do {
             let connection = try await task.value
