@@ -76,7 +76,12 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     definition.routes(router, dependencies)
 
     let migrations = try [EventBusSchema.migration] + definition.migrations()
-    let relay = OutboxRelay(client: postgres, redis: redis, config: config.events, schema: config.database.schema, metrics: busMetrics, logger: logger)
+    // The relay has a small pool of its own (its LISTEN and its batches), so request traffic that
+    // fills the main pool cannot hold events back.
+    var relayDatabase = config.database
+    relayDatabase.poolSize = 2
+    let relayPostgres = PostgresClient(database: relayDatabase, logger: logger)
+    let relay = OutboxRelay(client: relayPostgres, redis: redis, config: config.events, schema: config.database.schema, metrics: busMetrics, logger: logger)
     let consumer = EventConsumer(
         client: postgres, redis: consumerRedis, config: config.events, handlers: definition.handlers(dependencies),
         producer: definition.name, metrics: busMetrics, logger: logger
@@ -88,6 +93,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
         services: [
             Closer { try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close() },
             postgres,
+            relayPostgres,
             EventBus(readiness: readiness, relay: relay, consumer: consumer),
             ShutdownNotice(logger: logger),
         ],

@@ -57,7 +57,13 @@ case "consume":
 case "produce":
     let rate = option("--rate", 1_000)
     let seconds = option("--seconds", 30)
-    let relay = OutboxRelay(client: postgres, redis: redis, config: config.events, schema: config.database.schema, metrics: metrics, logger: logger)
+    // As in a service: the relay has a small pool of its own.
+    var relayDatabase = config.database
+    relayDatabase.poolSize = 2
+    let relayPostgres = PostgresClient(database: relayDatabase, logger: logger)
+    let relayPostgresTask = Task { await relayPostgres.run() }
+    defer { relayPostgresTask.cancel() }
+    let relay = OutboxRelay(client: relayPostgres, redis: redis, config: config.events, schema: config.database.schema, metrics: metrics, logger: logger)
     let relayTask = Task { try await relay.run() }
     let outbox = EventOutbox(producer: service)
     let total = rate * seconds
