@@ -30,7 +30,7 @@ var targets: [Target] = [
     .target(
         name: "ServiceKit",
         dependencies: [
-            "Models", "CHiredis", "CCurl",
+            "Models", "CHiredis",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "JWTKit", package: "jwt-kit"),
@@ -44,6 +44,25 @@ var targets: [Target] = [
             .product(name: "Crypto", package: "swift-crypto"),
         ],
         path: "Shared/ServiceKit",
+        swiftSettings: swiftSettings
+    ),
+    // Mail goes in a library of its own: only services that send mail load libcurl.
+    .target(
+        name: "Mailer",
+        dependencies: [
+            "ServiceKit", "CCurl",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ],
+        path: "Shared/Mailer",
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "MailerTests",
+        dependencies: kit + ["Mailer", "TestSupport"],
+        path: "Tests/MailerTests",
         swiftSettings: swiftSettings
     ),
     .executableTarget(

@@ -2,17 +2,24 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 
-/// The loop shared by the outbox relay and the mail sender: run `work` whenever a `NOTIFY` arrives
+/// The loop shared by the outbox relay and the mail sender (in Mailer): run `work` whenever a `NOTIFY` arrives
 /// on `channel` and, as a safety net, every `pollInterval`; retry with backoff while it fails; stop
 /// on graceful shutdown. `work` returns how much it did; it is called again at once while it is busy.
-struct NotifiedWorker: Sendable {
+public struct NotifiedWorker: Sendable {
     let client: PostgresClient
     let channel: String
     let pollInterval: Duration
     let logger: Logger
-    var onTick: (@Sendable () async -> Void)? = nil
+    public var onTick: (@Sendable () async -> Void)? = nil
 
-    func run(_ work: @escaping @Sendable () async throws -> Int) async throws {
+    public init(client: PostgresClient, channel: String, pollInterval: Duration, logger: Logger) {
+        self.client = client
+        self.channel = channel
+        self.pollInterval = pollInterval
+        self.logger = logger
+    }
+
+    public func run(_ work: @escaping @Sendable () async throws -> Int) async throws {
         let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         await withDiscardingTaskGroup { group in
             group.addTask { await self.listen(wake: wake) }

@@ -1,4 +1,5 @@
 import Foundation
+import ServiceKit
 
 /// One message to send: plain text and HTML alternatives.
 public struct MailMessage: Codable, Sendable, Equatable {

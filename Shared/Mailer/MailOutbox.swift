@@ -1,4 +1,5 @@
 import Foundation
+import ServiceKit
 import Logging
 import PostgresNIO
 import ServiceLifecycle

@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import ServiceKit
 import NIOPosix
 
 /// Where and how to send mail: `smtp://host:port` (STARTTLS when the server offers it and
