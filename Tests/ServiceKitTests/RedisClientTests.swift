@@ -103,13 +103,3 @@ import Testing
     }
 }
 
-/// Polls `condition` until it holds, failing after `limit`.
-func waitUntil(_ limit: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + limit
-    while ContinuousClock.now < deadline {
-        if (try? await condition()) == true { return }
-        try await Task.sleep(for: .milliseconds(25))
-    }
-    Issue.record("condition did not hold within \(limit)")
-    throw CancellationError()
-}
