@@ -106,16 +106,19 @@ public final class EventConsumer: Service, Sendable {
         } while start != "0-0" && !Task.isCancelled
     }
 
-    /// How many transactions a batch is split into. Events about one user always land in the same
-    /// shard, in stream order; shards commit side by side.
-    static let shards = 8
+    /// At most this many transactions a batch is split into. Events about one user always land in the
+    /// same shard, in stream order; shards commit side by side. A small batch is one transaction: each
+    /// shard costs a BEGIN and a COMMIT, which at a steady trickle of events costs more than it saves.
+    static let maxShards = 8
+    static let eventsPerShard = 16
 
     /// Handles a batch read from the stream. Each shard is tried as one transaction, so a batch costs
     /// a few commits rather than one per event; if a handler fails, that shard is rolled back and its
     /// events are handled one transaction each, so only the failing event is left for redelivery.
     /// Throws `DatabaseUnavailable` when a transaction could not run at all.
     func processConcurrently(_ entries: [StreamEntry], reclaimed: Bool) async throws {
-        var work: [[(StreamEntry, EventEnvelope, EventHandlers.Handler)]] = Array(repeating: [], count: Self.shards)
+        let shards = max(1, min(Self.maxShards, entries.count / Self.eventsPerShard))
+        var work: [[(StreamEntry, EventEnvelope, EventHandlers.Handler)]] = Array(repeating: [], count: shards)
         var skipped: [String] = []
         for entry in entries {
             guard let json = entry.fields["envelope"],
@@ -136,7 +139,7 @@ public final class EventConsumer: Service, Sendable {
                 }
             }
             let key = envelope.userID?.uuidString ?? envelope.id.uuidString
-            work[abs(key.hashValue % Self.shards)].append((entry, envelope, handler))
+            work[abs(key.hashValue % shards)].append((entry, envelope, handler))
         }
         if !skipped.isEmpty { try? await redis.xack(config.stream, group: config.group, ids: skipped) }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -164,21 +167,24 @@ public final class EventConsumer: Service, Sendable {
         let outcomes: [(String, EventEnvelope, HandlerOutcome)]
         do {
             outcomes = try await client.transaction(logger: logger) { connection in
+                // One statement records the whole shard in the inbox; the ids it returns are the events
+                // not handled before (the others are redeliveries).
+                let inserted = try await connection.query("""
+                    INSERT INTO inbox (event_id, type)
+                    SELECT * FROM unnest(\(shard.map(\.1.id))::uuid[], \(shard.map(\.1.type))::text[])
+                    ON CONFLICT (event_id) DO NOTHING RETURNING event_id
+                    """, logger: logger)
+                var new: Set<UUID> = []
+                for try await id in inserted.decode(UUID.self) { new.insert(id) }
                 var outcomes: [(String, EventEnvelope, HandlerOutcome)] = []
                 for (entry, envelope, handler) in shard {
-                    var logger = logger
-                    logger[metadataKey: "event_id"] = "\(envelope.id)"
-                    logger[metadataKey: "event_type"] = "\(envelope.type)"
-                    let inserted = try await connection.query("""
-                        INSERT INTO inbox (event_id, type) VALUES (\(envelope.id), \(envelope.type))
-                        ON CONFLICT (event_id) DO NOTHING RETURNING event_id
-                        """, logger: logger)
-                    var isNew = false
-                    for try await _ in inserted { isNew = true }
-                    guard isNew else {
+                    guard new.contains(envelope.id) else {
                         outcomes.append((entry.id, envelope, .duplicate))
                         continue
                     }
+                    var logger = logger
+                    logger[metadataKey: "event_id"] = "\(envelope.id)"
+                    logger[metadataKey: "event_type"] = "\(envelope.type)"
                     do {
                         try await handler(EventContext(envelope: envelope, connection: connection, outbox: outbox, logger: logger))
                         outcomes.append((entry.id, envelope, .handled))

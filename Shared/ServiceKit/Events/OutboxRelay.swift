@@ -57,28 +57,30 @@ public final class OutboxRelay: Service, Sendable {
             var haveLock = false
             for try await value in locked.decode(Bool.self) { haveLock = value }
             guard haveLock else { return (0, []) }
+            // Taken out of the outbox in the same statement that reads them: if Redis refuses the batch
+            // the transaction rolls back and the rows are still there.
             let rows = try await connection.query("""
-                SELECT seq, id, type, user_id, live, envelope FROM outbox
-                ORDER BY seq LIMIT \(batchSize)
+                DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT \(batchSize))
+                RETURNING seq, id, type, user_id, live, envelope
                 """, logger: logger)
-            var sequences: [Int64] = []
+            var taken: [(seq: Int64, id: UUID, type: String, userID: UUID?, live: Bool, envelope: String)] = []
+            for try await row in rows.decode((Int64, UUID, String, UUID?, Bool, String).self) { taken.append(row) }
+            taken.sort { $0.seq < $1.seq }  // RETURNING has no order of its own; the stream keeps commit order
             var live: [(String, String)] = []
             var commands: [[RedisArgument]] = []
-            for try await (seq, id, type, userID, isLive, envelope) in rows.decode((Int64, UUID, String, UUID?, Bool, String).self) {
+            for row in taken {
                 commands.append(RedisClient.xaddCommand(config.stream, maxLength: config.maxLength, fields: [
-                    ("id", id.uuidString.lowercased()), ("type", type), ("envelope", envelope),
+                    ("id", row.id.uuidString.lowercased()), ("type", row.type), ("envelope", row.envelope),
                 ]))
-                if isLive, let userID {
-                    live.append(("user:\(userID.uuidString.lowercased())", envelope))
+                if row.live, let userID = row.userID {
+                    live.append(("user:\(userID.uuidString.lowercased())", row.envelope))
                 }
-                sequences.append(seq)
             }
             // One pipelined round trip for the batch, in commit order.
-            for reply in try await redis.pipeline(commands) { try reply.checked() }
-            if !sequences.isEmpty {
-                try await connection.query("DELETE FROM outbox WHERE seq = ANY(\(sequences))", logger: logger)
+            if !commands.isEmpty {
+                for reply in try await redis.pipeline(commands) { try reply.checked() }
             }
-            return (sequences.count, live)
+            return (taken.count, live)
         }
         for (channel, envelope) in live {
             // Live pushes are best effort: the durable stream already has the event.
