@@ -3,12 +3,15 @@ import PackageDescription
 
 /// Every service is declared the same way: an executable under `Services/<Name>` that links the
 /// service kit and ships its SQL migrations as a resource. A new service is one line here.
-let services: [(target: String, folder: String)] = [
-    ("Auth", "Auth"),
-    ("Social", "Social"),
-    ("Invitations", "Invitations"),
-    ("Entitlements", "Entitlements"),
-    ("Nutrition", "Nutrition"),
+/// `extra` names what a service links beyond the kit; `resources` are folders shipped beside `Migrations`.
+let services: [(target: String, folder: String, extra: [Target.Dependency], resources: [String])] = [
+    ("Auth", "Auth", ["Mailer", .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"), .product(name: "JWTKit", package: "jwt-kit"),
+                      .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
+                      .product(name: "AsyncHTTPClient", package: "async-http-client")], ["Resources"]),
+    ("Social", "Social", [], []),
+    ("Invitations", "Invitations", [], []),
+    ("Entitlements", "Entitlements", [], []),
+    ("Nutrition", "Nutrition", [], []),
 ]
 
 let swiftSettings: [SwiftSetting] = [
@@ -118,16 +121,16 @@ var targets: [Target] = [
 for service in services {
     targets.append(.testTarget(
         name: "\(service.target)Tests",
-        dependencies: kit + [.target(name: service.target), "TestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
+        dependencies: kit + service.extra + [.target(name: service.target), "TestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
         path: "Tests/\(service.target)Tests",
         swiftSettings: swiftSettings
     ))
     targets.append(.executableTarget(
         name: service.target,
-        dependencies: kit,
+        dependencies: kit + service.extra,
         path: "Services/\(service.folder)",
         exclude: ["openapi.yaml"],
-        resources: [.copy("Migrations")],
+        resources: [.copy("Migrations")] + service.resources.map { .copy($0) },
         swiftSettings: swiftSettings
     ))
 }
@@ -149,6 +152,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
     ],
     targets: targets
 )

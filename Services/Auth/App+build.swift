@@ -1,14 +1,40 @@
 import Foundation
 import Hummingbird
+import Logging
+import Mailer
+import Models
 import ServiceKit
 
-/// The auth service: accounts, sign-in, sessions, roles. Its features arrive in their own issues; today it is the kit's process:
-/// config, its own schema and migrations, the event relay and consumer, health and metrics.
+/// The auth service: accounts (email and password, Apple, Google), sessions with rotating refresh
+/// tokens, roles, mail, account deletion. It signs the access tokens every other service checks.
 enum AuthService {
     static let definition = ServiceDefinition(
         name: "auth",
         defaultPort: 8081,
-        migrations: { try ServiceDefinition.bundledMigrations(.module) }
+        migrations: { [MailOutbox.migration] + (try ServiceDefinition.bundledMigrations(.module)) },
+        setup: { config in
+            let settings = try AuthSettings(config)
+            let common = try CommonPasswords.bundled()
+            return ServiceSetup(
+                // auth checks its own tokens with its own keys: no HTTP round trip to itself.
+                tokenSource: StaticJWKSSource(jwks: try settings.signing.jwks),
+                commands: ["create-admin": CreateAdmin.command(settings: settings, common: common)],
+                build: { router, dependencies in
+                    let accounts = try Accounts(settings: settings, common: common, dependencies: dependencies)
+                    SessionRoutes(accounts: accounts).add(to: router)
+                    AccountRoutes(accounts: accounts).add(to: router)
+                    ProviderRoutes(accounts: accounts).add(to: router)
+                    AdminRoutes(accounts: accounts).add(to: router)
+                    return ServiceComponents(
+                        handlers: AuthEventHandlers(accounts: accounts).handlers,
+                        services: [
+                            MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), schema: config.database.schema, logger: dependencies.logger),
+                            AuthJanitor(postgres: dependencies.postgres, logger: dependencies.logger),
+                        ]
+                    )
+                }
+            )
+        }
     )
 }
 

@@ -108,3 +108,38 @@ public struct InvitationAccepted: EventPayload, Equatable {
         case invitationID = "invitation_id", coachID = "coach_id", clientID = "client_id"
     }
 }
+
+/// A user's password was set: by a reset link (`reset`, every session revoked) or by the signed-in
+/// user (`change`).
+public struct UserPasswordChanged: EventPayload, Equatable {
+    public static let eventType = "user.password_changed"
+    public var userID: UUID
+    /// `reset` or `change`.
+    public var method: String
+
+    public init(userID: UUID, method: String) {
+        self.userID = userID
+        self.method = method
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", method
+    }
+}
+
+/// An admin disabled (`disabled: true`) or re-enabled an account. A disabled account cannot sign in
+/// and has no sessions.
+public struct UserStatusChanged: EventPayload, Equatable {
+    public static let eventType = "user.status_changed"
+    public var userID: UUID
+    public var disabled: Bool
+
+    public init(userID: UUID, disabled: Bool) {
+        self.userID = userID
+        self.disabled = disabled
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", disabled
+    }
+}

@@ -131,8 +131,10 @@ public func withClient<T: Sendable>(_ config: DatabaseConfig, _ body: @escaping 
 
 extension ServiceConfig {
     /// A service configuration for tests: an ephemeral port, the test database and Redis, its own stream.
-    public static func test(name: String, database: TestDatabase, redis: RedisConfiguration, stream: String, jwksURL: String = "http://127.0.0.1:9/jwks.json") -> ServiceConfig {
-        var env = EnvironmentReader(["APP_ENV": "test", "HTTP_PORT": "0", "LOG_LEVEL": "warning"])
+    /// `environment` adds the service's own settings (they are read from `config.environment`).
+    public static func test(name: String, database: TestDatabase, redis: RedisConfiguration, stream: String, jwksURL: String = "http://127.0.0.1:9/jwks.json",
+                            environment: [String: String] = [:]) -> ServiceConfig {
+        var env = EnvironmentReader(["APP_ENV": "test", "HTTP_PORT": "0", "LOG_LEVEL": "warning"].merging(environment) { $1 })
         var config = ServiceConfig(name: name, defaultPort: 0, reading: &env)
         config.database = database.config(for: name)
         config.redis = redis

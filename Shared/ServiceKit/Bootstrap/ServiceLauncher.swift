@@ -35,9 +35,17 @@ public enum ServiceLauncher {
                     print("\(definition.name): role \(config.database.user) owns schema \(config.database.schema) in \(config.database.database)")
                 }
             case "-h", "--help", "help":
-                print("usage: \(definition.name) [serve|migrate|provision]")
+                let extra = try definition.setup(config).commands.sorted { $0.key < $1.key }.map { "\n  \(definition.name) \($0.value.usage)" }.joined()
+                print("usage: \(definition.name) [serve|migrate|provision]\(extra)")
             default:
-                throw ConfigurationError(problems: ["unknown command \"\(command)\"; use serve, migrate or provision"])
+                guard let custom = try definition.setup(config).commands[command] else {
+                    throw ConfigurationError(problems: ["unknown command \"\(command)\"; use serve, migrate, provision or --help"])
+                }
+                try await withClient(config.database) { client, logger in
+                    _ = try await MigrationRunner(client: client, schema: config.database.schema, migrations: [EventBusSchema.migration] + definition.migrations(), logger: logger).run()
+                    let context = CommandContext(config: config, postgres: client, outbox: EventOutbox(producer: definition.name), logger: logger)
+                    try await custom.run(Array(arguments.dropFirst(2)), context)
+                }
             }
         } catch {
             FileHandle.standardError.write(Data("\(definition.name): \(error)\n".utf8))

@@ -114,6 +114,7 @@ public struct EnvironmentReader {
 /// Every configuration problem found at start-up.
 public struct ConfigurationError: Error, CustomStringConvertible {
     public var problems: [String]
+    public init(problems: [String]) { self.problems = problems }
     public var description: String {
         "invalid configuration (\(problems.count) problem\(problems.count == 1 ? "" : "s")):\n" + problems.map { "  - \($0)" }.joined(separator: "\n")
     }

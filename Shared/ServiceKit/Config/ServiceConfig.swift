@@ -13,10 +13,14 @@ public struct ServiceConfig: Sendable {
     public var redis: RedisConfiguration
     public var events: EventBusConfig
     public var tokens: TokenConfig
+    /// The variables the configuration was read from: a service with settings of its own reads them
+    /// from here (with an `EnvironmentReader`, so its problems are reported the same way).
+    public var environment: [String: String]
 
     /// Reads the common variables; a service with more settings reads its own with the same reader.
     public init(name: String, defaultPort: Int, reading env: inout EnvironmentReader) {
         self.name = name
+        self.environment = env.values
         self.isProduction = env.isProduction
         host = env.string("HTTP_HOST", default: "127.0.0.1")
         port = env.int("HTTP_PORT", default: defaultPort, range: 0...65535)

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Models
 
 /// `?limit=&cursor=` of a list request. Cursors are opaque to clients: base64url JSON of the sort key
 /// of the last item returned, so that a page is stable under inserts.
@@ -60,3 +61,7 @@ public enum Cursor {
         return (items, items.last.map { encode(key($0)) })
     }
 }
+
+/// A page is a response body like any other.
+extension Page: ResponseGenerator where Item: Encodable {}
+extension Page: ResponseEncodable where Item: Encodable {}

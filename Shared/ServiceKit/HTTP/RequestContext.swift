@@ -88,11 +88,33 @@ public struct APIRequestDecoder: RequestDecoder {
         if buffer.readableBytes == 0 {
             throw APIError(.badRequest, code: "malformed_json", detail: "The request body is empty; send a JSON object.")
         }
+        return try Self.decode(T.self, from: buffer)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, from buffer: ByteBuffer) throws -> T {
         do {
             return try JSONDecoder.api().decode(T.self, from: Data(buffer.readableBytesView))
         } catch let error as DecodingError {
             throw APIError.decoding(error)
         }
+    }
+}
+
+extension Request {
+    /// Decodes a JSON body that may be left out (`POST /logout` with or without options): nil when
+    /// the body is empty, the same problems as `decode(as:context:)` otherwise.
+    public func decodeIfPresent<T: Decodable>(as type: T.Type, context: some RequestContext) async throws -> T? {
+        if let contentType = headers[.contentType], !contentType.lowercased().contains("json") {
+            throw APIError(.unsupportedMediaType, code: "unsupported_media_type", detail: "Send the body as application/json.")
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await body.collect(upTo: context.maxUploadSize)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "payload_too_large", detail: "The request body is larger than \(context.maxUploadSize) bytes.")
+        }
+        if buffer.readableBytes == 0 { return nil }
+        return try APIRequestDecoder.decode(T.self, from: buffer)
     }
 }
 

@@ -79,42 +79,29 @@ public enum TokenError: Error, Equatable, CustomStringConvertible {
 /// Checks access tokens locally against the issuer's cached public keys: no call per request. An
 /// unknown `kid` (the issuer rotated its key) refreshes the keys, at most once per `minRefreshInterval`.
 public final class TokenVerifier: Sendable {
-    private struct Cache {
-        var keys = JWTKeyCollection()
-        var kids: Set<String> = []
-        var lastFetch: ContinuousClock.Instant?
-        var lastLoaded: ContinuousClock.Instant?
-        var lastError: String?
-        var fetchCount = 0
-    }
-
     /// Keys are reloaded at least this often, so a key the issuer withdrew stops being trusted.
-    public static let maxKeyAge: Duration = .seconds(600)
+    public static let maxKeyAge: Duration = JWKSCache.maxKeyAge
 
-    private let source: any JWKSSource
     private let config: TokenConfig
-    private let logger: Logger
-    private let cache = Mutex(Cache())
-    private let refresh = RefreshGate()
+    private let keys: JWKSCache
 
     public init(source: any JWKSSource, config: TokenConfig, logger: Logger) {
-        self.source = source
         self.config = config
-        self.logger = logger
+        self.keys = JWKSCache(source: source, algorithms: ["ES256"], minRefreshInterval: config.minRefreshInterval, logger: logger)
     }
 
     /// How many times the keys were fetched, for tests and metrics.
-    public var fetchCount: Int { cache.withLock { $0.fetchCount } }
+    public var fetchCount: Int { keys.fetchCount }
 
     /// Verifies signature and claims and returns the caller.
     public func verify(_ token: String, now: Date = Date()) async throws(TokenError) -> Caller {
-        let header = try Self.header(of: token)
+        let header = try JWTHeaderPeek.header(of: token)
         guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg ?? "none") }
         guard let kid = header.kid, !kid.isEmpty else { throw .malformed("no kid in header") }
-        let keys = try await keys(containing: kid)
+        let collection = try await keys.keys(containing: kid)
         let claims: AccessTokenClaims
         do {
-            claims = try await keys.verify(token, as: AccessTokenClaims.self)
+            claims = try await collection.verify(token, as: AccessTokenClaims.self)
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
             throw .badSignature
         } catch {
@@ -130,7 +117,47 @@ public final class TokenVerifier: Sendable {
         return Caller(userID: userID, sessionID: sessionID, roles: Set(claims.roles.compactMap(Role.init(rawValue:))), emailVerified: claims.emailVerified)
     }
 
-    private func keys(containing kid: String) async throws(TokenError) -> JWTKeyCollection {
+    /// Fetches the keys unless they were fetched within `minRefreshInterval`.
+    public func reload(reason: String = "start") async throws(TokenError) {
+        try await keys.reload(reason: reason)
+    }
+}
+
+/// An issuer's public keys, fetched from its JWKS and cached: an unknown `kid` (the issuer rotated)
+/// refreshes them, at most once per `minRefreshInterval`, concurrent callers sharing one fetch; keys
+/// older than `maxKeyAge` are fetched again. Used for our own access tokens and for the ID tokens of
+/// Apple and Google. Only keys for `algorithms` are loaded, so a token cannot pick a weaker one.
+public final class JWKSCache: Sendable {
+    private struct Cache {
+        var keys = JWTKeyCollection()
+        var kids: Set<String> = []
+        var lastFetch: ContinuousClock.Instant?
+        var lastLoaded: ContinuousClock.Instant?
+        var lastError: String?
+        var fetchCount = 0
+    }
+
+    public static let maxKeyAge: Duration = .seconds(600)
+
+    private let source: any JWKSSource
+    private let algorithms: Set<String>
+    private let minRefreshInterval: Duration
+    private let logger: Logger
+    private let cache = Mutex(Cache())
+    private let refresh = RefreshGate()
+
+    /// `algorithms`: JWA names among ES256 and RS256.
+    public init(source: any JWKSSource, algorithms: Set<String>, minRefreshInterval: Duration, logger: Logger) {
+        self.source = source
+        self.algorithms = algorithms
+        self.minRefreshInterval = minRefreshInterval
+        self.logger = logger
+    }
+
+    public var fetchCount: Int { cache.withLock { $0.fetchCount } }
+
+    /// The keys, once they include `kid`; throws `unknownKey` if even fresh keys do not.
+    public func keys(containing kid: String) async throws(TokenError) -> JWTKeyCollection {
         let (known, keys, stale) = cache.withLock { cache in
             (cache.kids.contains(kid), cache.keys, cache.lastLoaded.map { ContinuousClock.now - $0 > Self.maxKeyAge } ?? true)
         }
@@ -156,7 +183,7 @@ public final class TokenVerifier: Sendable {
         do {
             try await refresh.run { [self] in
                 let recent = cache.withLock { cache in
-                    cache.lastFetch.map { ContinuousClock.now - $0 < config.minRefreshInterval } ?? false
+                    cache.lastFetch.map { ContinuousClock.now - $0 < minRefreshInterval } ?? false
                 }
                 if recent { return }
                 let jwks: JWKS
@@ -172,7 +199,7 @@ public final class TokenVerifier: Sendable {
                 }
                 let collection = JWTKeyCollection()
                 var kids: Set<String> = []
-                for jwk in jwks.keys where jwk.keyType == .ecdsa && jwk.curve?.rawValue == "P-256" && (jwk.algorithm == nil || jwk.algorithm == .es256) {
+                for jwk in jwks.keys where accepts(jwk) {
                     guard let kid = jwk.keyIdentifier else { continue }
                     do {
                         try await collection.add(jwk: jwk)
@@ -198,12 +225,26 @@ public final class TokenVerifier: Sendable {
         }
     }
 
-    struct Header: Decodable {
-        var alg: String?
-        var kid: String?
+    private func accepts(_ jwk: JWK) -> Bool {
+        switch jwk.keyType {
+        case .ecdsa:
+            return algorithms.contains("ES256") && jwk.curve?.rawValue == "P-256" && (jwk.algorithm == nil || jwk.algorithm == .es256)
+        case .rsa:
+            return algorithms.contains("RS256") && (jwk.algorithm == nil || jwk.algorithm == .rs256)
+        default:
+            return false
+        }
+    }
+}
+
+/// The unverified header of a compact JWS: only to pick the key and refuse an algorithm early.
+public enum JWTHeaderPeek {
+    public struct Header: Decodable, Sendable {
+        public var alg: String?
+        public var kid: String?
     }
 
-    static func header(of token: String) throws(TokenError) -> Header {
+    public static func header(of token: String) throws(TokenError) -> Header {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("expected three dot-separated parts") }
         guard let data = Base64URL.decode(String(parts[0])) else { throw .malformed("header is not base64url") }

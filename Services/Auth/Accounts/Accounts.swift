@@ -1,0 +1,199 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// Everything the auth routes work with, built once from the settings and the kit's dependencies.
+/// Routes decode, call one of these operations, and encode; the operations own the transactions.
+struct Accounts: Sendable {
+    let settings: AuthSettings
+    let postgres: PostgresClient
+    let redis: RedisClient
+    let outbox: EventOutbox
+    let logger: Logger
+    let users = UserStore()
+    let sessions: SessionStore
+    let emailTokens = EmailTokenStore()
+    let hasher: PasswordHasher
+    let policy: PasswordPolicy
+    let throttle: LoginThrottle
+    let mailer: AuthMailer
+    let signer: AccessTokenSigner
+    let apple: IdentityTokenVerifier?
+    let google: IdentityTokenVerifier?
+
+    init(settings: AuthSettings, common: CommonPasswords, dependencies: ServiceDependencies) throws {
+        self.settings = settings
+        postgres = dependencies.postgres
+        redis = dependencies.redis
+        outbox = dependencies.outbox
+        logger = dependencies.logger
+        sessions = SessionStore(idleDays: settings.sessionIdleDays)
+        hasher = PasswordHasher(cost: settings.bcryptCost)
+        policy = PasswordPolicy(common: common)
+        throttle = LoginThrottle(redis: dependencies.redis, limits: settings.throttle, logger: dependencies.logger)
+        mailer = AuthMailer(settings: settings.mail)
+        signer = try AccessTokenSigner(keys: settings.signing, issuer: settings.issuer, audience: settings.audience, ttl: settings.accessTokenTTL)
+        apple = settings.apple.map { IdentityTokenVerifier(config: $0, httpClient: dependencies.httpClient, logger: dependencies.logger) }
+        google = settings.google.map { IdentityTokenVerifier(config: $0, httpClient: dependencies.httpClient, logger: dependencies.logger) }
+    }
+
+    /// Where the request came from, for sessions and throttling.
+    struct Client: Sendable {
+        var ip: String
+        var userAgent: String?
+    }
+
+    // MARK: sessions
+
+    /// Starts a session for `user` inside the caller's transaction: the refresh token, the access
+    /// token, `last_sign_in_at`, and `user.signed_in`. Admin by configuration is settled first.
+    func startSession(for user: UserRecord, method: String, client: Client, on connection: PostgresConnection) async throws -> (UserRecord, SessionTokens) {
+        let user = try await grantConfiguredAdmin(user, on: connection)
+        let (session, refresh) = try await sessions.create(userID: user.id, method: method, userAgent: client.userAgent, ip: client.ip, on: connection, logger: logger)
+        try await users.recordSignIn(user.id, on: connection, logger: logger)
+        try await outbox.write(UserSignedIn(userID: user.id, sessionID: session.id, provider: method), userID: user.id, on: connection, logger: logger)
+        let access = try await signer.sign(userID: user.id, sessionID: session.id, roles: user.roles, emailVerified: user.emailVerified)
+        var signedIn = user
+        signedIn.lastSignInAt = Date()
+        return (signedIn, SessionTokens(accessToken: access, refreshToken: refresh.value, expiresIn: signer.ttlSeconds, sessionID: session.id))
+    }
+
+    /// An address listed in `ADMIN_EMAILS` becomes admin once it is verified: an unverified sign-up
+    /// with someone else's address gets nothing.
+    func grantConfiguredAdmin(_ user: UserRecord, on connection: PostgresConnection) async throws -> UserRecord {
+        guard user.emailVerified, !user.roles.contains(.admin), settings.adminEmails.contains(EmailAddress.normalize(user.email)) else { return user }
+        var updated = user
+        updated.roles = Role.ordered(user.roles + [.admin])
+        try await users.setRoles(updated.roles, of: user.id, on: connection, logger: logger)
+        try await outbox.write(UserRolesChanged(userID: user.id, roles: updated.roles, added: [.admin], removed: []), userID: user.id, on: connection, logger: logger)
+        logger.notice("granted admin from ADMIN_EMAILS", metadata: ["user_id": "\(user.id)"])
+        return updated
+    }
+
+    /// Changes roles in the caller's transaction, enforcing the exclusive pairs and emitting
+    /// `user.roles_changed` when something changed.
+    func changeRoles(of user: UserRecord, adding: [Role] = [], removing: [Role] = [], on connection: PostgresConnection) async throws -> UserRecord {
+        var roles = Set(user.roles)
+        for role in adding {
+            for (a, b) in Role.exclusivePairs where (role == a && roles.contains(b)) || (role == b && roles.contains(a)) {
+                let other = role == a ? b : a
+                throw APIError.conflict("An account cannot be both \(role.rawValue) and \(other.rawValue); remove \(other.rawValue) first.", code: "role_conflict")
+            }
+            roles.insert(role)
+        }
+        for role in removing {
+            guard role != .user else { throw APIError.badRequest("Every account has the user role; it cannot be removed.", code: "invalid_role") }
+            roles.remove(role)
+        }
+        let ordered = Role.ordered(roles)
+        guard ordered != user.roles else { return user }
+        try await users.setRoles(ordered, of: user.id, on: connection, logger: logger)
+        let added = ordered.filter { !user.roles.contains($0) }
+        let removed = user.roles.filter { !ordered.contains($0) }
+        try await outbox.write(UserRolesChanged(userID: user.id, roles: ordered, added: added, removed: removed), userID: user.id, live: true, on: connection, logger: logger)
+        var updated = user
+        updated.roles = ordered
+        return updated
+    }
+
+    func view(of user: UserRecord, on connection: PostgresConnection) async throws -> UserView {
+        UserView(user, providers: try await users.providers(of: user.id, on: connection, logger: logger))
+    }
+}
+
+/// The tokens of a session as clients receive them.
+struct SessionTokens: Codable, Sendable {
+    var accessToken: String
+    var refreshToken: String
+    var expiresIn: Int
+    var tokenType = "Bearer"
+    var sessionID: UUID
+
+    init(accessToken: String, refreshToken: String, expiresIn: Int, sessionID: UUID) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.expiresIn = expiresIn
+        self.sessionID = sessionID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case accessToken = "access_token", refreshToken = "refresh_token", expiresIn = "expires_in", tokenType = "token_type", sessionID = "session_id"
+    }
+}
+
+/// An account as its owner (and admins) see it.
+struct UserView: Codable, Sendable {
+    var id: UUID
+    var email: String
+    var emailVerified: Bool
+    var displayName: String?
+    var roles: [Role]
+    var providers: [String]
+    var hasPassword: Bool
+    var disabled: Bool
+    var createdAt: Date
+    var lastSignInAt: Date?
+
+    init(_ user: UserRecord, providers: [String]) {
+        id = user.id
+        email = user.email
+        emailVerified = user.emailVerified
+        displayName = user.displayName
+        roles = user.roles
+        self.providers = providers
+        hasPassword = user.passwordHash != nil
+        disabled = user.isDisabled
+        createdAt = user.createdAt
+        lastSignInAt = user.lastSignInAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, email, emailVerified = "email_verified", displayName = "display_name", roles, providers
+        case hasPassword = "has_password", disabled, createdAt = "created_at", lastSignInAt = "last_sign_in_at"
+    }
+}
+
+/// A sign-in's answer: the account and its new session (`created` for Apple and Google).
+struct SignInResponse: Codable, Sendable {
+    var user: UserView
+    var session: SessionTokens
+    var created: Bool?
+}
+
+extension Accounts {
+    /// The caller's account, refusing a session that has ended (logout, reset, disable) even though
+    /// its access token has not expired yet.
+    func liveUser(_ context: AuthenticatedContext) async throws -> UserRecord {
+        let caller = context.caller
+        return try await postgres.withConnection { connection in
+            guard let user = try await users.find(id: caller.userID, on: connection, logger: context.logger) else { throw AuthErrors.sessionRevoked }
+            if let sessionID = caller.sessionID {
+                guard try await sessions.isLive(sessionID, userID: caller.userID, on: connection, logger: context.logger) else { throw AuthErrors.sessionRevoked }
+            }
+            guard !user.isDisabled else { throw AuthErrors.disabled }
+            return user
+        }
+    }
+
+    /// Whether the caller's session began within the re-authentication window.
+    func sessionStartedRecently(_ context: AuthenticatedContext) async throws -> Bool {
+        guard let sessionID = context.caller.sessionID else { return false }
+        let window = Int(settings.reauthWindow.components.seconds)
+        let rows = try await postgres.query("""
+            SELECT 1 FROM sessions WHERE id = \(sessionID) AND user_id = \(context.caller.userID) AND created_at > now() - \(window) * interval '1 second'
+            """, logger: context.logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// A fixed-window limit counted in Redis; throws 429 `rate_limited` with `Retry-After` over `max`.
+    func limit(_ key: String, per window: Duration, max: Int, detail: String) async throws {
+        let count = try await redis.incrementWithExpiry(key, window: window)
+        guard count > max else { return }
+        let ttl = (try? await redis.pttl(key)) ?? nil
+        let seconds = Swift.max(1, ((ttl ?? 1_000) + 999) / 1_000)
+        throw APIError.tooManyRequests("\(detail) Try again in \(seconds) s.", retryAfterSeconds: seconds)
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import Logging
+import Mailer
+import PostgresNIO
+
+/// The mails auth sends, as text and HTML, with the app's name and links from configuration. They
+/// are committed to the mail outbox in the caller's transaction; `MailSender` delivers them.
+struct AuthMailer: Sendable {
+    let settings: MailSettings
+    let outbox = MailOutbox()
+
+    func sendVerification(to email: String, name: String?, token: OpaqueToken, on connection: PostgresConnection, logger: Logger) async throws {
+        let link = settings.link(settings.verifyEmailURL, token: token.value)
+        let message = render(
+            to: email, subject: "Confirm your email for \(settings.appName)",
+            greeting: name,
+            paragraphs: ["Please confirm that this is your email address for \(settings.appName)."],
+            action: ("Confirm email", link),
+            footer: "The link works once and expires in 24 hours. If you did not sign up, ignore this mail."
+        )
+        _ = try await outbox.enqueue(message, template: "verify_email", on: connection, logger: logger)
+    }
+
+    func sendPasswordReset(to email: String, name: String?, token: OpaqueToken, on connection: PostgresConnection, logger: Logger) async throws {
+        let link = settings.link(settings.resetPasswordURL, token: token.value)
+        let message = render(
+            to: email, subject: "Reset your \(settings.appName) password",
+            greeting: name,
+            paragraphs: ["Someone (we hope you) asked to reset the password of your \(settings.appName) account."],
+            action: ("Choose a new password", link),
+            footer: "The link works once and expires in 1 hour. If you did not ask for it, ignore this mail: your password stays as it is."
+        )
+        _ = try await outbox.enqueue(message, template: "reset_password", on: connection, logger: logger)
+    }
+
+    func sendPasswordChanged(to email: String, name: String?, on connection: PostgresConnection, logger: Logger) async throws {
+        let message = render(
+            to: email, subject: "Your \(settings.appName) password was changed",
+            greeting: name,
+            paragraphs: ["The password of your \(settings.appName) account was just changed."],
+            action: nil,
+            footer: "If this was not you, reset your password at once from the app."
+        )
+        _ = try await outbox.enqueue(message, template: "password_changed", on: connection, logger: logger)
+    }
+
+    private func render(to: String, subject: String, greeting name: String?, paragraphs: [String], action: (label: String, url: String)?, footer: String) -> MailMessage {
+        let hello = name.map { "Hello \($0)," } ?? "Hello,"
+        var text = hello + "\n\n" + paragraphs.joined(separator: "\n\n") + "\n\n"
+        if let action { text += "\(action.label): \(action.url)\n\n" }
+        text += footer + "\n\n— \(settings.appName)\n"
+
+        var html = "<!doctype html><html><body style=\"font-family: -apple-system, Helvetica, Arial, sans-serif; line-height: 1.5\">"
+        html += "<p>\(escape(hello))</p>"
+        for paragraph in paragraphs { html += "<p>\(escape(paragraph))</p>" }
+        if let action {
+            html += "<p><a href=\"\(escape(action.url))\" style=\"display: inline-block; padding: 10px 16px; background: #1a7f37; color: #fff; text-decoration: none; border-radius: 6px\">\(escape(action.label))</a></p>"
+            html += "<p style=\"font-size: 12px; color: #555\">Or open this link: \(escape(action.url))</p>"
+        }
+        html += "<p style=\"font-size: 12px; color: #555\">\(escape(footer))</p><p>— \(escape(settings.appName))</p></body></html>"
+        return MailMessage(to: to, subject: subject, text: text, html: html)
+    }
+
+    private func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// An account as stored.
+struct UserRecord: Sendable {
+    var id: UUID
+    var email: String
+    var emailVerified: Bool
+    var passwordHash: String?
+    var displayName: String?
+    var roles: [Role]
+    var disabledAt: Date?
+    var createdAt: Date
+    var lastSignInAt: Date?
+
+    var isDisabled: Bool { disabledAt != nil }
+}
+
+/// The queries on `users` and `identities`. Every function runs on the caller's connection, so a
+/// route composes them in one transaction with the events they cause.
+struct UserStore: Sendable {
+    static let columns = "id, email, email_verified, password_hash, display_name, roles, disabled_at, created_at, last_sign_in_at"
+
+    static func decode(_ rows: PostgresRowSequence) async throws -> [UserRecord] {
+        var users: [UserRecord] = []
+        for try await (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn) in rows.decode(
+            (UUID, String, Bool, String?, String?, [String], Date?, Date, Date?).self
+        ) {
+            users.append(UserRecord(id: id, email: email, emailVerified: verified, passwordHash: hash, displayName: name,
+                                    roles: Role.ordered(roles.compactMap(Role.init(rawValue:))), disabledAt: disabledAt,
+                                    createdAt: createdAt, lastSignInAt: lastSignIn))
+        }
+        return users
+    }
+
+    func find(id: UUID, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
+        let lock = forUpdate ? " FOR UPDATE" : ""
+        return try await Self.decode(connection.query("SELECT \(unescaped: Self.columns) FROM users WHERE id = \(id)\(unescaped: lock)", logger: logger)).first
+    }
+
+    func find(email: String, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
+        let lock = forUpdate ? " FOR UPDATE" : ""
+        return try await Self.decode(connection.query(
+            "SELECT \(unescaped: Self.columns) FROM users WHERE email_normalized = \(EmailAddress.normalize(email))\(unescaped: lock)", logger: logger
+        )).first
+    }
+
+    /// Inserts the account; nil when the email is taken (the unique index decides, so two concurrent
+    /// sign-ups with one address cannot both succeed).
+    func insert(id: UUID = UUID(), email: String, emailVerified: Bool, passwordHash: String?, displayName: String?, roles: [Role],
+                on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
+        let trimmed = email.trimmingCharacters(in: .whitespacesAndNewlines)
+        return try await Self.decode(connection.query("""
+            INSERT INTO users (id, email, email_normalized, email_verified, password_hash, display_name, roles)
+            VALUES (\(id), \(trimmed), \(EmailAddress.normalize(email)), \(emailVerified), \(passwordHash), \(displayName), \(roles.map(\.rawValue)))
+            ON CONFLICT (email_normalized) DO NOTHING
+            RETURNING \(unescaped: Self.columns)
+            """, logger: logger)).first
+    }
+
+    func providers(of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [String] {
+        var providers: [String] = []
+        for try await provider in try await connection.query(
+            "SELECT provider FROM identities WHERE user_id = \(userID) ORDER BY provider", logger: logger
+        ).decode(String.self) {
+            providers.append(provider)
+        }
+        return providers
+    }
+
+    func setRoles(_ roles: [Role], of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("UPDATE users SET roles = \(Role.ordered(roles).map(\.rawValue)) WHERE id = \(userID)", logger: logger)
+    }
+
+    func setPassword(hash: String, of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("UPDATE users SET password_hash = \(hash) WHERE id = \(userID)", logger: logger)
+    }
+
+    func markVerified(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("UPDATE users SET email_verified = true WHERE id = \(userID)", logger: logger)
+    }
+
+    func recordSignIn(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("UPDATE users SET last_sign_in_at = now() WHERE id = \(userID)", logger: logger)
+    }
+
+    func setDisabled(_ disabled: Bool, userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            "UPDATE users SET disabled_at = CASE WHEN \(disabled) THEN coalesce(disabled_at, now()) ELSE NULL END WHERE id = \(userID)", logger: logger
+        )
+    }
+
+    /// The account and everything hanging off it (identities, sessions, refresh and mail tokens go
+    /// by cascade); mail still queued to the address is dropped too.
+    func delete(_ user: UserRecord, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("DELETE FROM mail_outbox WHERE lower(recipient) = \(EmailAddress.normalize(user.email)) AND status = 'pending'", logger: logger)
+        try await connection.query("DELETE FROM users WHERE id = \(user.id)", logger: logger)
+    }
+
+    // MARK: identities
+
+    func user(provider: String, subject: String, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
+        try await Self.decode(connection.query("""
+            SELECT \(unescaped: Self.columns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", "))
+            FROM identities i JOIN users u ON u.id = i.user_id
+            WHERE i.provider = \(provider) AND i.subject = \(subject)
+            """, logger: logger)).first
+    }
+
+    func link(provider: String, subject: String, email: String?, to userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("""
+            INSERT INTO identities (provider, subject, user_id, email) VALUES (\(provider), \(subject), \(userID), \(email))
+            """, logger: logger)
+    }
+
+    /// A page of accounts for admins, newest first, optionally filtered by an email prefix or a
+    /// display-name fragment. Returns `limit + 1` rows (the extra one says there is a next page).
+    func search(query: String?, limit: Int, after cursor: UserCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [UserRecord] {
+        let needle = query.map { EmailAddress.normalize($0) } ?? ""
+        let pattern = needle.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_")
+        return try await Self.decode(connection.query("""
+            SELECT \(unescaped: Self.columns) FROM users
+            WHERE (\(needle) = '' OR email_normalized LIKE \(pattern + "%") OR lower(coalesce(display_name, '')) LIKE \("%" + pattern + "%"))
+              AND (\(cursor == nil) OR (created_at, id) < (\(cursor?.createdAt ?? Date()), \(cursor?.id ?? UUID())))
+            ORDER BY created_at DESC, id DESC
+            LIMIT \(limit + 1)
+            """, logger: logger))
+    }
+}
+
+/// The sort key of the admin user list: creation time and id of the last account of a page.
+struct UserCursor: Codable, Sendable {
+    var createdAt: Date
+    var id: UUID
+
+    enum CodingKeys: String, CodingKey { case createdAt = "c", id = "i" }
+}
+
+extension Role {
+    /// Roles in the architecture's order, without duplicates: tokens and responses list them alike.
+    static func ordered(_ roles: some Sequence<Role>) -> [Role] {
+        let set = Set(roles)
+        return Role.allCases.filter(set.contains)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Logging
+import Mailer
+import ServiceKit
+
+/// The auth service's own settings, read from the environment with the kit's reader so that every
+/// problem is named at once. Defaults serve `scripts/stack` on one machine.
+struct AuthSettings: Sendable {
+    var bcryptCost: Int
+    var signing: SigningKeys
+    var accessTokenTTL: Duration
+    var sessionIdleDays: Int
+    var throttle: LoginThrottle.Limits
+    /// Verification-mail resends allowed per user per hour.
+    var resendPerHour: Int
+    var adminEmails: Set<String>
+    var coachSelfServe: Bool
+    /// How recent a provider sign-in must be to delete an account that has no password.
+    var reauthWindow: Duration
+    var mail: MailSettings
+    var smtp: SMTPConfig
+    var apple: IdentityProviderConfig?
+    var google: IdentityProviderConfig?
+    var issuer: String
+    var audience: String
+
+    init(_ config: ServiceConfig) throws {
+        var env = EnvironmentReader(config.environment)
+        bcryptCost = env.int("BCRYPT_COST", default: 10, range: 4...16)
+        signing = SigningKeys(reading: &env)
+        accessTokenTTL = .seconds(env.int("ACCESS_TOKEN_TTL_SECONDS", default: 900, range: 60...86_400))
+        sessionIdleDays = env.int("SESSION_IDLE_DAYS", default: 30, range: 1...365)
+        throttle = LoginThrottle.Limits(
+            perAccount: env.int("LOGIN_MAX_FAILURES_PER_ACCOUNT", default: 5, range: 1...1_000),
+            perIP: env.int("LOGIN_MAX_FAILURES_PER_IP", default: 20, range: 1...100_000),
+            window: .seconds(env.int("LOGIN_FAILURE_WINDOW_SECONDS", default: 900, range: 10...86_400))
+        )
+        resendPerHour = env.int("EMAIL_VERIFY_RESEND_PER_HOUR", default: 3, range: 1...100)
+        adminEmails = Set((env.optionalString("ADMIN_EMAILS") ?? "").split(separator: ",").map { EmailAddress.normalize(String($0)) }.filter { !$0.isEmpty })
+        coachSelfServe = env.bool("COACH_SELF_SERVE", default: true)
+        reauthWindow = .seconds(env.int("REAUTH_WINDOW_SECONDS", default: 300, range: 10...86_400))
+        mail = MailSettings(reading: &env)
+        smtp = SMTPConfig(reading: &env)
+        apple = IdentityProviderConfig.apple(reading: &env)
+        google = IdentityProviderConfig.google(reading: &env)
+        issuer = config.tokens.issuer
+        audience = config.tokens.audience
+        try env.finish()
+    }
+}
+
+/// What the mails say and where their links go.
+struct MailSettings: Sendable {
+    var appName: String
+    /// The link in the verification mail; the token is appended as `token=…`.
+    var verifyEmailURL: String
+    /// The link in the password-reset mail; the token is appended as `token=…`.
+    var resetPasswordURL: String
+
+    init(appName: String, verifyEmailURL: String, resetPasswordURL: String) {
+        self.appName = appName
+        self.verifyEmailURL = verifyEmailURL
+        self.resetPasswordURL = resetPasswordURL
+    }
+
+    init(reading env: inout EnvironmentReader) {
+        appName = env.string("APP_NAME", default: "Food Backend")
+        let base = env.string("APP_BASE_URL", default: "http://127.0.0.1:8080", requiredInProduction: true)
+        verifyEmailURL = env.string("EMAIL_VERIFY_URL", default: base + "/verify-email")
+        resetPasswordURL = env.string("PASSWORD_RESET_URL", default: base + "/reset-password")
+    }
+
+    func link(_ base: String, token: String) -> String {
+        base + (base.contains("?") ? "&" : "?") + "token=" + token
+    }
+}
+
+/// Email addresses as the service compares them: trimmed and lowercased.
+enum EmailAddress {
+    static func normalize(_ email: String) -> String {
+        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+    }
+
+    /// A practical check (one `@`, a dotted domain, no spaces or control characters, RFC 5321 lengths),
+    /// not the full RFC 5322 grammar that no mail provider accepts anyway.
+    static func isValid(_ email: String) -> Bool {
+        guard email.utf8.count <= 254, !email.contains(where: { $0.isWhitespace || $0.asciiValue.map { $0 < 32 || $0 == 127 } == true }) else { return false }
+        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, parts[0].utf8.count <= 64 else { return false }
+        let domain = parts[1]
+        let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 2, labels.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 63 && !$0.hasPrefix("-") && !$0.hasSuffix("-") }) else { return false }
+        guard domain.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "." }) else { return false }
+        return !parts[0].hasPrefix(".") && !parts[0].hasSuffix(".") && !parts[0].contains("..")
+    }
+}

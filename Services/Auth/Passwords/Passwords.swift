@@ -1,0 +1,92 @@
+import Foundation
+import HummingbirdBcrypt
+import NIOPosix
+import ServiceKit
+
+/// bcrypt on NIO's thread pool: a hash takes tens of milliseconds of CPU, which must not stall the
+/// event loops or the cooperative pool serving other requests.
+struct PasswordHasher: Sendable {
+    let cost: Int
+    /// A hash of a random password at the configured cost: verified against when the account does
+    /// not exist (or has no password), so that such a login takes as long as a real one.
+    let dummyHash: String
+
+    init(cost: Int) {
+        self.cost = cost
+        dummyHash = Bcrypt.hash(UUID().uuidString, cost: UInt8(cost))
+    }
+
+    func hash(_ password: String) async throws -> String {
+        let cost = UInt8(self.cost)
+        return try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
+    }
+
+    /// Checks `password` against `hash`, or burns the same time against the dummy when there is none.
+    func verify(_ password: String, hash: String?) async throws -> Bool {
+        let target = hash ?? dummyHash
+        let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: target) }
+        return matches && hash != nil
+    }
+}
+
+/// The rules a new password must meet. bcrypt reads at most 72 bytes, so a longer password is
+/// refused rather than silently cut (two passwords sharing 72 bytes would otherwise be equal).
+struct PasswordPolicy: Sendable {
+    static let minimumCharacters = 8
+    static let maximumBytes = 72
+
+    let common: CommonPasswords
+
+    /// The rule `password` breaks, as the message the client shows; nil when it is acceptable.
+    func violation(_ password: String, email: String? = nil) -> String? {
+        if password.count < Self.minimumCharacters {
+            return "Use at least \(Self.minimumCharacters) characters."
+        }
+        if password.utf8.count > Self.maximumBytes {
+            return "Use at most \(Self.maximumBytes) bytes (bcrypt ignores anything longer); that is 72 ASCII characters, fewer with accents or emoji."
+        }
+        if password.unicodeScalars.contains(where: { $0.value == 0 }) {
+            return "The password must not contain a NUL character."
+        }
+        if common.contains(password) {
+            return "This password is on the list of the most common passwords; choose one that is harder to guess."
+        }
+        if let email, password.lowercased() == EmailAddress.normalize(email) || password.lowercased() == EmailAddress.normalize(email).split(separator: "@").first.map(String.init) {
+            return "The password must not be your email address."
+        }
+        return nil
+    }
+}
+
+/// The shipped list of common passwords (`Resources/common-passwords.txt`, 30,000 entries), kept
+/// sorted for binary search: half a megabyte rather than a hash set's several.
+struct CommonPasswords: Sendable {
+    private let sorted: [String]
+
+    init(passwords: [String]) {
+        sorted = Array(Set(passwords.map { $0.lowercased() })).sorted()
+    }
+
+    static func bundled() throws -> CommonPasswords {
+        guard let url = Bundle.module.url(forResource: "Resources/common-passwords", withExtension: "txt")
+            ?? Bundle.module.url(forResource: "common-passwords", withExtension: "txt") else {
+            throw ConfigurationError(problems: ["the common-password list is missing from the auth bundle"])
+        }
+        let text = try String(contentsOf: url, encoding: .utf8)
+        return CommonPasswords(passwords: text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init))
+    }
+
+    var count: Int { sorted.count }
+
+    /// Case-insensitive: "Password1" is as common as "password1".
+    func contains(_ password: String) -> Bool {
+        let key = password.lowercased()
+        var low = 0
+        var high = sorted.count
+        while low < high {
+            let mid = (low + high) / 2
+            if sorted[mid] < key { low = mid + 1 } else { high = mid }
+        }
+        return low < sorted.count && sorted[low] == key
+    }
+}

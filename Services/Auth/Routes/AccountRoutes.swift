@@ -1,0 +1,302 @@
+import Foundation
+import Hummingbird
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// Email-and-password accounts: sign-up, login, email verification, password reset and change,
+/// self-serve coach role, account deletion.
+struct AccountRoutes {
+    let accounts: Accounts
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let open = router.group("v1/auth")
+        open.post("signup", use: signup)
+        open.post("login", use: login)
+        open.post("email/verify", use: verifyEmail)
+        open.post("password/forgot", use: forgotPassword)
+        open.post("password/reset", use: resetPassword)
+        let signedIn = router.group("v1/auth", context: AuthenticatedContext.self)
+        signedIn.post("email/verify/resend", use: resendVerification)
+        signedIn.post("password/change", use: changePassword)
+        signedIn.post("roles/coach", use: becomeCoach)
+        signedIn.delete("account", use: deleteAccount)
+    }
+
+    struct SignupRequest: Decodable {
+        var email: String
+        var password: String
+        var displayName: String?
+        enum CodingKeys: String, CodingKey { case email, password, displayName = "display_name" }
+    }
+
+    @Sendable func signup(_ request: Request, context: ServiceRequestContext) async throws -> EditedResponse<SignInResponse> {
+        let body = try await request.decode(as: SignupRequest.self, context: context)
+        let email = body.email.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard EmailAddress.isValid(email) else {
+            throw APIError(.badRequest, code: "invalid_email", detail: "\"\(body.email.prefix(100))\" is not a valid email address.", errors: [.init(field: "email", message: "is not a valid email address")])
+        }
+        try checkPassword(body.password, email: email)
+        let displayName = try DisplayName.validate(body.displayName)
+        let hash = try await accounts.hasher.hash(body.password)
+        let client = context.client(request)
+        let accounts = self.accounts
+        let (user, session) = try await accounts.postgres.transaction(logger: context.logger) { connection in
+            guard let user = try await accounts.users.insert(email: email, emailVerified: false, passwordHash: hash, displayName: displayName, roles: [.user], on: connection, logger: context.logger) else {
+                throw APIError.conflict("An account with this email already exists; sign in instead.", code: "email_taken")
+            }
+            try await accounts.outbox.write(UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: "email"), userID: user.id, on: connection, logger: context.logger)
+            let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
+            try await accounts.mailer.sendVerification(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
+            return try await accounts.startSession(for: user, method: "password", client: client, on: connection)
+        }
+        return EditedResponse(status: .created, response: SignInResponse(user: UserView(user, providers: []), session: session))
+    }
+
+    struct LoginRequest: Decodable {
+        var email: String
+        var password: String
+    }
+
+    /// Unknown email, account without a password and wrong password all answer the same
+    /// `invalid_credentials` after the same bcrypt work.
+    @Sendable func login(_ request: Request, context: ServiceRequestContext) async throws -> SignInResponse {
+        let body = try await request.decode(as: LoginRequest.self, context: context)
+        let email = EmailAddress.normalize(body.email)
+        let client = context.client(request)
+        try await accounts.throttle.check(email: email, ip: client.ip)
+        let accounts = self.accounts
+        let user = try await accounts.postgres.withConnection { connection in
+            try await accounts.users.find(email: email, on: connection, logger: context.logger)
+        }
+        let matches = try await accounts.hasher.verify(body.password, hash: user?.passwordHash)
+        guard matches, let user else {
+            await accounts.throttle.recordFailure(email: email, ip: client.ip)
+            throw APIError.unauthorized("The email or password is wrong.", code: "invalid_credentials")
+        }
+        guard !user.isDisabled else { throw AuthErrors.disabled }
+        await accounts.throttle.recordSuccess(email: email)
+        return try await accounts.postgres.transaction(logger: context.logger) { connection in
+            let (signedIn, session) = try await accounts.startSession(for: user, method: "password", client: client, on: connection)
+            return SignInResponse(user: try await accounts.view(of: signedIn, on: connection), session: session)
+        }
+    }
+
+    struct TokenRequest: Decodable {
+        var token: String
+    }
+
+    struct VerifiedResponse: ResponseEncodable {
+        var emailVerified: Bool
+        enum CodingKeys: String, CodingKey { case emailVerified = "email_verified" }
+    }
+
+    @Sendable func verifyEmail(_ request: Request, context: ServiceRequestContext) async throws -> VerifiedResponse {
+        let body = try await request.decode(as: TokenRequest.self, context: context)
+        let accounts = self.accounts
+        try await accounts.postgres.transaction(logger: context.logger) { connection in
+            let consumed = try await accounts.emailTokens.consume(body.token, purpose: .verifyEmail, on: connection, logger: context.logger)
+            guard case .valid(let userID, let email) = consumed else { throw AuthErrors.mailToken(consumed) }
+            guard let user = try await accounts.users.find(id: userID, forUpdate: true, on: connection, logger: context.logger),
+                  EmailAddress.normalize(user.email) == EmailAddress.normalize(email) else {
+                throw AuthErrors.mailToken(.unknown)
+            }
+            guard !user.emailVerified else { return }
+            try await accounts.users.markVerified(userID, on: connection, logger: context.logger)
+            try await accounts.outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, live: true, on: connection, logger: context.logger)
+            var verified = user
+            verified.emailVerified = true
+            _ = try await accounts.grantConfiguredAdmin(verified, on: connection)
+        }
+        return VerifiedResponse(emailVerified: true)
+    }
+
+    @Sendable func resendVerification(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        let accounts = self.accounts
+        let user = try await accounts.liveUser(context)
+        guard !user.emailVerified else { throw APIError.conflict("This email address is already verified.", code: "already_verified") }
+        try await accounts.limit("auth:verify-resend:\(user.id)", per: .seconds(3600), max: accounts.settings.resendPerHour,
+                                 detail: "Verification mails are limited to \(accounts.settings.resendPerHour) an hour.")
+        try await accounts.postgres.transaction(logger: context.logger) { connection in
+            let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
+            try await accounts.mailer.sendVerification(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
+        }
+        return .accepted
+    }
+
+    struct ForgotRequest: Decodable {
+        var email: String
+    }
+
+    /// Always 202, so the answer does not say whether an account exists; mails to one address are
+    /// limited (silently) so the endpoint cannot be used to flood someone's inbox.
+    @Sendable func forgotPassword(_ request: Request, context: ServiceRequestContext) async throws -> HTTPResponse.Status {
+        let body = try await request.decode(as: ForgotRequest.self, context: context)
+        let email = EmailAddress.normalize(body.email)
+        guard EmailAddress.isValid(email) else {
+            throw APIError(.badRequest, code: "invalid_email", detail: "That is not a valid email address.", errors: [.init(field: "email", message: "is not a valid email address")])
+        }
+        let accounts = self.accounts
+        let allowed = (try? await accounts.limit("auth:reset-mail:\(LoginThrottle.accountKey(email))", per: .seconds(3600), max: 5, detail: "")) != nil
+        try await accounts.postgres.transaction(logger: context.logger) { connection in
+            guard allowed, let user = try await accounts.users.find(email: email, on: connection, logger: context.logger), !user.isDisabled else { return }
+            let token = try await accounts.emailTokens.issue(.resetPassword, userID: user.id, email: user.email, on: connection, logger: context.logger)
+            try await accounts.mailer.sendPasswordReset(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
+        }
+        return .accepted
+    }
+
+    struct ResetRequest: Decodable {
+        var token: String
+        var password: String
+    }
+
+    /// Sets the password, proves the address (the link came to it), and ends every session.
+    @Sendable func resetPassword(_ request: Request, context: ServiceRequestContext) async throws -> HTTPResponse.Status {
+        let body = try await request.decode(as: ResetRequest.self, context: context)
+        try checkPassword(body.password, email: nil)
+        let hash = try await accounts.hasher.hash(body.password)
+        let accounts = self.accounts
+        try await accounts.postgres.transaction(logger: context.logger) { connection in
+            let consumed = try await accounts.emailTokens.consume(body.token, purpose: .resetPassword, on: connection, logger: context.logger)
+            guard case .valid(let userID, _) = consumed else { throw AuthErrors.mailToken(consumed) }
+            guard let user = try await accounts.users.find(id: userID, forUpdate: true, on: connection, logger: context.logger) else { throw AuthErrors.mailToken(.unknown) }
+            if let violation = accounts.policy.violation(body.password, email: user.email) { throw AuthErrors.weakPassword(violation) }
+            try await accounts.users.setPassword(hash: hash, of: userID, on: connection, logger: context.logger)
+            try await accounts.emailTokens.invalidate(.resetPassword, userID: userID, on: connection, logger: context.logger)
+            try await accounts.sessions.endAll(of: userID, on: connection, logger: context.logger)
+            if !user.emailVerified {
+                try await accounts.users.markVerified(userID, on: connection, logger: context.logger)
+                try await accounts.outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, on: connection, logger: context.logger)
+            }
+            try await accounts.outbox.write(UserPasswordChanged(userID: userID, method: "reset"), userID: userID, on: connection, logger: context.logger)
+        }
+        return .noContent
+    }
+
+    struct ChangeRequest: Decodable {
+        var currentPassword: String
+        var password: String
+        enum CodingKeys: String, CodingKey { case currentPassword = "current_password", password }
+    }
+
+    /// Needs the current password (counted like a login failure when wrong); other sessions end.
+    @Sendable func changePassword(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        let body = try await request.decode(as: ChangeRequest.self, context: context)
+        let accounts = self.accounts
+        let user = try await accounts.liveUser(context)
+        let ip = ClientAddress.of(request, peer: context.remoteAddress)
+        let email = EmailAddress.normalize(user.email)
+        try await accounts.throttle.check(email: email, ip: ip)
+        guard try await accounts.hasher.verify(body.currentPassword, hash: user.passwordHash) else {
+            await accounts.throttle.recordFailure(email: email, ip: ip)
+            throw APIError(.forbidden, code: "invalid_credentials", detail: "The current password is wrong.")
+        }
+        try checkPassword(body.password, email: user.email)
+        let hash = try await accounts.hasher.hash(body.password)
+        try await accounts.postgres.transaction(logger: context.logger) { connection in
+            try await accounts.users.setPassword(hash: hash, of: user.id, on: connection, logger: context.logger)
+            try await accounts.emailTokens.invalidate(.resetPassword, userID: user.id, on: connection, logger: context.logger)
+            try await accounts.sessions.endAll(of: user.id, except: context.caller.sessionID, on: connection, logger: context.logger)
+            try await accounts.outbox.write(UserPasswordChanged(userID: user.id, method: "change"), userID: user.id, on: connection, logger: context.logger)
+            try await accounts.mailer.sendPasswordChanged(to: user.email, name: user.displayName, on: connection, logger: context.logger)
+        }
+        return .noContent
+    }
+
+    /// Self-serve coach role (when `COACH_SELF_SERVE` allows it); it reaches the token at the next refresh.
+    @Sendable func becomeCoach(_ request: Request, context: AuthenticatedContext) async throws -> UserView {
+        guard accounts.settings.coachSelfServe else {
+            throw APIError.forbidden("Coach accounts are granted by an admin here.")
+        }
+        let accounts = self.accounts
+        return try await accounts.postgres.transaction(logger: context.logger) { connection in
+            guard let user = try await accounts.users.find(id: context.caller.userID, forUpdate: true, on: connection, logger: context.logger), !user.isDisabled else {
+                throw AuthErrors.sessionRevoked
+            }
+            let updated = try await accounts.changeRoles(of: user, adding: [.coach], on: connection)
+            return try await accounts.view(of: updated, on: connection)
+        }
+    }
+
+    struct DeleteRequest: Decodable {
+        var password: String?
+    }
+
+    /// With the password, or for an Apple/Google-only account a session started in the last
+    /// `REAUTH_WINDOW_SECONDS`. Everything of the account goes; `user.deleted` tells the other services.
+    @Sendable func deleteAccount(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<DeletedResponse> {
+        let body = try await request.decodeIfPresent(as: DeleteRequest.self, context: context) ?? DeleteRequest(password: nil)
+        let accounts = self.accounts
+        let user = try await accounts.liveUser(context)
+        if user.passwordHash != nil {
+            guard let password = body.password else {
+                throw APIError.validation([.init(field: "password", message: "is required to delete an account that has one")])
+            }
+            guard try await accounts.hasher.verify(password, hash: user.passwordHash) else {
+                throw APIError(.forbidden, code: "invalid_credentials", detail: "The password is wrong.")
+            }
+        } else {
+            let recent = try await accounts.sessionStartedRecently(context)
+            guard recent else {
+                throw APIError(.forbidden, code: "reauthentication_required",
+                               detail: "Sign in with Apple or Google again, then delete the account within \(accounts.settings.reauthWindow.components.seconds / 60) minutes.")
+            }
+        }
+        try await accounts.postgres.transaction(logger: context.logger) { connection in
+            guard let current = try await accounts.users.find(id: user.id, forUpdate: true, on: connection, logger: context.logger) else { return }
+            try await accounts.users.delete(current, on: connection, logger: context.logger)
+            try await accounts.outbox.write(UserDeleted(userID: user.id), userID: user.id, on: connection, logger: context.logger)
+        }
+        return EditedResponse(status: .accepted, response: DeletedResponse(id: user.id, status: "deleted"))
+    }
+
+    struct DeletedResponse: ResponseEncodable {
+        var id: UUID
+        var status: String
+    }
+
+    private func checkPassword(_ password: String, email: String?) throws {
+        if let violation = accounts.policy.violation(password, email: email) { throw AuthErrors.weakPassword(violation) }
+    }
+}
+
+/// Problems several auth routes raise.
+enum AuthErrors {
+    static let disabled = APIError(.forbidden, code: "account_disabled", detail: "This account is disabled. Contact support.")
+    static let sessionRevoked = APIError.unauthorized("This session has ended; sign in again.", code: "session_revoked")
+
+    static func weakPassword(_ rule: String) -> APIError {
+        APIError(.badRequest, code: "weak_password", detail: rule, errors: [.init(field: "password", message: rule)])
+    }
+
+    static func mailToken(_ outcome: EmailTokenStore.Consumed) -> APIError {
+        switch outcome {
+        case .expired: APIError(.badRequest, code: "token_expired", detail: "This link has expired; ask for a new one.")
+        case .used: APIError(.badRequest, code: "token_used", detail: "This link was already used; ask for a new one if you need it.")
+        default: APIError(.badRequest, code: "invalid_token", detail: "This link is not valid.")
+        }
+    }
+}
+
+enum DisplayName {
+    static let maxLength = 80
+
+    static func validate(_ name: String?) throws -> String? {
+        guard let trimmed = name?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
+        guard trimmed.count <= maxLength, !trimmed.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) }) else {
+            throw APIError.validation([.init(field: "display_name", message: "must be at most \(maxLength) characters without control characters")])
+        }
+        return trimmed
+    }
+}
+
+extension ServiceRequestContext {
+    func client(_ request: Request) -> Accounts.Client {
+        Accounts.Client(ip: ClientAddress.of(request, peer: remoteAddress), userAgent: request.headers[.userAgent])
+    }
+}
+
+extension SignInResponse: ResponseEncodable {}
+extension UserView: ResponseEncodable {}
+extension SessionTokens: ResponseEncodable {}

@@ -1,0 +1,105 @@
+import Foundation
+import Hummingbird
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// Sign in with Apple and Google from native apps: the app sends the provider's ID token, the
+/// service verifies it itself and signs the person in, making the account on first use.
+struct ProviderRoutes {
+    let accounts: Accounts
+
+    func add(to router: Router<ServiceRequestContext>) {
+        router.post("v1/auth/apple", use: { request, context in try await signIn(request, context: context, with: accounts.apple, name: "Apple") })
+        router.post("v1/auth/google", use: { request, context in try await signIn(request, context: context, with: accounts.google, name: "Google") })
+    }
+
+    struct ProviderRequest: Decodable {
+        var idToken: String
+        var nonce: String?
+        /// Apple sends the user's name to the app only the first time; the app passes it on.
+        var name: PersonName?
+        enum CodingKeys: String, CodingKey { case idToken = "id_token", nonce, name }
+    }
+
+    /// Apple's name arrives as given and family name; a plain string is accepted too.
+    struct PersonName: Decodable {
+        var full: String?
+
+        enum CodingKeys: String, CodingKey { case givenName = "given_name", familyName = "family_name", firstName, lastName }
+
+        init(from decoder: any Decoder) throws {
+            if let text = try? decoder.singleValueContainer().decode(String.self) {
+                full = text
+                return
+            }
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let given = try container.decodeIfPresent(String.self, forKey: .givenName) ?? container.decodeIfPresent(String.self, forKey: .firstName)
+            let family = try container.decodeIfPresent(String.self, forKey: .familyName) ?? container.decodeIfPresent(String.self, forKey: .lastName)
+            let parts = [given, family].compactMap { $0?.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            full = parts.isEmpty ? nil : parts.joined(separator: " ")
+        }
+    }
+
+    func signIn(_ request: Request, context: ServiceRequestContext, with verifier: IdentityTokenVerifier?, name providerName: String) async throws -> SignInResponse {
+        guard let verifier else {
+            throw APIError(.serviceUnavailable, code: "provider_not_configured", detail: "Sign in with \(providerName) is not set up on this server.")
+        }
+        let body = try await request.decode(as: ProviderRequest.self, context: context)
+        let identity: VerifiedIdentity
+        do {
+            identity = try await verifier.verify(body.idToken, nonce: body.nonce)
+        } catch let error as IdentityTokenError {
+            throw error.apiError
+        }
+        let suppliedName = try DisplayName.validate(body.name?.full ?? identity.name)
+        let client = context.client(request)
+        let accounts = self.accounts
+        let provider = identity.provider
+        return try await accounts.postgres.transaction(logger: context.logger) { connection in
+            // Known identity: sign in.
+            if var user = try await accounts.users.user(provider: provider, subject: identity.subject, on: connection, logger: context.logger) {
+                guard !user.isDisabled else { throw AuthErrors.disabled }
+                if user.displayName == nil, let suppliedName {
+                    try await connection.query("UPDATE users SET display_name = \(suppliedName) WHERE id = \(user.id)", logger: context.logger)
+                    user.displayName = suppliedName
+                }
+                let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)
+                return SignInResponse(user: try await accounts.view(of: signedIn, on: connection), session: session, created: false)
+            }
+            guard let email = identity.email, EmailAddress.isValid(email) else {
+                throw APIError(.badRequest, code: "email_required", detail: "The \(providerName) token carries no email address; allow sharing the email (a private relay address is fine).")
+            }
+            // Same email as an existing account: link only when both sides have verified it.
+            if let existing = try await accounts.users.find(email: email, forUpdate: true, on: connection, logger: context.logger) {
+                guard identity.emailVerified, existing.emailVerified else {
+                    throw APIError.conflict(
+                        "An account with this email exists. Sign in with your password (and verify the email) before using \(providerName) for it.",
+                        code: "account_exists")
+                }
+                guard !existing.isDisabled else { throw AuthErrors.disabled }
+                try await accounts.users.link(provider: provider, subject: identity.subject, email: email, to: existing.id, on: connection, logger: context.logger)
+                var user = existing
+                if user.displayName == nil, let suppliedName {
+                    try await connection.query("UPDATE users SET display_name = \(suppliedName) WHERE id = \(user.id)", logger: context.logger)
+                    user.displayName = suppliedName
+                }
+                let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)
+                return SignInResponse(user: try await accounts.view(of: signedIn, on: connection), session: session, created: false)
+            }
+            // New person: a new account with this identity.
+            guard let user = try await accounts.users.insert(email: email, emailVerified: identity.emailVerified, passwordHash: nil, displayName: suppliedName,
+                                                              roles: [.user], on: connection, logger: context.logger) else {
+                throw APIError.conflict("An account with this email was just created; try again.", code: "email_taken")
+            }
+            try await accounts.users.link(provider: provider, subject: identity.subject, email: email, to: user.id, on: connection, logger: context.logger)
+            try await accounts.outbox.write(UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: provider),
+                                            userID: user.id, on: connection, logger: context.logger)
+            if identity.emailVerified {
+                try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, on: connection, logger: context.logger)
+            }
+            let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)
+            return SignInResponse(user: UserView(signedIn, providers: [provider]), session: session, created: true)
+        }
+    }
+}

@@ -1,0 +1,23 @@
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// Deletes what can no longer be used: expired sessions (with their refresh tokens) and mail tokens
+/// a day after they expired. Every replica may run it; the deletes are idempotent.
+struct AuthJanitor: Service {
+    let postgres: PostgresClient
+    let logger: Logger
+    var interval: Duration = .seconds(600)
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                try await postgres.query("DELETE FROM sessions WHERE expires_at < now()", logger: logger)
+                try await postgres.query("DELETE FROM email_tokens WHERE expires_at < now() - interval '1 day'", logger: logger)
+            } catch {
+                logger.warning("auth cleanup failed; will retry", metadata: ["error": "\(error)"])
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+@testable import Auth
+import Crypto
+import CryptoExtras
+import Foundation
+import Hummingbird
+import HTTPTypes
+import HummingbirdTesting
+import JWTKit
+import Logging
+import Models
+import NIOCore
+import PostgresNIO
+import ServiceKit
+import Synchronization
+import TestSupport
+import Testing
+
+/// A stand-in for Apple's or Google's sign-in: its own RSA keys, its JWKS served over HTTP on
+/// loopback, ID tokens signed with RS256 as the real providers do. The service is pointed at it by
+/// configuration only.
+final class ProviderIssuer: Sendable {
+    let issuer: String
+    let clientID: String
+    let kid: String
+    private let privateKey: _RSA.Signing.PrivateKey
+    private let jwks: String
+    private let portBox = Mutex<Int?>(nil)
+    private let task = Mutex<Task<Void, any Error>?>(nil)
+
+    init(issuer: String, clientID: String, kid: String = "provider-key-1") throws {
+        self.issuer = issuer
+        self.clientID = clientID
+        self.kid = kid
+        let backing = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        privateKey = backing
+        let primitives = try Insecure.RSA.PublicKey(backing: backing.publicKey).getKeyPrimitives()
+        let key: [String: String] = ["kty": "RSA", "alg": "RS256", "use": "sig", "kid": kid,
+                                     "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent)]
+        jwks = String(decoding: try JSONSerialization.data(withJSONObject: ["keys": [key]]), as: UTF8.self)
+    }
+
+    var jwksURL: String { "http://127.0.0.1:\(portBox.withLock { $0 } ?? 9)/keys" }
+
+    func start() async throws {
+        let router = Router()
+        let body = jwks
+        router.get("keys") { _, _ in Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body))) }
+        let (ready, continuation) = AsyncStream.makeStream(of: Int.self)
+        var logger = Logger(label: "provider")
+        logger.logLevel = .warning
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
+        task.withLock { $0 = Task { try await app.run() } }
+        for await port in ready {
+            portBox.withLock { $0 = port }
+            break
+        }
+    }
+
+    func stop() { task.withLock { $0?.cancel() } }
+
+    /// An ID token; every claim can be overridden or removed (`nil` value) to make a bad one.
+    func idToken(subject: String, email: String?, emailVerified: Any = true, nonce: String? = nil, audience: String? = nil, issuer: String? = nil,
+                 expiresIn: TimeInterval = 600, extra: [String: Any] = [:], signWith other: _RSA.Signing.PrivateKey? = nil, kid: String? = nil) throws -> String {
+        var claims: [String: Any] = [
+            "iss": issuer ?? self.issuer, "sub": subject, "aud": audience ?? clientID,
+            "iat": Int(Date().timeIntervalSince1970), "exp": Int(Date().addingTimeInterval(expiresIn).timeIntervalSince1970),
+            "email_verified": emailVerified,
+        ]
+        if let email { claims["email"] = email }
+        if let nonce { claims["nonce"] = nonce }
+        for (key, value) in extra { claims[key] = value }
+        let header = ["alg": "RS256", "kid": kid ?? self.kid, "typ": "JWT"]
+        let signingInput = Base64URL.encode(try JSONSerialization.data(withJSONObject: header)) + "." + Base64URL.encode(try JSONSerialization.data(withJSONObject: claims))
+        // RS256 is RSASSA-PKCS1-v1_5 with SHA-256 (RFC 7518 §3.3).
+        let signature = try (other ?? privateKey).signature(for: SHA256.hash(data: Data(signingInput.utf8)), padding: .insecurePKCS1v1_5)
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+
+    static func otherKey() throws -> _RSA.Signing.PrivateKey {
+        try _RSA.Signing.PrivateKey(keySize: .bits2048)
+    }
+}
+
+/// One running auth service for a test: its own database, Redis stream, SMTP sink and provider
+/// issuers, reached over real HTTP.
+struct AuthTestEnvironment: Sendable {
+    let client: any TestClientProtocol
+    let mail: MailSink
+    let apple: ProviderIssuer
+    let google: ProviderIssuer
+    let database: TestDatabase
+    let config: ServiceConfig
+    /// The service's signing key, so that a test can make tokens the service would (expired ones, say).
+    let signingKey: TestIssuer.Key
+
+    static let appleClientID = "com.example.foodapp"
+    static let googleClientID = "1234-test.apps.googleusercontent.com"
+
+    static func run(_ environment: [String: String] = [:], _ body: @Sendable (AuthTestEnvironment) async throws -> Void) async throws {
+        let database = try await TestDatabase.create(services: ["auth"])
+        let mail = try await MailSink.start()
+        defer { mail.stop() }
+        let apple = try ProviderIssuer(issuer: "https://appleid.apple.com", clientID: appleClientID)
+        let google = try ProviderIssuer(issuer: "https://accounts.google.com", clientID: googleClientID)
+        try await apple.start()
+        try await google.start()
+        defer { apple.stop(); google.stop() }
+        let key = P256.Signing.PrivateKey()
+        let settings: [String: String] = [
+            "JWT_SIGNING_KEY": key.pemRepresentation,
+            "JWT_SIGNING_KEY_ID": "test-key-1",
+            "BCRYPT_COST": "4",
+            "SMTP_URL": "smtp://127.0.0.1:\(mail.port)",
+            "APP_NAME": "Test Kitchen",
+            "APP_BASE_URL": "https://app.test",
+            "APPLE_CLIENT_IDS": appleClientID, "APPLE_JWKS_URL": apple.jwksURL, "APPLE_ISSUER": apple.issuer,
+            "GOOGLE_CLIENT_IDS": googleClientID, "GOOGLE_JWKS_URL": google.jwksURL, "GOOGLE_ISSUER": "https://accounts.google.com,accounts.google.com",
+        ].merging(environment) { $1 }
+        let config = ServiceConfig.test(name: "auth", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), environment: settings)
+        let app = try buildApplication(config)
+        try await app.test(.live) { client in
+            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/readyz", method: .get).status == .ok }
+            let signingKey = TestIssuer.Key(kid: config.environment["JWT_SIGNING_KEY_ID"]!, privateKey: try ES256PrivateKey(pem: (try? String(contentsOfFile: config.environment["JWT_SIGNING_KEY"]!, encoding: .utf8)) ?? config.environment["JWT_SIGNING_KEY"]!))
+            try await body(AuthTestEnvironment(client: client, mail: mail, apple: apple, google: google, database: database, config: config, signingKey: signingKey))
+        }
+    }
+
+    /// A token signed with the service's own key; claims can be made bad on purpose.
+    func token(for userID: String, sessionID: String? = nil, roles: [Role] = [.user], expiresIn: TimeInterval = 900, issuedAt: Date = Date()) async throws -> String {
+        try await TestIssuer(issuer: config.tokens.issuer, audience: config.tokens.audience).token(
+            userID: UUID(uuidString: userID)!, sessionID: sessionID.flatMap(UUID.init(uuidString:)), roles: roles, issuedAt: issuedAt, expiresIn: expiresIn, key: signingKey)
+    }
+
+    // MARK: HTTP
+
+    struct Reply: Sendable {
+        let status: HTTPResponse.Status
+        let headers: HTTPFields
+        let body: ByteBuffer
+
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:] }
+        var code: String? { json["code"] as? String }
+        var text: String { String(buffer: body) }
+    }
+
+    @discardableResult
+    func call(_ method: HTTPRequest.Method, _ path: String, json: Any? = nil, raw: String? = nil, token: String? = nil, headers extra: HTTPFields = [:]) async throws -> Reply {
+        var headers = extra
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        var body: ByteBuffer?
+        if let json {
+            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
+            headers[.contentType] = "application/json"
+        } else if let raw {
+            body = ByteBuffer(string: raw)
+            if headers[.contentType] == nil { headers[.contentType] = "application/json" }
+        }
+        let response = try await client.execute(uri: path, method: method, headers: headers, body: body)
+        return Reply(status: response.status, headers: response.headers, body: response.body)
+    }
+
+    struct Account: Sendable {
+        var id: String
+        var email: String
+        var password: String
+        var accessToken: String
+        var refreshToken: String
+        var sessionID: String
+    }
+
+    /// Signs up and returns the account with its first session.
+    func signUp(_ email: String = "\(TestEnvironment.uniqueName("cook"))@example.com", password: String = "correct horse battery", name: String? = nil) async throws -> Account {
+        var body: [String: Any] = ["email": email, "password": password]
+        if let name { body["display_name"] = name }
+        let reply = try await call(.post, "/v1/auth/signup", json: body)
+        try #require(reply.status == .created, "signup: \(reply.text)")
+        return try Self.account(reply, email: email, password: password)
+    }
+
+    func logIn(_ email: String, _ password: String, headers: HTTPFields = [:]) async throws -> Reply {
+        try await call(.post, "/v1/auth/login", json: ["email": email, "password": password], headers: headers)
+    }
+
+    static func account(_ reply: Reply, email: String, password: String) throws -> Account {
+        let user = try #require(reply.json["user"] as? [String: Any])
+        let session = try #require(reply.json["session"] as? [String: Any])
+        // UUIDs compare case-insensitively (Foundation writes them upper case, tokens lower case).
+        return Account(id: try #require(user["id"] as? String).lowercased(), email: email, password: password,
+                       accessToken: try #require(session["access_token"] as? String), refreshToken: try #require(session["refresh_token"] as? String),
+                       sessionID: try #require(session["session_id"] as? String).lowercased())
+    }
+
+    // MARK: mail and database
+
+    /// The mails to `address`, once `count` of them have arrived.
+    func mails(to address: String, count: Int = 1) async throws -> [String] {
+        let matching: @Sendable () -> [String] = { mail.messages().filter { $0.lowercased().contains("to: \(address.lowercased())") } }
+        try await waitUntil(.seconds(15)) { matching().count >= count }
+        return matching()
+    }
+
+    /// The token in the link of a mail (`…?token=XYZ`), as the app would take it from the link.
+    static func linkToken(in message: String) throws -> String {
+        let unfolded = message.replacingOccurrences(of: "=\r\n", with: "").replacingOccurrences(of: "=\n", with: "")
+        let pattern = try Regex("token=([A-Za-z0-9_-]{20,})")
+        let match = try #require(unfolded.firstMatch(of: pattern))
+        let token = try #require(match.output[1].substring)
+        return String(token)
+    }
+
+    func query<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        try await withClient(database.config(for: "auth"), body)
+    }
+
+    /// Event types in the outbox or already relayed to the stream, for `userID`.
+    func eventTypes(for userID: String) async throws -> [String] {
+        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+        defer { Task { await redis.close() } }
+        let entries = try await redis.xrange(config.events.stream, count: 10_000)
+        return entries.compactMap { entry -> String? in
+            guard let json = entry.fields["envelope"], json.lowercased().contains(userID.lowercased()) else { return nil }
+            return entry.fields["type"]
+        }
+    }
+}
+
+extension HTTPFields {
+    /// The address the gateway would put in `X-Forwarded-For` (tests reach the service from loopback).
+    static func from(_ ip: String) -> HTTPFields { [HTTPField.Name("X-Forwarded-For")!: ip] }
+}
+
+extension Dictionary where Key == String, Value == Any {
+    subscript(path path: String) -> Any? {
+        var current: Any? = self
+        for part in path.split(separator: ".") { current = (current as? [String: Any])?[String(part)] }
+        return current
+    }
+}

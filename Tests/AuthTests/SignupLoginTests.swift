@@ -1,0 +1,207 @@
+@testable import Auth
+import Crypto
+import Foundation
+import HTTPTypes
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct SignupLoginTests {
+    @Test func signupReturnsTheUserAndASessionAndEmitsUserRegistered() async throws {
+        try await AuthTestEnvironment.run { env in
+            let reply = try await env.call(.post, "/v1/auth/signup", json: ["email": "  Ana.Cook@Example.COM ", "password": "plum tart 2024", "display_name": "Ana"])
+            #expect(reply.status == .created)
+            #expect(reply.json[path: "user.email"] as? String == "Ana.Cook@Example.COM")
+            #expect(reply.json[path: "user.email_verified"] as? Bool == false)
+            #expect(reply.json[path: "user.display_name"] as? String == "Ana")
+            #expect(reply.json[path: "user.roles"] as? [String] == ["user"])
+            #expect(reply.json[path: "session.token_type"] as? String == "Bearer")
+            #expect(reply.json[path: "session.expires_in"] as? Int == 900)
+            let account = try AuthTestEnvironment.account(reply, email: "ana.cook@example.com", password: "plum tart 2024")
+
+            // The same address in another case, trimmed, is taken.
+            let again = try await env.call(.post, "/v1/auth/signup", json: ["email": "ana.cook@example.com", "password": "another good one"])
+            #expect(again.status == .conflict)
+            #expect(again.code == "email_taken")
+            #expect(again.headers[.contentType] == "application/problem+json")
+
+            // Login is case-insensitive too; the old session stays valid.
+            let login = try await env.logIn("ANA.COOK@example.com", "plum tart 2024")
+            #expect(login.status == .ok)
+            #expect((login.json[path: "user.id"] as? String)?.lowercased() == account.id)
+            let me = try await env.call(.get, "/v1/auth/me", token: account.accessToken)
+            #expect(me.status == .ok)
+            #expect((me.json["id"] as? String)?.lowercased() == account.id)
+
+            try await waitUntil(.seconds(10)) { try await env.eventTypes(for: account.id).contains("user.registered") }
+            let types = try await env.eventTypes(for: account.id)
+            #expect(types.filter { $0 == "user.signed_in" }.count == 2)
+        }
+    }
+
+    @Test func signupRefusesBadInputWithTheRightCode() async throws {
+        try await AuthTestEnvironment.run { env in
+            for email in ["no-at-sign", "two@@example.com", "a@b", "spaces in@example.com", "@example.com", ""] {
+                let reply = try await env.call(.post, "/v1/auth/signup", json: ["email": email, "password": "a fine password"])
+                #expect(reply.status == .badRequest, "\(email)")
+                #expect(reply.code == "invalid_email", "\(email)")
+            }
+            let cases: [(String, String)] = [
+                ("short", "at least 8"),
+                ("password1", "most common"),
+                ("Sunshine1", "most common"),
+                (String(repeating: "é", count: 37), "at most 72 bytes"),  // 74 bytes: bcrypt would cut it
+                (String(repeating: "x", count: 73), "at most 72 bytes"),
+            ]
+            for (password, rule) in cases {
+                let reply = try await env.call(.post, "/v1/auth/signup", json: ["email": "\(TestEnvironment.uniqueName("w"))@example.com", "password": password])
+                #expect(reply.status == .badRequest, "\(password)")
+                #expect(reply.code == "weak_password", "\(password)")
+                #expect((reply.json["detail"] as? String)?.contains(rule) == true, "\(password): \(reply.text)")
+                #expect((reply.json["errors"] as? [[String: Any]])?.first?["field"] as? String == "password")
+            }
+            // 72 bytes exactly is accepted.
+            _ = try await env.signUp(password: String(repeating: "k", count: 72))
+
+            let malformed = try await env.call(.post, "/v1/auth/signup", raw: "{\"email\": ")
+            #expect(malformed.status == .badRequest)
+            #expect(malformed.code == "malformed_json")
+            let missing = try await env.call(.post, "/v1/auth/signup", json: ["email": "x@example.com"])
+            #expect(missing.status == .badRequest)
+            #expect((missing.json["errors"] as? [[String: Any]])?.first?["field"] as? String == "password")
+            let wrongType = try await env.call(.post, "/v1/auth/signup", json: ["email": 42, "password": "a fine password"])
+            #expect(wrongType.status == .badRequest)
+            #expect((wrongType.json["errors"] as? [[String: Any]])?.first?["field"] as? String == "email")
+            let notJSON = try await env.call(.post, "/v1/auth/signup", raw: "email=x", headers: [.contentType: "application/x-www-form-urlencoded"])
+            #expect(notJSON.status == .unsupportedMediaType)
+            let huge = try await env.call(.post, "/v1/auth/signup", raw: "{\"email\": \"" + String(repeating: "a", count: 3 << 20) + "\"}")
+            #expect(huge.status == .contentTooLarge)
+        }
+    }
+
+    @Test func wrongEmailAndWrongPasswordLookTheSame() async throws {
+        try await AuthTestEnvironment.run(["BCRYPT_COST": "8"]) { env in
+            let account = try await env.signUp()
+            let wrongPassword = try await env.logIn(account.email, "not the password")
+            let unknownEmail = try await env.logIn("nobody-\(UUID())@example.com", "not the password")
+            #expect(wrongPassword.status == .unauthorized)
+            #expect(unknownEmail.status == .unauthorized)
+            #expect(wrongPassword.code == "invalid_credentials")
+            #expect(unknownEmail.code == "invalid_credentials")
+            #expect(wrongPassword.json["detail"] as? String == unknownEmail.json["detail"] as? String)
+
+            // Similar time: both run one bcrypt at the configured cost (medians of alternating runs).
+            var known: [Double] = []
+            var unknown: [Double] = []
+            for round in 0..<8 {
+                let clock = ContinuousClock()
+                let email = "ghost-\(round)-\(UUID())@example.com"
+                known.append(Self.ms(try await clock.measure { _ = try await env.logIn(account.email, "wrong \(round)", headers: .from("10.9.0.\(round)")) }))
+                unknown.append(Self.ms(try await clock.measure { _ = try await env.logIn(email, "wrong \(round)", headers: .from("10.9.1.\(round)")) }))
+                if round == 3 { _ = try await env.logIn(account.email, account.password) }  // keep the account under its limit
+            }
+            let medianKnown = known.sorted()[known.count / 2]
+            let medianUnknown = unknown.sorted()[unknown.count / 2]
+            #expect(medianUnknown > medianKnown * 0.5 && medianUnknown < medianKnown * 2, "known \(known) unknown \(unknown)")
+        }
+    }
+
+    static func ms(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+    }
+
+    @Test func failedLoginsAreThrottledPerAccountAndPerIP() async throws {
+        try await AuthTestEnvironment.run(["LOGIN_MAX_FAILURES_PER_IP": "8"]) { env in
+            let account = try await env.signUp()
+            for attempt in 1...5 {
+                let reply = try await env.logIn(account.email, "guess \(attempt)", headers: .from("10.1.1.\(attempt)"))
+                #expect(reply.code == "invalid_credentials")
+            }
+            // Locked for this account, even with the right password and from another address.
+            let locked = try await env.logIn(account.email, account.password, headers: .from("10.1.2.1"))
+            #expect(locked.status == .tooManyRequests)
+            #expect(locked.code == "too_many_attempts")
+            let retryAfter = Int(locked.headers[.retryAfter] ?? "") ?? 0
+            #expect(retryAfter > 800 && retryAfter <= 900)
+
+            // Per IP: failures against many accounts from one address add up; a success of the
+            // attacker's own account does not reset them.
+            let own = try await env.signUp()
+            let ip: HTTPFields = .from("10.2.0.7")
+            for attempt in 1...7 {
+                _ = try await env.logIn("victim\(attempt)@example.com", "guess", headers: ip)
+            }
+            #expect(try await env.logIn(own.email, own.password, headers: ip).status == .ok)
+            _ = try await env.logIn("victim8@example.com", "guess", headers: ip)
+            let blocked = try await env.logIn(own.email, own.password, headers: ip)
+            #expect(blocked.status == .tooManyRequests)
+            #expect(blocked.code == "too_many_attempts")
+            // Another address is unaffected.
+            #expect(try await env.logIn(own.email, own.password, headers: .from("10.2.0.8")).status == .ok)
+        }
+    }
+
+    /// The access token verifies with nothing but the published JWKS and textbook ES256 (RFC 7515
+    /// §A.3), as any third-party JWT library would do it.
+    @Test func accessTokensVerifyAgainstThePublishedJWKS() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let jwksReply = try await env.call(.get, "/.well-known/jwks.json")
+            #expect(jwksReply.status == .ok)
+            let keys = try #require(jwksReply.json["keys"] as? [[String: String]])
+            let parts = account.accessToken.split(separator: ".").map(String.init)
+            try #require(parts.count == 3)
+            let header = try Self.segment(parts[0])
+            #expect(header["alg"] as? String == "ES256")
+            let jwk = try #require(keys.first { $0["kid"] == header["kid"] as? String })
+            #expect(jwk["kty"] == "EC" && jwk["crv"] == "P-256")
+            let x = try #require(Base64URL.decode(jwk["x"]!)), y = try #require(Base64URL.decode(jwk["y"]!))
+            let publicKey = try P256.Signing.PublicKey(rawRepresentation: x + y)
+            let signature = try P256.Signing.ECDSASignature(rawRepresentation: try #require(Base64URL.decode(parts[2])))
+            #expect(publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8)))
+
+            let claims = try Self.segment(parts[1])
+            #expect(claims["sub"] as? String == account.id)
+            #expect(claims["sid"] as? String == account.sessionID)
+            #expect(claims["roles"] as? [String] == ["user"])
+            #expect(claims["email_verified"] as? Bool == false)
+            #expect(claims["iss"] as? String == env.config.tokens.issuer)
+            let exp = try #require(claims["exp"] as? Double), iat = try #require(claims["iat"] as? Double)
+            #expect(exp - iat == 900)
+        }
+    }
+
+    static func segment(_ part: String) throws -> [String: Any] {
+        let data = try #require(Base64URL.decode(part))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    @Test func tamperedExpiredAndForeignTokensAreRefused() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            var parts = account.accessToken.split(separator: ".").map(String.init)
+            var claims = try Self.segment(parts[1])
+            claims["roles"] = ["user", "admin"]
+            parts[1] = Base64URL.encode(try JSONSerialization.data(withJSONObject: claims))
+            let tampered = try await env.call(.get, "/v1/admin/users", token: parts.joined(separator: "."))
+            #expect(tampered.status == .unauthorized)
+            #expect(tampered.code == "invalid_token")
+
+            // Signed by someone else's key with our kid, and by an unknown issuer.
+            let stranger = TestIssuer(issuer: env.config.tokens.issuer, audience: env.config.tokens.audience)
+            let forged = try await stranger.token(userID: UUID(uuidString: account.id)!, key: .init(kid: env.signingKey.kid))
+            #expect(try await env.call(.get, "/v1/auth/me", token: forged).code == "invalid_token")
+            let expired = try await env.token(for: account.id, sessionID: account.sessionID, expiresIn: -120, issuedAt: Date().addingTimeInterval(-1000))
+            let expiredReply = try await env.call(.get, "/v1/auth/me", token: expired)
+            #expect(expiredReply.status == .unauthorized)
+            #expect(expiredReply.code == "token_expired")
+            // The same key and claims, unexpired, pass: the refusals above are for the reasons named.
+            #expect(try await env.call(.get, "/v1/auth/me", token: try await env.token(for: account.id, sessionID: account.sessionID)).status == .ok)
+            let foreign = try await TestIssuer(issuer: "https://evil.test").token()
+            #expect(try await env.call(.get, "/v1/auth/me", token: foreign).code == "invalid_token")
+
+            #expect(try await env.call(.get, "/v1/auth/me").code == "unauthorized")
+            #expect(try await env.call(.get, "/v1/auth/me", token: "not.a.token").code == "invalid_token")
+        }
+    }
+}
