@@ -28,11 +28,11 @@ public final class MailSink: Sendable {
         throw POSIXError(.ETIMEDOUT)
     }
 
-    /// The messages received so far, oldest first, as text.
+    /// The messages received so far, oldest first, as text with their parts decoded.
     public func messages() -> [String] {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         return files.filter { $0.hasSuffix(".eml") }.sorted().compactMap {
-            try? String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8)
+            (try? String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8)).map(Self.decoded)
         }
     }
 
@@ -44,6 +44,64 @@ public final class MailSink: Sendable {
             try await Task.sleep(for: .milliseconds(25))
         }
         return messages()
+    }
+
+    /// A received message with its MIME parts decoded (base64 and quoted-printable), so that a test
+    /// can read the text and follow the links as a mail client would show them.
+    public static func decoded(_ raw: String) -> String {
+        let lines = raw.replacingOccurrences(of: "\r\n", with: "\n").components(separatedBy: "\n")
+        var output: [String] = []
+        var encoding: String?
+        var inBody = false
+        var chunk: [String] = []
+        func flush() {
+            let body = chunk.joined(separator: "\n")
+            switch encoding {
+            case "base64":
+                output.append(Data(base64Encoded: body.filter { !$0.isWhitespace }).map { String(decoding: $0, as: UTF8.self) } ?? body)
+            case "quoted-printable":
+                output.append(Self.quotedPrintable(body))
+            default:
+                output.append(body)
+            }
+            chunk = []
+        }
+        for line in lines {
+            if line.hasPrefix("--") {
+                if inBody { flush() }
+                inBody = false
+                encoding = nil
+                output.append(line)
+                continue
+            }
+            if !inBody {
+                output.append(line)
+                if line.lowercased().hasPrefix("content-transfer-encoding:") {
+                    encoding = line.split(separator: ":", maxSplits: 1).last?.trimmingCharacters(in: .whitespaces).lowercased()
+                }
+                if line.isEmpty { inBody = true }
+                continue
+            }
+            chunk.append(line)
+        }
+        if inBody { flush() }
+        return output.joined(separator: "\n")
+    }
+
+    static func quotedPrintable(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        let source = Array(text.replacingOccurrences(of: "=\n", with: "").utf8)
+        var index = 0
+        while index < source.count {
+            if source[index] == UInt8(ascii: "="), index + 2 < source.count, let value = UInt8(String(decoding: source[index + 1...index + 2], as: UTF8.self), radix: 16) {
+                bytes.append(value)
+                index += 3
+            } else {
+                bytes.append(source[index])
+                index += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     public func stop() {

@@ -1,0 +1,178 @@
+@testable import Auth
+import Foundation
+import HTTPTypes
+import Models
+import PostgresNIO
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct AdminAndDeletionTests {
+    /// Signs up `email`, follows the verification link, and refreshes: the returned access token
+    /// carries what the account has now.
+    static func verifiedAccount(_ env: AuthTestEnvironment, email: String = "\(TestEnvironment.uniqueName("v"))@example.com") async throws -> AuthTestEnvironment.Account {
+        var account = try await env.signUp(email)
+        let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: email).first))
+        #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).status == .ok)
+        let refreshed = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
+        account.accessToken = try #require(refreshed.json["access_token"] as? String)
+        account.refreshToken = try #require(refreshed.json["refresh_token"] as? String)
+        return account
+    }
+
+    static func roles(in token: String) throws -> [String] {
+        try SignupLoginTests.segment(String(token.split(separator: ".")[1]))["roles"] as? [String] ?? []
+    }
+
+    @Test func adminsComeFromConfigurationOnceTheirEmailIsVerifiedAndManageRoles() async throws {
+        let adminEmail = "\(TestEnvironment.uniqueName("boss"))@example.com"
+        try await AuthTestEnvironment.run(["ADMIN_EMAILS": "someone@else.test, \(adminEmail.uppercased())"]) { env in
+            // Unverified, the configured address is not admin yet.
+            let squatter = try await env.signUp(adminEmail)
+            #expect(try Self.roles(in: squatter.accessToken) == ["user"])
+            #expect(try await env.call(.get, "/v1/admin/users", token: squatter.accessToken).status == .forbidden)
+            let admin = try await Self.verifiedAccount(env, email: "\(TestEnvironment.uniqueName("v2"))@example.com")
+            #expect(try Self.roles(in: admin.accessToken) == ["user"])
+
+            // A verified configured address becomes admin.
+            let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: adminEmail).first))
+            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).status == .ok)
+            let boss = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": squatter.refreshToken])
+            let bossToken = try #require(boss.json["access_token"] as? String)
+            #expect(try Self.roles(in: bossToken) == ["user", "admin"])
+
+            // Search and pagination.
+            let cook = try await env.signUp("\(TestEnvironment.uniqueName("cook"))@example.com", name: "Pastry Chef")
+            let page1 = try await env.call(.get, "/v1/admin/users?limit=2", token: bossToken)
+            #expect(page1.status == .ok)
+            #expect((page1.json["items"] as? [Any])?.count == 2)
+            let cursor = try #require(page1.json["next_cursor"] as? String)
+            let page2 = try await env.call(.get, "/v1/admin/users?limit=2&cursor=\(cursor)", token: bossToken)
+            #expect((page2.json["items"] as? [Any])?.count == 1)
+            #expect(page2.json["next_cursor"] is NSNull || page2.json["next_cursor"] == nil)
+            let found = try await env.call(.get, "/v1/admin/users?query=pastry", token: bossToken)
+            #expect(((found.json["items"] as? [[String: Any]])?.first?["id"] as? String)?.lowercased() == cook.id)
+            #expect(try await env.call(.get, "/v1/admin/users?cursor=bogus", token: bossToken).status == .badRequest)
+            #expect(try await env.call(.get, "/v1/admin/users?limit=1000", token: bossToken).status == .badRequest)
+
+            // Roles: grant, conflict, revoke, and the token learns at the next refresh.
+            #expect(try await env.call(.post, "/v1/admin/users/\(cook.id)/roles/creator", token: admin.accessToken).status == .forbidden)
+            let granted = try await env.call(.post, "/v1/admin/users/\(cook.id)/roles/coach", token: bossToken)
+            #expect(granted.json["roles"] as? [String] == ["user", "coach"])
+            let conflict = try await env.call(.post, "/v1/admin/users/\(cook.id)/roles/client", token: bossToken)
+            #expect(conflict.status == .conflict)
+            #expect(conflict.code == "role_conflict")
+            #expect(try await env.call(.post, "/v1/admin/users/\(cook.id)/roles/wizard", token: bossToken).code == "invalid_role")
+            #expect(try await env.call(.delete, "/v1/admin/users/\(cook.id)/roles/user", token: bossToken).code == "invalid_role")
+            #expect(try await env.call(.post, "/v1/admin/users/\(UUID())/roles/creator", token: bossToken).status == .notFound)
+            let cookRefresh = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": cook.refreshToken])
+            #expect(try Self.roles(in: try #require(cookRefresh.json["access_token"] as? String)) == ["user", "coach"])
+            let revoked = try await env.call(.delete, "/v1/admin/users/\(cook.id)/roles/coach", token: bossToken)
+            #expect(revoked.json["roles"] as? [String] == ["user"])
+            #expect(try await env.call(.delete, "/v1/admin/users/\(squatter.id)/roles/admin", token: bossToken).code == "cannot_change_self")
+            try await waitUntil(.seconds(10)) { try await env.eventTypes(for: cook.id).filter { $0 == "user.roles_changed" }.count == 2 }
+        }
+    }
+
+    @Test func disablingEndsSessionsAndRefusesSignInUntilEnabled() async throws {
+        let adminEmail = "\(TestEnvironment.uniqueName("boss"))@example.com"
+        try await AuthTestEnvironment.run(["ADMIN_EMAILS": adminEmail]) { env in
+            let boss = try await Self.verifiedAccount(env, email: adminEmail)
+            let user = try await env.signUp()
+            let disabled = try await env.call(.post, "/v1/admin/users/\(user.id)/disable", token: boss.accessToken)
+            #expect(disabled.status == .ok)
+            #expect(disabled.json["disabled"] as? Bool == true)
+            #expect(try await env.call(.get, "/v1/auth/me", token: user.accessToken).status == .unauthorized)
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": user.refreshToken]).status == .unauthorized)
+            let refused = try await env.logIn(user.email, user.password)
+            #expect(refused.status == .forbidden)
+            #expect(refused.code == "account_disabled")
+            // A wrong password still says only invalid_credentials.
+            #expect(try await env.logIn(user.email, "wrong password here").code == "invalid_credentials")
+            #expect(try await env.call(.post, "/v1/admin/users/\(boss.id)/disable", token: boss.accessToken).code == "cannot_change_self")
+
+            #expect(try await env.call(.post, "/v1/admin/users/\(user.id)/enable", token: boss.accessToken).json["disabled"] as? Bool == false)
+            #expect(try await env.logIn(user.email, user.password).status == .ok)
+        }
+    }
+
+    @Test func coachIsSelfServeByDefaultAndAnAcceptedInvitationMakesAClient() async throws {
+        try await AuthTestEnvironment.run { env in
+            let coach = try await env.signUp()
+            let became = try await env.call(.post, "/v1/auth/roles/coach", token: coach.accessToken)
+            #expect(became.status == .ok)
+            #expect(became.json["roles"] as? [String] == ["user", "coach"])
+
+            // invitation.accepted, as the invitations service would emit it, reaches auth's consumer.
+            let client = try await env.signUp()
+            let envelope = try EventEnvelope(InvitationAccepted(invitationID: UUID(), coachID: UUID(uuidString: coach.id)!, clientID: UUID(uuidString: client.id)!),
+                                             producer: "invitations", userID: UUID(uuidString: client.id)!)
+            let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+            _ = try await redis.xadd(env.config.events.stream, maxLength: nil, fields: [
+                ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
+                ("envelope", String(decoding: try JSONEncoder.api().encode(envelope), as: UTF8.self)),
+            ])
+            await redis.close()
+            try await waitUntil(.seconds(10)) {
+                try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user", "client"]
+            }
+            // A client cannot become a coach.
+            #expect(try await env.call(.post, "/v1/auth/roles/coach", token: client.accessToken).code == "role_conflict")
+        }
+        try await AuthTestEnvironment.run(["COACH_SELF_SERVE": "false"]) { env in
+            let user = try await env.signUp()
+            #expect(try await env.call(.post, "/v1/auth/roles/coach", token: user.accessToken).status == .forbidden)
+        }
+    }
+
+    @Test func deletingAnAccountRemovesEverythingAndFreesTheEmail() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let other = try await env.signUp()
+            #expect(try await env.call(.delete, "/v1/auth/account", token: account.accessToken).status == .badRequest)
+            let wrong = try await env.call(.delete, "/v1/auth/account", json: ["password": "not mine at all"], token: account.accessToken)
+            #expect(wrong.status == .forbidden)
+            let deleted = try await env.call(.delete, "/v1/auth/account", json: ["password": account.password], token: account.accessToken)
+            #expect(deleted.status == .accepted)
+
+            let left = try await env.query { client -> Int in
+                let rows = try await client.query("""
+                    SELECT (SELECT count(*) FROM users WHERE id = \(UUID(uuidString: account.id)!))
+                         + (SELECT count(*) FROM sessions WHERE user_id = \(UUID(uuidString: account.id)!))
+                         + (SELECT count(*) FROM email_tokens WHERE user_id = \(UUID(uuidString: account.id)!))
+                         + (SELECT count(*) FROM identities WHERE user_id = \(UUID(uuidString: account.id)!))
+                    """, logger: TestEnvironment.logger)
+                for try await count in rows.decode(Int.self) { return count }
+                return -1
+            }
+            #expect(left == 0)
+            #expect(try await env.call(.get, "/v1/auth/me", token: account.accessToken).status == .unauthorized)
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken]).status == .unauthorized)
+            #expect(try await env.logIn(account.email, account.password).code == "invalid_credentials")
+            try await waitUntil(.seconds(10)) { try await env.eventTypes(for: account.id).contains("user.deleted") }
+            // The address is free again; the other account is untouched.
+            _ = try await env.signUp(account.email)
+            #expect(try await env.call(.get, "/v1/auth/me", token: other.accessToken).status == .ok)
+        }
+    }
+
+    @Test func aProviderOnlyAccountIsDeletedAfterARecentSignIn() async throws {
+        try await AuthTestEnvironment.run { env in
+            let token = try env.apple.idToken(subject: "apple-\(UUID())", email: "\(TestEnvironment.uniqueName("a"))@privaterelay.appleid.com")
+            let signIn = try await env.call(.post, "/v1/auth/apple", json: ["id_token": token])
+            let account = try AuthTestEnvironment.account(signIn, email: "", password: "")
+            // A session started long ago is not enough.
+            try await env.query { client in
+                try await client.query("UPDATE sessions SET created_at = now() - interval '10 minutes'", logger: TestEnvironment.logger)
+            }
+            let stale = try await env.call(.delete, "/v1/auth/account", token: account.accessToken)
+            #expect(stale.status == .forbidden)
+            #expect(stale.code == "reauthentication_required")
+            let fresh = try AuthTestEnvironment.account(try await env.call(.post, "/v1/auth/apple", json: ["id_token": token]), email: "", password: "")
+            #expect(try await env.call(.delete, "/v1/auth/account", token: fresh.accessToken).status == .accepted)
+            // Signing in with the same Apple id again makes a new account.
+            let again = try await env.call(.post, "/v1/auth/apple", json: ["id_token": token])
+            #expect(again.json["created"] as? Bool == true)
+        }
+    }
+}

@@ -1,0 +1,98 @@
+@testable import Auth
+import Crypto
+import Foundation
+import HTTPTypes
+import ServiceKit
+import TestSupport
+import Testing
+
+/// Apple and Google ID tokens from local issuers with their own RSA keys and JWKS over HTTP.
+@Suite struct ProviderSignInTests {
+    static func sha256Hex(_ text: String) -> String {
+        SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test func appleCreatesTheAccountOnceKeepsTheNameAndChecksTheHashedNonce() async throws {
+        try await AuthTestEnvironment.run { env in
+            let subject = "001234.\(UUID().uuidString.lowercased())"
+            let email = "\(TestEnvironment.uniqueName("x"))@privaterelay.appleid.com"
+            let nonce = "raw-nonce-\(UUID())"
+            let token = try env.apple.idToken(subject: subject, email: email, emailVerified: "true", nonce: Self.sha256Hex(nonce), extra: ["is_private_email": "true"])
+            let first = try await env.call(.post, "/v1/auth/apple", json: ["id_token": token, "nonce": nonce, "name": ["given_name": "Ada", "family_name": "Lovelace"]])
+            #expect(first.status == .ok, "\(first.text)")
+            #expect(first.json["created"] as? Bool == true)
+            #expect(first.json[path: "user.display_name"] as? String == "Ada Lovelace")
+            #expect(first.json[path: "user.email_verified"] as? Bool == true)
+            #expect(first.json[path: "user.providers"] as? [String] == ["apple"])
+            #expect(first.json[path: "user.has_password"] as? Bool == false)
+            let userID = try #require(first.json[path: "user.id"] as? String).lowercased()
+
+            // Next time Apple sends no name; the first one is kept.
+            let again = try env.apple.idToken(subject: subject, email: email, nonce: Self.sha256Hex("n2"))
+            let second = try await env.call(.post, "/v1/auth/apple", json: ["id_token": again, "nonce": "n2"])
+            #expect(second.json["created"] as? Bool == false)
+            #expect((second.json[path: "user.id"] as? String)?.lowercased() == userID)
+            #expect(second.json[path: "user.display_name"] as? String == "Ada Lovelace")
+
+            // The raw nonce, not its hash, must be what the app sends; and it must match.
+            let mismatch = try await env.call(.post, "/v1/auth/apple", json: ["id_token": again, "nonce": "other"])
+            #expect(mismatch.status == .unauthorized)
+            #expect(mismatch.code == "invalid_id_token")
+            #expect(try await env.call(.post, "/v1/auth/apple", json: ["id_token": again]).code == "invalid_id_token")
+
+            try await waitUntil(.seconds(10)) { try await env.eventTypes(for: userID).contains("user.registered") }
+            let registered = try await env.eventTypes(for: userID)
+            #expect(registered.filter { $0 == "user.registered" }.count == 1)
+        }
+    }
+
+    @Test func badIDTokensAreRefused() async throws {
+        try await AuthTestEnvironment.run { env in
+            let subject = "sub-\(UUID())"
+            let email = "\(TestEnvironment.uniqueName("g"))@gmail.com"
+            let cases: [(String, String)] = [
+                ("another app", try env.google.idToken(subject: subject, email: email, audience: "someone-else.apps.googleusercontent.com")),
+                ("another issuer", try env.google.idToken(subject: subject, email: email, issuer: "https://accounts.evil.test")),
+                ("expired", try env.google.idToken(subject: subject, email: email, expiresIn: -3600)),
+                ("unknown key", try env.google.idToken(subject: subject, email: email, signWith: try ProviderIssuer.otherKey(), kid: "not-published")),
+                ("forged with a known kid", try env.google.idToken(subject: subject, email: email, signWith: try ProviderIssuer.otherKey())),
+                ("Apple's token at Google", try env.apple.idToken(subject: subject, email: email)),
+                ("garbage", "a.b.c"),
+            ]
+            for (why, token) in cases {
+                let reply = try await env.call(.post, "/v1/auth/google", json: ["id_token": token])
+                #expect(reply.status == .unauthorized, "\(why): \(reply.text)")
+                #expect(reply.code == "invalid_id_token", "\(why)")
+            }
+            // The same claims, correctly signed, pass: each refusal above is for its own reason.
+            let good = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, nonce: "plain-nonce"), "nonce": "plain-nonce"])
+            #expect(good.status == .ok, "\(good.text)")
+            #expect(good.json["created"] as? Bool == true)
+            #expect(try await env.call(.post, "/v1/auth/google", json: ["nonce": "x"]).status == .badRequest)
+        }
+    }
+
+    @Test func anIdentityLinksToAnExistingAccountOnlyWhenBothEmailsAreVerified() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let subject = "google-\(UUID())"
+            // Our side is not verified yet: no takeover by whoever controls a Google account.
+            let early = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: account.email)])
+            #expect(early.status == .conflict)
+            #expect(early.code == "account_exists")
+
+            let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: account.email).first))
+            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).status == .ok)
+            // Google's side unverified: still no.
+            let unverified = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: account.email, emailVerified: false)])
+            #expect(unverified.code == "account_exists")
+
+            let linked = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: account.email.uppercased())])
+            #expect(linked.status == .ok, "\(linked.text)")
+            #expect(linked.json["created"] as? Bool == false)
+            #expect((linked.json[path: "user.id"] as? String)?.lowercased() == account.id)
+            #expect(linked.json[path: "user.providers"] as? [String] == ["google"])
+            #expect(try await env.logIn(account.email, account.password).status == .ok)
+        }
+    }
+}

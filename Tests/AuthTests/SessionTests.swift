@@ -1,0 +1,110 @@
+@testable import Auth
+import Foundation
+import HTTPTypes
+import PostgresNIO
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct SessionTests {
+    @Test func refreshRotatesAndAReusedTokenEndsTheSession() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let first = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
+            #expect(first.status == .ok)
+            let second = try #require(first.json["refresh_token"] as? String)
+            #expect(second != account.refreshToken)
+            #expect((first.json["session_id"] as? String)?.lowercased() == account.sessionID)
+
+            // The spent token again: theft is assumed and the whole session ends, the new token too.
+            let reused = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
+            #expect(reused.status == .unauthorized)
+            #expect(reused.code == "refresh_token_reused")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": second]).code == "invalid_refresh_token")
+            #expect(try await env.call(.get, "/v1/auth/me", token: account.accessToken).code == "session_revoked")
+
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": "garbage"]).code == "invalid_refresh_token")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": 12]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", raw: "[]").status == .badRequest)
+        }
+    }
+
+    @Test func sessionsSlideFor30DaysAndExpireAfterThat() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let expiresIn = try await env.query { client -> Double in
+                let rows = try await client.query("SELECT extract(epoch FROM expires_at - now())::float8 FROM sessions", logger: TestEnvironment.logger)
+                for try await value in rows.decode(Double.self) { return value }
+                return 0
+            }
+            #expect(abs(expiresIn - 30 * 86_400) < 60)
+            // Last used 31 days ago: the refresh is refused and the session is gone.
+            try await env.query { client in
+                try await client.query("UPDATE sessions SET expires_at = now() - interval '1 day'", logger: TestEnvironment.logger)
+            }
+            let expired = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
+            #expect(expired.code == "session_expired")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken]).code == "invalid_refresh_token")
+        }
+    }
+
+    @Test func listEndAndLogOutOfSessions() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let phone = try AuthTestEnvironment.account(
+                try await env.logIn(account.email, account.password, headers: [.userAgent: "FoodApp/3.1 iPhone", HTTPField.Name("X-Forwarded-For")!: "10.0.0.42"]),
+                email: account.email, password: account.password)
+            let stranger = try await env.signUp()
+
+            let list = try await env.call(.get, "/v1/auth/sessions", token: account.accessToken)
+            #expect(list.status == .ok)
+            let items = try #require(list.json["items"] as? [[String: Any]])
+            #expect(items.count == 2)
+            let current = try #require(items.first { $0["current"] as? Bool == true })
+            #expect((current["id"] as? String)?.lowercased() == account.sessionID)
+            let phoneSession = try #require(items.first { ($0["id"] as? String)?.lowercased() == phone.sessionID })
+            #expect(phoneSession["user_agent"] as? String == "FoodApp/3.1 iPhone")
+            #expect(phoneSession["ip"] as? String == "10.0.0.42")
+            #expect(phoneSession["created_at"] as? String != nil && phoneSession["last_used_at"] as? String != nil)
+
+            // Another user's session id is not found, not ended.
+            let foreign = try await env.call(.delete, "/v1/auth/sessions/\(phone.sessionID)", token: stranger.accessToken)
+            #expect(foreign.status == .notFound)
+            #expect(try await env.call(.get, "/v1/auth/me", token: phone.accessToken).status == .ok)
+            #expect(try await env.call(.delete, "/v1/auth/sessions/not-a-uuid", token: account.accessToken).status == .notFound)
+
+            #expect(try await env.call(.delete, "/v1/auth/sessions/\(phone.sessionID)", token: account.accessToken).status == .noContent)
+            #expect(try await env.call(.get, "/v1/auth/me", token: phone.accessToken).code == "session_revoked")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": phone.refreshToken]).code == "invalid_refresh_token")
+
+            // Logout (this session), then logout everywhere.
+            let tablet = try AuthTestEnvironment.account(try await env.logIn(account.email, account.password), email: account.email, password: account.password)
+            #expect(try await env.call(.post, "/v1/auth/logout", token: tablet.accessToken).status == .noContent)
+            #expect(try await env.call(.get, "/v1/auth/me", token: tablet.accessToken).code == "session_revoked")
+            #expect(try await env.call(.get, "/v1/auth/me", token: account.accessToken).status == .ok)
+            let laptop = try AuthTestEnvironment.account(try await env.logIn(account.email, account.password), email: account.email, password: account.password)
+            #expect(try await env.call(.post, "/v1/auth/logout", json: ["scope": "everything"], token: laptop.accessToken).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/auth/logout", json: ["scope": "all"], token: laptop.accessToken).status == .noContent)
+            #expect(try await env.call(.get, "/v1/auth/me", token: account.accessToken).code == "session_revoked")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken]).code == "invalid_refresh_token")
+            // The stranger was not touched.
+            #expect(try await env.call(.get, "/v1/auth/me", token: stranger.accessToken).status == .ok)
+        }
+    }
+
+    @Test func meDescribesTheAccount() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp(name: "Chef Dee")
+            let me = try await env.call(.get, "/v1/auth/me", token: account.accessToken)
+            #expect(me.status == .ok)
+            #expect(me.json["email"] as? String == account.email)
+            #expect(me.json["display_name"] as? String == "Chef Dee")
+            #expect(me.json["email_verified"] as? Bool == false)
+            #expect(me.json["roles"] as? [String] == ["user"])
+            #expect(me.json["providers"] as? [String] == [])
+            #expect(me.json["has_password"] as? Bool == true)
+            #expect(me.json["created_at"] as? String != nil)
+            #expect(me.json["last_sign_in_at"] as? String != nil)
+        }
+    }
+}
