@@ -20,7 +20,7 @@ RUN swift build -c release --static-swift-stdlib \
 
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libhiredis0.14 libcurl4 ca-certificates curl tzdata \
+ && apt-get install -y --no-install-recommends libhiredis0.14 libcurl4 ca-certificates curl openssl tzdata \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 app
 COPY --from=build /out /app

@@ -209,6 +209,7 @@ struct AuthTestEnvironment: Sendable {
         return String(token)
     }
 
+    @discardableResult
     func query<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
         try await withClient(database.config(for: "auth"), body)
     }

@@ -1,6 +1,8 @@
 @testable import Auth
 import ServiceKit
 import TestSupport
+import Foundation
+import HTTPTypes
 import Testing
 
 @Suite struct AuthServiceTests {
@@ -9,5 +11,36 @@ import Testing
     @Test func bootsAndServesHealth() async throws {
         let failures = try await assertServiceServesHealth(name: "auth", build: buildApplication)
         #expect(failures.isEmpty, "\(failures)")
+    }
+}
+
+/// The OpenAPI document is the contract: every operation it lists is served (no route-level 404),
+/// and the service answers its documented problem codes.
+@Suite struct AuthContractTests {
+    static func documentedOperations() throws -> [(method: String, path: String)] {
+        let text = try String(contentsOf: TestEnvironment.packageRoot.appendingPathComponent("Services/Auth/openapi.yaml"), encoding: .utf8)
+        var operations: [(String, String)] = []
+        var path: String?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("  /"), line.hasSuffix(":") { path = String(line.dropFirst(2).dropLast()); continue }
+            if line.hasPrefix("components:") { path = nil }
+            if let path, let method = ["get", "post", "put", "patch", "delete"].first(where: { line == "    \($0):" }) {
+                operations.append((method, path))
+            }
+        }
+        return operations
+    }
+
+    @Test func everyDocumentedOperationIsServed() async throws {
+        let operations = try Self.documentedOperations()
+        #expect(operations.count >= 20)
+        try await AuthTestEnvironment.run { env in
+            for (method, template) in operations {
+                let path = template.replacingOccurrences(of: "{id}", with: UUID().uuidString).replacingOccurrences(of: "{role}", with: "creator")
+                let reply = try await env.call(HTTPRequest.Method(rawValue: method.uppercased())!, path)
+                #expect(reply.status != .notFound && reply.status != .methodNotAllowed, "\(method) \(template): \(reply.status)")
+                #expect(reply.status.code < 500, "\(method) \(template): \(reply.text)")
+            }
+        }
     }
 }

@@ -14,6 +14,7 @@ ensure_packages() {
   [ -f /usr/include/hiredis/hiredis.h ] || missing+=(libhiredis-dev)
   [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] || missing+=(libcurl4-openssl-dev)
   command -v curl >/dev/null || missing+=(curl)
+  command -v openssl >/dev/null || missing+=(openssl)
   command -v python3 >/dev/null || missing+=(python3 python3-pip)
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
@@ -25,19 +26,20 @@ ensure_packages() {
   ensure_python_tools
 }
 
-# ensure_python_tools: sets PYTHON to an interpreter that has aiosmtpd, pytest and requests: the one
-# on PATH (installing with pip when it may), else Debian's python3 with Debian's packages.
+# ensure_python_tools: sets PYTHON to an interpreter that has aiosmtpd, pytest, requests and PyJWT
+# (the end-to-end tests check tokens with a third-party JWT library): the one on PATH (installing
+# with pip when it may), else Debian's python3 with Debian's packages.
 ensure_python_tools() {
-  local tools='import aiosmtpd, pytest, requests'
+  local tools='import aiosmtpd, pytest, requests, jwt, cryptography'
   PYTHON=python3
   "$PYTHON" -c "$tools" 2>/dev/null && return 0
-  log "installing Python tools: aiosmtpd pytest requests"
-  "$PYTHON" -m pip install -q aiosmtpd pytest requests >/dev/null 2>&1 \
-    || "$PYTHON" -m pip install -q --break-system-packages aiosmtpd pytest requests >/dev/null 2>&1 || true
+  log "installing Python tools: aiosmtpd pytest requests pyjwt[crypto]"
+  "$PYTHON" -m pip install -q aiosmtpd pytest requests 'pyjwt[crypto]' >/dev/null 2>&1 \
+    || "$PYTHON" -m pip install -q --break-system-packages aiosmtpd pytest requests 'pyjwt[crypto]' >/dev/null 2>&1 || true
   "$PYTHON" -c "$tools" 2>/dev/null && return 0
   local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-aiosmtpd python3-pytest python3-requests >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-aiosmtpd python3-pytest python3-requests python3-jwt python3-cryptography >/dev/null
   PYTHON=/usr/bin/python3
   "$PYTHON" -c "$tools"
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end check of the foundation: the whole stack on private ports (scripts/stack up), then
-# pytest against it through the gateway and each process. Stops everything it started.
+# End-to-end checks: the whole stack on private ports (scripts/stack up), then every
+# scripts/e2e/test_*.py against it through the gateway and each process (in name order:
+# test_foundation.py, which kills and restarts services, comes last). Stops everything it started.
+# Usage: scripts/e2e/stack.sh [pytest args, e.g. -k auth]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/infra.sh
@@ -24,4 +26,4 @@ cleanup() {
 trap cleanup EXIT
 
 scripts/stack up
-"$PYTHON" -m pytest -q -p no:cacheprovider scripts/e2e/test_foundation.py
+"$PYTHON" -m pytest -q -p no:cacheprovider scripts/e2e "$@"
