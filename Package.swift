@@ -96,6 +96,12 @@ var targets: [Target] = [
         path: "Tests/Benchmarks/EventBench",
         swiftSettings: swiftSettings
     ),
+    .executableTarget(
+        name: "BcryptBench",
+        dependencies: [.product(name: "HummingbirdBcrypt", package: "hummingbird-auth")],
+        path: "Tests/Benchmarks/BcryptBench",
+        swiftSettings: swiftSettings
+    ),
     .testTarget(
         name: "ServiceKitTests",
         dependencies: kit + ["TestSupport", "CHiredis",
