@@ -28,7 +28,8 @@ struct AuthSettings: Sendable {
         var env = EnvironmentReader(config.environment)
         bcryptCost = env.int("BCRYPT_COST", default: 10, range: 4...16)
         signing = SigningKeys(reading: &env)
-        accessTokenTTL = .seconds(env.int("ACCESS_TOKEN_TTL_SECONDS", default: 900, range: 60...86_400))
+        // At most 15 minutes: an ended session's access token is accepted elsewhere until it expires.
+        accessTokenTTL = .seconds(env.int("ACCESS_TOKEN_TTL_SECONDS", default: 900, range: 60...900))
         sessionIdleDays = env.int("SESSION_IDLE_DAYS", default: 30, range: 1...365)
         throttle = LoginThrottle.Limits(
             perAccount: env.int("LOGIN_MAX_FAILURES_PER_ACCOUNT", default: 5, range: 1...1_000),

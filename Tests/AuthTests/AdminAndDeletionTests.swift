@@ -74,6 +74,23 @@ import Testing
         }
     }
 
+    /// Admin rights are checked against the account as it is now, not the roles in the token.
+    @Test func aDemotedAdminsTokenNoLongerAdministers() async throws {
+        let first = "\(TestEnvironment.uniqueName("boss"))@example.com", second = "\(TestEnvironment.uniqueName("boss"))@example.com"
+        try await AuthTestEnvironment.run(["ADMIN_EMAILS": "\(first),\(second)"]) { env in
+            let a = try await Self.verifiedAccount(env, email: first)
+            let b = try await Self.verifiedAccount(env, email: second)
+            #expect(try Self.roles(in: a.accessToken) == ["user", "admin"])
+            #expect(try await env.call(.get, "/v1/admin/users", token: a.accessToken).status == .ok)
+            #expect(try await env.call(.delete, "/v1/admin/users/\(a.id)/roles/admin", token: b.accessToken).status == .ok)
+            // a's token still says admin, for a few minutes; it no longer works, not even on itself.
+            #expect(try await env.call(.get, "/v1/admin/users", token: a.accessToken).status == .forbidden)
+            #expect(try await env.call(.post, "/v1/admin/users/\(a.id)/roles/admin", token: a.accessToken).status == .forbidden)
+            #expect(try await env.call(.post, "/v1/admin/users/\(b.id)/disable", token: a.accessToken).status == .forbidden)
+            #expect(try await env.call(.post, "/v1/admin/users/\(b.id)/enable", token: b.accessToken).code == "cannot_change_self")
+        }
+    }
+
     @Test func disablingEndsSessionsAndRefusesSignInUntilEnabled() async throws {
         let adminEmail = "\(TestEnvironment.uniqueName("boss"))@example.com"
         try await AuthTestEnvironment.run(["ADMIN_EMAILS": adminEmail]) { env in

@@ -72,6 +72,19 @@ import Testing
         }
     }
 
+    @Test func anAddressTheProviderHasNotVerifiedIsVerifiedByMail() async throws {
+        try await AuthTestEnvironment.run { env in
+            let email = "\(TestEnvironment.uniqueName("u"))@example.com"
+            let reply = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: "g-\(UUID())", email: email, emailVerified: false,
+                                                                                                              extra: ["name": "Name\u{7}With Bell"])])
+            #expect(reply.status == .ok, "\(reply.text)")
+            #expect(reply.json[path: "user.email_verified"] as? Bool == false)
+            #expect(reply.json[path: "user.display_name"] as? String == "NameWith Bell")
+            let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: email).first))
+            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).status == .ok)
+        }
+    }
+
     @Test func anIdentityLinksToAnExistingAccountOnlyWhenBothEmailsAreVerified() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()

@@ -141,6 +141,26 @@ import Testing
         }
     }
 
+    /// Guesses sent all at once are counted before bcrypt runs, so no more than the limit get a verdict.
+    @Test func parallelGuessesCannotSlipPastTheLimit() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp(password: String(repeating: "k", count: 72))
+            // bcrypt sees only 72 bytes; a longer password is wrong, not the same one.
+            #expect(try await env.logIn(account.email, account.password + "extra").code == "invalid_credentials")
+            #expect(try await env.logIn(account.email, account.password).status == .ok)
+            let codes = try await withThrowingTaskGroup(of: String?.self) { group in
+                for attempt in 0..<20 {
+                    group.addTask { try await env.logIn(account.email, "parallel guess \(attempt)", headers: .from("10.3.0.\(attempt)")).code }
+                }
+                var codes: [String?] = []
+                for try await code in group { codes.append(code) }
+                return codes
+            }
+            #expect(codes.filter { $0 == "invalid_credentials" }.count == 5, "\(codes)")
+            #expect(codes.filter { $0 == "too_many_attempts" }.count == 15, "\(codes)")
+        }
+    }
+
     /// The access token verifies with nothing but the published JWKS and textbook ES256 (RFC 7515
     /// §A.3), as any third-party JWT library would do it.
     @Test func accessTokensVerifyAgainstThePublishedJWKS() async throws {

@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import Logging
 import Models
 import PostgresNIO
@@ -18,6 +19,8 @@ struct Accounts: Sendable {
     let hasher: PasswordHasher
     let policy: PasswordPolicy
     let throttle: LoginThrottle
+    /// The password asked again when signed in (change, deletion): counted apart from sign-in.
+    let reauthThrottle: LoginThrottle
     let mailer: AuthMailer
     let signer: AccessTokenSigner
     let apple: IdentityTokenVerifier?
@@ -33,6 +36,7 @@ struct Accounts: Sendable {
         hasher = PasswordHasher(cost: settings.bcryptCost)
         policy = PasswordPolicy(common: common)
         throttle = LoginThrottle(redis: dependencies.redis, limits: settings.throttle, logger: dependencies.logger)
+        reauthThrottle = LoginThrottle(redis: dependencies.redis, limits: settings.throttle, logger: dependencies.logger, scope: "reauth")
         mailer = AuthMailer(settings: settings.mail)
         signer = try AccessTokenSigner(keys: settings.signing, issuer: settings.issuer, audience: settings.audience, ttl: settings.accessTokenTTL)
         apple = settings.apple.map { IdentityTokenVerifier(config: $0, httpClient: dependencies.httpClient, logger: dependencies.logger) }
@@ -177,6 +181,25 @@ extension Accounts {
         }
     }
 
+    /// The caller's account if it is a live admin *now*: the roles in the token are not enough here,
+    /// since a demoted or disabled admin's token lives on for a few minutes.
+    func liveAdmin(_ context: AuthenticatedContext) async throws -> UserRecord {
+        try context.require(anyOf: .admin)
+        let user = try await liveUser(context)
+        guard user.roles.contains(.admin) else { throw APIError.forbidden("This needs the admin role.") }
+        return user
+    }
+
+    /// Checks the password of a signed-in user again (change, deletion), counting failures.
+    func confirmPassword(_ password: String, of user: UserRecord, context: AuthenticatedContext, request: Request) async throws {
+        let ip = ClientAddress.of(request, peer: context.remoteAddress)
+        try await reauthThrottle.begin(account: user.id.uuidString, ip: ip)
+        guard try await hasher.verify(password, hash: user.passwordHash) else {
+            throw APIError(.forbidden, code: "invalid_credentials", detail: "The password is wrong.")
+        }
+        await reauthThrottle.succeeded(account: user.id.uuidString, ip: ip)
+    }
+
     /// Whether the caller's session began within the re-authentication window.
     func sessionStartedRecently(_ context: AuthenticatedContext) async throws -> Bool {
         guard let sessionID = context.caller.sessionID else { return false }
@@ -188,9 +211,19 @@ extension Accounts {
         return false
     }
 
+    enum WhenUnavailable { case allow, refuse }
+
     /// A fixed-window limit counted in Redis; throws 429 `rate_limited` with `Retry-After` over `max`.
-    func limit(_ key: String, per window: Duration, max: Int, detail: String) async throws {
-        let count = try await redis.incrementWithExpiry(key, window: window)
+    /// When Redis cannot be reached, `.allow` lets the request through (logged), `.refuse` is a 503.
+    func limit(_ key: String, per window: Duration, max: Int, detail: String, whenUnavailable: WhenUnavailable) async throws {
+        let count: Int
+        do {
+            count = try await redis.incrementWithExpiry(key, window: window)
+        } catch {
+            logger.warning("rate limit unavailable", metadata: ["key": "\(key)", "error": "\(error)"])
+            if whenUnavailable == .allow { return }
+            throw APIError(.serviceUnavailable, code: "service_unavailable", detail: "Try again shortly.")
+        }
         guard count > max else { return }
         let ttl = (try? await redis.pttl(key)) ?? nil
         let seconds = Swift.max(1, ((ttl ?? 1_000) + 999) / 1_000)

@@ -3,12 +3,18 @@ import Foundation
 import Logging
 import ServiceKit
 
-/// Counts failed logins in Redis, per account and per client IP, in fixed windows, so that every
-/// replica sees the same counts. A success clears only that account's count: an attacker's failures
-/// against other accounts from the same IP still count.
+/// Counts failed password checks in Redis, per account and per client IP, in fixed windows, so that
+/// every replica sees the same counts. An attempt is counted *before* the password is checked (and
+/// uncounted when it succeeds), so a burst of parallel guesses cannot all slip past the limit while
+/// bcrypt runs. A success clears only that account's count: an attacker's failures against other
+/// accounts from the same IP still count.
 ///
-/// If Redis cannot be reached the check lets the attempt through (and logs it): sign-in stays
-/// available, and bcrypt still bounds the guessing rate.
+/// `scope` keeps separate counts for separate doors: `login` (by email) and `reauth` (the password
+/// asked again by password change and account deletion, by user id), so that guesses with a stolen
+/// access token cannot lock the owner out of signing in.
+///
+/// If Redis cannot be reached the attempt is let through (and logged): sign-in stays available, and
+/// bcrypt still bounds the guessing rate.
 struct LoginThrottle: Sendable {
     struct Limits: Sendable {
         var perAccount: Int
@@ -19,50 +25,64 @@ struct LoginThrottle: Sendable {
     let redis: RedisClient
     let limits: Limits
     let logger: Logger
+    var scope = "login"
 
-    static func accountKey(_ email: String) -> String {
+    static func hashed(_ account: String) -> String {
         // Hashed so that Redis never holds the addresses.
-        "auth:login-failures:account:" + SHA256.hash(data: Data(email.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: Data(account.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
     }
 
-    static func ipKey(_ ip: String) -> String { "auth:login-failures:ip:" + ip }
+    func accountKey(_ account: String) -> String { "auth:\(scope)-failures:account:" + Self.hashed(account) }
+    func ipKey(_ ip: String) -> String { "auth:\(scope)-failures:ip:" + ip }
 
-    /// Throws 429 `too_many_attempts` (with `Retry-After`) when either count is at its limit.
-    func check(email: String, ip: String) async throws {
-        let keys = [Self.accountKey(email), Self.ipKey(ip)]
-        let replies: [RESPValue]
+    private static let reserve = """
+        local a = tonumber(redis.call('GET', KEYS[1]) or '0')
+        local i = tonumber(redis.call('GET', KEYS[2]) or '0')
+        if a >= tonumber(ARGV[1]) then return {1, redis.call('PTTL', KEYS[1])} end
+        if i >= tonumber(ARGV[2]) then return {2, redis.call('PTTL', KEYS[2])} end
+        if redis.call('INCR', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+        if redis.call('INCR', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+        return {0, 0}
+        """
+
+    private static let release = """
+        redis.call('DEL', KEYS[1])
+        local i = tonumber(redis.call('GET', KEYS[2]) or '0')
+        if i > 0 then redis.call('DECR', KEYS[2]) end
+        return 0
+        """
+
+    /// Counts the attempt as a failure until `succeeded` says otherwise; throws 429
+    /// `too_many_attempts` (with `Retry-After`) when either count is already at its limit.
+    func begin(account: String, ip: String) async throws {
+        let windowMS = Int(limits.window.components.seconds * 1000)
+        let reply: RESPValue
         do {
-            replies = try await redis.pipeline(keys.flatMap { [["GET", RedisArgument($0)], ["PTTL", RedisArgument($0)]] })
+            reply = try await redis.eval(Self.reserve, keys: [accountKey(account), ipKey(ip)],
+                                         arguments: [RedisArgument(limits.perAccount), RedisArgument(limits.perIP), RedisArgument(windowMS)])
         } catch {
-            logger.warning("login throttle unavailable; attempt allowed", metadata: ["error": "\(error)"])
+            logger.warning("login throttle unavailable; attempt allowed", metadata: ["error": "\(error)", "scope": "\(scope)"])
             return
         }
-        let accountCount = replies[0].string.flatMap(Int.init) ?? 0
-        let ipCount = replies[2].string.flatMap(Int.init) ?? 0
-        if accountCount >= limits.perAccount {
-            throw Self.refusal("Too many failed sign-ins for this account.", ttl: replies[1].int)
+        let parts = reply.array ?? []
+        switch parts.first?.int ?? 0 {
+        case 1: throw Self.refusal("Too many failed attempts for this account.", ttl: parts.last?.int)
+        case 2: throw Self.refusal("Too many failed attempts from this address.", ttl: parts.last?.int)
+        default: return
         }
-        if ipCount >= limits.perIP {
-            throw Self.refusal("Too many failed sign-ins from this address.", ttl: replies[3].int)
+    }
+
+    /// The password was right: the account's count starts over and this attempt leaves the IP's.
+    func succeeded(account: String, ip: String) async {
+        do {
+            _ = try await redis.eval(Self.release, keys: [accountKey(account), ipKey(ip)], arguments: [])
+        } catch {
+            logger.warning("login throttle not released", metadata: ["error": "\(error)", "scope": "\(scope)"])
         }
     }
 
     private static func refusal(_ detail: String, ttl: Int?) -> APIError {
         let seconds = max(1, ((ttl ?? 1_000) + 999) / 1_000)
         return .tooManyRequests("\(detail) Try again in \(seconds) s.", code: "too_many_attempts", retryAfterSeconds: seconds)
-    }
-
-    func recordFailure(email: String, ip: String) async {
-        do {
-            async let account = redis.incrementWithExpiry(Self.accountKey(email), window: limits.window)
-            async let address = redis.incrementWithExpiry(Self.ipKey(ip), window: limits.window)
-            _ = try await (account, address)
-        } catch {
-            logger.warning("login failure not counted", metadata: ["error": "\(error)"])
-        }
-    }
-
-    func recordSuccess(email: String) async {
-        _ = try? await redis.send("DEL", RedisArgument(Self.accountKey(email)))
     }
 }

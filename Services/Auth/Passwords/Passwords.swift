@@ -23,9 +23,12 @@ struct PasswordHasher: Sendable {
 
     /// Checks `password` against `hash`, or burns the same time against the dummy when there is none.
     func verify(_ password: String, hash: String?) async throws -> Bool {
-        let target = hash ?? dummyHash
+        // bcrypt would compare only the first 72 bytes; no stored password is longer, so a longer one
+        // is wrong (after the same work).
+        let tooLong = password.utf8.count > PasswordPolicy.maximumBytes || password.unicodeScalars.contains { $0.value == 0 }
+        let target = tooLong ? dummyHash : (hash ?? dummyHash)
         let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: target) }
-        return matches && hash != nil
+        return matches && hash != nil && !tooLong
     }
 }
 

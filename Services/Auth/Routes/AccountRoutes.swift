@@ -64,18 +64,17 @@ struct AccountRoutes {
         let body = try await request.decode(as: LoginRequest.self, context: context)
         let email = EmailAddress.normalize(body.email)
         let client = context.client(request)
-        try await accounts.throttle.check(email: email, ip: client.ip)
+        try await accounts.throttle.begin(account: email, ip: client.ip)
         let accounts = self.accounts
         let user = try await accounts.postgres.withConnection { connection in
             try await accounts.users.find(email: email, on: connection, logger: context.logger)
         }
         let matches = try await accounts.hasher.verify(body.password, hash: user?.passwordHash)
         guard matches, let user else {
-            await accounts.throttle.recordFailure(email: email, ip: client.ip)
             throw APIError.unauthorized("The email or password is wrong.", code: "invalid_credentials")
         }
+        await accounts.throttle.succeeded(account: email, ip: client.ip)
         guard !user.isDisabled else { throw AuthErrors.disabled }
-        await accounts.throttle.recordSuccess(email: email)
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
             let (signedIn, session) = try await accounts.startSession(for: user, method: "password", client: client, on: connection)
             return SignInResponse(user: try await accounts.view(of: signedIn, on: connection), session: session)
@@ -116,7 +115,7 @@ struct AccountRoutes {
         let user = try await accounts.liveUser(context)
         guard !user.emailVerified else { throw APIError.conflict("This email address is already verified.", code: "already_verified") }
         try await accounts.limit("auth:verify-resend:\(user.id)", per: .seconds(3600), max: accounts.settings.resendPerHour,
-                                 detail: "Verification mails are limited to \(accounts.settings.resendPerHour) an hour.")
+                                 detail: "Verification mails are limited to \(accounts.settings.resendPerHour) an hour.", whenUnavailable: .allow)
         try await accounts.postgres.transaction(logger: context.logger) { connection in
             let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
             try await accounts.mailer.sendVerification(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
@@ -128,8 +127,9 @@ struct AccountRoutes {
         var email: String
     }
 
-    /// Always 202, so the answer does not say whether an account exists; mails to one address are
-    /// limited (silently) so the endpoint cannot be used to flood someone's inbox.
+    /// Always 202, and in the same time: the lookup and the mail happen after the answer, so neither
+    /// the answer nor its timing says whether an account exists. Mails to one address are limited
+    /// (silently) so the endpoint cannot be used to flood someone's inbox.
     @Sendable func forgotPassword(_ request: Request, context: ServiceRequestContext) async throws -> HTTPResponse.Status {
         let body = try await request.decode(as: ForgotRequest.self, context: context)
         let email = EmailAddress.normalize(body.email)
@@ -137,11 +137,25 @@ struct AccountRoutes {
             throw APIError(.badRequest, code: "invalid_email", detail: "That is not a valid email address.", errors: [.init(field: "email", message: "is not a valid email address")])
         }
         let accounts = self.accounts
-        let allowed = (try? await accounts.limit("auth:reset-mail:\(LoginThrottle.accountKey(email))", per: .seconds(3600), max: 5, detail: "")) != nil
-        try await accounts.postgres.transaction(logger: context.logger) { connection in
-            guard allowed, let user = try await accounts.users.find(email: email, on: connection, logger: context.logger), !user.isDisabled else { return }
-            let token = try await accounts.emailTokens.issue(.resetPassword, userID: user.id, email: user.email, on: connection, logger: context.logger)
-            try await accounts.mailer.sendPasswordReset(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
+        let logger = context.logger
+        Task {
+            do {
+                let allowed: Bool
+                do {
+                    try await accounts.limit("auth:reset-mail:\(LoginThrottle.hashed(email))", per: .seconds(3600), max: 5, detail: "", whenUnavailable: .allow)
+                    allowed = true
+                } catch is APIError {
+                    allowed = false
+                }
+                guard allowed else { return }
+                try await accounts.postgres.transaction(logger: logger) { connection in
+                    guard let user = try await accounts.users.find(email: email, on: connection, logger: logger), !user.isDisabled else { return }
+                    let token = try await accounts.emailTokens.issue(.resetPassword, userID: user.id, email: user.email, on: connection, logger: logger)
+                    try await accounts.mailer.sendPasswordReset(to: user.email, name: user.displayName, token: token, on: connection, logger: logger)
+                }
+            } catch {
+                logger.error("password reset mail not queued", metadata: ["error": "\(error)"])
+            }
         }
         return .accepted
     }
@@ -185,13 +199,10 @@ struct AccountRoutes {
         let body = try await request.decode(as: ChangeRequest.self, context: context)
         let accounts = self.accounts
         let user = try await accounts.liveUser(context)
-        let ip = ClientAddress.of(request, peer: context.remoteAddress)
-        let email = EmailAddress.normalize(user.email)
-        try await accounts.throttle.check(email: email, ip: ip)
-        guard try await accounts.hasher.verify(body.currentPassword, hash: user.passwordHash) else {
-            await accounts.throttle.recordFailure(email: email, ip: ip)
-            throw APIError(.forbidden, code: "invalid_credentials", detail: "The current password is wrong.")
+        guard user.passwordHash != nil else {
+            throw APIError(.forbidden, code: "no_password", detail: "This account signs in with Apple or Google and has no password; set one with the password reset mail.")
         }
+        try await accounts.confirmPassword(body.currentPassword, of: user, context: context, request: request)
         try checkPassword(body.password, email: user.email)
         let hash = try await accounts.hasher.hash(body.password)
         try await accounts.postgres.transaction(logger: context.logger) { connection in
@@ -210,6 +221,7 @@ struct AccountRoutes {
             throw APIError.forbidden("Coach accounts are granted by an admin here.")
         }
         let accounts = self.accounts
+        _ = try await accounts.liveUser(context)
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
             guard let user = try await accounts.users.find(id: context.caller.userID, forUpdate: true, on: connection, logger: context.logger), !user.isDisabled else {
                 throw AuthErrors.sessionRevoked
@@ -233,9 +245,7 @@ struct AccountRoutes {
             guard let password = body.password else {
                 throw APIError.validation([.init(field: "password", message: "is required to delete an account that has one")])
             }
-            guard try await accounts.hasher.verify(password, hash: user.passwordHash) else {
-                throw APIError(.forbidden, code: "invalid_credentials", detail: "The password is wrong.")
-            }
+            try await accounts.confirmPassword(password, of: user, context: context, request: request)
         } else {
             let recent = try await accounts.sessionStartedRecently(context)
             guard recent else {
@@ -281,6 +291,13 @@ enum AuthErrors {
 
 enum DisplayName {
     static let maxLength = 80
+
+    /// A name from a provider is cleaned rather than refused: a sign-in must not fail over it.
+    static func sanitized(_ name: String?) -> String? {
+        guard let name else { return nil }
+        let cleaned = String(name.unicodeScalars.filter { !CharacterSet.controlCharacters.contains($0) }).trimmingCharacters(in: .whitespacesAndNewlines)
+        return cleaned.isEmpty ? nil : String(cleaned.prefix(maxLength))
+    }
 
     static func validate(_ name: String?) throws -> String? {
         guard let trimmed = name?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }

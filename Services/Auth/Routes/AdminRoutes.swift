@@ -18,7 +18,7 @@ struct AdminRoutes {
     }
 
     @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> Page<UserView> {
-        try context.require(anyOf: .admin)
+        _ = try await accounts.liveAdmin(context)
         let page = try PageRequest(query: request)
         let after = try page.position(UserCursor.self)
         let query = request.uri.queryParameters["query"].map(String.init).flatMap { $0.isEmpty ? nil : String($0.prefix(200)) }
@@ -33,13 +33,13 @@ struct AdminRoutes {
     }
 
     @Sendable func changeRole(_ request: Request, context: AuthenticatedContext, add: Bool) async throws -> UserView {
-        try context.require(anyOf: .admin)
+        _ = try await accounts.liveAdmin(context)
         let userID = try Self.userID(context)
         guard let role = context.parameters.get("role").flatMap(Role.init(rawValue:)) else {
             throw APIError.badRequest("Unknown role; roles are \(Role.allCases.map(\.rawValue).joined(separator: ", ")).", code: "invalid_role")
         }
-        if !add, role == .admin, userID == context.caller.userID {
-            throw APIError.conflict("Admins cannot remove their own admin role; ask another admin.", code: "cannot_change_self")
+        if userID == context.caller.userID {
+            throw APIError.conflict("Admins cannot change their own roles; ask another admin.", code: "cannot_change_self")
         }
         let accounts = self.accounts
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
@@ -51,10 +51,10 @@ struct AdminRoutes {
 
     /// A disabled account loses its sessions at once and cannot sign in until enabled.
     @Sendable func setDisabled(_ request: Request, context: AuthenticatedContext, disabled: Bool) async throws -> UserView {
-        try context.require(anyOf: .admin)
+        _ = try await accounts.liveAdmin(context)
         let userID = try Self.userID(context)
-        if disabled, userID == context.caller.userID {
-            throw APIError.conflict("Admins cannot disable their own account.", code: "cannot_change_self")
+        if userID == context.caller.userID {
+            throw APIError.conflict("Admins cannot disable or enable their own account.", code: "cannot_change_self")
         }
         let accounts = self.accounts
         return try await accounts.postgres.transaction(logger: context.logger) { connection in

@@ -52,7 +52,7 @@ struct ProviderRoutes {
         } catch let error as IdentityTokenError {
             throw error.apiError
         }
-        let suppliedName = try DisplayName.validate(body.name?.full ?? identity.name)
+        let suppliedName = DisplayName.sanitized(body.name?.full ?? identity.name)
         let client = context.client(request)
         let accounts = self.accounts
         let provider = identity.provider
@@ -97,6 +97,10 @@ struct ProviderRoutes {
                                             userID: user.id, on: connection, logger: context.logger)
             if identity.emailVerified {
                 try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, on: connection, logger: context.logger)
+            } else {
+                // The provider has not verified the address: prove it the usual way.
+                let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
+                try await accounts.mailer.sendVerification(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
             }
             let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)
             return SignInResponse(user: UserView(signedIn, providers: [provider]), session: session, created: true)

@@ -97,6 +97,8 @@ struct SessionRoutes {
         }
         let caller = context.caller
         let accounts = self.accounts
+        // A token whose session already ended cannot end the sessions made since.
+        _ = try await accounts.liveUser(context)
         try await accounts.postgres.withConnection { connection in
             if scope == "all" {
                 try await accounts.sessions.endAll(of: caller.userID, on: connection, logger: context.logger)
@@ -139,6 +141,7 @@ struct SessionRoutes {
     @Sendable func endSession(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         guard let id = context.parameters.get("id").flatMap(UUID.init(uuidString:)) else { throw APIError.notFound("No such session.") }
         let accounts = self.accounts
+        _ = try await accounts.liveUser(context)
         let caller = context.caller
         let ended = try await accounts.postgres.withConnection { connection in
             try await accounts.sessions.end(id, of: caller.userID, on: connection, logger: context.logger)

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import Models
 import NIOCore
+import PostgresNIO
 
 /// Turns every thrown error into `application/problem+json` with a stable `code`. Unexpected errors
 /// become a 500 that says nothing about internals; the error itself is logged with the request id.
@@ -35,6 +36,11 @@ public struct ProblemMiddleware<Context: IdentifiedRequestContext>: RouterMiddle
             return Self.response(for: APIError(.contentTooLarge, code: "payload_too_large", detail: "The request body is too large."), request: request, context: context)
         case let error as DecodingError:
             return Self.response(for: APIError.decoding(error), request: request, context: context)
+        case let error as PSQLError where error.serverInfo?[.sqlState] == "23505" || error.serverInfo?[.sqlState] == "40001":
+            // Two requests raced for the same unique row (or a serialization conflict): the loser is
+            // told to retry rather than seeing a 500.
+            context.logger.info("request lost a race", metadata: ["sql_state": "\(error.serverInfo?[.sqlState] ?? "")", "path": "\(request.uri.path)"])
+            return Self.response(for: APIError.conflict("A concurrent request changed the same data; try again.", code: "conflict"), request: request, context: context)
         default:
             context.logger.error("unhandled error", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
             return Problem(status: 500, code: "internal_error", title: "Internal Server Error",
