@@ -51,10 +51,8 @@ public struct SMTPTransport: MailTransport {
     public init(config: SMTPConfig, threadPool: NIOThreadPool = .singleton) {
         self.config = config
         self.threadPool = threadPool
-        _ = Self.globalInit
     }
 
-    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
     public func send(_ message: MailMessage, messageID: String) async throws {
         let payload = Array(message.rendered(from: config.from, messageID: messageID).utf8)
@@ -75,10 +73,12 @@ public struct SMTPTransport: MailTransport {
         guard !recipient.contains("\r"), !recipient.contains("\n"), recipient.contains("@") else {
             throw MailError.rejected("invalid recipient address")
         }
-        guard let handle = curl_easy_init() else { throw MailError.transport("libcurl could not start") }
-        defer { curl_easy_cleanup(handle) }
-        var recipients: UnsafeMutablePointer<curl_slist>? = curl_slist_append(nil, "<\(recipient)>")
-        defer { curl_slist_free_all(recipients) }
+        guard let handle = ccurl_easy_init() else {
+            throw MailError.transport(ccurl_available() == 0 ? "libcurl (libcurl4) is not installed" : "libcurl could not start")
+        }
+        defer { ccurl_easy_cleanup(handle) }
+        let recipients: UnsafeMutablePointer<curl_slist>? = ccurl_slist_append(nil, "<\(recipient)>")
+        defer { ccurl_slist_free_all(recipients) }
         let upload = Upload(payload)
         let context = Unmanaged.passUnretained(upload).toOpaque()
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
@@ -107,15 +107,15 @@ public struct SMTPTransport: MailTransport {
                 upload.offset += length
                 return length
             }
-            return curl_easy_perform(handle)
+            return ccurl_easy_perform(handle)
         }
         withExtendedLifetime(upload) {}
         guard code == CURLE_OK else {
             let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let summary = String(cString: curl_easy_strerror(code))
+            let summary = String(cString: ccurl_easy_strerror(code))
             var response: Int = 0
             _ = withUnsafeMutablePointer(to: &response) { pointer in
-                curl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, pointer)
+                ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, pointer)
             }
             let message = detail.isEmpty ? summary : "\(summary): \(detail)"
             // 5xx from the server is permanent (bad address, refused); anything else may pass later.
