@@ -14,7 +14,7 @@ enum AuthService {
         migrations: { [MailOutbox.migration] + (try ServiceDefinition.bundledMigrations(.module)) },
         setup: { config in
             let settings = try AuthSettings(config)
-            let common = try CommonPasswords.bundled()
+            let common = try CommonPasswordList()
             return ServiceSetup(
                 // auth checks its own tokens with its own keys: no HTTP round trip to itself.
                 tokenSource: StaticJWKSSource(jwks: try settings.signing.jwks),

@@ -44,3 +44,15 @@ import Testing
         }
     }
 }
+
+@Suite struct PasswordListTests {
+    @Test func theShippedListHasAtLeastTenThousandEntriesAndIgnoresCase() throws {
+        let list = try CommonPasswordList()
+        #expect(list.count >= 10_000)
+        #expect(list.contains("password"))
+        #expect(list.contains("PaSsWoRd"))
+        #expect(list.contains("iloveyou"))
+        #expect(!list.contains("correct horse battery"))
+        #expect(!list.contains(""))
+    }
+}

@@ -26,7 +26,7 @@ struct Accounts: Sendable {
     let apple: IdentityTokenVerifier?
     let google: IdentityTokenVerifier?
 
-    init(settings: AuthSettings, common: CommonPasswords, dependencies: ServiceDependencies) throws {
+    init(settings: AuthSettings, common: CommonPasswordList, dependencies: ServiceDependencies) throws {
         self.settings = settings
         postgres = dependencies.postgres
         redis = dependencies.redis

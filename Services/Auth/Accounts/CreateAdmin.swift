@@ -6,7 +6,7 @@ import ServiceKit
 /// account gets the admin role; otherwise an account is created with its email marked verified and
 /// the password from `ADMIN_PASSWORD` (or a generated one, printed once).
 enum CreateAdmin {
-    static func command(settings: AuthSettings, common: CommonPasswords) -> ServiceCommand {
+    static func command(settings: AuthSettings, common: CommonPasswordList) -> ServiceCommand {
         ServiceCommand(usage: "create-admin EMAIL   (password from ADMIN_PASSWORD, or generated and printed)") { arguments, context in
             guard let email = arguments.first, EmailAddress.isValid(email.trimmingCharacters(in: .whitespaces)) else {
                 throw ConfigurationError(problems: ["create-admin needs a valid email address: auth create-admin EMAIL"])

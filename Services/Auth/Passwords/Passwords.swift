@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HummingbirdBcrypt
 import NIOPosix
 import ServiceKit
@@ -8,12 +9,13 @@ import ServiceKit
 struct PasswordHasher: Sendable {
     let cost: Int
     /// A hash of a random password at the configured cost: verified against when the account does
-    /// not exist (or has no password), so that such a login takes as long as a real one.
-    let dummyHash: String
+    /// not exist (or has no password), so that such a login takes as long as a real one. Made in
+    /// the background at start, so it does not delay readiness.
+    private let dummy: Task<String, Never>
 
     init(cost: Int) {
         self.cost = cost
-        dummyHash = Bcrypt.hash(UUID().uuidString, cost: UInt8(cost))
+        dummy = Task.detached { Bcrypt.hash(UUID().uuidString, cost: UInt8(cost)) }
     }
 
     func hash(_ password: String) async throws -> String {
@@ -26,6 +28,7 @@ struct PasswordHasher: Sendable {
         // bcrypt would compare only the first 72 bytes; no stored password is longer, so a longer one
         // is wrong (after the same work).
         let tooLong = password.utf8.count > PasswordPolicy.maximumBytes || password.unicodeScalars.contains { $0.value == 0 }
+        let dummyHash = await dummy.value
         let target = tooLong ? dummyHash : (hash ?? dummyHash)
         let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: target) }
         return matches && hash != nil && !tooLong
@@ -38,7 +41,7 @@ struct PasswordPolicy: Sendable {
     static let minimumCharacters = 8
     static let maximumBytes = 72
 
-    let common: CommonPasswords
+    let common: CommonPasswordList
 
     /// The rule `password` breaks, as the message the client shows; nil when it is acceptable.
     func violation(_ password: String, email: String? = nil) -> String? {
@@ -58,6 +61,34 @@ struct PasswordPolicy: Sendable {
             return "The password must not be your email address."
         }
         return nil
+    }
+}
+
+/// The shipped list, read on the first password check rather than at start: an idle replica does not
+/// hold it, and a service that never sees a new password never reads it. The file's presence is
+/// checked at start.
+final class CommonPasswordList: Sendable {
+    private let url: URL
+    private let loaded = Mutex<CommonPasswords?>(nil)
+
+    init() throws {
+        guard let url = Bundle.module.url(forResource: "Resources/common-passwords", withExtension: "txt")
+            ?? Bundle.module.url(forResource: "common-passwords", withExtension: "txt") else {
+            throw ConfigurationError(problems: ["the common-password list is missing from the auth bundle"])
+        }
+        self.url = url
+    }
+
+    func contains(_ password: String) -> Bool { list().contains(password) }
+    var count: Int { list().count }
+
+    private func list() -> CommonPasswords {
+        loaded.withLock { list in
+            if let list { return list }
+            let read = (try? CommonPasswords.load(url)) ?? CommonPasswords(passwords: [])
+            list = read
+            return read
+        }
     }
 }
 
@@ -83,14 +114,10 @@ struct CommonPasswords: Sendable {
         self.starts = starts
     }
 
-    static func bundled() throws -> CommonPasswords {
-        guard let url = Bundle.module.url(forResource: "Resources/common-passwords", withExtension: "txt")
-            ?? Bundle.module.url(forResource: "common-passwords", withExtension: "txt") else {
-            throw ConfigurationError(problems: ["the common-password list is missing from the auth bundle"])
-        }
+    static func load(_ url: URL) throws -> CommonPasswords {
         let list = try CommonPasswords(passwords: String(contentsOf: url, encoding: .utf8).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init))
         #if os(Linux)
-        _ = glibcMallocTrim(0)  // hand the parsing garbage back to the system: this runs once, at start
+        _ = glibcMallocTrim(0)  // hand the parsing garbage back to the system: this runs once
         #endif
         return list
     }
