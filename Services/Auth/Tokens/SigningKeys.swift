@@ -73,16 +73,20 @@ struct SigningKeys: Sendable {
         get throws { try JSONDecoder().decode(JWKS.self, from: jwksJSON) }
     }
 
-    /// The JWKS as served at `/.well-known/jwks.json`: current key first.
+    /// The JWKS as served at `/.well-known/jwks.json`: current key first. (Encoded with a Codable
+    /// type: `JSONSerialization` with sorted keys would load ICU's locale data, a MiB of an idle process.)
     var jwksJSON: Data {
         get throws {
+            struct Document: Encodable {
+                struct Key: Encodable { var kty = "EC", crv = "P-256", alg = "ES256", use = "sig", kid: String, x: String, y: String }
+                var keys: [Key]
+            }
             var keys = [Key(kid: kid, publicKey: privateKey.publicKey)]
             if let previous { keys.append(previous) }
-            let json: [String: Any] = ["keys": keys.map { key -> [String: String] in
+            return try JSONEncoder().encode(Document(keys: keys.map { key in
                 let (x, y) = Self.coordinates(key.publicKey)
-                return ["kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": key.kid, "x": x, "y": y]
-            }]
-            return try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])
+                return Document.Key(kid: key.kid, x: x, y: y)
+            }))
         }
     }
 }
