@@ -116,9 +116,7 @@ struct CommonPasswords: Sendable {
 
     static func load(_ url: URL) throws -> CommonPasswords {
         let list = try CommonPasswords(passwords: String(contentsOf: url, encoding: .utf8).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init))
-        #if os(Linux)
-        _ = glibcMallocTrim(0)  // hand the parsing garbage back to the system: this runs once
-        #endif
+        MemoryTuning.releaseFreeMemory()  // hand the parsing garbage back to the system: this runs once
         return list
     }
 
@@ -137,9 +135,3 @@ struct CommonPasswords: Sendable {
         return low < count && bytes[Int(starts[low])..<Int(starts[low + 1])].elementsEqual(key)
     }
 }
-
-#if os(Linux)
-/// glibc's `malloc_trim` (declared in malloc.h, which the Glibc module does not export).
-@_silgen_name("malloc_trim")
-private func glibcMallocTrim(_ pad: Int) -> Int32
-#endif

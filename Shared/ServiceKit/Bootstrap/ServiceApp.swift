@@ -161,6 +161,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
         let applied = try await MigrationRunner(client: postgres, schema: config.database.schema, migrations: migrations, logger: logger).run()
         logger.info("migrations up to date", metadata: ["applied_now": "\(applied.count)", "schema": "\(config.database.schema)"])
         readiness.markReady()
+        MemoryTuning.releaseFreeMemory()
     }
     return app
 }
