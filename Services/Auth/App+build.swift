@@ -17,7 +17,7 @@ enum AuthService {
             let common = try CommonPasswordList()
             return ServiceSetup(
                 // auth checks its own tokens with its own keys: no HTTP round trip to itself.
-                tokenSource: StaticJWKSSource(jwks: try settings.signing.jwks),
+                tokenSource: SigningKeys.Source(keys: settings.signing),
                 commands: ["create-admin": CreateAdmin.command(settings: settings, common: common)],
                 build: { router, dependencies in
                     let accounts = try Accounts(settings: settings, common: common, dependencies: dependencies)

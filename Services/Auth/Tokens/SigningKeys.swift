@@ -3,6 +3,7 @@ import Foundation
 import JWTKit
 import Models
 import ServiceKit
+import Synchronization
 
 /// The ES256 keys auth signs access tokens with: the current key (private) and, while keys rotate,
 /// the previous one (public is enough). Both are published in the JWKS, so tokens signed with the
@@ -73,6 +74,12 @@ struct SigningKeys: Sendable {
         get throws { try JSONDecoder().decode(JWKS.self, from: jwksJSON) }
     }
 
+    /// The service's own keys as a key source for its token checks, read when first needed.
+    struct Source: JWKSSource {
+        let keys: SigningKeys
+        func fetch() async throws -> JWKS { try keys.jwks }
+    }
+
     /// The JWKS as served at `/.well-known/jwks.json`: current key first. (Encoded with a Codable
     /// type: `JSONSerialization` with sorted keys would load ICU's locale data, a MiB of an idle process.)
     var jwksJSON: Data {
@@ -98,22 +105,24 @@ final class AccessTokenSigner: Sendable {
     let audience: String
     let ttlSeconds: Int
     private let collection = JWTKeyCollection()
-    /// jwt-kit adds keys asynchronously; the first signature waits for it.
-    private let loaded: Task<Void, Never>
+    private let key: ES256PrivateKey
+    /// The key joins jwt-kit's collection on the first signature, not at start (an idle replica
+    /// need not load the signing code).
+    private let added = Mutex(false)
 
     init(keys: SigningKeys, issuer: String, audience: String, ttl: Duration) throws {
         self.keys = keys
         self.issuer = issuer
         self.audience = audience
         ttlSeconds = Int(ttl.components.seconds)
-        let key = try ES256PrivateKey(pem: keys.privateKey.pemRepresentation)
-        let collection = self.collection
-        let kid = JWKIdentifier(string: keys.kid)
-        loaded = Task { await collection.add(ecdsa: key, kid: kid) }
+        key = try ES256PrivateKey(pem: keys.privateKey.pemRepresentation)
     }
 
     func sign(userID: UUID, sessionID: UUID, roles: [Role], emailVerified: Bool, now: Date = Date()) async throws -> String {
-        await loaded.value
+        if !added.withLock({ $0 }) {
+            await collection.add(ecdsa: key, kid: JWKIdentifier(string: keys.kid))  // adding twice is harmless
+            added.withLock { $0 = true }
+        }
         let claims = AccessTokenClaims(
             userID: userID, sessionID: sessionID, roles: roles, emailVerified: emailVerified,
             issuer: issuer, audience: audience, issuedAt: now, expiresAt: now.addingTimeInterval(TimeInterval(ttlSeconds))
