@@ -18,6 +18,7 @@ function init(args)
     if i % n == id then table.insert(queue, line) end
     i = i + 1
   end
+  statuses = {}
   wrk.method = "POST"
   wrk.headers["Content-Type"] = "application/json"
 end
@@ -29,10 +30,15 @@ function request()
 end
 
 function response(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
+  if status ~= 200 and (statuses[status] or 0) <= 2 then io.write(string.format("status %d: %s\n", status, body)) end
   local token = body:match('"refresh_token"%s*:%s*"([^"]+)"')
   if token then table.insert(queue, token) end
 end
 
 function done(summary, latency, requests)
-  io.write(string.format("non-200 answers: %d\n", summary.errors.status))
+  for _, thread in ipairs(threads) do
+    local s = thread:get("statuses")
+    for status, count in pairs(s) do io.write(string.format("status %d: %d\n", status, count)) end
+  end
 end
