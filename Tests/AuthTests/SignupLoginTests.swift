@@ -33,9 +33,11 @@ import Testing
             #expect(me.status == .ok)
             #expect((me.json["id"] as? String)?.lowercased() == account.id)
 
-            try await waitUntil(.seconds(10)) { try await env.eventTypes(for: account.id).contains("user.registered") }
-            let types = try await env.eventTypes(for: account.id)
-            #expect(types.filter { $0 == "user.signed_in" }.count == 2)
+            // One user.registered, and a user.signed_in for each of the two sign-ins.
+            try await waitUntil(.seconds(10)) {
+                let types = try await env.eventTypes(for: account.id)
+                return types.filter { $0 == "user.registered" }.count == 1 && types.filter { $0 == "user.signed_in" }.count == 2
+            }
         }
     }
 

@@ -181,3 +181,18 @@ import Testing
         }
     }
 }
+
+@Suite struct Base64URLTests {
+    @Test func roundTripsAndMatchesFoundationsBase64() {
+        for length in 0..<70 {
+            let data = Data((0..<length).map { _ in UInt8.random(in: 0...255) })
+            let expected = data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Base64URL.encode(data) == expected)
+            #expect(Base64URL.decode(expected) == data)
+            #expect(Base64URL.decode(data.base64EncodedString()) == data)  // padded, plain alphabet
+        }
+        #expect(Base64URL.decode("a") == nil)         // a lone 6-bit group is not a byte
+        #expect(Base64URL.decode("ab$c") == nil)
+        #expect(Base64URL.decode("") == Data())
+    }
+}

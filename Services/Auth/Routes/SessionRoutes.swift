@@ -63,19 +63,36 @@ struct SessionRoutes {
         }
     }
 
-    /// One query: the account, its providers, and whether this session is still live.
+    /// One prepared statement (parsed and planned once per connection, as this is the hottest read):
+    /// the account, its providers, and whether this session is still live.
+    struct MeQuery: PostgresPreparedStatement {
+        static let sql = """
+            SELECT u.id, u.email, u.email_verified, u.password_hash, u.display_name, u.roles, u.disabled_at, u.created_at, u.last_sign_in_at,
+                   coalesce((SELECT array_agg(provider ORDER BY provider) FROM identities WHERE user_id = u.id), '{}'),
+                   ($3 OR EXISTS (SELECT 1 FROM sessions WHERE id = $2 AND user_id = u.id AND expires_at > now()))
+            FROM users u WHERE u.id = $1
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .bool]
+        typealias Row = (UUID, String, Bool, String?, String?, [String], Date?, Date, Date?, [String], Bool)
+
+        var userID: UUID
+        var sessionID: UUID?
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(userID)
+            bindings.append(sessionID ?? UUID())
+            bindings.append(sessionID == nil)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
     @Sendable func me(_ request: Request, context: AuthenticatedContext) async throws -> UserView {
         let caller = context.caller
-        let columns = UserStore.columns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")
-        let rows = try await accounts.postgres.query("""
-            SELECT \(unescaped: columns),
-                   coalesce((SELECT array_agg(provider ORDER BY provider) FROM identities WHERE user_id = u.id), '{}'),
-                   (\(caller.sessionID == nil) OR EXISTS (SELECT 1 FROM sessions WHERE id = \(caller.sessionID ?? UUID()) AND user_id = u.id AND expires_at > now()))
-            FROM users u WHERE u.id = \(caller.userID)
-            """, logger: context.logger)
-        for try await (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, providers, live) in rows.decode(
-            (UUID, String, Bool, String?, String?, [String], Date?, Date, Date?, [String], Bool).self
-        ) {
+        let rows = try await accounts.postgres.execute(MeQuery(userID: caller.userID, sessionID: caller.sessionID), logger: context.logger)
+        for try await (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, providers, live) in rows {
             guard live else { throw AuthErrors.sessionRevoked }
             let user = UserRecord(id: id, email: email, emailVerified: verified, passwordHash: hash, displayName: name,
                                   roles: Role.ordered(roles.compactMap(Role.init(rawValue:))), disabledAt: disabledAt, createdAt: createdAt, lastSignInAt: lastSignIn)

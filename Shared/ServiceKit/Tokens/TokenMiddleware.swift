@@ -20,7 +20,7 @@ public struct TokenMiddleware<Context: IdentifiedRequestContext>: RouterMiddlewa
         }
         var context = context
         do {
-            context.caller = try await verifier.verify(String(parts[1]).trimmingCharacters(in: .whitespaces))
+            context.caller = try await verifier.verify(String(parts[1].drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()))
         } catch {
             throw error.apiError
         }

@@ -272,14 +272,53 @@ actor RefreshGate {
     }
 }
 
+/// base64url (RFC 4648 §5) without padding, on bytes: this runs on every request that carries a
+/// token, where Foundation's string replacing (through NSString) cost more than the signature check.
 public enum Base64URL {
-    public static func decode(_ text: String) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, character) in alphabet.enumerated() { table[Int(character)] = UInt8(index) }
+        table[Int(UInt8(ascii: "+"))] = 62  // plain base64 is accepted too
+        table[Int(UInt8(ascii: "/"))] = 63
+        return table
+    }()
+
+    public static func decode(_ text: some StringProtocol) -> Data? {
+        var output = Data()
+        output.reserveCapacity(text.utf8.count * 3 / 4)
+        var buffer: UInt32 = 0
+        var bits = 0
+        for character in text.utf8 {
+            if character == UInt8(ascii: "=") { break }
+            let value = values[Int(character)]
+            guard value != 0xFF else { return nil }
+            buffer = (buffer << 6) | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                output.append(UInt8(truncatingIfNeeded: buffer >> UInt32(bits)))
+            }
+        }
+        // Leftover bits must be zero padding, and a lone 6-bit group is not a byte.
+        guard bits < 6, buffer & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+        return output
     }
 
-    public static func encode(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    public static func encode(_ data: some DataProtocol) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity((data.count * 4 + 2) / 3)
+        var buffer: UInt32 = 0
+        var bits = 0
+        for byte in data {
+            buffer = (buffer << 8) | UInt32(byte)
+            bits += 8
+            while bits >= 6 {
+                bits -= 6
+                output.append(alphabet[Int((buffer >> UInt32(bits)) & 0x3F)])
+            }
+        }
+        if bits > 0 { output.append(alphabet[Int((buffer << UInt32(6 - bits)) & 0x3F)]) }
+        return String(decoding: output, as: UTF8.self)
     }
 }
