@@ -34,11 +34,14 @@ public final class OutboxRelay: Service, Sendable {
         }
         try await worker.run { [self] in
             var moved = 0
-            // Drain in batches; a batch smaller than the limit means the outbox is empty for now.
+            // Drain in batches until one comes back empty. Between small batches the relay waits a
+            // moment so that rows committed meanwhile go out together: under a steady stream of
+            // commits this turns a transaction per event into one per few milliseconds.
             while true {
                 let batch = try await self.relayBatch()
                 moved += batch
-                if batch < self.batchSize { return moved }
+                if batch == 0 { return moved }
+                if batch < self.batchSize { try await Task.sleep(for: .milliseconds(2)) }
             }
         }
     }
