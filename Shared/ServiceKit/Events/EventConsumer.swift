@@ -73,7 +73,7 @@ public final class EventConsumer: Service, Sendable {
                 failures = 0
                 // As the relay does: after a small batch, a moment for more to arrive, so a steady
                 // stream is handled in a few transactions rather than one per event.
-                if !entries.isEmpty && entries.count < 100 { try? await Task.sleep(for: .milliseconds(2)) }
+                if !entries.isEmpty && entries.count < 100 { try? await Task.sleep(for: .milliseconds(5)) }
             } catch let error as DatabaseUnavailable {
                 // Not the event's fault: stop reading (so nothing is counted as a failed delivery)
                 // until the database answers again.

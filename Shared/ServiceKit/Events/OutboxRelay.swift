@@ -41,7 +41,7 @@ public final class OutboxRelay: Service, Sendable {
                 let batch = try await self.relayBatch()
                 moved += batch
                 if batch == 0 { return moved }
-                if batch < self.batchSize { try await Task.sleep(for: .milliseconds(2)) }
+                if batch < self.batchSize { try await Task.sleep(for: .milliseconds(5)) }
             }
         }
     }
