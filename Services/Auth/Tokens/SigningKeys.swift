@@ -105,7 +105,6 @@ final class AccessTokenSigner: Sendable {
     let audience: String
     let ttlSeconds: Int
     private let collection = JWTKeyCollection()
-    private let key: ES256PrivateKey
     /// The key joins jwt-kit's collection on the first signature, not at start (an idle replica
     /// need not load the signing code).
     private let added = Mutex(false)
@@ -115,11 +114,11 @@ final class AccessTokenSigner: Sendable {
         self.issuer = issuer
         self.audience = audience
         ttlSeconds = Int(ttl.components.seconds)
-        key = try ES256PrivateKey(pem: keys.privateKey.pemRepresentation)
     }
 
     func sign(userID: UUID, sessionID: UUID, roles: [Role], emailVerified: Bool, now: Date = Date()) async throws -> String {
         if !added.withLock({ $0 }) {
+            let key = try ES256PrivateKey(backing: keys.privateKey)
             await collection.add(ecdsa: key, kid: JWKIdentifier(string: keys.kid))  // adding twice is harmless
             added.withLock { $0 = true }
         }
