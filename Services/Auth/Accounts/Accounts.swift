@@ -225,8 +225,6 @@ extension Accounts {
             throw APIError(.serviceUnavailable, code: "service_unavailable", detail: "Try again shortly.")
         }
         guard count > max else { return }
-        let ttl = (try? await redis.pttl(key)) ?? nil
-        let seconds = Swift.max(1, ((ttl ?? 1_000) + 999) / 1_000)
-        throw APIError.tooManyRequests("\(detail) Try again in \(seconds) s.", retryAfterSeconds: seconds)
+        throw APIError.tooManyRequests(detail, ttlMilliseconds: (try? await redis.pttl(key)) ?? nil)
     }
 }

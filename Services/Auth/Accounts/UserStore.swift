@@ -17,6 +17,19 @@ struct UserRecord: Sendable {
     var lastSignInAt: Date?
 
     var isDisabled: Bool { disabledAt != nil }
+
+}
+
+extension UserRecord {
+    /// The columns of `UserStore.columns`, in that order.
+    typealias Columns = (UUID, String, Bool, String?, String?, [String], Date?, Date, Date?)
+
+    init(_ row: Columns) {
+        let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn) = row
+        self.init(id: id, email: email, emailVerified: verified, passwordHash: hash, displayName: name,
+                  roles: Role.ordered(roles.compactMap(Role.init(rawValue:))), disabledAt: disabledAt,
+                  createdAt: createdAt, lastSignInAt: lastSignIn)
+    }
 }
 
 /// The queries on `users` and `identities`. Every function runs on the caller's connection, so a
@@ -26,12 +39,8 @@ struct UserStore: Sendable {
 
     static func decode(_ rows: PostgresRowSequence) async throws -> [UserRecord] {
         var users: [UserRecord] = []
-        for try await (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn) in rows.decode(
-            (UUID, String, Bool, String?, String?, [String], Date?, Date, Date?).self
-        ) {
-            users.append(UserRecord(id: id, email: email, emailVerified: verified, passwordHash: hash, displayName: name,
-                                    roles: Role.ordered(roles.compactMap(Role.init(rawValue:))), disabledAt: disabledAt,
-                                    createdAt: createdAt, lastSignInAt: lastSignIn))
+        for try await row in rows.decode(UserRecord.Columns.self) {
+            users.append(UserRecord(row))
         }
         return users
     }

@@ -66,8 +66,8 @@ struct LoginThrottle: Sendable {
         }
         let parts = reply.array ?? []
         switch parts.first?.int ?? 0 {
-        case 1: throw Self.refusal("Too many failed attempts for this account.", ttl: parts.last?.int)
-        case 2: throw Self.refusal("Too many failed attempts from this address.", ttl: parts.last?.int)
+        case 1: throw APIError.tooManyRequests("Too many failed attempts for this account.", code: "too_many_attempts", ttlMilliseconds: parts.last?.int)
+        case 2: throw APIError.tooManyRequests("Too many failed attempts from this address.", code: "too_many_attempts", ttlMilliseconds: parts.last?.int)
         default: return
         }
     }
@@ -79,10 +79,5 @@ struct LoginThrottle: Sendable {
         } catch {
             logger.warning("login throttle not released", metadata: ["error": "\(error)", "scope": "\(scope)"])
         }
-    }
-
-    private static func refusal(_ detail: String, ttl: Int?) -> APIError {
-        let seconds = max(1, ((ttl ?? 1_000) + 999) / 1_000)
-        return .tooManyRequests("\(detail) Try again in \(seconds) s.", code: "too_many_attempts", retryAfterSeconds: seconds)
     }
 }

@@ -73,7 +73,7 @@ struct SessionRoutes {
             FROM users u WHERE u.id = $1
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .bool]
-        typealias Row = (UUID, String, Bool, String?, String?, [String], Date?, Date, Date?, [String], Bool)
+        typealias Row = (user: UserRecord, providers: [String], live: Bool)
 
         var userID: UUID
         var sessionID: UUID?
@@ -86,16 +86,18 @@ struct SessionRoutes {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, providers, live) =
+                try row.decode((UUID, String, Bool, String?, String?, [String], Date?, Date, Date?, [String], Bool).self)
+            return (UserRecord((id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn)), providers, live)
+        }
     }
 
     @Sendable func me(_ request: Request, context: AuthenticatedContext) async throws -> UserView {
         let caller = context.caller
         let rows = try await accounts.postgres.execute(MeQuery(userID: caller.userID, sessionID: caller.sessionID), logger: context.logger)
-        for try await (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, providers, live) in rows {
+        for try await (user, providers, live) in rows {
             guard live else { throw AuthErrors.sessionRevoked }
-            let user = UserRecord(id: id, email: email, emailVerified: verified, passwordHash: hash, displayName: name,
-                                  roles: Role.ordered(roles.compactMap(Role.init(rawValue:))), disabledAt: disabledAt, createdAt: createdAt, lastSignInAt: lastSignIn)
             guard !user.isDisabled else { throw AuthErrors.disabled }
             return UserView(user, providers: providers)
         }

@@ -35,6 +35,12 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public static func tooManyRequests(_ detail: String, code: String = "rate_limited", retryAfterSeconds: Int) -> APIError {
         .init(.tooManyRequests, code: code, detail: detail, headers: [.retryAfter: String(max(1, retryAfterSeconds))])
     }
+    /// A limit counted in Redis: `ttlMilliseconds` is the counter's `PTTL` (rounded up to whole
+    /// seconds for `Retry-After`, and said in the detail).
+    public static func tooManyRequests(_ detail: String, code: String = "rate_limited", ttlMilliseconds: Int?) -> APIError {
+        let seconds = max(1, ((ttlMilliseconds ?? 1_000) + 999) / 1_000)
+        return tooManyRequests("\(detail) Try again in \(seconds) s.", code: code, retryAfterSeconds: seconds)
+    }
 }
 
 extension Problem {
