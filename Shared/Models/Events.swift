@@ -143,3 +143,141 @@ public struct UserStatusChanged: EventPayload, Equatable {
         case userID = "user_id", disabled
     }
 }
+
+/// One allergy as a profile states it; nutrition checks meals against these.
+public struct Allergy: Codable, Sendable, Equatable, Hashable {
+    public enum Severity: String, Codable, Sendable, CaseIterable {
+        case mild, moderate, severe
+        case lifeThreatening = "life_threatening"
+    }
+
+    public var name: String
+    public var severity: Severity
+
+    public init(name: String, severity: Severity) {
+        self.name = name
+        self.severity = severity
+    }
+}
+
+/// A profile's dietary data changed (the new values, complete).
+public struct ProfileUpdated: EventPayload, Equatable {
+    public static let eventType = "profile.updated"
+    public var userID: UUID
+    public var dietaryPreferences: [String]
+    public var allergies: [Allergy]
+
+    public init(userID: UUID, dietaryPreferences: [String], allergies: [Allergy]) {
+        self.userID = userID
+        self.dietaryPreferences = dietaryPreferences
+        self.allergies = allergies
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", dietaryPreferences = "dietary_preferences", allergies
+    }
+}
+
+/// `followerID` now follows `followeeID` (directly, or by an approved request).
+public struct FollowCreated: EventPayload, Equatable {
+    public static let eventType = "follow.created"
+    public var followerID: UUID
+    public var followeeID: UUID
+
+    public init(followerID: UUID, followeeID: UUID) {
+        self.followerID = followerID
+        self.followeeID = followeeID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case followerID = "follower_id", followeeID = "followee_id"
+    }
+}
+
+/// `requesterID` asked to follow the private profile `targetID`.
+public struct FollowRequested: EventPayload, Equatable {
+    public static let eventType = "follow.requested"
+    public var requesterID: UUID
+    public var targetID: UUID
+
+    public init(requesterID: UUID, targetID: UUID) {
+        self.requesterID = requesterID
+        self.targetID = targetID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case requesterID = "requester_id", targetID = "target_id"
+    }
+}
+
+/// A follow ended: unfollowed, or removed by a block or an account deletion.
+public struct FollowRemoved: EventPayload, Equatable {
+    public static let eventType = "follow.removed"
+    public var followerID: UUID
+    public var followeeID: UUID
+    /// `unfollow`, `block`.
+    public var reason: String
+
+    public init(followerID: UUID, followeeID: UUID, reason: String) {
+        self.followerID = followerID
+        self.followeeID = followeeID
+        self.reason = reason
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case followerID = "follower_id", followeeID = "followee_id", reason
+    }
+}
+
+/// `blockerID` blocked `blockedID`: services hide each one's content from the other.
+public struct BlockCreated: EventPayload, Equatable {
+    public static let eventType = "block.created"
+    public var blockerID: UUID
+    public var blockedID: UUID
+
+    public init(blockerID: UUID, blockedID: UUID) {
+        self.blockerID = blockerID
+        self.blockedID = blockedID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case blockerID = "blocker_id", blockedID = "blocked_id"
+    }
+}
+
+/// A block was lifted.
+public struct BlockRemoved: EventPayload, Equatable {
+    public static let eventType = "block.removed"
+    public var blockerID: UUID
+    public var blockedID: UUID
+
+    public init(blockerID: UUID, blockedID: UUID) {
+        self.blockerID = blockerID
+        self.blockedID = blockedID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case blockerID = "blocker_id", blockedID = "blocked_id"
+    }
+}
+
+/// A notification was stored for `userID`; published live on `user:<user_id>`.
+public struct NotificationCreated: EventPayload, Equatable {
+    public static let eventType = "notification.created"
+    public var notificationID: UUID
+    public var userID: UUID
+    /// `follow`, `follow_request`, `follow_accepted`.
+    public var kind: String
+    public var actorID: UUID?
+
+    public init(notificationID: UUID, userID: UUID, kind: String, actorID: UUID?) {
+        self.notificationID = notificationID
+        self.userID = userID
+        self.kind = kind
+        self.actorID = actorID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case notificationID = "notification_id", userID = "user_id", kind, actorID = "actor_id"
+    }
+}
