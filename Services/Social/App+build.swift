@@ -2,13 +2,26 @@ import Foundation
 import Hummingbird
 import ServiceKit
 
-/// The social service: profiles, follows, blocks, notifications. Its features arrive in their own issues; today it is the kit's process:
-/// config, its own schema and migrations, the event relay and consumer, health and metrics.
+/// The social service: profiles and onboarding, follows and follow requests, blocks and mutes,
+/// notifications, moderation. Profiles come from auth's `user.registered`; `user.deleted` purges.
 enum SocialService {
     static let definition = ServiceDefinition(
         name: "social",
         defaultPort: 8082,
-        migrations: { try ServiceDefinition.bundledMigrations(.module) }
+        migrations: { try ServiceDefinition.bundledMigrations(.module) },
+        setup: { _ in
+            ServiceSetup(build: { router, dependencies in
+                let social = Social(dependencies: dependencies)
+                ProfileRoutes(social: social).add(to: router)
+                OnboardingRoutes(social: social).add(to: router)
+                AvatarRoutes(social: social).add(to: router)
+                FollowRoutes(social: social).add(to: router)
+                BlockRoutes(social: social).add(to: router)
+                NotificationRoutes(social: social).add(to: router)
+                ModerationRoutes(social: social).add(to: router)
+                return ServiceComponents(handlers: SocialEventHandlers(social: social).handlers)
+            })
+        }
     )
 }
 

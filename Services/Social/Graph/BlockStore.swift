@@ -1,0 +1,71 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// Blocks and mutes. A block separates two people (the caller does that with `FollowStore`); a mute
+/// only silences notifications, optionally until a time.
+struct BlockStore: Sendable {
+    /// True when the block is new.
+    func block(_ blocker: UUID, _ blocked: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query(
+            "INSERT INTO blocks (blocker_id, blocked_id) VALUES (\(blocker), \(blocked)) ON CONFLICT DO NOTHING RETURNING true", logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// True when there was a block to lift.
+    func unblock(_ blocker: UUID, _ blocked: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query(
+            "DELETE FROM blocks WHERE blocker_id = \(blocker) AND blocked_id = \(blocked) RETURNING true", logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    func blocks(of blocker: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
+        let (first, micros, tie) = TimeCursor.bounds(after)
+        let rows = try await connection.query("""
+            SELECT \(unescaped: ProfileSummary.columns), b.created_at, \(unescaped: TimeCursor.micros("b.created_at"))
+            FROM blocks b JOIN profiles p ON p.user_id = b.blocked_id
+            WHERE b.blocker_id = \(blocker)
+              AND (\(first) OR (b.created_at, b.blocked_id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
+            ORDER BY b.created_at DESC, b.blocked_id DESC LIMIT \(limit + 1)
+            """, logger: logger)
+        return try await FollowStore.listed(rows) { $0.blockedAt = $1 }
+    }
+
+    /// Mutes (or re-mutes with a new end); `until` nil is for good.
+    func mute(_ muter: UUID, _ muted: UUID, until: Date?, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("""
+            INSERT INTO mutes (muter_id, muted_id, until) VALUES (\(muter), \(muted), \(until))
+            ON CONFLICT (muter_id, muted_id) DO UPDATE SET until = excluded.until
+            """, logger: logger)
+    }
+
+    func unmute(_ muter: UUID, _ muted: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query("DELETE FROM mutes WHERE muter_id = \(muter) AND muted_id = \(muted) RETURNING true", logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// Mutes still in force, newest first.
+    func mutes(of muter: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
+        let (first, micros, tie) = TimeCursor.bounds(after)
+        let rows = try await connection.query("""
+            SELECT \(unescaped: ProfileSummary.columns), m.created_at, \(unescaped: TimeCursor.micros("m.created_at")), m.until
+            FROM mutes m JOIN profiles p ON p.user_id = m.muted_id
+            WHERE m.muter_id = \(muter) AND (m.until IS NULL OR m.until > now())
+              AND (\(first) OR (m.created_at, m.muted_id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
+            ORDER BY m.created_at DESC, m.muted_id DESC LIMIT \(limit + 1)
+            """, logger: logger)
+        var result: [(ListedProfile, TimeCursor)] = []
+        for try await (id, username, name, etag, verified, since, micros, until) in rows.decode((UUID, String?, String?, String?, Bool, Date, Int64, Date?).self) {
+            var item = ListedProfile(ProfileSummary((id, username, name, etag, verified)))
+            item.mutedAt = since
+            item.mutedUntil = until
+            result.append((item, TimeCursor(micros: micros, id: id)))
+        }
+        return result
+    }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// Position in a newest-first list: the row's time in microseconds (exact, unlike a floating-point
+/// date) and an id to break ties.
+struct TimeCursor: Codable, Sendable {
+    var micros: Int64
+    var id: UUID
+
+    /// The values of `(\(first) OR (time, id) < ('epoch' + \(micros) µs, \(tie)))`: every list query
+    /// writes that condition inline with these three.
+    static func bounds(_ cursor: TimeCursor?) -> (first: Bool, micros: Int64, tie: UUID) {
+        (cursor == nil, cursor?.micros ?? 0, cursor?.id ?? UUID())
+    }
+
+    static func micros(_ column: String) -> String { "(extract(epoch FROM \(column)) * 1000000)::int8" }
+}
+
+/// A profile in a list, with when it entered the list (`followed_at`, `requested_at`, ...).
+struct ListedProfile: Codable, Sendable {
+    var id: UUID
+    var username: String?
+    var displayName: String?
+    var avatarURL: String?
+    var isVerified: Bool
+    var followedAt: Date?
+    var requestedAt: Date?
+    var blockedAt: Date?
+    var mutedAt: Date?
+    var mutedUntil: Date?
+
+    enum CodingKeys: String, CodingKey {
+        case id, username, displayName = "display_name", avatarURL = "avatar_url", isVerified = "is_verified"
+        case followedAt = "followed_at", requestedAt = "requested_at", blockedAt = "blocked_at", mutedAt = "muted_at", mutedUntil = "muted_until"
+    }
+
+    init(_ summary: ProfileSummary) {
+        id = summary.id
+        username = summary.username
+        displayName = summary.displayName
+        avatarURL = summary.avatarURL
+        isVerified = summary.isVerified
+    }
+}
+
+/// Follows and follow requests, and the counts on both profiles, always changed together.
+struct FollowStore: Sendable {
+    /// Serializes everything that changes how two people stand to each other (follow, request,
+    /// approve, block), whichever of them acts, so a follow cannot slip in beside a block.
+    func lockPair(_ a: UUID, _ b: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        let (low, high) = a.uuidString < b.uuidString ? (a, b) : (b, a)
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(low.uuidString + high.uuidString), 7))", logger: logger)
+    }
+
+    /// How `viewer` stands to `target`.
+    func relationship(_ viewer: UUID, _ target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Relationship {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(viewer)
+        bindings.append(target)
+        let rows = try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(Self.relationshipColumns("$1", "$2"))", binds: bindings), logger: logger)
+        for try await row in rows.decode((Bool, Bool, Bool, Bool, Bool, Bool).self) { return Relationship(row) }
+        return Relationship()
+    }
+
+    /// The six relationship flags of viewer and target, as SQL over two placeholders.
+    static func relationshipColumns(_ viewer: String, _ target: String) -> String {
+        """
+        EXISTS (SELECT 1 FROM follows WHERE follower_id = \(viewer) AND followee_id = \(target)),
+        EXISTS (SELECT 1 FROM follows WHERE follower_id = \(target) AND followee_id = \(viewer)),
+        EXISTS (SELECT 1 FROM follow_requests WHERE requester_id = \(viewer) AND target_id = \(target)),
+        EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = \(target)),
+        EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(target) AND blocked_id = \(viewer)),
+        EXISTS (SELECT 1 FROM mutes WHERE muter_id = \(viewer) AND muted_id = \(target) AND (until IS NULL OR until > now()))
+        """
+    }
+
+    /// Adds the follow; true when it is new (and the counts moved), false when it already existed.
+    func follow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query("""
+            INSERT INTO follows (follower_id, followee_id) VALUES (\(follower), \(followee))
+            ON CONFLICT DO NOTHING RETURNING true
+            """, logger: logger)
+        var inserted = false
+        for try await _ in rows { inserted = true }
+        if inserted { try await adjustCounts(follower, followee, by: 1, on: connection, logger: logger) }
+        return inserted
+    }
+
+    /// Removes the follow; true when there was one (and the counts moved).
+    func unfollow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query(
+            "DELETE FROM follows WHERE follower_id = \(follower) AND followee_id = \(followee) RETURNING true", logger: logger)
+        var deleted = false
+        for try await _ in rows { deleted = true }
+        if deleted { try await adjustCounts(follower, followee, by: -1, on: connection, logger: logger) }
+        return deleted
+    }
+
+    /// One statement for both rows: it locks them in key order, so two follows in opposite directions
+    /// cannot deadlock.
+    private func adjustCounts(_ follower: UUID, _ followee: UUID, by delta: Int32, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("""
+            UPDATE profiles SET
+                followers_count = followers_count + CASE WHEN user_id = \(followee) THEN \(delta) ELSE 0 END,
+                following_count = following_count + CASE WHEN user_id = \(follower) THEN \(delta) ELSE 0 END
+            WHERE user_id = ANY(\([follower, followee]))
+            """, logger: logger)
+    }
+
+    /// Records a request to follow a private profile; true when it is new.
+    func request(_ requester: UUID, _ target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query("""
+            INSERT INTO follow_requests (requester_id, target_id) VALUES (\(requester), \(target))
+            ON CONFLICT DO NOTHING RETURNING true
+            """, logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// Removes a pending request; true when there was one.
+    func removeRequest(_ requester: UUID, _ target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query(
+            "DELETE FROM follow_requests WHERE requester_id = \(requester) AND target_id = \(target) RETURNING true", logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// Turns every pending request to `target` into a follow (the profile went public); returns the
+    /// requesters that now follow.
+    func approveAll(to target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [UUID] {
+        let rows = try await connection.query("""
+            WITH moved AS (DELETE FROM follow_requests WHERE target_id = \(target) RETURNING requester_id)
+            INSERT INTO follows (follower_id, followee_id) SELECT requester_id, \(target) FROM moved
+            ON CONFLICT DO NOTHING RETURNING follower_id
+            """, logger: logger)
+        var followers: [UUID] = []
+        for try await id in rows.decode(UUID.self) { followers.append(id) }
+        guard !followers.isEmpty else { return [] }
+        try await connection.query("""
+            UPDATE profiles SET
+                followers_count = followers_count + CASE WHEN user_id = \(target) THEN \(Int32(followers.count)) ELSE 0 END,
+                following_count = following_count + CASE WHEN user_id = \(target) THEN 0 ELSE 1 END
+            WHERE user_id = ANY(\(followers + [target]))
+            """, logger: logger)
+        return followers
+    }
+
+    /// Ends follows and requests both ways between two people (a block); returns the follows removed
+    /// as (follower, followee).
+    func separate(_ a: UUID, _ b: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [(UUID, UUID)] {
+        var removed: [(UUID, UUID)] = []
+        if try await unfollow(a, b, on: connection, logger: logger) { removed.append((a, b)) }
+        if try await unfollow(b, a, on: connection, logger: logger) { removed.append((b, a)) }
+        try await connection.query("""
+            DELETE FROM follow_requests WHERE (requester_id = \(a) AND target_id = \(b)) OR (requester_id = \(b) AND target_id = \(a))
+            """, logger: logger)
+        return removed
+    }
+
+    enum Direction {
+        /// People who follow the profile.
+        case followers
+        /// People the profile follows.
+        case following
+    }
+
+    /// One page of a profile's followers or following, newest first, leaving out hidden profiles and
+    /// people who block the viewer.
+    func list(_ direction: Direction, of profile: UUID, viewer: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
+        let (key, other) = direction == .followers ? ("followee_id", "follower_id") : ("follower_id", "followee_id")
+        let (first, micros, tie) = TimeCursor.bounds(after)
+        let rows = try await connection.query("""
+            SELECT \(unescaped: ProfileSummary.columns), f.created_at, \(unescaped: TimeCursor.micros("f.created_at"))
+            FROM follows f JOIN profiles p ON p.user_id = f.\(unescaped: other)
+            WHERE f.\(unescaped: key) = \(profile)
+              AND p.hidden_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = p.user_id AND b.blocked_id = \(viewer))
+              AND (\(first) OR (f.created_at, f.\(unescaped: other)) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
+            ORDER BY f.created_at DESC, f.\(unescaped: other) DESC LIMIT \(limit + 1)
+            """, logger: logger)
+        return try await Self.listed(rows) { $0.followedAt = $1 }
+    }
+
+    /// Requests waiting for `target`'s answer, newest first.
+    func incomingRequests(to target: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
+        let (first, micros, tie) = TimeCursor.bounds(after)
+        let rows = try await connection.query("""
+            SELECT \(unescaped: ProfileSummary.columns), r.created_at, \(unescaped: TimeCursor.micros("r.created_at"))
+            FROM follow_requests r JOIN profiles p ON p.user_id = r.requester_id
+            WHERE r.target_id = \(target)
+              AND (\(first) OR (r.created_at, r.requester_id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
+            ORDER BY r.created_at DESC, r.requester_id DESC LIMIT \(limit + 1)
+            """, logger: logger)
+        return try await Self.listed(rows) { $0.requestedAt = $1 }
+    }
+
+    /// Rows of `ProfileSummary.columns, <time>, <time in µs>` as list items and their cursors; `stamp`
+    /// puts the time in the item's field.
+    static func listed(_ rows: PostgresRowSequence, stamp: (inout ListedProfile, Date) -> Void) async throws -> [(ListedProfile, TimeCursor)] {
+        var result: [(ListedProfile, TimeCursor)] = []
+        for try await (id, username, name, etag, verified, since, micros) in rows.decode((UUID, String?, String?, String?, Bool, Date, Int64).self) {
+            var item = ListedProfile(ProfileSummary((id, username, name, etag, verified)))
+            stamp(&item, since)
+            result.append((item, TimeCursor(micros: micros, id: id)))
+        }
+        return result
+    }
+}
+
+extension Relationship {
+    init(_ flags: (Bool, Bool, Bool, Bool, Bool, Bool)) {
+        (following, followedBy, requested, blocking, blockedBy, muting) = flags
+    }
+}
+

@@ -1,0 +1,136 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// What a notification is about.
+enum NotificationKind: String, Codable, Sendable {
+    case follow
+    case followRequest = "follow_request"
+    case followAccepted = "follow_accepted"
+}
+
+/// A notification as its recipient reads it.
+struct NotificationView: Codable, Sendable {
+    var id: UUID
+    var type: String
+    var actor: ProfileSummary?
+    var createdAt: Date
+    var read: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case id, type, actor, createdAt = "created_at", read
+    }
+}
+
+/// Stored notifications. Each new one is also an event published live on `user:<recipient>`, written
+/// in the same transaction as the change that caused it.
+struct NotificationStore: Sendable {
+    let outbox: EventOutbox
+
+    /// Stores and announces a notification, unless the recipient blocks or (still) mutes the actor.
+    func notify(_ recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        let id = UUID()
+        let rows = try await connection.query("""
+            INSERT INTO notifications (id, user_id, type, actor_id)
+            SELECT \(id), \(recipient), \(kind.rawValue), \(actor)
+            WHERE NOT EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(recipient) AND blocked_id = \(actor))
+              AND NOT EXISTS (SELECT 1 FROM mutes WHERE muter_id = \(recipient) AND muted_id = \(actor) AND (until IS NULL OR until > now()))
+            RETURNING true
+            """, logger: logger)
+        var stored = false
+        for try await _ in rows { stored = true }
+        guard stored else { return }
+        try await outbox.write(NotificationCreated(notificationID: id, userID: recipient, kind: kind.rawValue, actorID: actor), userID: recipient, live: true, on: connection, logger: logger)
+    }
+
+    /// Forgets a notification that no longer holds (a withdrawn follow request).
+    func retract(_ recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            "DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor) AND type = \(kind.rawValue)", logger: logger)
+    }
+
+    /// Drops what `actor` caused for `recipient` (on a block).
+    func removeAll(for recipient: UUID, from actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor)", logger: logger)
+    }
+
+    func list(for user: UUID, unreadOnly: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(NotificationView, TimeCursor)] {
+        let (first, micros, tie) = TimeCursor.bounds(after)
+        let rows = try await connection.query("""
+            SELECT n.id, n.type, n.created_at, \(unescaped: TimeCursor.micros("n.created_at")), n.read_at IS NOT NULL,
+                   p.user_id, p.username, p.display_name, p.avatar_etag, coalesce(p.is_verified, false)
+            FROM notifications n LEFT JOIN profiles p ON p.user_id = n.actor_id
+            WHERE n.user_id = \(user) AND (NOT \(unreadOnly) OR n.read_at IS NULL)
+              AND (\(first) OR (n.created_at, n.id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
+            ORDER BY n.created_at DESC, n.id DESC LIMIT \(limit + 1)
+            """, logger: logger)
+        var result: [(NotificationView, TimeCursor)] = []
+        for try await (id, type, created, micros, read, actorID, username, name, etag, verified) in rows.decode((UUID, String, Date, Int64, Bool, UUID?, String?, String?, String?, Bool).self) {
+            let actor = actorID.map { ProfileSummary(($0, username, name, etag, verified)) }
+            result.append((NotificationView(id: id, type: type, actor: actor, createdAt: created, read: read), TimeCursor(micros: micros, id: id)))
+        }
+        return result
+    }
+
+    func unreadCount(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        let rows = try await connection.query("SELECT count(*)::int8 FROM notifications WHERE user_id = \(user) AND read_at IS NULL", logger: logger)
+        for try await count in rows.decode(Int64.self) { return Int(count) }
+        return 0
+    }
+
+    /// Marks the user's own notifications read (ids of other people's are ignored); `ids` nil is all.
+    func markRead(of user: UUID, ids: [UUID]?, on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        let rows = try await connection.query("""
+            UPDATE notifications SET read_at = now()
+            WHERE user_id = \(user) AND read_at IS NULL AND (\(ids == nil) OR id = ANY(\(ids ?? [])))
+            RETURNING id
+            """, logger: logger)
+        var count = 0
+        for try await _ in rows { count += 1 }
+        return count
+    }
+}
+
+/// A moderator's warning to a user.
+struct WarningView: Codable, Sendable {
+    var id: UUID
+    var userID: UUID
+    var reason: String
+    /// Shown to staff only.
+    var moderatorID: UUID?
+    var createdAt: Date
+
+    enum CodingKeys: String, CodingKey {
+        case id, userID = "user_id", reason, moderatorID = "moderator_id", createdAt = "created_at"
+    }
+}
+
+struct WarningStore: Sendable {
+    func add(to user: UUID, by moderator: UUID, reason: String, on connection: PostgresConnection, logger: Logger) async throws -> WarningView {
+        let id = UUID()
+        let rows = try await connection.query("""
+            INSERT INTO warnings (id, user_id, moderator_id, reason) VALUES (\(id), \(user), \(moderator), \(reason)) RETURNING created_at
+            """, logger: logger)
+        for try await created in rows.decode(Date.self) {
+            return WarningView(id: id, userID: user, reason: reason, moderatorID: moderator, createdAt: created)
+        }
+        throw APIError.notFound("No such profile.")
+    }
+
+    func list(for user: UUID, includeModerator: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(WarningView, TimeCursor)] {
+        let (first, micros, tie) = TimeCursor.bounds(after)
+        let rows = try await connection.query("""
+            SELECT id, user_id, reason, moderator_id, created_at, \(unescaped: TimeCursor.micros("created_at"))
+            FROM warnings WHERE user_id = \(user)
+              AND (\(first) OR (created_at, id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
+            ORDER BY created_at DESC, id DESC LIMIT \(limit + 1)
+            """, logger: logger)
+        var result: [(WarningView, TimeCursor)] = []
+        for try await (id, userID, reason, moderator, created, micros) in rows.decode((UUID, UUID, String, UUID?, Date, Int64).self) {
+            result.append((WarningView(id: id, userID: userID, reason: reason, moderatorID: includeModerator ? moderator : nil, createdAt: created), TimeCursor(micros: micros, id: id)))
+        }
+        return result
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+import Models
+
+/// Who may see a profile's dietary data (besides its owner and staff).
+enum DietaryVisibility: String, Codable, Sendable, CaseIterable {
+    case `public`
+    case followersOnly = "followers_only"
+    case `private`
+}
+
+/// How someone likes to cook; every part is optional.
+struct CookingPreferences: Codable, Sendable, Equatable {
+    enum SkillLevel: String, Codable, Sendable, CaseIterable {
+        case beginner, intermediate, advanced, professional
+    }
+
+    var skillLevel: SkillLevel?
+    var timeBudgetMinutes: Int?
+    var equipment: [String]?
+
+    enum CodingKeys: String, CodingKey {
+        case skillLevel = "skill_level", timeBudgetMinutes = "time_budget_minutes", equipment
+    }
+}
+
+/// A profile as stored.
+struct ProfileRecord: Sendable {
+    var id: UUID
+    var username: String?
+    var displayName: String?
+    var bio: String?
+    var avatarETag: String?
+    var isVerified: Bool
+    var isPrivate: Bool
+    var hiddenAt: Date?
+    var dietaryPreferences: [String]
+    var allergies: [Allergy]
+    var favoriteCuisines: [String]
+    var cookingPreferences: CookingPreferences
+    var dietaryVisibility: DietaryVisibility
+    var onboardingAnswered: [String]
+    var onboardingSkipped: [String]
+    var followersCount: Int
+    var followingCount: Int
+    var createdAt: Date
+    var updatedAt: Date
+
+    /// Where clients fetch the avatar; the version in the query changes with the image, so clients
+    /// may cache the URL for good.
+    var avatarURL: String? { Self.avatarURL(id: id, etag: avatarETag) }
+
+    static func avatarURL(id: UUID, etag: String?) -> String? {
+        etag.map { "/v1/profiles/\(id.uuidString.lowercased())/avatar?v=\($0)" }
+    }
+}
+
+extension ProfileRecord {
+    /// The columns of `ProfileStore.columns`, in that order.
+    typealias Columns = (UUID, String?, String?, String?, String?, Bool, Bool, Date?, [String], String, [String], String, String, [String], [String], Int32, Int32, Date, Date)
+
+    init(_ row: Columns) throws {
+        let (id, username, displayName, bio, etag, verified, isPrivate, hiddenAt, diets, allergies, cuisines, cooking, visibility, answered, skipped, followers, following, created, updated) = row
+        let decoder = JSONDecoder()
+        self.init(
+            id: id, username: username, displayName: displayName, bio: bio, avatarETag: etag, isVerified: verified, isPrivate: isPrivate,
+            hiddenAt: hiddenAt, dietaryPreferences: diets, allergies: try decoder.decode([Allergy].self, from: Data(allergies.utf8)),
+            favoriteCuisines: cuisines, cookingPreferences: try decoder.decode(CookingPreferences.self, from: Data(cooking.utf8)),
+            dietaryVisibility: DietaryVisibility(rawValue: visibility) ?? .followersOnly, onboardingAnswered: answered, onboardingSkipped: skipped,
+            followersCount: Int(followers), followingCount: Int(following), createdAt: created, updatedAt: updated
+        )
+    }
+}
+
+/// How the caller stands towards a profile.
+struct Relationship: Codable, Sendable, Equatable {
+    var following = false
+    var followedBy = false
+    var requested = false
+    var blocking = false
+    var blockedBy = false
+    var muting = false
+
+    enum CodingKeys: String, CodingKey {
+        case following, followedBy = "followed_by", requested, blocking, blockedBy = "blocked_by", muting
+    }
+}
+
+/// A profile as one caller may see it: fields the caller may not see are left out of the JSON.
+struct ProfileView: Codable, Sendable {
+    var id: UUID
+    var username: String?
+    var displayName: String?
+    var avatarURL: String?
+    var isVerified: Bool
+    var isPrivate: Bool
+    var followersCount: Int
+    var followingCount: Int
+    var createdAt: Date
+    var bio: String?
+    var favoriteCuisines: [String]?
+    var cookingPreferences: CookingPreferences?
+    var dietaryPreferences: [String]?
+    var allergies: [Allergy]?
+    var dietaryVisibility: DietaryVisibility?
+    var isHidden: Bool?
+    var updatedAt: Date?
+    var relationship: Relationship?
+
+    enum CodingKeys: String, CodingKey {
+        case id, username, displayName = "display_name", avatarURL = "avatar_url", isVerified = "is_verified", isPrivate = "is_private"
+        case followersCount = "followers_count", followingCount = "following_count", createdAt = "created_at", bio
+        case favoriteCuisines = "favorite_cuisines", cookingPreferences = "cooking_preferences", dietaryPreferences = "dietary_preferences"
+        case allergies, dietaryVisibility = "dietary_visibility", isHidden = "is_hidden", updatedAt = "updated_at", relationship
+    }
+
+    /// The privacy rules in one place. The owner and staff see everything; a private profile shows
+    /// its details only to accepted followers; dietary data also follows `dietary_visibility`.
+    init(_ profile: ProfileRecord, relationship: Relationship?, isOwner: Bool, isStaff: Bool) {
+        id = profile.id
+        username = profile.username
+        displayName = profile.displayName
+        avatarURL = profile.avatarURL
+        isVerified = profile.isVerified
+        isPrivate = profile.isPrivate
+        followersCount = profile.followersCount
+        followingCount = profile.followingCount
+        createdAt = profile.createdAt
+        self.relationship = isOwner ? nil : relationship
+        let following = relationship?.following ?? false
+        let seesEverything = isOwner || isStaff
+        let seesDetails = seesEverything || !profile.isPrivate || following
+        let seesDiet = seesEverything || (seesDetails && (profile.dietaryVisibility == .public || (profile.dietaryVisibility == .followersOnly && following)))
+        if seesDetails {
+            bio = profile.bio
+            favoriteCuisines = profile.favoriteCuisines
+            cookingPreferences = profile.cookingPreferences
+        }
+        if seesDiet {
+            dietaryPreferences = profile.dietaryPreferences
+            allergies = profile.allergies
+        }
+        if seesEverything {
+            dietaryVisibility = profile.dietaryVisibility
+            isHidden = profile.hiddenAt != nil
+            updatedAt = profile.updatedAt
+        }
+    }
+
+    /// Whether the caller may list this profile's followers and following.
+    static func listsVisible(_ profile: ProfileRecord, relationship: Relationship, isOwner: Bool, isStaff: Bool) -> Bool {
+        isOwner || isStaff || !profile.isPrivate || relationship.following
+    }
+}
+
+/// A profile in a list: just enough to show a row.
+struct ProfileSummary: Codable, Sendable {
+    var id: UUID
+    var username: String?
+    var displayName: String?
+    var avatarURL: String?
+    var isVerified: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case id, username, displayName = "display_name", avatarURL = "avatar_url", isVerified = "is_verified"
+    }
+
+    static let columns = "p.user_id, p.username, p.display_name, p.avatar_etag, p.is_verified"
+    typealias Columns = (UUID, String?, String?, String?, Bool)
+
+    init(_ row: Columns) {
+        let (id, username, displayName, etag, verified) = row
+        self.id = id
+        self.username = username
+        self.displayName = displayName
+        self.avatarURL = ProfileRecord.avatarURL(id: id, etag: etag)
+        self.isVerified = verified
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Models
+import NIOCore
+import PostgresNIO
+import ServiceKit
+
+/// The image formats an avatar may be, told apart by their first bytes (the client's Content-Type is
+/// not trusted).
+enum ImageFormat: String {
+    case png = "image/png"
+    case jpeg = "image/jpeg"
+    case webp = "image/webp"
+
+    init?(sniffing bytes: some Collection<UInt8>) {
+        let head = Array(bytes.prefix(12))
+        if head.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) {
+            self = .png
+        } else if head.starts(with: [0xFF, 0xD8, 0xFF]) {
+            self = .jpeg
+        } else if head.count == 12, head.starts(with: Array("RIFF".utf8)), Array(head[8..<12]) == Array("WEBP".utf8) {
+            self = .webp
+        } else {
+            return nil
+        }
+    }
+}
+
+struct AvatarRoutes {
+    static let maxBytes = 2 * 1024 * 1024
+
+    let social: Social
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let profiles = router.group("v1/profiles", context: AuthenticatedContext.self)
+        profiles.put("me/avatar", use: upload)
+        profiles.delete("me/avatar", use: remove)
+        profiles.get(":id/avatar", use: image)
+    }
+
+    @Sendable func upload(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: Self.maxBytes)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "too_large", detail: "An avatar may be at most 2 MiB.")
+        }
+        guard let format = ImageFormat(sniffing: body.readableBytesView) else {
+            throw APIError(.unsupportedMediaType, code: "unsupported_image", detail: "Send a PNG, JPEG or WebP image as the request body.")
+        }
+        let social = self.social
+        let caller = context.caller
+        let profile = try await social.transaction(logger: context.logger) { connection in
+            _ = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: context.logger)
+            try await social.profiles.setAvatar(caller.userID, contentType: format.rawValue, data: body, on: connection, logger: context.logger)
+            return try await social.ownProfile(caller, on: connection, logger: context.logger)
+        }
+        return social.view(profile, relationship: nil, for: caller)
+    }
+
+    @Sendable func remove(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        let social = self.social
+        let caller = context.caller
+        try await social.transaction(logger: context.logger) { connection in
+            _ = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: context.logger)
+            try await social.profiles.deleteAvatar(caller.userID, on: connection, logger: context.logger)
+        }
+        return .noContent
+    }
+
+    /// The image, to whoever may see the profile. The ETag is a hash of the bytes: a client revalidates
+    /// with `If-None-Match` and gets 304.
+    @Sendable func image(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let id = try context.profileID()
+        let social = self.social
+        let avatar = try await social.postgres.withConnection { connection in
+            _ = try await social.visibleProfile(id, to: context.caller, on: connection, logger: context.logger)
+            return try await social.profiles.avatar(id, on: connection, logger: context.logger)
+        }
+        guard let avatar else { throw APIError.notFound("This profile has no avatar.") }
+        let etag = "\"\(avatar.etag)\""
+        var headers: HTTPFields = [.eTag: etag, .cacheControl: "private, max-age=86400"]
+        if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "*" }) {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentType] = avatar.contentType
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: avatar.data))
+    }
+}

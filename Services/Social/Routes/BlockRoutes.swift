@@ -1,0 +1,131 @@
+import Foundation
+import Hummingbird
+import Models
+import PostgresNIO
+import ServiceKit
+
+struct BlockState: Codable, Sendable {
+    var blocking: Bool
+}
+
+struct MuteState: Codable, Sendable {
+    var muting: Bool
+    /// When the mute ends by itself; absent for a mute without end.
+    var until: Date?
+}
+
+/// Blocks (separate two people for good) and mutes (silence someone's notifications for a while).
+struct BlockRoutes {
+    let social: Social
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let profiles = router.group("v1/profiles", context: AuthenticatedContext.self)
+        profiles.post(":id/block", use: block)
+        profiles.delete(":id/block", use: unblock)
+        profiles.post(":id/mute", use: mute)
+        profiles.delete(":id/mute", use: unmute)
+        router.group("v1/blocks", context: AuthenticatedContext.self).get(use: blocks)
+        router.group("v1/mutes", context: AuthenticatedContext.self).get(use: mutes)
+    }
+
+    /// Blocks a profile: follows and requests end both ways, the blocked person's notifications to the
+    /// blocker go, and `block.created` tells other services to hide content.
+    @Sendable func block(_ request: Request, context: AuthenticatedContext) async throws -> BlockState {
+        let target = try context.profileID()
+        let caller = context.caller
+        guard target != caller.userID else { throw APIError.conflict("You cannot block yourself.", code: "cannot_block_self") }
+        let social = self.social
+        let logger = context.logger
+        return try await social.transaction(logger: logger) { connection in
+            _ = try await social.ownProfile(caller, on: connection, logger: logger)
+            try await social.follows.lockPair(caller.userID, target, on: connection, logger: logger)
+            // Someone who blocked the caller can be blocked back, so only existence is checked.
+            guard try await social.profiles.find(id: target, on: connection, logger: logger) != nil else { throw APIError.notFound("No such profile.") }
+            if try await social.blocks.block(caller.userID, target, on: connection, logger: logger) {
+                for (follower, followee) in try await social.follows.separate(caller.userID, target, on: connection, logger: logger) {
+                    try await social.outbox.write(FollowRemoved(followerID: follower, followeeID: followee, reason: "block"), userID: follower, on: connection, logger: logger)
+                }
+                try await social.notifications.removeAll(for: caller.userID, from: target, on: connection, logger: logger)
+                try await social.notifications.removeAll(for: target, from: caller.userID, on: connection, logger: logger)
+                try await social.outbox.write(BlockCreated(blockerID: caller.userID, blockedID: target), userID: caller.userID, on: connection, logger: logger)
+            }
+            return BlockState(blocking: true)
+        }
+    }
+
+    @Sendable func unblock(_ request: Request, context: AuthenticatedContext) async throws -> BlockState {
+        let target = try context.profileID()
+        let caller = context.caller
+        let social = self.social
+        let logger = context.logger
+        return try await social.transaction(logger: logger) { connection in
+            try await social.follows.lockPair(caller.userID, target, on: connection, logger: logger)
+            if try await social.blocks.unblock(caller.userID, target, on: connection, logger: logger) {
+                try await social.outbox.write(BlockRemoved(blockerID: caller.userID, blockedID: target), userID: caller.userID, on: connection, logger: logger)
+            } else if try await social.profiles.find(id: target, on: connection, logger: logger) == nil {
+                throw APIError.notFound("No such profile.")
+            }
+            return BlockState(blocking: false)
+        }
+    }
+
+    struct MuteRequest: Decodable {
+        var durationSeconds: Int?
+        enum CodingKeys: String, CodingKey { case durationSeconds = "duration_seconds" }
+    }
+
+    /// Mutes for good, or for `duration_seconds` (a minute to a year). Muting again sets a new end.
+    @Sendable func mute(_ request: Request, context: AuthenticatedContext) async throws -> MuteState {
+        let target = try context.profileID()
+        let caller = context.caller
+        guard target != caller.userID else { throw APIError.conflict("You cannot mute yourself.", code: "cannot_mute_self") }
+        let body = try await request.decodeIfPresent(as: MuteRequest.self, context: context)
+        var until: Date?
+        if let seconds = body?.durationSeconds {
+            guard (60...31_536_000).contains(seconds) else {
+                throw APIError.validation([.init(field: "duration_seconds", message: "must be from 60 (a minute) to 31536000 (a year)")])
+            }
+            until = Date().addingTimeInterval(TimeInterval(seconds))
+        }
+        let social = self.social
+        let logger = context.logger
+        return try await social.transaction(logger: logger) { connection in
+            _ = try await social.ownProfile(caller, on: connection, logger: logger)
+            _ = try await social.visibleProfile(target, to: caller, on: connection, logger: logger)
+            try await social.blocks.mute(caller.userID, target, until: until, on: connection, logger: logger)
+            return MuteState(muting: true, until: until)
+        }
+    }
+
+    @Sendable func unmute(_ request: Request, context: AuthenticatedContext) async throws -> MuteState {
+        let target = try context.profileID()
+        let social = self.social
+        try await social.postgres.withConnection { connection in
+            if try await !social.blocks.unmute(context.caller.userID, target, on: connection, logger: context.logger),
+               try await social.profiles.find(id: target, on: connection, logger: context.logger) == nil {
+                throw APIError.notFound("No such profile.")
+            }
+        }
+        return MuteState(muting: false, until: nil)
+    }
+
+    @Sendable func blocks(_ request: Request, context: AuthenticatedContext) async throws -> Page<ListedProfile> {
+        let page = try PageRequest(query: request)
+        let after = try page.position(TimeCursor.self)
+        let social = self.social
+        let rows = try await social.postgres.withConnection { connection in
+            try await social.blocks.blocks(of: context.caller.userID, limit: page.limit, after: after, on: connection, logger: context.logger)
+        }
+        return listPage(rows, limit: page.limit)
+    }
+
+    @Sendable func mutes(_ request: Request, context: AuthenticatedContext) async throws -> Page<ListedProfile> {
+        let page = try PageRequest(query: request)
+        let after = try page.position(TimeCursor.self)
+        let social = self.social
+        let rows = try await social.postgres.withConnection { connection in
+            try await social.blocks.mutes(of: context.caller.userID, limit: page.limit, after: after, on: connection, logger: context.logger)
+        }
+        return listPage(rows, limit: page.limit)
+    }
+}

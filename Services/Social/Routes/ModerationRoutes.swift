@@ -1,0 +1,69 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// Moderators and admins: hide profiles, warn users.
+struct ModerationRoutes {
+    let social: Social
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let moderation = router.group("v1/moderation", context: AuthenticatedContext.self)
+        moderation.post("profiles/:id/hide", use: { request, context in try await setHidden(request, context: context, hidden: true) })
+        moderation.post("profiles/:id/unhide", use: { request, context in try await setHidden(request, context: context, hidden: false) })
+        moderation.post("users/:id/warnings", use: warn)
+        moderation.get("users/:id/warnings", use: warnings)
+    }
+
+    struct HiddenState: Codable, Sendable {
+        var id: UUID
+        var hidden: Bool
+    }
+
+    /// A hidden profile is 404 to everyone but its owner and staff.
+    @Sendable func setHidden(_ request: Request, context: AuthenticatedContext, hidden: Bool) async throws -> HiddenState {
+        try context.require(anyOf: .moderator, .admin)
+        let id = try context.profileID()
+        let social = self.social
+        let found = try await social.postgres.withConnection { connection in
+            try await social.profiles.setHidden(id, hidden, on: connection, logger: context.logger)
+        }
+        guard found else { throw APIError.notFound("No such profile.") }
+        context.logger.notice("profile visibility changed by staff", metadata: ["profile_id": "\(id)", "hidden": "\(hidden)"])
+        return HiddenState(id: id, hidden: hidden)
+    }
+
+    struct WarningRequest: Decodable {
+        var reason: String
+    }
+
+    @Sendable func warn(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<WarningView> {
+        try context.require(anyOf: .moderator, .admin)
+        let id = try context.profileID()
+        let reason = try await request.decode(as: WarningRequest.self, context: context).reason.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...1000).contains(reason.count) else {
+            throw APIError.validation([.init(field: "reason", message: "must be 1 to 1000 characters")])
+        }
+        let social = self.social
+        let warning = try await social.postgres.withConnection { connection in
+            guard try await social.profiles.find(id: id, on: connection, logger: context.logger) != nil else { throw APIError.notFound("No such profile.") }
+            return try await social.warnings.add(to: id, by: context.caller.userID, reason: reason, on: connection, logger: context.logger)
+        }
+        return EditedResponse(status: .created, response: warning)
+    }
+
+    @Sendable func warnings(_ request: Request, context: AuthenticatedContext) async throws -> Page<WarningView> {
+        try context.require(anyOf: .moderator, .admin)
+        let id = try context.profileID()
+        let page = try PageRequest(query: request)
+        let after = try page.position(TimeCursor.self)
+        let social = self.social
+        let rows = try await social.postgres.withConnection { connection in
+            guard try await social.profiles.find(id: id, on: connection, logger: context.logger) != nil else { throw APIError.notFound("No such profile.") }
+            return try await social.warnings.list(for: id, includeModerator: true, limit: page.limit, after: after, on: connection, logger: context.logger)
+        }
+        return listPage(rows, limit: page.limit)
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Hummingbird
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// Reading and editing profiles, and finding people.
+struct ProfileRoutes {
+    let social: Social
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let profiles = router.group("v1/profiles", context: AuthenticatedContext.self)
+        profiles.get("me", use: me)
+        profiles.patch("me", use: update)
+        profiles.get("me/warnings", use: myWarnings)
+        profiles.get("search", use: search)
+        profiles.get("by-username/:username", use: byUsername)
+        profiles.get(":id", use: profile)
+    }
+
+    @Sendable func me(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
+        let social = self.social
+        let profile = try await social.postgres.withConnection { connection in
+            try await social.ownProfile(context.caller, on: connection, logger: context.logger)
+        }
+        return social.view(profile, relationship: nil, for: context.caller)
+    }
+
+    /// A partial update. Making the profile public approves every pending follow request; a change
+    /// to dietary data is announced as `profile.updated`.
+    @Sendable func update(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
+        let edit = try ProfileEdit(try await request.decode(as: JSONValue.self, context: context))
+        let social = self.social
+        let caller = context.caller
+        let logger = context.logger
+        let profile = try await social.transaction(logger: logger) { connection in
+            let before = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: logger)
+            let after = try await social.profiles.update(caller.userID, with: edit, on: connection, logger: logger)
+            if before.isPrivate, !after.isPrivate {
+                for requester in try await social.follows.approveAll(to: caller.userID, on: connection, logger: logger) {
+                    try await social.outbox.write(FollowCreated(followerID: requester, followeeID: caller.userID), userID: requester, on: connection, logger: logger)
+                    try await social.notifications.notify(requester, .followAccepted, actor: caller.userID, on: connection, logger: logger)
+                }
+            }
+            if before.dietaryPreferences != after.dietaryPreferences || before.allergies != after.allergies {
+                try await social.outbox.write(ProfileUpdated(userID: caller.userID, dietaryPreferences: after.dietaryPreferences, allergies: after.allergies),
+                                              userID: caller.userID, on: connection, logger: logger)
+            }
+            // Counts may have moved with the approvals.
+            return try await social.profiles.find(id: caller.userID, on: connection, logger: logger) ?? after
+        }
+        return social.view(profile, relationship: nil, for: caller)
+    }
+
+    @Sendable func profile(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
+        let id = try context.profileID()
+        let social = self.social
+        let (profile, relationship) = try await social.postgres.withConnection { connection in
+            try await social.visibleProfile(id, to: context.caller, on: connection, logger: context.logger)
+        }
+        return social.view(profile, relationship: relationship, for: context.caller)
+    }
+
+    @Sendable func byUsername(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
+        guard let username = context.parameters.get("username"), (1...30).contains(username.utf8.count) else {
+            throw APIError.notFound("No such profile.")
+        }
+        let social = self.social
+        let (profile, relationship) = try await social.postgres.withConnection { connection in
+            guard let found = try await social.profiles.find(username: username, on: connection, logger: context.logger) else { throw APIError.notFound("No such profile.") }
+            return try await social.visibleProfile(found.id, to: context.caller, on: connection, logger: context.logger)
+        }
+        return social.view(profile, relationship: relationship, for: context.caller)
+    }
+
+    /// People whose username or display name starts with `q`, by username.
+    @Sendable func search(_ request: Request, context: AuthenticatedContext) async throws -> Page<ProfileSummary> {
+        let query = (request.uri.queryParameters["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
+        guard (1...50).contains(query.count) else {
+            throw APIError.validation([.init(field: "q", message: "is required: 1 to 50 characters of a username or display name")])
+        }
+        let page = try PageRequest(query: request)
+        let after = try page.position(SearchCursor.self)
+        let social = self.social
+        let rows = try await social.postgres.withConnection { connection in
+            try await social.profiles.search(prefix: query, viewer: context.caller.userID, limit: page.limit, after: after, on: connection, logger: context.logger)
+        }
+        let (items, next) = Cursor.page(rows, limit: page.limit) { SearchCursor(key: $0.1, id: $0.0.id) }
+        return Page(items: items.map(\.0), nextCursor: next)
+    }
+
+    @Sendable func myWarnings(_ request: Request, context: AuthenticatedContext) async throws -> Page<WarningView> {
+        let page = try PageRequest(query: request)
+        let after = try page.position(TimeCursor.self)
+        let social = self.social
+        let rows = try await social.postgres.withConnection { connection in
+            try await social.warnings.list(for: context.caller.userID, includeModerator: false, limit: page.limit, after: after, on: connection, logger: context.logger)
+        }
+        return listPage(rows, limit: page.limit)
+    }
+}

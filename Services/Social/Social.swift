@@ -1,0 +1,125 @@
+import Foundation
+import Hummingbird
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+
+/// The social domain: its stores, its outbox, and the rules every route shares (whose profile is
+/// visible to whom, the caller's own profile made on first use).
+struct Social: Sendable {
+    let postgres: PostgresClient
+    let outbox: EventOutbox
+    let logger: Logger
+    let profiles = ProfileStore()
+    let follows = FollowStore()
+    let blocks = BlockStore()
+    let warnings = WarningStore()
+    var notifications: NotificationStore { NotificationStore(outbox: outbox) }
+
+    init(dependencies: ServiceDependencies) {
+        postgres = dependencies.postgres
+        outbox = dependencies.outbox
+        logger = dependencies.logger
+    }
+
+    /// A transaction that is tried again when PostgreSQL picks it as a deadlock victim or a
+    /// serialization failure: bulk changes (a profile going public, an account deletion) lock many
+    /// profile rows, and a follow storm must not turn that into an error for the client.
+    func transaction<Result: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await postgres.transaction(logger: logger, body)
+            } catch let error as PSQLError where attempt < 4 && ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "") {
+                logger.debug("transaction retried", metadata: ["sqlstate": "\(error.serverInfo?[.sqlState] ?? "")", "attempt": "\(attempt)"])
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...10) * attempt))
+            }
+        }
+    }
+
+    /// The caller's own profile, made now if `user.registered` has not arrived yet. A deleted
+    /// account's token (it can outlive the account by a few minutes) gets 401, not a new profile.
+    func ownProfile(_ caller: Caller, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord {
+        if let profile = try await profiles.find(id: caller.userID, forUpdate: forUpdate, on: connection, logger: logger) { return profile }
+        guard try await profiles.ensure(id: caller.userID, displayName: nil, verified: caller.has(.creator), on: connection, logger: logger),
+              let profile = try await profiles.find(id: caller.userID, forUpdate: forUpdate, on: connection, logger: logger) else {
+            throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
+        }
+        return profile
+    }
+
+    /// Someone else's profile and how the caller stands to it, or 404 when the caller may not know
+    /// it exists: hidden by moderators, or its owner blocks the caller. Staff see everything.
+    func visibleProfile(_ id: UUID, to caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> (ProfileRecord, Relationship) {
+        let rows = try await connection.execute(ProfileWithRelationship(target: id, viewer: caller.userID), logger: logger)
+        for try await (profile, relationship) in rows {
+            if profile.id != caller.userID, !caller.isStaff, profile.hiddenAt != nil || relationship.blockedBy {
+                throw APIError.notFound("No such profile.")
+            }
+            return (profile, relationship)
+        }
+        throw APIError.notFound("No such profile.")
+    }
+
+    func view(_ profile: ProfileRecord, relationship: Relationship?, for caller: Caller) -> ProfileView {
+        ProfileView(profile, relationship: relationship, isOwner: profile.id == caller.userID, isStaff: caller.isStaff)
+    }
+}
+
+/// A profile and the caller's relationship to it in one round trip: the read every profile view does.
+struct ProfileWithRelationship: PostgresPreparedStatement {
+    static let sql = "SELECT \(ProfileStore.columns), \(FollowStore.relationshipColumns("$2", "$1")) FROM profiles WHERE user_id = $1"
+    static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
+    typealias Row = (ProfileRecord, Relationship)
+
+    var target: UUID
+    var viewer: UUID
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(target)
+        bindings.append(viewer)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        let (id, username, displayName, bio, etag, verified, isPrivate, hiddenAt, diets, allergies, cuisines, cooking, visibility, answered, skipped, followers, following, created, updated,
+             following1, followedBy, requested, blocking, blockedBy, muting) =
+            try row.decode((UUID, String?, String?, String?, String?, Bool, Bool, Date?, [String], String, [String], String, String, [String], [String], Int32, Int32, Date, Date,
+                            Bool, Bool, Bool, Bool, Bool, Bool).self)
+        let profile = try ProfileRecord((id, username, displayName, bio, etag, verified, isPrivate, hiddenAt, diets, allergies, cuisines, cooking, visibility, answered, skipped, followers, following, created, updated))
+        return (profile, Relationship((following1, followedBy, requested, blocking, blockedBy, muting)))
+    }
+}
+
+extension Caller {
+    /// Moderators and admins see every profile and field.
+    var isStaff: Bool { has(.moderator) || has(.admin) }
+}
+
+extension AuthenticatedContext {
+    /// The UUID in the `:id` path segment; anything else is 404 like an unknown id.
+    func profileID(_ name: String = "id") throws -> UUID {
+        guard let id = parameters.get(name).flatMap(UUID.init(uuidString:)) else { throw APIError.notFound("No such profile.") }
+        return id
+    }
+}
+
+/// Builds a page response from rows fetched with `limit + 1`.
+func listPage<Item: Codable & Sendable>(_ rows: [(Item, TimeCursor)], limit: Int) -> Page<Item> {
+    let (items, next) = Cursor.page(rows, limit: limit) { $0.1 }
+    return Page(items: items.map(\.0), nextCursor: next)
+}
+
+// The bodies the routes return.
+extension ProfileView: ResponseEncodable {}
+extension OnboardingView: ResponseEncodable {}
+extension WarningView: ResponseEncodable {}
+extension FollowState: ResponseEncodable {}
+extension BlockState: ResponseEncodable {}
+extension MuteState: ResponseEncodable {}
+extension NotificationRoutes.UnreadCount: ResponseEncodable {}
+extension NotificationRoutes.ReadResult: ResponseEncodable {}
+extension ModerationRoutes.HiddenState: ResponseEncodable {}
