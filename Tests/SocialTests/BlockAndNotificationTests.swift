@@ -1,0 +1,134 @@
+@testable import Social
+import Foundation
+import HTTPTypes
+import Models
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct BlockAndNotificationTests {
+    @Test func aBlockSeparatesBothWaysAndPreventsNewFollows() async throws {
+        try await SocialTestEnvironment.run { env in
+            let a = try await env.user()
+            let b = try await env.user()
+            _ = try await env.follow(b, as: a)
+            _ = try await env.follow(a, as: b)
+            let blocked = try await env.call(.post, "/v1/profiles/\(b.path)/block", as: a)
+            #expect(blocked.status == .ok && blocked.json["blocking"] as? Bool == true)
+            #expect(try await env.call(.post, "/v1/profiles/\(b.path)/block", as: a).status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM follows WHERE '\(a.id)' IN (follower_id, followee_id)") == 0)
+            let mine = try await env.call(.get, "/v1/profiles/me", as: a).json
+            #expect(mine["followers_count"] as? Int == 0 && mine["following_count"] as? Int == 0)
+            // b no longer sees a; a sees b but cannot follow until unblocking.
+            #expect(try await env.profile(a, as: b).status == .notFound)
+            #expect(try await env.call(.get, "/v1/profiles/\(a.path)/followers", as: b).status == .notFound)
+            #expect(try await env.follow(a, as: b).status == .notFound)
+            let refused = try await env.follow(b, as: a)
+            #expect(refused.status == .conflict && refused.code == "blocking")
+            // b may block a back.
+            #expect(try await env.call(.post, "/v1/profiles/\(a.path)/block", as: b).status == .ok)
+            #expect(try await env.call(.get, "/v1/blocks", as: a).ids == [b.path])
+            try await waitUntil(.seconds(10)) { try await env.events(BlockCreated.eventType).count == 2 }
+            #expect(try await env.events(FollowRemoved.eventType).count == 2)
+            #expect(try await env.call(.post, "/v1/profiles/\(a.path)/block", as: a).code == "cannot_block_self")
+            #expect(try await env.call(.post, "/v1/profiles/\(UUID().uuidString)/block", as: a).status == .notFound)
+
+            #expect(try await env.call(.delete, "/v1/profiles/\(b.path)/block", as: a).json["blocking"] as? Bool == false)
+            #expect(try await env.call(.get, "/v1/blocks", as: a).ids.isEmpty)
+            // Still blocked by b.
+            #expect(try await env.follow(b, as: a).status == .notFound)
+            _ = try await env.call(.delete, "/v1/profiles/\(a.path)/block", as: b)
+            #expect(try await env.follow(b, as: a).json["state"] as? String == "following")
+        }
+    }
+
+    @Test func notificationsAreStoredPublishedLiveAndReadByTheirOwnerOnly() async throws {
+        try await SocialTestEnvironment.run { env in
+            let star = try await env.user()
+            let fan = try await env.user("Fan")
+            let subscriber = RedisSubscriber(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+            let live = subscriber.subscribe("user:\(star.path)")
+            let listening = Task { try await subscriber.run() }
+            defer { listening.cancel() }
+            try await waitUntil(.seconds(5)) { subscriber.channelCount == 1 }
+            try await Task.sleep(for: .milliseconds(200))
+
+            _ = try await env.follow(star, as: fan)
+            let list = try await env.call(.get, "/v1/notifications", as: star)
+            #expect(list.items.count == 1)
+            let first = try #require(list.items.first)
+            #expect(first["type"] as? String == "follow" && first["read"] as? Bool == false)
+            #expect(((first["actor"] as? [String: Any])?["id"] as? String)?.lowercased() == fan.path)
+            let message = try await withTimeout(.seconds(10)) { () -> RedisMessage? in
+                for await message in live { return message }
+                return nil
+            }
+            #expect(message?.text.contains(NotificationCreated.eventType) == true)
+            #expect(message?.text.lowercased().contains(fan.path) == true)
+
+            #expect(try await env.call(.get, "/v1/notifications/unread-count", as: star).json["unread"] as? Int == 1)
+            let id = try #require(first["id"] as? String)
+            // The fan cannot mark the star's notification read.
+            #expect(try await env.call(.post, "/v1/notifications/read", as: fan, json: ["ids": [id]]).json["updated"] as? Int == 0)
+            #expect(try await env.call(.get, "/v1/notifications?unread=true", as: star).items.count == 1)
+            let read = try await env.call(.post, "/v1/notifications/read", as: star, json: ["ids": [id]])
+            #expect(read.json["updated"] as? Int == 1 && read.json["unread"] as? Int == 0)
+            #expect(try await env.call(.get, "/v1/notifications?unread=true", as: star).items.isEmpty)
+            #expect(try await env.call(.get, "/v1/notifications", as: star).items.first?["read"] as? Bool == true)
+            #expect(try await env.call(.get, "/v1/notifications", as: fan).items.isEmpty)
+
+            for bad: Any in [["ids": []], ["all": false], ["ids": ["nope"]], ["ids": [id], "all": true], [String: Any]()] {
+                #expect(try await env.call(.post, "/v1/notifications/read", as: star, json: bad).status == .badRequest, "\(bad)")
+            }
+            #expect(try await env.call(.get, "/v1/notifications?unread=maybe", as: star).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/notifications/read", as: star, json: ["all": true]).status == .ok)
+        }
+    }
+
+    @Test func mutedAndBlockedPeopleCauseNoNotifications() async throws {
+        try await SocialTestEnvironment.run { env in
+            let star = try await env.user()
+            let muted = try await env.user()
+            let briefly = try await env.user()
+            let blocked = try await env.user()
+            let mute = try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: star)
+            #expect(mute.status == .ok && mute.json["muting"] as? Bool == true && mute.json["until"] == nil)
+            let timed = try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration_seconds": 3600])
+            #expect(timed.json["until"] != nil)
+            #expect(try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration_seconds": 5]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration_seconds": "1h"]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/profiles/\(star.path)/mute", as: star).code == "cannot_mute_self")
+            _ = try await env.call(.post, "/v1/profiles/\(blocked.path)/block", as: star)
+            #expect(Set(try await env.call(.get, "/v1/mutes", as: star).ids) == [muted.path, briefly.path])
+
+            _ = try await env.follow(star, as: muted)
+            _ = try await env.follow(star, as: briefly)
+            #expect(try await env.follow(star, as: blocked).status == .notFound)
+            #expect(try await env.call(.get, "/v1/notifications", as: star).items.isEmpty)
+            // Muting hides notifications, not the follow.
+            #expect(try await env.profile(star, as: muted).json["followers_count"] as? Int == 2)
+            #expect(try await env.profile(muted, as: star).json[path: "relationship.muting"] as? Bool == true)
+
+            // An ended mute no longer silences; unmuting does the same at once.
+            _ = try await env.count("UPDATE mutes SET until = now() - interval '1 second' WHERE muted_id = '\(briefly.id)' RETURNING 1")
+            _ = try await env.call(.delete, "/v1/profiles/\(star.path)/follow", as: briefly)
+            _ = try await env.follow(star, as: briefly)
+            #expect(try await env.call(.delete, "/v1/profiles/\(muted.path)/mute", as: star).json["muting"] as? Bool == false)
+            _ = try await env.call(.delete, "/v1/profiles/\(star.path)/follow", as: muted)
+            _ = try await env.follow(star, as: muted)
+            #expect(Set(try await env.call(.get, "/v1/notifications", as: star).items.compactMap { ($0["actor"] as? [String: Any])?["id"] as? String }.map { $0.lowercased() }) == [briefly.path, muted.path])
+            #expect(try await env.call(.get, "/v1/mutes", as: star).ids.isEmpty)
+        }
+    }
+}
+
+/// The value of `body`, or nil when it takes longer than `limit`.
+func withTimeout<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T?) async throws -> T? {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask { try await Task.sleep(for: limit); return nil }
+        let first = try await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}

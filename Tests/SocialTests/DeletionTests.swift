@@ -1,0 +1,101 @@
+@testable import Social
+import Foundation
+import HTTPTypes
+import Models
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct DeletionTests {
+    @Test func userDeletedLeavesNoRowMentioningTheUserAndFixesOthersCounts() async throws {
+        try await SocialTestEnvironment.run { env in
+            let leaving = try await env.user("Leaving")
+            let friend = try await env.user()
+            let fan = try await env.user()
+            let idol = try await env.user()
+            let privateOne = try await env.user()
+            let moderator = try await env.user(roles: [.user, .moderator])
+            _ = try await env.call(.patch, "/v1/profiles/me", as: privateOne, json: ["is_private": true])
+            _ = try await env.call(.put, "/v1/profiles/me/avatar", as: leaving, raw: .init(bytes: ProfileTests.png))
+            _ = try await env.follow(friend, as: leaving)
+            _ = try await env.follow(leaving, as: friend)
+            _ = try await env.follow(leaving, as: fan)
+            _ = try await env.follow(idol, as: leaving)
+            _ = try await env.follow(privateOne, as: leaving)
+            _ = try await env.call(.post, "/v1/profiles/\(fan.path)/mute", as: leaving)
+            _ = try await env.call(.post, "/v1/profiles/\(leaving.path)/mute", as: idol)
+            _ = try await env.call(.post, "/v1/profiles/\(leaving.path)/block", as: privateOne)
+            _ = try await env.follow(privateOne, as: friend)
+            _ = try await env.call(.post, "/v1/follow-requests/\(friend.path)/approve", as: privateOne)
+            let locked = try await env.user()
+            _ = try await env.call(.patch, "/v1/profiles/me", as: locked, json: ["is_private": true])
+            #expect(try await env.follow(locked, as: leaving).json["state"] as? String == "requested")
+            _ = try await env.call(.post, "/v1/moderation/users/\(leaving.path)/warnings", as: moderator, json: ["reason": "x"])
+            let leavingMod = try await env.user(roles: [.user, .moderator])
+            _ = try await env.call(.post, "/v1/moderation/users/\(fan.path)/warnings", as: leavingMod, json: ["reason": "y"])
+            #expect(try await env.profile(friend, as: fan).json["followers_count"] as? Int == 1)
+
+            try await env.publish(UserDeleted(userID: leaving.id), userID: leaving.id)
+            try await env.publish(UserDeleted(userID: leavingMod.id), userID: leavingMod.id)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id IN ('\(leaving.id)', '\(leavingMod.id)')") == 0 }
+
+            // No table of the schema has a row with either id in any column.
+            for gone in [leaving.id, leavingMod.id] {
+                #expect(try await env.count("""
+                    SELECT count(*) FROM (
+                        SELECT row_to_json(t)::text AS r FROM profiles t UNION ALL SELECT row_to_json(t)::text FROM follows t
+                        UNION ALL SELECT row_to_json(t)::text FROM follow_requests t UNION ALL SELECT row_to_json(t)::text FROM blocks t
+                        UNION ALL SELECT row_to_json(t)::text FROM mutes t UNION ALL SELECT row_to_json(t)::text FROM notifications t
+                        UNION ALL SELECT row_to_json(t)::text FROM warnings t UNION ALL SELECT row_to_json(t)::text FROM deleted_accounts t
+                        UNION ALL SELECT json_build_object('id', user_id)::text FROM avatars t
+                    ) all_rows WHERE r ILIKE '%\(gone.uuidString)%'
+                    """) == 0)
+            }
+            #expect(try await env.count("SELECT count(*) FROM avatars") == 0)
+            #expect(try await env.count("SELECT count(*) FROM warnings WHERE moderator_id IS NULL") == 1)
+            for (user, followers, following) in [(friend, 0, 1), (fan, 0, 0), (idol, 0, 0), (privateOne, 1, 0), (locked, 0, 0)] {
+                let json = try await env.call(.get, "/v1/profiles/me", as: user).json
+                #expect(json["followers_count"] as? Int == followers && json["following_count"] as? Int == following)
+            }
+            // The deleted account's token, still unexpired, does not bring the profile back.
+            let reply = try await env.call(.get, "/v1/profiles/me", as: leaving)
+            #expect(reply.status == .unauthorized && reply.code == "account_deleted")
+            #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(leaving.id)'") == 0)
+            // Nor does a late event.
+            try await env.publish(UserRolesChanged(userID: leaving.id, roles: [.creator], added: [.creator], removed: []), userID: leaving.id)
+            try await Task.sleep(for: .milliseconds(800))
+            #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(leaving.id)'") == 0)
+        }
+    }
+}
+
+@Suite struct SocialContractTests {
+    static func documentedOperations() throws -> [(method: String, path: String)] {
+        let text = try String(contentsOf: TestEnvironment.packageRoot.appendingPathComponent("Services/Social/openapi.yaml"), encoding: .utf8)
+        var operations: [(String, String)] = []
+        var path: String?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("  /"), line.hasSuffix(":") { path = String(line.dropFirst(2).dropLast()); continue }
+            if line.hasPrefix("components:") { path = nil }
+            if let path, let method = ["get", "post", "put", "patch", "delete"].first(where: { line == "    \($0):" }) {
+                operations.append((method, path))
+            }
+        }
+        return operations
+    }
+
+    /// Every operation in the document is served (anonymous calls get 401, not 404 or 405), and every
+    /// route the service serves under /v1 is in the document.
+    @Test func everyDocumentedOperationIsServed() async throws {
+        let operations = try Self.documentedOperations()
+        #expect(operations.count >= 30)
+        try await SocialTestEnvironment.run { env in
+            for (method, template) in operations where template.hasPrefix("/v1") {
+                let path = template.replacingOccurrences(of: "{id}", with: UUID().uuidString).replacingOccurrences(of: "{username}", with: "someone")
+                    .replacingOccurrences(of: "{step}", with: "avatar")
+                let reply = try await env.call(HTTPRequest.Method(rawValue: method.uppercased())!, path, as: nil)
+                #expect(reply.status == .unauthorized, "\(method) \(template): \(reply.status)")
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+@testable import Social
+import Foundation
+import HTTPTypes
+import Models
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct FollowTests {
+    @Test func followingIsIdempotentAndCountsOnce() async throws {
+        try await SocialTestEnvironment.run { env in
+            let a = try await env.user()
+            let b = try await env.user()
+            for _ in 0..<3 {
+                let reply = try await env.follow(b, as: a)
+                #expect(reply.status == .ok && reply.json["state"] as? String == "following")
+            }
+            #expect(try await env.profile(b, as: a).json["followers_count"] as? Int == 1)
+            #expect(try await env.call(.get, "/v1/profiles/me", as: a).json["following_count"] as? Int == 1)
+            let followers = try await env.call(.get, "/v1/profiles/\(b.path)/followers", as: a)
+            #expect(followers.ids == [a.path] && followers.items.first?["followed_at"] != nil)
+            #expect(try await env.call(.get, "/v1/profiles/\(a.path)/following", as: b).ids == [b.path])
+            for _ in 0..<2 {
+                #expect(try await env.call(.delete, "/v1/profiles/\(b.path)/follow", as: a).json["state"] as? String == "none")
+            }
+            #expect(try await env.profile(b, as: a).json["followers_count"] as? Int == 0)
+            try await waitUntil(.seconds(10)) { try await env.events(FollowRemoved.eventType).count == 1 }
+            #expect(try await env.events(FollowCreated.eventType).count == 1)
+
+            let myself = try await env.follow(a, as: a)
+            #expect(myself.status == .conflict && myself.code == "cannot_follow_self")
+            #expect(try await env.call(.post, "/v1/profiles/\(UUID().uuidString)/follow", as: a).status == .notFound)
+            #expect(try await env.call(.delete, "/v1/profiles/\(UUID().uuidString)/follow", as: a).status == .notFound)
+            #expect(try await env.call(.post, "/v1/profiles/\(b.path)/follow", as: nil).status == .unauthorized)
+        }
+    }
+
+    @Test func privateProfilesTakeRequestsThatTheOwnerAnswers() async throws {
+        try await SocialTestEnvironment.run { env in
+            let owner = try await env.user("Owner")
+            _ = try await env.call(.patch, "/v1/profiles/me", as: owner, json: ["is_private": true])
+            let alice = try await env.user("Alice")
+            let bob = try await env.user("Bob")
+            let carol = try await env.user("Carol")
+            for fan in [alice, bob, carol] {
+                #expect(try await env.follow(owner, as: fan).json["state"] as? String == "requested")
+            }
+            #expect(try await env.follow(owner, as: alice).json["state"] as? String == "requested")
+            let pending = try await env.call(.get, "/v1/follow-requests", as: owner)
+            #expect(pending.ids == [carol.path, bob.path, alice.path])
+            #expect(try await env.profile(owner, as: alice).json["followers_count"] as? Int == 0)
+
+            // Someone else cannot answer the owner's requests, nor a request that does not exist.
+            #expect(try await env.call(.post, "/v1/follow-requests/\(alice.path)/approve", as: bob).status == .notFound)
+            #expect(try await env.call(.post, "/v1/follow-requests/\(UUID().uuidString)/approve", as: owner).status == .notFound)
+            #expect(try await env.call(.post, "/v1/follow-requests/not-an-id/deny", as: owner).status == .notFound)
+
+            let approved = try await env.call(.post, "/v1/follow-requests/\(alice.path)/approve", as: owner)
+            #expect(approved.status == .ok && approved.json["state"] as? String == "following")
+            #expect(try await env.call(.post, "/v1/follow-requests/\(alice.path)/approve", as: owner).status == .notFound)
+            #expect(try await env.call(.post, "/v1/follow-requests/\(bob.path)/deny", as: owner).status == .noContent)
+            #expect(try await env.profile(owner, as: alice).json[path: "relationship.following"] as? Bool == true)
+            #expect(try await env.profile(owner, as: bob).json[path: "relationship.requested"] as? Bool == false)
+            let notifications = try await env.call(.get, "/v1/notifications", as: alice)
+            #expect(notifications.items.first?["type"] as? String == "follow_accepted")
+
+            // Carol withdraws and asks again; then the profile goes public and approves what is pending.
+            #expect(try await env.call(.delete, "/v1/profiles/\(owner.path)/follow", as: carol).json["state"] as? String == "none")
+            #expect(try await env.call(.get, "/v1/follow-requests", as: owner).ids.isEmpty)
+            #expect(try await env.follow(owner, as: carol).json["state"] as? String == "requested")
+            let dave = try await env.user()
+            _ = try await env.follow(owner, as: dave)
+            let opened = try await env.call(.patch, "/v1/profiles/me", as: owner, json: ["is_private": false])
+            #expect(opened.json["followers_count"] as? Int == 3)
+            #expect(try await env.call(.get, "/v1/follow-requests", as: owner).ids.isEmpty)
+            #expect(Set(try await env.call(.get, "/v1/profiles/\(owner.path)/followers", as: owner).ids) == [alice.path, carol.path, dave.path])
+            #expect(try await env.call(.get, "/v1/profiles/me", as: dave).json["following_count"] as? Int == 1)
+            try await waitUntil(.seconds(10)) { try await env.events(FollowCreated.eventType).count == 3 }
+            #expect(try await env.events(FollowRequested.eventType).count == 5)
+        }
+    }
+
+    @Test func listsArePagedNewestFirst() async throws {
+        try await SocialTestEnvironment.run { env in
+            let star = try await env.user()
+            var fans: [SocialTestEnvironment.User] = []
+            for _ in 0..<7 {
+                let fan = try await env.user()
+                _ = try await env.follow(star, as: fan)
+                fans.append(fan)
+            }
+            var seen: [String] = []
+            var cursor: String?
+            repeat {
+                let reply = try await env.call(.get, "/v1/profiles/\(star.path)/followers?limit=3" + (cursor.map { "&cursor=\($0)" } ?? ""), as: fans[0])
+                #expect(reply.status == .ok && reply.items.count <= 3)
+                seen += reply.ids
+                cursor = reply.json["next_cursor"] as? String
+            } while cursor != nil
+            #expect(seen == fans.reversed().map(\.path))
+            #expect(try await env.call(.get, "/v1/profiles/\(star.path)/followers?limit=101", as: star).status == .badRequest)
+            #expect(try await env.call(.get, "/v1/profiles/\(star.path)/followers?cursor=nope", as: star).status == .badRequest)
+        }
+    }
+
+    /// 200 concurrent calls of people following and unfollowing one profile (and each other) leave
+    /// every count equal to the rows.
+    @Test func countsStayRightUnderAConcurrentStorm() async throws {
+        try await SocialTestEnvironment.run { env in
+            let star = try await env.user()
+            var fans: [SocialTestEnvironment.User] = []
+            for _ in 0..<20 { fans.append(try await env.user()) }
+            try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<200 {
+                    let fan = fans[index % fans.count]
+                    let target = index % 10 == 9 ? fans[(index + 1) % fans.count] : star
+                    let method: HTTPRequest.Method = index % 3 == 2 ? .delete : .post
+                    group.addTask { try await env.call(method, "/v1/profiles/\(target.path)/follow", as: fan).status }
+                }
+                for try await status in group { #expect(status == .ok) }
+            }
+            #expect(try await env.count("""
+                SELECT count(*) FROM profiles p WHERE followers_count <> (SELECT count(*) FROM follows WHERE followee_id = p.user_id)
+                   OR following_count <> (SELECT count(*) FROM follows WHERE follower_id = p.user_id)
+                """) == 0)
+            let rows = try await env.count("SELECT count(*) FROM follows WHERE followee_id = '\(star.id)'")
+            #expect(try await env.profile(star, as: fans[0]).json["followers_count"] as? Int == rows)
+        }
+    }
+}

@@ -1,0 +1,147 @@
+@testable import Social
+import Foundation
+import HTTPTypes
+import Models
+import ServiceKit
+import TestSupport
+import Testing
+
+/// Every read of someone else's profile, for every kind of viewer.
+@Suite struct PrivacyTests {
+    enum Seen: Equatable {
+        /// 404.
+        case nothing
+        /// Public fields only (no bio, lists, dietary data).
+        case publicOnly
+        /// Bio and lists, no dietary data.
+        case details
+        /// Everything.
+        case everything
+    }
+
+    struct Viewers {
+        let owner, follower, requester, stranger, blocked, moderator, admin: SocialTestEnvironment.User
+    }
+
+    /// An owner with the given settings and one viewer of each kind.
+    static func setUp(_ env: SocialTestEnvironment, isPrivate: Bool, visibility: String) async throws -> Viewers {
+        let owner = try await env.user("Owner")
+        _ = try await env.call(.patch, "/v1/profiles/me", as: owner, json: [
+            "username": "owner_\(UUID().uuidString.prefix(8))", "bio": "Secret bio", "dietary_preferences": ["keto"],
+            "allergies": [["name": "shellfish", "severity": "severe"]], "favorite_cuisines": ["Greek"], "dietary_visibility": visibility,
+        ])
+        let follower = try await env.user()
+        #expect(try await env.follow(owner, as: follower).json["state"] as? String == "following")
+        _ = try await env.call(.patch, "/v1/profiles/me", as: owner, json: ["is_private": isPrivate])
+        let requester = try await env.user()
+        #expect(try await env.follow(owner, as: requester).json["state"] as? String == (isPrivate ? "requested" : "following"))
+        let stranger = try await env.user()
+        let blocked = try await env.user()
+        _ = try await env.call(.post, "/v1/profiles/\(blocked.path)/block", as: owner)
+        return Viewers(owner: owner, follower: follower, requester: requester, stranger: stranger, blocked: blocked,
+                       moderator: try await env.user(roles: [.user, .moderator]), admin: try await env.user(roles: [.user, .admin]))
+    }
+
+    static func seen(_ reply: SocialTestEnvironment.Reply) -> Seen {
+        if reply.status == .notFound { return .nothing }
+        let json = reply.json
+        #expect(json["username"] != nil && json["followers_count"] != nil && json["is_verified"] != nil)
+        switch (json["bio"] != nil, json["dietary_preferences"] != nil, json["allergies"] != nil) {
+        case (false, false, false): return .publicOnly
+        case (true, false, false): return .details
+        case (true, true, true): return .everything
+        default:
+            Issue.record("inconsistent fields: \(json)")
+            return .nothing
+        }
+    }
+
+    /// Followers list: 200, 403 (private) or 404.
+    static func lists(_ env: SocialTestEnvironment, _ owner: SocialTestEnvironment.User, as viewer: SocialTestEnvironment.User) async throws -> HTTPResponse.Status {
+        let followers = try await env.call(.get, "/v1/profiles/\(owner.path)/followers", as: viewer)
+        let following = try await env.call(.get, "/v1/profiles/\(owner.path)/following", as: viewer)
+        #expect(followers.status == following.status)
+        return followers.status
+    }
+
+    @Test(arguments: [
+        // (private, dietary visibility, follower, requester, stranger)
+        (false, "public", Seen.everything, Seen.everything, Seen.everything),
+        (false, "followers_only", Seen.everything, Seen.everything, Seen.details),
+        (false, "private", Seen.details, Seen.details, Seen.details),
+        (true, "public", Seen.everything, Seen.publicOnly, Seen.publicOnly),
+        (true, "followers_only", Seen.everything, Seen.publicOnly, Seen.publicOnly),
+        (true, "private", Seen.details, Seen.publicOnly, Seen.publicOnly),
+    ])
+    func theMatrix(isPrivate: Bool, visibility: String, follower: Seen, requester: Seen, stranger: Seen) async throws {
+        try await SocialTestEnvironment.run { env in
+            let v = try await Self.setUp(env, isPrivate: isPrivate, visibility: visibility)
+            let expected: [(SocialTestEnvironment.User, Seen, String)] = [
+                (v.owner, .everything, "owner"), (v.follower, follower, "follower"), (v.requester, requester, "requester"),
+                (v.stranger, stranger, "stranger"), (v.blocked, .nothing, "blocked"), (v.moderator, .everything, "moderator"), (v.admin, .everything, "admin"),
+            ]
+            let username = try #require(try await env.call(.get, "/v1/profiles/me", as: v.owner).json["username"] as? String)
+            for (viewer, seen, name) in expected {
+                let byID = try await env.profile(v.owner, as: viewer)
+                #expect(Self.seen(byID) == seen, "\(name) by id (private \(isPrivate), \(visibility)): \(byID.text)")
+                let byName = try await env.call(.get, "/v1/profiles/by-username/\(username)", as: viewer)
+                #expect(Self.seen(byName) == seen, "\(name) by username")
+                let lists = try await Self.lists(env, v.owner, as: viewer)
+                let expectedLists: HTTPResponse.Status = seen == .nothing ? .notFound : (seen == .publicOnly ? .forbidden : .ok)
+                #expect(lists == expectedLists, "\(name) lists")
+                let avatar = try await env.call(.get, "/v1/profiles/\(v.owner.path)/avatar", as: viewer)
+                #expect(avatar.status == .notFound)  // none uploaded; the blocked viewer gets the same answer
+                let search = try await env.call(.get, "/v1/profiles/search?q=\(username)", as: viewer)
+                #expect(search.ids.contains(v.owner.path) == (seen != .nothing), "\(name) search")
+            }
+            // The relationship is told from the viewer's side.
+            let followerView = try await env.profile(v.owner, as: v.follower).json
+            #expect(followerView[path: "relationship.following"] as? Bool == true)
+            #expect(try await env.profile(v.follower, as: v.owner).json[path: "relationship.followed_by"] as? Bool == true)
+            #expect(try await env.profile(v.owner, as: v.requester).json[path: "relationship.requested"] as? Bool == isPrivate)
+            #expect(try await env.profile(v.blocked, as: v.owner).json[path: "relationship.blocking"] as? Bool == true)
+            #expect(try await env.profile(v.owner, as: v.moderator).json[path: "relationship.blocked_by"] as? Bool == false)
+        }
+    }
+
+    @Test func hiddenProfilesAre404ToAllButTheOwnerAndStaff() async throws {
+        try await SocialTestEnvironment.run { env in
+            let owner = try await env.user()
+            let viewer = try await env.user()
+            let moderator = try await env.user(roles: [.user, .moderator])
+            _ = try await env.follow(owner, as: viewer)
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/hide", as: viewer).status == .forbidden)
+            let hidden = try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/hide", as: moderator)
+            #expect(hidden.status == .ok && hidden.json["hidden"] as? Bool == true)
+            #expect(try await env.profile(owner, as: viewer).status == .notFound)
+            #expect(try await env.call(.get, "/v1/profiles/\(owner.path)/followers", as: viewer).status == .notFound)
+            #expect(try await env.call(.get, "/v1/profiles/\(viewer.path)/following", as: viewer).ids.isEmpty)
+            #expect(try await env.follow(owner, as: try await env.user()).status == .notFound)
+            #expect(try await env.call(.get, "/v1/profiles/me", as: owner).json["is_hidden"] as? Bool == true)
+            #expect(try await env.profile(owner, as: moderator).status == .ok)
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(UUID().uuidString)/hide", as: moderator).status == .notFound)
+            _ = try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/unhide", as: moderator)
+            #expect(try await env.profile(owner, as: viewer).status == .ok)
+        }
+    }
+
+    @Test func warningsAreForStaffToGiveAndTheUserToRead() async throws {
+        try await SocialTestEnvironment.run { env in
+            let user = try await env.user()
+            let other = try await env.user()
+            let admin = try await env.user(roles: [.user, .admin])
+            #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: other, json: ["reason": "x"]).status == .forbidden)
+            #expect(try await env.call(.get, "/v1/moderation/users/\(user.path)/warnings", as: other).status == .forbidden)
+            #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": "   "]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": 5]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/moderation/users/\(UUID().uuidString)/warnings", as: admin, json: ["reason": "spam"]).status == .notFound)
+            let warned = try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": "Spam in comments"])
+            #expect(warned.status == .created)
+            let staffView = try await env.call(.get, "/v1/moderation/users/\(user.path)/warnings", as: admin)
+            #expect(staffView.items.first?["moderator_id"] != nil)
+            let own = try await env.call(.get, "/v1/profiles/me/warnings", as: user)
+            #expect(own.items.count == 1 && own.items.first?["reason"] as? String == "Spam in comments" && own.items.first?["moderator_id"] == nil)
+            #expect(try await env.call(.get, "/v1/profiles/me/warnings", as: other).items.isEmpty)
+        }
+    }
+}

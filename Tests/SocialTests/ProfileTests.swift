@@ -1,0 +1,228 @@
+@testable import Social
+import Foundation
+import HTTPTypes
+import Models
+import NIOCore
+import ServiceKit
+import TestSupport
+import Testing
+
+@Suite struct ProfileTests {
+    @Test func registrationEventMakesTheProfileOnceAndLazyCreationDoesNotDuplicate() async throws {
+        try await SocialTestEnvironment.run { env in
+            let cook = try await env.user("Ada Cook")
+            let me = try await env.call(.get, "/v1/profiles/me", as: cook)
+            #expect(me.status == .ok)
+            #expect(me.json["display_name"] as? String == "Ada Cook")
+            #expect(me.json["followers_count"] as? Int == 0)
+            #expect(me.json["dietary_visibility"] as? String == "followers_only")
+            #expect(me.json["relationship"] == nil)
+
+            // First request before the event: made lazily; the late event fills the name, no second row.
+            let early = try await env.user(registered: false)
+            #expect(try await env.call(.get, "/v1/profiles/me", as: early).status == .ok)
+            try await env.publish(UserRegistered(userID: early.id, email: "e@example.com", displayName: "Late Event", provider: "apple"), userID: early.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(early.id)' AND display_name = 'Late Event'") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(early.id)'") == 1)
+            // The event delivered again changes nothing.
+            try await env.publish(UserRegistered(userID: early.id, email: "e@example.com", displayName: "Other", provider: "apple"), userID: early.id)
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await env.call(.get, "/v1/profiles/me", as: early).json["display_name"] as? String == "Late Event")
+        }
+    }
+
+    @Test func patchUpdatesFieldsAndAnnouncesDietaryChanges() async throws {
+        try await SocialTestEnvironment.run { env in
+            let cook = try await env.user()
+            let reply = try await env.call(.patch, "/v1/profiles/me", as: cook, json: [
+                "username": "Chef.Ada_1", "display_name": "  Ada  ", "bio": "Bread\nand soup",
+                "dietary_preferences": ["vegan", "gluten_free", "vegan"], "allergies": [["name": "peanuts", "severity": "life_threatening"]],
+                "favorite_cuisines": ["Thai", "thai", "Italian"], "cooking_preferences": ["skill_level": "advanced", "time_budget_minutes": 45, "equipment": ["oven"]],
+                "dietary_visibility": "public",
+            ])
+            #expect(reply.status == .ok, "\(reply.text)")
+            #expect(reply.json["username"] as? String == "Chef.Ada_1")
+            #expect(reply.json["display_name"] as? String == "Ada")
+            #expect(reply.json["dietary_preferences"] as? [String] == ["vegan", "gluten_free"])
+            #expect(reply.json["favorite_cuisines"] as? [String] == ["Thai", "Italian"])
+            #expect(reply.json[path: "cooking_preferences.time_budget_minutes"] as? Int == 45)
+            #expect((reply.json["allergies"] as? [[String: Any]])?.first?["severity"] as? String == "life_threatening")
+            try await waitUntil(.seconds(10)) { try await env.events(ProfileUpdated.eventType).contains { ($0[path: "data.user_id"] as? String)?.lowercased() == cook.path } }
+            let updates = try await env.events(ProfileUpdated.eventType).filter { ($0[path: "data.user_id"] as? String)?.lowercased() == cook.path }
+            #expect((updates.first?[path: "data.allergies"] as? [[String: Any]])?.first?["name"] as? String == "peanuts")
+
+            // A change that leaves dietary data alone announces nothing more.
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["bio": NSNull()]).json["bio"] == nil)
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["dietary_preferences": ["gluten_free", "vegan"]]).status == .ok)
+            try await Task.sleep(for: .milliseconds(800))
+            #expect(try await env.events(ProfileUpdated.eventType).filter { ($0[path: "data.user_id"] as? String)?.lowercased() == cook.path }.count == 1)
+
+            // By username, case-insensitively.
+            let other = try await env.user()
+            let found = try await env.call(.get, "/v1/profiles/by-username/chef.ada_1", as: other)
+            #expect(found.status == .ok && (found.json["id"] as? String)?.lowercased() == cook.path)
+            #expect(try await env.call(.get, "/v1/profiles/by-username/nobody_here", as: other).status == .notFound)
+        }
+    }
+
+    @Test func usernamesAreUniqueIgnoringCaseAndChecked() async throws {
+        try await SocialTestEnvironment.run { env in
+            let first = try await env.user()
+            let second = try await env.user()
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: first, json: ["username": "pasta_queen"]).status == .ok)
+            let taken = try await env.call(.patch, "/v1/profiles/me", as: second, json: ["username": "Pasta_Queen"])
+            #expect(taken.status == .conflict && taken.code == "username_taken" && taken.fieldErrors == ["username"])
+            // Keeping one's own name in another case is fine.
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: first, json: ["username": "PASTA_QUEEN"]).status == .ok)
+            for bad in ["ab", String(repeating: "a", count: 31), "has space", "émile", ".dot", "dot.", "a..b", "admin", "Support", "me"] {
+                let reply = try await env.call(.patch, "/v1/profiles/me", as: second, json: ["username": bad])
+                #expect(reply.status == .badRequest && reply.fieldErrors == ["username"], "\(bad): \(reply.text)")
+            }
+        }
+    }
+
+    @Test func badInputIsAClear400NamingTheField() async throws {
+        try await SocialTestEnvironment.run { env in
+            let cook = try await env.user()
+            let cases: [(Any, [String])] = [
+                (["favourite_color": "red"], ["favourite_color"]),
+                (["avatar_url": "https://x.test/a.png"], ["avatar_url"]),
+                (["bio": String(repeating: "b", count: 301)], ["bio"]),
+                (["bio": 5], ["bio"]),
+                (["is_private": "yes"], ["is_private"]),
+                (["dietary_preferences": ["vegan", "carnivore"]], ["dietary_preferences"]),
+                (["dietary_preferences": "vegan"], ["dietary_preferences"]),
+                (["allergies": [["name": "nuts", "severity": "deadly"]]], ["allergies[0].severity"]),
+                (["allergies": [["name": "nuts", "severity": "mild"], ["name": "NUTS", "severity": "mild"]]], ["allergies[1].name"]),
+                (["allergies": [["severity": "mild"]]], ["allergies[0].name"]),
+                (["cooking_preferences": ["skill_level": "god"]], ["cooking_preferences.skill_level"]),
+                (["cooking_preferences": ["time_budget_minutes": 2.5]], ["cooking_preferences.time_budget_minutes"]),
+                (["cooking_preferences": ["oven": true]], ["cooking_preferences.oven"]),
+                (["dietary_visibility": "friends"], ["dietary_visibility"]),
+                (["favorite_cuisines": Array(repeating: "x", count: 21)], ["favorite_cuisines"]),
+                ([String: Any](), ["body"]),
+                (["username": "ok_name", "bio": 1, "is_private": 0], ["bio", "is_private"]),
+            ]
+            for (body, fields) in cases {
+                let reply = try await env.call(.patch, "/v1/profiles/me", as: cook, json: body)
+                #expect(reply.status == .badRequest, "\(body): \(reply.text)")
+                #expect(reply.headers[.contentType] == Problem.mediaType)
+                #expect(reply.fieldErrors == fields, "\(body): \(reply.text)")
+            }
+            // Nothing of the refused bodies was applied.
+            #expect(try await env.call(.get, "/v1/profiles/me", as: cook).json["username"] == nil)
+            let malformed = try await env.call(.patch, "/v1/profiles/me", as: cook, raw: ByteBuffer(string: "{\"bio\": "), headers: [.contentType: "application/json"])
+            #expect(malformed.status == .badRequest && malformed.code == "malformed_json")
+            let notObject = try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["a", "b"])
+            #expect(notObject.status == .badRequest)
+            let huge = try await env.call(.patch, "/v1/profiles/me", as: cook, raw: ByteBuffer(string: "{\"bio\":\"" + String(repeating: "x", count: 3 * 1024 * 1024) + "\"}"), headers: [.contentType: "application/json"])
+            #expect(huge.status == .contentTooLarge)
+            // No token, a bad token, an expired token.
+            #expect(try await env.call(.get, "/v1/profiles/me", as: nil).status == .unauthorized)
+            let forged = SocialTestEnvironment.User(id: cook.id, token: cook.token + "x")
+            #expect(try await env.call(.get, "/v1/profiles/me", as: forged).status == .unauthorized)
+            let expired = SocialTestEnvironment.User(id: cook.id, token: try await env.issuer.token(userID: cook.id, issuedAt: Date().addingTimeInterval(-3600), expiresIn: 900))
+            #expect(try await env.call(.get, "/v1/profiles/me", as: expired).status == .unauthorized)
+            #expect(try await env.call(.get, "/v1/profiles/not-a-uuid", as: cook).status == .notFound)
+            let search = try await env.call(.get, "/v1/profiles/search", as: cook)
+            #expect(search.status == .badRequest && search.fieldErrors == ["q"])
+            #expect(try await env.call(.get, "/v1/profiles/search?q=a&limit=0", as: cook).status == .badRequest)
+            #expect(try await env.call(.get, "/v1/profiles/search?q=a&cursor=garbage", as: cook).status == .badRequest)
+        }
+    }
+
+    @Test func onboardingStepsFollowTheData() async throws {
+        try await SocialTestEnvironment.run { env in
+            let cook = try await env.user("Ada")
+            func states() async throws -> ([String: String], Bool) {
+                let reply = try await env.call(.get, "/v1/profiles/me/onboarding", as: cook)
+                let steps = reply.json["steps"] as? [[String: Any]] ?? []
+                return (Dictionary(uniqueKeysWithValues: steps.map { ($0["step"] as! String, $0["state"] as! String) }), reply.json["complete"] as? Bool ?? true)
+            }
+            var (state, complete) = try await states()
+            #expect(state == ["name": "pending", "avatar": "pending", "dietary_preferences": "pending", "allergies": "pending", "cuisines": "pending"])
+            #expect(!complete)
+            let required = try await env.call(.post, "/v1/profiles/me/onboarding/name/skip", as: cook)
+            #expect(required.status == .conflict && required.code == "step_required")
+            #expect(try await env.call(.post, "/v1/profiles/me/onboarding/favorite_color/skip", as: cook).status == .notFound)
+            #expect(try await env.call(.post, "/v1/profiles/me/onboarding/avatar/skip", as: cook).json["steps"] != nil)
+            _ = try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["username": "ada_bakes", "dietary_preferences": [], "allergies": []])
+            (state, complete) = try await states()
+            #expect(state == ["name": "done", "avatar": "skipped", "dietary_preferences": "done", "allergies": "done", "cuisines": "pending"])
+            #expect(!complete)
+            _ = try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["favorite_cuisines": ["Persian"]])
+            (state, complete) = try await states()
+            #expect(state["cuisines"] == "done" && complete)
+        }
+    }
+
+    static let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array(repeating: 7, count: 100)
+    static let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0] + Array(repeating: 1, count: 100)
+    static let webp: [UInt8] = Array("RIFF".utf8) + [0, 0, 0, 0] + Array("WEBPVP8 ".utf8) + Array(repeating: 2, count: 100)
+
+    @Test func avatarsAreCheckedByTheirBytesAndCached() async throws {
+        try await SocialTestEnvironment.run { env in
+            let cook = try await env.user()
+            let viewer = try await env.user()
+            // The header says PNG; the bytes are text.
+            let lie = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(string: "<svg onload=alert(1)>"), headers: [.contentType: "image/png"])
+            #expect(lie.status == .unsupportedMediaType && lie.code == "unsupported_image")
+            let big = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: Self.png + Array(repeating: 0, count: 2 * 1024 * 1024)))
+            #expect(big.status == .contentTooLarge && big.code == "too_large")
+            #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer).status == .notFound)
+
+            for (bytes, type) in [(Self.jpeg, "image/jpeg"), (Self.webp, "image/webp"), (Self.png, "image/png")] {
+                let uploaded = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: bytes), headers: [.contentType: "application/octet-stream"])
+                #expect(uploaded.status == .ok, "\(type): \(uploaded.text)")
+                let url = try #require(uploaded.json["avatar_url"] as? String)
+                let image = try await env.call(.get, url, as: viewer)
+                #expect(image.status == .ok && image.headers[.contentType] == type)
+                #expect(Array(image.body.readableBytesView) == bytes)
+            }
+            let image = try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer)
+            let etag = try #require(image.headers[.eTag])
+            #expect(image.headers[.cacheControl]?.contains("max-age") == true)
+            let again = try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer, headers: [.ifNoneMatch: etag])
+            #expect(again.status == .notModified && again.body.readableBytes == 0)
+            #expect(try await env.call(.delete, "/v1/profiles/me/avatar", as: cook).status == .noContent)
+            #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer).status == .notFound)
+            #expect(try await env.call(.get, "/v1/profiles/me", as: cook).json["avatar_url"] == nil)
+        }
+    }
+
+    @Test func theCreatorRoleGivesTheVerifiedBadge() async throws {
+        try await SocialTestEnvironment.run { env in
+            let cook = try await env.user()
+            try await env.publish(UserRolesChanged(userID: cook.id, roles: [.user, .creator], added: [.creator], removed: []), userID: cook.id)
+            try await waitUntil(.seconds(10)) { try await env.call(.get, "/v1/profiles/me", as: cook).json["is_verified"] as? Bool == true }
+            try await env.publish(UserRolesChanged(userID: cook.id, roles: [.user], added: [], removed: [.creator]), userID: cook.id)
+            try await waitUntil(.seconds(10)) { try await env.call(.get, "/v1/profiles/me", as: cook).json["is_verified"] as? Bool == false }
+        }
+    }
+
+    @Test func searchFindsPrefixesAndLeavesOutWhoBlocksTheCaller() async throws {
+        try await SocialTestEnvironment.run { env in
+            let caller = try await env.user()
+            var made: [SocialTestEnvironment.User] = []
+            for index in 0..<5 {
+                let user = try await env.user("Basil Fan \(index)")
+                _ = try await env.call(.patch, "/v1/profiles/me", as: user, json: ["username": "basil_\(index)"])
+                made.append(user)
+            }
+            let other = try await env.user("Mint")
+            _ = try await env.call(.patch, "/v1/profiles/me", as: other, json: ["username": "mint_only"])
+            _ = try await env.call(.post, "/v1/profiles/\(caller.path)/block", as: made[4])
+            var seen: [String] = []
+            var cursor: String?
+            repeat {
+                let reply = try await env.call(.get, "/v1/profiles/search?q=BAS&limit=2" + (cursor.map { "&cursor=\($0)" } ?? ""), as: caller)
+                #expect(reply.status == .ok)
+                seen += reply.ids
+                cursor = reply.json["next_cursor"] as? String
+            } while cursor != nil
+            #expect(seen == made.prefix(4).map(\.path))
+            #expect(try await env.call(.get, "/v1/profiles/search?q=basil%20fan", as: caller).ids.count == 4)
+            #expect(try await env.call(.get, "/v1/profiles/search?q=%25", as: caller).ids.isEmpty)
+        }
+    }
+}

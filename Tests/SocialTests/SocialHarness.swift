@@ -1,0 +1,131 @@
+@testable import Social
+import Foundation
+import Hummingbird
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import Models
+import NIOCore
+import PostgresNIO
+import ServiceKit
+import TestSupport
+import Testing
+
+/// One running social service for a test: its own database and Redis stream, access tokens from a
+/// test issuer whose JWKS the service fetches over HTTP, events put on the stream as auth would.
+struct SocialTestEnvironment: Sendable {
+    let client: any TestClientProtocol
+    let issuer: TestIssuer
+    let database: TestDatabase
+    let config: ServiceConfig
+    let redis: RedisClient
+
+    static func run(_ body: @Sendable (SocialTestEnvironment) async throws -> Void) async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        var settings = ServiceConfig.test(name: "social", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL)
+        settings.tokens = issuer.tokenConfig
+        let config = settings
+        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+        let app = try buildApplication(config)
+        try await app.test(.live) { client in
+            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/readyz", method: .get).status == .ok }
+            try await body(SocialTestEnvironment(client: client, issuer: issuer, database: database, config: config, redis: redis))
+        }
+        await redis.close()
+    }
+
+    // MARK: users and events
+
+    struct User: Sendable {
+        let id: UUID
+        let token: String
+        /// The id as the API writes it in paths.
+        var path: String { id.uuidString.lowercased() }
+    }
+
+    /// A signed-up user: `user.registered` is put on the stream and the profile awaited, as after a
+    /// real sign-up. `registered: false` leaves the event out (the profile is then made lazily).
+    func user(_ name: String? = nil, roles: [Role] = [.user], registered: Bool = true) async throws -> User {
+        let id = UUID()
+        if registered {
+            try await publish(UserRegistered(userID: id, email: "\(id)@example.com", displayName: name, provider: "email"), userID: id)
+            try await waitUntil(.seconds(15)) { try await count("SELECT count(*) FROM profiles WHERE user_id = '\(id)'") == 1 }
+        }
+        return User(id: id, token: try await issuer.token(userID: id, roles: roles))
+    }
+
+    /// Puts an event on the service's stream exactly as a producer's relay does.
+    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?) async throws {
+        let envelope = try EventEnvelope(payload, producer: "auth", userID: userID)
+        _ = try await redis.xadd(config.events.stream, maxLength: nil, fields: [
+            ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
+            ("envelope", String(decoding: try JSONEncoder.api().encode(envelope), as: UTF8.self)),
+        ])
+    }
+
+    /// Events the service has relayed to the stream, of one type.
+    func events(_ type: String) async throws -> [[String: Any]] {
+        try await redis.xrange(config.events.stream, count: 100_000).compactMap { entry in
+            guard entry.fields["type"] == type, let json = entry.fields["envelope"] else { return nil }
+            return (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any]
+        }
+    }
+
+    // MARK: HTTP
+
+    struct Reply: Sendable {
+        let status: HTTPResponse.Status
+        let headers: HTTPFields
+        let body: ByteBuffer
+
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:] }
+        var code: String? { json["code"] as? String }
+        var text: String { String(buffer: body) }
+        var items: [[String: Any]] { json["items"] as? [[String: Any]] ?? [] }
+        /// Ids of the list items, lower case.
+        var ids: [String] { items.compactMap { ($0["id"] as? String)?.lowercased() } }
+        var fieldErrors: [String] { (json["errors"] as? [[String: Any]] ?? []).compactMap { $0["field"] as? String } }
+    }
+
+    @discardableResult
+    func call(_ method: HTTPRequest.Method, _ path: String, as user: User?, json: Any? = nil, raw: ByteBuffer? = nil, headers extra: HTTPFields = [:]) async throws -> Reply {
+        var headers = extra
+        if let user { headers[.authorization] = "Bearer \(user.token)" }
+        var body = raw
+        if let json {
+            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
+            headers[.contentType] = "application/json"
+        }
+        let response = try await client.execute(uri: path, method: method, headers: headers, body: body)
+        return Reply(status: response.status, headers: response.headers, body: response.body)
+    }
+
+    func profile(_ target: User, as viewer: User) async throws -> Reply {
+        try await call(.get, "/v1/profiles/\(target.path)", as: viewer)
+    }
+
+    func follow(_ target: User, as viewer: User) async throws -> Reply {
+        try await call(.post, "/v1/profiles/\(target.path)/follow", as: viewer)
+    }
+
+    // MARK: database
+
+    func count(_ sql: String) async throws -> Int {
+        try await withClient(database.config(for: "social")) { client in
+            var result = 0
+            for try await value in try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).decode(Int64.self) { result = Int(value) }
+            return result
+        }
+    }
+}
+
+extension Dictionary where Key == String, Value == Any {
+    subscript(path path: String) -> Any? {
+        var current: Any? = self
+        for part in path.split(separator: ".") { current = (current as? [String: Any])?[String(part)] }
+        return current
+    }
+}
