@@ -25,7 +25,8 @@ struct Social: Sendable {
 
     /// A transaction that is tried again when PostgreSQL picks it as a deadlock victim or a
     /// serialization failure: bulk changes (a profile going public, an account deletion) lock many
-    /// profile rows, and a follow storm must not turn that into an error for the client.
+    /// profile rows, and a follow storm must not turn that into an error for the client. A profile
+    /// deleted under the transaction's feet (foreign key violation) is 404.
     func transaction<Result: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
         var attempt = 0
         while true {
@@ -35,6 +36,8 @@ struct Social: Sendable {
             } catch let error as PSQLError where attempt < 4 && ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "") {
                 logger.debug("transaction retried", metadata: ["sqlstate": "\(error.serverInfo?[.sqlState] ?? "")", "attempt": "\(attempt)"])
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...10) * attempt))
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23503" {
+                throw APIError.notFound("No such profile.")
             }
         }
     }
@@ -43,7 +46,7 @@ struct Social: Sendable {
     /// account's token (it can outlive the account by a few minutes) gets 401, not a new profile.
     func ownProfile(_ caller: Caller, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord {
         if let profile = try await profiles.find(id: caller.userID, forUpdate: forUpdate, on: connection, logger: logger) { return profile }
-        guard try await profiles.ensure(id: caller.userID, displayName: nil, verified: caller.has(.creator), on: connection, logger: logger),
+        guard try await profiles.ensure(id: caller.userID, displayName: nil, verified: caller.has(.creator), overwriteVerified: false, on: connection, logger: logger),
               let profile = try await profiles.find(id: caller.userID, forUpdate: forUpdate, on: connection, logger: logger) else {
             throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
         }
@@ -61,6 +64,14 @@ struct Social: Sendable {
             return (profile, relationship)
         }
         throw APIError.notFound("No such profile.")
+    }
+
+    /// 404 unless the profile exists and is not hidden from the caller. For actions that work even
+    /// on someone who blocks the caller (blocking back, unfollowing).
+    func requireExists(_ id: UUID, for caller: Caller, on connection: PostgresConnection, logger: Logger) async throws {
+        guard let profile = try await profiles.find(id: id, on: connection, logger: logger), profile.hiddenAt == nil || caller.isStaff else {
+            throw APIError.notFound("No such profile.")
+        }
     }
 
     func view(_ profile: ProfileRecord, relationship: Relationship?, for caller: Caller) -> ProfileView {

@@ -210,7 +210,8 @@ public struct FollowRequested: EventPayload, Equatable {
     }
 }
 
-/// A follow ended: unfollowed, or removed by a block or an account deletion.
+/// A follow ended: unfollowed, or removed by a block. (An account deletion removes follows too; other
+/// services learn of it from `user.deleted` itself.)
 public struct FollowRemoved: EventPayload, Equatable {
     public static let eventType = "follow.removed"
     public var followerID: UUID

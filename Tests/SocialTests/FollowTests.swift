@@ -54,6 +54,8 @@ import Testing
             #expect(try await env.call(.post, "/v1/follow-requests/\(alice.path)/approve", as: bob).status == .notFound)
             #expect(try await env.call(.post, "/v1/follow-requests/\(UUID().uuidString)/approve", as: owner).status == .notFound)
             #expect(try await env.call(.post, "/v1/follow-requests/not-an-id/deny", as: owner).status == .notFound)
+            #expect(try await env.call(.post, "/v1/follow-requests/\(alice.path)/deny", as: bob).status == .notFound)
+            #expect(try await env.call(.get, "/v1/follow-requests", as: bob).ids.isEmpty)
 
             let approved = try await env.call(.post, "/v1/follow-requests/\(alice.path)/approve", as: owner)
             #expect(approved.status == .ok && approved.json["state"] as? String == "following")
@@ -63,6 +65,9 @@ import Testing
             #expect(try await env.profile(owner, as: bob).json[path: "relationship.requested"] as? Bool == false)
             let notifications = try await env.call(.get, "/v1/notifications", as: alice)
             #expect(notifications.items.first?["type"] as? String == "follow_accepted")
+            // Answered requests no longer wait in the owner's notifications.
+            let ownerNotes = try await env.call(.get, "/v1/notifications", as: owner).items
+            #expect(ownerNotes.compactMap { ($0["actor"] as? [String: Any])?["id"] as? String }.map { $0.lowercased() } == [carol.path])
 
             // Carol withdraws and asks again; then the profile goes public and approves what is pending.
             #expect(try await env.call(.delete, "/v1/profiles/\(owner.path)/follow", as: carol).json["state"] as? String == "none")
@@ -125,6 +130,55 @@ import Testing
                 """) == 0)
             let rows = try await env.count("SELECT count(*) FROM follows WHERE followee_id = '\(star.id)'")
             #expect(try await env.profile(star, as: fans[0]).json["followers_count"] as? Int == rows)
+        }
+    }
+
+    /// Follows, unfollows, blocks, a profile switching between private and public, and the deletion
+    /// of one of the people, all at once. Afterwards every count equals its rows, no follow or request
+    /// stands beside a block, no request waits on a public profile, and the deleted user is gone.
+    @Test func invariantsHoldWhenBlocksPrivacyAndDeletionRaceFollows() async throws {
+        try await SocialTestEnvironment.run { env in
+            let star = try await env.user()
+            let leaving = try await env.user()
+            var fans: [SocialTestEnvironment.User] = []
+            for _ in 0..<12 { fans.append(try await env.user()) }
+            _ = try await env.follow(star, as: leaving)
+            try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<160 {
+                    let fan = fans[index % fans.count]
+                    group.addTask {
+                        switch index % 8 {
+                        case 0: return try await env.call(.patch, "/v1/profiles/me", as: star, json: ["is_private": index % 16 == 0]).status
+                        case 1: return try await env.call(.post, "/v1/profiles/\(fan.path)/block", as: star).status
+                        case 2: return try await env.call(.delete, "/v1/profiles/\(fan.path)/block", as: star).status
+                        case 3: return try await env.call(.post, "/v1/profiles/\(leaving.path)/follow", as: fan).status
+                        case 4: return try await env.call(.delete, "/v1/profiles/\(star.path)/follow", as: fan).status
+                        default: return try await env.follow(star, as: fan).status
+                        }
+                    }
+                    if index == 80 {
+                        try await env.publish(UserDeleted(userID: leaving.id), userID: leaving.id)
+                    }
+                }
+                for try await status in group {
+                    // Refusals that the races make legitimate: blocked (404 to the blocked, 409 to the
+                    // blocker) and the deleted profile (404).
+                    #expect([.ok, .notFound, .conflict].contains(status), "\(status)")
+                }
+            }
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(leaving.id)'") == 0 }
+            #expect(try await env.count("""
+                SELECT count(*) FROM profiles p WHERE followers_count <> (SELECT count(*) FROM follows WHERE followee_id = p.user_id)
+                   OR following_count <> (SELECT count(*) FROM follows WHERE follower_id = p.user_id)
+                """) == 0)
+            #expect(try await env.count("""
+                SELECT count(*) FROM follows f JOIN blocks b ON (b.blocker_id, b.blocked_id) IN ((f.follower_id, f.followee_id), (f.followee_id, f.follower_id))
+                """) == 0)
+            #expect(try await env.count("""
+                SELECT count(*) FROM follow_requests r JOIN blocks b ON (b.blocker_id, b.blocked_id) IN ((r.requester_id, r.target_id), (r.target_id, r.requester_id))
+                """) == 0)
+            #expect(try await env.count("SELECT count(*) FROM follow_requests r JOIN profiles p ON p.user_id = r.target_id WHERE NOT p.is_private") == 0)
+            #expect(try await env.count("SELECT count(*) FROM follows WHERE '\(leaving.id)' IN (follower_id, followee_id)") == 0)
         }
     }
 }

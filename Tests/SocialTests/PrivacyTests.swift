@@ -38,6 +38,7 @@ import Testing
         let stranger = try await env.user()
         let blocked = try await env.user()
         _ = try await env.call(.post, "/v1/profiles/\(blocked.path)/block", as: owner)
+        #expect(try await env.call(.put, "/v1/profiles/me/avatar", as: owner, raw: .init(bytes: ProfileTests.png)).status == .ok)
         return Viewers(owner: owner, follower: follower, requester: requester, stranger: stranger, blocked: blocked,
                        moderator: try await env.user(roles: [.user, .moderator]), admin: try await env.user(roles: [.user, .admin]))
     }
@@ -46,6 +47,7 @@ import Testing
         if reply.status == .notFound { return .nothing }
         let json = reply.json
         #expect(json["username"] != nil && json["followers_count"] != nil && json["is_verified"] != nil)
+        #expect((json["bio"] != nil) == (json["favorite_cuisines"] != nil) && (json["bio"] != nil) == (json["cooking_preferences"] != nil))
         switch (json["bio"] != nil, json["dietary_preferences"] != nil, json["allergies"] != nil) {
         case (false, false, false): return .publicOnly
         case (true, false, false): return .details
@@ -56,11 +58,16 @@ import Testing
         }
     }
 
-    /// Followers list: 200, 403 (private) or 404.
-    static func lists(_ env: SocialTestEnvironment, _ owner: SocialTestEnvironment.User, as viewer: SocialTestEnvironment.User) async throws -> HTTPResponse.Status {
-        let followers = try await env.call(.get, "/v1/profiles/\(owner.path)/followers", as: viewer)
-        let following = try await env.call(.get, "/v1/profiles/\(owner.path)/following", as: viewer)
+    /// Followers list: 200 (and then it lists the accepted follower), 403 (private) or 404.
+    static func lists(_ env: SocialTestEnvironment, _ v: Viewers, as viewer: SocialTestEnvironment.User) async throws -> HTTPResponse.Status {
+        let followers = try await env.call(.get, "/v1/profiles/\(v.owner.path)/followers", as: viewer)
+        let following = try await env.call(.get, "/v1/profiles/\(v.owner.path)/following", as: viewer)
         #expect(followers.status == following.status)
+        if followers.status == .ok {
+            #expect(followers.ids.contains(v.follower.path) && !followers.ids.contains(v.blocked.path))
+        } else {
+            #expect(followers.json["items"] == nil)
+        }
         return followers.status
     }
 
@@ -86,11 +93,12 @@ import Testing
                 #expect(Self.seen(byID) == seen, "\(name) by id (private \(isPrivate), \(visibility)): \(byID.text)")
                 let byName = try await env.call(.get, "/v1/profiles/by-username/\(username)", as: viewer)
                 #expect(Self.seen(byName) == seen, "\(name) by username")
-                let lists = try await Self.lists(env, v.owner, as: viewer)
+                let lists = try await Self.lists(env, v, as: viewer)
                 let expectedLists: HTTPResponse.Status = seen == .nothing ? .notFound : (seen == .publicOnly ? .forbidden : .ok)
                 #expect(lists == expectedLists, "\(name) lists")
+                // The avatar is a public field: everyone but the blocked viewer gets it.
                 let avatar = try await env.call(.get, "/v1/profiles/\(v.owner.path)/avatar", as: viewer)
-                #expect(avatar.status == .notFound)  // none uploaded; the blocked viewer gets the same answer
+                #expect(avatar.status == (seen == .nothing ? .notFound : .ok), "\(name) avatar")
                 let search = try await env.call(.get, "/v1/profiles/search?q=\(username)", as: viewer)
                 #expect(search.ids.contains(v.owner.path) == (seen != .nothing), "\(name) search")
             }
@@ -110,6 +118,8 @@ import Testing
             let viewer = try await env.user()
             let moderator = try await env.user(roles: [.user, .moderator])
             _ = try await env.follow(owner, as: viewer)
+            _ = try await env.follow(viewer, as: owner)
+            #expect(try await env.call(.get, "/v1/notifications", as: viewer).items.count == 1)
             #expect(try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/hide", as: viewer).status == .forbidden)
             let hidden = try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/hide", as: moderator)
             #expect(hidden.status == .ok && hidden.json["hidden"] as? Bool == true)
@@ -118,6 +128,12 @@ import Testing
             #expect(try await env.call(.get, "/v1/profiles/\(viewer.path)/following", as: viewer).ids.isEmpty)
             #expect(try await env.follow(owner, as: try await env.user()).status == .notFound)
             #expect(try await env.call(.get, "/v1/profiles/me", as: owner).json["is_hidden"] as? Bool == true)
+            // Nothing else names the hidden profile either: not the notification of its follow, not
+            // an action's answer. Staff still find it in lists.
+            #expect(try await env.call(.get, "/v1/notifications", as: viewer).items.isEmpty == true)
+            #expect(try await env.call(.post, "/v1/profiles/\(owner.path)/block", as: viewer).status == .notFound)
+            #expect(try await env.call(.delete, "/v1/profiles/\(owner.path)/mute", as: viewer).status == .notFound)
+            #expect(try await env.call(.get, "/v1/profiles/\(viewer.path)/following", as: moderator).ids == [owner.path])
             #expect(try await env.profile(owner, as: moderator).status == .ok)
             #expect(try await env.call(.post, "/v1/moderation/profiles/\(UUID().uuidString)/hide", as: moderator).status == .notFound)
             _ = try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/unhide", as: moderator)

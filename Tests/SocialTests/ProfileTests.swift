@@ -128,6 +128,17 @@ import Testing
             #expect(search.status == .badRequest && search.fieldErrors == ["q"])
             #expect(try await env.call(.get, "/v1/profiles/search?q=a&limit=0", as: cook).status == .badRequest)
             #expect(try await env.call(.get, "/v1/profiles/search?q=a&cursor=garbage", as: cook).status == .badRequest)
+            // NUL and other control characters anywhere: a 4xx, never a database error.
+            #expect(try await env.call(.get, "/v1/profiles/search?q=%00", as: cook).status == .badRequest)
+            #expect(try await env.call(.get, "/v1/profiles/by-username/a%00b", as: cook).status == .notFound)
+            for body: [String: Any] in [["favorite_cuisines": ["Thai\u{0}"]], ["allergies": [["name": "nu\u{0}ts", "severity": "mild"]]], ["display_name": "A\u{0}"],
+                                        ["cooking_preferences": ["equipment": ["pan\u{7}"]]]] {
+                #expect(try await env.call(.patch, "/v1/profiles/me", as: cook, json: body).status == .badRequest, "\(body)")
+            }
+            // A hand-made cursor far outside any real time is still just a page.
+            let wild = Cursor.encode(TimeCursor(micros: -9_000_000_000_000_000_000, id: UUID()))
+            #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/followers?cursor=\(wild)", as: cook).status == .ok)
+            #expect(try await env.call(.get, "/v1/notifications?cursor=\(Cursor.encode(TimeCursor(micros: .max, id: UUID())))", as: cook).status == .ok)
         }
     }
 

@@ -13,10 +13,10 @@ struct SocialEventHandlers {
         var handlers = EventHandlers()
         let profiles = social.profiles
         handlers.on(UserRegistered.self) { event, context in
-            try await profiles.ensure(id: event.userID, displayName: event.displayName, verified: nil, on: context.connection, logger: context.logger)
+            try await profiles.ensure(id: event.userID, displayName: event.displayName, verified: false, overwriteVerified: false, on: context.connection, logger: context.logger)
         }
         handlers.on(UserRolesChanged.self) { event, context in
-            try await profiles.ensure(id: event.userID, displayName: nil, verified: event.roles.contains(.creator), on: context.connection, logger: context.logger)
+            try await profiles.ensure(id: event.userID, displayName: nil, verified: event.roles.contains(.creator), overwriteVerified: true, on: context.connection, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, on: context.connection, logger: context.logger)
@@ -26,17 +26,28 @@ struct SocialEventHandlers {
 
     /// Removes every row that mentions the user, correcting the counts of the people they followed
     /// and who followed them, and remembers (by hash) that the account is gone.
+    ///
+    /// The profile row is locked first: every follow, request and block takes a key-share lock on both
+    /// profiles before it reads them, so none is in flight while this runs and none starts until it
+    /// commits (they then find no profile: 404). Counts are corrected from the rows this statement
+    /// actually deleted, so a concurrent unfollow cannot be subtracted twice.
     static func purge(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("SELECT 1 FROM profiles WHERE user_id = \(user) FOR UPDATE", logger: logger)
+        var followed: [UUID] = []
+        for try await id in try await connection.query("DELETE FROM follows WHERE follower_id = \(user) RETURNING followee_id", logger: logger).decode(UUID.self) {
+            followed.append(id)
+        }
+        var followers: [UUID] = []
+        for try await id in try await connection.query("DELETE FROM follows WHERE followee_id = \(user) RETURNING follower_id", logger: logger).decode(UUID.self) {
+            followers.append(id)
+        }
         try await connection.query("""
-            UPDATE profiles p SET followers_count = p.followers_count - 1
-            FROM follows f WHERE f.follower_id = \(user) AND p.user_id = f.followee_id
-            """, logger: logger)
-        try await connection.query("""
-            UPDATE profiles p SET following_count = p.following_count - 1
-            FROM follows f WHERE f.followee_id = \(user) AND p.user_id = f.follower_id
+            UPDATE profiles SET
+                followers_count = followers_count - CASE WHEN user_id = ANY(\(followed)) THEN 1 ELSE 0 END,
+                following_count = following_count - CASE WHEN user_id = ANY(\(followers)) THEN 1 ELSE 0 END
+            WHERE user_id = ANY(\(followed + followers))
             """, logger: logger)
         for statement: PostgresQuery in [
-            "DELETE FROM follows WHERE follower_id = \(user) OR followee_id = \(user)",
             "DELETE FROM follow_requests WHERE requester_id = \(user) OR target_id = \(user)",
             "DELETE FROM blocks WHERE blocker_id = \(user) OR blocked_id = \(user)",
             "DELETE FROM mutes WHERE muter_id = \(user) OR muted_id = \(user)",

@@ -13,7 +13,8 @@ struct TimeCursor: Codable, Sendable {
     /// The values of `(\(first) OR (time, id) < ('epoch' + \(micros) µs, \(tie)))`: every list query
     /// writes that condition inline with these three.
     static func bounds(_ cursor: TimeCursor?) -> (first: Bool, micros: Int64, tie: UUID) {
-        (cursor == nil, cursor?.micros ?? 0, cursor?.id ?? UUID())
+        // Clamped to years 1970–2100: a hand-made cursor must not overflow the timestamp arithmetic.
+        (cursor == nil, min(max(cursor?.micros ?? 0, 0), 4_102_444_800_000_000), cursor?.id ?? UUID())
     }
 
     static func micros(_ column: String) -> String { "(extract(epoch FROM \(column)) * 1000000)::int8" }
@@ -49,10 +50,15 @@ struct ListedProfile: Codable, Sendable {
 /// Follows and follow requests, and the counts on both profiles, always changed together.
 struct FollowStore: Sendable {
     /// Serializes everything that changes how two people stand to each other (follow, request,
-    /// approve, block), whichever of them acts, so a follow cannot slip in beside a block.
+    /// approve, block), whichever of them acts, so a follow cannot slip in beside a block. It also
+    /// takes a key-share lock on both profiles: that waits for a profile being switched public (which
+    /// holds its row for update while it approves requests) or purged, and is read after, so the
+    /// caller sees the profile as it now is. Key-share does not conflict with the count updates, so
+    /// follows of one popular profile still run side by side.
     func lockPair(_ a: UUID, _ b: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         let (low, high) = a.uuidString < b.uuidString ? (a, b) : (b, a)
         try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(low.uuidString + high.uuidString), 7))", logger: logger)
+        try await connection.query("SELECT 1 FROM profiles WHERE user_id = ANY(\([a, b])) ORDER BY user_id FOR KEY SHARE", logger: logger)
     }
 
     /// How `viewer` stands to `target`.
@@ -133,7 +139,9 @@ struct FollowStore: Sendable {
     func approveAll(to target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [UUID] {
         let rows = try await connection.query("""
             WITH moved AS (DELETE FROM follow_requests WHERE target_id = \(target) RETURNING requester_id)
-            INSERT INTO follows (follower_id, followee_id) SELECT requester_id, \(target) FROM moved
+            INSERT INTO follows (follower_id, followee_id)
+            SELECT requester_id, \(target) FROM moved
+            WHERE NOT EXISTS (SELECT 1 FROM blocks WHERE (blocker_id, blocked_id) IN ((requester_id, \(target)), (\(target), requester_id)))
             ON CONFLICT DO NOTHING RETURNING follower_id
             """, logger: logger)
         var followers: [UUID] = []
@@ -169,15 +177,15 @@ struct FollowStore: Sendable {
 
     /// One page of a profile's followers or following, newest first, leaving out hidden profiles and
     /// people who block the viewer.
-    func list(_ direction: Direction, of profile: UUID, viewer: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
+    func list(_ direction: Direction, of profile: UUID, viewer: UUID, viewerIsStaff: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
         let (key, other) = direction == .followers ? ("followee_id", "follower_id") : ("follower_id", "followee_id")
         let (first, micros, tie) = TimeCursor.bounds(after)
         let rows = try await connection.query("""
             SELECT \(unescaped: ProfileSummary.columns), f.created_at, \(unescaped: TimeCursor.micros("f.created_at"))
             FROM follows f JOIN profiles p ON p.user_id = f.\(unescaped: other)
             WHERE f.\(unescaped: key) = \(profile)
-              AND p.hidden_at IS NULL
-              AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = p.user_id AND b.blocked_id = \(viewer))
+              AND (\(viewerIsStaff) OR (p.hidden_at IS NULL
+                   AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = p.user_id AND b.blocked_id = \(viewer))))
               AND (\(first) OR (f.created_at, f.\(unescaped: other)) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
             ORDER BY f.created_at DESC, f.\(unescaped: other) DESC LIMIT \(limit + 1)
             """, logger: logger)
@@ -190,7 +198,7 @@ struct FollowStore: Sendable {
         let rows = try await connection.query("""
             SELECT \(unescaped: ProfileSummary.columns), r.created_at, \(unescaped: TimeCursor.micros("r.created_at"))
             FROM follow_requests r JOIN profiles p ON p.user_id = r.requester_id
-            WHERE r.target_id = \(target)
+            WHERE r.target_id = \(target) AND p.hidden_at IS NULL
               AND (\(first) OR (r.created_at, r.requester_id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
             ORDER BY r.created_at DESC, r.requester_id DESC LIMIT \(limit + 1)
             """, logger: logger)

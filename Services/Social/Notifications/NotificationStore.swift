@@ -62,7 +62,7 @@ struct NotificationStore: Sendable {
             SELECT n.id, n.type, n.created_at, \(unescaped: TimeCursor.micros("n.created_at")), n.read_at IS NOT NULL,
                    p.user_id, p.username, p.display_name, p.avatar_etag, coalesce(p.is_verified, false)
             FROM notifications n LEFT JOIN profiles p ON p.user_id = n.actor_id
-            WHERE n.user_id = \(user) AND (NOT \(unreadOnly) OR n.read_at IS NULL)
+            WHERE n.user_id = \(user) AND (NOT \(unreadOnly) OR n.read_at IS NULL) AND p.hidden_at IS NULL
               AND (\(first) OR (n.created_at, n.id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
             ORDER BY n.created_at DESC, n.id DESC LIMIT \(limit + 1)
             """, logger: logger)

@@ -32,17 +32,19 @@ struct ProfileStore: Sendable {
 
     /// Creates the profile if it does not exist, from `user.registered` or on a first request that came
     /// before the event. The primary key makes it once; a later event only fills what is still empty.
+    /// `verified` is the badge of a new row; with `overwriteVerified` it also replaces an existing
+    /// row's (from `user.roles_changed`, never from a token's possibly older roles).
     /// Returns false when the account was deleted (nothing is created).
     @discardableResult
-    func ensure(id: UUID, displayName: String?, verified: Bool?, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    func ensure(id: UUID, displayName: String?, verified: Bool, overwriteVerified: Bool, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let name = displayName.map { String($0.trimmingCharacters(in: .whitespacesAndNewlines).prefix(50)) }.flatMap { $0.isEmpty ? nil : $0 }
         let rows = try await connection.query("""
             INSERT INTO profiles (user_id, display_name, is_verified)
-            SELECT \(id), \(name), \(verified ?? false)
+            SELECT \(id), \(name), \(verified)
             WHERE NOT EXISTS (SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(id.uuidString.lowercased()), 'UTF8')))
             ON CONFLICT (user_id) DO UPDATE SET
                 display_name = coalesce(profiles.display_name, excluded.display_name),
-                is_verified = CASE WHEN \(verified == nil) THEN profiles.is_verified ELSE excluded.is_verified END
+                is_verified = CASE WHEN \(overwriteVerified) THEN excluded.is_verified ELSE profiles.is_verified END
             RETURNING true
             """, logger: logger)
         for try await _ in rows { return true }
@@ -117,7 +119,7 @@ struct ProfileStore: Sendable {
 
     /// Profiles whose username or display name starts with `prefix`, leaving out hidden ones and
     /// people who block the caller; ordered by username.
-    func search(prefix: String, viewer: UUID, limit: Int, after: SearchCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ProfileSummary, String)] {
+    func search(prefix: String, viewer: UUID, viewerIsStaff: Bool, limit: Int, after: SearchCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ProfileSummary, String)] {
         let pattern = Self.likePrefix(prefix.lowercased())
         let afterKey = after?.key ?? ""
         let afterID = after?.id ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
@@ -125,8 +127,8 @@ struct ProfileStore: Sendable {
             SELECT \(unescaped: ProfileSummary.columns), lower(coalesce(p.username, p.display_name, '')) AS sort_key
             FROM profiles p
             WHERE (lower(p.username) LIKE \(pattern) OR lower(p.display_name) LIKE \(pattern))
-              AND p.hidden_at IS NULL
-              AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = p.user_id AND b.blocked_id = \(viewer))
+              AND (\(viewerIsStaff) OR (p.hidden_at IS NULL
+                   AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = p.user_id AND b.blocked_id = \(viewer))))
               AND (lower(coalesce(p.username, p.display_name, '')), p.user_id) > (\(afterKey), \(afterID))
             ORDER BY sort_key, p.user_id
             LIMIT \(limit + 1)

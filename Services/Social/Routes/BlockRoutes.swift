@@ -40,7 +40,7 @@ struct BlockRoutes {
             _ = try await social.ownProfile(caller, on: connection, logger: logger)
             try await social.follows.lockPair(caller.userID, target, on: connection, logger: logger)
             // Someone who blocked the caller can be blocked back, so only existence is checked.
-            guard try await social.profiles.find(id: target, on: connection, logger: logger) != nil else { throw APIError.notFound("No such profile.") }
+            try await social.requireExists(target, for: caller, on: connection, logger: logger)
             if try await social.blocks.block(caller.userID, target, on: connection, logger: logger) {
                 for (follower, followee) in try await social.follows.separate(caller.userID, target, on: connection, logger: logger) {
                     try await social.outbox.write(FollowRemoved(followerID: follower, followeeID: followee, reason: "block"), userID: follower, on: connection, logger: logger)
@@ -62,8 +62,8 @@ struct BlockRoutes {
             try await social.follows.lockPair(caller.userID, target, on: connection, logger: logger)
             if try await social.blocks.unblock(caller.userID, target, on: connection, logger: logger) {
                 try await social.outbox.write(BlockRemoved(blockerID: caller.userID, blockedID: target), userID: caller.userID, on: connection, logger: logger)
-            } else if try await social.profiles.find(id: target, on: connection, logger: logger) == nil {
-                throw APIError.notFound("No such profile.")
+            } else {
+                try await social.requireExists(target, for: caller, on: connection, logger: logger)
             }
             return BlockState(blocking: false)
         }
@@ -101,9 +101,8 @@ struct BlockRoutes {
         let target = try context.profileID()
         let social = self.social
         try await social.postgres.withConnection { connection in
-            if try await !social.blocks.unmute(context.caller.userID, target, on: connection, logger: context.logger),
-               try await social.profiles.find(id: target, on: connection, logger: context.logger) == nil {
-                throw APIError.notFound("No such profile.")
+            if try await !social.blocks.unmute(context.caller.userID, target, on: connection, logger: context.logger) {
+                try await social.requireExists(target, for: context.caller, on: connection, logger: context.logger)
             }
         }
         return MuteState(muting: false, until: nil)

@@ -67,8 +67,8 @@ struct FollowRoutes {
                 try await social.outbox.write(FollowRemoved(followerID: caller.userID, followeeID: target, reason: "unfollow"), userID: caller.userID, on: connection, logger: logger)
             } else if try await social.follows.removeRequest(caller.userID, target, on: connection, logger: logger) {
                 try await social.notifications.retract(target, .followRequest, actor: caller.userID, on: connection, logger: logger)
-            } else if try await social.profiles.find(id: target, on: connection, logger: logger) == nil {
-                throw APIError.notFound("No such profile.")
+            } else {
+                try await social.requireExists(target, for: caller, on: connection, logger: logger)
             }
             return FollowState(state: "none")
         }
@@ -87,7 +87,7 @@ struct FollowRoutes {
             guard ProfileView.listsVisible(profile, relationship: relationship, isOwner: id == caller.userID, isStaff: caller.isStaff) else {
                 throw APIError(.forbidden, code: "private_profile", detail: "This profile is private; its lists are for its followers.")
             }
-            return try await social.follows.list(direction, of: id, viewer: caller.userID, limit: page.limit, after: after, on: connection, logger: context.logger)
+            return try await social.follows.list(direction, of: id, viewer: caller.userID, viewerIsStaff: caller.isStaff, limit: page.limit, after: after, on: connection, logger: context.logger)
         }
         return listPage(rows, limit: page.limit)
     }
@@ -113,6 +113,7 @@ struct FollowRoutes {
             guard try await social.follows.removeRequest(requester, caller.userID, on: connection, logger: logger) else {
                 throw APIError.notFound("No pending follow request from this user.")
             }
+            try await social.notifications.retract(caller.userID, .followRequest, actor: requester, on: connection, logger: logger)
             if try await social.follows.follow(requester, caller.userID, on: connection, logger: logger) {
                 try await social.outbox.write(FollowCreated(followerID: requester, followeeID: caller.userID), userID: requester, on: connection, logger: logger)
                 try await social.notifications.notify(requester, .followAccepted, actor: caller.userID, on: connection, logger: logger)

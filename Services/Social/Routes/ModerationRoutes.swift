@@ -43,11 +43,11 @@ struct ModerationRoutes {
         try context.require(anyOf: .moderator, .admin)
         let id = try context.profileID()
         let reason = try await request.decode(as: WarningRequest.self, context: context).reason.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...1000).contains(reason.count) else {
-            throw APIError.validation([.init(field: "reason", message: "must be 1 to 1000 characters")])
+        guard (1...1000).contains(reason.count), !ProfileEdit.hasControlCharacters(reason.replacingOccurrences(of: "\n", with: " ")) else {
+            throw APIError.validation([.init(field: "reason", message: "must be 1 to 1000 characters, without control characters")])
         }
         let social = self.social
-        let warning = try await social.postgres.withConnection { connection in
+        let warning = try await social.transaction(logger: context.logger) { connection in
             guard try await social.profiles.find(id: id, on: connection, logger: context.logger) != nil else { throw APIError.notFound("No such profile.") }
             return try await social.warnings.add(to: id, by: context.caller.userID, reason: reason, on: connection, logger: context.logger)
         }

@@ -62,7 +62,8 @@ struct ProfileRoutes {
     }
 
     @Sendable func byUsername(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
-        guard let username = context.parameters.get("username"), (1...30).contains(username.utf8.count) else {
+        // A name that could not be chosen cannot be found (and never reaches the database).
+        guard let username = context.parameters.get("username"), ProfileEdit.usernameProblem(username) == nil else {
             throw APIError.notFound("No such profile.")
         }
         let social = self.social
@@ -76,14 +77,14 @@ struct ProfileRoutes {
     /// People whose username or display name starts with `q`, by username.
     @Sendable func search(_ request: Request, context: AuthenticatedContext) async throws -> Page<ProfileSummary> {
         let query = (request.uri.queryParameters["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
-        guard (1...50).contains(query.count) else {
+        guard (1...50).contains(query.count), !ProfileEdit.hasControlCharacters(query) else {
             throw APIError.validation([.init(field: "q", message: "is required: 1 to 50 characters of a username or display name")])
         }
         let page = try PageRequest(query: request)
         let after = try page.position(SearchCursor.self)
         let social = self.social
         let rows = try await social.postgres.withConnection { connection in
-            try await social.profiles.search(prefix: query, viewer: context.caller.userID, limit: page.limit, after: after, on: connection, logger: context.logger)
+            try await social.profiles.search(prefix: query, viewer: context.caller.userID, viewerIsStaff: context.caller.isStaff, limit: page.limit, after: after, on: connection, logger: context.logger)
         }
         let (items, next) = Cursor.page(rows, limit: page.limit) { SearchCursor(key: $0.1, id: $0.0.id) }
         return Page(items: items.map(\.0), nextCursor: next)
