@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks: the whole stack on private ports (scripts/stack up), then every
-# scripts/e2e/test_*.py against it through the gateway and each process (in name order:
-# test_foundation.py, which kills and restarts services, comes last). Stops everything it started.
+# scripts/e2e/test_*.py against it through the gateway and each process (in name order, except
+# test_foundation.py, which kills and restarts services, and so comes last). Stops everything it started.
 # Usage: scripts/e2e/stack.sh [pytest args, e.g. -k auth]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,4 +26,6 @@ cleanup() {
 trap cleanup EXIT
 
 scripts/stack up
-"$PYTHON" -m pytest -q -p no:cacheprovider scripts/e2e "$@"
+tests=$(ls scripts/e2e/test_*.py | grep -v '/test_foundation.py$')
+# shellcheck disable=SC2086
+"$PYTHON" -m pytest -q -p no:cacheprovider $tests scripts/e2e/test_foundation.py "$@"

@@ -30,7 +30,7 @@ def test_every_service_serves_health_readiness_and_metrics(stack):
 
 def test_request_id_travels_through_the_gateway_to_the_service(stack):
     rid = request_id()
-    response = requests.get(f"{stack.gateway}/v1/profiles/nobody", headers={"X-Request-ID": rid}, timeout=5)
+    response = requests.get(f"{stack.gateway}/v1/profiles/nobody/nothing-here", headers={"X-Request-ID": rid}, timeout=5)
     assert response.status_code == 404
     assert response.headers["X-Request-ID"] == rid
     body = problem(response)
