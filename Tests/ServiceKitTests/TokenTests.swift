@@ -87,6 +87,22 @@ import Testing
         }
     }
 
+    /// A token verified once is answered from memory afterwards, still with its expiry checked, and
+    /// a tampered copy of it is not mistaken for it.
+    @Test func aVerifiedTokenIsRememberedButStillExpires() async throws {
+        try await withIssuer { (issuer: TestIssuer, verifier: TokenVerifier, _: any TestClientProtocol) async throws in
+            let userID = UUID()
+            let token = try await issuer.token(userID: userID, roles: [.user, .creator], expiresIn: 900)
+            let first = try await verifier.verify(token)
+            let again = try await verifier.verify(token)
+            #expect(first == again && again.userID == userID && again.has(.creator))
+            await #expect(throws: TokenError.self) { try await verifier.verify(token, now: Date().addingTimeInterval(1_000)) }
+            var tampered = Array(token.utf8)
+            tampered[tampered.count - 3] = tampered[tampered.count - 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            await #expect(throws: TokenError.self) { try await verifier.verify(String(decoding: tampered, as: UTF8.self)) }
+        }
+    }
+
     @Test func algNoneAndHS256WithThePublicKeyAreRefused() async throws {
         try await withIssuer { (issuer: TestIssuer, _: TokenVerifier, client: any TestClientProtocol) async throws in
             let valid = try await issuer.token()

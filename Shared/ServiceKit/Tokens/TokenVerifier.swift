@@ -84,6 +84,7 @@ public final class TokenVerifier: Sendable {
 
     private let config: TokenConfig
     private let keys: JWKSCache
+    private let verified = VerifiedTokens()
 
     public init(source: any JWKSSource, config: TokenConfig, logger: Logger) {
         self.config = config
@@ -93,8 +94,24 @@ public final class TokenVerifier: Sendable {
     /// How many times the keys were fetched, for tests and metrics.
     public var fetchCount: Int { keys.fetchCount }
 
-    /// Verifies signature and claims and returns the caller.
+    /// Verifies signature and claims and returns the caller. A client sends one token for up to 15
+    /// minutes, so a token verified in the last minute is not verified again (the signature check
+    /// and two JSON decodes were a quarter of a profile read); its expiry is still checked each time.
     public func verify(_ token: String, now: Date = Date()) async throws(TokenError) -> Caller {
+        if let (caller, expiresAt) = verified.lookup(token) {
+            guard now.timeIntervalSince(expiresAt) < leeway else { throw .expired }
+            return caller
+        }
+        let (caller, expiresAt) = try await verifyFully(token, now: now)
+        verified.store(token, caller: caller, expiresAt: expiresAt)
+        return caller
+    }
+
+    private var leeway: TimeInterval {
+        TimeInterval(config.leeway.components.seconds) + TimeInterval(config.leeway.components.attoseconds) / 1e18
+    }
+
+    private func verifyFully(_ token: String, now: Date) async throws(TokenError) -> (Caller, Date) {
         let header = try JWTHeaderPeek.header(of: token)
         guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg ?? "none") }
         guard let kid = header.kid, !kid.isEmpty else { throw .malformed("no kid in header") }
@@ -107,14 +124,13 @@ public final class TokenVerifier: Sendable {
         } catch {
             throw .malformed("\(error)")
         }
-        let leeway = TimeInterval(config.leeway.components.seconds) + TimeInterval(config.leeway.components.attoseconds) / 1e18
         guard claims.iss.value == config.issuer else { throw .wrongIssuer(claims.iss.value) }
         guard claims.aud.value.contains(config.audience) else { throw .wrongAudience }
         guard now.timeIntervalSince(claims.exp.value) < leeway else { throw .expired }
         if let nbf = claims.nbf, nbf.value.timeIntervalSince(now) > leeway { throw .notYetValid }
         guard let userID = UUID(uuidString: claims.sub.value) else { throw .invalidClaims("sub is not a user id") }
         let sessionID = claims.sid.flatMap(UUID.init(uuidString:))
-        return Caller(userID: userID, sessionID: sessionID, roles: Set(claims.roles.compactMap(Role.init(rawValue:))), emailVerified: claims.emailVerified)
+        return (Caller(userID: userID, sessionID: sessionID, roles: Set(claims.roles.compactMap(Role.init(rawValue:))), emailVerified: claims.emailVerified), claims.exp.value)
     }
 
     /// Fetches the keys unless they were fetched within `minRefreshInterval`.
@@ -320,5 +336,44 @@ public enum Base64URL {
         }
         if bits > 0 { output.append(alphabet[Int((buffer << UInt32(6 - bits)) & 0x3F)]) }
         return String(decoding: output, as: UTF8.self)
+    }
+}
+
+/// Tokens that passed every check recently, by their exact text. An entry lives a minute at most, so
+/// a key the issuer withdraws stops being honoured within a minute even for a token seen before; the
+/// table is bounded (cleared when full) so a flood of distinct tokens cannot grow it.
+final class VerifiedTokens: Sendable {
+    static let lifetime: Duration = .seconds(60)
+    static let capacity = 10_000
+
+    private struct Entry {
+        var caller: Caller
+        var expiresAt: Date
+        var until: ContinuousClock.Instant
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    func lookup(_ token: String) -> (Caller, Date)? {
+        let now = ContinuousClock.now
+        return entries.withLock { entries in
+            guard let entry = entries[token] else { return nil }
+            guard entry.until > now else {
+                entries[token] = nil
+                return nil
+            }
+            return (entry.caller, entry.expiresAt)
+        }
+    }
+
+    func store(_ token: String, caller: Caller, expiresAt: Date) {
+        let now = ContinuousClock.now
+        entries.withLock { entries in
+            if entries.count >= Self.capacity {
+                entries = entries.filter { $0.value.until > now }
+                if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            }
+            entries[token] = Entry(caller: caller, expiresAt: expiresAt, until: now + Self.lifetime)
+        }
     }
 }
