@@ -4,7 +4,7 @@ import ServiceKit
 @main
 enum GatewayMain {
     static func main() async {
-        MemoryTuning.limitArenas()
+        ProcessTuning.apply()
         do {
             let config = try GatewayConfig.load(environment: ProcessInfo.processInfo.environment)
             let app = try buildApplication(config)

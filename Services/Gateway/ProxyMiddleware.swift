@@ -18,6 +18,8 @@ struct ProxyMiddleware: RouterMiddleware {
     let httpClient: HTTPClient
     let timeout: Duration
 
+    static let bufferedBodyLimit = 256 * 1024
+
     /// Headers that describe one connection, not the message (RFC 9110 §7.6.1), and are never forwarded.
     static let hopByHop: Set<String> = [
         "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
@@ -48,11 +50,20 @@ struct ProxyMiddleware: RouterMiddleware {
         for (name, value) in response.headers where !Self.hopByHop.contains(name.lowercased()) && !dropped.contains(name.lowercased()) {
             if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) }
         }
-        return Response(
-            status: .init(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
-            headers: headers,
-            body: ResponseBody(asyncSequence: response.body)
-        )
+        let status = HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase)
+        // A small body of known length (almost every API answer) is read whole and written in one
+        // go: streaming it costs a task switch per chunk, which at thousands of requests a second
+        // was a large share of the gateway's CPU. Large or open-ended bodies still stream.
+        if let length = response.headers.first(name: "content-length").flatMap(Int.init), length <= Self.bufferedBodyLimit {
+            let body: ByteBuffer
+            do {
+                body = try await response.body.collect(upTo: length)
+            } catch {
+                throw Self.problem(for: error, service: service, logger: context.logger)
+            }
+            return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+        }
+        return Response(status: status, headers: headers, body: ResponseBody(asyncSequence: response.body))
     }
 
     static func forwardHeaders(_ incoming: HTTPFields, authority: String?, context: Context) -> HTTPHeaders {

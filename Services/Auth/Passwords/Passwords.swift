@@ -15,7 +15,8 @@ struct PasswordHasher: Sendable {
 
     init(cost: Int) {
         self.cost = cost
-        dummy = Task.detached { Bcrypt.hash(UUID().uuidString, cost: UInt8(cost)) }
+        // On the thread pool like every hash: tasks share the event-loop threads (`ProcessTuning`).
+        dummy = Task { (try? await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(UUID().uuidString, cost: UInt8(cost)) }) ?? Bcrypt.hash(UUID().uuidString, cost: UInt8(cost)) }
     }
 
     func hash(_ password: String) async throws -> String {

@@ -8,7 +8,7 @@ import PostgresNIO
 /// `<service> provision` creates its role and schema with `DATABASE_ADMIN_URL`.
 public enum ServiceLauncher {
     public static func main(_ definition: ServiceDefinition, arguments: [String] = CommandLine.arguments, environment: [String: String] = ProcessInfo.processInfo.environment) async {
-        MemoryTuning.limitArenas()
+        ProcessTuning.apply()
         let command = arguments.dropFirst().first ?? "serve"
         do {
             let config = try loadConfig(definition, environment: environment)
