@@ -5,6 +5,11 @@ PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n
 
 log() { printf '%s\n' "$*" >&2; }
 
+# Release builds link the Swift runtime and Foundation statically, as the Dockerfile ships them, so
+# that benchmarks measure the shipped binaries. Every release build uses these flags: SwiftPM
+# rebuilds everything when they change between two builds.
+RELEASE_BUILD=(-c release --static-swift-stdlib)
+
 # ensure_packages: Debian packages and Python tools the stack and the tests need.
 ensure_packages() {
   local missing=()
