@@ -127,7 +127,8 @@ var targets: [Target] = [
 for service in services {
     targets.append(.testTarget(
         name: "\(service.target)Tests",
-        dependencies: kit + service.extra + [.target(name: service.target), "TestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
+        dependencies: kit + service.extra + [.target(name: service.target), "TestSupport", .product(name: "HummingbirdTesting", package: "hummingbird"),
+                                             .product(name: "AsyncHTTPClient", package: "async-http-client")],
         path: "Tests/\(service.target)Tests",
         swiftSettings: swiftSettings
     ))

@@ -120,7 +120,7 @@ import Testing
                     let fan = fans[index % fans.count]
                     let target = index % 10 == 9 ? fans[(index + 1) % fans.count] : star
                     let method: HTTPRequest.Method = index % 3 == 2 ? .delete : .post
-                    group.addTask { try await env.call(method, "/v1/profiles/\(target.path)/follow", as: fan).status }
+                    group.addTask { try await env.concurrentCall(method, "/v1/profiles/\(target.path)/follow", as: fan) }
                 }
                 for try await status in group { #expect(status == .ok) }
             }
@@ -148,12 +148,12 @@ import Testing
                     let fan = fans[index % fans.count]
                     group.addTask {
                         switch index % 8 {
-                        case 0: return try await env.call(.patch, "/v1/profiles/me", as: star, json: ["is_private": index % 16 == 0]).status
-                        case 1: return try await env.call(.post, "/v1/profiles/\(fan.path)/block", as: star).status
-                        case 2: return try await env.call(.delete, "/v1/profiles/\(fan.path)/block", as: star).status
-                        case 3: return try await env.call(.post, "/v1/profiles/\(leaving.path)/follow", as: fan).status
-                        case 4: return try await env.call(.delete, "/v1/profiles/\(star.path)/follow", as: fan).status
-                        default: return try await env.follow(star, as: fan).status
+                        case 0: return try await env.concurrentCall(.patch, "/v1/profiles/me", as: star, json: ["is_private": index % 16 == 0])
+                        case 1: return try await env.concurrentCall(.post, "/v1/profiles/\(fan.path)/block", as: star)
+                        case 2: return try await env.concurrentCall(.delete, "/v1/profiles/\(fan.path)/block", as: star)
+                        case 3: return try await env.concurrentCall(.post, "/v1/profiles/\(leaving.path)/follow", as: fan)
+                        case 4: return try await env.concurrentCall(.delete, "/v1/profiles/\(star.path)/follow", as: fan)
+                        default: return try await env.concurrentCall(.post, "/v1/profiles/\(star.path)/follow", as: fan)
                         }
                     }
                     if index == 80 {
