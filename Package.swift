@@ -127,8 +127,7 @@ var targets: [Target] = [
 for service in services {
     targets.append(.testTarget(
         name: "\(service.target)Tests",
-        dependencies: kit + service.extra + [.target(name: service.target), "TestSupport", .product(name: "HummingbirdTesting", package: "hummingbird"),
-                                             .product(name: "AsyncHTTPClient", package: "async-http-client")],
+        dependencies: kit + service.extra + [.target(name: service.target), "TestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
         path: "Tests/\(service.target)Tests",
         swiftSettings: swiftSettings
     ))

@@ -1,5 +1,4 @@
 @testable import Social
-import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import HTTPTypes
@@ -104,27 +103,11 @@ struct SocialTestEnvironment: Sendable {
         return Reply(status: response.status, headers: response.headers, body: response.body)
     }
 
-    /// A call on a connection pool of its own (up to 64 connections): the test client sends one
-    /// request at a time over a single connection, so storms of calls must use this to be concurrent.
+    /// A call that really overlaps with others (see `ConcurrentClient`).
     func concurrentCall(_ method: HTTPRequest.Method, _ path: String, as user: User, json: Any? = nil) async throws -> HTTPResponse.Status {
-        guard let port = client.port else { throw HTTPClientError.invalidURL }
-        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
-        request.method = .init(rawValue: method.rawValue)
-        request.headers.add(name: "Authorization", value: "Bearer \(user.token)")
-        if let json {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)))
-        }
-        let response = try await Self.stormClient.execute(request, timeout: .seconds(120))
-        _ = try await response.body.collect(upTo: 1 << 20)
-        return HTTPResponse.Status(code: Int(response.status.code))
+        let reply = try await ConcurrentClient.send(port: client.port!, method.rawValue, path, headers: [("Authorization", "Bearer \(user.token)")], json: json)
+        return HTTPResponse.Status(code: reply.status)
     }
-
-    static let stormClient: HTTPClient = {
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
 
     func profile(_ target: User, as viewer: User) async throws -> Reply {
         try await call(.get, "/v1/profiles/\(target.path)", as: viewer)
