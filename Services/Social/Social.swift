@@ -74,6 +74,16 @@ struct Social: Sendable {
         }
     }
 
+    /// One page of a newest-first list: reads `?limit=` and `?cursor=`, lets `fetch` read `limit + 1`
+    /// rows after the cursor on one connection, and returns the page with the next cursor.
+    func page<Item: Codable & Sendable>(_ request: Request, _ fetch: (PostgresConnection, Int, TimeCursor?) async throws -> [(Item, TimeCursor)]) async throws -> Page<Item> {
+        let page = try PageRequest(query: request)
+        let after = try page.position(TimeCursor.self)
+        let rows = try await postgres.withConnection { connection in try await fetch(connection, page.limit, after) }
+        let (items, next) = Cursor.page(rows, limit: page.limit) { $0.1 }
+        return Page(items: items.map(\.0), nextCursor: next)
+    }
+
     func view(_ profile: ProfileRecord, relationship: Relationship?, for caller: Caller) -> ProfileView {
         ProfileView(profile, relationship: relationship, isOwner: profile.id == caller.userID, isStaff: caller.isStaff)
     }
@@ -118,11 +128,6 @@ extension AuthenticatedContext {
     }
 }
 
-/// Builds a page response from rows fetched with `limit + 1`.
-func listPage<Item: Codable & Sendable>(_ rows: [(Item, TimeCursor)], limit: Int) -> Page<Item> {
-    let (items, next) = Cursor.page(rows, limit: limit) { $0.1 }
-    return Page(items: items.map(\.0), nextCursor: next)
-}
 
 // The bodies the routes return.
 extension ProfileView: ResponseEncodable {}

@@ -134,15 +134,7 @@ struct AuthTestEnvironment: Sendable {
 
     // MARK: HTTP
 
-    struct Reply: Sendable {
-        let status: HTTPResponse.Status
-        let headers: HTTPFields
-        let body: ByteBuffer
-
-        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:] }
-        var code: String? { json["code"] as? String }
-        var text: String { String(buffer: body) }
-    }
+    typealias Reply = APIReply
 
     @discardableResult
     func call(_ method: HTTPRequest.Method, _ path: String, json: Any? = nil, raw: String? = nil, token: String? = nil, headers extra: HTTPFields = [:]) async throws -> Reply {
@@ -229,12 +221,4 @@ struct AuthTestEnvironment: Sendable {
 extension HTTPFields {
     /// The address the gateway would put in `X-Forwarded-For` (tests reach the service from loopback).
     static func from(_ ip: String) -> HTTPFields { [HTTPField.Name("X-Forwarded-For")!: ip] }
-}
-
-extension Dictionary where Key == String, Value == Any {
-    subscript(path path: String) -> Any? {
-        var current: Any? = self
-        for part in path.split(separator: ".") { current = (current as? [String: Any])?[String(part)] }
-        return current
-    }
 }

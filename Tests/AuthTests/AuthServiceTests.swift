@@ -17,22 +17,8 @@ import Testing
 /// The OpenAPI document is the contract: every operation it lists is served (no route-level 404),
 /// and the service answers its documented problem codes.
 @Suite struct AuthContractTests {
-    static func documentedOperations() throws -> [(method: String, path: String)] {
-        let text = try String(contentsOf: TestEnvironment.packageRoot.appendingPathComponent("Services/Auth/openapi.yaml"), encoding: .utf8)
-        var operations: [(String, String)] = []
-        var path: String?
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("  /"), line.hasSuffix(":") { path = String(line.dropFirst(2).dropLast()); continue }
-            if line.hasPrefix("components:") { path = nil }
-            if let path, let method = ["get", "post", "put", "patch", "delete"].first(where: { line == "    \($0):" }) {
-                operations.append((method, path))
-            }
-        }
-        return operations
-    }
-
     @Test func everyDocumentedOperationIsServed() async throws {
-        let operations = try Self.documentedOperations()
+        let operations = try OpenAPIDocument.operations(of: "Auth")
         #expect(operations.count >= 20)
         try await AuthTestEnvironment.run { env in
             for (method, template) in operations {

@@ -70,23 +70,8 @@ import Testing
 }
 
 @Suite struct SocialContractTests {
-    static func documentedOperations() throws -> [(method: String, path: String)] {
-        let text = try String(contentsOf: TestEnvironment.packageRoot.appendingPathComponent("Services/Social/openapi.yaml"), encoding: .utf8)
-        var operations: [(String, String)] = []
-        var path: String?
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("  /"), line.hasSuffix(":") { path = String(line.dropFirst(2).dropLast()); continue }
-            if line.hasPrefix("components:") { path = nil }
-            if let path, let method = ["get", "post", "put", "patch", "delete"].first(where: { line == "    \($0):" }) {
-                operations.append((method, path))
-            }
-        }
-        return operations
-    }
-
-    /// Every operation in the document is served: an anonymous call gets 401, not 404 or 405.
     @Test func everyDocumentedOperationIsServed() async throws {
-        let operations = try Self.documentedOperations()
+        let operations = try OpenAPIDocument.operations(of: "Social")
         #expect(operations.count >= 30)
         try await SocialTestEnvironment.run { env in
             for (method, template) in operations where template.hasPrefix("/v1") {

@@ -76,19 +76,7 @@ struct SocialTestEnvironment: Sendable {
 
     // MARK: HTTP
 
-    struct Reply: Sendable {
-        let status: HTTPResponse.Status
-        let headers: HTTPFields
-        let body: ByteBuffer
-
-        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:] }
-        var code: String? { json["code"] as? String }
-        var text: String { String(buffer: body) }
-        var items: [[String: Any]] { json["items"] as? [[String: Any]] ?? [] }
-        /// Ids of the list items, lower case.
-        var ids: [String] { items.compactMap { ($0["id"] as? String)?.lowercased() } }
-        var fieldErrors: [String] { (json["errors"] as? [[String: Any]] ?? []).compactMap { $0["field"] as? String } }
-    }
+    typealias Reply = APIReply
 
     @discardableResult
     func call(_ method: HTTPRequest.Method, _ path: String, as user: User?, json: Any? = nil, raw: ByteBuffer? = nil, headers extra: HTTPFields = [:]) async throws -> Reply {
@@ -125,13 +113,5 @@ struct SocialTestEnvironment: Sendable {
             for try await value in try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).decode(Int64.self) { result = Int(value) }
             return result
         }
-    }
-}
-
-extension Dictionary where Key == String, Value == Any {
-    subscript(path path: String) -> Any? {
-        var current: Any? = self
-        for part in path.split(separator: ".") { current = (current as? [String: Any])?[String(part)] }
-        return current
     }
 }

@@ -9,18 +9,14 @@ import ServiceKit
 struct BlockStore: Sendable {
     /// True when the block is new.
     func block(_ blocker: UUID, _ blocked: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query(
+        return try await connection.returnsRow(
             "INSERT INTO blocks (blocker_id, blocked_id) VALUES (\(blocker), \(blocked)) ON CONFLICT DO NOTHING RETURNING true", logger: logger)
-        for try await _ in rows { return true }
-        return false
     }
 
     /// True when there was a block to lift.
     func unblock(_ blocker: UUID, _ blocked: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query(
+        return try await connection.returnsRow(
             "DELETE FROM blocks WHERE blocker_id = \(blocker) AND blocked_id = \(blocked) RETURNING true", logger: logger)
-        for try await _ in rows { return true }
-        return false
     }
 
     func blocks(of blocker: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
@@ -44,9 +40,7 @@ struct BlockStore: Sendable {
     }
 
     func unmute(_ muter: UUID, _ muted: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query("DELETE FROM mutes WHERE muter_id = \(muter) AND muted_id = \(muted) RETURNING true", logger: logger)
-        for try await _ in rows { return true }
-        return false
+        return try await connection.returnsRow("DELETE FROM mutes WHERE muter_id = \(muter) AND muted_id = \(muted) RETURNING true", logger: logger)
     }
 
     /// Mutes still in force, newest first.

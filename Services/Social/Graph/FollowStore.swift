@@ -71,7 +71,8 @@ struct FollowStore: Sendable {
         return Relationship()
     }
 
-    /// The six relationship flags of viewer and target, as SQL over two placeholders.
+    /// The six relationship flags of viewer and target, as SQL; `viewer` and `target` are the SQL
+    /// expressions (bind parameters such as `$1`) that stand for the two ids.
     static func relationshipColumns(_ viewer: String, _ target: String) -> String {
         """
         EXISTS (SELECT 1 FROM follows WHERE follower_id = \(viewer) AND followee_id = \(target)),
@@ -85,22 +86,18 @@ struct FollowStore: Sendable {
 
     /// Adds the follow; true when it is new (and the counts moved), false when it already existed.
     func follow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query("""
+        let inserted = try await connection.returnsRow("""
             INSERT INTO follows (follower_id, followee_id) VALUES (\(follower), \(followee))
             ON CONFLICT DO NOTHING RETURNING true
             """, logger: logger)
-        var inserted = false
-        for try await _ in rows { inserted = true }
         if inserted { try await adjustCounts(follower, followee, by: 1, on: connection, logger: logger) }
         return inserted
     }
 
     /// Removes the follow; true when there was one (and the counts moved).
     func unfollow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query(
+        let deleted = try await connection.returnsRow(
             "DELETE FROM follows WHERE follower_id = \(follower) AND followee_id = \(followee) RETURNING true", logger: logger)
-        var deleted = false
-        for try await _ in rows { deleted = true }
         if deleted { try await adjustCounts(follower, followee, by: -1, on: connection, logger: logger) }
         return deleted
     }
@@ -118,20 +115,16 @@ struct FollowStore: Sendable {
 
     /// Records a request to follow a private profile; true when it is new.
     func request(_ requester: UUID, _ target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query("""
+        return try await connection.returnsRow("""
             INSERT INTO follow_requests (requester_id, target_id) VALUES (\(requester), \(target))
             ON CONFLICT DO NOTHING RETURNING true
             """, logger: logger)
-        for try await _ in rows { return true }
-        return false
     }
 
     /// Removes a pending request; true when there was one.
     func removeRequest(_ requester: UUID, _ target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query(
+        return try await connection.returnsRow(
             "DELETE FROM follow_requests WHERE requester_id = \(requester) AND target_id = \(target) RETURNING true", logger: logger)
-        for try await _ in rows { return true }
-        return false
     }
 
     /// Turns every pending request to `target` into a follow (the profile went public); returns the

@@ -32,15 +32,13 @@ struct NotificationStore: Sendable {
     /// Stores and announces a notification, unless the recipient blocks or (still) mutes the actor.
     func notify(_ recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         let id = UUID()
-        let rows = try await connection.query("""
+        let stored = try await connection.returnsRow("""
             INSERT INTO notifications (id, user_id, type, actor_id)
             SELECT \(id), \(recipient), \(kind.rawValue), \(actor)
             WHERE NOT EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(recipient) AND blocked_id = \(actor))
               AND NOT EXISTS (SELECT 1 FROM mutes WHERE muter_id = \(recipient) AND muted_id = \(actor) AND (until IS NULL OR until > now()))
             RETURNING true
             """, logger: logger)
-        var stored = false
-        for try await _ in rows { stored = true }
         guard stored else { return }
         try await outbox.write(NotificationCreated(notificationID: id, userID: recipient, kind: kind.rawValue, actorID: actor), userID: recipient, live: true, on: connection, logger: logger)
     }

@@ -38,7 +38,7 @@ struct ProfileStore: Sendable {
     @discardableResult
     func ensure(id: UUID, displayName: String?, verified: Bool, overwriteVerified: Bool, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let name = displayName.map { String($0.trimmingCharacters(in: .whitespacesAndNewlines).prefix(50)) }.flatMap { $0.isEmpty ? nil : $0 }
-        let rows = try await connection.query("""
+        return try await connection.returnsRow("""
             INSERT INTO profiles (user_id, display_name, is_verified)
             SELECT \(id), \(name), \(verified)
             WHERE NOT EXISTS (SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(id.uuidString.lowercased()), 'UTF8')))
@@ -47,16 +47,8 @@ struct ProfileStore: Sendable {
                 is_verified = CASE WHEN \(overwriteVerified) THEN excluded.is_verified ELSE profiles.is_verified END
             RETURNING true
             """, logger: logger)
-        for try await _ in rows { return true }
-        return false
     }
 
-    func isDeleted(_ id: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query(
-            "SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(id.uuidString.lowercased()), 'UTF8'))", logger: logger)
-        for try await _ in rows { return true }
-        return false
-    }
 
     /// Applies a checked edit; a taken username is `username_taken`.
     func update(_ id: UUID, with edit: ProfileEdit, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord {
@@ -109,12 +101,10 @@ struct ProfileStore: Sendable {
 
     /// Hides or shows a profile; false when there is no such profile.
     func setHidden(_ id: UUID, _ hidden: Bool, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query("""
+        return try await connection.returnsRow("""
             UPDATE profiles SET hidden_at = CASE WHEN \(hidden) THEN coalesce(hidden_at, now()) END, updated_at = now()
             WHERE user_id = \(id) RETURNING true
             """, logger: logger)
-        for try await _ in rows { return true }
-        return false
     }
 
     /// Profiles whose username or display name starts with `prefix`, leaving out hidden ones and

@@ -109,22 +109,16 @@ struct BlockRoutes {
     }
 
     @Sendable func blocks(_ request: Request, context: AuthenticatedContext) async throws -> Page<ListedProfile> {
-        let page = try PageRequest(query: request)
-        let after = try page.position(TimeCursor.self)
         let social = self.social
-        let rows = try await social.postgres.withConnection { connection in
-            try await social.blocks.blocks(of: context.caller.userID, limit: page.limit, after: after, on: connection, logger: context.logger)
+        return try await social.page(request) { connection, limit, after in
+            try await social.blocks.blocks(of: context.caller.userID, limit: limit, after: after, on: connection, logger: context.logger)
         }
-        return listPage(rows, limit: page.limit)
     }
 
     @Sendable func mutes(_ request: Request, context: AuthenticatedContext) async throws -> Page<ListedProfile> {
-        let page = try PageRequest(query: request)
-        let after = try page.position(TimeCursor.self)
         let social = self.social
-        let rows = try await social.postgres.withConnection { connection in
-            try await social.blocks.mutes(of: context.caller.userID, limit: page.limit, after: after, on: connection, logger: context.logger)
+        return try await social.page(request) { connection, limit, after in
+            try await social.blocks.mutes(of: context.caller.userID, limit: limit, after: after, on: connection, logger: context.logger)
         }
-        return listPage(rows, limit: page.limit)
     }
 }

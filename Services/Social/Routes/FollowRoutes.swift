@@ -78,28 +78,22 @@ struct FollowRoutes {
     /// accepted followers.
     @Sendable func list(_ direction: FollowStore.Direction, _ request: Request, context: AuthenticatedContext) async throws -> Page<ListedProfile> {
         let id = try context.profileID()
-        let page = try PageRequest(query: request)
-        let after = try page.position(TimeCursor.self)
         let social = self.social
         let caller = context.caller
-        let rows = try await social.postgres.withConnection { connection in
+        return try await social.page(request) { connection, limit, after in
             let (profile, relationship) = try await social.visibleProfile(id, to: caller, on: connection, logger: context.logger)
             guard ProfileView.listsVisible(profile, relationship: relationship, isOwner: id == caller.userID, isStaff: caller.isStaff) else {
                 throw APIError(.forbidden, code: "private_profile", detail: "This profile is private; its lists are for its followers.")
             }
-            return try await social.follows.list(direction, of: id, viewer: caller.userID, viewerIsStaff: caller.isStaff, limit: page.limit, after: after, on: connection, logger: context.logger)
+            return try await social.follows.list(direction, of: id, viewer: caller.userID, viewerIsStaff: caller.isStaff, limit: limit, after: after, on: connection, logger: context.logger)
         }
-        return listPage(rows, limit: page.limit)
     }
 
     @Sendable func incoming(_ request: Request, context: AuthenticatedContext) async throws -> Page<ListedProfile> {
-        let page = try PageRequest(query: request)
-        let after = try page.position(TimeCursor.self)
         let social = self.social
-        let rows = try await social.postgres.withConnection { connection in
-            try await social.follows.incomingRequests(to: context.caller.userID, limit: page.limit, after: after, on: connection, logger: context.logger)
+        return try await social.page(request) { connection, limit, after in
+            try await social.follows.incomingRequests(to: context.caller.userID, limit: limit, after: after, on: connection, logger: context.logger)
         }
-        return listPage(rows, limit: page.limit)
     }
 
     /// Accepts the request of the user `:id` to follow the caller.

@@ -57,13 +57,10 @@ struct ModerationRoutes {
     @Sendable func warnings(_ request: Request, context: AuthenticatedContext) async throws -> Page<WarningView> {
         try context.require(anyOf: .moderator, .admin)
         let id = try context.profileID()
-        let page = try PageRequest(query: request)
-        let after = try page.position(TimeCursor.self)
         let social = self.social
-        let rows = try await social.postgres.withConnection { connection in
+        return try await social.page(request) { connection, limit, after in
             guard try await social.profiles.find(id: id, on: connection, logger: context.logger) != nil else { throw APIError.notFound("No such profile.") }
-            return try await social.warnings.list(for: id, includeModerator: true, limit: page.limit, after: after, on: connection, logger: context.logger)
+            return try await social.warnings.list(for: id, includeModerator: true, limit: limit, after: after, on: connection, logger: context.logger)
         }
-        return listPage(rows, limit: page.limit)
     }
 }

@@ -16,18 +16,15 @@ struct NotificationRoutes {
     }
 
     @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> Page<NotificationView> {
-        let page = try PageRequest(query: request)
-        let after = try page.position(TimeCursor.self)
         var unreadOnly = false
         if let unread = request.uri.queryParameters["unread"] {
             guard let flag = Bool(String(unread)) else { throw APIError.validation([.init(field: "unread", message: "must be true or false")]) }
             unreadOnly = flag
         }
         let social = self.social
-        let rows = try await social.postgres.withConnection { connection in
-            try await social.notifications.list(for: context.caller.userID, unreadOnly: unreadOnly, limit: page.limit, after: after, on: connection, logger: context.logger)
+        return try await social.page(request) { connection, limit, after in
+            try await social.notifications.list(for: context.caller.userID, unreadOnly: unreadOnly, limit: limit, after: after, on: connection, logger: context.logger)
         }
-        return listPage(rows, limit: page.limit)
     }
 
     struct UnreadCount: Codable, Sendable {

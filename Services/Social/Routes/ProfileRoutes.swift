@@ -91,12 +91,9 @@ struct ProfileRoutes {
     }
 
     @Sendable func myWarnings(_ request: Request, context: AuthenticatedContext) async throws -> Page<WarningView> {
-        let page = try PageRequest(query: request)
-        let after = try page.position(TimeCursor.self)
         let social = self.social
-        let rows = try await social.postgres.withConnection { connection in
-            try await social.warnings.list(for: context.caller.userID, includeModerator: false, limit: page.limit, after: after, on: connection, logger: context.logger)
+        return try await social.page(request) { connection, limit, after in
+            try await social.warnings.list(for: context.caller.userID, includeModerator: false, limit: limit, after: after, on: connection, logger: context.logger)
         }
-        return listPage(rows, limit: page.limit)
     }
 }

@@ -31,6 +31,15 @@ public func quoteLiteral(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
 }
 
+extension PostgresConnection {
+    /// Runs a statement and says whether it returned a row: whether `INSERT … ON CONFLICT DO NOTHING
+    /// RETURNING` inserted, `DELETE … RETURNING` deleted, a `SELECT 1 …` found something.
+    public func returnsRow(_ query: PostgresQuery, logger: Logger) async throws -> Bool {
+        for try await _ in try await self.query(query, logger: logger) { return true }
+        return false
+    }
+}
+
 extension PostgresClient {
     /// `withTransaction`, rethrowing the closure's own error rather than PostgresNIO's wrapper, so
     /// that callers can catch what they threw (an `APIError`, a `MigrationError`).
