@@ -30,10 +30,11 @@ var targets: [Target] = [
     .target(name: "Models", path: "Shared/Models", swiftSettings: swiftSettings),
     .systemLibrary(name: "CHiredis", path: "Shared/CHiredis", providers: [.apt(["libhiredis-dev"])]),
     .systemLibrary(name: "CCurl", path: "Shared/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+    .target(name: "CConcurrencyHook", path: "Shared/CConcurrencyHook"),
     .target(
         name: "ServiceKit",
         dependencies: [
-            "Models", "CHiredis",
+            "Models", "CHiredis", "CConcurrencyHook",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "JWTKit", package: "jwt-kit"),

@@ -1,3 +1,4 @@
+import CConcurrencyHook
 import Foundation
 import NIOCore
 import NIOPosix
@@ -35,12 +36,37 @@ private func glibcMallocTrim(_ pad: Int) -> Int32
 public enum ProcessTuning {
     /// Limits malloc arenas, and runs Swift Concurrency's tasks on the event-loop threads instead of a
     /// pool of their own: a request then no longer hops between the two for every await on the
-    /// network or the database (those hops were a tenth of a profile read's CPU). Blocking work
-    /// (bcrypt, libcurl) already runs on `NIOThreadPool`, never on the executor.
+    /// network or the database (those hops were a tenth of a profile read's CPU, and with them every
+    /// read cost three thread switches). Blocking work (bcrypt, libcurl) already runs on
+    /// `NIOThreadPool`, never on the executor.
     public static func apply() {
         MemoryTuning.limitArenas()
-        if ProcessInfo.processInfo.environment["NIO_GLOBAL_EXECUTOR"] != "0" {
-            _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        if ProcessInfo.processInfo.environment["NIO_GLOBAL_EXECUTOR"] != "0", !runTasksOnEventLoops() {
+            FileHandle.standardError.write(Data("warning: Swift tasks keep their own thread pool (the global executor hook was already taken)\n".utf8))
+        }
+    }
+
+    private typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
+
+    /// What `NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()`
+    /// does, with the hook's address taken from the linker instead of `dlsym`, which cannot see it in
+    /// a `--static-swift-stdlib` build (the release build here and in the Dockerfile). Every job
+    /// the runtime would give the global pool goes to an event loop of NIO's singleton group: the
+    /// current one when the job is enqueued from a loop, so an awaited reply resumes on its own thread.
+    private static func runTasksOnEventLoops() -> Bool {
+        let hook: EnqueueGlobalHook = { job, _ in
+            MultiThreadedEventLoopGroup.singleton.any().executor.enqueue(ExecutorJob(job))
+        }
+        return withUnsafeTemporaryAllocation(of: EnqueueGlobalHook.self, capacity: 1) { storage in
+            storage.baseAddress!.initialize(to: hook)
+            return storage.baseAddress!.withMemoryRebound(to: UnsafeRawPointer.self, capacity: 1) { function in
+                let slot = UnsafeMutableRawPointer(cch_enqueue_global_hook_address())
+                    .bindMemory(to: UnsafeRawPointer?.self, capacity: 1)
+                // Installed once, from the main thread, before any other thread starts.
+                guard slot.pointee == nil else { return false }
+                slot.pointee = function.pointee
+                return true
+            }
         }
     }
 }

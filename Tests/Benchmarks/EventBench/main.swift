@@ -16,6 +16,9 @@ struct BenchPayload: EventPayload {
     var sequence: Int
 }
 
+// As every service executable does first: tasks on the event-loop threads, fewer malloc arenas.
+ProcessTuning.apply()
+
 let arguments = CommandLine.arguments
 let mode = arguments.dropFirst().first ?? ""
 func option(_ name: String, _ fallback: Int) -> Int {
