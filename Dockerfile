@@ -11,10 +11,10 @@ RUN mkdir -p Shared/Models Shared/ServiceKit Shared/CHiredis && swift package re
 COPY Shared Shared
 COPY Services Services
 COPY Tests Tests
-RUN swift build -c release --static-swift-stdlib \
-      --product auth --product social --product invitations --product entitlements --product nutrition --product gateway \
+# The same flags as scripts/lib/infra.sh's RELEASE_BUILD (the binaries the benchmarks measure).
+RUN swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic \
  && mkdir -p /out \
- && bin=$(swift build -c release --show-bin-path) \
+ && bin=$(swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic --show-bin-path) \
  && cp "$bin"/auth "$bin"/social "$bin"/invitations "$bin"/entitlements "$bin"/nutrition "$bin"/gateway /out/ \
  && cp -R "$bin"/*.resources /out/
 
