@@ -186,6 +186,7 @@ import Testing
                 let uploaded = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: bytes), headers: [.contentType: "application/octet-stream"])
                 #expect(uploaded.status == .ok, "\(type): \(uploaded.text)")
                 let url = try #require(uploaded.json["avatar_url"] as? String)
+                #expect(url.hasPrefix("/v1/profiles/\(cook.id.uuidString)/avatar?v="), "ids are written as the JSON bodies write them")
                 let image = try await env.call(.get, url, as: viewer)
                 #expect(image.status == .ok && image.headers[.contentType] == type)
                 #expect(Array(image.body.readableBytesView) == bytes)

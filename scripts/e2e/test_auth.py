@@ -67,7 +67,7 @@ def test_account_lifecycle_through_the_gateway(stack):
     jwks = jwt.PyJWKClient(f"{gw}/.well-known/jwks.json")
     key = jwks.get_signing_key_from_jwt(session["access_token"])
     claims = jwt.decode(session["access_token"], key.key, algorithms=["ES256"], audience="foodbackend")
-    assert claims["sub"].lower() == user_id.lower()
+    assert claims["sub"] == user_id  # the same text as the id in JSON bodies
     assert claims["email_verified"] is False
     assert claims["roles"] == ["user"]
     assert jwt.get_unverified_header(session["access_token"])["kid"] == key.key_id

@@ -50,7 +50,7 @@ struct ProfileRecord: Sendable {
     var avatarURL: String? { Self.avatarURL(id: id, etag: avatarETag) }
 
     static func avatarURL(id: UUID, etag: String?) -> String? {
-        etag.map { "/v1/profiles/\(id.uuidString.lowercased())/avatar?v=\($0)" }
+        etag.map { "/v1/profiles/\(id.uuidString)/avatar?v=\($0)" }
     }
 }
 
