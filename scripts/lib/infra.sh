@@ -111,3 +111,24 @@ stop_redis() {
   for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   rm -f "$dir/redis/redis.pid"
 }
+
+# pgbench_select_tps PORT CLIENTS SECONDS DIR: `pgbench -S` (select-only, scale 10, 2 threads) TPS
+# on the cluster at PORT (superuser trusted on loopback), in a database of its own that goes again
+# afterwards (so its pages do not crowd the services' out of shared buffers). The benchmarks print
+# it as the measure of how fast this machine is at the moment of the run.
+pgbench_select_tps() {
+  local port=$1 clients=$2 seconds=$3 dir=$4 sudo="" out
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  # pgbench ships with the server package (postgresql-NN); postgresql-contrib pulls it in otherwise.
+  if [ ! -x "$PGBIN/pgbench" ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql-contrib >/dev/null
+    PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  fi
+  psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -c "CREATE DATABASE pgbench" >/dev/null
+  "$PGBIN/pgbench" -h 127.0.0.1 -p "$port" -U postgres -i -s 10 -q pgbench >"$dir/pgbench-init.log" 2>&1 \
+    || { tail -n 20 "$dir/pgbench-init.log" >&2; return 1; }
+  out=$("$PGBIN/pgbench" -h 127.0.0.1 -p "$port" -U postgres -S -c "$clients" -j 2 -T "$seconds" pgbench 2>"$dir/pgbench.log") \
+    || { tail -n 20 "$dir/pgbench.log" >&2; return 1; }
+  psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -c "DROP DATABASE pgbench" >/dev/null
+  echo "$out" | awk '/^tps = / {printf "%.0f\n", $3; exit}'
+}
