@@ -177,10 +177,10 @@ struct AuthTestEnvironment: Sendable {
     static func account(_ reply: Reply, email: String, password: String) throws -> Account {
         let user = try #require(reply.json["user"] as? [String: Any])
         let session = try #require(reply.json["session"] as? [String: Any])
-        // UUIDs compare case-insensitively (Foundation writes them upper case, tokens lower case).
-        return Account(id: try #require(user["id"] as? String).lowercased(), email: email, password: password,
+        // Ids as the body writes them: the tokens must carry the same text.
+        return Account(id: try #require(user["id"] as? String), email: email, password: password,
                        accessToken: try #require(session["access_token"] as? String), refreshToken: try #require(session["refresh_token"] as? String),
-                       sessionID: try #require(session["session_id"] as? String).lowercased())
+                       sessionID: try #require(session["session_id"] as? String))
     }
 
     // MARK: mail and database

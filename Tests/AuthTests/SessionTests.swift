@@ -14,7 +14,7 @@ import Testing
             #expect(first.status == .ok)
             let second = try #require(first.json["refresh_token"] as? String)
             #expect(second != account.refreshToken)
-            #expect((first.json["session_id"] as? String)?.lowercased() == account.sessionID)
+            #expect(first.json["session_id"] as? String == account.sessionID)
 
             // The spent token again: theft is assumed and the whole session ends, the new token too.
             let reused = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
@@ -61,8 +61,8 @@ import Testing
             let items = try #require(list.json["items"] as? [[String: Any]])
             #expect(items.count == 2)
             let current = try #require(items.first { $0["current"] as? Bool == true })
-            #expect((current["id"] as? String)?.lowercased() == account.sessionID)
-            let phoneSession = try #require(items.first { ($0["id"] as? String)?.lowercased() == phone.sessionID })
+            #expect(current["id"] as? String == account.sessionID)
+            let phoneSession = try #require(items.first { $0["id"] as? String == phone.sessionID })
             #expect(phoneSession["user_agent"] as? String == "FoodApp/3.1 iPhone")
             #expect(phoneSession["ip"] as? String == "10.0.0.42")
             #expect(phoneSession["created_at"] as? String != nil && phoneSession["last_used_at"] as? String != nil)

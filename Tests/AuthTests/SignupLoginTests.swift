@@ -28,10 +28,10 @@ import Testing
             // Login is case-insensitive too; the old session stays valid.
             let login = try await env.logIn("ANA.COOK@example.com", "plum tart 2024")
             #expect(login.status == .ok)
-            #expect((login.json[path: "user.id"] as? String)?.lowercased() == account.id)
+            #expect(login.json[path: "user.id"] as? String == account.id)
             let me = try await env.call(.get, "/v1/auth/me", token: account.accessToken)
             #expect(me.status == .ok)
-            #expect((me.json["id"] as? String)?.lowercased() == account.id)
+            #expect(me.json["id"] as? String == account.id)
 
             // One user.registered, and a user.signed_in for each of the two sign-ins.
             try await waitUntil(.seconds(10)) {
