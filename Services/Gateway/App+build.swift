@@ -19,7 +19,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     let httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfig)
 
     let router = Router(context: ServiceRequestContext.self)
-    router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry)))
+    router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry), trustedProxies: config.trustedProxies))
     router.add(middleware: ProblemMiddleware())
     router.add(middleware: ProxyMiddleware(table: .standard, upstreams: config.upstreams, httpClient: httpClient, timeout: config.upstreamTimeout))
     GatewayHealthRoutes(upstreams: config.upstreams, httpClient: httpClient, metrics: registry).add(to: router)

@@ -11,6 +11,9 @@ struct GatewayConfig: Sendable {
     var upstreams: [String: String]
     var upstreamTimeout: Duration
     var connectTimeout: Duration
+    /// Load balancers in front of the gateway whose `X-Forwarded-For` is believed; none by default
+    /// (the gateway is the edge, and a client's own header is not passed on).
+    var trustedProxies: TrustedProxies = .none
 
     static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
 
@@ -32,7 +35,8 @@ struct GatewayConfig: Sendable {
             logLevel: Logger.Level(rawValue: env.oneOf("LOG_LEVEL", default: "info", allowed: Logger.Level.allCases.map(\.rawValue))) ?? .info,
             upstreams: upstreams,
             upstreamTimeout: env.milliseconds("UPSTREAM_TIMEOUT_MS", default: 30_000, range: 10...600_000),
-            connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000)
+            connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000),
+            trustedProxies: env.trustedProxies("TRUSTED_PROXIES", default: .none)
         )
         try env.finish()
         return config

@@ -74,11 +74,12 @@ struct ProxyMiddleware: RouterMiddleware {
         }
         for field in incoming {
             let name = field.name.canonicalName
-            // The gateway is the edge: what a client claims about addresses is not passed on.
+            // The gateway is the edge: what a client claims about addresses is not passed on (the
+            // address from a trusted load balancer's header is, as the one X-Forwarded-For).
             if hopByHop.contains(name) || dropped.contains(name) || ["x-request-id", "x-forwarded-for", "x-forwarded-host", "x-real-ip"].contains(name) { continue }
             headers.add(name: field.name.rawName, value: field.value)
         }
-        if let address = context.remoteAddress?.ipAddress { headers.replaceOrAdd(name: "X-Forwarded-For", value: address) }
+        headers.replaceOrAdd(name: "X-Forwarded-For", value: context.clientAddress)
         if let host = authority { headers.replaceOrAdd(name: "X-Forwarded-Host", value: host) }
         headers.replaceOrAdd(name: "X-Request-ID", value: context.requestID)
         return headers

@@ -65,7 +65,7 @@ final class EchoUpstream: Sendable {
 }
 
 @Suite struct GatewayTests {
-    static func withGateway(timeout: Duration = .seconds(5), downService: String? = nil, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    static func withGateway(timeout: Duration = .seconds(5), downService: String? = nil, trustedProxies: TrustedProxies = .none, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         let auth = EchoUpstream(name: "auth")
         let social = EchoUpstream(name: "social")
         try await auth.start()
@@ -75,7 +75,7 @@ final class EchoUpstream: Sendable {
         var upstreams = ["auth": auth.baseURL, "social": social.baseURL]
         for service in ["invitations", "entitlements", "nutrition"] { upstreams[service] = "http://127.0.0.1:\(closedPort)" }
         if let downService { upstreams[downService] = "http://127.0.0.1:\(closedPort)" }
-        let config = GatewayConfig(host: "127.0.0.1", port: 0, logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1))
+        let config = GatewayConfig(host: "127.0.0.1", port: 0, logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies)
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
 
@@ -124,6 +124,17 @@ final class EchoUpstream: Sendable {
             // Hop-by-hop headers of the upstream's response do not leak either.
             #expect(made.headers[HTTPField.Name("X-Internal")!] == nil)
             #expect(made.headers[HTTPField.Name("X-Upstream")!] == "auth")
+        }
+    }
+
+    /// Behind a load balancer (`TRUSTED_PROXIES` names it), the client is the address it forwarded;
+    /// what the client itself put before that is still not believed.
+    @Test func aTrustedLoadBalancerNamesTheClient() async throws {
+        try await Self.withGateway(trustedProxies: try TrustedProxies(parsing: "127.0.0.1/32")) { client in
+            let behind = try await client.execute(uri: "/v1/auth/me", method: .get, headers: [.forwardedFor: "198.51.100.4, 203.0.113.9"])
+            #expect(try Self.echo(behind).headers["x-forwarded-for"] == "203.0.113.9")
+            let direct = try await client.execute(uri: "/v1/auth/me", method: .get)
+            #expect(try Self.echo(direct).headers["x-forwarded-for"] == "127.0.0.1")
         }
     }
 

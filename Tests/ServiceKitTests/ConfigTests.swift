@@ -23,6 +23,18 @@ import Testing
         }
     }
 
+    @Test func trustedProxiesAreNetworksOrNone() throws {
+        #expect(try ServiceConfig.load(name: "social", defaultPort: 8082, environment: [:]).trustedProxies == .privateNetworks)
+        #expect(try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["TRUSTED_PROXIES": "none"]).trustedProxies == .none)
+        let config = try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["TRUSTED_PROXIES": "10.1.0.0/16, 2001:db8::/32"])
+        #expect(config.trustedProxies.contains("10.1.200.3") && !config.trustedProxies.contains("10.2.0.1"))
+        let error = #expect(throws: ConfigurationError.self) {
+            try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["TRUSTED_PROXIES": "10.0.0.0/8, 10.0.0.0/33, lb.internal"])
+        }
+        let text = String(describing: error!)
+        #expect(text.contains("TRUSTED_PROXIES") && text.contains("10.0.0.0/33") && text.contains("lb.internal") && !text.contains("10.0.0.0/8,"))
+    }
+
     @Test func passwordsInURLsAreNotEchoed() {
         let error = #expect(throws: ConfigurationError.self) {
             try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["DATABASE_URL": "mysql://u:s3cret@h/db"])

@@ -192,7 +192,7 @@ extension Accounts {
 
     /// Checks the password of a signed-in user again (change, deletion), counting failures.
     func confirmPassword(_ password: String, of user: UserRecord, context: AuthenticatedContext, request: Request) async throws {
-        let ip = ClientAddress.of(request, peer: context.remoteAddress)
+        let ip = context.clientAddress
         try await reauthThrottle.begin(account: user.id.uuidString, ip: ip)
         guard try await hasher.verify(password, hash: user.passwordHash) else {
             throw APIError(.forbidden, code: "invalid_credentials", detail: "The password is wrong.")

@@ -310,7 +310,7 @@ enum DisplayName {
 
 extension ServiceRequestContext {
     func client(_ request: Request) -> Accounts.Client {
-        Accounts.Client(ip: ClientAddress.of(request, peer: remoteAddress), userAgent: request.headers[.userAgent])
+        Accounts.Client(ip: clientAddress, userAgent: request.headers[.userAgent])
     }
 }
 

@@ -124,7 +124,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     let busMetrics = EventBusMetrics(registry: registry)
 
     let router = Router(context: ServiceRequestContext.self)
-    router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry)))
+    router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry), trustedProxies: config.trustedProxies))
     router.add(middleware: ProblemMiddleware())
     HealthRoutes(postgres: postgres, redis: redis, readiness: readiness, metrics: registry).add(to: router)
     router.add(middleware: TokenMiddleware(verifier: tokens))

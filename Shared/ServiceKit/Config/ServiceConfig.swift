@@ -13,6 +13,9 @@ public struct ServiceConfig: Sendable {
     public var redis: RedisConfiguration
     public var events: EventBusConfig
     public var tokens: TokenConfig
+    /// Whose `X-Forwarded-For` names the client: by default the loopback and private networks, where
+    /// the gateway reaches the services.
+    public var trustedProxies: TrustedProxies
     /// The variables the configuration was read from: a service with settings of its own reads them
     /// from here (with an `EnvironmentReader`, so its problems are reported the same way).
     public var environment: [String: String]
@@ -35,6 +38,7 @@ public struct ServiceConfig: Sendable {
         )
         events = EventBusConfig(service: name, reading: &env)
         tokens = TokenConfig(reading: &env)
+        trustedProxies = env.trustedProxies("TRUSTED_PROXIES", default: .privateNetworks)
     }
 
     /// Loads and validates, throwing one error that names every problem.

@@ -2,24 +2,105 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// The address of the client behind a request. Services sit behind the gateway, which replaces
-/// `X-Forwarded-For` with the peer it saw; that header is believed only when the request comes from a
-/// loopback or private address (the gateway), so a client reaching a service directly from outside
-/// cannot pick its own address to dodge a per-IP limit.
-public enum ClientAddress {
-    public static func of(_ request: Request, peer: SocketAddress?) -> String {
-        let peerIP = peer?.ipAddress ?? "unknown"
-        guard isInternal(peerIP), let forwarded = request.headers[HTTPField.Name("X-Forwarded-For")!] else { return peerIP }
-        let last = forwarded.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
-        return last.isEmpty ? peerIP : String(last.prefix(64))
+/// The proxies whose `X-Forwarded-For` is believed (`TRUSTED_PROXIES`): a list of networks such as
+/// `10.0.0.0/8, ::1/128`, or `none`. Services trust the loopback and private networks by default
+/// (the gateway reaches them there); the gateway trusts none by default, being the edge, and is told
+/// the load balancer's network when it sits behind one.
+public struct TrustedProxies: Sendable, Equatable {
+    struct Network: Sendable, Equatable {
+        var address: [UInt8]  // 4 or 16 bytes
+        var prefixLength: Int
     }
 
-    static func isInternal(_ ip: String) -> Bool {
-        if ip == "::1" || ip.hasPrefix("127.") || ip.hasPrefix("10.") || ip.hasPrefix("192.168.") || ip.lowercased().hasPrefix("fd") || ip.lowercased().hasPrefix("fc") {
+    var networks: [Network]
+
+    public static let none = TrustedProxies(networks: [])
+    public static let privateNetworks = try! TrustedProxies(parsing: "127.0.0.0/8, ::1/128, 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7")
+
+    init(networks: [Network]) {
+        self.networks = networks
+    }
+
+    /// Parses the setting; the error names every entry that is not an address or a network.
+    public init(parsing text: String) throws(TrustedProxiesError) {
+        var networks: [Network] = []
+        var bad: [String] = []
+        let entries = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        if entries == ["none"] {
+            self.init(networks: [])
+            return
+        }
+        for entry in entries {
+            let parts = entry.split(separator: "/", maxSplits: 1).map(String.init)
+            guard let address = Self.bytes(of: parts[0]) else { bad.append(entry); continue }
+            let maximum = address.count * 8
+            guard let length = parts.count == 2 ? Int(parts[1]) : maximum, (0...maximum).contains(length) else { bad.append(entry); continue }
+            networks.append(Network(address: address, prefixLength: length))
+        }
+        if entries.isEmpty || !bad.isEmpty { throw TrustedProxiesError(entries: entries.isEmpty ? [text] : bad) }
+        self.init(networks: networks)
+    }
+
+    public func contains(_ ip: String) -> Bool {
+        guard let address = Self.bytes(of: ip) else { return false }
+        return networks.contains { network in
+            guard network.address.count == address.count else { return false }
+            var remaining = network.prefixLength
+            for (a, b) in zip(network.address, address) where remaining > 0 {
+                let bits = min(remaining, 8)
+                let mask = UInt8(truncatingIfNeeded: 0xFF << (8 - bits))
+                if a & mask != b & mask { return false }
+                remaining -= bits
+            }
             return true
         }
-        if ip.hasPrefix("172."), let second = ip.split(separator: ".").dropFirst().first.flatMap({ Int($0) }), (16...31).contains(second) { return true }
-        return ip.hasPrefix("::ffff:127.")
+    }
+
+    /// The client behind a chain of proxies: walking `X-Forwarded-For` from the right, starting at the
+    /// peer, the first address that is not a trusted proxy (each trusted hop vouches only for the one
+    /// before it). A client's own entries at the left are never reached while a hop it does not control
+    /// stands in between.
+    public func client(peer: String, forwardedFor: String?) -> String {
+        var current = peer
+        var chain = (forwardedFor ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        while contains(current), let previous = chain.popLast() {
+            guard !previous.isEmpty, previous.count <= 64 else { break }
+            current = previous
+        }
+        return current
+    }
+
+    /// An IPv4 address as 4 bytes, an IPv6 one as 16 (an IPv4-mapped IPv6 address as its IPv4 bytes).
+    static func bytes(of text: String) -> [UInt8]? {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            return withUnsafeBytes(of: &v4) { Array($0) }
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
+        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF { return Array(bytes[12...]) }
+        return bytes
+    }
+}
+
+public struct TrustedProxiesError: Error, Sendable {
+    public var entries: [String]
+}
+
+extension EnvironmentReader {
+    /// `TRUSTED_PROXIES`-style settings: networks separated by commas, or `none`.
+    public mutating func trustedProxies(_ name: String, default fallback: TrustedProxies) -> TrustedProxies {
+        guard let text = values[name] else { return fallback }
+        do {
+            return try TrustedProxies(parsing: text)
+        } catch {
+            report("\(name): not an address or network (such as 10.0.0.0/8): \(error.entries.joined(separator: ", "))")
+            return fallback
+        }
     }
 }

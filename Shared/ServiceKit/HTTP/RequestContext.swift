@@ -24,6 +24,8 @@ public struct Caller: Sendable, Equatable {
 /// A context that knows its request id and, once the token middleware ran, its caller.
 public protocol IdentifiedRequestContext: RequestContext {
     var requestID: String { get set }
+    /// The client's address: the peer, or the address a trusted proxy forwarded (`TrustedProxies`).
+    var clientAddress: String { get set }
     var caller: Caller? { get set }
 }
 
@@ -31,12 +33,14 @@ public protocol IdentifiedRequestContext: RequestContext {
 public struct ServiceRequestContext: IdentifiedRequestContext, RequestContext {
     public var coreContext: CoreRequestContextStorage
     public var requestID: String = ""
+    public var clientAddress: String
     public var caller: Caller?
     public var remoteAddress: SocketAddress?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        clientAddress = remoteAddress?.ipAddress ?? "unknown"
     }
 
     public var requestDecoder: APIRequestDecoder { APIRequestDecoder() }
@@ -48,6 +52,7 @@ public struct AuthenticatedContext: ChildRequestContext {
     public typealias ParentContext = ServiceRequestContext
     public var coreContext: CoreRequestContextStorage
     public let requestID: String
+    public let clientAddress: String
     public let caller: Caller
     public let remoteAddress: SocketAddress?
 
@@ -57,6 +62,7 @@ public struct AuthenticatedContext: ChildRequestContext {
         }
         self.coreContext = context.coreContext
         self.requestID = context.requestID
+        self.clientAddress = context.clientAddress
         self.caller = caller
         self.remoteAddress = context.remoteAddress
     }

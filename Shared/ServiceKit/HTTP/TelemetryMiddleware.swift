@@ -8,13 +8,17 @@ extension HTTPField.Name {
     public static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
 }
 
-/// Gives every request an id (the caller's `X-Request-ID` when it is sane, a new one otherwise),
-/// echoes it on the response, logs one line per request and records request metrics.
+/// Gives every request an id (the caller's `X-Request-ID` when it is sane, a new one otherwise) and
+/// its client's address, echoes the id on the response, logs one line per request and records
+/// request metrics.
 public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
     let metrics: HTTPMetrics
+    let trustedProxies: TrustedProxies
 
-    public init(metrics: HTTPMetrics) {
+    /// The default trusts the private networks, as services do (`TRUSTED_PROXIES`).
+    public init(metrics: HTTPMetrics, trustedProxies: TrustedProxies = .privateNetworks) {
         self.metrics = metrics
+        self.trustedProxies = trustedProxies
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -22,6 +26,7 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
         var context = context
         let requestID = Self.requestID(from: request.headers[.requestID])
         context.requestID = requestID
+        context.clientAddress = trustedProxies.client(peer: context.clientAddress, forwardedFor: request.headers[.forwardedFor])
         context.logger[metadataKey: "request_id"] = .string(requestID)
         var response: Response
         do {
@@ -37,6 +42,7 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
         context.logger.info("request", metadata: [
             "method": .string(request.method.rawValue),
             "path": .string(request.uri.path),
+            "client": .string(context.clientAddress),
             "status": .stringConvertible(response.status.code),
             "duration_ms": .string(String(format: "%.2f", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)),
         ])

@@ -1,0 +1,39 @@
+import ServiceKit
+import Testing
+
+@Suite struct TrustedProxiesTests {
+    let privateNetworks = TrustedProxies.privateNetworks
+
+    @Test func matchesAddressesInsideItsNetworks() throws {
+        for inside in ["127.0.0.1", "10.20.30.40", "172.16.0.1", "172.31.255.255", "192.168.1.1", "::1", "fd12::1", "::ffff:10.0.0.1"] {
+            #expect(privateNetworks.contains(inside), "\(inside)")
+        }
+        for outside in ["8.8.8.8", "172.32.0.1", "172.15.255.255", "192.169.0.1", "2001:db8::1", "::ffff:8.8.8.8", "unknown", ""] {
+            #expect(!privateNetworks.contains(outside), "\(outside)")
+        }
+        let single = try TrustedProxies(parsing: "203.0.113.7")
+        #expect(single.contains("203.0.113.7") && !single.contains("203.0.113.8"))
+        #expect(try TrustedProxies(parsing: "0.0.0.0/0").contains("198.51.100.1"))
+    }
+
+    @Test func refusesWhatIsNotANetwork() {
+        for text in ["", " , ", "10.0.0.0/33", "::1/129", "10.0.0/8", "lb.internal", "10.0.0.0/x", "none, 10.0.0.0/8"] {
+            #expect(throws: TrustedProxiesError.self, "\(text)") { try TrustedProxies(parsing: text) }
+        }
+    }
+
+    @Test func theClientIsTheFirstUntrustedHopFromTheRight() {
+        // A client straight on the internet: its own header is ignored.
+        #expect(privateNetworks.client(peer: "198.51.100.1", forwardedFor: "10.0.0.9") == "198.51.100.1")
+        // Through the gateway: the address it forwarded.
+        #expect(privateNetworks.client(peer: "127.0.0.1", forwardedFor: "203.0.113.9") == "203.0.113.9")
+        // Through a load balancer and the gateway, with a spoofed entry at the left.
+        #expect(privateNetworks.client(peer: "10.0.0.2", forwardedFor: "1.2.3.4, 203.0.113.9, 10.0.0.1") == "203.0.113.9")
+        // Only trusted hops: the leftmost one is the best known.
+        #expect(privateNetworks.client(peer: "127.0.0.1", forwardedFor: "10.0.0.1") == "10.0.0.1")
+        #expect(privateNetworks.client(peer: "127.0.0.1", forwardedFor: nil) == "127.0.0.1")
+        #expect(TrustedProxies.none.client(peer: "127.0.0.1", forwardedFor: "203.0.113.9") == "127.0.0.1")
+        // An empty or absurd entry stops the walk at the hop that forwarded it.
+        #expect(privateNetworks.client(peer: "127.0.0.1", forwardedFor: "203.0.113.9, ") == "127.0.0.1")
+    }
+}
