@@ -31,6 +31,10 @@ import Testing
         let error = #expect(throws: ConfigurationError.self) {
             try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["TRUSTED_PROXIES": "10.0.0.0/8, 10.0.0.0/33, lb.internal"])
         }
+        let empty = #expect(throws: ConfigurationError.self) {
+            try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["TRUSTED_PROXIES": " "])
+        }
+        #expect(String(describing: empty!).contains("TRUSTED_PROXIES: is set but empty"))
         let text = String(describing: error!)
         #expect(text.contains("TRUSTED_PROXIES") && text.contains("10.0.0.0/33") && text.contains("lb.internal") && !text.contains("10.0.0.0/8,"))
     }

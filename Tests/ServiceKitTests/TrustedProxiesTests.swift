@@ -17,7 +17,7 @@ import Testing
     }
 
     @Test func refusesWhatIsNotANetwork() {
-        for text in ["", " , ", "10.0.0.0/33", "::1/129", "10.0.0/8", "lb.internal", "10.0.0.0/x", "none, 10.0.0.0/8"] {
+        for text in [" , ", "10.0.0.0/", "10.0.0.0/8,", "10.0.0.0/33", "::1/129", "10.0.0/8", "lb.internal", "10.0.0.0/x", "none, 10.0.0.0/8"] {
             #expect(throws: TrustedProxiesError.self, "\(text)") { try TrustedProxies(parsing: text) }
         }
     }
@@ -34,6 +34,11 @@ import Testing
         #expect(privateNetworks.client(peer: "127.0.0.1", forwardedFor: nil) == "127.0.0.1")
         #expect(TrustedProxies.none.client(peer: "127.0.0.1", forwardedFor: "203.0.113.9") == "127.0.0.1")
         // An empty or absurd entry stops the walk at the hop that forwarded it.
-        #expect(privateNetworks.client(peer: "127.0.0.1", forwardedFor: "203.0.113.9, ") == "127.0.0.1")
+        for junk in ["203.0.113.9, ", "203.0.113.9,", "203.0.113.9:4711", "client.example", "203.0.113.9, unknown"] {
+            #expect(privateNetworks.client(peer: "127.0.0.1", forwardedFor: junk) == "127.0.0.1", "\(junk)")
+        }
+        // One client, one form.
+        #expect(privateNetworks.client(peer: "::ffff:127.0.0.1", forwardedFor: "::ffff:203.0.113.9") == "203.0.113.9")
+        #expect(privateNetworks.client(peer: "127.0.0.1", forwardedFor: "2001:DB8:0:0::1") == "2001:db8::1")
     }
 }

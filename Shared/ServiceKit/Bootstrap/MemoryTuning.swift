@@ -54,6 +54,10 @@ public enum ProcessTuning {
     /// the runtime would give the global pool goes to an event loop of NIO's singleton group: the
     /// current one when the job is enqueued from a loop, so an awaited reply resumes on its own thread.
     private static func runTasksOnEventLoops() -> Bool {
+        // As NIO does: the hook's type is the runtime's private business, checked up to this compiler.
+        #if compiler(>=6.6)
+        return false
+        #else
         let hook: EnqueueGlobalHook = { job, _ in
             MultiThreadedEventLoopGroup.singleton.any().executor.enqueue(ExecutorJob(job))
         }
@@ -68,5 +72,6 @@ public enum ProcessTuning {
                 return true
             }
         }
+        #endif
     }
 }

@@ -29,19 +29,19 @@ public struct TrustedProxies: Sendable, Equatable {
     public init(parsing text: String) throws(TrustedProxiesError) {
         var networks: [Network] = []
         var bad: [String] = []
-        let entries = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let entries = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         if entries == ["none"] {
             self.init(networks: [])
             return
         }
         for entry in entries {
-            let parts = entry.split(separator: "/", maxSplits: 1).map(String.init)
+            let parts = entry.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             guard let address = Self.bytes(of: parts[0]) else { bad.append(entry); continue }
             let maximum = address.count * 8
             guard let length = parts.count == 2 ? Int(parts[1]) : maximum, (0...maximum).contains(length) else { bad.append(entry); continue }
             networks.append(Network(address: address, prefixLength: length))
         }
-        if entries.isEmpty || !bad.isEmpty { throw TrustedProxiesError(entries: entries.isEmpty ? [text] : bad) }
+        if !bad.isEmpty { throw TrustedProxiesError(entries: bad) }
         self.init(networks: networks)
     }
 
@@ -63,15 +63,26 @@ public struct TrustedProxies: Sendable, Equatable {
     /// The client behind a chain of proxies: walking `X-Forwarded-For` from the right, starting at the
     /// peer, the first address that is not a trusted proxy (each trusted hop vouches only for the one
     /// before it). A client's own entries at the left are never reached while a hop it does not control
-    /// stands in between.
+    /// stands in between. An entry that is not an address (empty, `ip:port`, a name) stops the walk at
+    /// the hop that sent it, so it cannot become a fresh key for a per-IP limit; the address comes
+    /// back in one canonical form (`::ffff:1.2.3.4` is `1.2.3.4`).
     public func client(peer: String, forwardedFor: String?) -> String {
-        var current = peer
-        var chain = (forwardedFor ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        var current = Self.canonical(peer) ?? peer
+        guard let forwardedFor else { return current }
+        var chain = forwardedFor.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         while contains(current), let previous = chain.popLast() {
-            guard !previous.isEmpty, previous.count <= 64 else { break }
-            current = previous
+            guard previous.count <= 64, let address = Self.canonical(previous) else { break }
+            current = address
         }
         return current
+    }
+
+    static func canonical(_ text: String) -> String? {
+        guard var bytes = bytes(of: text) else { return nil }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        let family = bytes.count == 4 ? AF_INET : AF_INET6
+        guard inet_ntop(family, &bytes, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+        return String(cString: buffer)
     }
 
     /// An IPv4 address as 4 bytes, an IPv6 one as 16 (an IPv4-mapped IPv6 address as its IPv4 bytes).
@@ -96,6 +107,10 @@ extension EnvironmentReader {
     /// `TRUSTED_PROXIES`-style settings: networks separated by commas, or `none`.
     public mutating func trustedProxies(_ name: String, default fallback: TrustedProxies) -> TrustedProxies {
         guard let text = values[name] else { return fallback }
+        if text.trimmingCharacters(in: .whitespaces).isEmpty {
+            report("\(name): is set but empty (use none to trust no proxy)")
+            return fallback
+        }
         do {
             return try TrustedProxies(parsing: text)
         } catch {
