@@ -124,11 +124,11 @@ pgbench_select_tps() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql-contrib >/dev/null
     PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   fi
-  psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -c "CREATE DATABASE pgbench" >/dev/null
+  psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -c "CREATE DATABASE pgbench" >/dev/null || return 1
   "$PGBIN/pgbench" -h 127.0.0.1 -p "$port" -U postgres -i -s 10 -q pgbench >"$dir/pgbench-init.log" 2>&1 \
     || { tail -n 20 "$dir/pgbench-init.log" >&2; return 1; }
   out=$("$PGBIN/pgbench" -h 127.0.0.1 -p "$port" -U postgres -S -c "$clients" -j 2 -T "$seconds" pgbench 2>"$dir/pgbench.log") \
     || { tail -n 20 "$dir/pgbench.log" >&2; return 1; }
-  psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -c "DROP DATABASE pgbench" >/dev/null
+  psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -c "DROP DATABASE pgbench" >/dev/null || return 1
   echo "$out" | awk '/^tps = / {printf "%.0f\n", $3; exit}'
 }
