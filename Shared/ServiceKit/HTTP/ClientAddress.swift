@@ -1,7 +1,4 @@
 import Foundation
-import HTTPTypes
-import Hummingbird
-import NIOCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,6 +11,15 @@ public struct TrustedProxies: Sendable, Equatable {
     struct Network: Sendable, Equatable {
         var address: [UInt8]  // 4 or 16 bytes
         var prefixLength: Int
+
+        func contains(_ other: [UInt8]) -> Bool {
+            guard other.count == address.count else { return false }
+            let whole = prefixLength / 8, bits = prefixLength % 8
+            guard address.prefix(whole) == other.prefix(whole) else { return false }
+            guard bits > 0 else { return true }
+            let mask = UInt8(truncatingIfNeeded: 0xFF << (8 - bits))
+            return address[whole] & mask == other[whole] & mask
+        }
     }
 
     var networks: [Network]
@@ -47,17 +53,7 @@ public struct TrustedProxies: Sendable, Equatable {
 
     public func contains(_ ip: String) -> Bool {
         guard let address = Self.bytes(of: ip) else { return false }
-        return networks.contains { network in
-            guard network.address.count == address.count else { return false }
-            var remaining = network.prefixLength
-            for (a, b) in zip(network.address, address) where remaining > 0 {
-                let bits = min(remaining, 8)
-                let mask = UInt8(truncatingIfNeeded: 0xFF << (8 - bits))
-                if a & mask != b & mask { return false }
-                remaining -= bits
-            }
-            return true
-        }
+        return networks.contains { $0.contains(address) }
     }
 
     /// The client behind a chain of proxies: walking `X-Forwarded-For` from the right, starting at the
