@@ -34,12 +34,14 @@ private func glibcMallocTrim(_ pad: Int) -> Int32
 
 /// What every executable does first, before any other thread or task starts.
 public enum ProcessTuning {
-    /// Limits malloc arenas, and runs Swift Concurrency's tasks on the event-loop threads instead of a
-    /// pool of their own: a request then no longer hops between the two for every await on the
-    /// network or the database (those hops were a tenth of a profile read's CPU). Blocking work
-    /// (bcrypt, libcurl) already runs on `NIOThreadPool`, never on the executor.
+    /// Limits malloc arenas, makes `ServiceLogHandler` the log handler, and runs Swift Concurrency's
+    /// tasks on the event-loop threads instead of a pool of their own: a request then no longer hops
+    /// between the two for every await on the network or the database (those hops were a tenth of a
+    /// profile read's CPU). Blocking work (bcrypt, libcurl) already runs on `NIOThreadPool`, never on
+    /// the executor.
     public static func apply() {
         MemoryTuning.limitArenas()
+        ServiceLogHandler.bootstrap()
         if ProcessInfo.processInfo.environment["NIO_GLOBAL_EXECUTOR"] != "0", !runTasksOnEventLoops() {
             FileHandle.standardError.write(Data("warning: Swift tasks keep their own thread pool (the global executor hook could not be installed)\n".utf8))
         }
