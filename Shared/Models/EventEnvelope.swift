@@ -4,31 +4,41 @@ import Foundation
 ///
 /// The envelope is the same for every event; `data` holds the type's own payload as JSON so that a
 /// consumer that does not know a type can still read, skip and acknowledge it.
-public struct EventEnvelope: Codable, Sendable, Equatable, Identifiable {
-    public var id: UUID
-    public var type: String
-    public var version: Int
-    public var occurredAt: Date
-    public var producer: String
-    public var userID: UUID?
-    public var data: JSONValue
-
-    public init(id: UUID = UUID(), type: String, version: Int = 1, occurredAt: Date = Date(), producer: String, userID: UUID?, data: JSONValue) {
-        self.id = id
-        self.type = type
-        self.version = version
-        self.occurredAt = occurredAt
-        self.producer = producer
-        self.userID = userID
-        self.data = data
-    }
+public struct EventEnvelope: Sendable, Equatable, Identifiable {
+    public let id: UUID
+    public let type: String
+    public let version: Int
+    public let occurredAt: Date
+    public let producer: String
+    public let userID: UUID?
+    /// The whole envelope as it is stored in the outbox and carried by the stream:
+    /// `{"data":{…},"id":…,"occurred_at":…,"producer":…,"type":…,"user_id":…,"version":…}`.
+    /// Made once, from the typed payload; a consumer decodes the payload straight from it.
+    public let json: String
 
     /// Wraps a typed payload; the payload type names the event type and version.
     public init<Payload: EventPayload>(_ payload: Payload, producer: String, userID: UUID?, id: UUID = UUID(), occurredAt: Date = Date()) throws {
-        self.init(
-            id: id, type: Payload.eventType, version: Payload.version, occurredAt: occurredAt,
-            producer: producer, userID: userID, data: try JSONValue(encoding: payload)
-        )
+        self.id = id
+        self.type = Payload.eventType
+        self.version = Payload.version
+        self.occurredAt = occurredAt
+        self.producer = producer
+        self.userID = userID
+        let typed = Typed(id: id, type: type, version: version, occurredAt: occurredAt, producer: producer, userID: userID, data: payload)
+        self.json = String(decoding: try JSONEncoder.api.encode(typed), as: UTF8.self)
+    }
+
+    /// Reads an envelope as it came off the stream. Only the envelope's own fields are read here;
+    /// `data` is decoded when a handler asks for its type, so an unknown type costs no more.
+    public init(json: String) throws {
+        let header = try JSONDecoder.api.decode(Header.self, from: Data(json.utf8))
+        self.id = header.id
+        self.type = header.type
+        self.version = header.version
+        self.occurredAt = header.occurredAt
+        self.producer = header.producer
+        self.userID = header.userID
+        self.json = json
     }
 
     /// Decodes `data` as the payload type, after checking that the envelope carries that type.
@@ -36,11 +46,43 @@ public struct EventEnvelope: Codable, Sendable, Equatable, Identifiable {
         guard type == Payload.eventType else {
             throw DecodingError.typeMismatch(Payload.self, .init(codingPath: [], debugDescription: "event is \(type), not \(Payload.eventType)"))
         }
-        return try data.decode(Payload.self)
+        return try JSONDecoder.api.decode(DataField<Payload>.self, from: Data(json.utf8)).data
+    }
+
+    /// `data` as plain JSON, for a reader that does not know the type.
+    public func data() throws -> JSONValue {
+        try JSONDecoder.api.decode(DataField<JSONValue>.self, from: Data(json.utf8)).data
     }
 
     enum CodingKeys: String, CodingKey {
         case id, type, version, occurredAt = "occurred_at", producer, userID = "user_id", data
+    }
+
+    private struct Typed<Payload: Encodable>: Encodable {
+        var id: UUID
+        var type: String
+        var version: Int
+        var occurredAt: Date
+        var producer: String
+        var userID: UUID?
+        var data: Payload
+        typealias CodingKeys = EventEnvelope.CodingKeys
+    }
+
+    private struct Header: Decodable {
+        var id: UUID
+        var type: String
+        var version: Int
+        var occurredAt: Date
+        var producer: String
+        var userID: UUID?
+        enum CodingKeys: String, CodingKey {
+            case id, type, version, occurredAt = "occurred_at", producer, userID = "user_id"
+        }
+    }
+
+    private struct DataField<Payload: Decodable>: Decodable {
+        var data: Payload
     }
 }
 
@@ -56,7 +98,8 @@ extension EventPayload {
 
 extension JSONEncoder {
     /// The wire format of the whole backend: snake_case keys are spelled by `CodingKeys`, dates are RFC 3339 UTC.
-    public static func api() -> JSONEncoder {
+    /// One instance for the process (encoding is thread-safe); never change its options.
+    public static let api: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
@@ -64,12 +107,13 @@ extension JSONEncoder {
         }
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
-    }
+    }()
 }
 
 extension JSONDecoder {
-    /// Reads RFC 3339 dates with or without fractional seconds.
-    public static func api() -> JSONDecoder {
+    /// Reads RFC 3339 dates with or without fractional seconds. One instance for the process
+    /// (decoding is thread-safe); never change its options.
+    public static let api: JSONDecoder = {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
@@ -80,7 +124,7 @@ extension JSONDecoder {
             return date
         }
         return decoder
-    }
+    }()
 }
 
 /// RFC 3339 in UTC with milliseconds, the one date format on the wire.

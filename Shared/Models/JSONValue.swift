@@ -39,15 +39,9 @@ public enum JSONValue: Codable, Sendable, Equatable, Hashable {
         }
     }
 
-    /// Encodes any `Encodable` value with the API encoder and reads it back as JSON.
-    public init(encoding value: some Encodable) throws {
-        let data = try JSONEncoder.api().encode(value)
-        self = try JSONDecoder.api().decode(JSONValue.self, from: data)
-    }
-
     /// Decodes this JSON as a typed value with the API decoder.
     public func decode<T: Decodable>(_: T.Type) throws -> T {
-        try JSONDecoder.api().decode(T.self, from: JSONEncoder.api().encode(self))
+        try JSONDecoder.api.decode(T.self, from: JSONEncoder.api.encode(self))
     }
 
     public subscript(key: String) -> JSONValue? {

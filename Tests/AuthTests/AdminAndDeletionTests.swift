@@ -127,7 +127,7 @@ import Testing
             let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
             _ = try await redis.xadd(env.config.events.stream, maxLength: nil, fields: [
                 ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
-                ("envelope", String(decoding: try JSONEncoder.api().encode(envelope), as: UTF8.self)),
+                ("envelope", envelope.json),
             ])
             await redis.close()
             try await waitUntil(.seconds(10)) {

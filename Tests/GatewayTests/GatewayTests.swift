@@ -85,7 +85,7 @@ final class EchoUpstream: Sendable {
 
     static func problem(_ response: TestResponse) throws -> Problem {
         #expect(response.headers[.contentType] == Problem.mediaType)
-        return try JSONDecoder.api().decode(Problem.self, from: Data(buffer: response.body))
+        return try JSONDecoder.api.decode(Problem.self, from: Data(buffer: response.body))
     }
 
     @Test func routesByPrefixOnWholeSegments() async throws {

@@ -42,7 +42,7 @@ import Testing
 
     func problem(_ response: TestResponse) throws -> Problem {
         #expect(response.headers[.contentType] == Problem.mediaType)
-        return try JSONDecoder.api().decode(Problem.self, from: Data(buffer: response.body))
+        return try JSONDecoder.api.decode(Problem.self, from: Data(buffer: response.body))
     }
 
     @Test func decodingErrorsNameTheField() async throws {
@@ -113,7 +113,7 @@ import Testing
             var seen: [Int] = []
             repeat {
                 let uri = "/items?limit=20" + (cursor.map { "&cursor=\($0)" } ?? "")
-                let page = try JSONDecoder.api().decode(Page<Item>.self, from: Data(buffer: try await client.execute(uri: uri, method: .get).body))
+                let page = try JSONDecoder.api.decode(Page<Item>.self, from: Data(buffer: try await client.execute(uri: uri, method: .get).body))
                 seen += page.items.map(\.id)
                 cursor = page.nextCursor
             } while cursor != nil

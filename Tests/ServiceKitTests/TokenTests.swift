@@ -42,7 +42,7 @@ import Testing
     }
 
     func problemCode(_ response: TestResponse) throws -> String {
-        try JSONDecoder.api().decode(Problem.self, from: Data(buffer: response.body)).code
+        try JSONDecoder.api.decode(Problem.self, from: Data(buffer: response.body)).code
     }
 
     func get(_ client: any TestClientProtocol, _ path: String, token: String?) async throws -> TestResponse {
@@ -56,7 +56,7 @@ import Testing
             let userID = UUID()
             let response = try await get(client, "/me", token: try await issuer.token(userID: userID, roles: [.user, .coach]))
             #expect(response.status == .ok)
-            let me = try JSONDecoder.api().decode(Me.self, from: Data(buffer: response.body))
+            let me = try JSONDecoder.api.decode(Me.self, from: Data(buffer: response.body))
             #expect(me.userID == userID)
             #expect(me.roles == ["coach", "user"])
             #expect(try await get(client, "/public", token: nil).body == ByteBuffer(string: "anonymous"))

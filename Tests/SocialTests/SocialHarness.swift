@@ -62,7 +62,7 @@ struct SocialTestEnvironment: Sendable {
         let envelope = try EventEnvelope(payload, producer: "auth", userID: userID)
         _ = try await redis.xadd(config.events.stream, maxLength: nil, fields: [
             ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
-            ("envelope", String(decoding: try JSONEncoder.api().encode(envelope), as: UTF8.self)),
+            ("envelope", envelope.json),
         ])
     }
 

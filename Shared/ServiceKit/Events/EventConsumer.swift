@@ -125,7 +125,7 @@ public final class EventConsumer: Service, Sendable {
         var skipped: [String] = []
         for entry in entries {
             guard let json = entry.fields["envelope"],
-                  let envelope = try? JSONDecoder.api().decode(EventEnvelope.self, from: Data(json.utf8)) else {
+                  let envelope = try? EventEnvelope(json: json) else {
                 await deadLetter(entry, error: "entry has no readable envelope", deliveries: 1)
                 continue
             }

@@ -24,10 +24,9 @@ public struct EventOutbox: Sendable {
     }
 
     public func write(_ envelope: EventEnvelope, live: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
-        let json = String(decoding: try JSONEncoder.api().encode(envelope), as: UTF8.self)
         try await connection.query("""
             INSERT INTO outbox (id, type, user_id, live, envelope)
-            VALUES (\(envelope.id), \(envelope.type), \(envelope.userID), \(live && envelope.userID != nil), \(json))
+            VALUES (\(envelope.id), \(envelope.type), \(envelope.userID), \(live && envelope.userID != nil), \(envelope.json))
             """, logger: logger)
     }
 }

@@ -48,7 +48,7 @@ extension Problem {
     func response(status: HTTPResponse.Status, headers extra: HTTPFields = [:]) -> Response {
         var headers = extra
         headers[.contentType] = Problem.mediaType
-        let body = (try? JSONEncoder.api().encode(self)) ?? Data("{}".utf8)
+        let body = (try? JSONEncoder.api.encode(self)) ?? Data("{}".utf8)
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

@@ -99,7 +99,7 @@ public struct APIRequestDecoder: RequestDecoder {
 
     static func decode<T: Decodable>(_ type: T.Type, from buffer: ByteBuffer) throws -> T {
         do {
-            return try JSONDecoder.api().decode(T.self, from: Data(buffer.readableBytesView))
+            return try JSONDecoder.api.decode(T.self, from: Data(buffer.readableBytesView))
         } catch let error as DecodingError {
             throw APIError.decoding(error)
         }
@@ -128,7 +128,7 @@ extension Request {
 public struct APIResponseEncoder: ResponseEncoder {
     public init() {}
     public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
-        let data = try JSONEncoder.api().encode(value)
+        let data = try JSONEncoder.api.encode(value)
         return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 }
