@@ -11,7 +11,7 @@ enum AuthService {
     static let definition = ServiceDefinition(
         name: "auth",
         defaultPort: 8081,
-        migrations: { [MailOutbox.migration] + (try ServiceDefinition.bundledMigrations(.module)) },
+        migrations: { MailOutbox.migrations + (try ServiceDefinition.bundledMigrations(.module)) },
         setup: { config in
             let settings = try AuthSettings(config)
             let common = try CommonPasswordList()

@@ -5,9 +5,14 @@ import PostgresNIO
 import ServiceLifecycle
 
 /// The mail outbox: a request commits the message with its change, `MailSender` delivers it.
-/// Services that send mail add `MailOutbox.migration` to their migrations.
+/// Services that send mail add `MailOutbox.migrations` to their migrations.
 public struct MailOutbox: Sendable {
-    public static let migration = Migration(name: "0000_mail_outbox", sql: """
+    public static let migrations = [created, notifyDropped]
+
+    /// The `WorkBell` of the mail sender: rung when a transaction that queued mail commits.
+    public static let bell = "mail-outbox"
+
+    static let created = Migration(name: "0000_mail_outbox", sql: """
         CREATE TABLE mail_outbox (
             id uuid PRIMARY KEY,
             template text NOT NULL,
@@ -34,7 +39,11 @@ public struct MailOutbox: Sendable {
             FOR EACH STATEMENT EXECUTE FUNCTION mail_outbox_notify();
         """)
 
-    public static func notifyChannel(schema: String) -> String { "\(schema)_mail" }
+    /// The sender is woken in process (`WorkBell`), as the event relay is.
+    static let notifyDropped = Migration(name: "0000_mail_outbox_notify_dropped", sql: """
+        DROP TRIGGER mail_outbox_notify ON mail_outbox;
+        DROP FUNCTION mail_outbox_notify();
+        """)
 
     public init() {}
 
@@ -46,6 +55,7 @@ public struct MailOutbox: Sendable {
             INSERT INTO mail_outbox (id, template, recipient, subject, body_text, body_html)
             VALUES (\(id), \(template), \(message.to), \(message.subject), \(message.text), \(message.html))
             """, logger: logger)
+        WorkBell.ringAfterCommit(Self.bell)
         return id
     }
 }
@@ -75,7 +85,7 @@ public final class MailSender: Service, Sendable {
     }
 
     public func run() async throws {
-        try await NotifiedWorker(client: client, channel: MailOutbox.notifyChannel(schema: schema), pollInterval: pollInterval, logger: logger)
+        try await NotifiedWorker(bell: MailOutbox.bell, pollInterval: pollInterval, logger: logger)
             .run { try await self.sendDue() }
     }
 

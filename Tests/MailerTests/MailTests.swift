@@ -46,7 +46,7 @@ import Testing
         let database = try await TestDatabase.create(services: ["auth"])
         let port = try RedisServer.freePort()
         try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
-            try await MigrationRunner(client: client, schema: "auth", migrations: [MailOutbox.migration], logger: TestEnvironment.logger).run()
+            try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
             let transport = SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(port)", from: "no-reply@foodbackend.test", timeout: .seconds(2)))
             let sender = MailSender(client: client, transport: transport, schema: "auth", logger: TestEnvironment.logger,
                                     pollInterval: .milliseconds(200), retryBase: .zero, maxAttempts: 10_000)

@@ -32,21 +32,21 @@ final class BusHarness: Sendable {
         redis = RedisClient(configuration: redisConfig, logger: TestEnvironment.logger)
         launch { await self.producer.run() }
         launch { await self.consumerDB.run() }
-        try await MigrationRunner(client: producer, schema: "auth", migrations: [EventBusSchema.migration], logger: TestEnvironment.logger).run()
-        try await MigrationRunner(client: consumerDB, schema: "social", migrations: [EventBusSchema.migration, Self.effects], logger: TestEnvironment.logger).run()
+        try await MigrationRunner(client: producer, schema: "auth", migrations: EventBusSchema.migrations, logger: TestEnvironment.logger).run()
+        try await MigrationRunner(client: consumerDB, schema: "social", migrations: EventBusSchema.migrations + [Self.effects], logger: TestEnvironment.logger).run()
     }
 
     func launch(_ work: @escaping @Sendable () async throws -> Void) {
         tasks.withLock { $0.append(Task { try await work() }) }
     }
 
-    func busConfig(group: String, consumer: String, maxDeliveries: Int = 5) -> EventBusConfig {
+    func busConfig(group: String, consumer: String, maxDeliveries: Int = 5, relayPoll: Duration = .milliseconds(500)) -> EventBusConfig {
         EventBusConfig(stream: stream, maxLength: 100_000, group: group, consumerName: consumer, claimIdle: .milliseconds(300),
-                       maxDeliveries: maxDeliveries, relayPollInterval: .milliseconds(500), readBlock: .milliseconds(100))
+                       maxDeliveries: maxDeliveries, relayPollInterval: relayPoll, readBlock: .milliseconds(100))
     }
 
-    func startRelay() {
-        let relay = OutboxRelay(client: producer, redis: redis, config: busConfig(group: "auth", consumer: "relay"), schema: "auth",
+    func startRelay(poll: Duration = .milliseconds(500)) {
+        let relay = OutboxRelay(client: producer, redis: redis, config: busConfig(group: "auth", consumer: "relay", relayPoll: poll), schema: "auth",
                                 metrics: EventBusMetrics(registry: registry), logger: TestEnvironment.logger)
         launch { try await relay.run() }
     }
@@ -132,6 +132,19 @@ final class BusHarness: Sendable {
         #expect(!rows.contains { $0.0 == rolledBack.id })
         let entries = try await bus.redis.xrange(bus.stream)
         #expect(entries.map { $0.fields["id"] } == [committed.id.uuidString.lowercased()])
+        await bus.stop()
+    }
+
+    /// The relay is woken by the commit itself (`WorkBell`), not by its poll. (Tests run side by side
+    /// in one process and ring one bell, so this shows the wake, not which commit rang it.)
+    @Test func aCommitWakesTheRelayAtOnce() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        bus.startRelay(poll: .seconds(600))
+        try await Task.sleep(for: .milliseconds(300))  // its first pass, at start, finds nothing
+        try await bus.emit(rollback: true)
+        let committed = try await bus.emit()
+        try await waitUntil(.seconds(3)) { try await bus.redis.xlen(bus.stream) == 1 }
+        #expect(try await bus.redis.xrange(bus.stream).map { $0.fields["id"] } == [committed.id.uuidString.lowercased()])
         await bus.stop()
     }
 

@@ -81,7 +81,7 @@ import Testing
     @Test func aServiceRoleCannotReadAnotherSchema() async throws {
         let database = try await TestDatabase.create(services: ["auth", "social"])
         try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
-            try await MigrationRunner(client: client, schema: "auth", migrations: [EventBusSchema.migration], logger: TestEnvironment.logger).run()
+            try await MigrationRunner(client: client, schema: "auth", migrations: EventBusSchema.migrations, logger: TestEnvironment.logger).run()
         }
         try await withClient(database.config(for: "social")) { (client: PostgresClient) async throws in
             let error = await #expect(throws: PSQLError.self) {

@@ -130,9 +130,9 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     router.add(middleware: TokenMiddleware(verifier: tokens))
     let components = try setup.build(router, dependencies)
 
-    let migrations = try [EventBusSchema.migration] + definition.migrations()
-    // The relay has a small pool of its own (its LISTEN and its batches), so request traffic that
-    // fills the main pool cannot hold events back.
+    let migrations = try EventBusSchema.migrations + definition.migrations()
+    // The relay has a small pool of its own (its batches and its backlog gauge), so request traffic
+    // that fills the main pool cannot hold events back.
     var relayDatabase = config.database
     relayDatabase.poolSize = 2
     let relayPostgres = PostgresClient(database: relayDatabase, logger: logger)

@@ -42,10 +42,11 @@ extension PostgresConnection {
 
 extension PostgresClient {
     /// `withTransaction`, rethrowing the closure's own error rather than PostgresNIO's wrapper, so
-    /// that callers can catch what they threw (an `APIError`, a `MigrationError`).
+    /// that callers can catch what they threw (an `APIError`, a `MigrationError`). Workers given
+    /// work inside it (an outbox row, a mail) are woken once it has committed (`WorkBell`).
     public func transaction<Result: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
         do {
-            return try await withTransaction(logger: logger, body)
+            return try await WorkBell.afterCommit { try await withTransaction(logger: logger, body) }
         } catch let error as PostgresTransactionError {
             if let closureError = error.closureError { throw closureError }
             throw error

@@ -1,7 +1,9 @@
-/// The tables the event bus needs in every service's schema. The migration runner applies this before
+/// The tables the event bus needs in every service's schema. The migration runner applies these before
 /// the service's own files, so each service gets the same outbox and inbox without copying the SQL.
 public enum EventBusSchema {
-    public static let migration = Migration(name: "0000_event_bus", sql: """
+    public static let migrations = [created, notifyDropped]
+
+    static let created = Migration(name: "0000_event_bus", sql: """
         CREATE TABLE outbox (
             seq bigserial PRIMARY KEY,
             id uuid NOT NULL UNIQUE,
@@ -31,6 +33,10 @@ public enum EventBusSchema {
         CREATE INDEX inbox_handled_at ON inbox (handled_at);
         """)
 
-    /// The `LISTEN` channel the outbox trigger notifies.
-    public static func notifyChannel(schema: String) -> String { "\(schema)_outbox" }
+    /// The relay is woken in process (`WorkBell`) since: a `NOTIFY` per commit serialized every
+    /// event-writing commit in the database.
+    static let notifyDropped = Migration(name: "0000_event_bus_notify_dropped", sql: """
+        DROP TRIGGER outbox_notify ON outbox;
+        DROP FUNCTION outbox_notify();
+        """)
 }

@@ -6,6 +6,9 @@ import PostgresNIO
 /// Writes events into the service's outbox inside the caller's transaction: the event exists if and
 /// only if the change it describes was committed.
 public struct EventOutbox: Sendable {
+    /// The `WorkBell` of the outbox relay: rung when a transaction that wrote events commits.
+    public static let bell = "event-outbox"
+
     public let producer: String
 
     public init(producer: String) {
@@ -28,5 +31,6 @@ public struct EventOutbox: Sendable {
             INSERT INTO outbox (id, type, user_id, live, envelope)
             VALUES (\(envelope.id), \(envelope.type), \(envelope.userID), \(live && envelope.userID != nil), \(envelope.json))
             """, logger: logger)
+        WorkBell.ringAfterCommit(Self.bell)
     }
 }

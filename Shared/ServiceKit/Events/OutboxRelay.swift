@@ -4,7 +4,8 @@ import PostgresNIO
 import ServiceLifecycle
 
 /// Moves committed outbox rows to the Redis stream (and live ones to `user:<id>`), oldest first.
-/// Woken by the outbox trigger's `NOTIFY`, with a slow poll as a safety net for a lost notification.
+/// Woken when a transaction of this process that wrote events commits (`WorkBell`), with a slow poll
+/// as the net for rows written elsewhere.
 /// A row is deleted only in the transaction that saw Redis take it, so if Redis is down the rows wait
 /// and are sent when it returns; a crash between `XADD` and commit can send a row twice, which the
 /// consumers' inbox makes harmless.
@@ -28,7 +29,7 @@ public final class OutboxRelay: Service, Sendable {
     }
 
     public func run() async throws {
-        var worker = NotifiedWorker(client: client, channel: EventBusSchema.notifyChannel(schema: schema), pollInterval: config.relayPollInterval, logger: logger)
+        var worker = NotifiedWorker(bell: EventOutbox.bell, pollInterval: config.relayPollInterval, logger: logger)
         worker.onTick = { [self] in
             if let backlog = try? await self.backlog() { self.metrics.outboxBacklog.set(Int64(backlog)) }
         }

@@ -39,7 +39,7 @@ let benchTable = Migration(name: "9000_bench", sql: """
     CREATE TABLE IF NOT EXISTS bench_handled (event_id uuid PRIMARY KEY, occurred_at timestamptz NOT NULL, handled_at timestamptz NOT NULL);
     CREATE TABLE IF NOT EXISTS bench_produced (event_id uuid PRIMARY KEY);
     """)
-try await MigrationRunner(client: postgres, schema: config.database.schema, migrations: [EventBusSchema.migration, benchTable], logger: logger).run()
+try await MigrationRunner(client: postgres, schema: config.database.schema, migrations: EventBusSchema.migrations + [benchTable], logger: logger).run()
 
 switch mode {
 case "consume":
