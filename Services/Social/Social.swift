@@ -53,6 +53,14 @@ struct Social: Sendable {
         return profile
     }
 
+    /// `FollowStore.lockPair` for something the caller does to `other` (follow, block), making the
+    /// caller's own profile first if `user.registered` has not arrived yet.
+    func lockPair(caller: Caller, with other: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        if try await !follows.lockPair(caller.userID, other, on: connection, logger: logger).contains(caller.userID) {
+            _ = try await ownProfile(caller, on: connection, logger: logger)
+        }
+    }
+
     /// Someone else's profile and how the caller stands to it, or 404 when the caller may not know
     /// it exists: hidden by moderators, or its owner blocks the caller. Staff see everything.
     func visibleProfile(_ id: UUID, to caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> (ProfileRecord, Relationship) {

@@ -54,11 +54,19 @@ struct FollowStore: Sendable {
     /// takes a key-share lock on both profiles: that waits for a profile being switched public (which
     /// holds its row for update while it approves requests) or purged, and is read after, so the
     /// caller sees the profile as it now is. Key-share does not conflict with the count updates, so
-    /// follows of one popular profile still run side by side.
-    func lockPair(_ a: UUID, _ b: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+    /// follows of one popular profile still run side by side. One round trip: the advisory lock is
+    /// taken first (the row in `FROM`), then the row locks (the array, evaluated as the row is
+    /// projected); both are held before the caller's next statement takes its snapshot. Returns the
+    /// ids of the two whose profiles exist.
+    @discardableResult
+    func lockPair(_ a: UUID, _ b: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
         let (low, high) = a.uuidString < b.uuidString ? (a, b) : (b, a)
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(low.uuidString + high.uuidString), 7))", logger: logger)
-        try await connection.query("SELECT 1 FROM profiles WHERE user_id = ANY(\([a, b])) ORDER BY user_id FOR KEY SHARE", logger: logger)
+        let rows = try await connection.query("""
+            SELECT ARRAY(SELECT user_id FROM profiles WHERE user_id = ANY(\([a, b])) ORDER BY user_id FOR KEY SHARE)
+            FROM (SELECT pg_advisory_xact_lock(hashtextextended(\(low.uuidString + high.uuidString), 7))) AS pair
+            """, logger: logger)
+        for try await existing in rows.decode([UUID].self) { return Set(existing) }
+        return []
     }
 
     /// How `viewer` stands to `target`.
@@ -86,31 +94,35 @@ struct FollowStore: Sendable {
 
     /// Adds the follow; true when it is new (and the counts moved), false when it already existed.
     func follow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let inserted = try await connection.returnsRow("""
-            INSERT INTO follows (follower_id, followee_id) VALUES (\(follower), \(followee))
-            ON CONFLICT DO NOTHING RETURNING true
-            """, logger: logger)
-        if inserted { try await adjustCounts(follower, followee, by: 1, on: connection, logger: logger) }
-        return inserted
+        try await connection.returnsRow(Self.adjustingCounts(follower, followee, by: 1, after: """
+            INSERT INTO follows (follower_id, followee_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING true
+            """), logger: logger)
     }
 
     /// Removes the follow; true when there was one (and the counts moved).
     func unfollow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let deleted = try await connection.returnsRow(
-            "DELETE FROM follows WHERE follower_id = \(follower) AND followee_id = \(followee) RETURNING true", logger: logger)
-        if deleted { try await adjustCounts(follower, followee, by: -1, on: connection, logger: logger) }
-        return deleted
+        try await connection.returnsRow(Self.adjustingCounts(follower, followee, by: -1, after: """
+            DELETE FROM follows WHERE follower_id = $1 AND followee_id = $2 RETURNING true
+            """), logger: logger)
     }
 
-    /// One statement for both rows: it locks them in key order, so two follows in opposite directions
-    /// cannot deadlock.
-    private func adjustCounts(_ follower: UUID, _ followee: UUID, by delta: Int32, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+    /// `change` (on `follows`, with $1 the follower and $2 the followee) and, only if it touched a
+    /// row, the counts on both profiles, in one statement that returns rows only then. The counts
+    /// move in one UPDATE for both rows: it locks them in key order, so two follows in opposite
+    /// directions cannot deadlock.
+    private static func adjustingCounts(_ follower: UUID, _ followee: UUID, by delta: Int32, after change: String) -> PostgresQuery {
+        var bindings = PostgresBindings(capacity: 3)
+        bindings.append(follower)
+        bindings.append(followee)
+        bindings.append(delta)
+        return PostgresQuery(unsafeSQL: """
+            WITH changed AS (\(change))
             UPDATE profiles SET
-                followers_count = followers_count + CASE WHEN user_id = \(followee) THEN \(delta) ELSE 0 END,
-                following_count = following_count + CASE WHEN user_id = \(follower) THEN \(delta) ELSE 0 END
-            WHERE user_id = ANY(\([follower, followee]))
-            """, logger: logger)
+                followers_count = followers_count + CASE WHEN user_id = $2 THEN $3 ELSE 0 END,
+                following_count = following_count + CASE WHEN user_id = $1 THEN $3 ELSE 0 END
+            WHERE user_id = ANY(ARRAY[$1, $2]::uuid[]) AND EXISTS (SELECT 1 FROM changed)
+            RETURNING true
+            """, binds: bindings)
     }
 
     /// Records a request to follow a private profile; true when it is new.

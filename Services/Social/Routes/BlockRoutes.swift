@@ -37,8 +37,7 @@ struct BlockRoutes {
         let social = self.social
         let logger = context.logger
         return try await social.transaction(logger: logger) { connection in
-            _ = try await social.ownProfile(caller, on: connection, logger: logger)
-            try await social.follows.lockPair(caller.userID, target, on: connection, logger: logger)
+            try await social.lockPair(caller: caller, with: target, on: connection, logger: logger)
             // Someone who blocked the caller can be blocked back, so only existence is checked.
             try await social.requireExists(target, for: caller, on: connection, logger: logger)
             if try await social.blocks.block(caller.userID, target, on: connection, logger: logger) {

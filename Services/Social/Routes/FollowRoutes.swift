@@ -34,8 +34,7 @@ struct FollowRoutes {
         let social = self.social
         let logger = context.logger
         return try await social.transaction(logger: logger) { connection in
-            _ = try await social.ownProfile(caller, on: connection, logger: logger)
-            try await social.follows.lockPair(caller.userID, target, on: connection, logger: logger)
+            try await social.lockPair(caller: caller, with: target, on: connection, logger: logger)
             let (profile, relationship) = try await social.visibleProfile(target, to: caller, on: connection, logger: logger)
             if relationship.blockedBy { throw APIError.notFound("No such profile.") }
             if relationship.blocking { throw APIError.conflict("You block this profile; unblock it before following.", code: "blocking") }
