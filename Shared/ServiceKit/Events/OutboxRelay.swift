@@ -35,11 +35,19 @@ public final class OutboxRelay: Service, Sendable {
         }
         try await worker.run { [self] in
             var moved = 0
+            var lockedOut = 0
             // Drain in batches until one comes back empty. Between small batches the relay waits a
             // moment so that rows committed meanwhile go out together: under a steady stream of
             // commits this turns a transaction per event into one per few milliseconds.
             while true {
-                let batch = try await self.relayBatch()
+                guard let batch = try await self.relayBatch() else {
+                    // A replica's relay is mid-batch. Its own process rang it, not this one, so it may
+                    // stop before our rows commit: try again a few times before leaving them to the poll.
+                    lockedOut += 1
+                    if lockedOut > 5 { return moved }
+                    try await Task.sleep(for: .milliseconds(20))
+                    continue
+                }
                 moved += batch
                 if batch == 0 { return moved }
                 if batch < self.batchSize { try await Task.sleep(for: .milliseconds(5)) }
@@ -47,20 +55,21 @@ public final class OutboxRelay: Service, Sendable {
         }
     }
 
-    /// Sends up to one batch; returns how many rows it moved. One relay per schema works at a time
+    /// Sends up to one batch; returns how many rows it moved, or nil when another relay of this schema
+    /// holds the lock. One relay per schema works at a time
     /// (a transaction-scoped advisory lock), so replicas cannot interleave batches and the stream keeps
     /// commit order. Live notifications go out after the commit, so a retried batch does not push twice.
-    func relayBatch() async throws -> Int {
+    func relayBatch() async throws -> Int? {
         let logger = self.logger
         let batchSize = self.batchSize
         let redis = self.redis
         let config = self.config
         let lockKey = schema + ".outbox-relay"
-        let (moved, live) = try await client.transaction(logger: logger) { connection -> (Int, [(String, String)]) in
+        let (moved, live) = try await client.transaction(logger: logger) { connection -> (Int?, [(String, String)]) in
             let locked = try await connection.query("SELECT pg_try_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
             var haveLock = false
             for try await value in locked.decode(Bool.self) { haveLock = value }
-            guard haveLock else { return (0, []) }
+            guard haveLock else { return (nil, []) }
             // Taken out of the outbox in the same statement that reads them: if Redis refuses the batch
             // the transaction rolls back and the rows are still there.
             let rows = try await connection.query("""
@@ -92,7 +101,7 @@ public final class OutboxRelay: Service, Sendable {
                 logger.warning("live notification not published", metadata: ["channel": "\(channel)", "error": "\(error)"])
             }
         }
-        if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
+        if let moved, moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         return moved
     }
 
