@@ -28,7 +28,7 @@ enum AuthService {
                     return ServiceComponents(
                         handlers: AuthEventHandlers(accounts: accounts).handlers,
                         services: [
-                            MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), schema: config.database.schema, logger: dependencies.logger),
+                            MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), logger: dependencies.logger),
                             AuthJanitor(postgres: dependencies.postgres, logger: dependencies.logger),
                         ]
                     )

@@ -67,17 +67,15 @@ public struct MailOutbox: Sendable {
 public final class MailSender: Service, Sendable {
     private let client: PostgresClient
     private let transport: any MailTransport
-    private let schema: String
     private let logger: Logger
     private let pollInterval: Duration
     private let retryBase: Duration
     private let maxAttempts: Int
 
-    public init(client: PostgresClient, transport: any MailTransport, schema: String, logger: Logger,
+    public init(client: PostgresClient, transport: any MailTransport, logger: Logger,
                 pollInterval: Duration = .seconds(5), retryBase: Duration = .seconds(5), maxAttempts: Int = 8) {
         self.client = client
         self.transport = transport
-        self.schema = schema
         self.logger = logger
         self.pollInterval = pollInterval
         self.retryBase = retryBase

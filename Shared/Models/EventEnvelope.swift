@@ -76,9 +76,13 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         var occurredAt: Date
         var producer: String
         var userID: UUID?
-        enum CodingKeys: String, CodingKey {
-            case id, type, version, occurredAt = "occurred_at", producer, userID = "user_id"
-        }
+        var data: Present
+        typealias CodingKeys = EventEnvelope.CodingKeys
+    }
+
+    /// Any JSON value, skipped: an envelope without `data` is unreadable, whatever its type.
+    private struct Present: Decodable {
+        init(from decoder: any Decoder) throws {}
     }
 
     private struct DataField<Payload: Decodable>: Decodable {

@@ -48,7 +48,7 @@ import Testing
         try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
             try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
             let transport = SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(port)", from: "no-reply@foodbackend.test", timeout: .seconds(2)))
-            let sender = MailSender(client: client, transport: transport, schema: "auth", logger: TestEnvironment.logger,
+            let sender = MailSender(client: client, transport: transport, logger: TestEnvironment.logger,
                                     pollInterval: .milliseconds(200), retryBase: .zero, maxAttempts: 10_000)
             let running = Task { try await sender.run() }
             defer { running.cancel() }

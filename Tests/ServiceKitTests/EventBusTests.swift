@@ -135,6 +135,37 @@ final class BusHarness: Sendable {
         await bus.stop()
     }
 
+    /// A bell asked for inside `transaction` rings once when it commits, never when it rolls back,
+    /// and not before the commit.
+    @Test func aBellRingsAfterTheCommitOnlyAndOnce() async throws {
+        let database = try await TestDatabase.create(services: ["auth"])
+        let client = PostgresClient(database: database.config(for: "auth"), logger: TestEnvironment.logger)
+        let running = Task { await client.run() }
+        defer { running.cancel() }
+        let bell = TestEnvironment.uniqueName("bell")
+        let rings = Mutex(0)
+        let listening = Task {
+            for await _ in WorkBell.wakes(bell) { rings.withLock { $0 += 1 } }
+        }
+        defer { listening.cancel() }
+        struct Abort: Error {}
+        _ = try? await client.transaction(logger: TestEnvironment.logger) { connection in
+            WorkBell.ringAfterCommit(bell)
+            try await connection.query("SELECT 1", logger: TestEnvironment.logger)
+            throw Abort()
+        }
+        try await client.transaction(logger: TestEnvironment.logger) { connection in
+            WorkBell.ringAfterCommit(bell)
+            WorkBell.ringAfterCommit(bell)
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(rings.withLock { $0 } == 0)  // not before the commit
+            try await connection.query("SELECT 1", logger: TestEnvironment.logger)
+        }
+        try await waitUntil(.seconds(2)) { rings.withLock { $0 } == 1 }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(rings.withLock { $0 } == 1)
+    }
+
     /// The relay is woken by the commit itself (`WorkBell`), not by its poll. (Tests run side by side
     /// in one process and ring one bell, so this shows the wake, not which commit rang it.)
     @Test func aCommitWakesTheRelayAtOnce() async throws {

@@ -38,5 +38,8 @@ import Testing
         #expect(throws: DecodingError.self) { try read.decode(Other.self) }
         #expect(throws: (any Error).self) { try EventEnvelope(json: #"{"id":"not-a-uuid","type":"x","version":1,"occurred_at":"2026-01-01T00:00:00Z","producer":"p"}"#) }
         #expect(throws: (any Error).self) { try EventEnvelope(json: "[]") }
+        let withoutData = #"{"id":"6DE81EAE-51EA-4B58-ADBB-31D983E88BF0","type":"test.pinged","version":2,"occurred_at":"2026-01-01T00:00:00Z","producer":"p"}"#
+        #expect(throws: (any Error).self) { try EventEnvelope(json: withoutData) }
+        #expect(try EventEnvelope(json: String(withoutData.dropLast()) + #","data":[1,{"a":null}]}"#).type == "test.pinged")
     }
 }

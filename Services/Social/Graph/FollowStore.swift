@@ -54,10 +54,11 @@ struct FollowStore: Sendable {
     /// takes a key-share lock on both profiles: that waits for a profile being switched public (which
     /// holds its row for update while it approves requests) or purged, and is read after, so the
     /// caller sees the profile as it now is. Key-share does not conflict with the count updates, so
-    /// follows of one popular profile still run side by side. One round trip: the advisory lock is
-    /// taken first (the row in `FROM`), then the row locks (the array, evaluated as the row is
-    /// projected); both are held before the caller's next statement takes its snapshot. Returns the
-    /// ids of the two whose profiles exist.
+    /// follows of one popular profile still run side by side. One round trip in the common case: the
+    /// advisory lock is taken first (the row in `FROM`), then the row locks (the array, evaluated as
+    /// the row is projected). The statement's snapshot predates the wait for the advisory lock, so a
+    /// profile made meanwhile is not in it: one that is missing is looked for again, and locked, by a
+    /// second statement. Returns the ids of the two whose profiles exist.
     @discardableResult
     func lockPair(_ a: UUID, _ b: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
         let (low, high) = a.uuidString < b.uuidString ? (a, b) : (b, a)
@@ -65,8 +66,14 @@ struct FollowStore: Sendable {
             SELECT ARRAY(SELECT user_id FROM profiles WHERE user_id = ANY(\([a, b])) ORDER BY user_id FOR KEY SHARE)
             FROM (SELECT pg_advisory_xact_lock(hashtextextended(\(low.uuidString + high.uuidString), 7))) AS pair
             """, logger: logger)
-        for try await existing in rows.decode([UUID].self) { return Set(existing) }
-        return []
+        var existing: Set<UUID> = []
+        for try await ids in rows.decode([UUID].self) { existing = Set(ids) }
+        let missing = [a, b].filter { !existing.contains($0) }
+        if !missing.isEmpty {
+            let found = try await connection.query("SELECT user_id FROM profiles WHERE user_id = ANY(\(missing)) ORDER BY user_id FOR KEY SHARE", logger: logger)
+            for try await id in found.decode(UUID.self) { existing.insert(id) }
+        }
+        return existing
     }
 
     /// How `viewer` stands to `target`.

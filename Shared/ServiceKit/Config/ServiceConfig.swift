@@ -104,7 +104,7 @@ public struct EventBusConfig: Sendable {
     public var claimIdle: Duration
     /// Deliveries after which a failing event goes to the dead-letter stream.
     public var maxDeliveries: Int
-    /// How often the relay looks at the outbox when no notification woke it.
+    /// How often the relay looks at the outbox when no commit of this process rang it (rows written by another process).
     public var relayPollInterval: Duration
     public var readBlock: Duration
 

@@ -48,6 +48,7 @@ public final class OutboxRelay: Service, Sendable {
                     try await Task.sleep(for: .milliseconds(20))
                     continue
                 }
+                lockedOut = 0
                 moved += batch
                 if batch == 0 { return moved }
                 if batch < self.batchSize { try await Task.sleep(for: .milliseconds(5)) }
