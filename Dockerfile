@@ -5,9 +5,10 @@ ARG SWIFT_IMAGE=swift:6.3-bookworm
 FROM ${SWIFT_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends libhiredis-dev libcurl4-openssl-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# Resolve first so that dependency fetching is cached apart from our sources.
+# Resolve first so that dependency fetching is cached apart from our sources (resolving needs only
+# the manifest, not the target folders; a failure stops the build here).
 COPY Package.swift ./
-RUN mkdir -p Shared/Models Shared/ServiceKit Shared/CHiredis && swift package resolve || true
+RUN swift package resolve
 COPY Shared Shared
 COPY Services Services
 COPY Tests Tests
