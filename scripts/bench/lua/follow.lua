@@ -1,9 +1,8 @@
 -- POST and DELETE /v1/profiles/{id}/follow by many accounts: BENCH_TOKENS_FILE holds one access
--- token per line (one account per connection, as real clients are), BENCH_TARGETS_FILE one profile
--- id per line. Each wrk thread takes its share of the accounts; every request picks the next
--- account and target of the thread, following a target that account last unfollowed and unfollowing
--- one it last followed. Both calls are idempotent, so state left from an earlier run only turns a
--- first call into a no-op.
+-- token per line, BENCH_TARGETS_FILE one profile id per line. Each wrk thread takes its share of the
+-- accounts; every request picks the thread's next account, which follows its next target and then
+-- unfollows it, so every call changes something (a follow of someone already followed would be a
+-- cheap no-op). Runs that must not see each other's follows use target files of their own.
 local counter = 0
 local threads = {}
 
@@ -28,7 +27,6 @@ function init(args)
     if (i - 1) % n == id then table.insert(tokens, token) end
   end
   targets = lines(os.getenv("BENCH_TARGETS_FILE"))
-  following = {}
   sent = 0
   statuses = {}
 end
@@ -36,11 +34,10 @@ end
 function request()
   sent = sent + 1
   local account = (sent - 1) % #tokens + 1
+  local round = math.floor((sent - 1) / #tokens)
   -- Each account walks the targets in its own order, so accounts do not all hit one profile at once.
-  local target = targets[(math.floor((sent - 1) / #tokens) + account * 7) % #targets + 1]
-  local key = account .. "/" .. target
-  local method = following[key] and "DELETE" or "POST"
-  following[key] = not following[key]
+  local target = targets[(math.floor(round / 2) + account * 7) % #targets + 1]
+  local method = (round % 2 == 0) and "POST" or "DELETE"
   -- An empty body, so that the request carries Content-Length: 0.
   return wrk.format(method, "/v1/profiles/" .. target .. "/follow", { ["Authorization"] = "Bearer " .. tokens[account] }, "")
 end
