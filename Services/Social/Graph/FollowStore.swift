@@ -76,16 +76,6 @@ struct FollowStore: Sendable {
         return existing
     }
 
-    /// How `viewer` stands to `target`.
-    func relationship(_ viewer: UUID, _ target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Relationship {
-        var bindings = PostgresBindings(capacity: 2)
-        bindings.append(viewer)
-        bindings.append(target)
-        let rows = try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(Self.relationshipColumns("$1", "$2"))", binds: bindings), logger: logger)
-        for try await row in rows.decode((Bool, Bool, Bool, Bool, Bool, Bool).self) { return Relationship(row) }
-        return Relationship()
-    }
-
     /// The six relationship flags of viewer and target, as SQL; `viewer` and `target` are the SQL
     /// expressions (bind parameters such as `$1`) that stand for the two ids.
     static func relationshipColumns(_ viewer: String, _ target: String) -> String {
