@@ -24,14 +24,14 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         self.occurredAt = occurredAt
         self.producer = producer
         self.userID = userID
-        let typed = Typed(id: id, type: type, version: version, occurredAt: occurredAt, producer: producer, userID: userID, data: payload)
+        let typed = Wire(id: id, type: type, version: version, occurredAt: occurredAt, producer: producer, userID: userID, data: payload)
         self.json = String(decoding: try JSONEncoder.api.encode(typed), as: UTF8.self)
     }
 
     /// Reads an envelope as it came off the stream. Only the envelope's own fields are read here;
     /// `data` is decoded when a handler asks for its type, so an unknown type costs no more.
     public init(json: String) throws {
-        let header = try JSONDecoder.api.decode(Header.self, from: Data(json.utf8))
+        let header = try JSONDecoder.api.decode(Wire<Present>.self, from: Data(json.utf8))
         self.id = header.id
         self.type = header.type
         self.version = header.version
@@ -58,7 +58,9 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         case id, type, version, occurredAt = "occurred_at", producer, userID = "user_id", data
     }
 
-    private struct Typed<Payload: Encodable>: Encodable {
+    /// The envelope on the wire: encoded with the typed payload as `data`, decoded with `Present`
+    /// as `data` to read only the envelope's own fields.
+    fileprivate struct Wire<Payload> {
         var id: UUID
         var type: String
         var version: Int
@@ -66,17 +68,6 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         var producer: String
         var userID: UUID?
         var data: Payload
-        typealias CodingKeys = EventEnvelope.CodingKeys
-    }
-
-    private struct Header: Decodable {
-        var id: UUID
-        var type: String
-        var version: Int
-        var occurredAt: Date
-        var producer: String
-        var userID: UUID?
-        var data: Present
         typealias CodingKeys = EventEnvelope.CodingKeys
     }
 
@@ -89,6 +80,9 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         var data: Payload
     }
 }
+
+extension EventEnvelope.Wire: Encodable where Payload: Encodable {}
+extension EventEnvelope.Wire: Decodable where Payload: Decodable {}
 
 /// A typed event payload. Types are nouns in the past tense: `user.registered`, `follow.created`.
 public protocol EventPayload: Codable, Sendable {
