@@ -33,6 +33,14 @@ public enum TestEnvironment {
         return logger
     }()
 
+    /// The background logger of test pools: PostgresNIO reports a failed connection attempt at `info`,
+    /// and a test stuck waiting for a connection should say why.
+    public static let poolLogger: Logger = {
+        var logger = Logger(label: "test-pool")
+        logger.logLevel = min(.info, TestEnvironment.logger.logLevel)
+        return logger
+    }()
+
     /// A name no other test uses, for databases, streams and channels.
     public static func uniqueName(_ prefix: String) -> String {
         "\(prefix)_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12))"
@@ -63,17 +71,20 @@ public struct TestDatabase: Sendable {
 
     /// Creates the database and, for each service, its role and schema. PostgreSQL refuses concurrent
     /// `CREATE DATABASE` from one template and concurrent changes to one role, so creation is
-    /// serialized in this process and retried across processes.
+    /// serialized in this process and retried across processes. Every attempt has a deadline: a
+    /// connection pool that never hands out a connection would otherwise hold the turn, and every
+    /// test waiting behind it, until CI's limit.
     public static func create(services: [String]) async throws -> TestDatabase {
         try await DatabaseCreation.shared.run {
             var attempt = 0
             while true {
                 do {
-                    return try await createOnce(services: services)
+                    return try await withDeadline(.seconds(30), "creating a test database") { try await createOnce(services: services) }
                 } catch {
                     attempt += 1
-                    if attempt >= 20 { throw DatabaseSetupError(detail: String(reflecting: error)) }
-                    try await Task.sleep(for: .milliseconds(50 * attempt))
+                    TestEnvironment.logger.warning("test database creation failed; retrying", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
+                    if attempt >= 5 { throw DatabaseSetupError(detail: String(reflecting: error)) }
+                    try await Task.sleep(for: .milliseconds(200 * attempt))
                 }
             }
         }
@@ -116,17 +127,21 @@ public struct TestDatabase: Sendable {
     }
 }
 
-/// Runs `body` with a running `PostgresClient`, shutting it down afterwards.
+/// Runs `body` with a running `PostgresClient`, shutting it down afterwards. The client runs in a
+/// task of its own rather than a child task: a pool that does not finish closing (PostgresNIO retries
+/// a failing connect with back-off) is reported and left behind instead of hanging the test.
 public func withClient<T: Sendable>(_ config: DatabaseConfig, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
-    let client = PostgresClient(database: config, logger: TestEnvironment.logger)
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask {
-            await client.run()
-            return nil
-        }
-        defer { group.cancelAll() }
-        return try await body(client)
+    let client = PostgresClient(database: config, logger: TestEnvironment.poolLogger)
+    let running = Task { await client.run() }
+    let result: Result<T, any Error>
+    do { result = .success(try await body(client)) } catch { result = .failure(error) }
+    running.cancel()
+    do {
+        try await withDeadline(.seconds(10), "closing a PostgreSQL pool") { await running.value }
+    } catch {
+        TestEnvironment.logger.warning("a PostgreSQL pool did not close in time; left behind", metadata: ["database": "\(config.database)"])
     }
+    return try result.get()
 }
 
 extension ServiceConfig {
