@@ -37,6 +37,8 @@ var targets: [Target] = [
             "Models", "CHiredis", "CConcurrencyHook",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
+            // Only for `ConnectionPoolError`, the error PostgresNIO's pool throws when PostgreSQL is out of reach.
+            .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -107,6 +109,7 @@ var targets: [Target] = [
         name: "ServiceKitTests",
         dependencies: kit + ["TestSupport", "CHiredis",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
+            .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Crypto", package: "swift-crypto"),

@@ -2,6 +2,7 @@
 import json
 import os
 import signal
+import subprocess
 import time
 import uuid
 
@@ -104,6 +105,37 @@ def test_sigterm_shuts_a_service_down_gracefully(stack):
     assert "graceful shutdown started" in log and "stopped cleanly" in log, log[-2000:]
     stack.up()
     stack.wait_until(lambda: requests.get(f"{stack.service_urls['invitations']}/readyz", timeout=5).status_code == 200, what="invitations back")
+
+
+def test_a_database_outage_is_never_a_500_and_every_service_recovers(stack):
+    """PostgreSQL stopped under the running stack: a request answers 503 problem+json (the service
+    gave up on its database) or 504 (the gateway gave up first while the pool still waited for a
+    connection), never a 500; readiness says why at once; once PostgreSQL is back, the same processes
+    serve again and an account made afterwards gets its profile from the event."""
+    before = requests.post(f"{stack.gateway}/v1/auth/signup", json={"email": f"e2e-outage-{uuid.uuid4().hex[:10]}@example.com",
+                           "password": "e2e outage password"}, timeout=10)
+    assert before.status_code == 201, before.text
+    headers = {"Authorization": f"Bearer {before.json()['session']['access_token']}"}
+    pids = {name: stack.pid(name) for name in SERVICES}
+    subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && stop_postgres "$STACK_DIR"'], check=True)
+    try:
+        ready = requests.get(f"{stack.service_urls['social']}/readyz", timeout=10)
+        assert ready.status_code == 503 and ready.json()["checks"]["database"].startswith("failing"), ready.text
+        response = requests.get(f"{stack.gateway}/v1/profiles/me", headers=headers, timeout=60)
+        assert response.status_code in (503, 504), response.text
+        assert problem(response)["code"] in ("service_unavailable", "upstream_timeout")
+    finally:
+        stack.up()
+    # PostgresNIO's pool retries the connection with a back-off that grows with the outage.
+    stack.wait_until(lambda: requests.get(f"{stack.gateway}/v1/profiles/me", headers=headers, timeout=10).status_code == 200,
+                     seconds=90, what="social serving again after PostgreSQL came back")
+    after = requests.post(f"{stack.gateway}/v1/auth/signup", json={"email": f"e2e-outage-{uuid.uuid4().hex[:10]}@example.com",
+                          "password": "e2e outage password"}, timeout=10)
+    assert after.status_code == 201, after.text
+    user = after.json()["user"]["id"]
+    stack.wait_until(lambda: stack.psql("social", f"SELECT count(*) FROM social.profiles WHERE user_id = '{user}'") == "1",
+                     seconds=30, what="the profile made from user.registered after the outage")
+    assert {name: stack.pid(name) for name in SERVICES} == pids, "a service restarted instead of recovering"
 
 
 def test_up_twice_starts_no_second_copy(stack):

@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import _ConnectionPoolModule
 
 extension PostgresClient {
     /// The service's pool: its own role, `search_path` set to its own schema, a statement timeout on
@@ -51,5 +52,35 @@ extension PostgresClient {
             if let closureError = error.closureError { throw closureError }
             throw error
         }
+    }
+}
+
+/// Whether `error` means PostgreSQL is out of reach (down, restarting, refusing connections, the
+/// connection dropped mid-query, a statement cut off by the statement timeout) rather than that the
+/// request was wrong. Requests that meet one answer 503 with `Retry-After`, not 500.
+///
+/// While PostgreSQL is unreachable, PostgresNIO's pool queues requests and retries the connection with
+/// back-off; after 15 s of failures it fails queued and new requests at once (`connectionCreationCircuitBreakerTripped`)
+/// and keeps retrying, so the first requests of an outage wait up to ~15 s and later ones answer at once.
+public func isDatabaseUnavailable(_ error: any Error) -> Bool {
+    switch error {
+    case let error as ConnectionPoolError:
+        return error == .connectionCreationCircuitBreakerTripped || error == .poolShutdown
+    case let error as PSQLError:
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
+            return true
+        case .server:
+            // 57P01–57P03: shutting down or starting up; 53300: too many connections; 57014: the
+            // statement timeout cancelled the query (an overloaded or locked database).
+            guard let state = error.serverInfo?[.sqlState] else { return false }
+            return state.hasPrefix("57P") || state == "53300" || state == "57014"
+        default:
+            return false
+        }
+    case let error as PostgresTransactionError:
+        return [error.beginError, error.closureError, error.commitError].contains { $0.map(isDatabaseUnavailable) ?? false }
+    default:
+        return false
     }
 }

@@ -1,0 +1,69 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Models
+import PostgresNIO
+import _ConnectionPoolModule
+import ServiceKit
+import TestSupport
+import Testing
+
+/// A database out of reach is the server's trouble, not the client's: 503 with `Retry-After`, never a
+/// 500, and never a 4xx. A wrong query stays a 500.
+@Suite struct DatabaseOutageTests {
+    @Test func aStatementCutOffByTheTimeoutCountsAsUnavailableAndAWrongQueryDoesNot() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        var config = database.config(for: "social", poolSize: 1)
+        config.statementTimeout = .milliseconds(100)
+        try await withClient(config) { client in
+            do {
+                // The error comes with the rows, after the statement has started.
+                for try await _ in try await client.query("SELECT pg_sleep(2)", logger: TestEnvironment.logger) {}
+                Issue.record("the statement timeout did not cut the query off")
+            } catch {
+                #expect(isDatabaseUnavailable(error), "\(String(reflecting: error))")
+            }
+            do {
+                try await client.query("SELEC 1", logger: TestEnvironment.logger)
+                Issue.record("a syntax error was accepted")
+            } catch {
+                #expect(!isDatabaseUnavailable(error), "\(String(reflecting: error))")
+            }
+        }
+    }
+
+    /// Nothing listens on the database port: the connection error PostgreSQL's client gives is a 503
+    /// problem with `Retry-After`, as is the error its pool gives once it stops waiting for a
+    /// connection, while a wrong query stays a 500.
+    @Test func aRequestWhoseDatabaseIsOutOfReachIsA503WithRetryAfter() async throws {
+        let closedPort = try RedisServer.freePort()
+        let refused: any Error
+        do {
+            let connection = try await PostgresConnection.connect(
+                configuration: .init(host: "127.0.0.1", port: closedPort, username: "social", password: "social", database: "nowhere", tls: .disable),
+                id: 1, logger: TestEnvironment.logger)
+            try await connection.close()
+            Issue.record("connected to a closed port")
+            return
+        } catch {
+            refused = error
+        }
+        #expect(isDatabaseUnavailable(refused), "\(String(reflecting: refused))")
+        let router = Router(context: ServiceRequestContext.self)
+        router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: MetricsRegistry())))
+        router.add(middleware: ProblemMiddleware())
+        router.get("refused") { _, _ -> String in throw refused }
+        router.get("breaker") { _, _ -> String in throw ConnectionPoolError.connectionCreationCircuitBreakerTripped }
+        router.get("other") { _, _ -> String in throw CancellationError() }
+        try await Application(router: router).test(.router) { client in
+            for path in ["/refused", "/breaker"] {
+                let response = try await client.execute(uri: path, method: .get)
+                #expect(response.status == .serviceUnavailable, "\(path)")
+                #expect(response.headers[.retryAfter] == "5")
+                let problem = try JSONDecoder.api.decode(Problem.self, from: Data(buffer: response.body))
+                #expect(problem.code == "service_unavailable" && problem.status == 503)
+            }
+            #expect(try await client.execute(uri: "/other", method: .get).status == .internalServerError)
+        }
+    }
+}
