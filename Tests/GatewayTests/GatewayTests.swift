@@ -65,7 +65,7 @@ final class EchoUpstream: Sendable {
 }
 
 @Suite struct GatewayTests {
-    static func withGateway(timeout: Duration = .seconds(5), downService: String? = nil, trustedProxies: TrustedProxies = .none, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    static func withGateway(timeout: Duration = .seconds(5), downService: String? = nil, upstreamOverrides: [String: String] = [:], trustedProxies: TrustedProxies = .none, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         let auth = EchoUpstream(name: "auth")
         let social = EchoUpstream(name: "social")
         try await auth.start()
@@ -75,6 +75,7 @@ final class EchoUpstream: Sendable {
         var upstreams = ["auth": auth.baseURL, "social": social.baseURL]
         for service in ["invitations", "entitlements", "nutrition"] { upstreams[service] = "http://127.0.0.1:\(closedPort)" }
         if let downService { upstreams[downService] = "http://127.0.0.1:\(closedPort)" }
+        upstreams.merge(upstreamOverrides) { $1 }
         let config = GatewayConfig(host: "127.0.0.1", port: 0, logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies)
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
@@ -169,7 +170,9 @@ final class EchoUpstream: Sendable {
         let router = Router(context: ServiceRequestContext.self)
         router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: MetricsRegistry())))
         router.add(middleware: ProblemMiddleware())
-        router.add(middleware: ProxyMiddleware(table: table, upstreams: config.upstreams, httpClient: HTTPClientBox.shared, timeout: config.upstreamTimeout))
+        let pool = try UpstreamPool(baseURL: slow.baseURL, connectTimeout: .seconds(1))
+        defer { pool.shutdown() }
+        router.add(middleware: ProxyMiddleware(table: table, pools: ["auth": pool], timeout: config.upstreamTimeout))
         try await Application(router: router).test(.live) { client in
             let response = try await client.execute(uri: "/slow", method: .get)
             #expect(response.status == .gatewayTimeout)

@@ -1,0 +1,391 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// Why an exchange with an upstream failed; `ProxyMiddleware.problem(for:)` turns each into 503, 502
+/// or 504.
+enum UpstreamError: Error, Equatable, CustomStringConvertible {
+    /// No connection could be made (refused, unreachable, no answer within the connect timeout).
+    case unreachable(String)
+    /// No complete answer before the deadline.
+    case timedOut
+    /// The connection ended before the answer's head arrived.
+    case closedBeforeResponse
+    /// The connection ended, or sent something that is not HTTP, in the middle of the answer.
+    case brokenResponse(String)
+
+    var description: String {
+        switch self {
+        case .unreachable(let why): "upstream unreachable: \(why)"
+        case .timedOut: "upstream timed out"
+        case .closedBeforeResponse: "upstream closed the connection before answering"
+        case .brokenResponse(let why): "upstream answer broken: \(why)"
+        }
+    }
+}
+
+/// An upstream's answer. Bodies of known, small length are read whole (almost every API answer: one
+/// write to the client instead of a task switch per chunk); others stream with backpressure.
+struct UpstreamResponse: Sendable {
+    var head: HTTPResponseHead
+    var body: Body
+
+    enum Body: Sendable {
+        case complete(ByteBuffer)
+        case stream(UpstreamBodyStream)
+    }
+}
+
+typealias UpstreamBodyStream = NIOThrowingAsyncSequenceProducer<
+    ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, UpstreamExchangeHandler.Demand
+>
+
+/// One upstream service's keep-alive HTTP/1.1 connections. A request takes an idle connection (one on
+/// its own event loop if there is one) or opens a new one, and gives it back when the answer has been
+/// read whole on a connection both sides keep open. There is no cap on connections in use: each
+/// carries one request that a client of the gateway is waiting for, so the clients bound them, as
+/// with any reverse proxy; at most `maxIdle` are kept open between requests.
+///
+/// It stands where AsyncHTTPClient stood: that client's request preparation, URL parsing, pool state
+/// machine and body streams were about half of the gateway's CPU per proxied request.
+final class UpstreamPool: Sendable {
+    let host: String
+    let port: Int
+    private let hostHeader: String
+    private let tls: NIOSSLContext?
+    private let group: any EventLoopGroup
+    private let connectTimeout: TimeAmount
+    private let maxIdle: Int
+    private let idle = Mutex<[UpstreamConnection]>([])
+    private let closed = Atomic<Bool>(false)
+
+    /// `baseURL` is `http://host[:port]` or `https://host[:port]` (no path: `GatewayConfig` checks).
+    init(baseURL: String, connectTimeout: Duration, maxIdle: Int = 128,
+         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+        guard let url = URL(string: baseURL), let scheme = url.scheme, let host = url.host, ["http", "https"].contains(scheme) else {
+            throw UpstreamError.unreachable("not an http(s) URL: \(baseURL)")
+        }
+        self.host = host
+        self.port = url.port ?? (scheme == "https" ? 443 : 80)
+        self.hostHeader = url.port.map { "\(host):\($0)" } ?? host
+        self.tls = scheme == "https" ? try NIOSSLContext(configuration: .makeClientConfiguration()) : nil
+        self.group = group
+        self.connectTimeout = TimeAmount(connectTimeout)
+        self.maxIdle = maxIdle
+    }
+
+    /// Sends `head` (and `body`, streamed with backpressure) and returns the answer's head once it
+    /// arrives. A request without a body that fails on a reused connection before any answer (the
+    /// upstream closed it while it sat idle) is sent once more on a new connection.
+    func execute(_ head: HTTPRequestHead, body: RequestBody?, deadline: NIODeadline) async throws -> UpstreamResponse {
+        var head = head
+        head.headers.replaceOrAdd(name: "Host", value: hostHeader)
+        let (connection, reused) = try await connection(deadline: deadline)
+        do {
+            return try await connection.exchange(head, body: body, deadline: deadline)
+        } catch UpstreamError.closedBeforeResponse where reused && body == nil {
+            return try await newConnection(deadline: deadline).exchange(head, body: nil, deadline: deadline)
+        }
+    }
+
+    /// Closes the idle connections; connections in use close when their exchange ends.
+    func shutdown() {
+        closed.store(true, ordering: .relaxed)
+        for connection in idle.withLock({ idle in defer { idle.removeAll() }; return idle }) { connection.close() }
+    }
+
+    private func connection(deadline: NIODeadline) async throws -> (UpstreamConnection, reused: Bool) {
+        let loop = group.any()
+        let pooled: UpstreamConnection? = idle.withLock { idle in
+            while let index = idle.lastIndex(where: { $0.channel.eventLoop === loop }) ?? idle.indices.last {
+                let candidate = idle.remove(at: index)
+                if candidate.channel.isActive { return candidate }
+            }
+            return nil
+        }
+        if let pooled { return (pooled, true) }
+        return (try await newConnection(deadline: deadline, on: loop), false)
+    }
+
+    private func newConnection(deadline: NIODeadline, on loop: (any EventLoop)? = nil) async throws -> UpstreamConnection {
+        let loop = loop ?? group.any()
+        let timeout = min(connectTimeout, deadline - .now())
+        guard timeout > .zero else { throw UpstreamError.timedOut }
+        let handler = UpstreamExchangeHandler()
+        let tls = self.tls
+        let serverHostname = host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) ? nil : host
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: loop)
+                .connectTimeout(timeout)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let tls {
+                            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
+                        }
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    }
+                }
+                .connect(host: host, port: port).get()
+        } catch {
+            throw UpstreamError.unreachable("\(error)")
+        }
+        // The handler drops this closure when the channel closes (`handlerRemoved`).
+        handler.onReusable = { [weak self] in self?.release(UpstreamConnection(channel: channel, handler: handler)) }
+        channel.closeFuture.whenComplete { [weak self] _ in
+            self?.idle.withLock { idle in idle.removeAll { $0.channel === channel } }
+        }
+        return UpstreamConnection(channel: channel, handler: handler)
+    }
+
+    private func release(_ connection: UpstreamConnection) {
+        let kept = !closed.load(ordering: .relaxed) && idle.withLock { idle in
+            guard idle.count < maxIdle else { return false }
+            idle.append(connection)
+            return true
+        }
+        if !kept { connection.close() }
+    }
+}
+
+/// A connection to an upstream and the handler that runs its exchanges, one at a time.
+final class UpstreamConnection: Sendable {
+    let channel: any Channel
+    let handler: UpstreamExchangeHandler
+
+    init(channel: any Channel, handler: UpstreamExchangeHandler) {
+        self.channel = channel
+        self.handler = handler
+    }
+
+    func exchange(_ head: HTTPRequestHead, body: RequestBody?, deadline: NIODeadline) async throws -> UpstreamResponse {
+        let answer = channel.eventLoop.makePromise(of: UpstreamResponse.self)
+        let handler = self.handler
+        channel.eventLoop.execute {
+            handler.start(head, sendsBody: body != nil, answer: answer, deadline: deadline)
+        }
+        if let body {
+            // Each chunk is written once the previous one reached the socket: a slow upstream slows
+            // the client's upload instead of filling the gateway's memory. If the exchange already
+            // ended (an early answer, a timeout, a broken connection) the writes fail and the answer
+            // below says what happened.
+            do {
+                for try await chunk in body {
+                    try await channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(chunk)))
+                }
+                let loop = channel.eventLoop
+                try await loop.flatSubmit { handler.endRequest(on: loop) }.get()
+            } catch {
+                handler.failFromOutside(error, on: channel.eventLoop)
+            }
+        }
+        return try await answer.futureResult.get()
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+}
+
+/// Runs one exchange at a time on its connection (all of its state lives on the channel's event
+/// loop): writes the request head, turns the answer into an `UpstreamResponse`, enforces the
+/// deadline, holds reads while a streamed body's reader is behind, and hands the connection back for
+/// reuse only when the request was sent whole, the answer read whole, and both sides keep it open.
+final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundIn = HTTPClientRequestPart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    static let bufferedBodyLimit = 256 * 1024
+
+    private enum State {
+        case idle
+        case awaitingHead(EventLoopPromise<UpstreamResponse>)
+        case buffering(HTTPResponseHead, ByteBuffer, EventLoopPromise<UpstreamResponse>)
+        case streaming(UpstreamBodyStream.Source)
+        case closed
+    }
+
+    private var state = State.idle
+    private var context: ChannelHandlerContext?
+    private var deadlineTask: Scheduled<Void>?
+    private var requestSent = false
+    private var keepAlive = true
+    /// A read the channel asked for while the stream's reader had enough: done when it wants more.
+    private var heldRead = false
+    private var readerWantsMore = true
+    /// Counts exchanges, so that a finished stream's late word cannot reach the next exchange.
+    private var exchange = 0
+    /// Called (on the event loop) when the connection may carry another exchange.
+    var onReusable: (@Sendable () -> Void)?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        onReusable = nil
+    }
+
+    func start(_ head: HTTPRequestHead, sendsBody: Bool, answer: EventLoopPromise<UpstreamResponse>, deadline: NIODeadline) {
+        guard let context, case .idle = state, context.channel.isActive else {
+            answer.fail(UpstreamError.closedBeforeResponse)
+            return
+        }
+        state = .awaitingHead(answer)
+        exchange += 1
+        requestSent = false
+        keepAlive = head.isKeepAlive
+        heldRead = false
+        readerWantsMore = true
+        deadlineTask = context.eventLoop.scheduleTask(deadline: deadline) { [self] in fail(UpstreamError.timedOut) }
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        if sendsBody {
+            context.flush()
+        } else {
+            endRequest(on: context.eventLoop)
+        }
+    }
+
+    /// Ends the request; the exchange may be over already if the upstream answered early.
+    @discardableResult
+    func endRequest(on loop: any EventLoop) -> EventLoopFuture<Void> {
+        guard let context else { return loop.makeFailedFuture(UpstreamError.closedBeforeResponse) }
+        let written = loop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+        written.futureResult.whenSuccess { [self] in requestSent = true }
+        return written.futureResult
+    }
+
+    /// The request body could not be read from the client (or written): the exchange cannot go on.
+    func failFromOutside(_ error: any Error, on loop: any EventLoop) {
+        loop.execute { [self] in
+            if case .idle = state { return }
+            fail(error as? UpstreamError ?? .brokenResponse("request body: \(error)"))
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            guard case .awaitingHead(let answer) = state else { return fail(.brokenResponse("an answer nobody asked for")) }
+            // Interim answers (100 Continue) are not the answer.
+            if head.status.code >= 100 && head.status.code < 200 && head.status != .switchingProtocols { return }
+            keepAlive = keepAlive && head.isKeepAlive
+            let length = head.headers.first(name: "content-length").flatMap(Int.init)
+            if let length, length <= Self.bufferedBodyLimit {
+                state = .buffering(head, context.channel.allocator.buffer(capacity: length), answer)
+            } else {
+                let made = UpstreamBodyStream.makeSequence(
+                    backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8), finishOnDeinit: false,
+                    delegate: Demand(handler: self, loop: context.eventLoop, exchange: exchange))
+                state = .streaming(made.source)
+                answer.succeed(UpstreamResponse(head: head, body: .stream(made.sequence)))
+            }
+        case .body(var part):
+            switch state {
+            case .buffering(let head, var body, let answer):
+                state = .idle  // keeps `body` uniquely referenced while it grows
+                body.writeBuffer(&part)
+                state = .buffering(head, body, answer)
+            case .streaming(let source):
+                if source.yield(part) == .stopProducing { readerWantsMore = false }
+            default:
+                fail(.brokenResponse("a body without a head"))
+            }
+        case .end:
+            switch state {
+            case .buffering(let head, let body, let answer):
+                finishExchange()
+                answer.succeed(UpstreamResponse(head: head, body: .complete(body)))
+            case .streaming(let source):
+                finishExchange()
+                source.finish()
+            default:
+                fail(.brokenResponse("an end without a head"))
+            }
+        }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if case .streaming = state, !readerWantsMore {
+            heldRead = true
+        } else {
+            context.read()
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        switch state {
+        case .awaitingHead: fail(.closedBeforeResponse)
+        case .buffering, .streaming: fail(.brokenResponse("the connection closed"))
+        case .idle, .closed: state = .closed
+        }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch state {
+        case .awaitingHead: fail(.closedBeforeResponse)
+        default: fail(.brokenResponse("\(error)"))
+        }
+    }
+
+    /// The stream's reader wants more (after it had enough) or has gone away.
+    struct Demand: NIOAsyncSequenceProducerDelegate {
+        let handler: UpstreamExchangeHandler
+        let loop: any EventLoop
+        let exchange: Int
+
+        func produceMore() {
+            loop.execute { [handler, exchange] in
+                guard handler.exchange == exchange else { return }
+                handler.readerWantsMore = true
+                if handler.heldRead, let context = handler.context {
+                    handler.heldRead = false
+                    context.read()
+                }
+            }
+        }
+
+        func didTerminate() {
+            // The client stopped reading (it went away): the rest of this answer has nowhere to go.
+            loop.execute { [handler, exchange] in
+                guard handler.exchange == exchange, case .streaming = handler.state else { return }
+                handler.fail(.brokenResponse("the client went away"))
+            }
+        }
+    }
+
+    private func finishExchange() {
+        deadlineTask?.cancel()
+        deadlineTask = nil
+        state = .idle
+        if keepAlive && requestSent, let onReusable {
+            onReusable()
+        } else {
+            context?.close(promise: nil)
+        }
+    }
+
+    /// Ends the exchange with `error` and closes the connection: what is left on it is unknown.
+    private func fail(_ error: UpstreamError) {
+        deadlineTask?.cancel()
+        deadlineTask = nil
+        let previous = state
+        state = .closed
+        switch previous {
+        case .awaitingHead(let answer), .buffering(_, _, let answer): answer.fail(error)
+        case .streaming(let source): source.finish(error)
+        case .idle, .closed: break
+        }
+        context?.close(promise: nil)
+    }
+
+}

@@ -1,0 +1,232 @@
+import Foundation
+@testable import Gateway
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Models
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import ServiceKit
+import Synchronization
+import TestSupport
+import Testing
+
+/// A real upstream on loopback with answers of every shape the pool must carry: the caller's port
+/// (to see connection reuse), bodies of a given length with and without `Content-Length`, and an
+/// upload's length. `idleTimeout` makes it close connections that sit idle, as a restarting or
+/// tidy server does.
+final class ShapesUpstream: Sendable {
+    private let port = Mutex<Int>(0)
+    private let task = Mutex<Task<Void, any Error>?>(nil)
+    var baseURL: String { "http://127.0.0.1:\(port.withLock { $0 })" }
+
+    func start(idleTimeout: TimeAmount? = nil) async throws {
+        let router = Router(context: ServiceRequestContext.self)
+        router.get("port") { _, context in "\(context.remoteAddress?.port ?? 0)" }
+        router.get("bytes") { request, _ in
+            let count = request.uri.queryParameters.get("n", as: Int.self) ?? 0
+            return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(repeating: 7, count: count)))
+        }
+        router.get("chunked") { request, _ in
+            // Written in pieces with no Content-Length: the answer goes out chunked.
+            let count = request.uri.queryParameters.get("n", as: Int.self) ?? 0
+            return Response(status: .ok, body: ResponseBody { writer in
+                var left = count
+                while left > 0 {
+                    let piece = min(left, 16 * 1024)
+                    try await writer.write(ByteBuffer(repeating: 9, count: piece))
+                    left -= piece
+                }
+                try await writer.finish(nil)
+            })
+        }
+        router.post("count") { request, _ in "\(try await request.body.collect(upTo: 64 << 20).readableBytes)" }
+        let (ready, continuation) = AsyncStream.makeStream(of: Int.self)
+        var logger = Logger(label: "shapes")
+        logger.logLevel = .warning
+        let app = Application(router: router, server: .http1(configuration: .init(idleTimeout: idleTimeout)),
+                              configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
+        task.withLock { $0 = Task { try await app.run() } }
+        for await value in ready {
+            port.withLock { $0 = value }
+            break
+        }
+    }
+
+    func stop() { task.withLock { $0?.cancel() } }
+}
+
+/// A server that answers every request with a head promising `promised` bytes, sends `sent` of them
+/// and hangs up: an upstream that dies in the middle of its answer.
+final class HangUpServer: Sendable {
+    let channel: any Channel
+
+    init(promised: Int, sent: Int) async throws {
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(HangUp(promised: promised, sent: sent))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    var baseURL: String { "http://127.0.0.1:\(channel.localAddress?.port ?? 0)" }
+
+    func stop() async { try? await channel.close() }
+
+    final class HangUp: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let promised: Int
+        let sent: Int
+        init(promised: Int, sent: Int) { self.promised = promised; self.sent = sent }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            var answer = ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: \(promised)\r\nContent-Type: application/octet-stream\r\n\r\n")
+            answer.writeRepeatingByte(1, count: sent)
+            context.writeAndFlush(NIOAny(answer)).whenComplete { _ in context.close(promise: nil) }
+        }
+    }
+}
+
+@Suite struct UpstreamPoolTests {
+    static func get(_ pool: UpstreamPool, _ uri: String, timeout: TimeAmount = .seconds(10)) async throws -> (HTTPResponseHead, ByteBuffer) {
+        let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), body: nil, deadline: .now() + timeout)
+        return (response.head, try await Self.body(response))
+    }
+
+    static func body(_ response: UpstreamResponse) async throws -> ByteBuffer {
+        switch response.body {
+        case .complete(let body):
+            return body
+        case .stream(let stream):
+            var collected = ByteBuffer()
+            for try await var part in stream { collected.writeBuffer(&part) }
+            return collected
+        }
+    }
+
+    @Test func sequentialRequestsShareOneConnection() async throws {
+        let upstream = ShapesUpstream()
+        try await upstream.start()
+        defer { upstream.stop() }
+        let pool = try UpstreamPool(baseURL: upstream.baseURL, connectTimeout: .seconds(1))
+        defer { pool.shutdown() }
+        var ports: Set<String> = []
+        for _ in 0..<20 {
+            let (head, body) = try await Self.get(pool, "/port")
+            #expect(head.status == .ok)
+            ports.insert(String(buffer: body))
+        }
+        #expect(ports.count == 1, "each request opened a connection of its own: \(ports)")
+    }
+
+    /// The upstream closes connections idle for 100 ms; a request after that still gets its answer
+    /// (the pool drops the closed connection, or sends the request again on a new one).
+    @Test func aConnectionTheUpstreamClosedWhileIdleIsNotUsed() async throws {
+        let upstream = ShapesUpstream()
+        try await upstream.start(idleTimeout: .milliseconds(100))
+        defer { upstream.stop() }
+        let pool = try UpstreamPool(baseURL: upstream.baseURL, connectTimeout: .seconds(1))
+        defer { pool.shutdown() }
+        let first = try await Self.get(pool, "/port")
+        try await Task.sleep(for: .milliseconds(400))
+        let second = try await Self.get(pool, "/port")
+        #expect(first.0.status == .ok && second.0.status == .ok)
+        #expect(String(buffer: first.1) != String(buffer: second.1))
+    }
+
+    @Test func bodiesOfEveryShapeArriveWhole() async throws {
+        let upstream = ShapesUpstream()
+        try await upstream.start()
+        defer { upstream.stop() }
+        let pool = try UpstreamPool(baseURL: upstream.baseURL, connectTimeout: .seconds(1))
+        defer { pool.shutdown() }
+        for (uri, count) in [("/bytes?n=0", 0), ("/bytes?n=10", 10), ("/bytes?n=262144", 262_144), ("/bytes?n=3000000", 3_000_000),
+                             ("/chunked?n=5", 5), ("/chunked?n=300000", 300_000)] {
+            let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), body: nil, deadline: .now() + .seconds(10))
+            switch response.body {
+            case .complete: #expect(count <= UpstreamExchangeHandler.bufferedBodyLimit && !uri.hasPrefix("/chunked"), "\(uri) read whole")
+            case .stream: #expect(count > UpstreamExchangeHandler.bufferedBodyLimit || uri.hasPrefix("/chunked"), "\(uri) streamed")
+            }
+            let body = try await Self.body(response)
+            #expect(body.readableBytes == count, "\(uri)")
+        }
+        // An upload of known length, then one in chunks (the client did not say how long).
+        for chunked in [false, true] {
+            var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/count")
+            let upload = ByteBuffer(repeating: 3, count: 3 * 1024 * 1024)
+            if chunked { head.headers.add(name: "Transfer-Encoding", value: "chunked") } else { head.headers.add(name: "Content-Length", value: "\(upload.readableBytes)") }
+            let response = try await pool.execute(head, body: RequestBody(buffer: upload), deadline: .now() + .seconds(10))
+            #expect(String(buffer: try await Self.body(response)) == "\(upload.readableBytes)", "chunked: \(chunked)")
+        }
+        // The connection is still good for more after all that.
+        #expect(try await Self.get(pool, "/bytes?n=3").1.readableBytes == 3)
+    }
+
+    @Test func anAnswerCutOffIsAnErrorNeverAShortBody() async throws {
+        let small = try await HangUpServer(promised: 100, sent: 10)
+        let large = try await HangUpServer(promised: 1_000_000, sent: 1_000)
+        defer { Task { await small.stop(); await large.stop() } }
+        let smallPool = try UpstreamPool(baseURL: small.baseURL, connectTimeout: .seconds(1))
+        let largePool = try UpstreamPool(baseURL: large.baseURL, connectTimeout: .seconds(1))
+        defer { smallPool.shutdown(); largePool.shutdown() }
+        await #expect(throws: UpstreamError.self) { _ = try await Self.get(smallPool, "/") }
+        // A streamed answer has begun when the upstream hangs up: its reader gets the error.
+        await #expect(throws: UpstreamError.self) { _ = try await Self.get(largePool, "/") }
+    }
+
+    @Test func aClosedPortIsUnreachableAndASilentUpstreamTimesOut() async throws {
+        let closed = try UpstreamPool(baseURL: "http://127.0.0.1:\(try RedisServer.freePort())", connectTimeout: .seconds(1))
+        await #expect {
+            _ = try await Self.get(closed, "/")
+        } throws: { error in
+            if case .unreachable = error as? UpstreamError { return true }
+            return false
+        }
+        // Accepts the connection and never answers.
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        defer { silent.close(promise: nil) }
+        let pool = try UpstreamPool(baseURL: "http://127.0.0.1:\(silent.localAddress?.port ?? 0)", connectTimeout: .seconds(1))
+        defer { pool.shutdown() }
+        let started = ContinuousClock.now
+        await #expect(throws: UpstreamError.timedOut) { _ = try await Self.get(pool, "/", timeout: .milliseconds(300)) }
+        #expect(ContinuousClock.now - started < .seconds(2))
+    }
+
+    /// Through the gateway: an upstream that hangs up mid-answer is a 502 problem, and 200 requests
+    /// in flight at once each get their own answer.
+    @Test func throughTheGatewayABrokenAnswerIs502AndOverlappingRequestsKeepTheirAnswers() async throws {
+        let broken = try await HangUpServer(promised: 100, sent: 10)
+        let brokenStream = try await HangUpServer(promised: 1_000_000, sent: 1_000)
+        defer { Task { await broken.stop(); await brokenStream.stop() } }
+        try await GatewayTests.withGateway(upstreamOverrides: ["nutrition": broken.baseURL, "entitlements": brokenStream.baseURL]) { client in
+            let response = try await client.execute(uri: "/v1/meals", method: .get)
+            #expect(response.status == .badGateway)
+            #expect(try GatewayTests.problem(response).code == "bad_gateway")
+
+            let port = try #require(client.port)
+            // The head of a streamed answer is already with the client when the upstream hangs up:
+            // the client's connection ends too, so the short body cannot pass for the whole one.
+            await #expect(throws: (any Error).self) { _ = try await ConcurrentClient.send(port: port, "GET", "/v1/tiers") }
+
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<200 {
+                    group.addTask {
+                        let service = index % 2 == 0 ? "auth" : "profiles"
+                        let path = service == "auth" ? "/v1/auth/item/\(index)" : "/v1/profiles/\(index)"
+                        let reply = try await ConcurrentClient.send(port: port, "GET", path)
+                        #expect(reply.status == 200)
+                        let echo = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: reply.body))
+                        #expect(echo.path == path, "request \(index) got another's answer")
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+}
