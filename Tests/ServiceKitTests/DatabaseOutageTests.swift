@@ -66,4 +66,40 @@ import Testing
             #expect(try await client.execute(uri: "/other", method: .get).status == .internalServerError)
         }
     }
+
+    /// The watch probes on a connection of its own: against the live database it stays open; against
+    /// a port where nothing listens it closes the gate after two failed probes, and then requests are
+    /// 503 at once while health, readiness, metrics and the well-known documents still answer.
+    @Test(.timeLimit(.minutes(1))) func theWatchClosesTheGateOnlyWhileTheDatabaseIsOutOfReach() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        var live = database.config(for: "social")
+        live.probeInterval = .milliseconds(100)
+        var nowhere = live
+        nowhere.port = try RedisServer.freePort()
+        for (config, reachable) in [(live, true), (nowhere, false)] {
+            let watch = try DatabaseWatch(database: config, interval: config.probeInterval, logger: TestEnvironment.logger)
+            let router = Router(context: ServiceRequestContext.self)
+            router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: MetricsRegistry())))
+            router.add(middleware: ProblemMiddleware())
+            router.add(middleware: DatabaseGateMiddleware(watch: watch))
+            for path in ["v1/things", "healthz", "readyz", "metrics", ".well-known/jwks.json"] {
+                router.get(RouterPath(path)) { _, _ in "answered" }
+            }
+            try await Application(router: router, services: [watch]).test(.live) { client in
+                // Long enough for several probes either way.
+                try await Task.sleep(for: .milliseconds(600))
+                #expect(watch.isReachable == reachable)
+                let response = try await client.execute(uri: "/v1/things", method: .get)
+                if reachable {
+                    #expect(response.status == .ok)
+                } else {
+                    #expect(response.status == .serviceUnavailable && response.headers[.retryAfter] == "5")
+                    #expect(try JSONDecoder.api.decode(Problem.self, from: Data(buffer: response.body)).code == "service_unavailable")
+                }
+                for path in ["/healthz", "/readyz", "/metrics", "/.well-known/jwks.json"] {
+                    #expect(try await client.execute(uri: path, method: .get).status == .ok, "\(path)")
+                }
+            }
+        }
+    }
 }

@@ -122,10 +122,12 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     )
     let readiness = Readiness()
     let busMetrics = EventBusMetrics(registry: registry)
+    let databaseWatch = try DatabaseWatch(database: config.database, interval: config.database.probeInterval, logger: logger)
 
     let router = Router(context: ServiceRequestContext.self)
     router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry), trustedProxies: config.trustedProxies))
     router.add(middleware: ProblemMiddleware())
+    router.add(middleware: DatabaseGateMiddleware(watch: databaseWatch))
     HealthRoutes(postgres: postgres, redis: redis, readiness: readiness, metrics: registry).add(to: router)
     router.add(middleware: TokenMiddleware(verifier: tokens))
     let components = try setup.build(router, dependencies)
@@ -149,6 +151,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
             Closer { try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close() },
             postgres,
             relayPostgres,
+            databaseWatch,
             EventBus(readiness: readiness, relay: relay, consumer: consumer),
         ] + components.services.map { AfterMigrations(readiness: readiness, service: $0) } + [
             ShutdownNotice(logger: logger),

@@ -61,6 +61,8 @@ public struct DatabaseConfig: Sendable {
     public var poolSize: Int
     public var statementTimeout: Duration
     public var requireTLS: Bool
+    /// How often `DatabaseWatch` checks that PostgreSQL answers.
+    public var probeInterval: Duration = .seconds(1)
 
     public init(host: String, port: Int, user: String, password: String?, database: String, schema: String, poolSize: Int = 10, statementTimeout: Duration = .seconds(10), requireTLS: Bool = false) {
         self.host = host
@@ -87,6 +89,7 @@ public struct DatabaseConfig: Sendable {
             statementTimeout: env.milliseconds("DATABASE_STATEMENT_TIMEOUT_MS", default: 10_000, range: 100...3_600_000),
             requireTLS: url?.query["sslmode"] == "require"
         )
+        probeInterval = env.milliseconds("DATABASE_PROBE_INTERVAL_MS", default: 1_000, range: 100...60_000)
         if !schema.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
             env.report("DATABASE_SCHEMA: must be letters, digits and _, got \"\(schema)\"")
         }

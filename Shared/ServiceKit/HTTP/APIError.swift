@@ -41,6 +41,10 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
         let seconds = max(1, ((ttlMilliseconds ?? 1_000) + 999) / 1_000)
         return tooManyRequests("\(detail) Try again in \(seconds) s.", code: code, retryAfterSeconds: seconds)
     }
+    /// PostgreSQL is out of reach: the server's trouble, for the client to retry shortly.
+    public static let databaseUnavailable = APIError(.serviceUnavailable, code: "service_unavailable",
+                                                     detail: "The service cannot reach its database right now; try again shortly.",
+                                                     headers: [.retryAfter: "5"])
 }
 
 extension Problem {

@@ -43,8 +43,7 @@ public struct ProblemMiddleware<Context: IdentifiedRequestContext>: RouterMiddle
             return Self.response(for: APIError.conflict("A concurrent request changed the same data; try again.", code: "conflict"), request: request, context: context)
         case _ where isDatabaseUnavailable(error):
             context.logger.warning("database unavailable", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
-            return Self.response(for: APIError(.serviceUnavailable, code: "service_unavailable", detail: "The service cannot reach its database right now; try again shortly.",
-                                               headers: [.retryAfter: "5"]), request: request, context: context)
+            return Self.response(for: APIError.databaseUnavailable, request: request, context: context)
         default:
             context.logger.error("unhandled error", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
             return Problem(status: 500, code: "internal_error", title: "Internal Server Error",

@@ -1,0 +1,83 @@
+import Hummingbird
+import Logging
+import NIOSSL
+import PostgresNIO
+import ServiceLifecycle
+import Synchronization
+
+/// Knows, within a couple of probe intervals, whether PostgreSQL can be reached, so that requests
+/// are refused with 503 at once during an outage. Without it they would wait in PostgresNIO's pool,
+/// which holds new requests for up to 60 s while it retries its connections before it fails them.
+///
+/// It probes with `SELECT 1` on a connection of its own (not the pool's: a pool request would wait
+/// in that same queue), each probe bounded by two seconds (a query on a connection whose server was
+/// stopped can hang, so a probe that runs over is abandoned and its connection replaced); two
+/// failures in a row mark the database unreachable, one success marks it reachable again.
+public final class DatabaseWatch: Service, Sendable {
+    private let configuration: PostgresConnection.Configuration
+    private let interval: Duration
+    private let logger: Logger
+    private let failures = Atomic<Int>(0)
+
+    public init(database config: DatabaseConfig, interval: Duration, logger: Logger) throws {
+        var configuration = PostgresConnection.Configuration(
+            host: config.host, port: config.port, username: config.user, password: config.password,
+            database: config.database, tls: config.requireTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
+        )
+        configuration.options.connectTimeout = .seconds(2)
+        self.configuration = configuration
+        self.interval = interval
+        self.logger = logger
+    }
+
+    /// False once two probes in a row have failed, until one succeeds.
+    public var isReachable: Bool { failures.load(ordering: .relaxed) < 2 }
+
+    public func run() async throws {
+        var connection: PostgresConnection?
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                let configuration = self.configuration
+                let logger = self.logger
+                connection = try await withTimeout(.seconds(2), what: "database probe") { [connection] in
+                    let probed: PostgresConnection
+                    if let connection { probed = connection } else {
+                        probed = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+                    }
+                    for try await _ in try await probed.query("SELECT 1", logger: logger) {}
+                    return probed
+                }
+                if failures.exchange(0, ordering: .relaxed) >= 2 { logger.notice("database reachable again") }
+            } catch {
+                // Closed off to the side: a connection whose server went away may not answer even that.
+                if let broken = connection { Task { try? await broken.close() } }
+                connection = nil
+                if failures.add(1, ordering: .relaxed).newValue == 2 {
+                    logger.error("database unreachable: requests answer 503 until it is back", metadata: ["error": "\(String(reflecting: error))"])
+                }
+            }
+            try? await Task.sleep(for: interval)
+        }
+        try? await connection?.close()
+    }
+}
+
+/// Refuses requests with `503 service_unavailable` while the `DatabaseWatch` says PostgreSQL is out
+/// of reach. Health, readiness and metrics still answer (they say why), and so do the well-known
+/// documents, which come from memory.
+public struct DatabaseGateMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
+    let watch: DatabaseWatch
+
+    public init(watch: DatabaseWatch) { self.watch = watch }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if !watch.isReachable && !Self.answersWithoutDatabase(request.uri.path) {
+            throw APIError.databaseUnavailable
+        }
+        return try await next(request, context)
+    }
+
+    static func answersWithoutDatabase(_ path: String) -> Bool {
+        ["/healthz", "/readyz", "/metrics"].contains(path) || path.hasPrefix("/.well-known/")
+    }
+}
