@@ -24,8 +24,7 @@ final class ProviderIssuer: Sendable {
     let kid: String
     private let privateKey: _RSA.Signing.PrivateKey
     private let jwks: String
-    private let portBox = Mutex<Int?>(nil)
-    private let task = Mutex<Task<Void, any Error>?>(nil)
+    private let server = LocalServer()
 
     init(issuer: String, clientID: String, kid: String = "provider-key-1") throws {
         self.issuer = issuer
@@ -39,25 +38,16 @@ final class ProviderIssuer: Sendable {
         jwks = String(decoding: try JSONSerialization.data(withJSONObject: ["keys": [key]]), as: UTF8.self)
     }
 
-    var jwksURL: String { "http://127.0.0.1:\(portBox.withLock { $0 } ?? 9)/keys" }
+    var jwksURL: String { server.baseURL + "/keys" }
 
     func start() async throws {
         let router = Router()
         let body = jwks
         router.get("keys") { _, _ in Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body))) }
-        let (ready, continuation) = AsyncStream.makeStream(of: Int.self)
-        var logger = Logger(label: "provider")
-        logger.logLevel = .warning
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
-        task.withLock { $0 = Task { try await app.run() } }
-        for await port in ready {
-            portBox.withLock { $0 = port }
-            break
-        }
+        try await server.start(router, label: "provider")
     }
 
-    func stop() { task.withLock { $0?.cancel() } }
+    func stop() { server.stop() }
 
     /// An ID token; every claim can be overridden or removed (`nil` value) to make a bad one.
     func idToken(subject: String, email: String?, emailVerified: Any = true, nonce: String? = nil, audience: String? = nil, issuer: String? = nil,

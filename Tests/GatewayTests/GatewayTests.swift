@@ -22,12 +22,11 @@ final class EchoUpstream: Sendable {
     }
 
     let name: String
-    private let port = Mutex<Int>(0)
-    private let task = Mutex<Task<Void, any Error>?>(nil)
+    private let server = LocalServer()
 
     init(name: String) { self.name = name }
 
-    var baseURL: String { "http://127.0.0.1:\(port.withLock { $0 })" }
+    var baseURL: String { server.baseURL }
 
     func start() async throws {
         let router = Router()
@@ -40,16 +39,7 @@ final class EchoUpstream: Sendable {
         router.on("**", method: .get) { request, context in try await Self.echo(name, request, context) }
         router.on("**", method: .post) { request, context in try await Self.echo(name, request, context) }
         router.on("**", method: .delete) { request, context in try await Self.echo(name, request, context) }
-        let (ready, continuation) = AsyncStream.makeStream(of: Int.self)
-        var logger = Logger(label: name)
-        logger.logLevel = .warning
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
-        task.withLock { $0 = Task { try await app.run() } }
-        for await value in ready {
-            port.withLock { $0 = value }
-            break
-        }
+        try await server.start(router, label: name)
     }
 
     static func echo(_ name: String, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
@@ -61,7 +51,7 @@ final class EchoUpstream: Sendable {
                         body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(echo))))
     }
 
-    func stop() { task.withLock { $0?.cancel() } }
+    func stop() { server.stop() }
 }
 
 @Suite struct GatewayTests {

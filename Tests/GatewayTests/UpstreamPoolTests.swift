@@ -18,9 +18,8 @@ import Testing
 /// upload's length. `idleTimeout` makes it close connections that sit idle, as a restarting or
 /// tidy server does.
 final class ShapesUpstream: Sendable {
-    private let port = Mutex<Int>(0)
-    private let task = Mutex<Task<Void, any Error>?>(nil)
-    var baseURL: String { "http://127.0.0.1:\(port.withLock { $0 })" }
+    private let server = LocalServer()
+    var baseURL: String { server.baseURL }
 
     func start(idleTimeout: TimeAmount? = nil) async throws {
         let router = Router(context: ServiceRequestContext.self)
@@ -43,20 +42,10 @@ final class ShapesUpstream: Sendable {
             })
         }
         router.post("count") { request, _ in "\(try await request.body.collect(upTo: 64 << 20).readableBytes)" }
-        let (ready, continuation) = AsyncStream.makeStream(of: Int.self)
-        var logger = Logger(label: "shapes")
-        logger.logLevel = .warning
-        let app = Application(router: router, server: .http1(configuration: .init(idleTimeout: idleTimeout)),
-                              configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
-        task.withLock { $0 = Task { try await app.run() } }
-        for await value in ready {
-            port.withLock { $0 = value }
-            break
-        }
+        try await server.start(router, server: .http1(configuration: .init(idleTimeout: idleTimeout)), label: "shapes")
     }
 
-    func stop() { task.withLock { $0?.cancel() } }
+    func stop() { server.stop() }
 }
 
 /// A server that answers every request with a head promising `promised` bytes, sends `sent` of them

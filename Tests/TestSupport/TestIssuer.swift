@@ -23,8 +23,7 @@ public final class TestIssuer: Sendable {
     public let issuer: String
     public let audience: String
     private let state: Mutex<(published: [Key], fetches: Int)>
-    private let portBox = Mutex<Int?>(nil)
-    private let task: Mutex<Task<Void, any Error>?> = Mutex(nil)
+    private let server = LocalServer()
 
     public init(issuer: String = "https://issuer.test", audience: String = "foodbackend") {
         self.issuer = issuer
@@ -34,7 +33,7 @@ public final class TestIssuer: Sendable {
 
     public var currentKey: Key { state.withLock { $0.published.last! } }
     public var fetches: Int { state.withLock { $0.fetches } }
-    public var jwksURL: String { "http://127.0.0.1:\(portBox.withLock { $0 } ?? 9)/.well-known/jwks.json" }
+    public var jwksURL: String { server.baseURL + "/.well-known/jwks.json" }
 
     /// Publishes a new key next to the old ones and signs with it from now on.
     @discardableResult
@@ -61,21 +60,11 @@ public final class TestIssuer: Sendable {
             self.state.withLock { $0.fetches += 1 }
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: try self.jwksJSON())))
         }
-        let (ready, readyContinuation) = AsyncStream.makeStream(of: Int.self)
-        var logger = Logger(label: "test-issuer")
-        logger.logLevel = .warning
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in readyContinuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
-        let task = Task { try await app.run() }
-        self.task.withLock { $0 = task }
-        for await port in ready {
-            portBox.withLock { $0 = port }
-            break
-        }
+        try await server.start(router, label: "test-issuer")
     }
 
     public func stop() {
-        task.withLock { $0?.cancel() }
+        server.stop()
     }
 
     /// Signs an access token; every claim can be overridden to make a bad one.

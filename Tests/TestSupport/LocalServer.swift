@@ -1,0 +1,32 @@
+import Hummingbird
+import HummingbirdCore
+import Logging
+import Synchronization
+
+/// A Hummingbird application on a free loopback port, run in a task of its own: the stand-ins that
+/// tests start for upstreams and identity providers. `start` returns once it listens.
+public final class LocalServer: Sendable {
+    private let task = Mutex<Task<Void, any Error>?>(nil)
+    private let boundPort = Mutex<Int>(0)
+
+    public init() {}
+
+    public var port: Int { boundPort.withLock { $0 } }
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    public func start<Builder: HTTPResponderBuilder>(_ router: Builder, server: HTTPServerBuilder = .http1(), label: String) async throws
+    where Builder.Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
+        let (ready, continuation) = AsyncStream.makeStream(of: Int.self)
+        var logger = Logger(label: label)
+        logger.logLevel = .warning
+        let app = Application(router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
+        task.withLock { $0 = Task { try await app.run() } }
+        for await port in ready {
+            boundPort.withLock { $0 = port }
+            break
+        }
+    }
+
+    public func stop() { task.withLock { $0?.cancel() } }
+}
