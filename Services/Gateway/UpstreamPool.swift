@@ -12,6 +12,8 @@ import Synchronization
 enum UpstreamError: Error, Equatable, CustomStringConvertible {
     /// No connection could be made (refused, unreachable, no answer within the connect timeout).
     case unreachable(String)
+    /// The connection was found closed before anything was written on it: safe to send elsewhere.
+    case notSent
     /// No complete answer before the deadline.
     case timedOut
     /// The connection ended before the answer's head arrived.
@@ -23,6 +25,7 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .unreachable(let why): "upstream unreachable: \(why)"
         case .timedOut: "upstream timed out"
+        case .notSent: "upstream connection closed before the request was sent"
         case .closedBeforeResponse: "upstream closed the connection before answering"
         case .brokenResponse(let why): "upstream answer broken: \(why)"
         }
@@ -61,8 +64,12 @@ final class UpstreamPool: Sendable {
     private let group: any EventLoopGroup
     private let connectTimeout: TimeAmount
     private let maxIdle: Int
-    private let idle = Mutex<[UpstreamConnection]>([])
-    private let closed = Atomic<Bool>(false)
+    private let idle = Mutex(Idle())
+
+    private struct Idle {
+        var connections: [UpstreamConnection] = []
+        var closed = false
+    }
 
     /// `baseURL` is `http://host[:port]` or `https://host[:port]` (no path: `GatewayConfig` checks).
     init(baseURL: String, connectTimeout: Duration, maxIdle: Int = 128,
@@ -79,31 +86,42 @@ final class UpstreamPool: Sendable {
         self.maxIdle = maxIdle
     }
 
+    /// Methods that a server may receive twice to the same effect (RFC 9110 §9.2.2).
+    static let idempotent: [HTTPMethod] = [.GET, .HEAD, .OPTIONS, .PUT, .DELETE]
+
     /// Sends `head` (and `body`, streamed with backpressure) and returns the answer's head once it
-    /// arrives. A request without a body that fails on a reused connection before any answer (the
-    /// upstream closed it while it sat idle) is sent once more on a new connection.
+    /// arrives. A request goes once more on a new connection when the pooled one it took turned out
+    /// closed before anything was written, or, for an idempotent request without a body, when the
+    /// connection broke before any answer (the upstream closed it while it sat idle; it may also
+    /// have acted on the request, which such a request allows).
     func execute(_ head: HTTPRequestHead, body: RequestBody?, deadline: NIODeadline) async throws -> UpstreamResponse {
         var head = head
         head.headers.replaceOrAdd(name: "Host", value: hostHeader)
         let (connection, reused) = try await connection(deadline: deadline)
         do {
             return try await connection.exchange(head, body: body, deadline: deadline)
-        } catch UpstreamError.closedBeforeResponse where reused && body == nil {
+        } catch UpstreamError.notSent {
+            return try await newConnection(deadline: deadline).exchange(head, body: body, deadline: deadline)
+        } catch UpstreamError.closedBeforeResponse where reused && body == nil && Self.idempotent.contains(head.method) {
             return try await newConnection(deadline: deadline).exchange(head, body: nil, deadline: deadline)
         }
     }
 
     /// Closes the idle connections; connections in use close when their exchange ends.
     func shutdown() {
-        closed.store(true, ordering: .relaxed)
-        for connection in idle.withLock({ idle in defer { idle.removeAll() }; return idle }) { connection.close() }
+        let connections = idle.withLock { idle in
+            idle.closed = true
+            defer { idle.connections.removeAll() }
+            return idle.connections
+        }
+        for connection in connections { connection.close() }
     }
 
     private func connection(deadline: NIODeadline) async throws -> (UpstreamConnection, reused: Bool) {
         let loop = group.any()
         let pooled: UpstreamConnection? = idle.withLock { idle in
-            while let index = idle.lastIndex(where: { $0.channel.eventLoop === loop }) ?? idle.indices.last {
-                let candidate = idle.remove(at: index)
+            while let index = idle.connections.lastIndex(where: { $0.channel.eventLoop === loop }) ?? idle.connections.indices.last {
+                let candidate = idle.connections.remove(at: index)
                 if candidate.channel.isActive { return candidate }
             }
             return nil
@@ -124,8 +142,14 @@ final class UpstreamPool: Sendable {
             channel = try await ClientBootstrap(group: loop)
                 .connectTimeout(timeout)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in
+                .channelInitializer { [weak self] channel in
                     channel.eventLoop.makeCompletedFuture {
+                        // Set here, on the channel's loop before it is active, like all the handler's
+                        // state; the handler drops it when the channel closes (`handlerRemoved`).
+                        handler.onReusable = { [weak self] in self?.release(UpstreamConnection(channel: channel, handler: handler)) }
+                        channel.closeFuture.whenComplete { [weak self] _ in
+                            self?.idle.withLock { idle in idle.connections.removeAll { $0.channel === channel } }
+                        }
                         if let tls {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                         }
@@ -137,18 +161,13 @@ final class UpstreamPool: Sendable {
         } catch {
             throw UpstreamError.unreachable("\(error)")
         }
-        // The handler drops this closure when the channel closes (`handlerRemoved`).
-        handler.onReusable = { [weak self] in self?.release(UpstreamConnection(channel: channel, handler: handler)) }
-        channel.closeFuture.whenComplete { [weak self] _ in
-            self?.idle.withLock { idle in idle.removeAll { $0.channel === channel } }
-        }
         return UpstreamConnection(channel: channel, handler: handler)
     }
 
     private func release(_ connection: UpstreamConnection) {
-        let kept = !closed.load(ordering: .relaxed) && idle.withLock { idle in
-            guard idle.count < maxIdle else { return false }
-            idle.append(connection)
+        let kept = idle.withLock { idle in
+            guard !idle.closed && idle.connections.count < maxIdle else { return false }
+            idle.connections.append(connection)
             return true
         }
         if !kept { connection.close() }
@@ -168,23 +187,28 @@ final class UpstreamConnection: Sendable {
     func exchange(_ head: HTTPRequestHead, body: RequestBody?, deadline: NIODeadline) async throws -> UpstreamResponse {
         let answer = channel.eventLoop.makePromise(of: UpstreamResponse.self)
         let handler = self.handler
-        channel.eventLoop.execute {
-            handler.start(head, sendsBody: body != nil, answer: answer, deadline: deadline)
+        guard let body else {
+            // The answer says `notSent` if the connection was found closed.
+            channel.eventLoop.execute { _ = handler.start(head, sendsBody: false, answer: answer, deadline: deadline) }
+            return try await answer.futureResult.get()
         }
-        if let body {
+        // Known taken before the client's body is read, so that a closed connection leaves the body
+        // for a new one.
+        guard try await channel.eventLoop.submit({ handler.start(head, sendsBody: true, answer: answer, deadline: deadline) }).get() else {
+            throw UpstreamError.notSent
+        }
+        do {
             // Each chunk is written once the previous one reached the socket: a slow upstream slows
             // the client's upload instead of filling the gateway's memory. If the exchange already
             // ended (an early answer, a timeout, a broken connection) the writes fail and the answer
             // below says what happened.
-            do {
-                for try await chunk in body {
-                    try await channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(chunk)))
-                }
-                let loop = channel.eventLoop
-                try await loop.flatSubmit { handler.endRequest(on: loop) }.get()
-            } catch {
-                handler.failFromOutside(error, on: channel.eventLoop)
+            for try await chunk in body {
+                try await channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(chunk)))
             }
+            let loop = channel.eventLoop
+            try await loop.flatSubmit { handler.endRequest(on: loop) }.get()
+        } catch {
+            handler.failFromOutside(error, on: channel.eventLoop)
         }
         return try await answer.futureResult.get()
     }
@@ -233,10 +257,12 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         onReusable = nil
     }
 
-    func start(_ head: HTTPRequestHead, sendsBody: Bool, answer: EventLoopPromise<UpstreamResponse>, deadline: NIODeadline) {
+    /// Begins an exchange; false (and the answer failed with `notSent`) if the connection was found
+    /// closed, before anything was written.
+    func start(_ head: HTTPRequestHead, sendsBody: Bool, answer: EventLoopPromise<UpstreamResponse>, deadline: NIODeadline) -> Bool {
         guard let context, case .idle = state, context.channel.isActive else {
-            answer.fail(UpstreamError.closedBeforeResponse)
-            return
+            answer.fail(UpstreamError.notSent)
+            return false
         }
         state = .awaitingHead(answer)
         exchange += 1
@@ -251,6 +277,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         } else {
             endRequest(on: context.eventLoop)
         }
+        return true
     }
 
     /// Ends the request; the exchange may be over already if the upstream answered early.

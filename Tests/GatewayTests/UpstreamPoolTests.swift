@@ -82,6 +82,49 @@ final class HangUpServer: Sendable {
     }
 }
 
+/// A server that answers the first request it reads (keep-alive, no body) and hangs up on every later
+/// one without answering, counting the requests it read: an upstream that took a request and died.
+final class AnswersOnceServer: Sendable {
+    final class Count: Sendable {
+        let requests = Atomic<Int>(0)
+    }
+
+    let count = Count()
+    let channel: any Channel
+
+    init() async throws {
+        let count = self.count
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(AnswerOnce(count: count)) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    var baseURL: String { "http://127.0.0.1:\(channel.localAddress?.port ?? 0)" }
+    var requests: Int { count.requests.load(ordering: .relaxed) }
+
+    func stop() async { try? await channel.close() }
+
+    final class AnswerOnce: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let count: Count
+        init(count: Count) { self.count = count }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let text = String(buffer: unwrapInboundIn(data))
+            for _ in text.components(separatedBy: " HTTP/1.1\r\n").dropFirst() {
+                if count.requests.add(1, ordering: .relaxed).newValue == 1 {
+                    context.writeAndFlush(NIOAny(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")), promise: nil)
+                } else {
+                    context.close(promise: nil)
+                    return
+                }
+            }
+        }
+    }
+}
+
 @Suite struct UpstreamPoolTests {
     static func get(_ pool: UpstreamPool, _ uri: String, timeout: TimeAmount = .seconds(10)) async throws -> (HTTPResponseHead, ByteBuffer) {
         let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), body: nil, deadline: .now() + timeout)
@@ -155,6 +198,22 @@ final class HangUpServer: Sendable {
         }
         // The connection is still good for more after all that.
         #expect(try await Self.get(pool, "/bytes?n=3").1.readableBytes == 3)
+    }
+
+    /// The upstream read the request and died before answering: a GET is sent once more on a new
+    /// connection, a POST is not (it may have been acted on).
+    @Test func onlyIdempotentRequestsAreSentAgainAfterTheConnectionBroke() async throws {
+        for (method, requestsRead) in [(HTTPMethod.POST, 2), (.GET, 3)] {
+            let server = try await AnswersOnceServer()
+            let pool = try UpstreamPool(baseURL: server.baseURL, connectTimeout: .seconds(1))
+            #expect(try await Self.get(pool, "/first").0.status == .ok)
+            await #expect(throws: UpstreamError.closedBeforeResponse) {
+                _ = try await pool.execute(HTTPRequestHead(version: .http1_1, method: method, uri: "/second"), body: nil, deadline: .now() + .seconds(5))
+            }
+            #expect(server.requests == requestsRead, "\(method)")
+            pool.shutdown()
+            await server.stop()
+        }
     }
 
     @Test func anAnswerCutOffIsAnErrorNeverAShortBody() async throws {

@@ -34,31 +34,39 @@ public final class DatabaseWatch: Service, Sendable {
     public var isReachable: Bool { failures.load(ordering: .relaxed) < 2 }
 
     public func run() async throws {
-        var connection: PostgresConnection?
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            do {
-                let configuration = self.configuration
-                let logger = self.logger
-                connection = try await withTimeout(.seconds(2), what: "database probe") { [connection] in
-                    let probed: PostgresConnection
-                    if let connection { probed = connection } else {
-                        probed = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
-                    }
-                    for try await _ in try await probed.query("SELECT 1", logger: logger) {}
-                    return probed
-                }
-                if failures.exchange(0, ordering: .relaxed) >= 2 { logger.notice("database reachable again") }
-            } catch {
-                // Closed off to the side: a connection whose server went away may not answer even that.
-                if let broken = connection { Task { try? await broken.close() } }
-                connection = nil
-                if failures.add(1, ordering: .relaxed).newValue == 2 {
-                    logger.error("database unreachable: requests answer 503 until it is back", metadata: ["error": "\(String(reflecting: error))"])
-                }
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await self.probe()
+                try? await Task.sleep(for: self.interval)
             }
-            try? await Task.sleep(for: interval)
         }
-        try? await connection?.close()
+        if let open = connection.withLock({ slot in defer { slot = nil }; return slot }) { try? await open.close() }
+    }
+
+    /// The probe's connection. A probe that connects keeps it here at once, so that even a probe
+    /// given up on (it ran over) leaves it where the next probe uses it or a failure closes it.
+    private let connection = Mutex<PostgresConnection?>(nil)
+
+    private func probe() async {
+        do {
+            try await withTimeout(.seconds(2), what: "database probe") { [self] in
+                let probed: PostgresConnection
+                if let open = connection.withLock({ $0 }) {
+                    probed = open
+                } else {
+                    probed = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+                    if let replaced = connection.withLock({ slot in defer { slot = probed }; return slot }) { Task { try? await replaced.close() } }
+                }
+                for try await _ in try await probed.query("SELECT 1", logger: logger) {}
+            }
+            if failures.exchange(0, ordering: .relaxed) >= 2 { logger.notice("database reachable again") }
+        } catch {
+            // Closed off to the side: a connection whose server went away may not answer even that.
+            if let broken = connection.withLock({ slot in defer { slot = nil }; return slot }) { Task { try? await broken.close() } }
+            if failures.add(1, ordering: .relaxed).newValue == 2 {
+                logger.error("database unreachable: requests answer 503 until it is back", metadata: ["error": "\(String(reflecting: error))"])
+            }
+        }
     }
 }
 
