@@ -14,7 +14,9 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     let pools = try config.upstreams.mapValues { try UpstreamPool(baseURL: $0, connectTimeout: config.connectTimeout) }
 
     let router = Router(context: ServiceRequestContext.self)
-    router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry), trustedProxies: config.trustedProxies))
+    // Proxied requests are counted per upstream (`route="proxy:social"`).
+    router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry), trustedProxies: config.trustedProxies,
+                                               routeOutsideRouter: { RouteTable.standard.service(for: $0.uri.path).map { "proxy:" + $0 } }))
     router.add(middleware: ProblemMiddleware())
     router.add(middleware: ProxyMiddleware(table: .standard, pools: pools, timeout: config.upstreamTimeout))
     GatewayHealthRoutes(pools: pools, metrics: registry).add(to: router)

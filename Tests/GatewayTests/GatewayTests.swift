@@ -178,8 +178,11 @@ final class EchoUpstream: Sendable {
             #expect(status.upstreams["auth"] == "ok" && status.upstreams["social"] == "ok")
             #expect(status.upstreams["nutrition"] == "unreachable")
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            _ = try await client.execute(uri: "/v1/auth/me", method: .get)
             let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
             #expect(metrics.contains("http_requests_total"))
+            // Proxied requests are counted per upstream, not as "unmatched".
+            #expect(metrics.contains(#"route="proxy:auth""#), "\(metrics)")
         }
     }
 

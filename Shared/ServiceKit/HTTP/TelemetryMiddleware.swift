@@ -14,11 +14,16 @@ extension HTTPField.Name {
 public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
     let metrics: HTTPMetrics
     let trustedProxies: TrustedProxies
+    let routeOutsideRouter: @Sendable (Request) -> String?
 
     /// The default trusts the private networks, as services do (`TRUSTED_PROXIES`).
-    public init(metrics: HTTPMetrics, trustedProxies: TrustedProxies = .privateNetworks) {
+    /// `routeOutsideRouter` names the route of a request that a middleware answered without the
+    /// router (the gateway's proxied requests), for the metrics; otherwise such requests are "unmatched".
+    public init(metrics: HTTPMetrics, trustedProxies: TrustedProxies = .privateNetworks,
+                routeOutsideRouter: @escaping @Sendable (Request) -> String? = { _ in nil }) {
         self.metrics = metrics
         self.trustedProxies = trustedProxies
+        self.routeOutsideRouter = routeOutsideRouter
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -37,7 +42,7 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
         }
         response.headers[.requestID] = requestID
         let duration = ContinuousClock.now - started
-        let route = context.endpointPath ?? "unmatched"
+        let route = context.endpointPath ?? routeOutsideRouter(request) ?? "unmatched"
         metrics.record(method: request.method.rawValue, route: route, status: Int(response.status.code), duration: duration)
         context.logger.info("request", metadata: [
             "method": .string(request.method.rawValue),
