@@ -142,62 +142,63 @@ final class AnswersOnceServer: Sendable {
         }
     }
 
-    @Test func sequentialRequestsShareOneConnection() async throws {
+    /// A pool in front of a fresh `ShapesUpstream`, both stopped afterwards.
+    static func withShapes(idleTimeout: TimeAmount? = nil, _ body: (UpstreamPool) async throws -> Void) async throws {
         let upstream = ShapesUpstream()
-        try await upstream.start()
+        try await upstream.start(idleTimeout: idleTimeout)
         defer { upstream.stop() }
         let pool = try UpstreamPool(baseURL: upstream.baseURL, connectTimeout: .seconds(1))
         defer { pool.shutdown() }
-        var ports: Set<String> = []
-        for _ in 0..<20 {
-            let (head, body) = try await Self.get(pool, "/port")
-            #expect(head.status == .ok)
-            ports.insert(String(buffer: body))
+        try await body(pool)
+    }
+
+    @Test func sequentialRequestsShareOneConnection() async throws {
+        try await Self.withShapes { pool in
+            var ports: Set<String> = []
+            for _ in 0..<20 {
+                let (head, body) = try await Self.get(pool, "/port")
+                #expect(head.status == .ok)
+                ports.insert(String(buffer: body))
+            }
+            #expect(ports.count == 1, "each request opened a connection of its own: \(ports)")
         }
-        #expect(ports.count == 1, "each request opened a connection of its own: \(ports)")
     }
 
     /// The upstream closes connections idle for half a second; a request after that still gets its answer
     /// (the pool drops the closed connection, or sends the request again on a new one).
     @Test func aConnectionTheUpstreamClosedWhileIdleIsNotUsed() async throws {
-        let upstream = ShapesUpstream()
-        try await upstream.start(idleTimeout: .milliseconds(500))
-        defer { upstream.stop() }
-        let pool = try UpstreamPool(baseURL: upstream.baseURL, connectTimeout: .seconds(1))
-        defer { pool.shutdown() }
-        let first = try await Self.get(pool, "/port")
-        try await Task.sleep(for: .milliseconds(1_500))
-        let second = try await Self.get(pool, "/port")
-        #expect(first.0.status == .ok && second.0.status == .ok)
-        #expect(String(buffer: first.1) != String(buffer: second.1))
+        try await Self.withShapes(idleTimeout: .milliseconds(500)) { pool in
+            let first = try await Self.get(pool, "/port")
+            try await Task.sleep(for: .milliseconds(1_500))
+            let second = try await Self.get(pool, "/port")
+            #expect(first.0.status == .ok && second.0.status == .ok)
+            #expect(String(buffer: first.1) != String(buffer: second.1))
+        }
     }
 
     @Test func bodiesOfEveryShapeArriveWhole() async throws {
-        let upstream = ShapesUpstream()
-        try await upstream.start()
-        defer { upstream.stop() }
-        let pool = try UpstreamPool(baseURL: upstream.baseURL, connectTimeout: .seconds(1))
-        defer { pool.shutdown() }
-        for (uri, count) in [("/bytes?n=0", 0), ("/bytes?n=10", 10), ("/bytes?n=262144", 262_144), ("/bytes?n=3000000", 3_000_000),
-                             ("/chunked?n=5", 5), ("/chunked?n=300000", 300_000)] {
-            let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), body: nil, deadline: .now() + .seconds(10))
-            switch response.body {
-            case .complete: #expect(count <= UpstreamExchangeHandler.bufferedBodyLimit && !uri.hasPrefix("/chunked"), "\(uri) read whole")
-            case .stream: #expect(count > UpstreamExchangeHandler.bufferedBodyLimit || uri.hasPrefix("/chunked"), "\(uri) streamed")
+        try await Self.withShapes { pool in
+            for (uri, count) in [("/bytes?n=0", 0), ("/bytes?n=10", 10), ("/bytes?n=262144", 262_144), ("/bytes?n=3000000", 3_000_000),
+                                 ("/chunked?n=5", 5), ("/chunked?n=300000", 300_000)] {
+                let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), body: nil, deadline: .now() + .seconds(10))
+                switch response.body {
+                case .complete: #expect(count <= UpstreamExchangeHandler.bufferedBodyLimit && !uri.hasPrefix("/chunked"), "\(uri) read whole")
+                case .stream: #expect(count > UpstreamExchangeHandler.bufferedBodyLimit || uri.hasPrefix("/chunked"), "\(uri) streamed")
+                }
+                let body = try await Self.body(response)
+                #expect(body.readableBytes == count, "\(uri)")
             }
-            let body = try await Self.body(response)
-            #expect(body.readableBytes == count, "\(uri)")
+            // An upload of known length, then one in chunks (the client did not say how long).
+            for chunked in [false, true] {
+                var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/count")
+                let upload = ByteBuffer(repeating: 3, count: 3 * 1024 * 1024)
+                if chunked { head.headers.add(name: "Transfer-Encoding", value: "chunked") } else { head.headers.add(name: "Content-Length", value: "\(upload.readableBytes)") }
+                let response = try await pool.execute(head, body: RequestBody(buffer: upload), deadline: .now() + .seconds(10))
+                #expect(String(buffer: try await Self.body(response)) == "\(upload.readableBytes)", "chunked: \(chunked)")
+            }
+            // The connection is still good for more after all that.
+            #expect(try await Self.get(pool, "/bytes?n=3").1.readableBytes == 3)
         }
-        // An upload of known length, then one in chunks (the client did not say how long).
-        for chunked in [false, true] {
-            var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/count")
-            let upload = ByteBuffer(repeating: 3, count: 3 * 1024 * 1024)
-            if chunked { head.headers.add(name: "Transfer-Encoding", value: "chunked") } else { head.headers.add(name: "Content-Length", value: "\(upload.readableBytes)") }
-            let response = try await pool.execute(head, body: RequestBody(buffer: upload), deadline: .now() + .seconds(10))
-            #expect(String(buffer: try await Self.body(response)) == "\(upload.readableBytes)", "chunked: \(chunked)")
-        }
-        // The connection is still good for more after all that.
-        #expect(try await Self.get(pool, "/bytes?n=3").1.readableBytes == 3)
     }
 
     /// The upstream read the request and died before answering: a GET is sent once more on a new
