@@ -58,7 +58,7 @@ struct GatewayHealthRoutes {
 
     func probe(_ pool: UpstreamPool) async -> String {
         do {
-            let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/readyz"), body: nil, deadline: .now() + .seconds(2))
+            let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/readyz"), body: .none, deadline: .now() + .seconds(2))
             if case .stream(let body) = response.body { for try await _ in body {} }
             return response.head.status == .ok ? "ok" : "not ready (\(response.head.status.code))"
         } catch {

@@ -31,14 +31,23 @@ struct ProxyMiddleware: RouterMiddleware {
         if let query = request.uri.query { target += "?" + query }
         var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue), uri: target,
                                    headers: Self.forwardHeaders(request.headers, authority: request.head.authority, context: context))
-        // A request has a body when it says how long it is or that it comes in chunks (RFC 9112 §6.3);
-        // one of unknown length goes on in chunks.
-        var body: RequestBody?
+        // A request has a body when it says how long it is or that it comes in chunks (RFC 9112 §6.3).
+        // A small one is read whole and sent with the head; a large one, or one of unknown length
+        // (which goes on in chunks), streams.
+        var body = OutgoingBody.none
         if let length = request.headers[.contentLength].flatMap(Int.init) {
-            if length > 0 { body = request.body }
+            if length > UpstreamExchangeHandler.bufferedBodyLimit {
+                body = .stream(request.body)
+            } else if length > 0 {
+                do {
+                    body = .whole(try await request.body.collect(upTo: length))
+                } catch {
+                    throw APIError.badRequest("The request body ended before its Content-Length.")
+                }
+            }
         } else if request.headers[.transferEncoding] != nil {
             head.headers.add(name: "Transfer-Encoding", value: "chunked")
-            body = request.body
+            body = .stream(request.body)
         }
         let response: UpstreamResponse
         do {

@@ -44,6 +44,20 @@ struct UpstreamResponse: Sendable {
     }
 }
 
+/// What goes after a request's head: nothing, a small body the gateway has read whole (sent with the
+/// head in one write, and sendable again), or the client's body streamed as it arrives.
+enum OutgoingBody: Sendable {
+    case none
+    case whole(ByteBuffer)
+    case stream(RequestBody)
+
+    /// Whether the same bytes can be sent again on another connection.
+    var replayable: Bool {
+        if case .stream = self { return false }
+        return true
+    }
+}
+
 typealias UpstreamBodyStream = NIOThrowingAsyncSequenceProducer<
     ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, UpstreamExchangeHandler.Demand
 >
@@ -89,12 +103,12 @@ final class UpstreamPool: Sendable {
     /// Methods that a server may receive twice to the same effect (RFC 9110 §9.2.2).
     static let idempotent: [HTTPMethod] = [.GET, .HEAD, .OPTIONS, .PUT, .DELETE]
 
-    /// Sends `head` (and `body`, streamed with backpressure) and returns the answer's head once it
-    /// arrives. A request goes once more on a new connection when the pooled one it took turned out
-    /// closed before anything was written, or, for an idempotent request without a body, when the
-    /// connection broke before any answer (the upstream closed it while it sat idle; it may also
-    /// have acted on the request, which such a request allows).
-    func execute(_ head: HTTPRequestHead, body: RequestBody?, deadline: NIODeadline) async throws -> UpstreamResponse {
+    /// Sends `head` and `body` and returns the answer's head once it arrives. A request goes once more
+    /// on a new connection when the pooled one it took turned out closed before anything was written,
+    /// or, for an idempotent request whose body is not a stream, when the connection broke before any
+    /// answer (the upstream closed it while it sat idle; it may also have acted on the request, which
+    /// such a request allows).
+    func execute(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline) async throws -> UpstreamResponse {
         var head = head
         head.headers.replaceOrAdd(name: "Host", value: hostHeader)
         let (connection, reused) = try await connection(deadline: deadline)
@@ -102,8 +116,8 @@ final class UpstreamPool: Sendable {
             return try await connection.exchange(head, body: body, deadline: deadline)
         } catch UpstreamError.notSent {
             return try await newConnection(deadline: deadline).exchange(head, body: body, deadline: deadline)
-        } catch UpstreamError.closedBeforeResponse where reused && body == nil && Self.idempotent.contains(head.method) {
-            return try await newConnection(deadline: deadline).exchange(head, body: nil, deadline: deadline)
+        } catch UpstreamError.closedBeforeResponse where reused && body.replayable && Self.idempotent.contains(head.method) {
+            return try await newConnection(deadline: deadline).exchange(head, body: body, deadline: deadline)
         }
     }
 
@@ -184,17 +198,22 @@ final class UpstreamConnection: Sendable {
         self.handler = handler
     }
 
-    func exchange(_ head: HTTPRequestHead, body: RequestBody?, deadline: NIODeadline) async throws -> UpstreamResponse {
+    func exchange(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline) async throws -> UpstreamResponse {
         let answer = channel.eventLoop.makePromise(of: UpstreamResponse.self)
         let handler = self.handler
-        guard let body else {
-            // The answer says `notSent` if the connection was found closed.
-            channel.eventLoop.execute { _ = handler.start(head, sendsBody: false, answer: answer, deadline: deadline) }
+        let stream: RequestBody
+        switch body {
+        case .none, .whole:
+            // One trip to the loop: head, body and end in one write. The answer says `notSent` if
+            // the connection was found closed.
+            channel.eventLoop.execute { _ = handler.start(head, body: body, answer: answer, deadline: deadline) }
             return try await answer.futureResult.get()
+        case .stream(let requestBody):
+            stream = requestBody
         }
         // Known taken before the client's body is read, so that a closed connection leaves the body
         // for a new one.
-        guard try await channel.eventLoop.submit({ handler.start(head, sendsBody: true, answer: answer, deadline: deadline) }).get() else {
+        guard try await channel.eventLoop.submit({ handler.start(head, body: body, answer: answer, deadline: deadline) }).get() else {
             throw UpstreamError.notSent
         }
         do {
@@ -202,7 +221,7 @@ final class UpstreamConnection: Sendable {
             // the client's upload instead of filling the gateway's memory. If the exchange already
             // ended (an early answer, a timeout, a broken connection) the writes fail and the answer
             // below says what happened.
-            for try await chunk in body {
+            for try await chunk in stream {
                 try await channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(chunk)))
             }
             let loop = channel.eventLoop
@@ -259,7 +278,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
 
     /// Begins an exchange; false (and the answer failed with `notSent`) if the connection was found
     /// closed, before anything was written.
-    func start(_ head: HTTPRequestHead, sendsBody: Bool, answer: EventLoopPromise<UpstreamResponse>, deadline: NIODeadline) -> Bool {
+    func start(_ head: HTTPRequestHead, body: OutgoingBody, answer: EventLoopPromise<UpstreamResponse>, deadline: NIODeadline) -> Bool {
         guard let context, case .idle = state, context.channel.isActive else {
             answer.fail(UpstreamError.notSent)
             return false
@@ -272,9 +291,13 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         readerWantsMore = true
         deadlineTask = context.eventLoop.scheduleTask(deadline: deadline) { [self] in fail(UpstreamError.timedOut) }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        if sendsBody {
+        switch body {
+        case .stream:
             context.flush()
-        } else {
+        case .whole(let bytes):
+            context.write(wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil)
+            endRequest(on: context.eventLoop)
+        case .none:
             endRequest(on: context.eventLoop)
         }
         return true
