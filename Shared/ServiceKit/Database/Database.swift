@@ -42,17 +42,41 @@ extension PostgresConnection {
 }
 
 extension PostgresClient {
-    /// `withTransaction`, rethrowing the closure's own error rather than PostgresNIO's wrapper, so
-    /// that callers can catch what they threw (an `APIError`, a `MigrationError`). Workers given
-    /// work inside it (an outbox row, a mail) are woken once it has committed (`WorkBell`).
+    /// A transaction on a pooled connection that throws the body's own error (an `APIError`, a
+    /// `MigrationError`), or PostgreSQL's for `BEGIN`/`COMMIT`. Workers given work inside it (an
+    /// outbox row, a mail) are woken once it has committed (`WorkBell`).
+    ///
+    /// It does not use PostgresNIO's `withTransaction`: PostgresNIO 1.33 writes a statement for a
+    /// closed connection into a channel write that nobody hears fail, so the statement waits forever.
+    /// After PostgreSQL dropped the connection mid-transaction, that `withTransaction` sent `ROLLBACK`
+    /// and hung, and the outbox relay with it, for good. Here a closed connection is never asked
+    /// anything: the server has already rolled its transaction back.
     public func transaction<Result: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
-        do {
-            return try await WorkBell.afterCommit { try await withTransaction(logger: logger, body) }
-        } catch let error as PostgresTransactionError {
-            if let closureError = error.closureError { throw closureError }
-            throw error
+        try await WorkBell.afterCommit {
+            try await withConnection { connection in
+                guard !connection.isClosed else { throw DatabaseConnectionClosed() }
+                try await connection.query("BEGIN;", logger: logger)
+                let result: Result
+                do {
+                    result = try await body(connection)
+                } catch {
+                    // Bounded as well: the connection may close between the look and the write.
+                    if !connection.isClosed {
+                        _ = try? await withTimeout(.seconds(5), what: "ROLLBACK") { try await connection.query("ROLLBACK;", logger: logger) }
+                    }
+                    throw error
+                }
+                guard !connection.isClosed else { throw DatabaseConnectionClosed() }
+                try await connection.query("COMMIT;", logger: logger)
+                return result
+            }
         }
     }
+}
+
+/// The pool handed out a connection that had already closed.
+public struct DatabaseConnectionClosed: Error, CustomStringConvertible {
+    public var description: String { "the database connection had closed" }
 }
 
 /// Whether `error` means PostgreSQL is out of reach (down, restarting, refusing connections, the
@@ -64,6 +88,8 @@ extension PostgresClient {
 /// and keeps retrying, so the first requests of an outage wait up to ~15 s and later ones answer at once.
 public func isDatabaseUnavailable(_ error: any Error) -> Bool {
     switch error {
+    case is DatabaseConnectionClosed:
+        return true
     case let error as ConnectionPoolError:
         return error == .connectionCreationCircuitBreakerTripped || error == .poolShutdown
     case let error as PSQLError:

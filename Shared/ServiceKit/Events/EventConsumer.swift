@@ -238,7 +238,10 @@ public final class EventConsumer: Service, Sendable {
         var wait = Duration.milliseconds(100)
         while !Task.isCancelled {
             try? await Task.sleep(for: wait)
-            if (try? await client.query("SELECT 1", logger: logger)) != nil { return }
+            // Bounded: a probe that meets a connection closed under it could otherwise wait forever.
+            let client = self.client
+            let logger = self.logger
+            if (try? await withTimeout(.seconds(5), what: "database probe") { try await client.query("SELECT 1", logger: logger) }) != nil { return }
             wait = min(wait * 2, .seconds(5))
         }
     }
