@@ -64,7 +64,7 @@ struct Social: Sendable {
     /// Someone else's profile and how the caller stands to it, or 404 when the caller may not know
     /// it exists: hidden by moderators, or its owner blocks the caller. Staff see everything.
     func visibleProfile(_ id: UUID, to caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> (ProfileRecord, Relationship) {
-        let rows = try await connection.execute(ProfileWithRelationship(target: id, viewer: caller.userID), logger: logger)
+        let rows = try await connection.checkedExecute(ProfileWithRelationship(target: id, viewer: caller.userID), logger: logger)
         for try await (profile, relationship) in rows {
             if profile.id != caller.userID, !caller.isStaff, profile.hiddenAt != nil || relationship.blockedBy {
                 throw APIError.notFound("No such profile.")
@@ -87,7 +87,7 @@ struct Social: Sendable {
     func page<Item: Codable & Sendable>(_ request: Request, _ fetch: (PostgresConnection, Int, TimeCursor?) async throws -> [(Item, TimeCursor)]) async throws -> Page<Item> {
         let page = try PageRequest(query: request)
         let after = try page.position(TimeCursor.self)
-        let rows = try await postgres.withConnection { connection in try await fetch(connection, page.limit, after) }
+        let rows = try await postgres.withConnectionOnItsLoop { connection in try await fetch(connection, page.limit, after) }
         let (items, next) = Cursor.page(rows, limit: page.limit) { $0.1 }
         return Page(items: items.map(\.0), nextCursor: next)
     }

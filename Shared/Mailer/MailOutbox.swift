@@ -51,7 +51,7 @@ public struct MailOutbox: Sendable {
     @discardableResult
     public func enqueue(_ message: MailMessage, template: String, on connection: PostgresConnection, logger: Logger) async throws -> UUID {
         let id = UUID()
-        try await connection.query("""
+        try await connection.checkedQuery("""
             INSERT INTO mail_outbox (id, template, recipient, subject, body_text, body_html)
             VALUES (\(id), \(template), \(message.to), \(message.subject), \(message.text), \(message.html))
             """, logger: logger)
@@ -100,7 +100,7 @@ public final class MailSender: Service, Sendable {
         let retryBase = self.retryBase
         let maxAttempts = self.maxAttempts
         return try await client.transaction(logger: logger) { connection -> Bool in
-            let rows = try await connection.query("""
+            let rows = try await connection.checkedQuery("""
                 SELECT id, recipient, subject, body_text, body_html, attempts FROM mail_outbox
                 WHERE status = 'pending' AND next_attempt_at <= now()
                 ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED
@@ -112,7 +112,7 @@ public final class MailSender: Service, Sendable {
             guard let (id, message, attempts) = found else { return false }
             do {
                 try await transport.send(message, messageID: "\(id.uuidString.lowercased())@foodbackend")
-                try await connection.query("""
+                try await connection.checkedQuery("""
                     UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL WHERE id = \(id)
                     """, logger: logger)
                 logger.info("mail sent", metadata: ["mail_id": "\(id)"])
@@ -120,7 +120,7 @@ public final class MailSender: Service, Sendable {
                 let permanent = (error as? MailError)?.isPermanent ?? false
                 let failed = permanent || attempts + 1 >= maxAttempts
                 let delaySeconds = Int(retryBase.components.seconds) * (1 << min(attempts, 10))
-                try await connection.query("""
+                try await connection.checkedQuery("""
                     UPDATE mail_outbox SET attempts = attempts + 1, last_error = \(String(describing: error)),
                         status = \(failed ? "failed" : "pending"),
                         next_attempt_at = now() + make_interval(secs => \(min(delaySeconds, 3600)))

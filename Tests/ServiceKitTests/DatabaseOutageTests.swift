@@ -6,6 +6,7 @@ import PostgresNIO
 import _ConnectionPoolModule
 import ServiceKit
 import TestSupport
+import Synchronization
 import Testing
 
 /// A database out of reach is the server's trouble, not the client's: 503 with `Retry-After`, never a
@@ -67,6 +68,66 @@ import Testing
         }
     }
 
+    /// PostgreSQL ending connections under busy transactions and pooled statements, as a restart or
+    /// an outage does: every statement fails or succeeds, none waits forever. PostgresNIO 1.33 hangs a
+    /// statement written to a connection whose channel has closed, and an outbox relay stuck on one
+    /// stays stuck until its process restarts.
+    @Test(.timeLimit(.minutes(2))) func statementsOnConnectionsPostgreSQLEndsNeverHang() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let config = database.config(for: "social", poolSize: 4)
+        let admin = try database.adminConfig()
+        let logger = TestEnvironment.logger
+        let hung = Tally()
+        let finished = Tally()
+        try await withClient(admin) { adminClient in
+            try await withClient(config) { client in
+                let deadline = ContinuousClock.now + .seconds(8)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for worker in 0..<6 {
+                        group.addTask {
+                            var round = 0
+                            while ContinuousClock.now < deadline {
+                                round += 1
+                                let inTransaction = (worker + round) % 2 == 0
+                                do {
+                                    try await withTimeout(.seconds(20), what: "a statement") {
+                                        if inTransaction {
+                                            try await client.transaction(logger: logger) { connection in
+                                                try await connection.checkedQuery("SELECT 1", logger: logger)
+                                                for try await _ in try await connection.checkedQuery("SELECT pg_sleep(0.002)", logger: logger) {}
+                                            }
+                                        } else {
+                                            try await client.checkedQuery("SELECT 1", logger: logger)
+                                        }
+                                    }
+                                    finished.increment()
+                                } catch is TimeoutError {
+                                    hung.increment()
+                                    return
+                                } catch {
+                                    // Killed mid-statement: an error is the right answer.
+                                    finished.increment()
+                                }
+                            }
+                        }
+                    }
+                    group.addTask {
+                        while ContinuousClock.now < deadline {
+                            try await adminClient.query("""
+                                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                                WHERE datname = current_database() AND usename = 'social'
+                                """, logger: logger)
+                            try await Task.sleep(for: .milliseconds(Int.random(in: 1...40)))
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+        }
+        #expect(hung.value == 0, "\(hung.value) workers hung on a statement (\(finished.value) statements ended)")
+        #expect(finished.value > 100)
+    }
+
     /// The watch probes on a connection of its own: against the live database it stays open; against
     /// a port where nothing listens it closes the gate after two failed probes, and then requests are
     /// 503 at once while health, readiness, metrics and the well-known documents still answer.
@@ -102,4 +163,11 @@ import Testing
             }
         }
     }
+}
+
+/// A count shared by concurrent tasks.
+private final class Tally: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
 }

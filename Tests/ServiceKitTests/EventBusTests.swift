@@ -188,7 +188,7 @@ final class BusHarness: Sendable {
         let userID = UUID()
         let messages = subscriber.subscribe("user:\(userID.uuidString.lowercased())")
         try await waitUntil { try await bus.redis.publish("user:\(userID.uuidString.lowercased())", "{}") > 0 }
-        try await bus.producer.withTransaction(logger: TestEnvironment.logger) { connection in
+        try await bus.producer.transaction(logger: TestEnvironment.logger) { connection in
             try await EventOutbox(producer: "auth").write(UserRegistered(userID: userID, email: "a@b.c", displayName: "A", provider: "email"), userID: userID, live: true, on: connection, logger: TestEnvironment.logger)
         }
         bus.startRelay()

@@ -171,7 +171,7 @@ extension Accounts {
     /// its access token has not expired yet.
     func liveUser(_ context: AuthenticatedContext) async throws -> UserRecord {
         let caller = context.caller
-        return try await postgres.withConnection { connection in
+        return try await postgres.withConnectionOnItsLoop { connection in
             guard let user = try await users.find(id: caller.userID, on: connection, logger: context.logger) else { throw AuthErrors.sessionRevoked }
             if let sessionID = caller.sessionID {
                 guard try await sessions.isLive(sessionID, userID: caller.userID, on: connection, logger: context.logger) else { throw AuthErrors.sessionRevoked }
@@ -204,11 +204,11 @@ extension Accounts {
     func sessionStartedRecently(_ context: AuthenticatedContext) async throws -> Bool {
         guard let sessionID = context.caller.sessionID else { return false }
         let window = Int(settings.reauthWindow.components.seconds)
-        let rows = try await postgres.query("""
-            SELECT 1 FROM sessions WHERE id = \(sessionID) AND user_id = \(context.caller.userID) AND created_at > now() - \(window) * interval '1 second'
-            """, logger: context.logger)
-        for try await _ in rows { return true }
-        return false
+        return try await postgres.withConnectionOnItsLoop { connection in
+            try await connection.returnsRow("""
+                SELECT 1 FROM sessions WHERE id = \(sessionID) AND user_id = \(context.caller.userID) AND created_at > now() - \(window) * interval '1 second'
+                """, logger: context.logger)
+        }
     }
 
     enum WhenUnavailable { case allow, refuse }

@@ -47,12 +47,12 @@ struct UserStore: Sendable {
 
     func find(id: UUID, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
         let lock = forUpdate ? " FOR UPDATE" : ""
-        return try await Self.decode(connection.query("SELECT \(unescaped: Self.columns) FROM users WHERE id = \(id)\(unescaped: lock)", logger: logger)).first
+        return try await Self.decode(connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM users WHERE id = \(id)\(unescaped: lock)", logger: logger)).first
     }
 
     func find(email: String, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
         let lock = forUpdate ? " FOR UPDATE" : ""
-        return try await Self.decode(connection.query(
+        return try await Self.decode(connection.checkedQuery(
             "SELECT \(unescaped: Self.columns) FROM users WHERE email_normalized = \(EmailAddress.normalize(email))\(unescaped: lock)", logger: logger
         )).first
     }
@@ -62,7 +62,7 @@ struct UserStore: Sendable {
     func insert(id: UUID = UUID(), email: String, emailVerified: Bool, passwordHash: String?, displayName: String?, roles: [Role],
                 on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
         let trimmed = email.trimmingCharacters(in: .whitespacesAndNewlines)
-        return try await Self.decode(connection.query("""
+        return try await Self.decode(connection.checkedQuery("""
             INSERT INTO users (id, email, email_normalized, email_verified, password_hash, display_name, roles)
             VALUES (\(id), \(trimmed), \(EmailAddress.normalize(email)), \(emailVerified), \(passwordHash), \(displayName), \(roles.map(\.rawValue)))
             ON CONFLICT (email_normalized) DO NOTHING
@@ -72,7 +72,7 @@ struct UserStore: Sendable {
 
     func providers(of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [String] {
         var providers: [String] = []
-        for try await provider in try await connection.query(
+        for try await provider in try await connection.checkedQuery(
             "SELECT provider FROM identities WHERE user_id = \(userID) ORDER BY provider", logger: logger
         ).decode(String.self) {
             providers.append(provider)
@@ -81,23 +81,23 @@ struct UserStore: Sendable {
     }
 
     func setRoles(_ roles: [Role], of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("UPDATE users SET roles = \(Role.ordered(roles).map(\.rawValue)) WHERE id = \(userID)", logger: logger)
+        try await connection.checkedQuery("UPDATE users SET roles = \(Role.ordered(roles).map(\.rawValue)) WHERE id = \(userID)", logger: logger)
     }
 
     func setPassword(hash: String, of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("UPDATE users SET password_hash = \(hash) WHERE id = \(userID)", logger: logger)
+        try await connection.checkedQuery("UPDATE users SET password_hash = \(hash) WHERE id = \(userID)", logger: logger)
     }
 
     func markVerified(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("UPDATE users SET email_verified = true WHERE id = \(userID)", logger: logger)
+        try await connection.checkedQuery("UPDATE users SET email_verified = true WHERE id = \(userID)", logger: logger)
     }
 
     func recordSignIn(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("UPDATE users SET last_sign_in_at = now() WHERE id = \(userID)", logger: logger)
+        try await connection.checkedQuery("UPDATE users SET last_sign_in_at = now() WHERE id = \(userID)", logger: logger)
     }
 
     func setDisabled(_ disabled: Bool, userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query(
+        try await connection.checkedQuery(
             "UPDATE users SET disabled_at = CASE WHEN \(disabled) THEN coalesce(disabled_at, now()) ELSE NULL END WHERE id = \(userID)", logger: logger
         )
     }
@@ -105,14 +105,14 @@ struct UserStore: Sendable {
     /// The account and everything hanging off it (identities, sessions, refresh and mail tokens go
     /// by cascade); mail still queued to the address is dropped too.
     func delete(_ user: UserRecord, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("DELETE FROM mail_outbox WHERE lower(recipient) = \(EmailAddress.normalize(user.email)) AND status = 'pending'", logger: logger)
-        try await connection.query("DELETE FROM users WHERE id = \(user.id)", logger: logger)
+        try await connection.checkedQuery("DELETE FROM mail_outbox WHERE lower(recipient) = \(EmailAddress.normalize(user.email)) AND status = 'pending'", logger: logger)
+        try await connection.checkedQuery("DELETE FROM users WHERE id = \(user.id)", logger: logger)
     }
 
     // MARK: identities
 
     func user(provider: String, subject: String, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
-        try await Self.decode(connection.query("""
+        try await Self.decode(connection.checkedQuery("""
             SELECT \(unescaped: Self.columns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", "))
             FROM identities i JOIN users u ON u.id = i.user_id
             WHERE i.provider = \(provider) AND i.subject = \(subject)
@@ -120,7 +120,7 @@ struct UserStore: Sendable {
     }
 
     func link(provider: String, subject: String, email: String?, to userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+        try await connection.checkedQuery("""
             INSERT INTO identities (provider, subject, user_id, email) VALUES (\(provider), \(subject), \(userID), \(email))
             """, logger: logger)
     }
@@ -130,7 +130,7 @@ struct UserStore: Sendable {
     func search(query: String?, limit: Int, after cursor: UserCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [UserRecord] {
         let needle = query.map { EmailAddress.normalize($0) } ?? ""
         let pattern = needle.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_")
-        return try await Self.decode(connection.query("""
+        return try await Self.decode(connection.checkedQuery("""
             SELECT \(unescaped: Self.columns) FROM users
             WHERE (\(needle) = '' OR email_normalized LIKE \(pattern + "%") OR lower(coalesce(display_name, '')) LIKE \("%" + pattern + "%"))
               AND (\(cursor == nil) OR (created_at, id) < (\(cursor?.createdAt ?? Date()), \(cursor?.id ?? UUID())))

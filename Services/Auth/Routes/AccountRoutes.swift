@@ -66,7 +66,7 @@ struct AccountRoutes {
         let client = context.client(request)
         try await accounts.throttle.begin(account: email, ip: client.ip)
         let accounts = self.accounts
-        let user = try await accounts.postgres.withConnection { connection in
+        let user = try await accounts.postgres.withConnectionOnItsLoop { connection in
             try await accounts.users.find(email: email, on: connection, logger: context.logger)
         }
         let matches = try await accounts.hasher.verify(body.password, hash: user?.passwordHash)

@@ -95,13 +95,15 @@ struct SessionRoutes {
 
     @Sendable func me(_ request: Request, context: AuthenticatedContext) async throws -> UserView {
         let caller = context.caller
-        let rows = try await accounts.postgres.execute(MeQuery(userID: caller.userID, sessionID: caller.sessionID), logger: context.logger)
-        for try await (user, providers, live) in rows {
-            guard live else { throw AuthErrors.sessionRevoked }
-            guard !user.isDisabled else { throw AuthErrors.disabled }
-            return UserView(user, providers: providers)
+        let found = try await accounts.postgres.withConnectionOnItsLoop { connection -> MeQuery.Row? in
+            for try await row in try await connection.checkedExecute(MeQuery(userID: caller.userID, sessionID: caller.sessionID), logger: context.logger) {
+                return row
+            }
+            return nil
         }
-        throw AuthErrors.sessionRevoked
+        guard let found, found.live else { throw AuthErrors.sessionRevoked }
+        guard !found.user.isDisabled else { throw AuthErrors.disabled }
+        return UserView(found.user, providers: found.providers)
     }
 
     struct LogoutRequest: Decodable {
@@ -118,7 +120,7 @@ struct SessionRoutes {
         let accounts = self.accounts
         // A token whose session already ended cannot end the sessions made since.
         _ = try await accounts.liveUser(context)
-        try await accounts.postgres.withConnection { connection in
+        try await accounts.postgres.withConnectionOnItsLoop { connection in
             if scope == "all" {
                 try await accounts.sessions.endAll(of: caller.userID, on: connection, logger: context.logger)
             } else if let sessionID = caller.sessionID {
@@ -146,7 +148,7 @@ struct SessionRoutes {
     @Sendable func listSessions(_ request: Request, context: AuthenticatedContext) async throws -> Page<SessionView> {
         let accounts = self.accounts
         let caller = context.caller
-        let sessions = try await accounts.postgres.withConnection { connection in
+        let sessions = try await accounts.postgres.withConnectionOnItsLoop { connection in
             try await accounts.sessions.list(userID: caller.userID, on: connection, logger: context.logger)
         }
         if let current = caller.sessionID, !sessions.contains(where: { $0.id == current }) { throw AuthErrors.sessionRevoked }
@@ -162,7 +164,7 @@ struct SessionRoutes {
         let accounts = self.accounts
         _ = try await accounts.liveUser(context)
         let caller = context.caller
-        let ended = try await accounts.postgres.withConnection { connection in
+        let ended = try await accounts.postgres.withConnectionOnItsLoop { connection in
             try await accounts.sessions.end(id, of: caller.userID, on: connection, logger: context.logger)
         }
         guard ended else { throw APIError.notFound("No such session.") }

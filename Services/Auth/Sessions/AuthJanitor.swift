@@ -12,8 +12,8 @@ struct AuthJanitor: Service {
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                try await postgres.query("DELETE FROM sessions WHERE expires_at < now()", logger: logger)
-                try await postgres.query("DELETE FROM email_tokens WHERE expires_at < now() - interval '1 day'", logger: logger)
+                try await postgres.checkedQuery("DELETE FROM sessions WHERE expires_at < now()", logger: logger)
+                try await postgres.checkedQuery("DELETE FROM email_tokens WHERE expires_at < now() - interval '1 day'", logger: logger)
             } catch {
                 logger.warning("auth cleanup failed; will retry", metadata: ["error": "\(error)"])
             }

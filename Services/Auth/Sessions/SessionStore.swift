@@ -59,19 +59,19 @@ struct SessionStore: Sendable {
     func create(userID: UUID, method: String, userAgent: String?, ip: String?, on connection: PostgresConnection, logger: Logger) async throws -> (SessionRecord, OpaqueToken) {
         let token = OpaqueToken()
         let agent = userAgent.map { String($0.prefix(512)) }
-        let session = try await Self.decode(connection.query("""
+        let session = try await Self.decode(connection.checkedQuery("""
             INSERT INTO sessions (id, user_id, method, user_agent, ip, expires_at)
             VALUES (\(UUID()), \(userID), \(method), \(agent), \(ip), now() + \(idleDays) * interval '1 day')
             RETURNING \(unescaped: Self.columns)
             """, logger: logger)).first!
-        try await connection.query("INSERT INTO refresh_tokens (token_hash, session_id) VALUES (\(token.hash), \(session.id))", logger: logger)
+        try await connection.checkedQuery("INSERT INTO refresh_tokens (token_hash, session_id) VALUES (\(token.hash), \(session.id))", logger: logger)
         return (session, token)
     }
 
     /// Exchanges a refresh token for a new one. The token row is locked, so two concurrent uses of
     /// one token cannot both rotate: the second sees it used and ends the session.
     func rotate(_ presented: String, on connection: PostgresConnection, logger: Logger) async throws -> RefreshOutcome {
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             SELECT t.used_at, s.id, s.user_id, s.expires_at <= now()
             FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
             WHERE t.token_hash = \(OpaqueToken.hash(presented))
@@ -88,10 +88,10 @@ struct SessionStore: Sendable {
             try await end(found.sessionID, on: connection, logger: logger)
             return .expired
         }
-        try await connection.query("UPDATE refresh_tokens SET used_at = now() WHERE token_hash = \(OpaqueToken.hash(presented))", logger: logger)
+        try await connection.checkedQuery("UPDATE refresh_tokens SET used_at = now() WHERE token_hash = \(OpaqueToken.hash(presented))", logger: logger)
         let token = OpaqueToken()
-        try await connection.query("INSERT INTO refresh_tokens (token_hash, session_id) VALUES (\(token.hash), \(found.sessionID))", logger: logger)
-        let session = try await Self.decode(connection.query("""
+        try await connection.checkedQuery("INSERT INTO refresh_tokens (token_hash, session_id) VALUES (\(token.hash), \(found.sessionID))", logger: logger)
+        let session = try await Self.decode(connection.checkedQuery("""
             UPDATE sessions SET last_used_at = now(), expires_at = now() + \(idleDays) * interval '1 day'
             WHERE id = \(found.sessionID) RETURNING \(unescaped: Self.columns)
             """, logger: logger)).first!
@@ -100,7 +100,7 @@ struct SessionStore: Sendable {
 
     /// Live sessions of a user, most recently used first.
     func list(userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [SessionRecord] {
-        try await Self.decode(connection.query("""
+        try await Self.decode(connection.checkedQuery("""
             SELECT \(unescaped: Self.columns) FROM sessions WHERE user_id = \(userID) AND expires_at > now()
             ORDER BY last_used_at DESC, id
             """, logger: logger))
@@ -109,7 +109,7 @@ struct SessionStore: Sendable {
     /// Whether the session still exists: an access token outlives a logout by at most its 15 minutes,
     /// but auth's own routes refuse it at once.
     func isLive(_ sessionID: UUID, userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query("SELECT 1 FROM sessions WHERE id = \(sessionID) AND user_id = \(userID) AND expires_at > now()", logger: logger)
+        let rows = try await connection.checkedQuery("SELECT 1 FROM sessions WHERE id = \(sessionID) AND user_id = \(userID) AND expires_at > now()", logger: logger)
         for try await _ in rows { return true }
         return false
     }
@@ -117,19 +117,19 @@ struct SessionStore: Sendable {
     /// Ends one session of `userID`; false when the user has no such session (another user's id included).
     @discardableResult
     func end(_ sessionID: UUID, of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let rows = try await connection.query("DELETE FROM sessions WHERE id = \(sessionID) AND user_id = \(userID) RETURNING id", logger: logger)
+        let rows = try await connection.checkedQuery("DELETE FROM sessions WHERE id = \(sessionID) AND user_id = \(userID) RETURNING id", logger: logger)
         for try await _ in rows { return true }
         return false
     }
 
     private func end(_ sessionID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("DELETE FROM sessions WHERE id = \(sessionID)", logger: logger)
+        try await connection.checkedQuery("DELETE FROM sessions WHERE id = \(sessionID)", logger: logger)
     }
 
     /// Ends every session of a user (optionally but one); returns how many.
     @discardableResult
     func endAll(of userID: UUID, except keep: UUID? = nil, on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             DELETE FROM sessions WHERE user_id = \(userID) AND (\(keep == nil) OR id <> \(keep ?? UUID())) RETURNING id
             """, logger: logger)
         var count = 0

@@ -21,7 +21,7 @@ struct BlockStore: Sendable {
 
     func blocks(of blocker: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
         let (first, micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             SELECT \(unescaped: ProfileSummary.columns), b.created_at, \(unescaped: TimeCursor.micros("b.created_at"))
             FROM blocks b JOIN profiles p ON p.user_id = b.blocked_id
             WHERE b.blocker_id = \(blocker)
@@ -33,7 +33,7 @@ struct BlockStore: Sendable {
 
     /// Mutes (or re-mutes with a new end); `until` nil is for good.
     func mute(_ muter: UUID, _ muted: UUID, until: Date?, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+        try await connection.checkedQuery("""
             INSERT INTO mutes (muter_id, muted_id, until) VALUES (\(muter), \(muted), \(until))
             ON CONFLICT (muter_id, muted_id) DO UPDATE SET until = excluded.until
             """, logger: logger)
@@ -46,7 +46,7 @@ struct BlockStore: Sendable {
     /// Mutes still in force, newest first.
     func mutes(of muter: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
         let (first, micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             SELECT \(unescaped: ProfileSummary.columns), m.created_at, \(unescaped: TimeCursor.micros("m.created_at")), m.until
             FROM mutes m JOIN profiles p ON p.user_id = m.muted_id
             WHERE m.muter_id = \(muter) AND (m.until IS NULL OR m.until > now())

@@ -62,7 +62,7 @@ struct FollowStore: Sendable {
     @discardableResult
     func lockPair(_ a: UUID, _ b: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
         let (low, high) = a.uuidString < b.uuidString ? (a, b) : (b, a)
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             SELECT ARRAY(SELECT user_id FROM profiles WHERE user_id = ANY(\([a, b])) ORDER BY user_id FOR KEY SHARE)
             FROM (SELECT pg_advisory_xact_lock(hashtextextended(\(low.uuidString + high.uuidString), 7))) AS pair
             """, logger: logger)
@@ -70,7 +70,7 @@ struct FollowStore: Sendable {
         for try await ids in rows.decode([UUID].self) { existing = Set(ids) }
         let missing = [a, b].filter { !existing.contains($0) }
         if !missing.isEmpty {
-            let found = try await connection.query("SELECT user_id FROM profiles WHERE user_id = ANY(\(missing)) ORDER BY user_id FOR KEY SHARE", logger: logger)
+            let found = try await connection.checkedQuery("SELECT user_id FROM profiles WHERE user_id = ANY(\(missing)) ORDER BY user_id FOR KEY SHARE", logger: logger)
             for try await id in found.decode(UUID.self) { existing.insert(id) }
         }
         return existing
@@ -139,7 +139,7 @@ struct FollowStore: Sendable {
     /// Turns every pending request to `target` into a follow (the profile went public); returns the
     /// requesters that now follow.
     func approveAll(to target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [UUID] {
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             WITH moved AS (DELETE FROM follow_requests WHERE target_id = \(target) RETURNING requester_id)
             INSERT INTO follows (follower_id, followee_id)
             SELECT requester_id, \(target) FROM moved
@@ -149,7 +149,7 @@ struct FollowStore: Sendable {
         var followers: [UUID] = []
         for try await id in rows.decode(UUID.self) { followers.append(id) }
         guard !followers.isEmpty else { return [] }
-        try await connection.query("""
+        try await connection.checkedQuery("""
             UPDATE profiles SET
                 followers_count = followers_count + CASE WHEN user_id = \(target) THEN \(Int32(followers.count)) ELSE 0 END,
                 following_count = following_count + CASE WHEN user_id = \(target) THEN 0 ELSE 1 END
@@ -164,7 +164,7 @@ struct FollowStore: Sendable {
         var removed: [(UUID, UUID)] = []
         if try await unfollow(a, b, on: connection, logger: logger) { removed.append((a, b)) }
         if try await unfollow(b, a, on: connection, logger: logger) { removed.append((b, a)) }
-        try await connection.query("""
+        try await connection.checkedQuery("""
             DELETE FROM follow_requests WHERE (requester_id = \(a) AND target_id = \(b)) OR (requester_id = \(b) AND target_id = \(a))
             """, logger: logger)
         return removed
@@ -182,7 +182,7 @@ struct FollowStore: Sendable {
     func list(_ direction: Direction, of profile: UUID, viewer: UUID, viewerIsStaff: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
         let (key, other) = direction == .followers ? ("followee_id", "follower_id") : ("follower_id", "followee_id")
         let (first, micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             SELECT \(unescaped: ProfileSummary.columns), f.created_at, \(unescaped: TimeCursor.micros("f.created_at"))
             FROM follows f JOIN profiles p ON p.user_id = f.\(unescaped: other)
             WHERE f.\(unescaped: key) = \(profile)
@@ -197,7 +197,7 @@ struct FollowStore: Sendable {
     /// Requests waiting for `target`'s answer, newest first.
     func incomingRequests(to target: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
         let (first, micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             SELECT \(unescaped: ProfileSummary.columns), r.created_at, \(unescaped: TimeCursor.micros("r.created_at"))
             FROM follow_requests r JOIN profiles p ON p.user_id = r.requester_id
             WHERE r.target_id = \(target) AND p.hidden_at IS NULL

@@ -45,18 +45,18 @@ struct NotificationStore: Sendable {
 
     /// Forgets a notification that no longer holds (a withdrawn follow request).
     func retract(_ recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query(
+        try await connection.checkedQuery(
             "DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor) AND type = \(kind.rawValue)", logger: logger)
     }
 
     /// Drops what `actor` caused for `recipient` (on a block).
     func removeAll(for recipient: UUID, from actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor)", logger: logger)
+        try await connection.checkedQuery("DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor)", logger: logger)
     }
 
     func list(for user: UUID, unreadOnly: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(NotificationView, TimeCursor)] {
         let (first, micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             SELECT n.id, n.type, n.created_at, \(unescaped: TimeCursor.micros("n.created_at")), n.read_at IS NOT NULL,
                    p.user_id, p.username, p.display_name, p.avatar_etag, coalesce(p.is_verified, false)
             FROM notifications n LEFT JOIN profiles p ON p.user_id = n.actor_id
@@ -73,14 +73,14 @@ struct NotificationStore: Sendable {
     }
 
     func unreadCount(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let rows = try await connection.query("SELECT count(*)::int8 FROM notifications WHERE user_id = \(user) AND read_at IS NULL", logger: logger)
+        let rows = try await connection.checkedQuery("SELECT count(*)::int8 FROM notifications WHERE user_id = \(user) AND read_at IS NULL", logger: logger)
         for try await count in rows.decode(Int64.self) { return Int(count) }
         return 0
     }
 
     /// Marks the user's own notifications read (ids of other people's are ignored); `ids` nil is all.
     func markRead(of user: UUID, ids: [UUID]?, on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             UPDATE notifications SET read_at = now()
             WHERE user_id = \(user) AND read_at IS NULL AND (\(ids == nil) OR id = ANY(\(ids ?? [])))
             RETURNING id
@@ -108,7 +108,7 @@ struct WarningView: Codable, Sendable {
 struct WarningStore: Sendable {
     func add(to user: UUID, by moderator: UUID, reason: String, on connection: PostgresConnection, logger: Logger) async throws -> WarningView {
         let id = UUID()
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             INSERT INTO warnings (id, user_id, moderator_id, reason) VALUES (\(id), \(user), \(moderator), \(reason)) RETURNING created_at
             """, logger: logger)
         for try await created in rows.decode(Date.self) {
@@ -119,7 +119,7 @@ struct WarningStore: Sendable {
 
     func list(for user: UUID, includeModerator: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(WarningView, TimeCursor)] {
         let (first, micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             SELECT id, user_id, reason, moderator_id, created_at, \(unescaped: TimeCursor.micros("created_at"))
             FROM warnings WHERE user_id = \(user)
               AND (\(first) OR (created_at, id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))

@@ -23,11 +23,11 @@ struct ProfileStore: Sendable {
 
     func find(id: UUID, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord? {
         let lock = forUpdate ? " FOR UPDATE" : ""
-        return try await Self.decode(connection.query("SELECT \(unescaped: Self.columns) FROM profiles WHERE user_id = \(id)\(unescaped: lock)", logger: logger)).first
+        return try await Self.decode(connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM profiles WHERE user_id = \(id)\(unescaped: lock)", logger: logger)).first
     }
 
     func find(username: String, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord? {
-        try await Self.decode(connection.query("SELECT \(unescaped: Self.columns) FROM profiles WHERE lower(username) = lower(\(username))", logger: logger)).first
+        try await Self.decode(connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM profiles WHERE lower(username) = lower(\(username))", logger: logger)).first
     }
 
     /// Creates the profile if it does not exist, from `user.registered` or on a first request that came
@@ -79,7 +79,7 @@ struct ProfileStore: Sendable {
         bindings.append(id)
         let sql = "UPDATE profiles SET \(sets.joined(separator: ", ")), updated_at = now() WHERE user_id = $\(bindings.count) RETURNING \(Self.columns)"
         do {
-            guard let profile = try await Self.decode(connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)).first else {
+            guard let profile = try await Self.decode(connection.checkedQuery(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)).first else {
                 throw APIError.notFound("No such profile.")
             }
             return profile
@@ -89,14 +89,14 @@ struct ProfileStore: Sendable {
     }
 
     func markSkipped(_ id: UUID, step: OnboardingStep, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+        try await connection.checkedQuery("""
             UPDATE profiles SET onboarding_skipped = ARRAY(SELECT DISTINCT unnest(onboarding_skipped || \([step.rawValue])::text[])), updated_at = now()
             WHERE user_id = \(id)
             """, logger: logger)
     }
 
     func setVerified(_ id: UUID, _ verified: Bool, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("UPDATE profiles SET is_verified = \(verified), updated_at = now() WHERE user_id = \(id) AND is_verified <> \(verified)", logger: logger)
+        try await connection.checkedQuery("UPDATE profiles SET is_verified = \(verified), updated_at = now() WHERE user_id = \(id) AND is_verified <> \(verified)", logger: logger)
     }
 
     /// Hides or shows a profile; false when there is no such profile.
@@ -113,7 +113,7 @@ struct ProfileStore: Sendable {
         let pattern = Self.likePrefix(prefix.lowercased())
         let afterKey = after?.key ?? ""
         let afterID = after?.id ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
-        let rows = try await connection.query("""
+        let rows = try await connection.checkedQuery("""
             SELECT \(unescaped: ProfileSummary.columns), lower(coalesce(p.username, p.display_name, '')) AS sort_key
             FROM profiles p
             WHERE (lower(p.username) LIKE \(pattern) OR lower(p.display_name) LIKE \(pattern))
@@ -143,7 +143,7 @@ struct ProfileStore: Sendable {
 
     /// Stores the image; its ETag is the first half of its MD5 (a cache key, not a security check).
     func setAvatar(_ id: UUID, contentType: String, data: ByteBuffer, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+        try await connection.checkedQuery("""
             WITH stored AS (
                 INSERT INTO avatars (user_id, content_type, data, etag)
                 SELECT \(id), \(contentType), image, left(md5(image), 16) FROM (SELECT \(data)::bytea AS image) upload
@@ -155,12 +155,12 @@ struct ProfileStore: Sendable {
     }
 
     func deleteAvatar(_ id: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("DELETE FROM avatars WHERE user_id = \(id)", logger: logger)
-        try await connection.query("UPDATE profiles SET avatar_etag = NULL, updated_at = now() WHERE user_id = \(id) AND avatar_etag IS NOT NULL", logger: logger)
+        try await connection.checkedQuery("DELETE FROM avatars WHERE user_id = \(id)", logger: logger)
+        try await connection.checkedQuery("UPDATE profiles SET avatar_etag = NULL, updated_at = now() WHERE user_id = \(id) AND avatar_etag IS NOT NULL", logger: logger)
     }
 
     func avatar(_ id: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (contentType: String, data: ByteBuffer, etag: String)? {
-        let rows = try await connection.query("SELECT content_type, data, etag FROM avatars WHERE user_id = \(id)", logger: logger)
+        let rows = try await connection.checkedQuery("SELECT content_type, data, etag FROM avatars WHERE user_id = \(id)", logger: logger)
         for try await (type, data, etag) in rows.decode((String, ByteBuffer, String).self) { return (type, data, etag) }
         return nil
     }

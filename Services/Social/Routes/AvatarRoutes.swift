@@ -74,7 +74,7 @@ struct AvatarRoutes {
     @Sendable func image(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let id = try context.profileID()
         let social = self.social
-        let avatar = try await social.postgres.withConnection { connection in
+        let avatar = try await social.postgres.withConnectionOnItsLoop { connection in
             _ = try await social.visibleProfile(id, to: context.caller, on: connection, logger: context.logger)
             return try await social.profiles.avatar(id, on: connection, logger: context.logger)
         }

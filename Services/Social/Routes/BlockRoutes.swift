@@ -99,7 +99,7 @@ struct BlockRoutes {
     @Sendable func unmute(_ request: Request, context: AuthenticatedContext) async throws -> MuteState {
         let target = try context.profileID()
         let social = self.social
-        try await social.postgres.withConnection { connection in
+        try await social.postgres.withConnectionOnItsLoop { connection in
             if try await !social.blocks.unmute(context.caller.userID, target, on: connection, logger: context.logger) {
                 try await social.requireExists(target, for: context.caller, on: connection, logger: context.logger)
             }

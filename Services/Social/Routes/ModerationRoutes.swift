@@ -27,7 +27,7 @@ struct ModerationRoutes {
         try context.require(anyOf: .moderator, .admin)
         let id = try context.profileID()
         let social = self.social
-        let found = try await social.postgres.withConnection { connection in
+        let found = try await social.postgres.withConnectionOnItsLoop { connection in
             try await social.profiles.setHidden(id, hidden, on: connection, logger: context.logger)
         }
         guard found else { throw APIError.notFound("No such profile.") }

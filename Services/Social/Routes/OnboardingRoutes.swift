@@ -58,7 +58,7 @@ struct OnboardingRoutes {
 
     @Sendable func show(_ request: Request, context: AuthenticatedContext) async throws -> OnboardingView {
         let social = self.social
-        return OnboardingView(try await social.postgres.withConnection { connection in
+        return OnboardingView(try await social.postgres.withConnectionOnItsLoop { connection in
             try await social.ownProfile(context.caller, on: connection, logger: context.logger)
         })
     }

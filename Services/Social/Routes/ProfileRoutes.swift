@@ -20,7 +20,7 @@ struct ProfileRoutes {
 
     @Sendable func me(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
         let social = self.social
-        let profile = try await social.postgres.withConnection { connection in
+        let profile = try await social.postgres.withConnectionOnItsLoop { connection in
             try await social.ownProfile(context.caller, on: connection, logger: context.logger)
         }
         return social.view(profile, relationship: nil, for: context.caller)
@@ -55,7 +55,7 @@ struct ProfileRoutes {
     @Sendable func profile(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
         let id = try context.profileID()
         let social = self.social
-        let (profile, relationship) = try await social.postgres.withConnection { connection in
+        let (profile, relationship) = try await social.postgres.withConnectionOnItsLoop { connection in
             try await social.visibleProfile(id, to: context.caller, on: connection, logger: context.logger)
         }
         return social.view(profile, relationship: relationship, for: context.caller)
@@ -67,7 +67,7 @@ struct ProfileRoutes {
             throw APIError.notFound("No such profile.")
         }
         let social = self.social
-        let (profile, relationship) = try await social.postgres.withConnection { connection in
+        let (profile, relationship) = try await social.postgres.withConnectionOnItsLoop { connection in
             guard let found = try await social.profiles.find(username: username, on: connection, logger: context.logger) else { throw APIError.notFound("No such profile.") }
             return try await social.visibleProfile(found.id, to: context.caller, on: connection, logger: context.logger)
         }
@@ -83,7 +83,7 @@ struct ProfileRoutes {
         let page = try PageRequest(query: request)
         let after = try page.position(SearchCursor.self)
         let social = self.social
-        let rows = try await social.postgres.withConnection { connection in
+        let rows = try await social.postgres.withConnectionOnItsLoop { connection in
             try await social.profiles.search(prefix: query, viewer: context.caller.userID, viewerIsStaff: context.caller.isStaff, limit: page.limit, after: after, on: connection, logger: context.logger)
         }
         let (items, next) = Cursor.page(rows, limit: page.limit) { SearchCursor(key: $0.1, id: $0.0.id) }

@@ -36,7 +36,7 @@ extension PostgresConnection {
     /// Runs a statement and says whether it returned a row: whether `INSERT … ON CONFLICT DO NOTHING
     /// RETURNING` inserted, `DELETE … RETURNING` deleted, a `SELECT 1 …` found something.
     public func returnsRow(_ query: PostgresQuery, logger: Logger) async throws -> Bool {
-        for try await _ in try await self.query(query, logger: logger) { return true }
+        for try await _ in try await self.checkedQuery(query, logger: logger) { return true }
         return false
     }
 }
@@ -46,28 +46,22 @@ extension PostgresClient {
     /// `MigrationError`), or PostgreSQL's for `BEGIN`/`COMMIT`. Workers given work inside it (an
     /// outbox row, a mail) are woken once it has committed (`WorkBell`).
     ///
-    /// It does not use PostgresNIO's `withTransaction`: PostgresNIO 1.33 writes a statement for a
-    /// closed connection into a channel write that nobody hears fail, so the statement waits forever.
-    /// After PostgreSQL dropped the connection mid-transaction, that `withTransaction` sent `ROLLBACK`
-    /// and hung, and the outbox relay with it, for good. Here a closed connection is never asked
-    /// anything: the server has already rolled its transaction back.
+    /// It does not use PostgresNIO's `withTransaction`, which sent `ROLLBACK` on a connection that
+    /// PostgreSQL had just dropped, and hung there (see `withConnectionOnItsLoop`). Here a closed
+    /// connection is never asked anything: the server has already rolled its transaction back. The body
+    /// runs on the connection's loop and must use `checkedQuery`.
     public func transaction<Result: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
         try await WorkBell.afterCommit {
-            try await withConnection { connection in
-                guard !connection.isClosed else { throw DatabaseConnectionClosed() }
-                try await connection.query("BEGIN;", logger: logger)
+            try await withConnectionOnItsLoop { connection in
+                try await connection.checkedQuery("BEGIN;", logger: logger)
                 let result: Result
                 do {
                     result = try await body(connection)
                 } catch {
-                    // Bounded as well: the connection may close between the look and the write.
-                    if !connection.isClosed {
-                        _ = try? await withTimeout(.seconds(5), what: "ROLLBACK") { try await connection.query("ROLLBACK;", logger: logger) }
-                    }
+                    if !connection.isClosed { _ = try? await connection.checkedQuery("ROLLBACK;", logger: logger) }
                     throw error
                 }
-                guard !connection.isClosed else { throw DatabaseConnectionClosed() }
-                try await connection.query("COMMIT;", logger: logger)
+                try await connection.checkedQuery("COMMIT;", logger: logger)
                 return result
             }
         }
@@ -84,8 +78,8 @@ public struct DatabaseConnectionClosed: Error, CustomStringConvertible {
 /// request was wrong. Requests that meet one answer 503 with `Retry-After`, not 500.
 ///
 /// While PostgreSQL is unreachable, PostgresNIO's pool queues requests and retries the connection with
-/// back-off; after 15 s of failures it fails queued and new requests at once (`connectionCreationCircuitBreakerTripped`)
-/// and keeps retrying, so the first requests of an outage wait up to ~15 s and later ones answer at once.
+/// back-off; after 60 s of failures it fails queued and new requests at once (`connectionCreationCircuitBreakerTripped`)
+/// and keeps retrying, so the first requests of an outage wait up to ~60 s (`DatabaseWatch` closes the gate on new ones within seconds).
 public func isDatabaseUnavailable(_ error: any Error) -> Bool {
     switch error {
     case is DatabaseConnectionClosed:

@@ -15,7 +15,7 @@ public struct DatabaseProvisioner: Sendable {
     /// Idempotent: an existing role gets its password reset, an existing schema is left as it is.
     public func provision(role: String, password: String, schema: String, database: String) async throws {
         let logger = self.logger
-        try await admin.withConnection { connection in
+        try await admin.withConnectionOnItsLoop { connection in
             // Roles are cluster-wide; two provisioners racing must not both try to create one.
             let script = """
                 BEGIN;
@@ -35,7 +35,7 @@ public struct DatabaseProvisioner: Sendable {
                 COMMIT;
                 """
             for statement in SQLScript.statements(script) {
-                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                try await connection.checkedQuery(PostgresQuery(unsafeSQL: statement), logger: logger)
             }
             logger.info("provisioned role and schema", metadata: ["role": "\(role)", "schema": "\(schema)", "database": "\(database)"])
         }

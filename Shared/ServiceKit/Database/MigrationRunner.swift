@@ -65,7 +65,7 @@ public struct MigrationRunner: Sendable {
         // A database that cannot be reached must stop start-up with a message, not hang it.
         let client = self.client
         try await withTimeout(.seconds(30), what: "connecting to the database for schema \(schema) (is it reachable with these credentials?)") {
-            _ = try await client.query("SELECT 1", logger: logger)
+            try await client.checkedQuery("SELECT 1", logger: logger)
         }
         return try await apply()
     }
@@ -77,11 +77,11 @@ public struct MigrationRunner: Sendable {
         return try await client.transaction(logger: logger) { connection in
             // Index builds may take long and a replica may wait for another's lock: no statement
             // timeout here, but a bounded wait for locks held by running traffic.
-            try await connection.query("SET LOCAL statement_timeout = 0", logger: logger)
-            try await connection.query("SET LOCAL lock_timeout = '5min'", logger: logger)
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(schema + ".migrations")))", logger: logger)
+            try await connection.checkedQuery("SET LOCAL statement_timeout = 0", logger: logger)
+            try await connection.checkedQuery("SET LOCAL lock_timeout = '5min'", logger: logger)
+            try await connection.checkedQuery("SELECT pg_advisory_xact_lock(hashtext(\(schema + ".migrations")))", logger: logger)
             let table = "\(quoteIdentifier(schema)).schema_migrations"
-            try await connection.query("""
+            try await connection.checkedQuery("""
                 CREATE TABLE IF NOT EXISTS \(unescaped: table) (
                     name text PRIMARY KEY,
                     checksum text NOT NULL,
@@ -89,7 +89,7 @@ public struct MigrationRunner: Sendable {
                 )
                 """, logger: logger)
             var recorded: [String: String] = [:]
-            for try await (name, checksum) in try await connection.query("SELECT name, checksum FROM \(unescaped: table)", logger: logger).decode((String, String).self) {
+            for try await (name, checksum) in try await connection.checkedQuery("SELECT name, checksum FROM \(unescaped: table)", logger: logger).decode((String, String).self) {
                 recorded[name] = checksum
             }
             let known = Set(migrations.map(\.name))
@@ -105,14 +105,14 @@ public struct MigrationRunner: Sendable {
                     continue
                 }
                 do {
-                    try await connection.query("SET LOCAL search_path TO \(unescaped: quoteIdentifier(schema))", logger: logger)
+                    try await connection.checkedQuery("SET LOCAL search_path TO \(unescaped: quoteIdentifier(schema))", logger: logger)
                     for statement in SQLScript.statements(migration.sql) {
-                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        try await connection.checkedQuery(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
                 } catch {
                     throw MigrationError.failed(name: migration.name, schema: schema, error: String(reflecting: error))
                 }
-                try await connection.query("INSERT INTO \(unescaped: table) (name, checksum) VALUES (\(migration.name), \(migration.checksum))", logger: logger)
+                try await connection.checkedQuery("INSERT INTO \(unescaped: table) (name, checksum) VALUES (\(migration.name), \(migration.checksum))", logger: logger)
                 logger.info("applied migration", metadata: ["migration": "\(migration.name)", "schema": "\(schema)"])
                 applied.append(migration.name)
             }

@@ -172,7 +172,7 @@ public final class EventConsumer: Service, Sendable {
             outcomes = try await client.transaction(logger: logger) { connection in
                 // One statement records the whole shard in the inbox; the ids it returns are the events
                 // not handled before (the others are redeliveries).
-                let inserted = try await connection.query("""
+                let inserted = try await connection.checkedQuery("""
                     INSERT INTO inbox (event_id, type)
                     SELECT * FROM unnest(\(shard.map(\.1.id))::uuid[], \(shard.map(\.1.type))::text[])
                     ON CONFLICT (event_id) DO NOTHING RETURNING event_id
@@ -241,7 +241,7 @@ public final class EventConsumer: Service, Sendable {
             // Bounded: a probe that meets a connection closed under it could otherwise wait forever.
             let client = self.client
             let logger = self.logger
-            if (try? await withTimeout(.seconds(5), what: "database probe") { try await client.query("SELECT 1", logger: logger) }) != nil { return }
+            if (try? await withTimeout(.seconds(5), what: "database probe") { try await client.checkedQuery("SELECT 1", logger: logger) }) != nil { return }
             wait = min(wait * 2, .seconds(5))
         }
     }

@@ -27,7 +27,7 @@ public struct EventOutbox: Sendable {
     }
 
     public func write(_ envelope: EventEnvelope, live: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+        try await connection.checkedQuery("""
             INSERT INTO outbox (id, type, user_id, live, envelope)
             VALUES (\(envelope.id), \(envelope.type), \(envelope.userID), \(live && envelope.userID != nil), \(envelope.json))
             """, logger: logger)

@@ -67,13 +67,13 @@ public final class OutboxRelay: Service, Sendable {
         let config = self.config
         let lockKey = schema + ".outbox-relay"
         let (moved, live) = try await client.transaction(logger: logger) { connection -> (Int?, [(String, String)]) in
-            let locked = try await connection.query("SELECT pg_try_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+            let locked = try await connection.checkedQuery("SELECT pg_try_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
             var haveLock = false
             for try await value in locked.decode(Bool.self) { haveLock = value }
             guard haveLock else { return (nil, []) }
             // Taken out of the outbox in the same statement that reads them: if Redis refuses the batch
             // the transaction rolls back and the rows are still there.
-            let rows = try await connection.query("""
+            let rows = try await connection.checkedQuery("""
                 DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT \(batchSize))
                 RETURNING seq, id, type, user_id, live, envelope
                 """, logger: logger)
@@ -108,8 +108,6 @@ public final class OutboxRelay: Service, Sendable {
 
     /// Rows not yet sent, for the backlog gauge.
     public func backlog() async throws -> Int {
-        let rows = try await client.query("SELECT count(*)::int8 FROM outbox", logger: logger)
-        for try await count in rows.decode(Int64.self) { return Int(count) }
-        return 0
+        try await client.checkedQuery("SELECT count(*)::int8 FROM outbox", decoding: Int64.self, logger: logger).first.map(Int.init) ?? 0
     }
 }

@@ -66,7 +66,7 @@ public struct HealthRoutes<Context: RequestContext>: Sendable {
     public func add(to router: some RouterMethods<Context>) {
         router.get("healthz") { _, _ in Status(status: "ok", checks: [:]) }
         router.get("readyz") { _, context -> Response in
-            async let database = Self.check { try await postgres.query("SELECT 1", logger: context.logger) }
+            async let database = Self.check { try await postgres.checkedQuery("SELECT 1", logger: context.logger) }
             async let cache = Self.check { _ = try await redis.send("PING") }
             let checks = ["database": await database, "redis": await cache, "migrations": readiness.isReady ? "ok" : "pending"]
             let ok = checks.values.allSatisfy { $0 == "ok" }

@@ -45,7 +45,7 @@ switch mode {
 case "consume":
     var handlers = EventHandlers()
     handlers.on(BenchPayload.self) { _, context in
-        try await context.connection.query(
+        try await context.connection.checkedQuery(
             "INSERT INTO bench_handled (event_id, occurred_at, handled_at) VALUES (\(context.envelope.id), \(context.envelope.occurredAt), clock_timestamp())",
             logger: context.logger)
     }
@@ -99,7 +99,7 @@ case "produce":
     let committed = committedIDs.count
     for chunk in stride(from: 0, to: committedIDs.count, by: 5_000) {
         let ids = Array(committedIDs[chunk..<min(chunk + 5_000, committedIDs.count)])
-        try await postgres.query("INSERT INTO bench_produced (event_id) SELECT unnest(\(ids)::uuid[])", logger: logger)
+        try await postgres.checkedQuery("INSERT INTO bench_produced (event_id) SELECT unnest(\(ids)::uuid[])", logger: logger)
     }
     let elapsed = ContinuousClock.now - start
     print("produced \(committed) events in \(elapsed) (\(Int(Double(committed) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))) /s)")

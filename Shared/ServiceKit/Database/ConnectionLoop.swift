@@ -1,0 +1,84 @@
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+// PostgresNIO 1.33 writes every statement with `channel.write(…, promise: nil)`. Once a closed
+// channel's pipeline is torn down, such a write is dropped without a word and the statement waits
+// forever: the task awaiting it, and any loop built on it (the outbox relay, the event consumer), is
+// stuck until the process restarts. The pipeline is torn down on the channel's own event loop, after
+// the channel stops being active. So a statement written from that loop right after seeing the
+// connection open can never be dropped: the handler gets it and fails it if the connection has
+// closed. `withConnectionOnItsLoop` runs a connection's work on its loop and `checkedQuery` makes the
+// check; every statement in the services goes through the two.
+
+extension PostgresClient {
+    /// Leases a pooled connection and runs `body` on the connection's own event loop, so that its
+    /// `checkedQuery` and `checkedExecute` calls cannot hang on a connection that closes under them.
+    /// Work on the connection's loop also saves a thread hop per statement.
+    public func withConnectionOnItsLoop<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
+        try await withConnection { connection in
+            try await withTaskExecutorPreference(EventLoopTaskExecutor.for(connection.eventLoop)) {
+                try await body(connection)
+            }
+        }
+    }
+
+    /// One statement on a pooled connection, its rows read whole before the connection goes back.
+    public func checkedQuery<Row: Sendable>(_ query: PostgresQuery, decoding: Row.Type, logger: Logger) async throws -> [Row] where Row: PostgresDecodable {
+        try await withConnectionOnItsLoop { connection in
+            var rows: [Row] = []
+            for try await row in try await connection.checkedQuery(query, logger: logger).decode(Row.self) { rows.append(row) }
+            return rows
+        }
+    }
+
+    /// One statement on a pooled connection whose rows, if any, are not wanted.
+    public func checkedQuery(_ query: PostgresQuery, logger: Logger) async throws {
+        try await withConnectionOnItsLoop { connection in
+            for try await _ in try await connection.checkedQuery(query, logger: logger) {}
+        }
+    }
+}
+
+extension PostgresConnection {
+    /// `query`, refused with `DatabaseConnectionClosed` when the connection has closed. Called on the
+    /// connection's loop (inside `withConnectionOnItsLoop`), the check and the write cannot be split.
+    @discardableResult
+    public func checkedQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
+        assert(eventLoop.inEventLoop, "a statement off its connection's loop (use withConnectionOnItsLoop)")
+        guard !isClosed else { throw DatabaseConnectionClosed() }
+        return try await self.query(query, logger: logger, file: file, line: line)
+    }
+
+    /// `execute` for a prepared statement, with the same check as `checkedQuery`.
+    public func checkedExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String = #fileID, line: Int = #line)
+        async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row {
+        assert(eventLoop.inEventLoop, "a statement off its connection's loop (use withConnectionOnItsLoop)")
+        guard !isClosed else { throw DatabaseConnectionClosed() }
+        return try await self.execute(statement, logger: logger, file: file, line: line)
+    }
+}
+
+/// Runs Swift tasks that prefer it on one NIO event loop. One per loop, made on first use.
+final class EventLoopTaskExecutor: TaskExecutor {
+    let loop: any EventLoop
+
+    private init(loop: any EventLoop) { self.loop = loop }
+
+    private static let executors = Mutex<[ObjectIdentifier: EventLoopTaskExecutor]>([:])
+
+    static func `for`(_ loop: any EventLoop) -> EventLoopTaskExecutor {
+        executors.withLock { executors in
+            if let executor = executors[ObjectIdentifier(loop)] { return executor }
+            let executor = EventLoopTaskExecutor(loop: loop)
+            executors[ObjectIdentifier(loop)] = executor
+            return executor
+        }
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
