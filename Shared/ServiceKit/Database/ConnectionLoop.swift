@@ -42,6 +42,11 @@ extension PostgresClient {
 }
 
 extension PostgresConnection {
+    /// Runs `body` on this connection's event loop, where `checkedQuery` needs it.
+    public func onItsLoop<Result: Sendable>(_ body: () async throws -> sending Result) async throws -> Result {
+        try await withTaskExecutorPreference(EventLoopTaskExecutor.for(eventLoop)) { try await body() }
+    }
+
     /// `query`, refused with `DatabaseConnectionClosed` when the connection has closed. Called on the
     /// connection's loop (inside `withConnectionOnItsLoop`), the check and the write cannot be split.
     @discardableResult

@@ -57,7 +57,7 @@ public final class DatabaseWatch: Service, Sendable {
                     probed = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
                     if let replaced = connection.withLock({ slot in defer { slot = probed }; return slot }) { Task { try? await replaced.close() } }
                 }
-                for try await _ in try await probed.query("SELECT 1", logger: logger) {}
+                try await probed.onItsLoop { for try await _ in try await probed.checkedQuery("SELECT 1", logger: logger) {} }
             }
             if failures.exchange(0, ordering: .relaxed) >= 2 { logger.notice("database reachable again") }
         } catch {
