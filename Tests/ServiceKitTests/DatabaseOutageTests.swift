@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Logging
 import HummingbirdTesting
 import Models
 import PostgresNIO
@@ -79,6 +80,7 @@ import Testing
         let logger = TestEnvironment.logger
         let hung = Tally()
         let finished = Tally()
+        let failed = Tally()
         try await withClient(admin) { adminClient in
             try await withClient(config) { client in
                 let deadline = ContinuousClock.now + .seconds(8)
@@ -107,6 +109,7 @@ import Testing
                                 } catch {
                                     // Killed mid-statement: an error is the right answer.
                                     finished.increment()
+                                    failed.increment()
                                 }
                             }
                         }
@@ -126,6 +129,51 @@ import Testing
         }
         #expect(hung.value == 0, "\(hung.value) workers hung on a statement (\(finished.value) statements ended)")
         #expect(finished.value > 100)
+        #expect(failed.value > 0, "no statement met a killed connection: the test proved nothing")
+    }
+
+    /// The same, without chance: a connection closed under a body is refused at the next statement,
+    /// on its loop or off it (a body isolated to the main actor), and in a transaction.
+    @Test(.timeLimit(.minutes(1))) func aStatementOnAClosedConnectionIsRefusedAtOnce() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let logger = TestEnvironment.logger
+        try await withClient(database.config(for: "social", poolSize: 2)) { client in
+            for round in 0..<3 {
+                await #expect(throws: DatabaseConnectionClosed.self, "round \(round)") {
+                    try await client.withConnectionOnItsLoop { connection in
+                        try await connection.checkedQuery("SELECT 1", logger: logger)
+                        try await connection.close()
+                        // Closed and torn down: a plain `query` here would never return.
+                        try await connection.closeFuture.get()
+                        switch round {
+                        case 0: try await connection.checkedQuery("SELECT 1", logger: logger)
+                        case 1: try await Self.queryFromTheMainActor(connection, logger: logger)
+                        default: for try await _ in try await connection.checkedExecute(OneRow(), logger: logger) {}
+                        }
+                    }
+                }
+            }
+            await #expect(throws: DatabaseConnectionClosed.self) {
+                try await client.transaction(logger: logger) { connection in
+                    try await connection.close()
+                    try await connection.closeFuture.get()
+                    try await connection.checkedQuery("SELECT 1", logger: logger)
+                }
+            }
+            // The pool replaces the closed connections.
+            try await client.checkedQuery("SELECT 1", logger: logger)
+        }
+    }
+
+    @MainActor static func queryFromTheMainActor(_ connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedQuery("SELECT 1", logger: logger)
+    }
+
+    struct OneRow: PostgresPreparedStatement {
+        static let sql = "SELECT 1::int4"
+        typealias Row = Int32
+        func makeBindings() throws -> PostgresBindings { PostgresBindings() }
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int32.self) }
     }
 
     /// The watch probes on a connection of its own: against the live database it stays open; against

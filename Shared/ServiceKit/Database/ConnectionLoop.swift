@@ -14,8 +14,9 @@ import Synchronization
 
 extension PostgresClient {
     /// Leases a pooled connection and runs `body` on the connection's own event loop, so that its
-    /// `checkedQuery` and `checkedExecute` calls cannot hang on a connection that closes under them.
-    /// Work on the connection's loop also saves a thread hop per statement.
+    /// `checkedQuery` and `checkedExecute` calls write without a hop. Work on the connection's loop
+    /// also saves a thread hop per statement; keep bodies to database work, since everything in them
+    /// (child tasks included) shares that loop with its sockets.
     public func withConnectionOnItsLoop<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
         try await withConnection { connection in
             try await withTaskExecutorPreference(EventLoopTaskExecutor.for(connection.eventLoop)) {
@@ -42,24 +43,39 @@ extension PostgresClient {
 }
 
 extension PostgresConnection {
-    /// Runs `body` on this connection's event loop, where `checkedQuery` needs it.
-    public func onItsLoop<Result: Sendable>(_ body: () async throws -> sending Result) async throws -> Result {
+    /// Runs `body` on this connection's event loop, where `checkedQuery` writes without a hop.
+    @concurrent public func onItsLoop<Result: Sendable>(_ body: () async throws -> sending Result) async throws -> Result {
         try await withTaskExecutorPreference(EventLoopTaskExecutor.for(eventLoop)) { try await body() }
     }
 
-    /// `query`, refused with `DatabaseConnectionClosed` when the connection has closed. Called on the
-    /// connection's loop (inside `withConnectionOnItsLoop`), the check and the write cannot be split.
+    /// `query`, refused with `DatabaseConnectionClosed` when the connection has closed. On the
+    /// connection's loop (inside `withConnectionOnItsLoop`) the check and the write cannot be split;
+    /// called off it, it moves there first. `@concurrent` keeps it on the preferred executor whatever
+    /// the caller's isolation (a caller-isolated function would run the check on the caller's actor).
     @discardableResult
-    public func checkedQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
-        assert(eventLoop.inEventLoop, "a statement off its connection's loop (use withConnectionOnItsLoop)")
+    @concurrent public func checkedQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
+        guard eventLoop.inEventLoop else {
+            return try await withTaskExecutorPreference(EventLoopTaskExecutor.for(eventLoop)) { try await self.openQuery(query, logger: logger, file: file, line: line) }
+        }
+        return try await openQuery(query, logger: logger, file: file, line: line)
+    }
+
+    /// `execute` for a prepared statement, with the same check as `checkedQuery`.
+    @concurrent public func checkedExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String = #fileID, line: Int = #line)
+        async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row {
+        guard eventLoop.inEventLoop else {
+            return try await withTaskExecutorPreference(EventLoopTaskExecutor.for(eventLoop)) { try await self.openExecute(statement, logger: logger, file: file, line: line) }
+        }
+        return try await openExecute(statement, logger: logger, file: file, line: line)
+    }
+
+    @concurrent private func openQuery(_ query: PostgresQuery, logger: Logger, file: String, line: Int) async throws -> PostgresRowSequence {
         guard !isClosed else { throw DatabaseConnectionClosed() }
         return try await self.query(query, logger: logger, file: file, line: line)
     }
 
-    /// `execute` for a prepared statement, with the same check as `checkedQuery`.
-    public func checkedExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String = #fileID, line: Int = #line)
+    @concurrent private func openExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String, line: Int)
         async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row {
-        assert(eventLoop.inEventLoop, "a statement off its connection's loop (use withConnectionOnItsLoop)")
         guard !isClosed else { throw DatabaseConnectionClosed() }
         return try await self.execute(statement, logger: logger, file: file, line: line)
     }

@@ -12,6 +12,10 @@ extension PostgresClient {
         )
         configuration.options.maximumConnections = config.poolSize
         configuration.options.connectTimeout = .seconds(5)
+        // PostgresNIO's keep-alive writes its `SELECT 1` unchecked (see `checkedQuery`): one that hangs
+        // holds the pool's run loop, and with it graceful shutdown. A connection the server closes is
+        // noticed at once without it, and DatabaseWatch probes the server every second.
+        configuration.options.keepAliveBehavior = nil
         let timeoutMs = config.statementTimeout.components.seconds * 1000 + config.statementTimeout.components.attoseconds / 1_000_000_000_000_000
         configuration.options.additionalStartupParameters = [
             ("search_path", config.schema),
@@ -58,7 +62,7 @@ extension PostgresClient {
                 do {
                     result = try await body(connection)
                 } catch {
-                    if !connection.isClosed { _ = try? await connection.checkedQuery("ROLLBACK;", logger: logger) }
+                    _ = try? await connection.checkedQuery("ROLLBACK;", logger: logger)
                     throw error
                 }
                 try await connection.checkedQuery("COMMIT;", logger: logger)
