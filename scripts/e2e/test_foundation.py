@@ -149,6 +149,39 @@ def test_a_database_outage_is_503_at_once_and_every_service_recovers(stack):
     assert {name: stack.pid(name) for name in SERVICES} == pids, "a service restarted instead of recovering"
 
 
+def test_a_redis_outage_loses_no_event_and_every_service_recovers(stack):
+    """Redis stopped under the running stack: readiness says so, sign-up and sign-in still work (the
+    events wait in auth's outbox; sign-in throttling lets attempts through), and once Redis is back
+    with its append-only file, the same processes deliver them: an account made during the outage
+    gets its profile from user.registered, without any restart."""
+    pids = {name: stack.pid(name) for name in SERVICES}
+    subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && stop_redis "$STACK_DIR"'], check=True)
+    try:
+        ready = requests.get(f"{stack.service_urls['auth']}/readyz", timeout=10)
+        assert ready.status_code == 503 and ready.json()["checks"]["redis"] != "ok", ready.text
+        email = f"e2e-redis-outage-{uuid.uuid4().hex[:10]}@example.com"
+        during = requests.post(f"{stack.gateway}/v1/auth/signup", json={"email": email, "password": "e2e redis outage password"}, timeout=10)
+        assert during.status_code == 201, during.text
+        user = during.json()["user"]["id"]
+        login = requests.post(f"{stack.gateway}/v1/auth/login", json={"email": email, "password": "e2e redis outage password"}, timeout=10)
+        assert login.status_code == 200, login.text
+        # Nowhere to send them yet: user.registered and user.signed_in wait in auth's outbox.
+        time.sleep(1)
+        assert int(stack.psql("auth", f"SELECT count(*) FROM auth.outbox WHERE user_id = '{user}'")) >= 2
+        assert stack.psql("social", f"SELECT count(*) FROM social.profiles WHERE user_id = '{user}'") == "0"
+    finally:
+        subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && start_redis "$STACK_DIR" "$STACK_REDIS_PORT" '
+                        '&& cp "$STACK_DIR/redis/redis.pid" "$STACK_DIR/pids/redis.pid"'], check=True)
+    stack.wait_until(lambda: stack.psql("social", f"SELECT count(*) FROM social.profiles WHERE user_id = '{user}'") == "1",
+                     seconds=30, what="the profile made from user.registered sent after Redis came back")
+    stack.wait_until(lambda: stack.psql("auth", f"SELECT count(*) FROM auth.outbox WHERE user_id = '{user}'") == "0",
+                     seconds=10, what="auth's outbox drained")
+    for name in SERVICES:
+        stack.wait_until(lambda: requests.get(f"{stack.service_urls[name]}/readyz", timeout=5).status_code == 200,
+                         seconds=15, what=f"{name} ready again")
+    assert {name: stack.pid(name) for name in SERVICES} == pids, "a service restarted instead of recovering"
+
+
 def test_up_twice_starts_no_second_copy(stack):
     before = {name: stack.pid(name) for name in SERVICES + ["gateway"]}
     stack.up()
