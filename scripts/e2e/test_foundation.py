@@ -136,8 +136,11 @@ def test_a_database_outage_is_503_at_once_and_every_service_recovers(stack):
         subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && start_postgres "$STACK_DIR" "$STACK_PG_PORT" '
                         '&& head -n 1 "$STACK_DIR/pg/data/postmaster.pid" > "$STACK_DIR/pids/postgres.pid"'], check=True)
     # PostgresNIO's pool retries the connection with a back-off that grows with the outage.
+    # Each service's DatabaseWatch reopens on its own next probe (a second apart), so wait for both.
     stack.wait_until(lambda: requests.get(f"{stack.gateway}/v1/profiles/me", headers=headers, timeout=10).status_code == 200,
                      seconds=90, what="social serving again after PostgreSQL came back")
+    stack.wait_until(lambda: requests.get(f"{stack.gateway}/v1/auth/me", headers=headers, timeout=10).status_code == 200,
+                     seconds=30, what="auth serving again after PostgreSQL came back")
     after = requests.post(f"{stack.gateway}/v1/auth/signup", json={"email": f"e2e-outage-{uuid.uuid4().hex[:10]}@example.com",
                           "password": "e2e outage password"}, timeout=10)
     assert after.status_code == 201, after.text
