@@ -102,8 +102,6 @@ public func isDatabaseUnavailable(_ error: any Error) -> Bool {
         default:
             return false
         }
-    case let error as PostgresTransactionError:
-        return [error.beginError, error.closureError, error.commitError].contains { $0.map(isDatabaseUnavailable) ?? false }
     default:
         return false
     }
