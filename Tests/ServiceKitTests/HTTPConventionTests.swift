@@ -2,7 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Models
-import ServiceKit
+@testable import ServiceKit
 import TestSupport
 import Testing
 
@@ -105,6 +105,23 @@ import Testing
             let hostile = try await client.execute(uri: "/nowhere", method: .get, headers: [.requestID: String(repeating: "x", count: 500)])
             #expect(hostile.headers[.requestID]?.count == 36)
         }
+    }
+
+    /// Made ids are version-4 UUIDs in lowercase, and none repeats, however many requests a process serves.
+    @Test func madeRequestIDsAreDistinctVersion4UUIDs() {
+        var seen = Set<String>()
+        for _ in 0..<200_000 {
+            let id = RequestIDs.next()
+            guard let uuid = UUID(uuidString: id) else { Issue.record("not a UUID: \(id)"); return }
+            #expect(id == id.lowercased() && id.count == 36)
+            #expect(uuid.uuid.6 >> 4 == 4 && uuid.uuid.8 >> 6 == 0b10, "version 4, RFC 9562 variant: \(id)")
+            seen.insert(id)
+        }
+        #expect(seen.count == 200_000)
+        // The scrambling is a bijection, so neighbouring counters never meet; spot-check its known values.
+        #expect(RequestIDs.scramble(0) == 0)
+        #expect(RequestIDs.scramble(1) == 0x5692_161D_100B_05E5)
+        #expect(RequestIDs.format(high: 0x0123_4567_89AB_4DEF, low: 0x8EDC_BA98_7654_3210) == "01234567-89ab-4def-8edc-ba9876543210")
     }
 
     @Test func cursorPaginationWalksTheWholeList() async throws {

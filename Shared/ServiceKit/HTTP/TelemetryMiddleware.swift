@@ -59,6 +59,6 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
         if let header, !header.isEmpty, header.utf8.count <= 128, header.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
             return header
         }
-        return UUID().uuidString.lowercased()
+        return RequestIDs.next()
     }
 }
