@@ -14,8 +14,8 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
     case unreachable(String)
     /// The connection was found closed before anything was written on it: safe to send elsewhere.
     case notSent
-    /// No complete answer before the deadline.
-    case timedOut
+    /// No complete answer before the deadline; `stage` says how far the exchange got, for the log.
+    case timedOut(stage: String)
     /// The connection ended before the answer's head arrived.
     case closedBeforeResponse
     /// The connection ended, or sent something that is not HTTP, in the middle of the answer.
@@ -24,7 +24,7 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
     var description: String {
         switch self {
         case .unreachable(let why): "upstream unreachable: \(why)"
-        case .timedOut: "upstream timed out"
+        case .timedOut(let stage): "upstream timed out (\(stage))"
         case .notSent: "upstream connection closed before the request was sent"
         case .closedBeforeResponse: "upstream closed the connection before answering"
         case .brokenResponse(let why): "upstream answer broken: \(why)"
@@ -147,7 +147,7 @@ final class UpstreamPool: Sendable {
     private func newConnection(deadline: NIODeadline, on loop: (any EventLoop)? = nil) async throws -> UpstreamConnection {
         let loop = loop ?? group.any()
         let timeout = min(connectTimeout, deadline - .now())
-        guard timeout > .zero else { throw UpstreamError.timedOut }
+        guard timeout > .zero else { throw UpstreamError.timedOut(stage: "no time left to connect") }
         let handler = UpstreamExchangeHandler()
         let tls = self.tls
         let serverHostname = host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) ? nil : host
@@ -289,7 +289,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         keepAlive = head.isKeepAlive
         heldRead = false
         readerWantsMore = true
-        deadlineTask = context.eventLoop.scheduleTask(deadline: deadline) { [self] in fail(UpstreamError.timedOut) }
+        deadlineTask = context.eventLoop.scheduleTask(deadline: deadline) { [self] in fail(.timedOut(stage: stage)) }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         switch body {
         case .stream:
@@ -411,6 +411,17 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
                 handler.fail(.brokenResponse("the client went away"))
             }
         }
+    }
+
+    /// How far the current exchange got: what a timeout reports.
+    private var stage: String {
+        let progress = switch state {
+        case .awaitingHead: requestSent ? "request sent, no answer" : "request not yet sent whole"
+        case .buffering: "answer head received, body incomplete"
+        case .streaming: "answer streaming"
+        case .idle, .closed: "exchange over"
+        }
+        return "\(progress); exchange \(exchange) on this connection"
     }
 
     private func finishExchange() {

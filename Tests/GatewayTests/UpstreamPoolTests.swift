@@ -253,7 +253,8 @@ final class AnswersOnceServer: Sendable {
         let pool = try UpstreamPool(baseURL: "http://127.0.0.1:\(silent.localAddress?.port ?? 0)", connectTimeout: .seconds(1))
         defer { pool.shutdown() }
         let started = ContinuousClock.now
-        await #expect(throws: UpstreamError.timedOut) { _ = try await Self.get(pool, "/", timeout: .milliseconds(300)) }
+        let error = await #expect(throws: UpstreamError.self) { _ = try await Self.get(pool, "/", timeout: .milliseconds(300)) }
+        #expect(error == .timedOut(stage: "request sent, no answer; exchange 1 on this connection"))
         #expect(ContinuousClock.now - started < .seconds(2))
     }
 
