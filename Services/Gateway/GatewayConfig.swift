@@ -38,6 +38,7 @@ struct GatewayConfig: Sendable {
             connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000),
             trustedProxies: env.trustedProxies("TRUSTED_PROXIES", default: .none)
         )
+        ProcessTuning.readEventLoopThreads(&env)
         try env.finish()
         return config
     }

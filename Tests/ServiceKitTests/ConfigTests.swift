@@ -39,6 +39,17 @@ import Testing
         #expect(text.contains("TRUSTED_PROXIES") && text.contains("10.0.0.0/33") && text.contains("lb.internal") && !text.contains("10.0.0.0/8,"))
     }
 
+    /// Read before anything starts a loop; a value out of range leaves NIO's default (and the
+    /// configuration then stops the process, below).
+    @Test func eventLoopThreadsAreReadOnlyWhenSane() {
+        #expect(ProcessTuning.eventLoopThreads(in: ["EVENT_LOOP_THREADS": "1"]) == 1)
+        #expect(ProcessTuning.eventLoopThreads(in: ["EVENT_LOOP_THREADS": " 8 "]) == 8)
+        for bad in ["0", "65", "-1", "two", ""] {
+            #expect(ProcessTuning.eventLoopThreads(in: ["EVENT_LOOP_THREADS": bad]) == nil, "\(bad)")
+        }
+        #expect(ProcessTuning.eventLoopThreads(in: [:]) == nil)
+    }
+
     @Test func passwordsInURLsAreNotEchoed() {
         let error = #expect(throws: ConfigurationError.self) {
             try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["DATABASE_URL": "mysql://u:s3cret@h/db"])
@@ -51,11 +62,12 @@ import Testing
     func startUpWithAMissingVariableExitsNonZero(executable: String) async throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("out")).path
         let process = try ChildProcess([TestEnvironment.binDirectory.appendingPathComponent(executable).path],
-                                       environment: ["APP_ENV": "production", "PATH": "/usr/bin:/bin"], outputPath: output)
+                                       environment: ["APP_ENV": "production", "PATH": "/usr/bin:/bin", "EVENT_LOOP_THREADS": "0"], outputPath: output)
         let status = try await process.wait()
         let message = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         #expect(status == 1)
         #expect(message.contains("invalid configuration"))
         #expect(message.contains(executable == "gateway" ? "AUTH_URL" : "DATABASE_URL"), "\(message)")
+        #expect(message.contains("EVENT_LOOP_THREADS: must be between 1 and 64, got 0"), "\(message)")
     }
 }

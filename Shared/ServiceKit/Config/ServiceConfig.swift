@@ -39,6 +39,7 @@ public struct ServiceConfig: Sendable {
         events = EventBusConfig(service: name, reading: &env)
         tokens = TokenConfig(reading: &env)
         trustedProxies = env.trustedProxies("TRUSTED_PROXIES", default: .privateNetworks)
+        ProcessTuning.readEventLoopThreads(&env)
     }
 
     /// Loads and validates, throwing one error that names every problem.
