@@ -1,6 +1,7 @@
 @testable import Auth
 import Foundation
 import HTTPTypes
+import PostgresNIO
 import ServiceKit
 import TestSupport
 import Testing
@@ -52,6 +53,45 @@ import Testing
             // The newest link works.
             let newest = try AuthTestEnvironment.linkToken(in: mails.last!)
             #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": newest]).status == .ok)
+        }
+    }
+
+    /// A verification link lives 24 h and a reset link 1 h; past that each is `token_expired` and
+    /// changes nothing. (Time is moved by moving the token's own timestamps back.)
+    @Test func mailLinksExpireAfterTheirLifetime() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let verify = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: account.email).first))
+            #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": account.email]).status == .accepted)
+            let resetMail = try #require(try await env.mails(to: account.email, count: 2).first { $0.contains("Subject: Reset your") })
+            let reset = try AuthTestEnvironment.linkToken(in: resetMail)
+
+            let userID = try #require(UUID(uuidString: account.id))
+            let lifetimes = try await env.query { client -> [String: Double] in
+                let rows = try await client.query("""
+                    SELECT purpose, extract(epoch FROM expires_at - created_at)::float8 FROM email_tokens WHERE user_id = \(userID)
+                    """, logger: TestEnvironment.logger)
+                var lifetimes: [String: Double] = [:]
+                for try await (purpose, seconds) in rows.decode((String, Double).self) { lifetimes[purpose] = seconds }
+                return lifetimes
+            }
+            #expect(lifetimes == ["verify_email": 86_400, "reset_password": 3_600])
+
+            // Each link a minute past its lifetime.
+            try await env.query { client in
+                for try await _ in try await client.query("""
+                    UPDATE email_tokens SET created_at = created_at - (expires_at - created_at) - interval '1 minute',
+                                            expires_at = expires_at - (expires_at - created_at) - interval '1 minute'
+                    WHERE user_id = \(userID)
+                    """, logger: TestEnvironment.logger) {}
+            }
+            let lateVerify = try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify])
+            #expect(lateVerify.status == .badRequest && lateVerify.code == "token_expired")
+            #expect(try await env.call(.get, "/v1/auth/me", token: account.accessToken).json["email_verified"] as? Bool == false)
+            let lateReset = try await env.call(.post, "/v1/auth/password/reset", json: ["token": reset, "password": "new pantry secret"])
+            #expect(lateReset.status == .badRequest && lateReset.code == "token_expired")
+            #expect(try await env.logIn(account.email, account.password).status == .ok)
+            #expect(try await env.logIn(account.email, "new pantry secret").status == .unauthorized)
         }
     }
 

@@ -38,13 +38,27 @@ import Testing
                 return 0
             }
             #expect(abs(expiresIn - 30 * 86_400) < 60)
+            // Used again 28 days later, two days before the end: the refresh moves the end to 30 days
+            // after this use.
+            try await env.query { client in
+                try await client.query("UPDATE sessions SET last_used_at = now() - interval '28 days', expires_at = now() + interval '2 days'", logger: TestEnvironment.logger)
+            }
+            let refreshed = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
+            #expect(refreshed.status == .ok)
+            let next = try #require(refreshed.json["refresh_token"] as? String)
+            let (slid, lastUsedAgo) = try await env.query { client -> (Double, Double) in
+                let rows = try await client.query("SELECT extract(epoch FROM expires_at - now())::float8, extract(epoch FROM now() - last_used_at)::float8 FROM sessions", logger: TestEnvironment.logger)
+                for try await row in rows.decode((Double, Double).self) { return row }
+                return (0, 0)
+            }
+            #expect(abs(slid - 30 * 86_400) < 60 && lastUsedAgo < 60, "expires in \(slid) s, last used \(lastUsedAgo) s ago")
             // Last used 31 days ago: the refresh is refused and the session is gone.
             try await env.query { client in
                 try await client.query("UPDATE sessions SET expires_at = now() - interval '1 day'", logger: TestEnvironment.logger)
             }
-            let expired = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
+            let expired = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": next])
             #expect(expired.code == "session_expired")
-            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken]).code == "invalid_refresh_token")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": next]).code == "invalid_refresh_token")
         }
     }
 

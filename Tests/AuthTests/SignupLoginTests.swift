@@ -2,6 +2,7 @@
 import Crypto
 import Foundation
 import HTTPTypes
+import JWTKit
 import ServiceKit
 import TestSupport
 import Testing
@@ -200,6 +201,35 @@ import Testing
             let exp = try #require(claims["exp"] as? Double), iat = try #require(claims["iat"] as? Double)
             #expect(exp - iat == 900)
         }
+    }
+
+    /// Rotation: with `JWT_PREVIOUS_SIGNING_KEY` set, the JWKS publishes both keys, new tokens are
+    /// signed with the current one, and a token the previous key signed before the switch still works.
+    @Test func aRotatedKeyKeepsItsTokensValidUntilTheyExpire() async throws {
+        let previous = ES256PrivateKey()
+        let previousPEM = try P256.Signing.PrivateKey(pemRepresentation: previous.pemRepresentation).publicKey.pemRepresentation
+        try await AuthTestEnvironment.run(["JWT_PREVIOUS_SIGNING_KEY": previousPEM, "JWT_PREVIOUS_SIGNING_KEY_ID": "test-key-0"]) { env in
+            let keys = try #require(try await env.call(.get, "/.well-known/jwks.json").json["keys"] as? [[String: String]])
+            #expect(Set(keys.compactMap { $0["kid"] }) == ["test-key-0", "test-key-1"])
+
+            let account = try await env.signUp()
+            let header = try Self.segment(String(account.accessToken.split(separator: ".")[0]))
+            #expect(header["kid"] as? String == "test-key-1")
+
+            let issuer = TestIssuer(issuer: env.config.tokens.issuer, audience: env.config.tokens.audience)
+            let beforeTheSwitch = try await issuer.token(userID: UUID(uuidString: account.id)!, sessionID: UUID(uuidString: account.sessionID),
+                                                         key: .init(kid: "test-key-0", privateKey: previous))
+            let me = try await env.call(.get, "/v1/auth/me", token: beforeTheSwitch)
+            #expect(me.status == .ok && me.json["id"] as? String == account.id)
+            // The previous kid with any other key is still a forgery.
+            let forged = try await issuer.token(userID: UUID(uuidString: account.id)!, sessionID: UUID(uuidString: account.sessionID), key: .init(kid: "test-key-0"))
+            #expect(try await env.call(.get, "/v1/auth/me", token: forged).code == "invalid_token")
+        }
+        // The previous key may not take the current key's id.
+        let error = await #expect(throws: (any Error).self) {
+            try await AuthTestEnvironment.run(["JWT_PREVIOUS_SIGNING_KEY": previousPEM, "JWT_PREVIOUS_SIGNING_KEY_ID": "test-key-1"]) { _ in }
+        }
+        #expect(String(describing: error).contains("JWT_PREVIOUS_SIGNING_KEY_ID must differ"))
     }
 
     static func segment(_ part: String) throws -> [String: Any] {
