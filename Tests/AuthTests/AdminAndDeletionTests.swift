@@ -24,6 +24,48 @@ import Testing
         try SignupLoginTests.segment(String(token.split(separator: ".")[1]))["roles"] as? [String] ?? []
     }
 
+    /// `auth create-admin EMAIL`, the real executable against the service's database: an unverified
+    /// account is refused, a verified one gains the role, a new address becomes an admin who can sign
+    /// in with `ADMIN_PASSWORD`, and running it again changes nothing.
+    @Test func createAdminCommandMakesTheFirstAdmin() async throws {
+        try await AuthTestEnvironment.run { env in
+            let db = env.config.database
+            func createAdmin(_ arguments: [String], password: String? = nil) async throws -> (status: Int32, output: String) {
+                let output = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("create-admin")).path
+                defer { try? FileManager.default.removeItem(atPath: output) }
+                var environment = ["PATH": "/usr/bin:/bin", "LOG_LEVEL": "error", "BCRYPT_COST": "4",
+                                   "DATABASE_URL": "postgres://\(db.user):\(db.password ?? "")@\(db.host):\(db.port)/\(db.database)"]
+                environment["ADMIN_PASSWORD"] = password
+                let process = try ChildProcess([TestEnvironment.binDirectory.appendingPathComponent("auth").path, "create-admin"] + arguments,
+                                               environment: environment, outputPath: output)
+                let status = try await process.wait(timeout: .seconds(60))
+                return (status, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
+            }
+
+            let unverified = try await env.signUp()
+            let refused = try await createAdmin([unverified.email])
+            #expect(refused.status == 1 && refused.output.contains("is not verified"), "\(refused)")
+            #expect(try await createAdmin(["not-an-address"]).status == 1)
+
+            let verified = try await Self.verifiedAccount(env)
+            let promoted = try await createAdmin([verified.email])
+            #expect(promoted.status == 0 && promoted.output.contains("is now an admin"), "\(promoted)")
+            let refreshed = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": verified.refreshToken])
+            #expect(try Self.roles(in: try #require(refreshed.json["access_token"] as? String)) == ["user", "admin"])
+
+            let email = "\(TestEnvironment.uniqueName("boss"))@example.com"
+            #expect(try await createAdmin([email], password: "short").output.contains("ADMIN_PASSWORD"))
+            let created = try await createAdmin([email], password: "the pantry boss password")
+            #expect(created.status == 0 && created.output.contains("created admin \(email)") && !created.output.contains("the pantry boss password"), "\(created)")
+            let login = try await env.logIn(email, "the pantry boss password")
+            #expect(login.status == .ok)
+            #expect(try Self.roles(in: try #require(login.json[path: "session.access_token"] as? String)) == ["user", "admin"])
+            #expect(login.json[path: "user.email_verified"] as? Bool == true)
+            let again = try await createAdmin([email])
+            #expect(again.status == 0 && again.output.contains("is already an admin"), "\(again)")
+        }
+    }
+
     @Test func adminsComeFromConfigurationOnceTheirEmailIsVerifiedAndManageRoles() async throws {
         let adminEmail = "\(TestEnvironment.uniqueName("boss"))@example.com"
         try await AuthTestEnvironment.run(["ADMIN_EMAILS": "someone@else.test, \(adminEmail.uppercased())"]) { env in
