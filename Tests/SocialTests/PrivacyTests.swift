@@ -117,6 +117,9 @@ import Testing
             let owner = try await env.user()
             let viewer = try await env.user()
             let moderator = try await env.user(roles: [.user, .moderator])
+            #expect(try await env.call(.put, "/v1/profiles/me/avatar", as: owner, raw: .init(bytes: ProfileTests.png)).status == .ok)
+            let username = "hidden_\(UUID().uuidString.prefix(8).lowercased())"
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: owner, json: ["username": username]).status == .ok)
             _ = try await env.follow(owner, as: viewer)
             _ = try await env.follow(viewer, as: owner)
             #expect(try await env.call(.get, "/v1/notifications", as: viewer).items.count == 1)
@@ -128,6 +131,12 @@ import Testing
             #expect(try await env.call(.get, "/v1/profiles/\(viewer.path)/following", as: viewer).ids.isEmpty)
             #expect(try await env.follow(owner, as: try await env.user()).status == .notFound)
             #expect(try await env.call(.get, "/v1/profiles/me", as: owner).json["is_hidden"] as? Bool == true)
+            // Every other way in: by username, the avatar, search.
+            #expect(try await env.call(.get, "/v1/profiles/by-username/\(username)", as: viewer).status == .notFound)
+            #expect(try await env.call(.get, "/v1/profiles/\(owner.path)/avatar", as: viewer).status == .notFound)
+            #expect(try await env.call(.get, "/v1/profiles/search?q=\(username)", as: viewer).ids.isEmpty)
+            #expect(try await env.call(.get, "/v1/profiles/by-username/\(username)", as: moderator).status == .ok)
+            #expect(try await env.call(.get, "/v1/profiles/search?q=\(username)", as: moderator).ids == [owner.path])
             // Nothing else names the hidden profile either: not the notification of its follow, not
             // an action's answer. Staff still find it in lists.
             #expect(try await env.call(.get, "/v1/notifications", as: viewer).items.isEmpty == true)
@@ -136,8 +145,13 @@ import Testing
             #expect(try await env.call(.get, "/v1/profiles/\(viewer.path)/following", as: moderator).ids == [owner.path])
             #expect(try await env.profile(owner, as: moderator).status == .ok)
             #expect(try await env.call(.post, "/v1/moderation/profiles/\(UUID().uuidString)/hide", as: moderator).status == .notFound)
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/unhide", as: viewer).status == .forbidden)
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/unhide", as: owner).status == .forbidden)
+            #expect(try await env.profile(owner, as: viewer).status == .notFound)
             _ = try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/unhide", as: moderator)
             #expect(try await env.profile(owner, as: viewer).status == .ok)
+            #expect(try await env.call(.get, "/v1/profiles/by-username/\(username)", as: viewer).status == .ok)
+            #expect(try await env.call(.get, "/v1/profiles/\(owner.path)/avatar", as: viewer).status == .ok)
         }
     }
 
