@@ -46,6 +46,34 @@ import Testing
         }
     }
 
+    /// Each Google sign-in is a `user.signed_in` event; Google's nonce (sent as is, not hashed) must
+    /// match; and a disabled account is refused by its identity as by its password.
+    @Test func googleSignInsAreEventsCheckTheNonceAndRefuseADisabledAccount() async throws {
+        let adminEmail = "\(TestEnvironment.uniqueName("boss"))@example.com"
+        try await AuthTestEnvironment.run(["ADMIN_EMAILS": adminEmail]) { env in
+            let boss = try await AdminAndDeletionTests.verifiedAccount(env, email: adminEmail)
+            let subject = "sub-\(UUID())"
+            let email = "\(TestEnvironment.uniqueName("g"))@gmail.com"
+            let first = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, nonce: "n-1"), "nonce": "n-1"])
+            #expect(first.status == .ok && first.json["created"] as? Bool == true, "\(first.text)")
+            let userID = try #require(first.json[path: "user.id"] as? String)
+            let second = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email)])
+            #expect(second.status == .ok && second.json["created"] as? Bool == false)
+            try await waitUntil(.seconds(10)) { try await env.eventTypes(for: userID).filter { $0 == "user.signed_in" }.count == 2 }
+
+            let mismatch = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, nonce: "n-2"), "nonce": "n-3"])
+            #expect(mismatch.status == .unauthorized && mismatch.code == "invalid_id_token")
+            let missing = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, nonce: "n-2")])
+            #expect(missing.code == "invalid_id_token")
+
+            #expect(try await env.call(.post, "/v1/admin/users/\(userID)/disable", token: boss.accessToken).status == .ok)
+            let refused = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email)])
+            #expect(refused.status == .forbidden && refused.code == "account_disabled")
+            try await waitUntil(.seconds(10)) { try await env.eventTypes(for: userID).contains("user.status_changed") }
+            #expect(try await env.eventTypes(for: userID).filter { $0 == "user.signed_in" }.count == 2)
+        }
+    }
+
     @Test func badIDTokensAreRefused() async throws {
         try await AuthTestEnvironment.run { env in
             let subject = "sub-\(UUID())"
