@@ -2,6 +2,7 @@
 import Foundation
 import HTTPTypes
 import Models
+import NIOCore
 import ServiceKit
 import TestSupport
 import Testing
@@ -98,6 +99,16 @@ import Testing
             #expect(try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration_seconds": 5]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration_seconds": "1h"]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/profiles/\(star.path)/mute", as: star).code == "cannot_mute_self")
+            // No one to mute: an unknown id, a malformed one, and someone who blocks the caller
+            // (who, to them, does not exist).
+            #expect(try await env.call(.post, "/v1/profiles/\(UUID().uuidString)/mute", as: star).status == .notFound)
+            #expect(try await env.call(.post, "/v1/profiles/not-an-id/mute", as: star).status == .notFound)
+            let blocker = try await env.user()
+            _ = try await env.call(.post, "/v1/profiles/\(star.path)/block", as: blocker)
+            #expect(try await env.call(.post, "/v1/profiles/\(blocker.path)/mute", as: star).status == .notFound)
+            #expect(try await env.call(.delete, "/v1/profiles/\(UUID().uuidString)/mute", as: star).status == .notFound)
+            #expect(try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: star, raw: ByteBuffer(string: "{\"duration_seconds\":"),
+                                       headers: [.contentType: "application/json"]).status == .badRequest)
             _ = try await env.call(.post, "/v1/profiles/\(blocked.path)/block", as: star)
             #expect(Set(try await env.call(.get, "/v1/mutes", as: star).ids) == [muted.path, briefly.path])
 
