@@ -80,5 +80,53 @@ import Testing
             #expect(count == 1)
         }
     }
-}
 
+    /// A message the server refuses for good (550) is marked `failed` at once with the server's
+    /// answer; one that cannot be delivered after `maxAttempts` tries is marked `failed` too. Neither
+    /// is retried again, and neither holds up the mail behind it.
+    @Test func refusedAndUndeliverableMailEndsFailedWithItsReason() async throws {
+        let database = try await TestDatabase.create(services: ["auth"])
+        let sink = try await MailSink.start(rejecting: "nobody")
+        defer { sink.stop() }
+        try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
+            try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
+            func enqueue(_ to: String) async throws -> UUID {
+                try await client.transaction(logger: TestEnvironment.logger) { connection in
+                    try await MailOutbox().enqueue(MailMessage(to: to, subject: "Hi", text: "t"), template: "test", on: connection, logger: TestEnvironment.logger)
+                }
+            }
+            @Sendable func state(_ id: UUID) async throws -> (status: String, attempts: Int, error: String?) {
+                let rows = try await client.query("SELECT status, attempts, last_error FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
+                for try await row in rows.decode((String, Int, String?).self) { return row }
+                return ("missing", 0, nil)
+            }
+            let refused = try await enqueue("nobody@example.com")
+            let fine = try await enqueue("cook@example.com")
+            let sender = MailSender(client: client, transport: SMTPTransport(config: config(sink)), logger: TestEnvironment.logger,
+                                    pollInterval: .milliseconds(100), retryBase: .zero, maxAttempts: 3)
+            let running = Task { try await sender.run() }
+            try await waitUntil {
+                let (refusedNow, fineNow) = (try await state(refused), try await state(fine))
+                return refusedNow.status == "failed" && fineNow.status == "sent"
+            }
+            let refusal = try await state(refused)
+            #expect(refusal.attempts == 1, "a 550 is not retried")
+            #expect(refusal.error?.contains("550") == true, "\(refusal)")
+            #expect(try await sink.waitForMessages(1).count == 1)
+            running.cancel()
+
+            // Nothing listens: three tries, then failed, with the transport's error kept.
+            let port = try RedisServer.freePort()
+            let unreachable = try await enqueue("later@example.com")
+            let lost = MailSender(client: client, transport: SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(port)", from: "a@b.test", timeout: .seconds(2))),
+                                  logger: TestEnvironment.logger, pollInterval: .milliseconds(100), retryBase: .zero, maxAttempts: 3)
+            let trying = Task { try await lost.run() }
+            defer { trying.cancel() }
+            try await waitUntil { try await state(unreachable).status == "failed" }
+            let gaveUp = try await state(unreachable)
+            #expect(gaveUp.attempts == 3 && gaveUp.error != nil, "\(gaveUp)")
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await state(unreachable).attempts == 3, "a failed message is not tried again")
+        }
+    }
+}

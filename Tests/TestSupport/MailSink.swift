@@ -12,13 +12,14 @@ public final class MailSink: Sendable {
         self.process = process
     }
 
-    public static func start(port: Int? = nil) async throws -> MailSink {
+    /// `rejecting`: recipients whose address starts with it are refused with 550.
+    public static func start(port: Int? = nil, rejecting: String? = nil) async throws -> MailSink {
         let port = try port ?? RedisServer.freePort()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("mail"))
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let python = ProcessInfo.processInfo.environment["PYTHON"] ?? "python3"
         let script = TestEnvironment.packageRoot.appendingPathComponent("scripts/lib/mail_sink.py").path
-        let process = try ChildProcess([python, script, "--port", String(port), "--dir", directory.path],
+        let process = try ChildProcess([python, script, "--port", String(port), "--dir", directory.path] + (rejecting.map { ["--reject-prefix", $0] } ?? []),
                                        outputPath: directory.appendingPathComponent("sink.log").path)
         for _ in 0..<200 {
             if RedisServer.accepts(port: port) { return MailSink(port: port, directory: directory, process: process) }

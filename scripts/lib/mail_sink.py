@@ -1,6 +1,8 @@
 """A local SMTP sink for the stack and the tests: every message it receives is saved as an .eml file.
 
-Usage: python3 mail_sink.py --port 2525 --dir .stack/mail
+Usage: python3 mail_sink.py --port 2525 --dir .stack/mail [--reject-prefix PREFIX]
+(--reject-prefix: recipients starting with PREFIX are refused with 550, as a server refuses an
+address that does not exist; tests use it for permanent failures.)
 """
 import argparse
 import asyncio
@@ -11,9 +13,16 @@ from aiosmtpd.controller import Controller
 
 
 class SaveToFolder:
-    def __init__(self, folder):
+    def __init__(self, folder, reject_prefix=None):
         self.folder = folder
         self.count = 0
+        self.reject_prefix = reject_prefix
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if self.reject_prefix and address.lower().startswith(self.reject_prefix):
+            return "550 5.1.1 No such mailbox here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
         self.count += 1
@@ -33,9 +42,10 @@ def main():
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=2525)
     parser.add_argument("--dir", required=True)
+    parser.add_argument("--reject-prefix", default=None)
     args = parser.parse_args()
     os.makedirs(args.dir, exist_ok=True)
-    controller = Controller(SaveToFolder(args.dir), hostname=args.host, port=args.port)
+    controller = Controller(SaveToFolder(args.dir, args.reject_prefix), hostname=args.host, port=args.port)
     controller.start()
     print(f"mail sink on {args.host}:{args.port}, saving to {args.dir}", flush=True)
     try:
