@@ -12,18 +12,27 @@ public struct SMTPConfig: Sendable {
     public var from: String
     public var requireTLS: Bool
     public var timeout: Duration
+    /// PEM certificates to trust for the server instead of the system's (a relay with a private CA).
+    /// The server's certificate and name are always checked.
+    public var caFile: String?
 
-    public init(url: String, username: String? = nil, password: String? = nil, from: String, requireTLS: Bool = false, timeout: Duration = .seconds(30)) {
+    public init(url: String, username: String? = nil, password: String? = nil, from: String, requireTLS: Bool = false, timeout: Duration = .seconds(30),
+                caFile: String? = nil) {
         self.url = url
         self.username = username
         self.password = password
         self.from = from
         self.requireTLS = requireTLS
         self.timeout = timeout
+        self.caFile = caFile
     }
 
-    /// Reads `SMTP_URL`, `SMTP_USERNAME`, `SMTP_PASSWORD`, `SMTP_STARTTLS`, `MAIL_FROM`.
+    /// Reads `SMTP_URL`, `SMTP_USERNAME`, `SMTP_PASSWORD`, `SMTP_STARTTLS`, `SMTP_CA_FILE`, `MAIL_FROM`.
     public init(reading env: inout EnvironmentReader) {
+        let caFile = env.optionalString("SMTP_CA_FILE")
+        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            env.report("SMTP_CA_FILE: no readable file at \(caFile)")
+        }
         let url = env.url("SMTP_URL", default: "smtp://127.0.0.1:2525", schemes: ["smtp", "smtps"], requiredInProduction: true)
         self.init(
             url: url.map { "\($0.scheme)://\($0.host ?? "127.0.0.1"):\($0.port ?? ($0.scheme == "smtps" ? 465 : 25))" } ?? "smtp://127.0.0.1:2525",
@@ -31,7 +40,8 @@ public struct SMTPConfig: Sendable {
             password: env.optionalString("SMTP_PASSWORD"),
             from: env.string("MAIL_FROM", default: "Food Backend <no-reply@localhost>", requiredInProduction: true),
             requireTLS: env.oneOf("SMTP_STARTTLS", default: "optional", allowed: ["optional", "required"]) == "required",
-            timeout: env.milliseconds("SMTP_TIMEOUT_MS", default: 30_000, range: 1_000...300_000)
+            timeout: env.milliseconds("SMTP_TIMEOUT_MS", default: 30_000, range: 1_000...300_000),
+            caFile: caFile
         )
     }
 
@@ -95,6 +105,7 @@ public struct SMTPTransport: MailTransport {
             _ = ccurl_set_pointer(handle, CURLOPT_ERRORBUFFER, errors.baseAddress)
             if let username = config.username { _ = ccurl_set_string(handle, CURLOPT_USERNAME, username) }
             if let password = config.password { _ = ccurl_set_string(handle, CURLOPT_PASSWORD, password) }
+            if let caFile = config.caFile { _ = ccurl_set_string(handle, CURLOPT_CAINFO, caFile) }
             _ = ccurl_set_pointer(handle, CURLOPT_READDATA, context)
             _ = ccurl_set_read_callback(handle) { buffer, size, count, context in
                 guard let buffer, let context else { return 0 }
@@ -118,7 +129,10 @@ public struct SMTPTransport: MailTransport {
                 ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, pointer)
             }
             let message = detail.isEmpty ? summary : "\(summary): \(detail)"
-            // 5xx from the server is permanent (bad address, refused); anything else may pass later.
+            // Refused credentials (535) are this server's configuration, not the message's fault: kept
+            // and retried, so mail waits while the operator fixes SMTP_USERNAME / SMTP_PASSWORD.
+            if code == CURLE_LOGIN_DENIED { throw MailError.transport("\(message) (SMTP \(response)): check SMTP_USERNAME and SMTP_PASSWORD") }
+            // Other 5xx from the server are permanent (bad address, refused); anything else may pass later.
             if (500..<600).contains(response) { throw MailError.rejected("\(message) (SMTP \(response))") }
             throw MailError.transport(message)
         }

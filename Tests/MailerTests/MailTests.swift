@@ -33,6 +33,48 @@ import Testing
         #expect(mail.contains("<a href=\"https://app.test/verify?token=abc\">Verify</a>"))
     }
 
+    /// As a real provider runs it: STARTTLS required before anything else, AUTH required over TLS.
+    /// The transport upgrades, signs in and delivers; refused credentials leave the message for a
+    /// later try; it checks the server's certificate (a server whose certificate it cannot trust gets
+    /// nothing); and with `SMTP_STARTTLS=required` it never sends to a server that offers no TLS.
+    @Test func startTLSAndAuthAreUsedAndTheCertificateIsChecked() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("smtp-tls"))
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let certificate = folder.appendingPathComponent("cert.pem").path, key = folder.appendingPathComponent("key.pem").path
+        let openssl = try ChildProcess(["/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                        "-keyout", key, "-out", certificate, "-subj", "/CN=127.0.0.1", "-days", "1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        #expect(try await openssl.wait() == 0)
+        let sink = try await MailSink.start(tls: (certificate, key), login: ("mailer", "s3cret-relay"))
+        defer { sink.stop() }
+        func transport(password: String = "s3cret-relay", trusting caFile: String? = certificate) -> SMTPTransport {
+            SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(sink.port)", username: "mailer", password: password,
+                                             from: "no-reply@foodbackend.test", requireTLS: true, timeout: .seconds(5), caFile: caFile))
+        }
+
+        try await transport().send(MailMessage(to: "ana@example.com", subject: "Over TLS", text: "t"), messageID: "tls1@foodbackend")
+        #expect(try await sink.waitForMessages(1).first?.contains("Subject: Over TLS") == true)
+
+        // Refused credentials are the server's configuration: the message is kept for another try.
+        let refusedLogin = await #expect(throws: MailError.self) {
+            try await transport(password: "wrong").send(MailMessage(to: "ana@example.com", subject: "Bad login", text: "t"), messageID: "tls2@foodbackend")
+        }
+        #expect(refusedLogin?.isPermanent == false && "\(String(describing: refusedLogin))".contains("535"), "\(String(describing: refusedLogin))")
+        let untrusted = await #expect(throws: MailError.self) {
+            try await transport(trusting: nil).send(MailMessage(to: "ana@example.com", subject: "Untrusted", text: "t"), messageID: "tls3@foodbackend")
+        }
+        #expect(untrusted?.isPermanent == false, "\(String(describing: untrusted))")
+
+        let plain = try await MailSink.start()
+        defer { plain.stop() }
+        let clear = SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(plain.port)", from: "no-reply@foodbackend.test", requireTLS: true, timeout: .seconds(5)))
+        await #expect(throws: MailError.self) {
+            try await clear.send(MailMessage(to: "ana@example.com", subject: "In clear", text: "t"), messageID: "tls4@foodbackend")
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(sink.messages().count == 1 && plain.messages().isEmpty, "only the first message was delivered")
+    }
+
     @Test func anUnreachableServerIsATransientError() async throws {
         let port = try RedisServer.freePort()
         let transport = SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(port)", from: "a@b.test", timeout: .seconds(2)))

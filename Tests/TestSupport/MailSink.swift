@@ -12,14 +12,20 @@ public final class MailSink: Sendable {
         self.process = process
     }
 
-    /// `rejecting`: recipients whose address starts with it are refused with 550.
-    public static func start(port: Int? = nil, rejecting: String? = nil) async throws -> MailSink {
+    /// `rejecting`: recipients whose address starts with it are refused with 550. `tls`: certificate
+    /// and key files; STARTTLS is then required. `login`: AUTH with these credentials is required.
+    public static func start(port: Int? = nil, rejecting: String? = nil, tls: (certificate: String, key: String)? = nil,
+                             login: (user: String, password: String)? = nil) async throws -> MailSink {
         let port = try port ?? RedisServer.freePort()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("mail"))
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let python = ProcessInfo.processInfo.environment["PYTHON"] ?? "python3"
         let script = TestEnvironment.packageRoot.appendingPathComponent("scripts/lib/mail_sink.py").path
-        let process = try ChildProcess([python, script, "--port", String(port), "--dir", directory.path] + (rejecting.map { ["--reject-prefix", $0] } ?? []),
+        var arguments = [python, script, "--port", String(port), "--dir", directory.path]
+        if let rejecting { arguments += ["--reject-prefix", rejecting] }
+        if let tls { arguments += ["--tls-cert", tls.certificate, "--tls-key", tls.key] }
+        if let login { arguments += ["--auth", "\(login.user):\(login.password)"] }
+        let process = try ChildProcess(arguments,
                                        outputPath: directory.appendingPathComponent("sink.log").path)
         for _ in 0..<200 {
             if RedisServer.accepts(port: port) { return MailSink(port: port, directory: directory, process: process) }

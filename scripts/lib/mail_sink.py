@@ -1,15 +1,20 @@
 """A local SMTP sink for the stack and the tests: every message it receives is saved as an .eml file.
 
 Usage: python3 mail_sink.py --port 2525 --dir .stack/mail [--reject-prefix PREFIX]
+                            [--tls-cert CERT --tls-key KEY] [--auth USER:PASSWORD]
 (--reject-prefix: recipients starting with PREFIX are refused with 550, as a server refuses an
-address that does not exist; tests use it for permanent failures.)
+address that does not exist. --tls-cert/--tls-key: STARTTLS is offered and required before MAIL.
+--auth: AUTH PLAIN/LOGIN with these credentials is required, over TLS only. Tests use them to
+check the transport as a real provider would treat it.)
 """
 import argparse
 import asyncio
 import os
+import ssl
 import time
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 
 
 class SaveToFolder:
@@ -43,9 +48,26 @@ def main():
     parser.add_argument("--port", type=int, default=2525)
     parser.add_argument("--dir", required=True)
     parser.add_argument("--reject-prefix", default=None)
+    parser.add_argument("--tls-cert", default=None)
+    parser.add_argument("--tls-key", default=None)
+    parser.add_argument("--auth", default=None)
     args = parser.parse_args()
     os.makedirs(args.dir, exist_ok=True)
-    controller = Controller(SaveToFolder(args.dir, args.reject_prefix), hostname=args.host, port=args.port)
+    options = {}
+    if args.tls_cert:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        options.update(tls_context=context, require_starttls=True)
+    if args.auth:
+        user, password = args.auth.split(":", 1)
+
+        def authenticate(server, session, envelope, mechanism, auth_data):
+            ok = auth_data.login == user.encode() and auth_data.password == password.encode()
+            # handled=False: aiosmtpd answers 535 itself (handled=True would leave the client waiting).
+            return AuthResult(success=ok, handled=False)
+
+        options.update(authenticator=authenticate, auth_required=True, auth_require_tls=bool(args.tls_cert))
+    controller = Controller(SaveToFolder(args.dir, args.reject_prefix), hostname=args.host, port=args.port, **options)
     controller.start()
     print(f"mail sink on {args.host}:{args.port}, saving to {args.dir}", flush=True)
     try:
