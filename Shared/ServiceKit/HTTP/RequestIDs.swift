@@ -4,23 +4,25 @@ import Synchronization
 ///
 /// Foundation's `UUID()` opens, reads and closes `/dev/urandom` for every id on Linux: three system
 /// calls and a path lookup, 2–3% of the CPU of a request through the gateway (measured with `perf`).
-/// A request id must be unique, not secret: the high half is drawn once per process, the low half is
-/// a per-process counter (starting at a random point) passed through SplitMix64's finalizer, a
-/// bijection, so that ids do not look sequential and no two in one process are alike.
+/// A request id must be unique, not secret: the high half is drawn once per process; the low half
+/// is the variant's two bits over a per-process counter (starting at a random point) passed through
+/// SplitMix64's finalizer taken modulo 2^62, still a bijection there, so that ids do not look
+/// sequential and no two of 2^62 in a row are alike.
 public enum RequestIDs {
     private static let high = UInt64.random(in: .min ... .max) & 0xFFFF_FFFF_FFFF_0FFF | 0x0000_0000_0000_4000
     private static let counter = Atomic<UInt64>(UInt64.random(in: .min ... .max))
+    private static let low62: UInt64 = (1 << 62) - 1
 
     public static func next() -> String {
-        let low = scramble(counter.add(1, ordering: .relaxed).newValue) & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
-        return format(high: high, low: low)
+        format(high: high, low: 0x8000_0000_0000_0000 | scramble(counter.add(1, ordering: .relaxed).newValue))
     }
 
-    /// SplitMix64's output function: invertible, so distinct inputs give distinct outputs.
+    /// SplitMix64's output function on the low 62 bits: each step (xor with a right shift, product
+    /// with an odd number) is invertible modulo 2^62, so distinct inputs give distinct outputs.
     static func scramble(_ value: UInt64) -> UInt64 {
-        var z = value
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        var z = value & low62
+        z = ((z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9) & low62
+        z = ((z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB) & low62
         return z ^ (z >> 31)
     }
 
