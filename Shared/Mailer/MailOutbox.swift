@@ -63,7 +63,8 @@ public struct MailOutbox: Sendable {
 /// Delivers the mail outbox: due messages one at a time, each inside a transaction that holds its
 /// row, so two replicas never send one message twice. A failure is recorded (attempts, last error)
 /// and retried with exponential backoff; a permanent refusal, or `maxAttempts` failures, marks the
-/// message `failed`.
+/// message `failed`. Refused credentials are not the message's failure: it waits, tried again every
+/// `credentialsRetry`, without using an attempt, until the operator fixes them.
 public final class MailSender: Service, Sendable {
     private let client: PostgresClient
     private let transport: any MailTransport
@@ -71,15 +72,18 @@ public final class MailSender: Service, Sendable {
     private let pollInterval: Duration
     private let retryBase: Duration
     private let maxAttempts: Int
+    private let credentialsRetry: Duration
 
     public init(client: PostgresClient, transport: any MailTransport, logger: Logger,
-                pollInterval: Duration = .seconds(5), retryBase: Duration = .seconds(5), maxAttempts: Int = 8) {
+                pollInterval: Duration = .seconds(5), retryBase: Duration = .seconds(5), maxAttempts: Int = 8,
+                credentialsRetry: Duration = .seconds(600)) {
         self.client = client
         self.transport = transport
         self.logger = logger
         self.pollInterval = pollInterval
         self.retryBase = retryBase
         self.maxAttempts = maxAttempts
+        self.credentialsRetry = credentialsRetry
     }
 
     public func run() async throws {
@@ -99,6 +103,7 @@ public final class MailSender: Service, Sendable {
         let transport = self.transport
         let retryBase = self.retryBase
         let maxAttempts = self.maxAttempts
+        let credentialsRetry = Int(self.credentialsRetry.components.seconds)
         return try await client.transaction(logger: logger) { connection -> Bool in
             let rows = try await connection.checkedQuery("""
                 SELECT id, recipient, subject, body_text, body_html, attempts FROM mail_outbox
@@ -118,12 +123,13 @@ public final class MailSender: Service, Sendable {
                 logger.info("mail sent", metadata: ["mail_id": "\(id)"])
             } catch {
                 let permanent = (error as? MailError)?.isPermanent ?? false
-                let failed = permanent || attempts + 1 >= maxAttempts
-                let delaySeconds = Int(retryBase.components.seconds) * (1 << min(attempts, 10))
+                let counted = (error as? MailError)?.countsAsAttempt ?? true
+                let failed = permanent || (counted && attempts + 1 >= maxAttempts)
+                let delaySeconds = counted ? min(Int(retryBase.components.seconds) * (1 << min(attempts, 10)), 3600) : credentialsRetry
                 try await connection.checkedQuery("""
-                    UPDATE mail_outbox SET attempts = attempts + 1, last_error = \(String(describing: error)),
+                    UPDATE mail_outbox SET attempts = attempts + \(counted ? 1 : 0), last_error = \(String(describing: error)),
                         status = \(failed ? "failed" : "pending"),
-                        next_attempt_at = now() + make_interval(secs => \(min(delaySeconds, 3600)))
+                        next_attempt_at = now() + make_interval(secs => \(delaySeconds))
                     WHERE id = \(id)
                     """, logger: logger)
                 logger.warning("mail not sent", metadata: ["mail_id": "\(id)", "error": "\(error)", "gave_up": "\(failed)"])

@@ -39,7 +39,8 @@ public struct SMTPConfig: Sendable {
             username: env.optionalString("SMTP_USERNAME"),
             password: env.optionalString("SMTP_PASSWORD"),
             from: env.string("MAIL_FROM", default: "Food Backend <no-reply@localhost>", requiredInProduction: true),
-            requireTLS: env.oneOf("SMTP_STARTTLS", default: "optional", allowed: ["optional", "required"]) == "required",
+            // In production a password must not cross the network in clear because a server offered no TLS.
+            requireTLS: env.oneOf("SMTP_STARTTLS", default: env.isProduction ? "required" : "optional", allowed: ["optional", "required"]) == "required",
             timeout: env.milliseconds("SMTP_TIMEOUT_MS", default: 30_000, range: 1_000...300_000),
             caFile: caFile
         )
@@ -129,9 +130,8 @@ public struct SMTPTransport: MailTransport {
                 ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, pointer)
             }
             let message = detail.isEmpty ? summary : "\(summary): \(detail)"
-            // Refused credentials (535) are this server's configuration, not the message's fault: kept
-            // and retried, so mail waits while the operator fixes SMTP_USERNAME / SMTP_PASSWORD.
-            if code == CURLE_LOGIN_DENIED { throw MailError.transport("\(message) (SMTP \(response)): check SMTP_USERNAME and SMTP_PASSWORD") }
+            // Refused credentials (535) are this server's configuration, not the message's fault.
+            if code == CURLE_LOGIN_DENIED { throw MailError.credentialsRefused("\(message) (SMTP \(response)): check SMTP_USERNAME and SMTP_PASSWORD") }
             // Other 5xx from the server are permanent (bad address, refused); anything else may pass later.
             if (500..<600).contains(response) { throw MailError.rejected("\(message) (SMTP \(response))") }
             throw MailError.transport(message)
@@ -144,16 +144,26 @@ public enum MailError: Error, CustomStringConvertible, Equatable {
     case rejected(String)
     /// The server could not be reached or the exchange broke: retry later.
     case transport(String)
+    /// The server refused our credentials: no message can go until the operator fixes them, so
+    /// messages wait (retried, at most an hour apart) instead of using up their attempts.
+    case credentialsRefused(String)
 
     public var description: String {
         switch self {
         case .rejected(let why): "mail rejected: \(why)"
         case .transport(let why): "mail not sent: \(why)"
+        case .credentialsRefused(let why): "mail not sent, credentials refused: \(why)"
         }
     }
 
     public var isPermanent: Bool {
         if case .rejected = self { return true }
         return false
+    }
+
+    /// Whether this failure counts toward the message's `maxAttempts`: not when the fault is ours.
+    public var countsAsAttempt: Bool {
+        if case .credentialsRefused = self { return false }
+        return true
     }
 }

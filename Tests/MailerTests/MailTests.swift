@@ -38,13 +38,7 @@ import Testing
     /// later try; it checks the server's certificate (a server whose certificate it cannot trust gets
     /// nothing); and with `SMTP_STARTTLS=required` it never sends to a server that offers no TLS.
     @Test func startTLSAndAuthAreUsedAndTheCertificateIsChecked() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("smtp-tls"))
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let certificate = folder.appendingPathComponent("cert.pem").path, key = folder.appendingPathComponent("key.pem").path
-        let openssl = try ChildProcess(["/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                                        "-keyout", key, "-out", certificate, "-subj", "/CN=127.0.0.1", "-days", "1", "-addext", "subjectAltName=IP:127.0.0.1"])
-        #expect(try await openssl.wait() == 0)
+        let (certificate, key) = try await Self.selfSignedCertificate()
         let sink = try await MailSink.start(tls: (certificate, key), login: ("mailer", "s3cret-relay"))
         defer { sink.stop() }
         func transport(password: String = "s3cret-relay", trusting caFile: String? = certificate) -> SMTPTransport {
@@ -59,7 +53,8 @@ import Testing
         let refusedLogin = await #expect(throws: MailError.self) {
             try await transport(password: "wrong").send(MailMessage(to: "ana@example.com", subject: "Bad login", text: "t"), messageID: "tls2@foodbackend")
         }
-        #expect(refusedLogin?.isPermanent == false && "\(String(describing: refusedLogin))".contains("535"), "\(String(describing: refusedLogin))")
+        guard case .credentialsRefused(let why)? = refusedLogin else { Issue.record("\(String(describing: refusedLogin))"); return }
+        #expect(why.contains("535") && refusedLogin?.isPermanent == false)
         let untrusted = await #expect(throws: MailError.self) {
             try await transport(trusting: nil).send(MailMessage(to: "ana@example.com", subject: "Untrusted", text: "t"), messageID: "tls3@foodbackend")
         }
@@ -73,6 +68,68 @@ import Testing
         }
         try await Task.sleep(for: .milliseconds(300))
         #expect(sink.messages().count == 1 && plain.messages().isEmpty, "only the first message was delivered")
+    }
+
+    /// A certificate for 127.0.0.1 and its key, made with `openssl` in a folder of the test's own.
+    static func selfSignedCertificate() async throws -> (certificate: String, key: String) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("smtp-tls"))
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let certificate = folder.appendingPathComponent("cert.pem").path, key = folder.appendingPathComponent("key.pem").path
+        let openssl = try ChildProcess(["/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                        "-keyout", key, "-out", certificate, "-subj", "/CN=127.0.0.1", "-days", "1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        try #require(try await openssl.wait() == 0)
+        return (certificate, key)
+    }
+
+    /// Refused credentials are the operator's to fix, not the message's failure: the message waits
+    /// without using its attempts (here one would be its last) and goes once the password is right.
+    @Test func mailWaitsWhileTheServerRefusesOurCredentials() async throws {
+        let (certificate, key) = try await Self.selfSignedCertificate()
+        let sink = try await MailSink.start(tls: (certificate, key), login: ("mailer", "right"))
+        defer { sink.stop() }
+        let database = try await TestDatabase.create(services: ["auth"])
+        try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
+            try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
+            @Sendable func sender(password: String) -> MailSender {
+                MailSender(client: client, transport: SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(sink.port)", username: "mailer", password: password,
+                                                                                       from: "no-reply@foodbackend.test", requireTLS: true, timeout: .seconds(5), caFile: certificate)),
+                           logger: TestEnvironment.logger, pollInterval: .milliseconds(100), retryBase: .zero, maxAttempts: 1, credentialsRetry: .seconds(1))
+            }
+            @Sendable func state(_ id: UUID) async throws -> (status: String, attempts: Int, error: String?) {
+                let rows = try await client.query("SELECT status, attempts, last_error FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
+                for try await row in rows.decode((String, Int, String?).self) { return row }
+                return ("missing", 0, nil)
+            }
+            let id = try await client.transaction(logger: TestEnvironment.logger) { connection in
+                try await MailOutbox().enqueue(MailMessage(to: "ana@example.com", subject: "Waits", text: "t"), template: "test", on: connection, logger: TestEnvironment.logger)
+            }
+            let refused = Task { try await sender(password: "wrong").run() }
+            try await waitUntil { try await state(id).error?.contains("credentials refused") == true }
+            try await Task.sleep(for: .milliseconds(2_500))  // two more tries, a second apart
+            let waiting = try await state(id)
+            #expect(waiting.status == "pending" && waiting.attempts == 0, "\(waiting)")
+            refused.cancel()
+            _ = await refused.result
+
+            let fixed = Task { try await sender(password: "right").run() }
+            defer { fixed.cancel() }
+            try await waitUntil { try await state(id).status == "sent" }
+            #expect(try await sink.waitForMessages(1).first?.contains("Subject: Waits") == true)
+        }
+    }
+
+    /// Production requires TLS unless told otherwise; a CA file that cannot be read stops the start.
+    @Test func productionRequiresTLSAndTheCAFileMustBeReadable() throws {
+        var production = EnvironmentReader(["APP_ENV": "production"])
+        #expect(SMTPConfig(reading: &production).requireTLS)
+        var localSink = EnvironmentReader(["APP_ENV": "production", "SMTP_STARTTLS": "optional"])
+        #expect(!SMTPConfig(reading: &localSink).requireTLS)
+        var development = EnvironmentReader([:])
+        #expect(!SMTPConfig(reading: &development).requireTLS)
+        var missing = EnvironmentReader(["SMTP_CA_FILE": "/nonexistent/ca.pem"])
+        _ = SMTPConfig(reading: &missing)
+        let error = #expect(throws: ConfigurationError.self) { try missing.finish() }
+        #expect(String(describing: error).contains("SMTP_CA_FILE"))
     }
 
     @Test func anUnreachableServerIsATransientError() async throws {

@@ -4,8 +4,8 @@ Usage: python3 mail_sink.py --port 2525 --dir .stack/mail [--reject-prefix PREFI
                             [--tls-cert CERT --tls-key KEY] [--auth USER:PASSWORD]
 (--reject-prefix: recipients starting with PREFIX are refused with 550, as a server refuses an
 address that does not exist. --tls-cert/--tls-key: STARTTLS is offered and required before MAIL.
---auth: AUTH PLAIN/LOGIN with these credentials is required, over TLS only. Tests use them to
-check the transport as a real provider would treat it.)
+--auth: AUTH PLAIN/LOGIN with these credentials is required (over TLS only when --tls-cert is
+given). Tests use them to check the transport as a real provider would treat it.)
 """
 import argparse
 import asyncio
