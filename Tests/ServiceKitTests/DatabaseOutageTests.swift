@@ -81,6 +81,8 @@ import Testing
         let hung = Tally()
         let finished = Tally()
         let failed = Tally()
+        // Where each worker is, so that a hang says which step it hung in.
+        let stages = Steps()
         try await withClient(admin) { adminClient in
             try await withClient(config) { client in
                 let deadline = ContinuousClock.now + .seconds(8)
@@ -93,12 +95,18 @@ import Testing
                                 let inTransaction = (worker + round) % 2 == 0
                                 do {
                                     try await withTimeout(.seconds(20), what: "a statement") {
+                                        let stage = { (step: String) in stages.set(worker, step) }
                                         if inTransaction {
+                                            stage("transaction: lease and BEGIN")
                                             try await client.transaction(logger: logger) { connection in
+                                                stage("transaction: SELECT 1")
                                                 try await connection.checkedQuery("SELECT 1", logger: logger)
+                                                stage("transaction: pg_sleep")
                                                 for try await _ in try await connection.checkedQuery("SELECT pg_sleep(0.002)", logger: logger) {}
+                                                stage("transaction: COMMIT")
                                             }
                                         } else {
+                                            stage("pooled: lease and SELECT 1")
                                             try await client.checkedQuery("SELECT 1", logger: logger)
                                         }
                                     }
@@ -127,7 +135,7 @@ import Testing
                 }
             }
         }
-        #expect(hung.value == 0, "\(hung.value) workers hung on a statement (\(finished.value) statements ended)")
+        #expect(hung.value == 0, "\(hung.value) workers hung on a statement (\(finished.value) statements ended); last steps: \(stages.all)")
         #expect(finished.value > 100)
         #expect(failed.value > 0, "no statement met a killed connection: the test proved nothing")
     }
@@ -214,6 +222,13 @@ import Testing
 }
 
 /// A count shared by concurrent tasks.
+/// The step each worker last began.
+private final class Steps: Sendable {
+    private let steps = Mutex<[Int: String]>([:])
+    func set(_ worker: Int, _ step: String) { steps.withLock { $0[worker] = step } }
+    var all: [Int: String] { steps.withLock { $0 } }
+}
+
 private final class Tally: Sendable {
     private let count = Mutex(0)
     func increment() { count.withLock { $0 += 1 } }
