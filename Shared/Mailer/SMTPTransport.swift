@@ -13,7 +13,7 @@ public struct SMTPConfig: Sendable {
     public var requireTLS: Bool
     public var timeout: Duration
     /// PEM certificates to trust for the server instead of the system's (a relay with a private CA).
-    /// The server's certificate and name are always checked.
+    /// Whenever TLS is used, the server's certificate and name are checked.
     public var caFile: String?
 
     public init(url: String, username: String? = nil, password: String? = nil, from: String, requireTLS: Bool = false, timeout: Duration = .seconds(30),
@@ -145,7 +145,7 @@ public enum MailError: Error, CustomStringConvertible, Equatable {
     /// The server could not be reached or the exchange broke: retry later.
     case transport(String)
     /// The server refused our credentials: no message can go until the operator fixes them, so
-    /// messages wait (retried, at most an hour apart) instead of using up their attempts.
+    /// messages wait (tried again every `MailSender.credentialsRetry`) instead of using up their attempts.
     case credentialsRefused(String)
 
     public var description: String {

@@ -26,7 +26,7 @@ public enum RequestIDs {
         return z ^ (z >> 31)
     }
 
-    /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, high half first.
+    /// Lowercase hex in groups of 8, 4, 4, 4 and 12 digits, high half first.
     static func format(high: UInt64, low: UInt64) -> String {
         String(unsafeUninitializedCapacity: 36) { buffer in
             let digits: StaticString = "0123456789abcdef"
