@@ -12,6 +12,8 @@ extension PostgresClient {
         )
         configuration.options.maximumConnections = config.poolSize
         configuration.options.connectTimeout = .seconds(5)
+        // A copy given a smaller pool (the outbox relay's) keeps at most its size open.
+        configuration.options.minimumConnections = min(config.minimumConnections, config.poolSize)
         // PostgresNIO's keep-alive writes its `SELECT 1` unchecked (see `checkedQuery`): one that hangs
         // holds the pool's run loop, and with it graceful shutdown. A connection the server closes is
         // noticed at once without it, and DatabaseWatch probes the server every second.
