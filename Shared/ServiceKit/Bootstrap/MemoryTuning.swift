@@ -82,7 +82,12 @@ public enum ProcessTuning {
         return false
         #else
         let hook: EnqueueGlobalHook = { job, _ in
-            MultiThreadedEventLoopGroup.singleton.any().executor.enqueue(ExecutorJob(job))
+            // Run as the global executor runs its jobs (on the generic executor), not as NIO's own
+            // hook does (on the loop's serial executor, from which each call into a nonisolated async
+            // function is a switch the runtime makes by enqueueing again: some 70 per profile read).
+            MultiThreadedEventLoopGroup.singleton.any().execute {
+                cch_run_job_on_generic_executor(unsafeBitCast(job, to: UnsafeMutableRawPointer.self))
+            }
         }
         return withUnsafeTemporaryAllocation(of: EnqueueGlobalHook.self, capacity: 1) { storage in
             storage.baseAddress!.initialize(to: hook)
