@@ -99,6 +99,8 @@ struct Social: Sendable {
 
 /// A profile and the caller's relationship to it in one round trip: the read every profile view does.
 struct ProfileWithRelationship: PostgresPreparedStatement {
+    // PostgresNIO's default name is `String(reflecting: Self.self)`, worked out on every execution.
+    static let name = "social.profile_with_relationship"
     static let sql = "SELECT \(ProfileStore.columns), \(FollowStore.relationshipColumns("$2", "$1")) FROM profiles WHERE user_id = $1"
     static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
     typealias Row = (ProfileRecord, Relationship)
@@ -131,7 +133,7 @@ extension Caller {
 extension AuthenticatedContext {
     /// The UUID in the `:id` path segment; anything else is 404 like an unknown id.
     func profileID(_ name: String = "id") throws -> UUID {
-        guard let id = parameters.get(name).flatMap(UUID.init(uuidString:)) else { throw APIError.notFound("No such profile.") }
+        guard let id = parameters.get(name).flatMap(UUID.init(parsing:)) else { throw APIError.notFound("No such profile.") }
         return id
     }
 }

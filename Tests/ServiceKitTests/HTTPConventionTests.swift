@@ -127,6 +127,23 @@ import Testing
         #expect(RequestIDs.format(high: 0x0123_4567_89AB_4DEF, low: 0x8EDC_BA98_7654_3210) == "01234567-89ab-4def-8edc-ba9876543210")
     }
 
+    /// `UUID(parsing:)` reads what Foundation's parser reads, in either case, and refuses the rest.
+    @Test func uuidsParseAsFoundationParsesThem() {
+        for _ in 0..<20_000 {
+            let uuid = UUID()
+            #expect(UUID(parsing: uuid.uuidString) == uuid)
+            #expect(UUID(parsing: uuid.uuidString.lowercased()) == uuid)
+        }
+        #expect(UUID(parsing: "00000000-0000-0000-0000-000000000000") == UUID(uuidString: "00000000-0000-0000-0000-000000000000"))
+        #expect(UUID(parsing: "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF") == UUID(uuidString: "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF"))
+        #expect(UUID(parsing: "01234567-89ab-cdef-0123-456789ABCDEF")?.uuidString == "01234567-89AB-CDEF-0123-456789ABCDEF")
+        for bad in ["", "me", "0123456789abcdef0123456789abcdef", "01234567-89ab-cdef-0123-456789abcde", "01234567-89ab-cdef-0123-456789abcdef0",
+                    "01234567-89ab-cdef-0123_456789abcdef", "0123456g-89ab-cdef-0123-456789abcdef", "01234567-89ab-cdef-0123-456789abcdé",
+                    "{1234567-89ab-cdef-0123-456789abcdef}", " 1234567-89ab-cdef-0123-456789abcdef", "+1234567-89ab-cdef-0123-456789abcdef"] {
+            #expect(UUID(parsing: bad) == nil, "\(bad)")
+        }
+    }
+
     @Test func cursorPaginationWalksTheWholeList() async throws {
         try await Self.app().test(.router) { client in
             var cursor: String?

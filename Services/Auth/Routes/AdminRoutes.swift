@@ -70,7 +70,7 @@ struct AdminRoutes {
     }
 
     private static func userID(_ context: AuthenticatedContext) throws -> UUID {
-        guard let id = context.parameters.get("id").flatMap(UUID.init(uuidString:)) else { throw APIError.notFound("No such user.") }
+        guard let id = context.parameters.get("id").flatMap(UUID.init(parsing:)) else { throw APIError.notFound("No such user.") }
         return id
     }
 }

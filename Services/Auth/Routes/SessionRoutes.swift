@@ -66,6 +66,8 @@ struct SessionRoutes {
     /// One prepared statement (parsed and planned once per connection, as this is the hottest read):
     /// the account, its providers, and whether this session is still live.
     struct MeQuery: PostgresPreparedStatement {
+        // PostgresNIO's default name is `String(reflecting: Self.self)`, worked out on every execution.
+        static let name = "auth.me"
         static let sql = """
             SELECT u.id, u.email, u.email_verified, u.password_hash, u.display_name, u.roles, u.disabled_at, u.created_at, u.last_sign_in_at,
                    coalesce((SELECT array_agg(provider ORDER BY provider) FROM identities WHERE user_id = u.id), '{}'),
@@ -160,7 +162,7 @@ struct SessionRoutes {
 
     /// Ends one of the caller's sessions; another user's session id is 404, as if it did not exist.
     @Sendable func endSession(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
-        guard let id = context.parameters.get("id").flatMap(UUID.init(uuidString:)) else { throw APIError.notFound("No such session.") }
+        guard let id = context.parameters.get("id").flatMap(UUID.init(parsing:)) else { throw APIError.notFound("No such session.") }
         let accounts = self.accounts
         _ = try await accounts.liveUser(context)
         let caller = context.caller

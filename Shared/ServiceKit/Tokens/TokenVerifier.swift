@@ -128,8 +128,8 @@ public final class TokenVerifier: Sendable {
         guard claims.aud.value.contains(config.audience) else { throw .wrongAudience }
         guard now.timeIntervalSince(claims.exp.value) < leeway else { throw .expired }
         if let nbf = claims.nbf, nbf.value.timeIntervalSince(now) > leeway { throw .notYetValid }
-        guard let userID = UUID(uuidString: claims.sub.value) else { throw .invalidClaims("sub is not a user id") }
-        let sessionID = claims.sid.flatMap(UUID.init(uuidString:))
+        guard let userID = UUID(parsing: claims.sub.value) else { throw .invalidClaims("sub is not a user id") }
+        let sessionID = claims.sid.flatMap(UUID.init(parsing:))
         return (Caller(userID: userID, sessionID: sessionID, roles: Set(claims.roles.compactMap(Role.init(rawValue:))), emailVerified: claims.emailVerified), claims.exp.value)
     }
 
