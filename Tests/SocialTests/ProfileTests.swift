@@ -41,6 +41,9 @@ import Testing
                 "dietary_visibility": "public",
             ])
             #expect(reply.status == .ok, "\(reply.text)")
+            // Byte for byte what JSONEncoder.api writes for it (the body is written by ResponseJSON).
+            let reencoded = try JSONEncoder.api.encode(try JSONDecoder.api.decode(JSONValue.self, from: Data(reply.text.utf8)))
+            #expect(reply.text == String(decoding: reencoded, as: UTF8.self))
             #expect(reply.json["username"] as? String == "Chef.Ada_1")
             #expect(reply.json["display_name"] as? String == "Ada")
             #expect(reply.json["dietary_preferences"] as? [String] == ["vegan", "gluten_free"])

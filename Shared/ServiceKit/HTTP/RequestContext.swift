@@ -124,11 +124,17 @@ extension Request {
     }
 }
 
-/// JSON responses in the API's one format.
+/// JSON responses in the API's one format: `ResponseJSON`, or Foundation's `JSONEncoder.api` (the
+/// same text) for a value whose encoding `ResponseJSON` does not support.
 public struct APIResponseEncoder: ResponseEncoder {
     public init() {}
     public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
-        let data = try JSONEncoder.api.encode(value)
-        return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        let body: ByteBuffer
+        do {
+            body = ByteBuffer(bytes: try ResponseJSON.encode(value))
+        } catch is ResponseJSON.Unsupported {
+            body = ByteBuffer(bytes: try JSONEncoder.api.encode(value))
+        }
+        return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: body))
     }
 }

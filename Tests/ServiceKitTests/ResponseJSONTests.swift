@@ -1,0 +1,213 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Models
+@testable import ServiceKit
+import TestSupport
+import Testing
+
+/// `ResponseJSON` writes byte for byte what `JSONEncoder.api` writes, and hands what it cannot write
+/// back to it.
+@Suite struct ResponseJSONTests {
+    struct Inner: Codable, Equatable {
+        var zeta = 1
+        var alpha: String? = "a"
+        var middle: [Int] = [3, 2, 1]
+    }
+
+    /// Keys declared out of order, optionals left out and written as null, every special type.
+    struct Everything: Codable {
+        var name = "plain"
+        var escaped = "quote \" backslash \\ slash / tab \t newline \n return \r bell \u{7} unit \u{1F} backspace \u{8} feed \u{C} del \u{7F}"
+        var unicode = "é ü 中文 🍜 \u{2028} \u{2029}"
+        var empty = ""
+        var id = UUID()
+        var ids = [UUID(), UUID()]
+        var date = Date(timeIntervalSince1970: 1_795_000_000.123)
+        var dates: [Date] = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_700_000_000.5)]
+        var data = Data([0, 1, 2, 250, 251, 252, 253, 254, 255])
+        var url = URL(string: "https://example.com/a/b?c=d&e=%20")!
+        var decimal = Decimal(string: "1234.5678")!
+        var integers: [Int] = [0, 1, -1, 42, Int.max, Int.min]
+        var int8: Int8 = -128
+        var int16: Int16 = 32_767
+        var int32: Int32 = -2_147_483_648
+        var int64: Int64 = 9_007_199_254_740_993
+        var uint: UInt = UInt.max
+        var uint8: UInt8 = 255
+        var uint32: UInt32 = 4_294_967_295
+        var uint64: UInt64 = UInt64.max
+        var doubles: [Double] = [0, -0.0, 1, -1, 1.5, 0.1, -0.25, 1e20, 1e21, 1e-7, 123_456_789.125, 3.141592653589793, Double.leastNonzeroMagnitude, Double.greatestFiniteMagnitude]
+        var floats: [Float] = [0, 1, 0.1, 1e-3, 3.4e38]
+        var yes = true
+        var no = false
+        var missing: String? = nil
+        var present: Int? = 7
+        var nested = Inner()
+        var nestedList = [Inner(), Inner(zeta: 2, alpha: nil, middle: [])]
+        var matrix: [[Int]] = [[1, 2], [], [3]]
+        var dictionary: [String: Int] = ["b": 2, "a": 1, "c": 3, "aa": 4, "B": 5, "a_b": 6, "a b": 7, "": 8, "a!": 9, "a#": 10, "a\u{1}": 11]
+        var intKeys: [Int: String] = [3: "c", 1: "a", 20: "t"]
+        var json: JSONValue = .object(["z": .array([.null, .bool(true), .number(1), .number(2.5), .string("s")]), "a": .object([:]), "m": .array([])])
+        var emptyList: [String] = []
+        var emptyMap: [String: String] = [:]
+        var nothing = Nothing()
+
+        enum CodingKeys: String, CodingKey {
+            case name, escaped, unicode, empty, id, ids, date, dates, data, url, decimal, integers, int8, int16, int32, int64, uint, uint8, uint32, uint64
+            case doubles, floats, yes, no, missing, present = "present_value", nested, nestedList = "nested_list", matrix, dictionary, intKeys = "int_keys"
+            case json, emptyList = "empty_list", emptyMap = "empty_map", nothing
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            // Written in reverse order of the keys' names, so that the writer must sort them.
+            try container.encode(yes, forKey: .yes)
+            try container.encode(url, forKey: .url)
+            try container.encode(unicode, forKey: .unicode)
+            try container.encode(uint64, forKey: .uint64)
+            try container.encode(uint32, forKey: .uint32)
+            try container.encode(uint8, forKey: .uint8)
+            try container.encode(uint, forKey: .uint)
+            try container.encodeIfPresent(present, forKey: .present)
+            try container.encode(nothing, forKey: .nothing)
+            try container.encode(no, forKey: .no)
+            try container.encode(nestedList, forKey: .nestedList)
+            try container.encode(nested, forKey: .nested)
+            try container.encode(name, forKey: .name)
+            try container.encodeIfPresent(missing, forKey: .missing)
+            try container.encode(matrix, forKey: .matrix)
+            try container.encode(json, forKey: .json)
+            try container.encode(intKeys, forKey: .intKeys)
+            try container.encode(integers, forKey: .integers)
+            try container.encode(int8, forKey: .int8)
+            try container.encode(int64, forKey: .int64)
+            try container.encode(int32, forKey: .int32)
+            try container.encode(int16, forKey: .int16)
+            try container.encode(ids, forKey: .ids)
+            try container.encode(id, forKey: .id)
+            try container.encode(floats, forKey: .floats)
+            try container.encode(escaped, forKey: .escaped)
+            try container.encode(emptyMap, forKey: .emptyMap)
+            try container.encode(emptyList, forKey: .emptyList)
+            try container.encode(empty, forKey: .empty)
+            try container.encode(doubles, forKey: .doubles)
+            try container.encode(dictionary, forKey: .dictionary)
+            try container.encode(decimal, forKey: .decimal)
+            try container.encode(dates, forKey: .dates)
+            try container.encode(date, forKey: .date)
+            try container.encode(data, forKey: .data)
+            try container.encodeNil(forKey: .missing)
+        }
+    }
+
+    /// Encodes nothing at all: an empty object, as with JSONEncoder.
+    struct Nothing: Codable {
+        func encode(to encoder: any Encoder) throws {}
+    }
+
+    /// Asks for its container twice and uses nested containers properly.
+    struct Twice: Encodable {
+        enum Keys: String, CodingKey { case b, a, list, inner }
+        func encode(to encoder: any Encoder) throws {
+            var first = encoder.container(keyedBy: Keys.self)
+            try first.encode(2, forKey: .b)
+            var second = encoder.container(keyedBy: Keys.self)
+            try second.encode(1, forKey: .a)
+            var inner = second.nestedContainer(keyedBy: Keys.self, forKey: .inner)
+            try inner.encode("x", forKey: .b)
+            try inner.encode("y", forKey: .a)
+            var list = second.nestedUnkeyedContainer(forKey: .list)
+            try list.encode(1)
+            var row = list.nestedContainer(keyedBy: Keys.self)
+            try row.encode(true, forKey: .b)
+            try list.encodeNil()
+        }
+    }
+
+    /// Goes back to its own container after filling a nested one: written as JSONEncoder writes it.
+    struct Interleaved: Encodable {
+        enum Keys: String, CodingKey { case first, later, inner }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            var inner = container.nestedContainer(keyedBy: Keys.self, forKey: .inner)
+            try container.encode(1, forKey: .first)
+            try inner.encode(2, forKey: .later)
+        }
+    }
+
+    static func foundation(_ value: some Encodable) throws -> String {
+        String(decoding: try JSONEncoder.api.encode(value), as: UTF8.self)
+    }
+
+    static func fast(_ value: some Encodable) throws -> String {
+        String(decoding: try ResponseJSON.encode(value), as: UTF8.self)
+    }
+
+    @Test func everyKindOfValueIsWrittenAsJSONEncoderWritesIt() throws {
+        for _ in 0..<20 {
+            let value = Everything()
+            #expect(try Self.fast(value) == Self.foundation(value))
+        }
+        for value in [Inner(), Inner(zeta: -3, alpha: nil, middle: [])] {
+            #expect(try Self.fast(value) == Self.foundation(value))
+        }
+        #expect(try Self.fast(Twice()) == Self.foundation(Twice()))
+        #expect(try Self.fast([Inner()]) == Self.foundation([Inner()]))
+        #expect(try Self.fast(["k": [Inner()]]) == Self.foundation(["k": [Inner()]]))
+        #expect(try Self.fast("top-level string") == Self.foundation("top-level string"))
+        #expect(try Self.fast(42) == Self.foundation(42))
+        // Nothing at the top is refused by both; inside a value it is `{}` (above).
+        #expect(throws: EncodingError.self) { try Self.foundation(Nothing()) }
+        #expect(throws: EncodingError.self) { try Self.fast(Nothing()) }
+        #expect(try Self.fast(Page(items: [Inner()], nextCursor: "abc")) == Self.foundation(Page(items: [Inner()], nextCursor: "abc")))
+        #expect(try Self.fast(Page<Inner>(items: [], nextCursor: nil)) == Self.foundation(Page<Inner>(items: [], nextCursor: nil)))
+    }
+
+    /// Random trees of JSON values with random keys, compared byte for byte.
+    @Test func randomDocumentsMatchJSONEncoder() throws {
+        var generator = SystemRandomNumberGenerator()
+        func randomString() -> String {
+            let alphabet = Array("abcxyzABC_ -09é\"\\/\n\u{1}")
+            return String((0..<Int.random(in: 0...8, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+        }
+        func randomValue(_ depth: Int) -> JSONValue {
+            switch Int.random(in: depth > 3 ? 0...3 : 0...5, using: &generator) {
+            case 0: return .null
+            case 1: return .bool(Bool.random(using: &generator))
+            case 2: return Bool.random(using: &generator) ? .number(Double(Int.random(in: -1000...1000, using: &generator))) : .number(Double.random(in: -1e6...1e6, using: &generator))
+            case 3: return .string(randomString())
+            case 4: return .array((0..<Int.random(in: 0...5, using: &generator)).map { _ in randomValue(depth + 1) })
+            default:
+                var object: [String: JSONValue] = [:]
+                for _ in 0..<Int.random(in: 0...6, using: &generator) { object[randomString().replacingOccurrences(of: "\"", with: "").replacingOccurrences(of: "\\", with: "")] = randomValue(depth + 1) }
+                return .object(object)
+            }
+        }
+        for _ in 0..<500 {
+            let value = randomValue(0)
+            let fast = try Self.fast(value), foundation = try Self.foundation(value)
+            #expect(fast == foundation)
+            if fast != foundation { break }
+        }
+    }
+
+    @Test func whatItCannotWriteGoesToJSONEncoder() async throws {
+        #expect(throws: ResponseJSON.Unsupported.self) { try ResponseJSON.encode(Interleaved()) }
+        #expect(throws: EncodingError.self) { try ResponseJSON.encode([Double.nan]) }
+        let router = Router(context: ServiceRequestContext.self)
+        router.get("interleaved") { _, _ in Interleaved() }
+        router.get("inner") { _, _ in Inner() }
+        try await Application(router: router).test(.router) { client in
+            let interleaved = try await client.execute(uri: "/interleaved", method: .get)
+            #expect(interleaved.status == .ok)
+            #expect(String(buffer: interleaved.body) == (try Self.foundation(Interleaved())))
+            let inner = try await client.execute(uri: "/inner", method: .get)
+            #expect(String(buffer: inner.body) == (try Self.foundation(Inner())))
+            #expect(inner.headers[.contentType] == "application/json; charset=utf-8")
+        }
+    }
+}
+
+extension ResponseJSONTests.Interleaved: ResponseEncodable {}
+extension ResponseJSONTests.Inner: ResponseEncodable {}
