@@ -88,9 +88,14 @@ struct SessionRoutes {
             return bindings
         }
 
+        /// Column by column rather than with `row.decode((…).self)`, whose variadic generics decoded
+        /// each column unspecialized.
         func decodeRow(_ row: PostgresRow) throws -> Row {
-            let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, providers, live) =
-                try row.decode((UUID, String, Bool, String?, String?, [String], Date?, Date, Date?, [String], Bool).self)
+            let cells = row.makeRandomAccess()
+            let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, providers, live) = (
+                try cells[0].decode(UUID.self), try cells[1].decode(String.self), try cells[2].decode(Bool.self), try cells[3].decode(String?.self),
+                try cells[4].decode(String?.self), try cells[5].decode([String].self), try cells[6].decode(Date?.self), try cells[7].decode(Date.self),
+                try cells[8].decode(Date?.self), try cells[9].decode([String].self), try cells[10].decode(Bool.self))
             return (UserRecord((id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn)), providers, live)
         }
     }
