@@ -57,8 +57,11 @@ struct ProxyMiddleware: RouterMiddleware {
         }
         var headers = HTTPFields()
         let dropped = Self.connectionTokens(response.head.headers)
-        for (name, value) in response.head.headers where !Self.hopByHop.contains(name.lowercased()) && !dropped.contains(name.lowercased()) {
-            if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) }
+        for (name, value) in response.head.headers {
+            guard let field = HTTPField.Name(name) else { continue }
+            // `canonicalName` is the name in lowercase, worked out once by HTTPField.Name.
+            if Self.hopByHop.contains(field.canonicalName) || dropped.contains(field.canonicalName) { continue }
+            headers.append(HTTPField(name: field, value: value))
         }
         let status = HTTPResponse.Status(code: Int(response.head.status.code), reasonPhrase: response.head.status.reasonPhrase)
         switch response.body {
@@ -89,7 +92,8 @@ struct ProxyMiddleware: RouterMiddleware {
     }
 
     static func connectionTokens(_ headers: HTTPHeaders) -> Set<String> {
-        Set(headers["connection"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+        guard headers.contains(name: "connection") else { return [] }
+        return Set(headers["connection"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
     }
 
     /// An upstream that cannot be reached is 503, one that broke the exchange 502, one too slow 504.
