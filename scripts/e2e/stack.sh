@@ -12,12 +12,8 @@ export STACK_NATIVE=1
 export STACK_DIR; STACK_DIR=$(mktemp -d /tmp/foodbackend-e2e.XXXXXX)
 export STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT
 STACK_PG_PORT=$(free_port); STACK_REDIS_PORT=$(free_port); STACK_SMTP_PORT=$(free_port); STACK_GATEWAY_PORT=$(free_port)
-# Five consecutive free ports for the services.
-while :; do
-  STACK_SERVICE_BASE_PORT=$((20000 + RANDOM % 20000))
-  ok=1; for i in 0 1 2 3 4; do "$PYTHON" -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1',$((STACK_SERVICE_BASE_PORT + i))))" 2>/dev/null || ok=0; done
-  [ $ok = 1 ] && break
-done
+# Five consecutive free ports for the services (below the ephemeral range, as free_port's).
+STACK_SERVICE_BASE_PORT=$(service_base_port 5)
 
 cleanup() {
   scripts/stack down >/dev/null 2>&1 || true

@@ -53,8 +53,41 @@ ensure_python_tools() {
 }
 
 # free_port: a TCP port on 127.0.0.1 nobody listens on right now.
+# A free loopback port below the kernel's ephemeral range (20000 up to its start), so that no
+# outgoing connection (the services open their PostgreSQL pools at start) takes it before the
+# process it is meant for listens on it.
 free_port() {
-  "${PYTHON:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  "${PYTHON:-python3}" - <<'PY'
+import random, socket
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except OSError:
+    low = 32768
+for _ in range(500):
+    port = random.randint(20000, low - 1) if low > 20100 else 0
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        print(s.getsockname()[1])
+        break
+    except OSError:
+        continue
+    finally:
+        s.close()
+PY
+}
+
+# service_base_port COUNT: the first of COUNT consecutive free ports, chosen as free_port chooses.
+service_base_port() {
+  local count=$1 base ok i
+  while :; do
+    base=$(free_port)
+    ok=1
+    for i in $(seq 0 $((count - 1))); do
+      "${PYTHON:-python3}" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',$((base + i))))" 2>/dev/null || ok=0
+    done
+    [ $ok = 1 ] && [ $((base + count)) -lt 32768 ] && { echo "$base"; return; }
+  done
 }
 
 # pg_as_postgres CMD…: PostgreSQL refuses to run as root, so run its tools as the postgres user.
