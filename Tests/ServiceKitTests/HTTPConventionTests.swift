@@ -127,6 +127,22 @@ import Testing
         #expect(RequestIDs.format(high: 0x0123_4567_89AB_4DEF, low: 0x8EDC_BA98_7654_3210) == "01234567-89ab-4def-8edc-ba9876543210")
     }
 
+    /// Request metrics keep counting per method, route and status with their instruments made once.
+    @Test func requestMetricsCountEachLabelSet() {
+        let registry = MetricsRegistry()
+        let metrics = HTTPMetrics(registry: registry)
+        for _ in 0..<3 { metrics.record(method: "GET", route: "/v1/items/:id", status: 200, duration: .milliseconds(3)) }
+        metrics.record(method: "GET", route: "/v1/items/:id", status: 404, duration: .milliseconds(1))
+        metrics.record(method: "POST", route: "/v1/items", status: 201, duration: .milliseconds(20))
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        let text = String(decoding: buffer, as: UTF8.self)
+        #expect(text.contains(#"http_requests_total{method="GET",route="/v1/items/:id",status="200"} 3"#), "\(text)")
+        #expect(text.contains(#"http_requests_total{method="GET",route="/v1/items/:id",status="404"} 1"#))
+        #expect(text.contains(#"http_requests_total{method="POST",route="/v1/items",status="201"} 1"#))
+        #expect(text.contains(#"http_request_duration_seconds_count{method="GET",route="/v1/items/:id"} 4"#))
+    }
+
     /// `UUID(parsing:)` reads what Foundation's parser reads, in either case, and refuses the rest.
     @Test func uuidsParseAsFoundationParsesThem() {
         for _ in 0..<20_000 {
