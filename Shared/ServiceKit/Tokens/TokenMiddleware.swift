@@ -23,7 +23,8 @@ public struct TokenMiddleware<Context: IdentifiedRequestContext>: RouterMiddlewa
         } catch {
             throw error.apiError
         }
-        context.logger[metadataKey: "user_id"] = "\(context.caller!.userID)"
+        // Formatted only if a line is logged: UUID's description goes through snprintf.
+        context.logger[metadataKey: "user_id"] = .stringConvertible(context.caller!.userID)
         return try await next(request, context)
     }
 
