@@ -10,9 +10,9 @@ import Models
 /// arrive in order is put in order when it closes (when the value that opened it has been encoded).
 ///
 /// A container is written to only while the ones opened after it are done with, as the synthesized
-/// `Encodable` code and ours do. Code that goes back to a container it has left, or that opens a
-/// second container for one value, gets `ResponseJSON.Unsupported`, and `APIResponseEncoder` then
-/// uses Foundation's encoder for that value.
+/// `Encodable` code and ours do. Code that goes back to a container it has left, mixes kinds of
+/// container for one value, writes a key twice, or catches an error a value threw and goes on, makes
+/// `encode` throw `ResponseJSON.Unsupported`, and `APIResponseEncoder` then uses Foundation's encoder.
 public enum ResponseJSON {
     public struct Unsupported: Error, CustomStringConvertible {
         public let description: String
@@ -61,7 +61,7 @@ final class JSONByteWriter: Encoder {
     @exclusivity(unchecked) private var scratch: [UInt8] = []
     @exclusivity(unchecked) private var nextFrameID = 0
     /// The frame opened for the value being encoded, so that asking twice gives the same container.
-    @exclusivity(unchecked) private var valueFrame: Int?
+    @exclusivity(unchecked) private var valueFrame: (index: Int, id: Int)?
     @exclusivity(unchecked) private var valueStart = 0
 
     var codingPath: [any CodingKey] { [] }
@@ -76,18 +76,35 @@ final class JSONByteWriter: Encoder {
     // MARK: Encoder
 
     /// Asked again for the same value, the container it already has.
+    /// A value that mixes kinds (a single value, then a container; an array, then an object), which
+    /// Foundation merges, is left to Foundation.
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        if let frame = valueFrame, frame < frames.count, frames[frame].isObject {
-            return KeyedEncodingContainer(KeyedContainer(writer: self, depth: frame, id: frames[frame].id))
+        if let frame = ownFrame() {
+            if !frames[frame.index].isObject { fail("a keyed container after an unkeyed one for one value") }
+            return KeyedEncodingContainer(KeyedContainer(writer: self, depth: frame.index, id: frame.id))
         }
+        if bytes.count != valueStart { fail("a keyed container after a single value for one value") }
         return makeKeyed()
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        if let frame = valueFrame, frame < frames.count, !frames[frame].isObject {
-            return UnkeyedContainer(writer: self, depth: frame, id: frames[frame].id)
+        if let frame = ownFrame() {
+            if frames[frame.index].isObject { fail("an unkeyed container after a keyed one for one value") }
+            return UnkeyedContainer(writer: self, depth: frame.index, id: frame.id)
         }
+        if bytes.count != valueStart { fail("an unkeyed container after a single value for one value") }
         return makeUnkeyed()
+    }
+
+    /// The container already opened for the value being encoded, if it is still open.
+    private func ownFrame() -> (index: Int, id: Int)? {
+        guard let frame = valueFrame, frame.index < frames.count, frames[frame.index].id == frame.id else { return nil }
+        return frame
+    }
+
+    /// Before a single value is written: nothing may have been written for this value yet.
+    func beginSingleValue() {
+        if valueFrame != nil || bytes.count != valueStart { fail("a single value after a container for one value") }
     }
 
     func makeKeyed<Key: CodingKey>() -> KeyedEncodingContainer<Key> {
@@ -127,7 +144,15 @@ final class JSONByteWriter: Encoder {
         valueStart = bytes.count
         defer { (valueFrame, valueStart) = outer }
         let depth = frames.count
-        try value.encode(to: self)
+        do {
+            try value.encode(to: self)
+        } catch {
+            // Its key or comma is already out: should the caller catch this and go on, the output
+            // would not be JSON, so the value goes to Foundation (an error that reaches the top
+            // still propagates as it is).
+            fail("a value threw while being encoded: \(error)")
+            throw error
+        }
         closeFrames(downTo: depth)
         // A value that encoded nothing is an empty object, as with JSONEncoder, which refuses it at the top.
         if bytes.count == valueStart {
@@ -140,7 +165,7 @@ final class JSONByteWriter: Encoder {
         bytes.append(isObject ? UInt8(ascii: "{") : UInt8(ascii: "["))
         nextFrameID += 1
         frames.append(Frame(id: nextFrameID, isObject: isObject, start: bytes.count - 1, firstEntry: entries.count))
-        if valueFrame == nil, bytes.count - 1 == valueStart { valueFrame = frames.count - 1 }
+        if valueFrame == nil, bytes.count - 1 == valueStart { valueFrame = (frames.count - 1, nextFrameID) }
         return frames.count - 1
     }
 
@@ -213,6 +238,11 @@ final class JSONByteWriter: Encoder {
                 j -= 1
             }
             order[j] = moving
+        }
+        // A key written twice: Foundation keeps the last value.
+        for i in 1..<order.count where !precedes(entries[order[i - 1]], entries[order[i]]) {
+            fail("a key written twice")
+            break
         }
         scratch.removeAll(keepingCapacity: true)
         bytes.withUnsafeBufferPointer { buffer in
@@ -291,6 +321,7 @@ final class JSONByteWriter: Encoder {
 
     func writeFloat<F: BinaryFloatingPoint & CustomStringConvertible>(_ value: F) throws {
         guard value.isFinite else {
+            fail("a non-finite number")
             throw EncodingError.invalidValue(value, .init(codingPath: [], debugDescription: "Unable to encode \(F.self).\(value) directly in JSON."))
         }
         var text = value.description
@@ -337,6 +368,8 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: UInt16, forKey key: Key) throws { try writer.beginEntry(key.stringValue, depth: depth, id: id); writer.writeInteger(Int(value)) }
     mutating func encode(_ value: UInt32, forKey key: Key) throws { try writer.beginEntry(key.stringValue, depth: depth, id: id); writer.writeInteger(Int(value)) }
     mutating func encode(_ value: UInt64, forKey key: Key) throws { try writer.beginEntry(key.stringValue, depth: depth, id: id); writer.writeUnsigned(value) }
+    mutating func encode(_ value: Int128, forKey key: Key) throws { try writer.beginEntry(key.stringValue, depth: depth, id: id); writer.write(value.description) }
+    mutating func encode(_ value: UInt128, forKey key: Key) throws { try writer.beginEntry(key.stringValue, depth: depth, id: id); writer.write(value.description) }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         try writer.beginEntry(key.stringValue, depth: depth, id: id)
@@ -376,6 +409,8 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
     mutating func encode(_ value: Bool) throws { try writer.beginElement(depth: depth, id: id); writer.write(value ? "true" : "false") }
     mutating func encode(_ value: Int) throws { try writer.beginElement(depth: depth, id: id); writer.writeInteger(value) }
     mutating func encode(_ value: Double) throws { try writer.beginElement(depth: depth, id: id); try writer.writeFloat(value) }
+    mutating func encode(_ value: Int128) throws { try writer.beginElement(depth: depth, id: id); writer.write(value.description) }
+    mutating func encode(_ value: UInt128) throws { try writer.beginElement(depth: depth, id: id); writer.write(value.description) }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         try writer.beginElement(depth: depth, id: id)
@@ -403,20 +438,22 @@ private struct SingleValueContainer: SingleValueEncodingContainer {
     let writer: JSONByteWriter
     var codingPath: [any CodingKey] { [] }
 
-    mutating func encodeNil() throws { writer.write("null") }
-    mutating func encode(_ value: Bool) throws { writer.write(value ? "true" : "false") }
-    mutating func encode(_ value: String) throws { writer.writeString(value) }
-    mutating func encode(_ value: Double) throws { try writer.writeFloat(value) }
-    mutating func encode(_ value: Float) throws { try writer.writeFloat(value) }
-    mutating func encode(_ value: Int) throws { writer.writeInteger(value) }
-    mutating func encode(_ value: Int8) throws { writer.writeInteger(Int(value)) }
-    mutating func encode(_ value: Int16) throws { writer.writeInteger(Int(value)) }
-    mutating func encode(_ value: Int32) throws { writer.writeInteger(Int(value)) }
-    mutating func encode(_ value: Int64) throws { writer.writeInteger(Int(value)) }
-    mutating func encode(_ value: UInt) throws { writer.writeUnsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt8) throws { writer.writeInteger(Int(value)) }
-    mutating func encode(_ value: UInt16) throws { writer.writeInteger(Int(value)) }
-    mutating func encode(_ value: UInt32) throws { writer.writeInteger(Int(value)) }
-    mutating func encode(_ value: UInt64) throws { writer.writeUnsigned(value) }
-    mutating func encode<T: Encodable>(_ value: T) throws { try writer.encodeValue(value) }
+    mutating func encodeNil() throws { writer.beginSingleValue(); writer.write("null") }
+    mutating func encode(_ value: Bool) throws { writer.beginSingleValue(); writer.write(value ? "true" : "false") }
+    mutating func encode(_ value: String) throws { writer.beginSingleValue(); writer.writeString(value) }
+    mutating func encode(_ value: Double) throws { writer.beginSingleValue(); try writer.writeFloat(value) }
+    mutating func encode(_ value: Float) throws { writer.beginSingleValue(); try writer.writeFloat(value) }
+    mutating func encode(_ value: Int) throws { writer.beginSingleValue(); writer.writeInteger(value) }
+    mutating func encode(_ value: Int8) throws { writer.beginSingleValue(); writer.writeInteger(Int(value)) }
+    mutating func encode(_ value: Int16) throws { writer.beginSingleValue(); writer.writeInteger(Int(value)) }
+    mutating func encode(_ value: Int32) throws { writer.beginSingleValue(); writer.writeInteger(Int(value)) }
+    mutating func encode(_ value: Int64) throws { writer.beginSingleValue(); writer.writeInteger(Int(value)) }
+    mutating func encode(_ value: Int128) throws { writer.beginSingleValue(); writer.write(value.description) }
+    mutating func encode(_ value: UInt) throws { writer.beginSingleValue(); writer.writeUnsigned(UInt64(value)) }
+    mutating func encode(_ value: UInt8) throws { writer.beginSingleValue(); writer.writeInteger(Int(value)) }
+    mutating func encode(_ value: UInt16) throws { writer.beginSingleValue(); writer.writeInteger(Int(value)) }
+    mutating func encode(_ value: UInt32) throws { writer.beginSingleValue(); writer.writeInteger(Int(value)) }
+    mutating func encode(_ value: UInt64) throws { writer.beginSingleValue(); writer.writeUnsigned(value) }
+    mutating func encode(_ value: UInt128) throws { writer.beginSingleValue(); writer.write(value.description) }
+    mutating func encode<T: Encodable>(_ value: T) throws { writer.beginSingleValue(); try writer.encodeValue(value) }
 }
