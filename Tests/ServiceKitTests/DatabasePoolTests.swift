@@ -6,9 +6,11 @@ import Testing
 
 /// The pool's minimum: opened at start, kept while idle, and opened again when PostgreSQL drops them.
 @Suite struct DatabasePoolTests {
-    @Test func theMinimumIsOpenedAtStartAndReopenedAfterTheServerDropsIt() async throws {
+    /// With a minimum below the pool (a burst opens one more) and equal to it (the services' default).
+    @Test(arguments: [(poolSize: 4, minimum: 3), (poolSize: 3, minimum: 3)])
+    func theMinimumIsOpenedAtStartAndReopenedAfterTheServerDropsIt(pool: (poolSize: Int, minimum: Int)) async throws {
         let database = try await TestDatabase.create(services: ["social"])
-        let config = { var config = database.config(for: "social", poolSize: 4); config.minimumConnections = 3; return config }()
+        let config = { var config = database.config(for: "social", poolSize: pool.poolSize); config.minimumConnections = pool.minimum; return config }()
         let admin = try database.adminConfig()
         try await withClient(admin) { adminClient in
             @Sendable func open() async throws -> Int {
@@ -28,12 +30,12 @@ import Testing
             }
             try await withClient(config) { client in
                 try await waitFor(3, "at start, before any request")
-                // A burst opens the fourth; idle again, the three stay.
+                // A burst opens the rest of the pool; idle again, they all stay (the others for 60 s).
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for _ in 0..<8 { group.addTask { try await client.query("SELECT pg_sleep(0.2)", logger: TestEnvironment.logger) } }
                     try await group.waitForAll()
                 }
-                #expect(try await open() == 4)
+                #expect(try await open() == pool.poolSize)
                 try await adminClient.query(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(database.name) AND usename = 'social'", logger: TestEnvironment.logger)
                 try await waitFor(3, "after PostgreSQL ended every connection")
