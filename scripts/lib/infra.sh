@@ -52,8 +52,7 @@ ensure_python_tools() {
   "$PYTHON" -c "$tools"
 }
 
-# free_port: a TCP port on 127.0.0.1 nobody listens on right now.
-# A free loopback port below the kernel's ephemeral range (20000 up to its start), so that no
+# free_port: a free loopback port below the kernel's ephemeral range (20000 up to its start), so that no
 # outgoing connection (the services open their PostgreSQL pools at start) takes it before the
 # process it is meant for listens on it.
 free_port() {
@@ -74,8 +73,12 @@ for _ in range(500):
         continue
     finally:
         s.close()
+else:
+    raise SystemExit("free_port: no free port below the ephemeral range")
 PY
 }
+
+ephemeral_low() { cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768; }
 
 # service_base_port COUNT: the first of COUNT consecutive free ports, chosen as free_port chooses.
 service_base_port() {
@@ -86,7 +89,8 @@ service_base_port() {
     for i in $(seq 0 $((count - 1))); do
       "${PYTHON:-python3}" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',$((base + i))))" 2>/dev/null || ok=0
     done
-    [ $ok = 1 ] && [ $((base + count)) -lt 32768 ] && { echo "$base"; return; }
+    [ -n "$base" ] || return 1
+    [ $ok = 1 ] && [ $((base + count)) -le "$(ephemeral_low)" ] && { echo "$base"; return; }
   done
 }
 
