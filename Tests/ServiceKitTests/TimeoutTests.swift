@@ -17,7 +17,9 @@ import Testing
                 }
             }
         }
-        #expect(ContinuousClock.now - started < .seconds(1))
+        // Well before the work's 3 s; not tighter, as other tests share the test process's two
+        // cooperative threads (it once took 1.3 s in a full parallel run).
+        #expect(ContinuousClock.now - started < .milliseconds(2500))
     }
 
     @Test func resultsAndErrorsPassThrough() async throws {
