@@ -1,32 +1,17 @@
 """Launch-to-ready time and resident memory of each process. Called by scripts/bench/idle."""
 import argparse
 import os
-import random
-import socket
 import subprocess
+import sys
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ports import free_port  # noqa: E402
 
 SERVICES = ["auth", "social", "invitations", "entitlements", "nutrition"]
 
 
-def free_port():
-    """A free loopback port below the kernel's ephemeral range, as scripts/lib/infra.sh's free_port."""
-    try:
-        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    except OSError:
-        low = 32768
-    for _ in range(500):
-        port = random.randint(20000, low - 1) if low > 20100 else 0
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-            return s.getsockname()[1]
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise RuntimeError("no free port")
 
 
 def ready(url):

@@ -52,30 +52,9 @@ ensure_python_tools() {
   "$PYTHON" -c "$tools"
 }
 
-# free_port: a free loopback port below the kernel's ephemeral range (20000 up to its start), so that no
-# outgoing connection (the services open their PostgreSQL pools at start) takes it before the
-# process it is meant for listens on it.
+# free_port: a free loopback port below the kernel's ephemeral range (scripts/lib/ports.py says why).
 free_port() {
-  "${PYTHON:-python3}" - <<'PY'
-import random, socket
-try:
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-except OSError:
-    low = 32768
-for _ in range(500):
-    port = random.randint(20000, low - 1) if low > 20100 else 0
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-        print(s.getsockname()[1])
-        break
-    except OSError:
-        continue
-    finally:
-        s.close()
-else:
-    raise SystemExit("free_port: no free port below the ephemeral range")
-PY
+  "${PYTHON:-python3}" "$(dirname "${BASH_SOURCE[0]}")/ports.py"
 }
 
 ephemeral_low() { cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768; }
