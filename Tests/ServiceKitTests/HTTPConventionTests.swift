@@ -143,12 +143,16 @@ import Testing
         #expect(text.contains(#"http_request_duration_seconds_count{method="GET",route="/v1/items/:id"} 4"#))
     }
 
-    /// `UUID(parsing:)` reads what Foundation's parser reads, in either case, and refuses the rest.
+    /// `UUIDText` reads and writes what Foundation's parser and `uuidString` do, and refuses the rest.
     @Test func uuidsParseAsFoundationParsesThem() {
         for _ in 0..<2_000 {
             let uuid = UUID()
             #expect(UUID(parsing: uuid.uuidString) == uuid)
             #expect(UUID(parsing: uuid.uuidString.lowercased()) == uuid)
+            let (high, low) = uuid.halves
+            #expect(UUID(high: high, low: low) == uuid)
+            let text = String(unsafeUninitializedCapacity: 36) { UUIDText.write(high: high, low: low, uppercase: true, into: $0); return 36 }
+            #expect(text == uuid.uuidString)
         }
         #expect(UUID(parsing: "00000000-0000-0000-0000-000000000000") == UUID(uuidString: "00000000-0000-0000-0000-000000000000"))
         #expect(UUID(parsing: "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF") == UUID(uuidString: "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF"))

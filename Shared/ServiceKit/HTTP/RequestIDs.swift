@@ -1,3 +1,4 @@
+import Models
 import Synchronization
 
 /// Ids for requests that arrive without one, shaped as lowercase version-4 UUIDs.
@@ -29,18 +30,8 @@ public enum RequestIDs {
     /// Lowercase hex in groups of 8, 4, 4, 4 and 12 digits, high half first.
     static func format(high: UInt64, low: UInt64) -> String {
         String(unsafeUninitializedCapacity: 36) { buffer in
-            let digits: StaticString = "0123456789abcdef"
-            var index = 0
-            for nibble in 0..<32 {
-                if nibble == 8 || nibble == 12 || nibble == 16 || nibble == 20 {
-                    buffer[index] = UInt8(ascii: "-")
-                    index += 1
-                }
-                let word = nibble < 16 ? high : low
-                buffer[index] = digits.utf8Start[Int((word >> UInt64(60 - 4 * (nibble % 16))) & 0xF)]
-                index += 1
-            }
-            return index
+            UUIDText.write(high: high, low: low, uppercase: false, into: buffer)
+            return 36
         }
     }
 }

@@ -332,17 +332,15 @@ final class JSONByteWriter: Encoder {
     /// Uppercase, as Foundation's `uuidString`.
     func writeUUID(_ uuid: UUID) {
         bytes.append(UInt8(ascii: "\""))
-        withUnsafeBytes(of: uuid.uuid) { raw in
-            for (index, byte) in raw.enumerated() {
-                if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
-                bytes.append(Self.hexUpper[Int(byte >> 4)])
-                bytes.append(Self.hexUpper[Int(byte & 0xF)])
-            }
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: 36))
+        let (high, low) = uuid.halves
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            UUIDText.write(high: high, low: low, uppercase: true, into: UnsafeMutableBufferPointer(rebasing: buffer[start...]))
         }
         bytes.append(UInt8(ascii: "\""))
     }
 
-    private static let hexUpper: [UInt8] = Array("0123456789ABCDEF".utf8)
     private static let hexLower: [UInt8] = Array("0123456789abcdef".utf8)
 }
 
