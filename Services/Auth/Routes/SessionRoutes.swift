@@ -70,7 +70,7 @@ struct SessionRoutes {
         static let name = "auth.me"
         static let sql = """
             SELECT u.id, u.email, u.email_verified, u.password_hash, u.display_name, u.roles, u.disabled_at, u.created_at, u.last_sign_in_at,
-                   coalesce((SELECT array_agg(provider ORDER BY provider) FROM identities WHERE user_id = u.id), '{}'),
+                   ARRAY(SELECT provider FROM identities WHERE user_id = u.id ORDER BY provider),
                    ($3 OR EXISTS (SELECT 1 FROM sessions WHERE id = $2 AND user_id = u.id AND expires_at > now()))
             FROM users u WHERE u.id = $1
             """
