@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-import Models
+@testable import Models
 @testable import ServiceKit
 import TestSupport
 import Testing
@@ -101,6 +101,23 @@ import Testing
         }
     }
 
+    /// Every kind of optional, through the synthesized `encodeIfPresent` calls: present ones written,
+    /// missing ones left out.
+    struct Optionals: Codable {
+        var text: String?
+        var flag: Bool?
+        var count: Int?
+        var ratio: Double?
+        var small: Int32?
+        var id: UUID?
+        var when: Date?
+        var list: [String]?
+        var inner: Inner?
+
+        static let full = Optionals(text: "t", flag: false, count: -4, ratio: 2.5, small: 7, id: UUID(), when: Date(timeIntervalSince1970: 1_795_000_000.25), list: ["a", "b"], inner: Inner())
+        static let empty = Optionals()
+    }
+
     /// Encodes nothing at all: an empty object, as with JSONEncoder.
     struct Nothing: Codable {
         func encode(to encoder: any Encoder) throws {}
@@ -193,6 +210,35 @@ import Testing
         #expect(throws: EncodingError.self) { try Self.fast(Nothing()) }
         #expect(try Self.fast(Page(items: [Inner()], nextCursor: "abc")) == Self.foundation(Page(items: [Inner()], nextCursor: "abc")))
         #expect(try Self.fast(Page<Inner>(items: [], nextCursor: nil)) == Self.foundation(Page<Inner>(items: [], nextCursor: nil)))
+    }
+
+    @Test func optionalsAreWrittenOrLeftOutAsJSONEncoderDoes() throws {
+        for value in [Optionals.full, Optionals.empty, Optionals(text: "only"), Optionals(flag: true, when: Date(timeIntervalSince1970: 0))] {
+            #expect(try Self.fast(value) == Self.foundation(value))
+        }
+        #expect(try Self.fast(Optionals.empty) == "{}")
+    }
+
+    /// Dates are written without Foundation's formatter from 1600 through 9999, with the same text.
+    @Test func datesAreWrittenAsFoundationWritesThem() throws {
+        var generator = SystemRandomNumberGenerator()
+        var intervals: [Double] = [0, -0.0004, -0.0006, -1.5, 1.0015, 0.0025, -978_307_200, -12_654_403_200, 252_423_993_599.999, -12_654_403_200.5, 252_423_993_600]
+        // Anywhere, at PostgreSQL's microseconds, and on and beside whole milliseconds.
+        for _ in 0..<3000 { intervals.append(Double.random(in: -13_000_000_000 ..< 253_000_000_000, using: &generator)) }
+        for _ in 0..<3000 { intervals.append(Double(Int64.random(in: -978_307_200_000_000 ..< 3_124_137_600_000_000, using: &generator)) / 1_000_000) }
+        for _ in 0..<1000 {
+            let milliseconds = Double(Int64.random(in: -978_307_200_000 ..< 3_124_137_600_000, using: &generator)) / 1000
+            intervals += [milliseconds, milliseconds.nextUp, milliseconds.nextDown]
+        }
+        var fast = 0
+        for interval in intervals {
+            let date = Date(timeIntervalSinceReferenceDate: interval)
+            #expect(RFC3339.string(from: date) == RFC3339.foundationString(from: date), "\(interval)")
+            if RFC3339.fastString(from: date) != nil { fast += 1 }
+        }
+        // Nearly all go the fast way: the test compares it, not Foundation with itself.
+        #expect(fast > intervals.count * 9 / 10)
+        #expect(RFC3339.fastString(from: Date(timeIntervalSince1970: 1_795_000_000.123_4)) == "2026-11-18T11:06:40.123Z")
     }
 
     /// Random trees of JSON values with random keys, compared byte for byte.

@@ -153,9 +153,11 @@ struct UserView: Codable, Sendable {
         lastSignInAt = user.lastSignInAt
     }
 
+    // In the order of their names, so that `ResponseJSON` has nothing to sort (the JSON is the same
+    // either way).
     enum CodingKeys: String, CodingKey {
-        case id, email, emailVerified = "email_verified", displayName = "display_name", roles, providers
-        case hasPassword = "has_password", disabled, createdAt = "created_at", lastSignInAt = "last_sign_in_at"
+        case createdAt = "created_at", disabled, displayName = "display_name", email, emailVerified = "email_verified"
+        case hasPassword = "has_password", id, lastSignInAt = "last_sign_in_at", providers, roles
     }
 }
 
