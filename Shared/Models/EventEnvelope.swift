@@ -155,25 +155,20 @@ public enum RFC3339 {
         let (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
         let (dayNumber, daySecond) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
         let (year, month, day) = civil(fromDays: dayNumber)
-        let fields = [year / 100, year % 100, -1, month, -1, day, -2, daySecond / 3600, -3, daySecond / 60 % 60, -3, daySecond % 60, -4]
         var text = [UInt8]()
         text.reserveCapacity(24)
-        for field in fields {
-            switch field {
-            case -1: text.append(UInt8(ascii: "-"))
-            case -2: text.append(UInt8(ascii: "T"))
-            case -3: text.append(UInt8(ascii: ":"))
-            case -4: text.append(UInt8(ascii: "."))
-            default:
-                text.append(UInt8(ascii: "0") + UInt8(field / 10))
-                text.append(UInt8(ascii: "0") + UInt8(field % 10))
+        func digits(_ value: Int, _ count: Int) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
             }
         }
-        let millisecond = Int(cut)
-        text.append(UInt8(ascii: "0") + UInt8(millisecond / 100))
-        text.append(UInt8(ascii: "0") + UInt8(millisecond / 10 % 10))
-        text.append(UInt8(ascii: "0") + UInt8(millisecond % 10))
-        text.append(UInt8(ascii: "Z"))
+        digits(year, 4); text.append(UInt8(ascii: "-")); digits(month, 2); text.append(UInt8(ascii: "-")); digits(day, 2)
+        text.append(UInt8(ascii: "T"))
+        digits(daySecond / 3600, 2); text.append(UInt8(ascii: ":")); digits(daySecond / 60 % 60, 2); text.append(UInt8(ascii: ":")); digits(daySecond % 60, 2)
+        text.append(UInt8(ascii: ".")); digits(Int(cut), 3); text.append(UInt8(ascii: "Z"))
         return String(decoding: text, as: UTF8.self)
     }
 
