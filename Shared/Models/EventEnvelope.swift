@@ -129,9 +129,10 @@ extension JSONDecoder {
 public enum RFC3339 {
     /// `2026-11-25T01:11:56.123Z`: milliseconds cut (not rounded) toward the past, as Foundation's
     /// ISO 8601 style writes them. Written here for the dates of 1600 through 9999 (Foundation's
-    /// style cost about 5,000 instructions a date, two per profile read); the rest (Foundation's
-    /// calendar is Julian before 1582), and a date whose milliseconds sit within a rounding error of
-    /// the next one, go to Foundation, so that both always write the same text.
+    /// style cost about 5,000 instructions a date, two per profile read). The rest (Foundation's
+    /// calendar is Julian before 1582), and a date within a rounding error of a millisecond
+    /// boundary (on it, or just before or after it, but for a whole second) go to Foundation, so
+    /// that both always write the same text.
     public static func string(from date: Date) -> String {
         fastString(from: date) ?? foundationString(from: date)
     }
@@ -149,8 +150,9 @@ public enum RFC3339 {
         let whole = interval.rounded(.down)
         let milliseconds = (interval - whole) * 1000
         let cut = milliseconds.rounded(.down)
-        // A different order of the same arithmetic could land on the other side of a millisecond.
-        guard milliseconds - cut > 1e-6, milliseconds - cut < 1 - 1e-6 else { return nil }
+        // A different order of the same arithmetic could land on the other side of a millisecond;
+        // a whole second (no fraction at all) cannot.
+        guard milliseconds == 0 || (milliseconds - cut > 1e-6 && milliseconds - cut < 1 - 1e-6) else { return nil }
         let seconds = Int(whole) + 978_307_200 // since 1970-01-01
         let (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
         let (dayNumber, daySecond) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)

@@ -223,9 +223,10 @@ import Testing
     @Test func datesAreWrittenAsFoundationWritesThem() throws {
         var generator = SystemRandomNumberGenerator()
         var intervals: [Double] = [0, -0.0004, -0.0006, -1.5, 1.0015, 0.0025, -978_307_200, -12_654_403_200, 252_423_993_599.999, -12_654_403_200.5, 252_423_993_600]
-        // Anywhere, at PostgreSQL's microseconds, and on and beside whole milliseconds.
+        // Anywhere, at PostgreSQL's microseconds, on whole seconds, and on and beside whole milliseconds.
         for _ in 0..<3000 { intervals.append(Double.random(in: -13_000_000_000 ..< 253_000_000_000, using: &generator)) }
         for _ in 0..<3000 { intervals.append(Double(Int64.random(in: -978_307_200_000_000 ..< 3_124_137_600_000_000, using: &generator)) / 1_000_000) }
+        for _ in 0..<1000 { intervals.append(Double(Int64.random(in: -12_654_403_200 ..< 252_423_993_600, using: &generator))) }
         for _ in 0..<1000 {
             let milliseconds = Double(Int64.random(in: -978_307_200_000 ..< 3_124_137_600_000, using: &generator)) / 1000
             intervals += [milliseconds, milliseconds.nextUp, milliseconds.nextDown]
@@ -239,6 +240,7 @@ import Testing
         // Nearly all go the fast way: the test compares it, not Foundation with itself.
         #expect(fast > intervals.count * 9 / 10)
         #expect(RFC3339.fastString(from: Date(timeIntervalSince1970: 1_795_000_000.123_4)) == "2026-11-18T11:06:40.123Z")
+        #expect(RFC3339.fastString(from: Date(timeIntervalSince1970: 1_795_000_000)) == "2026-11-18T11:06:40.000Z")
     }
 
     /// Random trees of JSON values with random keys, compared byte for byte.
