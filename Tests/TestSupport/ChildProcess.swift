@@ -1,5 +1,9 @@
 import Foundation
 
+// glibc 2.34+; Swift's Glibc module does not show it.
+@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
+private func spawnFileActionsAddCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
+
 /// A child process started with `posix_spawn` and reaped with `waitpid`, polled from async code.
 /// Foundation's `Process.waitUntilExit` hung inside the test runner's cooperative threads, and its
 /// `terminate` does not help with a child that must be killed hard.
@@ -15,6 +19,13 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&fileActions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&fileActions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&fileActions, 1, 2)
+        // The child gets stdin, stdout and stderr, nothing else. Sockets the test process opens
+        // (SwiftNIO's among them) are not all close-on-exec: a child spawned while another test had
+        // a connection open kept a copy of it, so closing that connection sent no FIN while the
+        // child lived. A pool test then sent a request into a connection its upstream had closed
+        // and waited for an answer that never came (the "stalls" of 5-20 s in full parallel runs;
+        // `ss -p` showed the mail sink's python holding both ends and the listening socket).
+        guard spawnFileActionsAddCloseFrom(&fileActions, 3) == 0 else { throw POSIXError(.EINVAL) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

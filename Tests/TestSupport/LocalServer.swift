@@ -9,7 +9,7 @@ public final class LocalServer: Sendable {
     private let task = Mutex<Task<Void, any Error>?>(nil)
     private let boundPort = Mutex<Int>(0)
 
-    public init() {}
+    public init() { StallHeartbeat.started }
 
     public var port: Int { boundPort.withLock { $0 } }
     public var baseURL: String { "http://127.0.0.1:\(port)" }

@@ -14,6 +14,7 @@ public enum TestEnvironment {
     }
 
     public static func adminURL() throws -> URLComponentsLite {
+        StallHeartbeat.started
         guard let text = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], let url = URLComponentsLite(text) else {
             throw Missing(variable: "TEST_DATABASE_URL")
         }
@@ -21,6 +22,7 @@ public enum TestEnvironment {
     }
 
     public static func redis() throws -> RedisConfiguration {
+        StallHeartbeat.started
         guard let text = ProcessInfo.processInfo.environment["TEST_REDIS_URL"], let config = RedisConfiguration(url: text) else {
             throw Missing(variable: "TEST_REDIS_URL")
         }
