@@ -13,6 +13,9 @@ public enum StallHeartbeat {
     static let period: Int64 = 100_000_000  // ns
     static let reportAbove: Int64 = 1_000_000_000  // ns late
 
+    /// One clock for the three heartbeats: monotonic nanoseconds.
+    static func now() -> Int64 { Int64(DispatchTime.now().uptimeNanoseconds) }
+
     /// Touch it to start the heartbeats (once per process).
     public static let started: Void = {
         guard let path = ProcessInfo.processInfo.environment["TEST_STALL_LOG"], let file = fopen(path, "a") else { return }
@@ -20,35 +23,28 @@ public enum StallHeartbeat {
         log.write("heartbeats started in pid \(getpid())")
 
         let thread = Thread {
-            var last = DispatchTime.now().uptimeNanoseconds
+            var last = now()
             while true {
                 usleep(UInt32(period / 1000))
-                let now = DispatchTime.now().uptimeNanoseconds
-                log.lateness("thread", Int64(now - last) - period)
-                last = now
+                last = log.tick("thread", since: last)
             }
         }
         thread.name = "stall-heartbeat"
         thread.start()
 
         Task.detached {
-            var last = ContinuousClock.now
+            var last = now()
             while true {
                 try? await Task.sleep(nanoseconds: UInt64(period))
-                let now = ContinuousClock.now
-                let elapsed = now - last
-                log.lateness("cooperative pool", elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000 - period)
-                last = now
+                last = log.tick("cooperative pool", since: last)
             }
         }
 
         for (index, loop) in MultiThreadedEventLoopGroup.singleton.makeIterator().enumerated() {
             loop.execute {
-                let last = NIOLoopBoundBox(NIODeadline.now(), eventLoop: loop)
+                let last = NIOLoopBoundBox(now(), eventLoop: loop)
                 loop.scheduleRepeatedTask(initialDelay: .nanoseconds(period), delay: .nanoseconds(period)) { _ in
-                    let now = NIODeadline.now()
-                    log.lateness("loop \(index)", (now - last.value).nanoseconds - period)
-                    last.value = now
+                    last.value = log.tick("loop \(index)", since: last.value)
                 }
             }
         }
@@ -60,9 +56,12 @@ public enum StallHeartbeat {
 
         init(file: UnsafeMutablePointer<FILE>) { self.file = file }
 
-        func lateness(_ who: String, _ late: Int64) {
-            guard late > StallHeartbeat.reportAbove else { return }
-            write("\(who) woke \(Double(late / 1_000_000) / 1000) s late")
+        /// One heartbeat of `who`, the previous one at `last`: reports it if late, returns the time now.
+        func tick(_ who: String, since last: Int64) -> Int64 {
+            let now = StallHeartbeat.now()
+            let late = now - last - StallHeartbeat.period
+            if late > StallHeartbeat.reportAbove { write("\(who) woke \(Double(late / 1_000_000) / 1000) s late") }
+            return now
         }
 
         func write(_ line: String) {
