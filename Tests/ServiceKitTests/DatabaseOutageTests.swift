@@ -72,7 +72,8 @@ import Testing
     /// PostgreSQL ending connections under busy transactions and pooled statements, as a restart or
     /// an outage does: every statement fails or succeeds, none waits forever. PostgresNIO 1.33 hangs a
     /// statement written to a connection whose channel has closed, and an outbox relay stuck on one
-    /// stays stuck until its process restarts.
+    /// stays stuck until its process restarts. Its pool, keeping no connection, left requests queued
+    /// when the last one ended waiting forever (see `DatabasePoolTests`).
     @Test(.timeLimit(.minutes(2))) func statementsOnConnectionsPostgreSQLEndsNeverHang() async throws {
         let database = try await TestDatabase.create(services: ["social"])
         let config = database.config(for: "social", poolSize: 4)

@@ -62,4 +62,51 @@ import Testing
             }
         }
     }
+
+    /// A request queued behind a full pool when PostgreSQL ends every connection (a restart) is served
+    /// by a connection the pool opens again, with no newer request to prompt it. PostgresNIO 1.33
+    /// reopens connections only up to the pool's minimum: with none kept, that request waited forever.
+    @Test(.timeLimit(.minutes(1))) func aRequestQueuedWhilePostgreSQLEndsEveryConnectionIsServed() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        // Asks to keep none: the pool keeps one all the same.
+        let config = { var config = database.config(for: "social", poolSize: 2); config.minimumConnections = 0; return config }()
+        let logger = TestEnvironment.logger
+        try await withClient(try database.adminConfig()) { adminClient in
+            @Sendable func sleepers() async throws -> Int {
+                let rows = try await adminClient.query(
+                    "SELECT count(*)::int FROM pg_stat_activity WHERE datname = \(database.name) AND usename = 'social' AND query LIKE 'SELECT pg_sleep(30)%'",
+                    logger: logger)
+                for try await count in rows.decode(Int.self) { return count }
+                return 0
+            }
+            try await withClient(config) { client in
+                // Two long statements hold the whole pool, and a third request queues behind them. Each
+                // holder keeps its lease until the pool has seen its connection end: a connection given
+                // back before that could still be handed to the queued request, which would then fail
+                // at once as "unavailable" (see the test above) instead of waiting for a new one.
+                let holders = (0..<2).map { _ in
+                    Task {
+                        try await client.withConnectionOnItsLoop { connection in
+                            await #expect(throws: (any Error).self) {
+                                for try await _ in try await connection.checkedQuery("SELECT pg_sleep(30)", logger: logger) {}
+                            }
+                            try await connection.closeFuture.get()
+                            try await Task.sleep(for: .milliseconds(300))
+                        }
+                    }
+                }
+                let deadline = ContinuousClock.now + .seconds(10)
+                while try await sleepers() < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(try await sleepers() == 2)
+                let queued = Task { try await client.checkedQuery("SELECT 1", logger: logger) }
+                try await Task.sleep(for: .milliseconds(200))
+                try await adminClient.query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(database.name) AND usename = 'social'", logger: logger)
+                for holder in holders { try await holder.value }
+                try await withTimeout(.seconds(10), what: "the request queued when PostgreSQL ended the pool's connections") {
+                    try await queued.value
+                }
+            }
+        }
+    }
 }

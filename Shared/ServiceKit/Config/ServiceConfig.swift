@@ -60,7 +60,8 @@ public struct DatabaseConfig: Sendable {
     public var database: String
     public var schema: String
     public var poolSize: Int
-    /// Connections opened at start and kept open, never closed for being idle (no more than `poolSize`).
+    /// Connections opened at start and kept open, never closed for being idle (at least one, no more
+    /// than `poolSize`).
     /// PostgresNIO gives each connection beyond these an idle timer, armed (three tasks and a sleep)
     /// every time the connection goes back to the pool and cancelled when it is leased again: an
     /// eighth of a profile read's CPU.
@@ -70,8 +71,9 @@ public struct DatabaseConfig: Sendable {
     /// How often `DatabaseWatch` checks that PostgreSQL answers.
     public var probeInterval: Duration = .seconds(1)
 
-    /// `minimumConnections` defaults to none (connections are opened on demand): tests make many pools.
-    public init(host: String, port: Int, user: String, password: String?, database: String, schema: String, poolSize: Int = 10, minimumConnections: Int = 0,
+    /// `minimumConnections` defaults to one, the least a pool keeps (see `PostgresClient(database:)`),
+    /// and not to the pool size: tests make many pools.
+    public init(host: String, port: Int, user: String, password: String?, database: String, schema: String, poolSize: Int = 10, minimumConnections: Int = 1,
                 statementTimeout: Duration = .seconds(10), requireTLS: Bool = false) {
         self.host = host
         self.port = port
@@ -96,7 +98,7 @@ public struct DatabaseConfig: Sendable {
             database: url.map { String($0.path.dropFirst()) }.flatMap { $0.isEmpty ? nil : $0 } ?? "foodbackend",
             schema: env.string("DATABASE_SCHEMA", default: service),
             poolSize: poolSize,
-            minimumConnections: env.int("DATABASE_POOL_MIN", default: poolSize, range: 0...poolSize),
+            minimumConnections: env.int("DATABASE_POOL_MIN", default: poolSize, range: 1...poolSize),
             statementTimeout: env.milliseconds("DATABASE_STATEMENT_TIMEOUT_MS", default: 10_000, range: 100...3_600_000),
             requireTLS: url?.query["sslmode"] == "require"
         )

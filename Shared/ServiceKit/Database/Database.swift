@@ -12,8 +12,11 @@ extension PostgresClient {
         )
         configuration.options.maximumConnections = config.poolSize
         configuration.options.connectTimeout = .seconds(5)
-        // A copy given a smaller pool (the outbox relay's) keeps at most its size open.
-        configuration.options.minimumConnections = min(config.minimumConnections, config.poolSize)
+        // A copy given a smaller pool (the outbox relay's) keeps at most its size open. At least one:
+        // PostgresNIO 1.33's pool replaces a closed connection only to keep its minimum, not for the
+        // requests queued on it. With none kept, requests queued while PostgreSQL ended every
+        // connection (a restart, an outage) would wait until some new request opened one.
+        configuration.options.minimumConnections = max(1, min(config.minimumConnections, config.poolSize))
         // PostgresNIO's keep-alive writes its `SELECT 1` unchecked (see `checkedQuery`): one that hangs
         // holds the pool's run loop, and with it graceful shutdown. A connection the server closes is
         // noticed at once without it, and DatabaseWatch probes the server every second.
