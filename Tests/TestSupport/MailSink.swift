@@ -16,23 +16,26 @@ public final class MailSink: Sendable {
     /// and key files; STARTTLS is then required. `login`: AUTH with these credentials is required.
     public static func start(port: Int? = nil, rejecting: String? = nil, tls: (certificate: String, key: String)? = nil,
                              login: (user: String, password: String)? = nil) async throws -> MailSink {
-        let port = try port ?? RedisServer.freePort()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("mail"))
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let python = ProcessInfo.processInfo.environment["PYTHON"] ?? "python3"
         let script = TestEnvironment.packageRoot.appendingPathComponent("scripts/lib/mail_sink.py").path
-        var arguments = [python, script, "--port", String(port), "--dir", directory.path]
-        if let rejecting { arguments += ["--reject-prefix", rejecting] }
-        if let tls { arguments += ["--tls-cert", tls.certificate, "--tls-key", tls.key] }
-        if let login { arguments += ["--auth", "\(login.user):\(login.password)"] }
-        let process = try ChildProcess(arguments,
-                                       outputPath: directory.appendingPathComponent("sink.log").path)
-        for _ in 0..<200 {
-            if RedisServer.accepts(port: port) { return MailSink(port: port, directory: directory, process: process) }
-            try await Task.sleep(for: .milliseconds(25))
+        let log = directory.appendingPathComponent("sink.log").path
+        // A free port can be taken before the sink binds it: then it starts again on another one.
+        for _ in 0..<5 {
+            let chosen = try port ?? RedisServer.freePort()
+            var arguments = [python, script, "--port", String(chosen), "--dir", directory.path]
+            if let rejecting { arguments += ["--reject-prefix", rejecting] }
+            if let tls { arguments += ["--tls-cert", tls.certificate, "--tls-key", tls.key] }
+            if let login { arguments += ["--auth", "\(login.user):\(login.password)"] }
+            let process = try ChildProcess(arguments, outputPath: log)
+            if try await process.waitUntilServing(port: chosen, log: log, marker: "mail sink on") {
+                return MailSink(port: chosen, directory: directory, process: process)
+            }
+            guard port == nil else { break }
         }
-        process.signal(SIGKILL)
-        throw POSIXError(.ETIMEDOUT)
+        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        throw MailSinkDidNotStart(log: output)
     }
 
     /// The messages received so far, oldest first, as text with their parts decoded.
@@ -114,4 +117,10 @@ public final class MailSink: Sendable {
     public func stop() {
         process.signal(SIGTERM)
     }
+}
+
+/// The sink exited before serving: its port was in use.
+public struct MailSinkDidNotStart: Error, CustomStringConvertible {
+    public var log: String
+    public var description: String { "the mail sink did not start: \(log.suffix(400))" }
 }

@@ -3,9 +3,10 @@ import ServiceKit
 
 /// A redis-server process of a test's own, for tests that stop and restart Redis mid-test.
 public final class RedisServer: @unchecked Sendable {
-    public let port: Int
+    public private(set) var port: Int
     private let directory: URL
     private var process: ChildProcess?
+    private var started = false
 
     public init() throws {
         port = try Self.freePort()
@@ -17,15 +18,25 @@ public final class RedisServer: @unchecked Sendable {
         RedisConfiguration(host: "127.0.0.1", port: port, poolSize: 2, commandTimeout: .seconds(2), backoffBase: .milliseconds(20), backoffMax: .milliseconds(200))
     }
 
-    /// Starts the server (again, on the same port) and waits until it answers.
+    /// Starts the server and waits until it answers; again on the same port after `stop`. The first
+    /// start moves to another free port if its own was taken before the server could bind it.
     public func start() async throws {
-        process = try ChildProcess(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                                    "--appendfsync", "always", "--dir", directory.path, "--logfile", directory.appendingPathComponent("redis.log").path])
-        for _ in 0..<100 {
-            if Self.accepts(port: port) { return }
-            try await Task.sleep(for: .milliseconds(50))
+        let restart = started
+        let log = directory.appendingPathComponent("redis.log").path
+        for _ in 0..<5 {
+            // The log is appended to: only what this start writes counts.
+            let offset = (try? FileManager.default.attributesOfItem(atPath: log)[.size] as? Int) ?? 0
+            let child = try ChildProcess(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                                          "--appendfsync", "always", "--dir", directory.path, "--logfile", log])
+            if try await child.waitUntilServing(port: port, log: log, after: offset, marker: "Ready to accept connections") {
+                process = child
+                started = true
+                return
+            }
+            guard !restart else { break }
+            port = try Self.freePort()
         }
-        throw RedisError.unavailable("test redis-server on port \(port) did not start")
+        throw RedisError.unavailable("test redis-server on port \(port) did not start (port in use?)")
     }
 
     /// Kills the server as a crash would (SIGKILL) and waits until the port is closed.
