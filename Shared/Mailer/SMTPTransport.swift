@@ -54,12 +54,22 @@ public struct SMTPConfig: Sendable {
 }
 
 /// SMTP through libcurl (a maintained client: STARTTLS, AUTH, pipelining quirks handled), run on
-/// NIO's thread pool because `curl_easy_perform` blocks.
+/// threads of its own because `curl_easy_perform` blocks.
 public struct SMTPTransport: MailTransport {
     public let config: SMTPConfig
     private let threadPool: NIOThreadPool
 
-    public init(config: SMTPConfig, threadPool: NIOThreadPool = .singleton) {
+    /// A stalled mail server holds a thread for the whole exchange, up to `SMTP_TIMEOUT_MS` (30 s).
+    /// On NIO's shared pool (a thread per core) that thread would be one password hashing needs, and
+    /// sign-ins would slow down for as long as mail is stuck. A sender sends one message at a time;
+    /// the second thread is for processes with several senders (the tests).
+    public static let threads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 2)
+        pool.start()
+        return pool
+    }()
+
+    public init(config: SMTPConfig, threadPool: NIOThreadPool = SMTPTransport.threads) {
         self.config = config
         self.threadPool = threadPool
     }
