@@ -23,18 +23,11 @@ import Testing
         }
     }
 
-    /// The pool keeps all its connections open unless told otherwise; none, or more than the pool, is refused.
-    @Test func thePoolMinimumDefaultsToThePoolSize() throws {
+    /// The services' pools keep all their connections open (see `PostgresClient(database:)`).
+    @Test func thePoolKeepsAllItsConnections() throws {
         #expect(try ServiceConfig.load(name: "social", defaultPort: 8082, environment: [:]).database.minimumConnections == 10)
         let sized = try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["DATABASE_POOL_SIZE": "6"]).database
         #expect(sized.poolSize == 6 && sized.minimumConnections == 6)
-        #expect(try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["DATABASE_POOL_MIN": "1"]).database.minimumConnections == 1)
-        for minimum in ["0", "5"] {
-            let error = #expect(throws: ConfigurationError.self) {
-                try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["DATABASE_POOL_SIZE": "4", "DATABASE_POOL_MIN": minimum])
-            }
-            #expect(String(describing: error!).contains("DATABASE_POOL_MIN: must be between 1 and 4, got \(minimum)"))
-        }
     }
 
     @Test func trustedProxiesAreNetworksOrNone() throws {

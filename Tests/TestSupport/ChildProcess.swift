@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // glibc 2.34+; Swift's Glibc module does not show it.
 @_silgen_name("posix_spawn_file_actions_addclosefrom_np")
@@ -7,9 +8,10 @@ private func spawnFileActionsAddCloseFrom(_ actions: UnsafeMutablePointer<posix_
 /// A child process started with `posix_spawn` and reaped with `waitpid`, polled from async code.
 /// Foundation's `Process.waitUntilExit` hung inside the test runner's cooperative threads, and its
 /// `terminate` does not help with a child that must be killed hard.
-public final class ChildProcess: @unchecked Sendable {
+public final class ChildProcess: Sendable {
     public let pid: pid_t
-    private var status: Int32?
+    /// The exit status once reaped. Reaped under the lock: a second `waitpid` would fail and lose it.
+    private let status = Mutex<Int32?>(nil)
 
     /// Starts `arguments[0]` (looked up in PATH) with the given environment; output goes to `outputPath`.
     public init(_ arguments: [String], environment: [String: String]? = nil, outputPath: String = "/dev/null") throws {
@@ -59,7 +61,7 @@ public final class ChildProcess: @unchecked Sendable {
     public func wait(timeout: Duration = .seconds(30)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while true {
-            if hasExited, let status { return status }
+            if hasExited(), let status = self.status.withLock({ $0 }) { return status }
             if ContinuousClock.now > deadline { throw POSIXError(.ETIMEDOUT) }
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -69,18 +71,20 @@ public final class ChildProcess: @unchecked Sendable {
         kill(pid, signal)
     }
 
-    /// Whether the child has exited (reaped here if so).
-    public var hasExited: Bool {
-        if status != nil { return true }
-        var raw: Int32 = 0
-        let reaped = waitpid(pid, &raw, WNOHANG)
-        if reaped == pid {
-            let signal = raw & 0x7f
-            status = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
-        } else if reaped < 0 {
-            status = -1
+    /// Whether the child has exited, reaping it if so.
+    public func hasExited() -> Bool {
+        status.withLock { status in
+            if status != nil { return true }
+            var raw: Int32 = 0
+            let reaped = waitpid(pid, &raw, WNOHANG)
+            if reaped == pid {
+                let signal = raw & 0x7f
+                status = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
+            } else if reaped < 0 {
+                status = -1
+            }
+            return status != nil
         }
-        return status != nil
     }
 
     /// Waits until the child, a server, has written `marker` to `log` (past its first `offset` bytes),
@@ -91,7 +95,7 @@ public final class ChildProcess: @unchecked Sendable {
     public func waitUntilServing(port: Int, log: String, after offset: Int = 0, marker: String, within limit: Duration = .seconds(10)) async throws -> Bool {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
-            if hasExited { return false }
+            if hasExited() { return false }
             if let text = FileManager.default.contents(atPath: log), text.count > offset,
                String(decoding: text.dropFirst(offset), as: UTF8.self).contains(marker), RedisServer.accepts(port: port) {
                 return true
@@ -99,6 +103,7 @@ public final class ChildProcess: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(25))
         }
         signal(SIGKILL)
+        _ = try? await wait(timeout: .seconds(2))
         throw POSIXError(.ETIMEDOUT)
     }
 }

@@ -119,7 +119,7 @@ public final class MailSink: Sendable {
     }
 }
 
-/// The sink exited before serving: its port was in use.
+/// The sink exited before serving, five times: its log says why.
 public struct MailSinkDidNotStart: Error, CustomStringConvertible {
     public var log: String
     public var description: String { "the mail sink did not start: \(log.suffix(400))" }

@@ -7,6 +7,7 @@ public final class RedisServer: @unchecked Sendable {
     private let directory: URL
     private var process: ChildProcess?
     private var started = false
+    private var starts = 0
 
     public init() throws {
         port = try Self.freePort()
@@ -22,13 +23,13 @@ public final class RedisServer: @unchecked Sendable {
     /// start moves to another free port if its own was taken before the server could bind it.
     public func start() async throws {
         let restart = started
-        let log = directory.appendingPathComponent("redis.log").path
         for _ in 0..<5 {
-            // The log is appended to: only what this start writes counts.
-            let offset = (try? FileManager.default.attributesOfItem(atPath: log)[.size] as? Int) ?? 0
+            // A log for each start, since redis-server appends: the marker must be this start's own.
+            starts += 1
+            let log = directory.appendingPathComponent("redis-\(starts).log").path
             let child = try ChildProcess(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
                                           "--appendfsync", "always", "--dir", directory.path, "--logfile", log])
-            if try await child.waitUntilServing(port: port, log: log, after: offset, marker: "Ready to accept connections") {
+            if try await child.waitUntilServing(port: port, log: log, marker: "Ready to accept connections") {
                 process = child
                 started = true
                 return

@@ -61,7 +61,7 @@ public struct DatabaseConfig: Sendable {
     public var schema: String
     public var poolSize: Int
     /// Connections opened at start and kept open, never closed for being idle (at least one, no more
-    /// than `poolSize`).
+    /// than `poolSize`): the whole pool in the services (see `PostgresClient(database:)`).
     /// PostgresNIO gives each connection beyond these an idle timer, armed (three tasks and a sleep)
     /// every time the connection goes back to the pool and cancelled when it is leased again: an
     /// eighth of a profile read's CPU.
@@ -98,7 +98,7 @@ public struct DatabaseConfig: Sendable {
             database: url.map { String($0.path.dropFirst()) }.flatMap { $0.isEmpty ? nil : $0 } ?? "foodbackend",
             schema: env.string("DATABASE_SCHEMA", default: service),
             poolSize: poolSize,
-            minimumConnections: env.int("DATABASE_POOL_MIN", default: poolSize, range: 1...poolSize),
+            minimumConnections: poolSize,
             statementTimeout: env.milliseconds("DATABASE_STATEMENT_TIMEOUT_MS", default: 10_000, range: 100...3_600_000),
             requireTLS: url?.query["sslmode"] == "require"
         )

@@ -16,6 +16,9 @@ extension PostgresClient {
         // PostgresNIO 1.33's pool replaces a closed connection only to keep its minimum, not for the
         // requests queued on it. With none kept, requests queued while PostgreSQL ended every
         // connection (a restart, an outage) would wait until some new request opened one.
+        // The services keep the whole pool (`ServiceConfig`): with fewer kept, the pool retires
+        // connections idle for 60 s, and a request arriving while one is being retired just as
+        // PostgreSQL ends the kept ones fails a precondition in the pool and stops the process.
         configuration.options.minimumConnections = max(1, min(config.minimumConnections, config.poolSize))
         // PostgresNIO's keep-alive writes its `SELECT 1` unchecked (see `checkedQuery`): one that hangs
         // holds the pool's run loop, and with it graceful shutdown. A connection the server closes is
