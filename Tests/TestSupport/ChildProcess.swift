@@ -61,7 +61,7 @@ public final class ChildProcess: Sendable {
     public func wait(timeout: Duration = .seconds(30)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while true {
-            if hasExited(), let status = self.status.withLock({ $0 }) { return status }
+            if let status = reaped() { return status }
             if ContinuousClock.now > deadline { throw POSIXError(.ETIMEDOUT) }
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -72,32 +72,36 @@ public final class ChildProcess: Sendable {
     }
 
     /// Whether the child has exited, reaping it if so.
-    public func hasExited() -> Bool {
+    public func hasExited() -> Bool { reaped() != nil }
+
+    /// The exit status (128 + signal when killed) once the child has exited, reaping it if need be.
+    private func reaped() -> Int32? {
         status.withLock { status in
-            if status != nil { return true }
-            var raw: Int32 = 0
-            let reaped = waitpid(pid, &raw, WNOHANG)
-            if reaped == pid {
-                let signal = raw & 0x7f
-                status = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
-            } else if reaped < 0 {
-                status = -1
+            if status == nil {
+                var raw: Int32 = 0
+                let reaped = waitpid(pid, &raw, WNOHANG)
+                if reaped == pid {
+                    let signal = raw & 0x7f
+                    status = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
+                } else if reaped < 0 {
+                    status = -1
+                }
             }
-            return status != nil
+            return status
         }
     }
 
-    /// Waits until the child, a server, has written `marker` to `log` (past its first `offset` bytes),
-    /// which it does once its port is bound, and `port` accepts connections. False when the child exits
+    /// Waits until the child, a server, has written `marker` to `log`, which it does once its port is
+    /// bound, and `port` accepts connections. False when the child exits
     /// first, as one whose port was taken does: a port from `RedisServer.freePort()` is free only until
     /// someone binds it, and another test's server may bind it first and then answer in the child's
     /// place, so a connection alone does not prove the child is the one listening.
-    public func waitUntilServing(port: Int, log: String, after offset: Int = 0, marker: String, within limit: Duration = .seconds(10)) async throws -> Bool {
+    public func waitUntilServing(port: Int, log: String, marker: String, within limit: Duration = .seconds(10)) async throws -> Bool {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
             if hasExited() { return false }
-            if let text = FileManager.default.contents(atPath: log), text.count > offset,
-               String(decoding: text.dropFirst(offset), as: UTF8.self).contains(marker), RedisServer.accepts(port: port) {
+            if let text = FileManager.default.contents(atPath: log), String(decoding: text, as: UTF8.self).contains(marker),
+               RedisServer.accepts(port: port) {
                 return true
             }
             try await Task.sleep(for: .milliseconds(25))
