@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -13,16 +14,23 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     let registry = MetricsRegistry()
     let pools = try config.upstreams.mapValues { try UpstreamPool(baseURL: $0, connectTimeout: config.connectTimeout) }
 
+    let metrics = HTTPMetrics(registry: registry)
+    // Nearly every proxied request is answered in the channel pipeline, before the router.
+    let proxy = GatewayProxy(table: .standard, pools: pools, timeout: config.upstreamTimeout, metrics: metrics,
+                             trustedProxies: config.trustedProxies, logger: logger)
+
     let router = Router(context: ServiceRequestContext.self)
     // Proxied requests are counted per upstream (`route="proxy:social"`).
-    router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry), trustedProxies: config.trustedProxies,
+    router.add(middleware: TelemetryMiddleware(metrics: metrics, trustedProxies: config.trustedProxies,
                                                routeOutsideRouter: { RouteTable.standard.service(for: $0.uri.path).map { "proxy:" + $0 } }))
     router.add(middleware: ProblemMiddleware())
+    // Requests whose body streams (see `ProxyChannelHandler`).
     router.add(middleware: ProxyMiddleware(table: .standard, pools: pools, timeout: config.upstreamTimeout))
     GatewayHealthRoutes(pools: pools, metrics: registry).add(to: router)
 
     return Application(
         router: router,
+        server: HTTPServerBuilder { responder in GatewayHTTP1Channel(http1: HTTP1Channel(responder: responder), proxy: proxy) },
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "gateway"),
         services: [Closer { for pool in pools.values { pool.shutdown() } }, ShutdownNotice(logger: logger)],
         logger: logger

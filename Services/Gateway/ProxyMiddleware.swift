@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHTTPTypesHTTP1
 import ServiceKit
 
 /// Forwards requests whose path a route claims to that service over the service's `UpstreamPool`,
@@ -29,8 +30,11 @@ struct ProxyMiddleware: RouterMiddleware {
         }
         var target = request.uri.path
         if let query = request.uri.query { target += "?" + query }
+        // Swift's HTTP types keep the `Host` header as the request's authority.
+        var incoming = HTTPHeaders(request.headers)
+        if let authority = request.head.authority { incoming.add(name: "Host", value: authority) }
         var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue), uri: target,
-                                   headers: Self.forwardHeaders(request.headers, authority: request.head.authority, context: context))
+                                   headers: Self.forwardHeaders(incoming, client: context.clientAddress, requestID: context.requestID))
         // A request has a body when it says how long it is or that it comes in chunks (RFC 9112 §6.3).
         // A small one is read whole and sent with the head; a large one, or one of unknown length
         // (which goes on in chunks), streams.
@@ -55,15 +59,8 @@ struct ProxyMiddleware: RouterMiddleware {
         } catch {
             throw Self.problem(for: error, service: service, logger: context.logger)
         }
-        var headers = HTTPFields()
-        let dropped = Self.connectionTokens(response.head.headers)
-        for (name, value) in response.head.headers {
-            guard let field = HTTPField.Name(name) else { continue }
-            // `canonicalName` is the name in lowercase, worked out once by HTTPField.Name.
-            if Self.hopByHop.contains(field.canonicalName) || dropped.contains(field.canonicalName) { continue }
-            headers.append(HTTPField(name: field, value: value))
-        }
         let status = HTTPResponse.Status(code: Int(response.head.status.code), reasonPhrase: response.head.status.reasonPhrase)
+        let headers = HTTPFields(Self.answerHeaders(response.head.headers), splitCookie: false)
         switch response.body {
         case .complete(let body):
             return Response(status: status, headers: headers, body: .init(byteBuffer: body))
@@ -72,23 +69,39 @@ struct ProxyMiddleware: RouterMiddleware {
         }
     }
 
-    static func forwardHeaders(_ incoming: HTTPFields, authority: String?, context: Context) -> HTTPHeaders {
-        var headers = HTTPHeaders()
-        var dropped: Set<String> = []
-        for value in incoming[values: .connection] {
-            for token in value.split(separator: ",") { dropped.insert(token.trimmingCharacters(in: .whitespaces).lowercased()) }
-        }
-        for field in incoming {
-            let name = field.name.canonicalName
-            // The gateway is the edge: what a client claims about addresses is not passed on (the
-            // address from a trusted load balancer's header is, as the one X-Forwarded-For).
-            if hopByHop.contains(name) || dropped.contains(name) || ["x-request-id", "x-forwarded-for", "x-forwarded-host", "x-real-ip"].contains(name) { continue }
-            headers.add(name: field.name.rawName, value: field.value)
-        }
-        headers.replaceOrAdd(name: "X-Forwarded-For", value: context.clientAddress)
-        if let host = authority { headers.replaceOrAdd(name: "X-Forwarded-Host", value: host) }
-        headers.replaceOrAdd(name: "X-Request-ID", value: context.requestID)
+    /// Headers a client may not set: the gateway is the edge, so what a client claims about addresses
+    /// is not passed on (a trusted load balancer's address is, as the one X-Forwarded-For).
+    static let gatewaySets: Set<String> = ["x-request-id", "x-forwarded-for", "x-forwarded-host", "x-real-ip"]
+
+    /// What an upstream receives: the client's headers less the hop-by-hop ones, those the
+    /// `Connection` header names and those only the gateway sets; then the client's address, the
+    /// `Host` it asked for and the request id.
+    static func forwardHeaders(_ incoming: HTTPHeaders, client: String, requestID: String) -> HTTPHeaders {
+        var headers = incoming
+        remove(from: &headers) { hopByHop.contains($0) || gatewaySets.contains($0) }
+        headers.add(name: "X-Forwarded-For", value: client)
+        if let host = incoming.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: host) }
+        headers.add(name: "X-Request-ID", value: requestID)
         return headers
+    }
+
+    /// What the client receives of an upstream's headers: all but the hop-by-hop ones.
+    static func answerHeaders(_ incoming: HTTPHeaders) -> HTTPHeaders {
+        var headers = incoming
+        remove(from: &headers) { hopByHop.contains($0) }
+        return headers
+    }
+
+    /// Removes the headers whose lowercased name `drop` picks, and those the `Connection` header
+    /// names. Most messages have none, and are left as they are rather than copied header by header.
+    private static func remove(from headers: inout HTTPHeaders, where drop: (String) -> Bool) {
+        let named = connectionTokens(headers)
+        var doomed: [String] = []
+        for (name, _) in headers {
+            let lower = name.lowercased()
+            if drop(lower) || named.contains(lower), !doomed.contains(lower) { doomed.append(lower) }
+        }
+        for name in doomed { headers.remove(name: name) }
     }
 
     static func connectionTokens(_ headers: HTTPHeaders) -> Set<String> {

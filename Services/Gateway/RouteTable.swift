@@ -14,16 +14,22 @@ struct RouteTable: Sendable {
 
     /// Longest prefix first, so a more specific route wins.
     let routes: [(prefix: String, service: String)]
+    private let prefixes: [[UInt8]]
 
     init(routes: [(String, String)]) {
         self.routes = routes.map { (prefix: $0.0, service: $0.1) }.sorted { $0.prefix.count > $1.prefix.count }
+        self.prefixes = self.routes.map { Array($0.prefix.utf8) }
     }
 
-    func service(for path: String) -> String? {
-        for route in routes where path.hasPrefix(route.prefix) {
-            let rest = path.dropFirst(route.prefix.count)
-            if rest.isEmpty || rest.hasPrefix("/") { return route.service }
+    /// Compared byte by byte on contiguous UTF-8: `String`'s own prefix test works on characters,
+    /// and cost more than the rest of routing a proxied request.
+    func service(for path: some StringProtocol) -> String? {
+        var path = String(path)
+        return path.withUTF8 { bytes in
+            for (index, prefix) in prefixes.enumerated() where bytes.starts(with: prefix) {
+                if bytes.count == prefix.count || bytes[prefix.count] == UInt8(ascii: "/") { return routes[index].service }
+            }
+            return nil
         }
-        return nil
     }
 }

@@ -6,6 +6,8 @@ import HummingbirdTesting
 import Logging
 import Models
 import NIOCore
+import NIOPosix
+import ServiceLifecycle
 import ServiceKit
 import Synchronization
 import TestSupport
@@ -42,7 +44,9 @@ final class EchoUpstream: Sendable {
         try await server.start(router, label: name)
     }
 
+    /// What reached it, as JSON; a path ending in `/pause` answers 600 ms late.
     static func echo(_ name: String, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        if request.uri.path.hasSuffix("/pause") { try await Task.sleep(for: .milliseconds(600)) }
         let body = try await request.body.collect(upTo: 64 << 20)
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
@@ -109,9 +113,10 @@ final class EchoUpstream: Sendable {
             let id = try #require(made.headers[.requestID])
             #expect(UUID(uuidString: id) != nil)
             #expect(madeEcho.headers["x-request-id"] == id)
-            // Connection-level headers never reach the upstream. (Swift's HTTP types drop the incoming
-            // `Connection` field itself, so headers it names cannot be singled out beyond these.)
+            // Connection-level headers never reach the upstream (this client does not send the headers
+            // its `Connection` names: `pipelinedRequestsAreAnsweredInOrder` checks those).
             #expect(madeEcho.headers["keep-alive"] == nil && madeEcho.headers["connection"] == nil)
+            #expect(madeEcho.headers["x-forwarded-host"] != nil && madeEcho.headers["host"] != madeEcho.headers["x-forwarded-host"])
             // Hop-by-hop headers of the upstream's response do not leak either.
             #expect(made.headers[HTTPField.Name("X-Internal")!] == nil)
             #expect(made.headers[HTTPField.Name("X-Upstream")!] == "auth")
@@ -186,6 +191,72 @@ final class EchoUpstream: Sendable {
         }
     }
 
+    /// A client that pipelines: answers come back in the order of the requests, whichever of them the
+    /// proxy handler answers and whichever the router does (the gateway's own routes, a 404, a body
+    /// too large to read whole), and `Connection: close` on the last ends the connection after it.
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        try await Self.withGateway { client in
+            let port = try #require(client.port)
+            let large = String(repeating: "x", count: 300_000)
+            let requests = [
+                "GET /v1/auth/first HTTP/1.1\r\nHost: gw\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nX-Kept: 2\r\n\r\n",
+                "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n",
+                "POST /v1/profiles/second?x=1 HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\n\r\nhello",
+                "GET /v1/nowhere HTTP/1.1\r\nHost: gw\r\n\r\n",
+                "POST /v1/auth/large HTTP/1.1\r\nHost: gw\r\nContent-Length: \(large.utf8.count)\r\n\r\n\(large)",
+                "DELETE /v1/profiles/last HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n",
+            ]
+            let answers = try await RawHTTP.exchange(port: port, requests.joined())
+            #expect(answers.count == 6, "\(answers.map(\.status))")
+            guard answers.count == 6 else { return }
+            #expect(answers.map(\.status) == [200, 200, 200, 404, 200, 200])
+            let first = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: answers[0].body))
+            #expect(first.service == "auth" && first.path == "/v1/auth/first" && first.headers["x-forwarded-host"] == "gw")
+            // Headers the client's `Connection` names stay at the gateway; the others go on.
+            #expect(first.headers["x-hop"] == nil && first.headers["connection"] == nil && first.headers["x-kept"] == "2")
+            #expect(String(buffer: answers[1].body).contains("ok"))
+            let second = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: answers[2].body))
+            #expect(second.service == "social" && second.path == "/v1/profiles/second?x=1" && second.method == "POST" && second.bodyBytes == 5)
+            #expect(answers[3].headers["content-type"] == Problem.mediaType)
+            let largeEcho = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: answers[4].body))
+            #expect(largeEcho.path == "/v1/auth/large" && largeEcho.bodyBytes == 300_000)
+            let last = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: answers[5].body))
+            #expect(last.method == "DELETE" && last.path == "/v1/profiles/last")
+            #expect(answers[5].headers["connection"] == "close")
+            // Every answer carries its own request id; the upstream's hop-by-hop headers stay behind.
+            #expect(Set(answers.compactMap { $0.headers["x-request-id"] }).count == 6)
+            #expect(answers[0].headers["x-internal"] == nil && answers[0].headers["x-upstream"] == "auth")
+
+            // An HTTP/1.0 client that does not ask to keep the connection gets its answer, then the end.
+            let old = try await RawHTTP.exchange(port: port, "GET /v1/auth/old HTTP/1.0\r\nHost: gw\r\n\r\n")
+            #expect(old.map(\.status) == [200])
+        }
+    }
+
+    /// A shutdown that begins while a proxied request waits on its upstream lets it finish: the client
+    /// gets the answer, then the connection closes and the gateway stops.
+    @Test func aShutdownLetsAProxiedRequestFinish() async throws {
+        let auth = EchoUpstream(name: "auth")
+        try await auth.start()
+        defer { auth.stop() }
+        var upstreams: [String: String] = [:]
+        for service in GatewayConfig.services.keys { upstreams[service] = auth.baseURL }
+        let port = try RedisServer.freePort()
+        let config = GatewayConfig(host: "127.0.0.1", port: port, logLevel: .warning, upstreams: upstreams, upstreamTimeout: .seconds(5), connectTimeout: .seconds(1))
+        let group = ServiceGroup(services: [try buildApplication(config)], gracefulShutdownSignals: [], logger: Logger(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await waitUntil(.seconds(20)) { RedisServer.accepts(port: port) }
+            let answer = Task { try await RawHTTP.exchange(port: port, "GET /v1/auth/pause HTTP/1.1\r\nHost: gw\r\n\r\n", untilAnswers: 1) }
+            try await Task.sleep(for: .milliseconds(200))
+            await group.triggerGracefulShutdown()
+            let answers = try await answer.value
+            #expect(answers.map(\.status) == [200])
+            #expect(try answers.first.map { try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: $0.body)).path } == "/v1/auth/pause")
+            try await tasks.waitForAll()
+        }
+    }
+
     @Test func routeTableMatchesTheArchitecture() {
         let table = RouteTable.standard
         let expected: [String: String] = [
@@ -198,5 +269,55 @@ final class EchoUpstream: Sendable {
         ]
         for (path, service) in expected { #expect(table.service(for: path) == service, "\(path)") }
         for path in ["/metrics", "/healthz", "/v1/events", "/openapi.json", "/v1", "/v1/authx"] { #expect(table.service(for: path) == nil, "\(path)") }
+    }
+}
+
+/// A bare HTTP/1.1 client: writes the bytes it is given in one go (so requests can be pipelined) and
+/// reads answers with a `Content-Length` until the server closes the connection, or until it has
+/// `untilAnswers` of them.
+enum RawHTTP {
+    struct Answer {
+        var status: Int
+        var headers: [String: String]
+        var body: ByteBuffer
+    }
+
+    static func exchange(port: Int, _ text: String, untilAnswers: Int? = nil, timeout: Duration = .seconds(30)) async throws -> [Answer] {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            try await outbound.write(ByteBuffer(string: text))
+            var received = ByteBuffer()
+            var answers: [Answer] = []
+            let deadline = ContinuousClock.now + timeout
+            for try await var chunk in inbound {
+                received.writeBuffer(&chunk)
+                while let answer = parse(&received) { answers.append(answer) }
+                if let untilAnswers, answers.count >= untilAnswers { break }
+                if ContinuousClock.now > deadline { break }
+            }
+            return answers
+        }
+    }
+
+    /// One whole answer off the front of `buffer`, or nil if it has not all arrived.
+    static func parse(_ buffer: inout ByteBuffer) -> Answer? {
+        let text = buffer.getString(at: buffer.readerIndex, length: min(buffer.readableBytes, 64 * 1024)) ?? ""
+        guard let end = text.range(of: "\r\n\r\n") else { return nil }
+        let headLength = text.utf8.distance(from: text.startIndex, to: end.upperBound)
+        var lines = text[..<end.lowerBound].components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst().split(separator: " ")
+        var headers: [String: String] = [:]
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        let length = Int(headers["content-length"] ?? "0") ?? 0
+        guard buffer.readableBytes >= headLength + length else { return nil }
+        buffer.moveReaderIndex(forwardBy: headLength)
+        let body = buffer.readSlice(length: length) ?? ByteBuffer()
+        return Answer(status: statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0, headers: headers, body: body)
     }
 }

@@ -55,7 +55,7 @@ public final class RedisServer: @unchecked Sendable {
         process?.signal(SIGKILL)
     }
 
-    static func accepts(port: Int) -> Bool {
+    public static func accepts(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()

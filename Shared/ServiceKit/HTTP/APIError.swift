@@ -50,10 +50,16 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
 extension Problem {
     /// The problem+json response for a status with the request id attached.
     func response(status: HTTPResponse.Status, headers extra: HTTPFields = [:]) -> Response {
+        let (headers, body) = encoded(headers: extra)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    /// The body and its headers, for code that writes a response without Hummingbird's `Response`.
+    public func encoded(headers extra: HTTPFields = [:]) -> (HTTPFields, ByteBuffer) {
         var headers = extra
         headers[.contentType] = Problem.mediaType
         let body = (try? JSONEncoder.api.encode(self)) ?? Data("{}".utf8)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        return (headers, ByteBuffer(bytes: body))
     }
 }
 

@@ -14,6 +14,15 @@ public enum RequestIDs {
     private static let counter = Atomic<UInt64>(UInt64.random(in: .min ... .max))
     private static let low62: UInt64 = (1 << 62) - 1
 
+    /// The caller's `X-Request-ID` when it is up to 128 visible ASCII characters; a new id otherwise,
+    /// so that logs stay clean.
+    public static func id(from header: String?) -> String {
+        if let header, !header.isEmpty, header.utf8.count <= 128, header.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            return header
+        }
+        return next()
+    }
+
     public static func next() -> String {
         format(high: high, low: 0x8000_0000_0000_0000 | scramble(counter.add(1, ordering: .relaxed).newValue))
     }

@@ -29,7 +29,7 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
         var context = context
-        let requestID = Self.requestID(from: request.headers[.requestID])
+        let requestID = RequestIDs.id(from: request.headers[.requestID])
         context.requestID = requestID
         context.clientAddress = trustedProxies.client(peer: context.clientAddress, forwardedFor: request.headers[.forwardedFor])
         context.logger[metadataKey: "request_id"] = .string(requestID)
@@ -44,21 +44,21 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
         let duration = ContinuousClock.now - started
         let route = context.endpointPath ?? routeOutsideRouter(request) ?? "unmatched"
         metrics.record(method: request.method.rawValue, route: route, status: Int(response.status.code), duration: duration)
-        context.logger.info("request", metadata: [
-            "method": .string(request.method.rawValue),
-            "path": .string(request.uri.path),
-            "client": .string(context.clientAddress),
-            "status": .stringConvertible(response.status.code),
-            "duration_ms": .string(String(format: "%.2f", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)),
-        ])
+        RequestLog.write(context.logger, method: request.method.rawValue, path: request.uri.path, client: context.clientAddress,
+                         status: response.status.code, duration: duration)
         return response
     }
+}
 
-    /// Accepts up to 128 visible ASCII characters; anything else is replaced so logs stay clean.
-    static func requestID(from header: String?) -> String {
-        if let header, !header.isEmpty, header.utf8.count <= 128, header.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
-            return header
-        }
-        return RequestIDs.next()
+/// The one line logged per request, by `TelemetryMiddleware` and by the gateway's proxy alike.
+public enum RequestLog {
+    public static func write(_ logger: Logger, method: String, path: String, client: String, status: Int, duration: Duration) {
+        logger.info("request", metadata: [
+            "method": .string(method),
+            "path": .string(path),
+            "client": .string(client),
+            "status": .stringConvertible(status),
+            "duration_ms": .string(String(format: "%.2f", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)),
+        ])
     }
 }

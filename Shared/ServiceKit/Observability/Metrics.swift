@@ -53,7 +53,7 @@ public struct HTTPMetrics: Sendable {
     /// The registry's counter and histogram for one method, route and status, made once: asking the
     /// registry for them on every request (it checks the name and the labels, under its lock) was 3%
     /// of a proxied request's instructions.
-    func record(method: String, route: String, status: Int, duration: Duration) {
+    public func record(method: String, route: String, status: Int, duration: Duration) {
         let key = InstrumentKey(method: method, route: route, status: status)
         let (counter, histogram) = instruments.cache.withLock { cache in
             if let found = cache[key] { return found }
