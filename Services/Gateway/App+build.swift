@@ -31,7 +31,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     return Application(
         router: router,
         server: HTTPServerBuilder { responder in GatewayHTTP1Channel(http1: HTTP1Channel(responder: responder), proxy: proxy) },
-        configuration: .init(address: .hostname(config.host, port: config.port), serverName: "gateway"),
+        configuration: .init(address: .hostname(config.host, port: config.port), serverName: ProxyChannelHandler.serverName),
         services: [Closer { for pool in pools.values { pool.shutdown() } }, ShutdownNotice(logger: logger)],
         logger: logger
     )

@@ -85,6 +85,18 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var quiescing = false
     /// The connection's remote address, formatted once.
     private var peer: String?
+    /// The router's current request asked to close the connection after its answer.
+    private var routerCloses = false
+    /// Answers written faster than the client reads them: the next request waits until it reads.
+    private var awaitingWritable = false
+    /// The client closed its side while requests were still being answered here: the router hears
+    /// of it (and ends the connection) once they are.
+    private var heldInputClosed = false
+    /// A request that could not be parsed: nothing after it is answered.
+    private var stopped = false
+
+    /// The `Server` header, as Hummingbird sets it on the router's answers.
+    static let serverName = "gateway"
 
     init(proxy: GatewayProxy) {
         self.proxy = proxy
@@ -100,18 +112,30 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        if waiting.isEmpty {
+        if waiting.isEmpty && !awaitingWritable {
             context.read()
         } else {
             heldRead = true
         }
     }
 
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if awaitingWritable && context.channel.isWritable {
+            awaitingWritable = false
+            drain(context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
     /// The router's answers pass here on their way out; their end lets the next request go on.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         context.write(data, promise: promise)
         guard case .end = unwrapOutboundIn(data), case .passing(let requestEnded, _) = state else { return }
-        if requestEnded {
+        if routerCloses {
+            // Hummingbird ends the connection after this answer: what waits here goes nowhere.
+            state = .closed
+            waiting.removeAll()
+        } else if requestEnded {
             state = .idle
             // Not from inside the router's write: the next request starts on a fresh stack.
             context.eventLoop.assumeIsolated().execute { self.drain(context: context) }
@@ -134,18 +158,35 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 break
             }
         }
+        // Hummingbird ends the connection when the client closes its side; requests answered here
+        // are answered first.
+        if let event = event as? ChannelEvent, event == .inputClosed, busy || !waiting.isEmpty {
+            heldInputClosed = true
+            return
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
+    /// A request that cannot be parsed ends the connection: requests waiting behind it are dropped,
+    /// one being answered here is answered first, and otherwise the router answers 400.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        stopped = true
+        waiting.removeAll()
         switch state {
-        case .collecting, .proxying:
-            // Garbage after a request this handler answers: the router never saw the request, so
-            // it cannot answer the error in order. End the connection.
+        case .collecting:
             state = .closed
             context.close(promise: nil)
-        default:
+        case .proxying:
+            break  // `finish` closes
+        case .idle, .passing, .closed:
             context.fireErrorCaught(error)
+        }
+    }
+
+    private var busy: Bool {
+        switch state {
+        case .collecting, .proxying: true
+        case .idle, .passing, .closed: false
         }
     }
 
@@ -158,6 +199,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: requests
 
     private func accepts(_ part: HTTPServerRequestPart) -> Bool {
+        if stopped || awaitingWritable { return false }
         switch state {
         case .idle, .collecting, .passing(requestEnded: false, _): return true
         case .passing(requestEnded: true, _), .proxying, .closed: return false
@@ -175,6 +217,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 state = .collecting(proxied)
             } else {
                 state = .passing(requestEnded: false, responseEnded: false)
+                routerCloses = !request.isKeepAlive
                 context.fireChannelRead(wrapInboundOut(part))
             }
         case .collecting(var proxied):
@@ -220,12 +263,20 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // Hummingbird's async channel hands what it read to the router when a read completes; parts
         // that waited here come outside of one.
         if drained { context.fireChannelReadComplete() }
-        if waiting.isEmpty && heldRead {
+        if waiting.isEmpty && heldRead && !awaitingWritable {
             heldRead = false
             context.read()
         }
-        if waiting.isEmpty, quiescing, case .idle = state {
-            context.close(promise: nil)
+        if waiting.isEmpty && !busy {
+            if heldInputClosed {
+                heldInputClosed = false
+                context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            }
+            if quiescing, case .idle = state {
+                // Hummingbird's connection handler closes the connection, now idle.
+                quiescing = false
+                context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+            }
         }
     }
 
@@ -239,10 +290,13 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let length = headers.first(name: "content-length") {
             guard let bytes = Int(length), bytes <= UpstreamExchangeHandler.bufferedBodyLimit else { return nil }
         }
-        let requestID = RequestIDs.id(from: headers.first(name: "x-request-id"))
+        let requestIDs = headers["x-request-id"]
+        let requestID = RequestIDs.id(from: requestIDs.isEmpty ? nil : requestIDs.joined(separator: ", "))
         if peer == nil { peer = context.channel.remoteAddress?.ipAddress ?? "unknown" }
+        // Every line of it: a load balancer may add its own rather than append to the client's.
+        let forwardedFor = headers["x-forwarded-for"]
         return Proxied(request: request, path: path, service: service, pool: pool, requestID: requestID,
-                       client: proxy.trustedProxies.client(peer: peer!, forwardedFor: headers.first(name: "x-forwarded-for")),
+                       client: proxy.trustedProxies.client(peer: peer!, forwardedFor: forwardedFor.isEmpty ? nil : forwardedFor.joined(separator: ", ")),
                        started: .now, body: nil, closeAfter: !request.isKeepAlive)
     }
 
@@ -260,11 +314,19 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: answers
 
     private func answer(_ proxied: Proxied, with result: Result<UpstreamResponse, any Error>, context: ChannelHandlerContext) {
-        guard case .proxying = state else { return }  // the client went away
+        guard case .proxying = state else {
+            // The client went away; the request still counts, as on the router's path.
+            let status = switch result {
+            case .success(let response): Int(response.head.status.code)
+            case .failure(let error): ProxyMiddleware.problem(for: error, service: proxied.service, logger: logger(for: proxied)).status.code
+            }
+            return record(proxied, status: status)
+        }
         switch result {
         case .success(let response):
             var headers = ProxyMiddleware.answerHeaders(response.head.headers)
             headers.replaceOrAdd(name: "X-Request-ID", value: proxied.requestID)
+            headers.replaceOrAdd(name: "Server", value: Self.serverName)
             if proxied.closeAfter { headers.replaceOrAdd(name: "Connection", value: "close") }
             let status = response.head.status
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
@@ -284,6 +346,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             var headers = HTTPHeaders(fields)
             headers.replaceOrAdd(name: "X-Request-ID", value: proxied.requestID)
             headers.replaceOrAdd(name: "Content-Length", value: String(body.readableBytes))
+            headers.replaceOrAdd(name: "Server", value: Self.serverName)
             if proxied.closeAfter { headers.replaceOrAdd(name: "Connection", value: "close") }
             let status = HTTPResponseStatus(statusCode: problem.status.code, reasonPhrase: problem.status.reasonPhrase)
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
@@ -324,14 +387,19 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func finish(_ proxied: Proxied, status: Int, context: ChannelHandlerContext) {
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         record(proxied, status: status)
-        if proxied.closeAfter || (quiescing && waiting.isEmpty) {
+        if proxied.closeAfter || stopped || (quiescing && waiting.isEmpty) {
             state = .closed
-            context.close(promise: nil)
+            // Once the answer is out: a close drops what the socket has not taken yet.
+            written.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             return
         }
         state = .idle
+        if !context.channel.isWritable {
+            awaitingWritable = true
+            return
+        }
         drain(context: context)
     }
 

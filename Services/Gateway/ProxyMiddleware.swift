@@ -79,6 +79,9 @@ struct ProxyMiddleware: RouterMiddleware {
     static func forwardHeaders(_ incoming: HTTPHeaders, client: String, requestID: String) -> HTTPHeaders {
         var headers = incoming
         remove(from: &headers) { hopByHop.contains($0) || gatewaySets.contains($0) }
+        // Also forgets the keep-alive NIO's decoder noted for the client's connection (an HTTP/1.0
+        // client's would close each upstream connection after one exchange).
+        headers.remove(name: "connection")
         headers.add(name: "X-Forwarded-For", value: client)
         if let host = incoming.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: host) }
         headers.add(name: "X-Request-ID", value: requestID)

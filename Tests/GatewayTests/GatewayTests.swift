@@ -131,6 +131,10 @@ final class EchoUpstream: Sendable {
             #expect(try Self.echo(behind).headers["x-forwarded-for"] == "203.0.113.9")
             let direct = try await client.execute(uri: "/v1/auth/me", method: .get)
             #expect(try Self.echo(direct).headers["x-forwarded-for"] == "127.0.0.1")
+            // A load balancer that adds a header line of its own rather than appending to the client's.
+            let port = try #require(client.port)
+            let lines = try await RawHTTP.exchange(port: port, "GET /v1/auth/me HTTP/1.1\r\nHost: gw\r\nX-Forwarded-For: 198.51.100.4\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n")
+            #expect(try lines.first.map { try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: $0.body)).headers["x-forwarded-for"] } == "203.0.113.9")
         }
     }
 
@@ -230,6 +234,10 @@ final class EchoUpstream: Sendable {
             // An HTTP/1.0 client that does not ask to keep the connection gets its answer, then the end.
             let old = try await RawHTTP.exchange(port: port, "GET /v1/auth/old HTTP/1.0\r\nHost: gw\r\n\r\n")
             #expect(old.map(\.status) == [200])
+
+            // A client that closes its side after its requests still gets every answer.
+            let halfClosed = try await RawHTTP.exchange(port: port, "GET /v1/auth/pause HTTP/1.1\r\nHost: gw\r\n\r\nGET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n", halfClose: true)
+            #expect(halfClosed.map(\.status) == [200, 200])
         }
     }
 
@@ -282,13 +290,19 @@ enum RawHTTP {
         var body: ByteBuffer
     }
 
-    static func exchange(port: Int, _ text: String, untilAnswers: Int? = nil, timeout: Duration = .seconds(30)) async throws -> [Answer] {
+    /// `halfClose` closes the client's side once it has written, as a client that sends its last
+    /// request and only reads afterwards.
+    static func exchange(port: Int, _ text: String, untilAnswers: Int? = nil, halfClose: Bool = false, timeout: Duration = .seconds(30)) async throws -> [Answer] {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.allowRemoteHalfClosure, value: true)
             .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+                channel.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                }
             }
         return try await channel.executeThenClose { inbound, outbound in
             try await outbound.write(ByteBuffer(string: text))
+            if halfClose { outbound.finish() }
             var received = ByteBuffer()
             var answers: [Answer] = []
             let deadline = ContinuousClock.now + timeout
