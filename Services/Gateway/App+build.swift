@@ -22,7 +22,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     let router = Router(context: ServiceRequestContext.self)
     // Proxied requests are counted per upstream (`route="proxy:social"`).
     router.add(middleware: TelemetryMiddleware(metrics: metrics, trustedProxies: config.trustedProxies,
-                                               routeOutsideRouter: { RouteTable.standard.service(for: $0.uri.path).map { "proxy:" + $0 } }))
+                                               routeOutsideRouter: { proxy.routeLabel(for: $0.uri.path) }))
     router.add(middleware: ProblemMiddleware())
     // Requests whose body streams (see `ProxyChannelHandler`).
     router.add(middleware: ProxyMiddleware(table: .standard, pools: pools, timeout: config.upstreamTimeout))

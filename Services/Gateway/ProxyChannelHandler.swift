@@ -28,6 +28,11 @@ struct GatewayProxy: Sendable {
         self.logger = logger
         self.routeLabels = Dictionary(uniqueKeysWithValues: pools.keys.map { ($0, "proxy:" + $0) })
     }
+
+    /// The metrics' route label of a request to `path` that a route claims, on either path.
+    func routeLabel(for path: some StringProtocol) -> String? {
+        table.service(for: path).flatMap { routeLabels[$0] }
+    }
 }
 
 /// Proxies a client's requests on its connection's event loop, in the channel pipeline between the

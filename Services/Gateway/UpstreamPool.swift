@@ -133,14 +133,13 @@ final class UpstreamPool: Sendable {
         let retriable = Self.idempotent.contains(head.method)
         return connection(deadline: deadline, on: loop).flatMap { connection, reused in
             connection.send(head, body: body, deadline: deadline).flatMapError { error in
-                switch error as? UpstreamError {
-                case .notSent?:
-                    return self.newConnection(deadline: deadline, on: loop).flatMap { $0.send(head, body: body, deadline: deadline) }
-                case .closedBeforeResponse? where reused && retriable:
-                    return self.newConnection(deadline: deadline, on: loop).flatMap { $0.send(head, body: body, deadline: deadline) }
-                default:
-                    return connection.channel.eventLoop.makeFailedFuture(error)
+                let sendAgain = switch error as? UpstreamError {
+                case .notSent?: true
+                case .closedBeforeResponse?: reused && retriable
+                default: false
                 }
+                guard sendAgain else { return connection.channel.eventLoop.makeFailedFuture(error) }
+                return self.newConnection(deadline: deadline, on: loop).flatMap { $0.send(head, body: body, deadline: deadline) }
             }
         }
     }

@@ -74,6 +74,12 @@ final class EchoUpstream: Sendable {
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
 
+    /// A gateway that sends every service's routes to one upstream.
+    static func config(everyServiceAt url: String, port: Int = 0, timeout: Duration) -> GatewayConfig {
+        let upstreams = Dictionary(uniqueKeysWithValues: GatewayConfig.services.keys.map { ($0, url) })
+        return GatewayConfig(host: "127.0.0.1", port: port, logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1))
+    }
+
     static func echo(_ response: TestResponse) throws -> EchoUpstream.Echo {
         try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: response.body))
     }
@@ -161,9 +167,7 @@ final class EchoUpstream: Sendable {
         let slow = EchoUpstream(name: "slow")
         try await slow.start()
         defer { slow.stop() }
-        var upstreams: [String: String] = [:]
-        for service in GatewayConfig.services.keys { upstreams[service] = slow.baseURL }
-        let config = GatewayConfig(host: "127.0.0.1", port: 0, logLevel: .warning, upstreams: upstreams, upstreamTimeout: .milliseconds(300), connectTimeout: .seconds(1))
+        let config = Self.config(everyServiceAt: slow.baseURL, timeout: .milliseconds(300))
         // The echo upstream's /slow sleeps 3 s; a table routing /slow to it makes the gateway wait.
         let table = RouteTable(routes: [("/slow", "auth")])
         let router = Router(context: ServiceRequestContext.self)
@@ -247,10 +251,8 @@ final class EchoUpstream: Sendable {
         let auth = EchoUpstream(name: "auth")
         try await auth.start()
         defer { auth.stop() }
-        var upstreams: [String: String] = [:]
-        for service in GatewayConfig.services.keys { upstreams[service] = auth.baseURL }
         let port = try RedisServer.freePort()
-        let config = GatewayConfig(host: "127.0.0.1", port: port, logLevel: .warning, upstreams: upstreams, upstreamTimeout: .seconds(5), connectTimeout: .seconds(1))
+        let config = Self.config(everyServiceAt: auth.baseURL, port: port, timeout: .seconds(5))
         let group = ServiceGroup(services: [try buildApplication(config)], gracefulShutdownSignals: [], logger: Logger(label: "test"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
