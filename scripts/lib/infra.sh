@@ -11,7 +11,12 @@ log() { printf '%s\n' "$*" >&2; }
 # `--static-swift-stdlib` links with `-export-dynamic`, which puts ~50,000 Swift symbols in the
 # dynamic symbol table; nothing looks them up, and binding them at start cost each process about
 # 4.5 MiB of resident memory (auth 42.8 -> 38.2 MiB idle), so `--no-export-dynamic` takes it back.
-RELEASE_BUILD=(-c release --static-swift-stdlib -Xlinker --no-export-dynamic)
+# `-enforce-exclusivity=unchecked` drops the run-time exclusivity checks from release builds, ours and
+# the dependencies' (as Hummingbird's own TechEmpower entry builds): they were a tenth of the gateway's
+# instructions, mostly in SwiftNIO's ByteBuffer writes (callgrind: gateway 170k -> 147k, social
+# 443k -> 417k, auth 388k -> 364k per request). The compile-time checks stay, and the debug builds
+# that run the tests keep the run-time ones.
+RELEASE_BUILD=(-c release --static-swift-stdlib -Xlinker --no-export-dynamic -Xswiftc -enforce-exclusivity=unchecked)
 
 # ensure_packages: Debian packages and Python tools the stack and the tests need.
 ensure_packages() {
@@ -147,4 +152,60 @@ pgbench_select_tps() {
     || { tail -n 20 "$dir/pgbench.log" >&2; return 1; }
   psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -c "DROP DATABASE pgbench" >/dev/null || return 1
   echo "$out" | awk '/^tps = / {printf "%.0f\n", $3; exit}'
+}
+
+# start_reference_proxy UPSTREAM_PORT DIR: nginx (Debian's nginx-light) with one worker on a free
+# loopback port, proxying everything to 127.0.0.1:UPSTREAM_PORT over keep-alive HTTP/1.1 connections,
+# as the gateway does; prints the port. The benchmarks run the same load through it beside the gateway:
+# a well-worn C proxy in the gateway's place, on the same machine in the same minute, shows how much
+# of a p99 is the machine's and how much the gateway's. Its worker's pid goes to DIR/pids/nginx.pid
+# (for scripts/lib/wrk_cpu.py); stop_reference_proxy DIR stops it.
+start_reference_proxy() {
+  local upstream=$1 dir=$2 port sudo="" master worker=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  command -v nginx >/dev/null || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nginx-light >/dev/null
+  port=$(free_port)
+  mkdir -p "$dir/nginx" "$dir/pids"
+  cat >"$dir/nginx/nginx.conf" <<CONF
+worker_processes 1;
+pid $dir/nginx/nginx.pid;
+error_log $dir/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/nginx/body;
+  proxy_temp_path $dir/nginx/proxy;
+  fastcgi_temp_path $dir/nginx/fastcgi;
+  uwsgi_temp_path $dir/nginx/uwsgi;
+  scgi_temp_path $dir/nginx/scgi;
+  upstream service { server 127.0.0.1:$upstream; keepalive 128; }
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      proxy_pass http://service;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+    }
+  }
+}
+CONF
+  $sudo nginx -c "$dir/nginx/nginx.conf" || return 1
+  for _ in $(seq 1 50); do
+    master=$(cat "$dir/nginx/nginx.pid" 2>/dev/null || true)
+    [ -n "$master" ] && worker=$(pgrep -P "$master" | head -n 1 || true)
+    [ -n "$worker" ] && break
+    sleep 0.1
+  done
+  [ -n "$worker" ] || { log "nginx did not start; see $dir/nginx/error.log"; return 1; }
+  echo "$worker" >"$dir/pids/nginx.pid"
+  echo "$port"
+}
+
+stop_reference_proxy() {
+  local dir=$1 sudo="" master
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  master=$(cat "$dir/nginx/nginx.pid" 2>/dev/null) || return 0
+  $sudo kill "$master" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$master" 2>/dev/null || break; sleep 0.1; done
 }
