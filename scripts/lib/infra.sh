@@ -163,7 +163,10 @@ pgbench_select_tps() {
 start_reference_proxy() {
   local upstream=$1 dir=$2 port sudo="" master worker=""
   [ "$(id -u)" = 0 ] || sudo=sudo
-  command -v nginx >/dev/null || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nginx-light >/dev/null
+  if ! command -v nginx >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nginx-light >/dev/null 2>&1 \
+      || { $sudo apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nginx-light >/dev/null; }
+  fi
   port=$(free_port)
   mkdir -p "$dir/nginx" "$dir/pids"
   cat >"$dir/nginx/nginx.conf" <<CONF
@@ -193,13 +196,26 @@ CONF
   $sudo nginx -c "$dir/nginx/nginx.conf" || return 1
   for _ in $(seq 1 50); do
     master=$(cat "$dir/nginx/nginx.pid" 2>/dev/null || true)
-    [ -n "$master" ] && worker=$(pgrep -P "$master" | head -n 1 || true)
+    [ -n "$master" ] && worker=$(child_pid "$master" || true)
     [ -n "$worker" ] && break
     sleep 0.1
   done
   [ -n "$worker" ] || { log "nginx did not start; see $dir/nginx/error.log"; return 1; }
   echo "$worker" >"$dir/pids/nginx.pid"
   echo "$port"
+}
+
+# child_pid PID: a process whose parent is PID, from /proc (procps may not be installed).
+child_pid() {
+  local stat line fields
+  for stat in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null <"$stat" || continue
+    read -r -a fields <<<"${line##*) }"
+    if [ "${fields[1]:-}" = "$1" ]; then
+      stat=${stat#/proc/}; echo "${stat%/stat}"; return 0
+    fi
+  done
+  return 1
 }
 
 stop_reference_proxy() {
