@@ -288,18 +288,31 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The request if this handler proxies it: a route claims its path and its body can be read whole.
     private func claim(_ request: HTTPRequestHead, context: ChannelHandlerContext) -> Proxied? {
         let target = request.uri
-        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
+        // memchr-speed on the target's bytes (`firstIndex` on the UTF-8 view checked each index).
+        let cut = target.utf8.withContiguousStorageIfAvailable { $0.firstIndex(of: UInt8(ascii: "?")) }
+            ?? target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target.utf8.distance(from: target.utf8.startIndex, to: $0) }
+        let path = cut.map { target[..<target.utf8.index(target.utf8.startIndex, offsetBy: $0)] } ?? target[...]
         guard let service = proxy.table.service(for: path), let pool = proxy.pools[service] else { return nil }
-        let headers = request.headers
-        guard !headers.contains(name: "expect"), !headers.contains(name: "transfer-encoding") else { return nil }
-        if let length = headers.first(name: "content-length") {
+        // One pass over the headers for all that decides the path and the request's identity.
+        var length: String?
+        var requestIDs: [String] = []
+        var forwardedFor: [String] = []
+        for (name, value) in request.headers {
+            guard let known = KnownHeader.of(name) else { continue }
+            switch known.name {
+            case "expect", "transfer-encoding": return nil
+            case "content-length": if length == nil { length = value }
+            case "x-request-id": requestIDs.append(value)
+            // Every line of it: a load balancer may add its own rather than append to the client's.
+            case "x-forwarded-for": forwardedFor.append(value)
+            default: break
+            }
+        }
+        if let length {
             guard let bytes = Int(length), bytes <= UpstreamExchangeHandler.bufferedBodyLimit else { return nil }
         }
-        let requestIDs = headers["x-request-id"]
         let requestID = RequestIDs.id(from: requestIDs.isEmpty ? nil : requestIDs.joined(separator: ", "))
         if peer == nil { peer = context.channel.remoteAddress?.ipAddress ?? "unknown" }
-        // Every line of it: a load balancer may add its own rather than append to the client's.
-        let forwardedFor = headers["x-forwarded-for"]
         return Proxied(request: request, path: path, service: service, pool: pool, requestID: requestID,
                        client: proxy.trustedProxies.client(peer: peer!, forwardedFor: forwardedFor.isEmpty ? nil : forwardedFor.joined(separator: ", ")),
                        started: .now, body: nil, closeAfter: !request.isKeepAlive)
@@ -329,10 +342,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         switch result {
         case .success(let response):
-            var headers = ProxyMiddleware.answerHeaders(response.head.headers)
-            headers.replaceOrAdd(name: "X-Request-ID", value: proxied.requestID)
-            headers.replaceOrAdd(name: "Server", value: Self.serverName)
-            if proxied.closeAfter { headers.replaceOrAdd(name: "Connection", value: "close") }
+            var added = [("X-Request-ID", proxied.requestID), ("Server", Self.serverName)]
+            if proxied.closeAfter { added.append(("Connection", "close")) }
+            let headers = ProxyMiddleware.answerHeaders(response.head.headers, adding: added)
             let status = response.head.status
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
             switch response.body {

@@ -19,7 +19,7 @@ struct ProxyMiddleware: RouterMiddleware {
 
     /// Headers that describe one connection, not the message (RFC 9110 §7.6.1), and are never forwarded.
     /// `expect` too: the gateway reads the client's body itself, so a `100 Continue` is its own to send.
-    static let hopByHop: Set<String> = [
+    static let hopByHop: [String] = [
         "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
         "te", "trailer", "transfer-encoding", "upgrade", "host", "expect",
     ]
@@ -71,45 +71,59 @@ struct ProxyMiddleware: RouterMiddleware {
 
     /// Headers a client may not set: the gateway is the edge, so what a client claims about addresses
     /// is not passed on (a trusted load balancer's address is, as the one X-Forwarded-For).
-    static let gatewaySets: Set<String> = ["x-request-id", "x-forwarded-for", "x-forwarded-host", "x-real-ip"]
+    static let gatewaySets: [String] = ["x-request-id", "x-forwarded-for", "x-forwarded-host", "x-real-ip"]
 
     /// What an upstream receives: the client's headers less the hop-by-hop ones, those the
     /// `Connection` header names and those only the gateway sets; then the client's address, the
-    /// `Host` it asked for and the request id.
+    /// `Host` it asked for and the request id. Built in one pass over the client's headers: copying
+    /// them and removing names one by one (each a scan, with a lowercased copy and a set lookup per
+    /// header) was a tenth of the gateway's instructions per request.
     static func forwardHeaders(_ incoming: HTTPHeaders, client: String, requestID: String) -> HTTPHeaders {
-        var headers = incoming
-        remove(from: &headers) { hopByHop.contains($0) || gatewaySets.contains($0) }
-        // Also forgets the keep-alive NIO's decoder noted for the client's connection (an HTTP/1.0
-        // client's would close each upstream connection after one exchange).
-        headers.remove(name: "connection")
-        headers.add(name: "X-Forwarded-For", value: client)
-        if let host = incoming.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: host) }
-        headers.add(name: "X-Request-ID", value: requestID)
-        return headers
-    }
-
-    /// What the client receives of an upstream's headers: all but the hop-by-hop ones.
-    static func answerHeaders(_ incoming: HTTPHeaders) -> HTTPHeaders {
-        var headers = incoming
-        remove(from: &headers) { hopByHop.contains($0) }
-        return headers
-    }
-
-    /// Removes the headers whose lowercased name `drop` picks, and those the `Connection` header
-    /// names. Most messages have none, and are left as they are rather than copied header by header.
-    private static func remove(from headers: inout HTTPHeaders, where drop: (String) -> Bool) {
-        let named = connectionTokens(headers)
-        var doomed: [String] = []
-        for (name, _) in headers {
-            let lower = name.lowercased()
-            if drop(lower) || named.contains(lower), !doomed.contains(lower) { doomed.append(lower) }
+        let named = connectionTokens(incoming)
+        var kept: [(String, String)] = []
+        kept.reserveCapacity(incoming.count + 3)
+        var host: String?
+        for (name, value) in incoming {
+            if let known = KnownHeader.of(name) {
+                if known.name == "host", host == nil { host = value }
+                if known.hopByHop || known.gatewaySets { continue }
+            }
+            if named.contains(headerName: name) { continue }
+            kept.append((name, value))
         }
-        for name in doomed { headers.remove(name: name) }
+        kept.append(("X-Forwarded-For", client))
+        if let host { kept.append(("X-Forwarded-Host", host)) }
+        kept.append(("X-Request-ID", requestID))
+        // A new header block: it does not carry NIO's keep-alive reading of the client's connection
+        // (an HTTP/1.0 client's would close each upstream connection after one exchange).
+        return HTTPHeaders(kept)
     }
 
-    static func connectionTokens(_ headers: HTTPHeaders) -> Set<String> {
-        guard headers.contains(name: "connection") else { return [] }
-        return Set(headers["connection"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+    /// What the client receives of an upstream's headers: all but the hop-by-hop ones and those the
+    /// upstream's `Connection` header names, then `adding` (whose names replace the upstream's).
+    static func answerHeaders(_ incoming: HTTPHeaders, adding: [(String, String)] = []) -> HTTPHeaders {
+        let named = connectionTokens(incoming)
+        let replaced = adding.map { $0.0.lowercased() }
+        var kept: [(String, String)] = []
+        kept.reserveCapacity(incoming.count + adding.count)
+        for (name, value) in incoming {
+            if KnownHeader.of(name)?.hopByHop == true || named.contains(headerName: name) || replaced.contains(headerName: name) { continue }
+            kept.append((name, value))
+        }
+        kept.append(contentsOf: adding)
+        return HTTPHeaders(kept)
+    }
+
+    /// The lowercased names the `Connection` header lists (nearly always none).
+    static func connectionTokens(_ headers: HTTPHeaders) -> [String] {
+        var tokens: [String] = []
+        for (name, value) in headers where name.isHeaderName("connection") {
+            for token in value.split(separator: ",") {
+                let trimmed = token.trimmingCharacters(in: .whitespaces).lowercased()
+                if !trimmed.isEmpty { tokens.append(trimmed) }
+            }
+        }
+        return tokens
     }
 
     /// An upstream that cannot be reached is 503, one that broke the exchange 502, one too slow 504.
