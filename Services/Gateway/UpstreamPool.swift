@@ -131,16 +131,20 @@ final class UpstreamPool: Sendable {
         outgoing.headers.replaceOrAdd(name: "Host", value: hostHeader)
         let head = outgoing
         let retriable = Self.idempotent.contains(head.method)
-        return connection(deadline: deadline, on: loop).flatMap { connection, reused in
-            connection.send(head, body: body, deadline: deadline).flatMapError { error in
-                let sendAgain = switch error as? UpstreamError {
-                case .notSent?: true
-                case .closedBeforeResponse?: reused && retriable
-                default: false
-                }
-                guard sendAgain else { return connection.channel.eventLoop.makeFailedFuture(error) }
-                return self.newConnection(deadline: deadline, on: loop).flatMap { $0.send(head, body: body, deadline: deadline) }
+        // An idle connection is taken and used at once: no future for the connection itself (each
+        // future costs its allocation and the run-time lookups of its generic types).
+        let pooled = idleConnection(on: loop)
+        let sent = pooled?.send(head, body: body, deadline: deadline)
+            ?? newConnection(deadline: deadline, on: loop).flatMap { $0.send(head, body: body, deadline: deadline) }
+        let reused = pooled != nil
+        return sent.flatMapError { error in
+            let sendAgain = switch error as? UpstreamError {
+            case .notSent?: true
+            case .closedBeforeResponse?: reused && retriable
+            default: false
             }
+            guard sendAgain else { return sent.eventLoop.makeFailedFuture(error) }
+            return self.newConnection(deadline: deadline, on: loop).flatMap { $0.send(head, body: body, deadline: deadline) }
         }
     }
 
@@ -156,15 +160,19 @@ final class UpstreamPool: Sendable {
 
     /// An idle connection (one on `loop` if there is one), or a new one on `loop`.
     private func connection(deadline: NIODeadline, on loop: any EventLoop) -> EventLoopFuture<(UpstreamConnection, reused: Bool)> {
-        let pooled: UpstreamConnection? = idle.withLock { idle in
+        if let pooled = idleConnection(on: loop) { return loop.makeSucceededFuture((pooled, true)) }
+        return newConnection(deadline: deadline, on: loop).map { ($0, false) }
+    }
+
+    /// An idle connection that is still open, one on `loop` if there is one.
+    private func idleConnection(on loop: any EventLoop) -> UpstreamConnection? {
+        idle.withLock { idle in
             while let index = idle.connections.lastIndex(where: { $0.channel.eventLoop === loop }) ?? idle.connections.indices.last {
                 let candidate = idle.connections.remove(at: index)
                 if candidate.channel.isActive { return candidate }
             }
             return nil
         }
-        if let pooled { return loop.makeSucceededFuture((pooled, true)) }
-        return newConnection(deadline: deadline, on: loop).map { ($0, false) }
     }
 
     private func newConnection(deadline: NIODeadline, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
