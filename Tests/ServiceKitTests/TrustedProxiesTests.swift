@@ -16,6 +16,19 @@ import Testing
         #expect(try TrustedProxies(parsing: "0.0.0.0/0").contains("198.51.100.1"))
     }
 
+    /// IPv4 addresses are read without libc when they are plain dotted quads; anything else is left to
+    /// `inet_pton`, which must then agree.
+    @Test func readsDottedQuadsAsInetPtonDoes() throws {
+        let lan = try TrustedProxies(parsing: "10.0.0.0/8")
+        for inside in ["10.0.0.0", "10.255.255.255", "10.1.20.0"] { #expect(lan.contains(inside), "\(inside)") }
+        for outside in ["11.0.0.0", "9.255.255.255", "010.0.0.1", "10.0.0.256", "10.0.0", "10.0.0.0.0", "10..0.0", ".10.0.0.0", "10.0.0.0.", "10.0.0.1 ", "1e.0.0.1"] {
+            #expect(!lan.contains(outside), "\(outside)")
+        }
+        #expect(TrustedProxies.none.client(peer: "198.51.100.7", forwardedFor: nil) == "198.51.100.7")
+        #expect(TrustedProxies.none.client(peer: "0.0.0.0", forwardedFor: nil) == "0.0.0.0")
+        #expect(privateNetworks.client(peer: "127.0.0.1", forwardedFor: "203.000.113.9") == "127.0.0.1")
+    }
+
     @Test func refusesWhatIsNotANetwork() {
         for text in [" , ", "10.0.0.0/", "10.0.0.0/8,", "10.0.0.0/33", "::1/129", "10.0.0/8", "lb.internal", "10.0.0.0/x", "none, 10.0.0.0/8"] {
             #expect(throws: TrustedProxiesError.self, "\(text)") { try TrustedProxies(parsing: text) }

@@ -74,6 +74,8 @@ public struct TrustedProxies: Sendable, Equatable {
     }
 
     static func canonical(_ text: String) -> String? {
+        // A plain dotted quad is its own canonical form.
+        if ipv4(text) != nil { return text }
         guard var bytes = bytes(of: text) else { return nil }
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         let family = bytes.count == 4 ? AF_INET : AF_INET6
@@ -83,6 +85,9 @@ public struct TrustedProxies: Sendable, Equatable {
 
     /// An IPv4 address as 4 bytes, an IPv6 one as 16 (an IPv4-mapped IPv6 address as its IPv4 bytes).
     static func bytes(of text: String) -> [UInt8]? {
+        if let value = ipv4(text) {
+            return [UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)]
+        }
         var v4 = in_addr()
         if inet_pton(AF_INET, text, &v4) == 1 {
             return withUnsafeBytes(of: &v4) { Array($0) }
@@ -92,6 +97,32 @@ public struct TrustedProxies: Sendable, Equatable {
         let bytes = withUnsafeBytes(of: &v6) { Array($0) }
         if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF { return Array(bytes[12...]) }
         return bytes
+    }
+}
+
+extension TrustedProxies {
+    /// An IPv4 address written as `inet_pton` reads one (four decimal parts of 0–255, no leading
+    /// zeros), parsed here: `inet_pton`, `inet_ntop` and their arrays cost some 4k instructions for
+    /// the peer of every request and for each X-Forwarded-For entry. Anything else is left to them.
+    static func ipv4(_ text: String) -> UInt32? {
+        var value: UInt32 = 0, part: UInt32 = 0, digits = 0, parts = 0
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                if digits > 0 && part == 0 { return nil }  // a leading zero
+                part = part * 10 + UInt32(byte - UInt8(ascii: "0"))
+                digits += 1
+                guard part <= 255 else { return nil }
+            case UInt8(ascii: "."):
+                guard digits > 0, parts < 3 else { return nil }
+                value = value << 8 | part
+                part = 0; digits = 0; parts += 1
+            default:
+                return nil
+            }
+        }
+        guard digits > 0, parts == 3 else { return nil }
+        return value << 8 | part
     }
 }
 
