@@ -345,10 +345,11 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             return record(proxied, status: status)
         }
+        // What the gateway sets on every answer, the upstream's or its own problem.
+        var added = [("X-Request-ID", proxied.requestID), ("Server", Self.serverName)]
+        if proxied.closeAfter { added.append(("Connection", "close")) }
         switch result {
         case .success(let response):
-            var added = [("X-Request-ID", proxied.requestID), ("Server", Self.serverName)]
-            if proxied.closeAfter { added.append(("Connection", "close")) }
             let headers = ProxyMiddleware.answerHeaders(response.head.headers, adding: added)
             let status = response.head.status
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
@@ -365,11 +366,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let (fields, body) = Problem(status: problem.status.code, code: problem.code, title: problem.status.reasonPhrase,
                                          detail: problem.detail, errors: problem.errors, requestID: proxied.requestID)
                 .encoded(headers: problem.headers)
-            var headers = HTTPHeaders(fields)
-            headers.replaceOrAdd(name: "X-Request-ID", value: proxied.requestID)
-            headers.replaceOrAdd(name: "Content-Length", value: String(body.readableBytes))
-            headers.replaceOrAdd(name: "Server", value: Self.serverName)
-            if proxied.closeAfter { headers.replaceOrAdd(name: "Connection", value: "close") }
+            let headers = ProxyMiddleware.answerHeaders(HTTPHeaders(fields), adding: added + [("Content-Length", String(body.readableBytes))])
             let status = HTTPResponseStatus(statusCode: problem.status.code, reasonPhrase: problem.status.reasonPhrase)
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)

@@ -166,7 +166,9 @@ final class EchoUpstream: Sendable {
             let problem = try Self.problem(down)
             #expect(problem.code == "upstream_unavailable" && problem.requestID == "down-1")
             #expect(problem.detail?.contains("nutrition") == true)
-
+            // The gateway's own answer carries what its proxied answers do.
+            #expect(down.headers[.retryAfter] == "1" && down.headers[.server] == "gateway" && down.headers[.requestID] == "down-1")
+            #expect(down.headers[.contentType] == Problem.mediaType)
         }
     }
 
