@@ -109,16 +109,18 @@ final class UpstreamPool: Sendable {
     /// answer (the upstream closed it while it sat idle; it may also have acted on the request, which
     /// such a request allows).
     func execute(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline) async throws -> UpstreamResponse {
-        guard case .stream = body else {
-            return try await send(head, body: body, deadline: deadline, on: group.any()).get()
+        let loop = group.any()
+        guard case .stream(let stream) = body else {
+            return try await send(head, body: body, deadline: deadline, on: loop).get()
         }
         var head = head
         head.headers.replaceOrAdd(name: "Host", value: hostHeader)
-        let (connection, _) = try await connection(deadline: deadline, on: group.any()).get()
+        let connection: UpstreamConnection
+        if let pooled = idleConnection(on: loop) { connection = pooled } else { connection = try await newConnection(deadline: deadline, on: loop).get() }
         do {
-            return try await connection.exchange(head, body: body, deadline: deadline)
+            return try await connection.stream(head, body: stream, deadline: deadline)
         } catch UpstreamError.notSent {
-            return try await newConnection(deadline: deadline, on: group.any()).get().exchange(head, body: body, deadline: deadline)
+            return try await newConnection(deadline: deadline, on: loop).get().stream(head, body: stream, deadline: deadline)
         }
     }
 
@@ -156,12 +158,6 @@ final class UpstreamPool: Sendable {
             return idle.connections
         }
         for connection in connections { connection.close() }
-    }
-
-    /// An idle connection (one on `loop` if there is one), or a new one on `loop`.
-    private func connection(deadline: NIODeadline, on loop: any EventLoop) -> EventLoopFuture<(UpstreamConnection, reused: Bool)> {
-        if let pooled = idleConnection(on: loop) { return loop.makeSucceededFuture((pooled, true)) }
-        return newConnection(deadline: deadline, on: loop).map { ($0, false) }
     }
 
     /// An idle connection that is still open, one on `loop` if there is one.
@@ -240,15 +236,13 @@ final class UpstreamConnection: Sendable {
         return answer.futureResult
     }
 
-    func exchange(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline) async throws -> UpstreamResponse {
-        guard case .stream(let stream) = body else {
-            return try await send(head, body: body, deadline: deadline).get()
-        }
+    /// An exchange whose body streams from the client, chunk by chunk.
+    func stream(_ head: HTTPRequestHead, body stream: RequestBody, deadline: NIODeadline) async throws -> UpstreamResponse {
         let answer = channel.eventLoop.makePromise(of: UpstreamResponse.self)
         let handler = self.handler
         // Known taken before the client's body is read, so that a closed connection leaves the body
         // for a new one.
-        guard try await channel.eventLoop.submit({ handler.start(head, body: body, answer: answer, deadline: deadline) }).get() else {
+        guard try await channel.eventLoop.submit({ handler.start(head, body: .stream(stream), answer: answer, deadline: deadline) }).get() else {
             throw UpstreamError.notSent
         }
         do {
