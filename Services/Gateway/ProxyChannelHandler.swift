@@ -328,10 +328,17 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let head = HTTPRequestHead(version: .http1_1, method: request.method, uri: request.uri,
                                    headers: ProxyMiddleware.forwardHeaders(request.headers, client: proxied.client, requestID: proxied.requestID))
         let body: OutgoingBody = proxied.body.map { $0.readableBytes > 0 ? .whole($0) : .none } ?? .none
-        proxied.pool.send(head, body: body, deadline: .now() + TimeAmount(proxy.timeout), on: context.eventLoop)
-            .hop(to: context.eventLoop)
-            .assumeIsolated()
-            .whenComplete { result in self.answer(proxied, with: result, context: context) }
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        proxied.pool.send(head, body: body, deadline: .now() + TimeAmount(proxy.timeout), on: loop) { result in
+            // The pool answers on the connection's loop, which is this one unless it had to open a
+            // connection elsewhere.
+            if loop.inEventLoop {
+                bound.value.0.answer(proxied, with: result, context: bound.value.1)
+            } else {
+                loop.execute { bound.value.0.answer(proxied, with: result, context: bound.value.1) }
+            }
+        }
     }
 
     // MARK: answers
@@ -406,14 +413,15 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func finish(_ proxied: Proxied, status: Int, context: ChannelHandlerContext) {
-        let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         record(proxied, status: status)
         if proxied.closeAfter || stopped || (quiescing && waiting.isEmpty) {
             state = .closed
             // Once the answer is out: a close drops what the socket has not taken yet.
-            written.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             return
         }
+        // No promise when nothing waits on the write: a future per request is measurable here.
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         state = .idle
         if !context.channel.isWritable {
             awaitingWritable = true

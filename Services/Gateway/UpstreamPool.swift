@@ -58,6 +58,10 @@ enum OutgoingBody: Sendable {
     }
 }
 
+/// How an exchange hands over its answer (or why there is none): called once, on the connection's
+/// event loop.
+typealias UpstreamAnswer = @Sendable (Result<UpstreamResponse, any Error>) -> Void
+
 typealias UpstreamBodyStream = NIOThrowingAsyncSequenceProducer<
     ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, UpstreamExchangeHandler.Demand
 >
@@ -111,7 +115,9 @@ final class UpstreamPool: Sendable {
     func execute(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline) async throws -> UpstreamResponse {
         let loop = group.any()
         guard case .stream(let stream) = body else {
-            return try await send(head, body: body, deadline: deadline, on: loop).get()
+            let answer = loop.makePromise(of: UpstreamResponse.self)
+            send(head, body: body, deadline: deadline, on: loop) { answer.completeWith($0) }
+            return try await answer.futureResult.get()
         }
         var head = head
         head.headers.replaceOrAdd(name: "Host", value: hostHeader)
@@ -125,28 +131,41 @@ final class UpstreamPool: Sendable {
     }
 
     /// The same exchange for a request whose body is in hand (none, or read whole), without leaving
-    /// the event loop: what `ProxyChannelHandler` calls for nearly every request. The answer's future
-    /// completes on the connection's loop, which is `loop` whenever the pool has or can open one there.
-    func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop) -> EventLoopFuture<UpstreamResponse> {
+    /// the event loop: what `ProxyChannelHandler` calls for nearly every request. `answer` is called
+    /// once, on the connection's loop, which is `loop` whenever the pool has or can open one there.
+    /// A callback rather than a future: each future cost its allocation and the run-time lookups of
+    /// its generic types, and this path made two per request.
+    func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, answer: @escaping UpstreamAnswer) {
         precondition(body.replayable, "a streamed body goes through execute")
         var outgoing = head
         outgoing.headers.replaceOrAdd(name: "Host", value: hostHeader)
         let head = outgoing
         let retriable = Self.idempotent.contains(head.method)
-        // An idle connection is taken and used at once: no future for the connection itself (each
-        // future costs its allocation and the run-time lookups of its generic types).
         let pooled = idleConnection(on: loop)
-        let sent = pooled?.send(head, body: body, deadline: deadline)
-            ?? newConnection(deadline: deadline, on: loop).flatMap { $0.send(head, body: body, deadline: deadline) }
         let reused = pooled != nil
-        return sent.flatMapError { error in
+        let firstAnswer: UpstreamAnswer = { result in
+            guard case .failure(let error) = result else { return answer(result) }
             let sendAgain = switch error as? UpstreamError {
             case .notSent?: true
             case .closedBeforeResponse?: reused && retriable
             default: false
             }
-            guard sendAgain else { return sent.eventLoop.makeFailedFuture(error) }
-            return self.newConnection(deadline: deadline, on: loop).flatMap { $0.send(head, body: body, deadline: deadline) }
+            guard sendAgain else { return answer(result) }
+            self.sendOnNewConnection(head, body: body, deadline: deadline, on: loop, answer: answer)
+        }
+        if let pooled {
+            pooled.send(head, body: body, deadline: deadline, answer: firstAnswer)
+        } else {
+            sendOnNewConnection(head, body: body, deadline: deadline, on: loop, answer: firstAnswer)
+        }
+    }
+
+    private func sendOnNewConnection(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, answer: @escaping UpstreamAnswer) {
+        newConnection(deadline: deadline, on: loop).whenComplete { result in
+            switch result {
+            case .success(let connection): connection.send(head, body: body, deadline: deadline, answer: answer)
+            case .failure(let error): answer(.failure(error))
+            }
         }
     }
 
@@ -224,16 +243,14 @@ final class UpstreamConnection: Sendable {
 
     /// An exchange whose body is in hand: head, body and end in one write, on the connection's loop.
     /// The answer says `notSent` if the connection was found closed.
-    func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline) -> EventLoopFuture<UpstreamResponse> {
+    func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, answer: @escaping UpstreamAnswer) {
         let loop = channel.eventLoop
-        let answer = loop.makePromise(of: UpstreamResponse.self)
         let handler = self.handler
         if loop.inEventLoop {
             _ = handler.start(head, body: body, answer: answer, deadline: deadline)
         } else {
             loop.execute { _ = handler.start(head, body: body, answer: answer, deadline: deadline) }
         }
-        return answer.futureResult
     }
 
     /// An exchange whose body streams from the client, chunk by chunk.
@@ -242,7 +259,7 @@ final class UpstreamConnection: Sendable {
         let handler = self.handler
         // Known taken before the client's body is read, so that a closed connection leaves the body
         // for a new one.
-        guard try await channel.eventLoop.submit({ handler.start(head, body: .stream(stream), answer: answer, deadline: deadline) }).get() else {
+        guard try await channel.eventLoop.submit({ handler.start(head, body: .stream(stream), answer: { answer.completeWith($0) }, deadline: deadline) }).get() else {
             throw UpstreamError.notSent
         }
         do {
@@ -279,15 +296,21 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
 
     private enum State {
         case idle
-        case awaitingHead(EventLoopPromise<UpstreamResponse>)
-        case buffering(HTTPResponseHead, ByteBuffer, EventLoopPromise<UpstreamResponse>)
+        case awaitingHead(UpstreamAnswer)
+        case buffering(HTTPResponseHead, ByteBuffer, UpstreamAnswer)
         case streaming(UpstreamBodyStream.Source)
         case closed
     }
 
     private var state = State.idle
     private var context: ChannelHandlerContext?
-    private var deadlineTask: Scheduled<Void>?
+    /// The current exchange's deadline.
+    private var deadline = NIODeadline.distantFuture
+    /// One timer per connection, not one per exchange: it fires at the earliest deadline it was armed
+    /// for and then re-arms for the exchange in flight, if any. An exchange takes milliseconds and
+    /// its deadline is seconds away, so most exchanges start and end without touching the event
+    /// loop's timers (a task scheduled and cancelled per request, each with its promise).
+    private var timer: (at: NIODeadline, task: Scheduled<Void>)?
     private var requestSent = false
     private var keepAlive = true
     /// A read the channel asked for while the stream's reader had enough: done when it wants more.
@@ -303,13 +326,15 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         onReusable = nil
+        timer?.task.cancel()
+        timer = nil
     }
 
     /// Begins an exchange; false (and the answer failed with `notSent`) if the connection was found
     /// closed, before anything was written.
-    func start(_ head: HTTPRequestHead, body: OutgoingBody, answer: EventLoopPromise<UpstreamResponse>, deadline: NIODeadline) -> Bool {
+    func start(_ head: HTTPRequestHead, body: OutgoingBody, answer: @escaping UpstreamAnswer, deadline: NIODeadline) -> Bool {
         guard let context, case .idle = state, context.channel.isActive else {
-            answer.fail(UpstreamError.notSent)
+            answer(.failure(UpstreamError.notSent))
             return false
         }
         state = .awaitingHead(answer)
@@ -318,7 +343,8 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         keepAlive = head.isKeepAlive
         heldRead = false
         readerWantsMore = true
-        deadlineTask = context.eventLoop.scheduleTask(deadline: deadline) { [self] in fail(.timedOut(stage: stage)) }
+        self.deadline = deadline
+        armTimer(for: deadline, on: context.eventLoop)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         switch body {
         case .stream:
@@ -365,7 +391,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
                     backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8), finishOnDeinit: false,
                     delegate: Demand(handler: self, loop: context.eventLoop, exchange: exchange))
                 state = .streaming(made.source)
-                answer.succeed(UpstreamResponse(head: head, body: .stream(made.sequence)))
+                answer(.success(UpstreamResponse(head: head, body: .stream(made.sequence))))
             }
         case .body(var part):
             switch state {
@@ -382,7 +408,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
             switch state {
             case .buffering(let head, let body, let answer):
                 finishExchange()
-                answer.succeed(UpstreamResponse(head: head, body: .complete(body)))
+                answer(.success(UpstreamResponse(head: head, body: .complete(body))))
             case .streaming(let source):
                 finishExchange()
                 source.finish()
@@ -442,6 +468,27 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         }
     }
 
+    /// Makes the timer fire by `deadline`; a timer that fires earlier re-arms itself then.
+    private func armTimer(for deadline: NIODeadline, on loop: any EventLoop) {
+        if let timer, timer.at <= deadline { return }
+        timer?.task.cancel()
+        timer = (deadline, loop.scheduleTask(deadline: deadline) { [self] in timerFired(on: loop) })
+    }
+
+    /// Ends the exchange in flight if its deadline has passed, or waits for it.
+    private func timerFired(on loop: any EventLoop) {
+        timer = nil
+        switch state {
+        case .idle, .closed: return
+        case .awaitingHead, .buffering, .streaming: break
+        }
+        if NIODeadline.now() >= deadline {
+            fail(.timedOut(stage: stage))
+        } else {
+            armTimer(for: deadline, on: loop)
+        }
+    }
+
     /// How far the current exchange got: what a timeout reports.
     private var stage: String {
         let progress = switch state {
@@ -454,8 +501,6 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     private func finishExchange() {
-        deadlineTask?.cancel()
-        deadlineTask = nil
         state = .idle
         if keepAlive && requestSent, let onReusable {
             onReusable()
@@ -466,12 +511,10 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
 
     /// Ends the exchange with `error` and closes the connection: what is left on it is unknown.
     private func fail(_ error: UpstreamError) {
-        deadlineTask?.cancel()
-        deadlineTask = nil
         let previous = state
         state = .closed
         switch previous {
-        case .awaitingHead(let answer), .buffering(_, _, let answer): answer.fail(error)
+        case .awaitingHead(let answer), .buffering(_, _, let answer): answer(.failure(error))
         case .streaming(let source): source.finish(error)
         case .idle, .closed: break
         }

@@ -40,6 +40,10 @@ final class ShapesUpstream: Sendable {
                 try await writer.finish(nil)
             })
         }
+        router.get("sleep") { request, context in
+            try await Task.sleep(for: .milliseconds(request.uri.queryParameters.get("ms", as: Int.self) ?? 0))
+            return "\(context.remoteAddress?.port ?? 0)"
+        }
         router.post("count") { request, _ in "\(try await request.body.collect(upTo: 64 << 20).readableBytes)" }
         try await server.start(router, server: .http1(), label: "shapes")
     }
@@ -214,6 +218,24 @@ final class ClosesWhenToldServer: Sendable {
                 ports.insert(String(buffer: body))
             }
             #expect(ports.count == 1, "each request opened a connection of its own: \(ports)")
+        }
+    }
+
+    /// A connection has one timer for the deadlines of all its exchanges: an exchange that outlives an
+    /// earlier exchange's deadline is not cut off by it, and one whose deadline comes before the
+    /// timer's is cut off at its own.
+    @Test func eachExchangeOnAConnectionKeepsItsOwnDeadline() async throws {
+        try await Self.withShapes { pool in
+            let (_, port) = try await Self.get(pool, "/port", timeout: .milliseconds(1500))
+            // The timer armed for the 1.5 s above fires in the middle of this exchange, which has 20 s.
+            let (head, sleptOn) = try await Self.get(pool, "/sleep?ms=2500", timeout: .seconds(20))
+            #expect(head.status == .ok)
+            #expect(String(buffer: sleptOn) == String(buffer: port), "the second exchange went on another connection")
+            // The timer now waits for the 20 s deadline; this exchange's 1 s comes first.
+            let started = ContinuousClock.now
+            let error = await #expect(throws: UpstreamError.self) { _ = try await Self.get(pool, "/sleep?ms=8000", timeout: .seconds(1)) }
+            #expect(error == .timedOut(stage: "request sent, no answer; exchange 3 on this connection"))
+            #expect(ContinuousClock.now - started < .seconds(6))
         }
     }
 
