@@ -100,6 +100,13 @@ import Testing
             var tampered = Array(token.utf8)
             tampered[tampered.count - 3] = tampered[tampered.count - 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
             await #expect(throws: TokenError.self) { try await verifier.verify(String(decoding: tampered, as: UTF8.self)) }
+            // The same signature on other claims: remembered tokens are found by their signature's
+            // bytes but must match whole.
+            var parts = token.split(separator: ".").map(String.init)
+            var claims = try JSONSerialization.jsonObject(with: Base64URL.decode(parts[1])!) as! [String: Any]
+            claims["roles"] = ["user", "admin"]
+            parts[1] = Base64URL.encode(try JSONSerialization.data(withJSONObject: claims))
+            await #expect(throws: TokenError.badSignature) { try await verifier.verify(parts.joined(separator: ".")) }
         }
     }
 

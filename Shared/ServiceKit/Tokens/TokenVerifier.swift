@@ -352,14 +352,29 @@ final class VerifiedTokens: Sendable {
         var until: ContinuousClock.Instant
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    /// A token as a key: hashed on its last 32 bytes (part of its signature), compared whole. Hashing
+    /// all of a 600-byte token was most of a lookup. Only verified tokens are stored, so a forged
+    /// token that hashes alike can cost a comparison but never match.
+    private struct Key: Hashable {
+        let token: String
+
+        func hash(into hasher: inout Hasher) {
+            let hashed = token.utf8.withContiguousStorageIfAvailable { bytes in
+                hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.suffix(32))))
+            }
+            if hashed == nil { hasher.combine(token) }
+        }
+    }
+
+    private let entries = Mutex<[Key: Entry]>([:])
 
     func lookup(_ token: String) -> (Caller, Date)? {
         let now = ContinuousClock.now
+        let key = Key(token: token)
         return entries.withLock { entries in
-            guard let entry = entries[token] else { return nil }
+            guard let entry = entries[key] else { return nil }
             guard entry.until > now else {
-                entries[token] = nil
+                entries[key] = nil
                 return nil
             }
             return (entry.caller, entry.expiresAt)
@@ -373,7 +388,7 @@ final class VerifiedTokens: Sendable {
                 entries = entries.filter { $0.value.until > now }
                 if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
             }
-            entries[token] = Entry(caller: caller, expiresAt: expiresAt, until: now + Self.lifetime)
+            entries[Key(token: token)] = Entry(caller: caller, expiresAt: expiresAt, until: now + Self.lifetime)
         }
     }
 }
