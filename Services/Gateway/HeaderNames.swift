@@ -30,20 +30,20 @@ struct KnownHeader: Sendable {
 }
 
 extension String {
-    /// Whether this header name is `lowercased` (given in lower case), ignoring ASCII case. Lengths
-    /// are compared first, so most names are ruled out without reading a byte.
-    func isHeaderName(_ lowercased: String) -> Bool {
-        guard utf8.count == lowercased.utf8.count else { return false }
+    /// Whether this header name is `other`, ignoring ASCII case. Lengths are compared first, so most
+    /// names are ruled out without reading a byte.
+    func isHeaderName(_ other: String) -> Bool {
+        guard utf8.count == other.utf8.count else { return false }
         // On the bytes themselves: zipping the two UTF-8 views checked every index (a twentieth of
         // the gateway's instructions per request).
         let fast = utf8.withContiguousStorageIfAvailable { name in
-            lowercased.utf8.withContiguousStorageIfAvailable { lower in
-                for i in 0..<name.count where Self.asciiLower(name[i]) != lower[i] { return false }
+            other.utf8.withContiguousStorageIfAvailable { other in
+                for i in 0..<name.count where Self.asciiLower(name[i]) != Self.asciiLower(other[i]) { return false }
                 return true
             }
         }
         if let fast = fast ?? nil { return fast }
-        return zip(utf8, lowercased.utf8).allSatisfy { Self.asciiLower($0) == $1 }
+        return zip(utf8, other.utf8).allSatisfy { Self.asciiLower($0) == Self.asciiLower($1) }
     }
 
     private static func asciiLower(_ byte: UInt8) -> UInt8 {
@@ -52,7 +52,7 @@ extension String {
 }
 
 extension [String] {
-    /// Whether a header named `name` is among these lowercased names.
+    /// Whether a header named `name` is among these names, ignoring ASCII case.
     func contains(headerName name: String) -> Bool {
         !isEmpty && contains { name.isHeaderName($0) }
     }

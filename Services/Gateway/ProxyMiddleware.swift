@@ -103,11 +103,10 @@ struct ProxyMiddleware: RouterMiddleware {
     /// upstream's `Connection` header names, then `adding` (whose names replace the upstream's).
     static func answerHeaders(_ incoming: HTTPHeaders, adding: [(String, String)] = []) -> HTTPHeaders {
         let named = connectionTokens(incoming)
-        let replaced = adding.map { $0.0.lowercased() }
         var kept: [(String, String)] = []
         kept.reserveCapacity(incoming.count + adding.count)
         for (name, value) in incoming {
-            if KnownHeader.of(name)?.hopByHop == true || named.contains(headerName: name) || replaced.contains(headerName: name) { continue }
+            if KnownHeader.of(name)?.hopByHop == true || named.contains(headerName: name) || adding.contains(where: { name.isHeaderName($0.0) }) { continue }
             kept.append((name, value))
         }
         kept.append(contentsOf: adding)

@@ -51,7 +51,8 @@ final class EchoUpstream: Sendable {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         let echo = Echo(service: name, method: request.method.rawValue, path: request.uri.description, headers: headers, bodyBytes: body.readableBytes)
-        return Response(status: .ok, headers: [.contentType: "application/json", .connection: "close, x-internal", HTTPField.Name("X-Internal")!: "secret", HTTPField.Name("X-Upstream")!: name],
+        return Response(status: .ok, headers: [.contentType: "application/json", .connection: "close, x-internal", HTTPField.Name("X-Internal")!: "secret", HTTPField.Name("X-Upstream")!: name,
+                                                    HTTPField.Name("SERVER")!: "echo", HTTPField.Name("x-REQUEST-id")!: "upstream-\(name)"],
                         body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(echo))))
     }
 
@@ -111,6 +112,8 @@ final class EchoUpstream: Sendable {
             let echo = try Self.echo(given)
             #expect(echo.headers["x-request-id"] == "trace-me")
             #expect(given.headers[.requestID] == "trace-me")
+            // The upstream's own Server and X-Request-ID, in whatever case, give way to the gateway's.
+            #expect(given.headers[values: .server] == ["gateway"] && given.headers[values: .requestID] == ["trace-me"])
             // A client's own X-Forwarded-For is not trusted: the gateway is the edge.
             #expect(echo.headers["x-forwarded-for"] == "127.0.0.1")
 
