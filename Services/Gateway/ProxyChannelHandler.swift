@@ -413,15 +413,20 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func finish(_ proxied: Proxied, status: Int, context: ChannelHandlerContext) {
-        record(proxied, status: status)
-        if proxied.closeAfter || stopped || (quiescing && waiting.isEmpty) {
-            state = .closed
+        let closing = proxied.closeAfter || stopped || (quiescing && waiting.isEmpty)
+        // The answer goes out before it is logged. A promise only when something waits on the write:
+        // a future per request is measurable here.
+        if closing {
             // Once the answer is out: a close drops what the socket has not taken yet.
             context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        } else {
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+        record(proxied, status: status)
+        if closing {
+            state = .closed
             return
         }
-        // No promise when nothing waits on the write: a future per request is measurable here.
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         state = .idle
         if !context.channel.isWritable {
             awaitingWritable = true

@@ -311,6 +311,9 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     /// its deadline is seconds away, so most exchanges start and end without touching the event
     /// loop's timers (a task scheduled and cancelled per request, each with its promise).
     private var timer: (at: NIODeadline, task: Scheduled<Void>)?
+    /// Tells the armed timer from one cancelled too late to stop its run (the loop may have taken it
+    /// already), which must not forget the armed one.
+    private var timerGeneration = 0
     private var requestSent = false
     private var keepAlive = true
     /// A read the channel asked for while the stream's reader had enough: done when it wants more.
@@ -472,17 +475,21 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     private func armTimer(for deadline: NIODeadline, on loop: any EventLoop) {
         if let timer, timer.at <= deadline { return }
         timer?.task.cancel()
-        timer = (deadline, loop.scheduleTask(deadline: deadline) { [self] in timerFired(on: loop) })
+        timerGeneration &+= 1
+        let generation = timerGeneration
+        timer = (deadline, loop.scheduleTask(deadline: deadline) { [self] in timerFired(generation, on: loop) })
     }
 
     /// Ends the exchange in flight if its deadline has passed, or waits for it.
-    private func timerFired(on loop: any EventLoop) {
+    private func timerFired(_ generation: Int, on loop: any EventLoop) {
+        guard generation == timerGeneration else { return }
         timer = nil
         switch state {
         case .idle, .closed: return
         case .awaitingHead, .buffering, .streaming: break
         }
-        if NIODeadline.now() >= deadline {
+        // The loop's clock, which the timer ran on.
+        if loop.now >= deadline {
             fail(.timedOut(stage: stage))
         } else {
             armTimer(for: deadline, on: loop)

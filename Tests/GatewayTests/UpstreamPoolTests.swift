@@ -221,6 +221,52 @@ final class ClosesWhenToldServer: Sendable {
         }
     }
 
+    /// Counts the calls of an answer callback.
+    final class Calls: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
+    /// One request through `send`, the callback the gateway's pipeline uses, and how many times it
+    /// was answered: the first answer, then a moment for a second one to show up.
+    static func sendCounting(_ pool: UpstreamPool, _ uri: String, timeout: TimeAmount) async throws -> (Result<UpstreamResponse, any Error>, calls: Int) {
+        let calls = Calls()
+        let loop = MultiThreadedEventLoopGroup.singleton.any()
+        let first = loop.makePromise(of: Result<UpstreamResponse, any Error>.self)
+        pool.send(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), body: .none, deadline: .now() + timeout, on: loop) { result in
+            if calls.count.add(1, ordering: .relaxed).newValue == 1 { first.succeed(result) }
+        }
+        let result = try await first.futureResult.get()
+        try await Task.sleep(for: .milliseconds(300))
+        return (result, calls.count.load(ordering: .relaxed))
+    }
+
+    /// `send` answers every request exactly once: an answer, a timeout, a pooled connection the
+    /// upstream closed while idle (sent again on a new one), an upstream that cannot be reached.
+    @Test func sendAnswersEachRequestExactlyOnce() async throws {
+        try await Self.withShapes { pool in
+            let (answered, answers) = try await Self.sendCounting(pool, "/port", timeout: .seconds(10))
+            #expect(answers == 1)
+            #expect(try answered.get().head.status == .ok)
+            let (late, lateAnswers) = try await Self.sendCounting(pool, "/sleep?ms=3000", timeout: .milliseconds(300))
+            #expect(lateAnswers == 1)
+            #expect(throws: UpstreamError.self) { try late.get() }
+        }
+        let closing = try await ClosesWhenToldServer()
+        let pool = try UpstreamPool(baseURL: closing.baseURL, connectTimeout: .seconds(1))
+        _ = try await Self.get(pool, "/port")
+        await closing.closeConnections()
+        let (again, againAnswers) = try await Self.sendCounting(pool, "/port", timeout: Self.stallTolerant)
+        #expect(againAnswers == 1)
+        #expect(try again.get().head.status == .ok)
+        pool.shutdown()
+        await closing.stop()
+        let unreachable = try UpstreamPool(baseURL: "http://127.0.0.1:\(try RedisServer.freePort())", connectTimeout: .seconds(1))
+        let (refused, refusedAnswers) = try await Self.sendCounting(unreachable, "/", timeout: .seconds(5))
+        #expect(refusedAnswers == 1)
+        #expect(throws: UpstreamError.self) { try refused.get() }
+        unreachable.shutdown()
+    }
+
     /// A connection has one timer for the deadlines of all its exchanges: an exchange that outlives an
     /// earlier exchange's deadline is not cut off by it, and one whose deadline comes before the
     /// timer's is cut off at its own.

@@ -107,6 +107,21 @@ import Testing
             claims["roles"] = ["user", "admin"]
             parts[1] = Base64URL.encode(try JSONSerialization.data(withJSONObject: claims))
             await #expect(throws: TokenError.badSignature) { try await verifier.verify(parts.joined(separator: ".")) }
+            // A cached token with a letter swapped for one Unicode calls equivalent (K, the Kelvin
+            // sign) is another token, refused as any malformed one: remembered tokens match byte for
+            // byte. Tokens are issued until one has a K before its last 32 characters (the part the
+            // cache hashes); most do, and twenty without one would be odds of about 1e-7.
+            var withK: (token: String, k: String.Index)?
+            for _ in 0..<20 where withK == nil {
+                let candidate = try await issuer.token(userID: userID, roles: [.user, .creator], expiresIn: 900)
+                if let k = candidate.dropLast(32).firstIndex(of: "K") { withK = (candidate, k) }
+            }
+            let (cached, k) = try #require(withK)
+            _ = try await verifier.verify(cached)
+            var variant = cached
+            variant.replaceSubrange(k...k, with: "\u{212A}")
+            #expect(variant == cached, "Swift's String equality is Unicode canonical equivalence")
+            await #expect(throws: TokenError.self) { try await verifier.verify(variant) }
         }
     }
 

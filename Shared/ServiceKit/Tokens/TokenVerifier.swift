@@ -352,17 +352,32 @@ final class VerifiedTokens: Sendable {
         var until: ContinuousClock.Instant
     }
 
-    /// A token as a key: hashed on its last 32 bytes (part of its signature), compared whole. Hashing
-    /// all of a 600-byte token was most of a lookup. Only verified tokens are stored, so a forged
-    /// token that hashes alike can cost a comparison but never match.
+    /// A token as a key: hashed on its last 32 bytes (part of its signature) and compared byte for
+    /// byte, not as Unicode text, under which a token with a letter swapped for an equivalent one
+    /// (K and the Kelvin sign) would match. Hashing all of a 600-byte token was most of a lookup.
+    /// Only verified tokens are stored, so a forged token that hashes alike costs a comparison but
+    /// never matches.
     private struct Key: Hashable {
         let token: String
 
         func hash(into hasher: inout Hasher) {
-            let hashed = token.utf8.withContiguousStorageIfAvailable { bytes in
+            let hashed: Void? = token.utf8.withContiguousStorageIfAvailable { bytes in
                 hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.suffix(32))))
             }
-            if hashed == nil { hasher.combine(token) }
+            if hashed == nil {
+                // A bridged or foreign string: the same bytes, copied.
+                Array(token.utf8.suffix(32)).withUnsafeBytes { hasher.combine(bytes: $0) }
+            }
+        }
+
+        static func == (a: Key, b: Key) -> Bool {
+            let compared = a.token.utf8.withContiguousStorageIfAvailable { x in
+                b.token.utf8.withContiguousStorageIfAvailable { y in
+                    x.count == y.count && (x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0)
+                }
+            }
+            if let compared = compared ?? nil { return compared }
+            return a.token.utf8.elementsEqual(b.token.utf8)
         }
     }
 
