@@ -113,12 +113,12 @@ struct ProxyMiddleware: RouterMiddleware {
         return HTTPHeaders(kept)
     }
 
-    /// The lowercased names the `Connection` header lists (nearly always none).
+    /// The names the `Connection` header lists (nearly always none), compared as header names are.
     static func connectionTokens(_ headers: HTTPHeaders) -> [String] {
         var tokens: [String] = []
         for (name, value) in headers where name.isHeaderName("connection") {
             for token in value.split(separator: ",") {
-                let trimmed = token.trimmingCharacters(in: .whitespaces).lowercased()
+                let trimmed = token.trimmingCharacters(in: .whitespaces)
                 if !trimmed.isEmpty { tokens.append(trimmed) }
             }
         }

@@ -119,8 +119,7 @@ final class UpstreamPool: Sendable {
             send(head, body: body, deadline: deadline, on: loop) { answer.completeWith($0) }
             return try await answer.futureResult.get()
         }
-        var head = head
-        head.headers.replaceOrAdd(name: "Host", value: hostHeader)
+        let head = addressed(head)
         let connection: UpstreamConnection
         if let pooled = idleConnection(on: loop) { connection = pooled } else { connection = try await newConnection(deadline: deadline, on: loop).get() }
         do {
@@ -137,9 +136,7 @@ final class UpstreamPool: Sendable {
     /// its generic types, and this path made two per request.
     func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, answer: @escaping UpstreamAnswer) {
         precondition(body.replayable, "a streamed body goes through execute")
-        var outgoing = head
-        outgoing.headers.replaceOrAdd(name: "Host", value: hostHeader)
-        let head = outgoing
+        let head = addressed(head)
         let retriable = Self.idempotent.contains(head.method)
         let pooled = idleConnection(on: loop)
         let reused = pooled != nil
@@ -158,6 +155,13 @@ final class UpstreamPool: Sendable {
         } else {
             sendOnNewConnection(head, body: body, deadline: deadline, on: loop, answer: firstAnswer)
         }
+    }
+
+    /// `head` with the upstream's own `Host`.
+    private func addressed(_ head: HTTPRequestHead) -> HTTPRequestHead {
+        var head = head
+        head.headers.replaceOrAdd(name: "Host", value: hostHeader)
+        return head
     }
 
     private func sendOnNewConnection(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, answer: @escaping UpstreamAnswer) {
