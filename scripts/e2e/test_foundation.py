@@ -6,6 +6,7 @@ import subprocess
 import time
 import uuid
 
+import pytest
 import requests
 
 from conftest import SERVICES, problem, request_id
@@ -44,6 +45,35 @@ def test_a_request_id_is_made_when_absent(stack):
     rid = response.headers["X-Request-ID"]
     uuid.UUID(rid)
     stack.wait_until(lambda: rid in stack.log("nutrition"), what="generated id in the service log")
+
+
+def nice_of(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        # After the command name: state is the 3rd field, nice the 19th.
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+def test_the_event_loops_outrank_the_database_for_the_cpu(stack):
+    """scripts/stack starts the services and the gateway at STACK_NICE (-5) in sessions of their own
+    given that nice value too: the event-loop thread every request waits for, not only the main
+    thread, and not PostgreSQL's backends."""
+    lowered = subprocess.run(["nice", "-n", "-1", "true"], capture_output=True, text=True)
+    if lowered.stderr:
+        pytest.skip(f"this user may not lower a nice value: {lowered.stderr.strip()}")
+    expected = int(os.environ.get("STACK_NICE", "-5"))
+    autogroups = os.path.exists("/proc/self/autogroup")
+    for name in [*SERVICES, "gateway"]:
+        pid = stack.pid(name)
+        loops = [tid for tid in os.listdir(f"/proc/{pid}/task")
+                 if open(f"/proc/{pid}/task/{tid}/comm").read().startswith("NIO-")]
+        assert loops, f"{name} has no event-loop thread"
+        assert {nice_of(pid, tid) for tid in loops} == {expected}, name
+        if autogroups:
+            with open(f"/proc/{pid}/autogroup") as f:
+                assert f.read().split()[-1] == str(expected), name
+    if autogroups:
+        with open(f"/proc/{stack.pid('postgres')}/autogroup") as f:
+            assert f.read().split()[-1] == "0"
 
 
 def test_a_path_no_route_claims_is_a_404_problem(stack):

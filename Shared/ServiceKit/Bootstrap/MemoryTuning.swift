@@ -44,6 +44,10 @@ public enum ProcessTuning {
         if let threads = eventLoopThreads(in: ProcessInfo.processInfo.environment) {
             NIOSingletons.groupLoopCountSuggestion = threads
         }
+        // The loops' threads start now, from the main thread, and so run at the nice value the process
+        // was started at (scripts/stack gives the services a higher priority than the database). Made
+        // later from a libdispatch worker, they took that worker's nice, which dispatch sets from its QoS.
+        _ = MultiThreadedEventLoopGroup.singleton
         ServiceLogHandler.bootstrap()
         if ProcessInfo.processInfo.environment["NIO_GLOBAL_EXECUTOR"] != "0", !runTasksOnEventLoops() {
             FileHandle.standardError.write(Data("warning: Swift tasks keep their own thread pool (the global executor hook could not be installed)\n".utf8))

@@ -7,6 +7,10 @@ import PostgresNIO
 /// `<service> [serve]` runs it; `<service> migrate` applies migrations and exits;
 /// `<service> provision` creates its role and schema with `DATABASE_ADMIN_URL`.
 public enum ServiceLauncher {
+    /// On the main actor, as the executables' `main` is: `ProcessTuning.apply()` must run on the main
+    /// thread, before any other thread starts (a nonisolated `main` would run on a worker of the
+    /// global executor that the tuning replaces).
+    @MainActor
     public static func main(_ definition: ServiceDefinition, arguments: [String] = CommandLine.arguments, environment: [String: String] = ProcessInfo.processInfo.environment) async {
         ProcessTuning.apply()
         let command = arguments.dropFirst().first ?? "serve"
