@@ -53,19 +53,33 @@ def nice_of(pid, tid):
         return int(f.read().rsplit(")", 1)[1].split()[16])
 
 
+def event_loop_threads(pid):
+    threads = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().startswith("NIO-"):  # NIO-SGLTN-…, NIO-ELT-…; thread pools are TP-#…
+                    threads.append(tid)
+        except FileNotFoundError:  # a libdispatch worker that ended meanwhile
+            continue
+    return threads
+
+
 def test_the_event_loops_outrank_the_database_for_the_cpu(stack):
     """scripts/stack starts the services and the gateway at STACK_NICE (-5) in sessions of their own
     given that nice value too: the event-loop thread every request waits for, not only the main
     thread, and not PostgreSQL's backends."""
-    lowered = subprocess.run(["nice", "-n", "-1", "true"], capture_output=True, text=True)
-    if lowered.stderr:
-        pytest.skip(f"this user may not lower a nice value: {lowered.stderr.strip()}")
-    expected = int(os.environ.get("STACK_NICE", "-5"))
+    expected = int(os.environ.get("STACK_NICE") or "-5")
+    delta = expected - os.nice(0)
+    if delta < 0:
+        # As scripts/lib/infra.sh decides: nice says whether this user may lower a nice value.
+        lowered = subprocess.run(["nice", "-n", str(delta), "true"], capture_output=True, text=True)
+        if lowered.stderr:
+            pytest.skip(f"this user may not lower a nice value: {lowered.stderr.strip()}")
     autogroups = os.path.exists("/proc/self/autogroup")
     for name in [*SERVICES, "gateway"]:
         pid = stack.pid(name)
-        loops = [tid for tid in os.listdir(f"/proc/{pid}/task")
-                 if open(f"/proc/{pid}/task/{tid}/comm").read().startswith("NIO-")]
+        loops = event_loop_threads(pid)
         assert loops, f"{name} has no event-loop thread"
         assert {nice_of(pid, tid) for tid in loops} == {expected}, name
         if autogroups:

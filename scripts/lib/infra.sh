@@ -21,32 +21,50 @@ RELEASE_BUILD=(-c release --static-swift-stdlib -Xlinker --no-export-dynamic -Xs
 # The event loops' share of a busy CPU. Each service and the gateway is one event-loop thread that
 # every request to it passes through, while PostgreSQL serves each connection with a process of
 # its own. Linux shares a busy CPU out fairly between sessions (autogroups: scripts/stack starts
-# each process in a session of its own), or between threads where autogroups are off. Either way
-# the thread every request waits for got no more than the database's backends or the load
-# generator did, and requests queued behind it while it waited for its turn (the README's
-# STACK_NICE has the figures). STACK_NICE (-5, a weight three times another process's) is the nice
-# value their processes start at and their sessions get. Lowering a nice value takes root; for
-# other users they run at their parent's.
+# each process in a session of its own), or between threads where autogroups are off or the
+# cgroup-v2 cpu controller governs instead. Either way the thread every request waits for got no
+# more than the database's backends or the load generator did, and requests queued behind it while
+# it waited for its turn (the README's STACK_NICE has the figures). STACK_NICE (-5, a weight three
+# times another process's) is the nice value their processes start at and their sessions get.
+# Lowering a nice value takes root's CAP_SYS_NICE (or a raised RLIMIT_NICE); without it they run at
+# their parent's.
 EVENT_LOOP_NICE=${STACK_NICE:--5}
 
-# event_loop_nice: the command words that start an event-loop process at EVENT_LOOP_NICE, or none
-# where this user may not lower a nice value.
+# event_loop_nice: the command words that start an event-loop process at EVENT_LOOP_NICE (nice -n
+# is relative to this shell's own), or none where this user may not lower a nice value that far.
 event_loop_nice() {
-  if [ "$EVENT_LOOP_NICE" -ge 0 ] || [ "$(id -u)" = 0 ]; then echo nice -n "$EVENT_LOOP_NICE"; fi
+  local delta=$((EVENT_LOOP_NICE - $(nice)))
+  [ "$delta" = 0 ] && return 0
+  # nice warns and runs the command anyway when it may not; asked beforehand, it tells.
+  if [ "$delta" -gt 0 ] || [ -z "$(nice -n "$delta" true 2>&1)" ]; then echo nice -n "$delta"; fi
 }
 
 # raise_session PID: gives PID's session (its autogroup) EVENT_LOOP_NICE, once PID has left the
 # session of this script, which holds the scripts and the load generator.
 raise_session() {
   local pid=$1 ours theirs
-  [ -w "/proc/$pid/autogroup" ] && [ -n "$(event_loop_nice)" ] || return 0
+  [ -w "/proc/$pid/autogroup" ] || return 0
+  [ -n "$(event_loop_nice)" ] || [ "$EVENT_LOOP_NICE" = "$(nice)" ] || return 0
   ours=$(session_of $$) || return 0
   for _ in $(seq 1 50); do
     theirs=$(session_of "$pid") || return 0
-    # Without CAP_SYS_NICE (a container's root) the write fails, and the session keeps its weight.
-    if [ "$theirs" != "$ours" ]; then { echo "$EVENT_LOOP_NICE" >"/proc/$pid/autogroup"; } 2>/dev/null || true; return 0; fi
+    [ "$theirs" != "$ours" ] && break
     sleep 0.1
   done
+  [ "$theirs" != "$ours" ] || { log "raise_session: $pid did not start a session of its own"; return 0; }
+  # Without CAP_SYS_ADMIN the kernel takes one such write every 100 ms, machine-wide (EAGAIN).
+  for _ in $(seq 1 20); do
+    [ "$(autogroup_nice "$pid")" = "$EVENT_LOOP_NICE" ] && return 0
+    { echo "$EVENT_LOOP_NICE" >"/proc/$pid/autogroup"; } 2>/dev/null || sleep 0.1
+  done
+  [ "$(autogroup_nice "$pid")" = "$EVENT_LOOP_NICE" ] || log "raise_session: $pid's session stays at nice $(autogroup_nice "$pid")"
+}
+
+# autogroup_nice PID: the nice value of PID's autogroup ("/autogroup-N nice V").
+autogroup_nice() {
+  local line
+  read -r line 2>/dev/null <"/proc/$1/autogroup" || return 0
+  echo "${line##* }"
 }
 
 # session_of PID: the session PID belongs to, from /proc (procps may not be installed).
