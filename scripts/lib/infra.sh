@@ -67,14 +67,18 @@ autogroup_nice() {
   echo "${line##* }"
 }
 
-# session_of PID: the session PID belongs to, from /proc (procps may not be installed).
-session_of() {
+# stat_field PID N: field N of /proc/PID/stat counted after the command name (0 state, 1 parent,
+# 2 process group, 3 session), which may itself hold spaces and parentheses. From /proc because
+# procps may not be installed.
+stat_field() {
   local line fields
   read -r line 2>/dev/null <"/proc/$1/stat" || return 1
   read -r -a fields <<<"${line##*) }"
-  # After the command name: state, parent, process group, session.
-  echo "${fields[3]}"
+  echo "${fields[$2]:-}"
 }
+
+# session_of PID: the session PID belongs to.
+session_of() { stat_field "$1" 3; }
 
 # ensure_packages: Debian packages and Python tools the stack and the tests need.
 ensure_packages() {
@@ -265,15 +269,12 @@ CONF
   echo "$port"
 }
 
-# child_pid PID: a process whose parent is PID, from /proc (procps may not be installed).
+# child_pid PID: a process whose parent is PID.
 child_pid() {
-  local stat line fields
+  local stat pid
   for stat in /proc/[0-9]*/stat; do
-    read -r line 2>/dev/null <"$stat" || continue
-    read -r -a fields <<<"${line##*) }"
-    if [ "${fields[1]:-}" = "$1" ]; then
-      stat=${stat#/proc/}; echo "${stat%/stat}"; return 0
-    fi
+    pid=${stat#/proc/}; pid=${pid%/stat}
+    if [ "$(stat_field "$pid" 1)" = "$1" ]; then echo "$pid"; return 0; fi
   done
   return 1
 }
