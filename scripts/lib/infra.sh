@@ -198,9 +198,19 @@ stop_redis() {
 # pgbench_select_tps PORT CLIENTS SECONDS DIR: `pgbench -S` (select-only, scale 10, 2 threads) TPS
 # on the cluster at PORT (superuser trusted on loopback), in a database of its own that goes again
 # afterwards (so its pages do not crowd the services' out of shared buffers). The benchmarks print
-# it as the measure of how fast this machine is at the moment of the run.
+# it as the measure of how fast this machine is at the moment of the run. A benchmark that measures
+# it more than once, between its own figures, calls the three steps itself: pgbench_prepare PORT DIR,
+# pgbench_run PORT CLIENTS SECONDS DIR (prints the TPS) as often as it likes, pgbench_drop PORT.
 pgbench_select_tps() {
-  local port=$1 clients=$2 seconds=$3 dir=$4 sudo="" out
+  local port=$1 clients=$2 seconds=$3 dir=$4 tps
+  pgbench_prepare "$port" "$dir" || return 1
+  tps=$(pgbench_run "$port" "$clients" "$seconds" "$dir") || return 1
+  pgbench_drop "$port" || return 1
+  echo "$tps"
+}
+
+pgbench_prepare() {
+  local port=$1 dir=$2 sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
   # pgbench ships with the server package (postgresql-NN); postgresql-contrib pulls it in otherwise.
   if [ ! -x "$PGBIN/pgbench" ]; then
@@ -210,10 +220,17 @@ pgbench_select_tps() {
   psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -c "CREATE DATABASE pgbench" >/dev/null || return 1
   "$PGBIN/pgbench" -h 127.0.0.1 -p "$port" -U postgres -i -s 10 -q pgbench >"$dir/pgbench-init.log" 2>&1 \
     || { tail -n 20 "$dir/pgbench-init.log" >&2; return 1; }
+}
+
+pgbench_run() {
+  local port=$1 clients=$2 seconds=$3 dir=$4 out
   out=$("$PGBIN/pgbench" -h 127.0.0.1 -p "$port" -U postgres -S -c "$clients" -j 2 -T "$seconds" pgbench 2>"$dir/pgbench.log") \
     || { tail -n 20 "$dir/pgbench.log" >&2; return 1; }
-  psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -c "DROP DATABASE pgbench" >/dev/null || return 1
   echo "$out" | awk '/^tps = / {printf "%.0f\n", $3; exit}'
+}
+
+pgbench_drop() {
+  psql -h 127.0.0.1 -p "$1" -U postgres -d postgres -qAtX -c "DROP DATABASE IF EXISTS pgbench" >/dev/null
 }
 
 # start_reference_proxy UPSTREAM_PORT DIR: nginx (Debian's nginx-light) with one worker on a free
