@@ -82,7 +82,37 @@ import Testing
                 #expect(try await env.call(.post, "/v1/notifications/read", as: star, json: bad).status == .badRequest, "\(bad)")
             }
             #expect(try await env.call(.get, "/v1/notifications?unread=maybe", as: star).status == .badRequest)
+            let tooMany = (0...100).map { _ in UUID().uuidString }
+            #expect(try await env.call(.post, "/v1/notifications/read", as: star, json: ["ids": tooMany]).status == .badRequest)
+            let json: HTTPFields = [.contentType: "application/json"]
+            #expect(try await env.call(.post, "/v1/notifications/read", as: star, raw: ByteBuffer(string: "{\"ids\": ["), headers: json).code == "malformed_json")
+            #expect(try await env.call(.post, "/v1/notifications/read", as: star, raw: ByteBuffer(), headers: json).code == "malformed_json")
+            #expect(try await env.call(.post, "/v1/notifications/read", as: star, raw: ByteBuffer(string: "all=true"),
+                                       headers: [.contentType: "application/x-www-form-urlencoded"]).code == "unsupported_media_type")
+            let huge = ByteBuffer(string: "{\"ids\": [\"" + String(repeating: "a", count: 3 << 20) + "\"]}")
+            let oversized = try await env.call(.post, "/v1/notifications/read", as: star, raw: huge, headers: json)
+            #expect(oversized.status == .contentTooLarge && oversized.code == "payload_too_large")
+            // None of these touched the notification.
+            #expect(try await env.call(.get, "/v1/notifications?unread=true", as: star).items.isEmpty)
             #expect(try await env.call(.post, "/v1/notifications/read", as: star, json: ["all": true]).status == .ok)
+
+            // Pages, newest first, by the cursor each page gives.
+            var fans = [fan]
+            for _ in 0..<4 {
+                let another = try await env.user()
+                _ = try await env.follow(star, as: another)
+                fans.append(another)
+            }
+            var seen: [String] = []
+            var cursor: String?
+            repeat {
+                let page = try await env.call(.get, "/v1/notifications?limit=2" + (cursor.map { "&cursor=\($0)" } ?? ""), as: star)
+                #expect(page.status == .ok && page.items.count <= 2)
+                seen += page.items.compactMap { ($0["actor"] as? [String: Any])?["id"] as? String }.map { $0.lowercased() }
+                cursor = page.json["next_cursor"] as? String
+            } while cursor != nil
+            #expect(seen == fans.reversed().map(\.path))
+            #expect(try await env.call(.get, "/v1/notifications/unread-count", as: star).json["unread"] as? Int == 4)
         }
     }
 
@@ -94,6 +124,7 @@ import Testing
             let blocked = try await env.user()
             let mute = try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: star)
             #expect(mute.status == .ok && mute.json["muting"] as? Bool == true && mute.json["until"] == nil)
+            #expect(try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: star).json["muting"] as? Bool == true)
             let timed = try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration_seconds": 3600])
             #expect(timed.json["until"] != nil)
             #expect(try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration_seconds": 5]).status == .badRequest)
@@ -125,10 +156,57 @@ import Testing
             _ = try await env.call(.delete, "/v1/profiles/\(star.path)/follow", as: briefly)
             _ = try await env.follow(star, as: briefly)
             #expect(try await env.call(.delete, "/v1/profiles/\(muted.path)/mute", as: star).json["muting"] as? Bool == false)
+            #expect(try await env.call(.delete, "/v1/profiles/\(muted.path)/mute", as: star).json["muting"] as? Bool == false)
             _ = try await env.call(.delete, "/v1/profiles/\(star.path)/follow", as: muted)
             _ = try await env.follow(star, as: muted)
             #expect(Set(try await env.call(.get, "/v1/notifications", as: star).items.compactMap { ($0["actor"] as? [String: Any])?["id"] as? String }.map { $0.lowercased() }) == [briefly.path, muted.path])
             #expect(try await env.call(.get, "/v1/mutes", as: star).ids.isEmpty)
+        }
+    }
+
+    /// Someone who blocks the caller, and a profile moderators hid, appear in none of the caller's
+    /// lists and counts; undoing a follow or mute of them that is not there is 404, as elsewhere.
+    @Test func blockersAndHiddenProfilesLeaveNoTraceInTheCallersListsAndCounts() async throws {
+        try await SocialTestEnvironment.run { env in
+            let me = try await env.user()
+            let blocker = try await env.user()
+            let villain = try await env.user()
+            let loud = try await env.user()
+            let fan = try await env.user()
+            let moderator = try await env.user(roles: [.user, .moderator])
+            _ = try await env.call(.post, "/v1/profiles/\(blocker.path)/mute", as: me)
+            _ = try await env.call(.post, "/v1/profiles/\(loud.path)/mute", as: me)
+            _ = try await env.call(.post, "/v1/profiles/\(villain.path)/block", as: me)
+            _ = try await env.follow(me, as: fan)
+            #expect(Set(try await env.call(.get, "/v1/mutes", as: me).ids) == [blocker.path, loud.path])
+            #expect(try await env.call(.get, "/v1/notifications/unread-count", as: me).json["unread"] as? Int == 1)
+
+            // The muted person blocks me: my mute stays, unseen while they block me.
+            _ = try await env.call(.post, "/v1/profiles/\(me.path)/block", as: blocker)
+            #expect(try await env.call(.get, "/v1/mutes", as: me).ids == [loud.path])
+            #expect(try await env.call(.delete, "/v1/profiles/\(blocker.path)/follow", as: me).status == .notFound)
+            #expect(try await env.count("SELECT count(*) FROM mutes WHERE muter_id = '\(me.id)' AND muted_id = '\(blocker.id)'") == 1)
+            let stranger = try await env.user()
+            _ = try await env.call(.post, "/v1/profiles/\(stranger.path)/block", as: blocker)
+            #expect(try await env.call(.delete, "/v1/profiles/\(blocker.path)/mute", as: stranger).status == .notFound)
+            _ = try await env.call(.delete, "/v1/profiles/\(me.path)/block", as: blocker)
+            #expect(Set(try await env.call(.get, "/v1/mutes", as: me).ids) == [blocker.path, loud.path])
+
+            // Moderators hide three of them: gone from my blocks, mutes, notifications and unread count.
+            for user in [villain, loud, fan] {
+                #expect(try await env.call(.post, "/v1/moderation/profiles/\(user.path)/hide", as: moderator).status == .ok)
+            }
+            #expect(try await env.call(.get, "/v1/blocks", as: me).ids.isEmpty)
+            #expect(try await env.call(.get, "/v1/mutes", as: me).ids == [blocker.path])
+            #expect(try await env.call(.get, "/v1/notifications", as: me).items.isEmpty)
+            #expect(try await env.call(.get, "/v1/notifications/unread-count", as: me).json["unread"] as? Int == 0)
+            #expect(try await env.call(.delete, "/v1/profiles/\(villain.path)/follow", as: me).status == .notFound)
+            for user in [villain, loud, fan] {
+                _ = try await env.call(.post, "/v1/moderation/profiles/\(user.path)/unhide", as: moderator)
+            }
+            #expect(try await env.call(.get, "/v1/blocks", as: me).ids == [villain.path])
+            #expect(Set(try await env.call(.get, "/v1/mutes", as: me).ids) == [blocker.path, loud.path])
+            #expect(try await env.call(.get, "/v1/notifications/unread-count", as: me).json["unread"] as? Int == 1)
         }
     }
 }

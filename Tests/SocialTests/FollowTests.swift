@@ -80,6 +80,11 @@ import Testing
             #expect(try await env.call(.get, "/v1/follow-requests", as: owner).ids.isEmpty)
             #expect(Set(try await env.call(.get, "/v1/profiles/\(owner.path)/followers", as: owner).ids) == [alice.path, carol.path, dave.path])
             #expect(try await env.call(.get, "/v1/profiles/me", as: dave).json["following_count"] as? Int == 1)
+            // The requests it approved are accepted for their senders as an approval is.
+            for fan in [carol, dave] {
+                #expect(try await env.call(.get, "/v1/notifications", as: fan).items.map { $0["type"] as? String } == ["follow_accepted"])
+            }
+            #expect(try await env.call(.post, "/v1/follow-requests/\(bob.path)/deny", as: owner).status == .notFound)
             try await waitUntil(.seconds(10)) { try await env.events(FollowCreated.eventType).count == 3 }
             #expect(try await env.events(FollowRequested.eventType).count == 5)
         }

@@ -2,6 +2,7 @@
 import Foundation
 import HTTPTypes
 import Models
+import NIOCore
 import ServiceKit
 import TestSupport
 import Testing
@@ -126,6 +127,7 @@ import Testing
             #expect(try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/hide", as: viewer).status == .forbidden)
             let hidden = try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/hide", as: moderator)
             #expect(hidden.status == .ok && hidden.json["hidden"] as? Bool == true)
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/hide", as: moderator).json["hidden"] as? Bool == true)
             #expect(try await env.profile(owner, as: viewer).status == .notFound)
             #expect(try await env.call(.get, "/v1/profiles/\(owner.path)/followers", as: viewer).status == .notFound)
             #expect(try await env.call(.get, "/v1/profiles/\(viewer.path)/following", as: viewer).ids.isEmpty)
@@ -149,6 +151,8 @@ import Testing
             #expect(try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/unhide", as: owner).status == .forbidden)
             #expect(try await env.profile(owner, as: viewer).status == .notFound)
             _ = try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/unhide", as: moderator)
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(owner.path)/unhide", as: moderator).json["hidden"] as? Bool == false)
+            #expect(try await env.call(.post, "/v1/moderation/profiles/not-an-id/unhide", as: moderator).status == .notFound)
             #expect(try await env.profile(owner, as: viewer).status == .ok)
             #expect(try await env.call(.get, "/v1/profiles/by-username/\(username)", as: viewer).status == .ok)
             #expect(try await env.call(.get, "/v1/profiles/\(owner.path)/avatar", as: viewer).status == .ok)
@@ -164,6 +168,11 @@ import Testing
             #expect(try await env.call(.get, "/v1/moderation/users/\(user.path)/warnings", as: other).status == .forbidden)
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": "   "]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": 5]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: [String: Any]()).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": String(repeating: "x", count: 1001)]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, raw: ByteBuffer(string: "{\"reason\":"),
+                                       headers: [.contentType: "application/json"]).code == "malformed_json")
+            #expect(try await env.call(.post, "/v1/moderation/users/not-an-id/warnings", as: admin, json: ["reason": "spam"]).status == .notFound)
             #expect(try await env.call(.post, "/v1/moderation/users/\(UUID().uuidString)/warnings", as: admin, json: ["reason": "spam"]).status == .notFound)
             let warned = try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": "Spam in comments"])
             #expect(warned.status == .created)
@@ -171,6 +180,8 @@ import Testing
             #expect(staffView.items.first?["moderator_id"] != nil)
             let own = try await env.call(.get, "/v1/profiles/me/warnings", as: user)
             #expect(own.items.count == 1 && own.items.first?["reason"] as? String == "Spam in comments" && own.items.first?["moderator_id"] == nil)
+            // The refused ones left nothing.
+            #expect(try await env.count("SELECT count(*) FROM warnings WHERE user_id = '\(user.id)'") == 1)
             #expect(try await env.call(.get, "/v1/profiles/me/warnings", as: other).items.isEmpty)
         }
     }

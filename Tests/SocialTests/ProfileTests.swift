@@ -156,10 +156,18 @@ import Testing
             var (state, complete) = try await states()
             #expect(state == ["name": "pending", "avatar": "pending", "dietary_preferences": "pending", "allergies": "pending", "cuisines": "pending"])
             #expect(!complete)
-            let required = try await env.call(.post, "/v1/profiles/me/onboarding/name/skip", as: cook)
-            #expect(required.status == .conflict && required.code == "step_required")
+            for step in ["name", "dietary_preferences", "cuisines"] {
+                let required = try await env.call(.post, "/v1/profiles/me/onboarding/\(step)/skip", as: cook)
+                #expect(required.status == .conflict && required.code == "step_required", "\(step)")
+            }
             #expect(try await env.call(.post, "/v1/profiles/me/onboarding/favorite_color/skip", as: cook).status == .notFound)
             #expect(try await env.call(.post, "/v1/profiles/me/onboarding/avatar/skip", as: cook).json["steps"] != nil)
+            #expect(try await env.call(.post, "/v1/profiles/me/onboarding/avatar/skip", as: cook).status == .ok)
+            (state, _) = try await states()
+            #expect(state["avatar"] == "skipped" && state["allergies"] == "pending")
+            #expect(try await env.call(.post, "/v1/profiles/me/onboarding/allergies/skip", as: cook).status == .ok)
+            (state, _) = try await states()
+            #expect(state["allergies"] == "skipped")
             _ = try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["username": "ada_bakes", "dietary_preferences": [], "allergies": []])
             (state, complete) = try await states()
             #expect(state == ["name": "done", "avatar": "skipped", "dietary_preferences": "done", "allergies": "done", "cuisines": "pending"])
@@ -183,7 +191,12 @@ import Testing
             #expect(lie.status == .unsupportedMediaType && lie.code == "unsupported_image")
             let big = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: Self.png + Array(repeating: 0, count: 2 * 1024 * 1024)))
             #expect(big.status == .contentTooLarge && big.code == "too_large")
+            let empty = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(), headers: [.contentType: "image/png"])
+            #expect(empty.status == .unsupportedMediaType && empty.code == "unsupported_image")
             #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer).status == .notFound)
+            // 2 MiB exactly is allowed.
+            let largest = Self.png + Array(repeating: 0, count: 2 * 1024 * 1024 - Self.png.count)
+            #expect(try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: largest)).status == .ok)
 
             for (bytes, type) in [(Self.jpeg, "image/jpeg"), (Self.webp, "image/webp"), (Self.png, "image/png")] {
                 let uploaded = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: bytes), headers: [.contentType: "application/octet-stream"])
@@ -192,6 +205,7 @@ import Testing
                 #expect(url.hasPrefix("/v1/profiles/\(cook.id.uuidString)/avatar?v="), "ids are written as the JSON bodies write them")
                 let image = try await env.call(.get, url, as: viewer)
                 #expect(image.status == .ok && image.headers[.contentType] == type)
+                #expect(image.headers[.xContentTypeOptions] == "nosniff")
                 #expect(Array(image.body.readableBytesView) == bytes)
             }
             let image = try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer)
@@ -199,6 +213,7 @@ import Testing
             #expect(image.headers[.cacheControl]?.contains("max-age") == true)
             let again = try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer, headers: [.ifNoneMatch: etag])
             #expect(again.status == .notModified && again.body.readableBytes == 0)
+            #expect(try await env.call(.delete, "/v1/profiles/me/avatar", as: cook).status == .noContent)
             #expect(try await env.call(.delete, "/v1/profiles/me/avatar", as: cook).status == .noContent)
             #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer).status == .notFound)
             #expect(try await env.call(.get, "/v1/profiles/me", as: cook).json["avatar_url"] == nil)

@@ -72,8 +72,12 @@ struct NotificationStore: Sendable {
         return result
     }
 
+    /// Unread notifications that `list` shows: none from a hidden profile.
     func unreadCount(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let rows = try await connection.checkedQuery("SELECT count(*)::int8 FROM notifications WHERE user_id = \(user) AND read_at IS NULL", logger: logger)
+        let rows = try await connection.checkedQuery("""
+            SELECT count(*)::int8 FROM notifications n LEFT JOIN profiles p ON p.user_id = n.actor_id
+            WHERE n.user_id = \(user) AND n.read_at IS NULL AND p.hidden_at IS NULL
+            """, logger: logger)
         for try await count in rows.decode(Int64.self) { return Int(count) }
         return 0
     }

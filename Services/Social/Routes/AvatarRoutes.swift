@@ -85,6 +85,8 @@ struct AvatarRoutes {
             return Response(status: .notModified, headers: headers)
         }
         headers[.contentType] = avatar.contentType
+        // The type was judged from the bytes when the image was stored; a browser must not guess another.
+        headers[.xContentTypeOptions] = "nosniff"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: avatar.data))
     }
 }

@@ -101,7 +101,8 @@ struct BlockRoutes {
         let social = self.social
         try await social.postgres.withConnectionOnItsLoop { connection in
             if try await !social.blocks.unmute(context.caller.userID, target, on: connection, logger: context.logger) {
-                try await social.requireExists(target, for: context.caller, on: connection, logger: context.logger)
+                // Nothing to undo: 404 as anywhere else for someone who blocks the caller or is hidden.
+                _ = try await social.visibleProfile(target, to: context.caller, on: connection, logger: context.logger)
             }
         }
         return MuteState(muting: false, until: nil)

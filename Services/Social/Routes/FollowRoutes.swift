@@ -67,7 +67,8 @@ struct FollowRoutes {
             } else if try await social.follows.removeRequest(caller.userID, target, on: connection, logger: logger) {
                 try await social.notifications.retract(target, .followRequest, actor: caller.userID, on: connection, logger: logger)
             } else {
-                try await social.requireExists(target, for: caller, on: connection, logger: logger)
+                // Nothing to undo: 404 as anywhere else for someone who blocks the caller or is hidden.
+                _ = try await social.visibleProfile(target, to: caller, on: connection, logger: logger)
             }
             return FollowState(state: "none")
         }
