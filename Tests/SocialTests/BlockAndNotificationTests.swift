@@ -122,6 +122,11 @@ import Testing
             let muted = try await env.user()
             let briefly = try await env.user()
             let blocked = try await env.user()
+            let subscriber = RedisSubscriber(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+            let live = subscriber.subscribe("user:\(star.path)")
+            let listening = Task { try await subscriber.run() }
+            defer { listening.cancel() }
+            try await waitUntil(.seconds(5)) { subscriber.channelCount == 1 }
             let mute = try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: star)
             #expect(mute.status == .ok && mute.json["muting"] as? Bool == true && mute.json["until"] == nil)
             #expect(try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: star).json["muting"] as? Bool == true)
@@ -160,6 +165,14 @@ import Testing
             _ = try await env.call(.delete, "/v1/profiles/\(star.path)/follow", as: muted)
             _ = try await env.follow(star, as: muted)
             #expect(Set(try await env.call(.get, "/v1/notifications", as: star).items.compactMap { ($0["actor"] as? [String: Any])?["id"] as? String }.map { $0.lowercased() }) == [briefly.path, muted.path])
+            // Nothing went out live while they were silenced either: the first message is the ended
+            // mute's follow.
+            let first = try await withTimeout(.seconds(10)) { () -> RedisMessage? in
+                for await message in live { return message }
+                return nil
+            }
+            #expect(first?.text.lowercased().contains(briefly.path) == true)
+            #expect(first?.text.lowercased().contains(muted.path) == false && first?.text.lowercased().contains(blocked.path) == false)
             #expect(try await env.call(.get, "/v1/mutes", as: star).ids.isEmpty)
         }
     }
