@@ -115,20 +115,12 @@ struct ProfileWithRelationship: PostgresPreparedStatement {
         return bindings
     }
 
-    /// Column by column rather than with `row.decode((…).self)`, whose variadic generics decoded
-    /// each column unspecialized (a thousand instructions for a Bool).
     func decodeRow(_ row: PostgresRow) throws -> Row {
         let cells = row.makeRandomAccess()
-        let (id, username, displayName, bio, etag, verified, isPrivate, hiddenAt, diets, allergies, cuisines, cooking, visibility, answered, skipped, followers, following, created, updated) = (
-            try cells[0].decode(UUID.self), try cells[1].decode(String?.self), try cells[2].decode(String?.self), try cells[3].decode(String?.self),
-            try cells[4].decode(String?.self), try cells[5].decode(Bool.self), try cells[6].decode(Bool.self), try cells[7].decode(Date?.self),
-            try cells[8].decode([String].self), try cells[9].decode(String.self), try cells[10].decode([String].self), try cells[11].decode(String.self),
-            try cells[12].decode(String.self), try cells[13].decode([String].self), try cells[14].decode([String].self), try cells[15].decode(Int32.self),
-            try cells[16].decode(Int32.self), try cells[17].decode(Date.self), try cells[18].decode(Date.self))
+        let profile = try ProfileRecord(cells: cells)
         let (following1, followedBy, requested, blocking, blockedBy, muting) = (
             try cells[19].decode(Bool.self), try cells[20].decode(Bool.self), try cells[21].decode(Bool.self),
             try cells[22].decode(Bool.self), try cells[23].decode(Bool.self), try cells[24].decode(Bool.self))
-        let profile = try ProfileRecord((id, username, displayName, bio, etag, verified, isPrivate, hiddenAt, diets, allergies, cuisines, cooking, visibility, answered, skipped, followers, following, created, updated))
         return (profile, Relationship((following1, followedBy, requested, blocking, blockedBy, muting)))
     }
 }

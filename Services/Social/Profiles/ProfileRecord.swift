@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import Models
 
 /// Who may see a profile's dietary data (besides its owner and staff).
@@ -69,6 +70,42 @@ extension ProfileRecord {
             dietaryVisibility: DietaryVisibility(rawValue: visibility) ?? .followersOnly, onboardingAnswered: answered, onboardingSkipped: skipped,
             followersCount: Int(followers), followingCount: Int(following), createdAt: created, updatedAt: updated
         )
+    }
+}
+
+extension ProfileRecord {
+    /// The columns of `ProfileStore.columns` from `cells[0...]`, column by column: `row.decode((…).self)`
+    /// decoded each column through unspecialized variadic generics (a thousand instructions for a Bool).
+    init(cells: PostgresRandomAccessRow) throws {
+        try self.init((
+            try cells[0].decode(UUID.self), try cells[1].decode(String?.self), try cells[2].decode(String?.self), try cells[3].decode(String?.self),
+            try cells[4].decode(String?.self), try cells[5].decode(Bool.self), try cells[6].decode(Bool.self), try cells[7].decode(Date?.self),
+            try cells[8].decode([String].self), try cells[9].decode(String.self), try cells[10].decode([String].self), try cells[11].decode(String.self),
+            try cells[12].decode(String.self), try cells[13].decode([String].self), try cells[14].decode([String].self), try cells[15].decode(Int32.self),
+            try cells[16].decode(Int32.self), try cells[17].decode(Date.self), try cells[18].decode(Date.self)))
+    }
+}
+
+/// A profile by its id, prepared once per connection: `GET /v1/profiles/me` and every route that
+/// reads the caller's own profile. As an unnamed statement PostgreSQL parsed and planned it on
+/// every call, which took it from some 50,000 to 21,000 executions/s (`pgbench -M prepared` against
+/// `-M extended`, 16 clients, this machine).
+struct ProfileByID: PostgresPreparedStatement {
+    static let name = "social.profile_by_id"
+    static let sql = "SELECT \(ProfileStore.columns) FROM profiles WHERE user_id = $1"
+    static let bindingDataTypes: [PostgresDataType] = [.uuid]
+    typealias Row = ProfileRecord
+
+    var id: UUID
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(id)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> ProfileRecord {
+        try ProfileRecord(cells: row.makeRandomAccess())
     }
 }
 

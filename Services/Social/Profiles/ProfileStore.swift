@@ -22,8 +22,11 @@ struct ProfileStore: Sendable {
     }
 
     func find(id: UUID, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord? {
-        let lock = forUpdate ? " FOR UPDATE" : ""
-        return try await Self.decode(connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM profiles WHERE user_id = \(id)\(unescaped: lock)", logger: logger)).first
+        guard forUpdate else {
+            for try await profile in try await connection.checkedExecute(ProfileByID(id: id), logger: logger) { return profile }
+            return nil
+        }
+        return try await Self.decode(connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM profiles WHERE user_id = \(id) FOR UPDATE", logger: logger)).first
     }
 
     func find(username: String, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord? {
