@@ -60,7 +60,10 @@ extension PostgresConnection {
         return try await openQuery(query, logger: logger, file: file, line: line)
     }
 
-    /// `execute` for a prepared statement, with the same check as `checkedQuery`.
+    /// `execute` for a prepared statement, with the same check as `checkedQuery`. PostgresNIO prepares
+    /// the statement on a connection's first use and remembers a failed preparation for the life of
+    /// the connection, so a prepared statement must never be first sent into a transaction that has
+    /// already failed; none is, as `transaction` ends a transaction at its first error.
     @concurrent public func checkedExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String = #fileID, line: Int = #line)
         async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row {
         guard eventLoop.inEventLoop else {
