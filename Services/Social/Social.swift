@@ -74,8 +74,8 @@ struct Social: Sendable {
         throw APIError.notFound("No such profile.")
     }
 
-    /// 404 unless the profile exists and is not hidden from the caller. For actions that work even
-    /// on someone who blocks the caller (blocking back, unfollowing).
+    /// 404 unless the profile exists and is not hidden from the caller. For the actions that work even
+    /// on someone who blocks the caller: blocking back and unblocking.
     func requireExists(_ id: UUID, for caller: Caller, on connection: PostgresConnection, logger: Logger) async throws {
         guard let profile = try await profiles.find(id: id, on: connection, logger: logger), profile.hiddenAt == nil || caller.isStaff else {
             throw APIError.notFound("No such profile.")

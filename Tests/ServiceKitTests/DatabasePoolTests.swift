@@ -1,4 +1,5 @@
 import Foundation
+import Models
 import PostgresNIO
 import ServiceKit
 import TestSupport
@@ -109,6 +110,50 @@ import Testing
                     try await queued.value
                 }
             }
+        }
+    }
+
+    /// PostgresNIO remembers a prepared statement that failed to prepare for the life of its
+    /// connection. Here the outbox insert is first sent into a transaction that has already failed
+    /// (its preparation is refused), on a pool of one connection: afterwards the pool still writes
+    /// events, because `checkedExecute` closed that connection and a fresh one took its place.
+    @Test func aStatementThatFailedToPrepareLeavesNoConnectionFailingForGood() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let logger = TestEnvironment.logger
+        let outbox = EventOutbox(producer: "social")
+        @Sendable func event() -> UserRegistered { UserRegistered(userID: UUID(), email: "pool@example.com", displayName: nil, provider: "email") }
+        try await withClient(database.config(for: "social", poolSize: 1)) { client in
+            try await MigrationRunner(client: client, schema: "social", migrations: EventBusSchema.migrations, logger: logger).run()
+            try await client.withConnectionOnItsLoop { connection in
+                try await connection.checkedQuery("BEGIN", logger: logger)
+                do {
+                    for try await _ in try await connection.checkedQuery("SELECT 1 / 0", logger: logger) {}
+                    Issue.record("1 / 0 was answered")
+                } catch {}
+                await #expect(throws: PSQLError.self) { try await outbox.write(event(), userID: nil, on: connection, logger: logger) }
+                _ = try? await connection.checkedQuery("ROLLBACK", logger: logger)
+            }
+            // The pool may still hand out the closed connection once (refused at once as closed);
+            // a connection that remembered the failure would fail every time.
+            var written = 0
+            let deadline = ContinuousClock.now + .seconds(10)
+            while written < 3, ContinuousClock.now < deadline {
+                do {
+                    try await client.transaction(logger: logger) { connection in
+                        try await outbox.write(event(), userID: nil, on: connection, logger: logger)
+                    }
+                    written += 1
+                } catch let error as PSQLError {
+                    Issue.record("the outbox insert failed again: \(String(reflecting: error))")
+                    break
+                } catch {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            #expect(written == 3)
+            var rows = 0
+            for try await count in try await client.query("SELECT count(*)::int FROM outbox", logger: logger).decode(Int.self) { rows = count }
+            #expect(rows == 3)
         }
     }
 }

@@ -197,10 +197,12 @@ stop_redis() {
 
 # pgbench_select_tps PORT CLIENTS SECONDS DIR: `pgbench -S` (select-only, scale 10, 2 threads) TPS
 # on the cluster at PORT (superuser trusted on loopback), in a database of its own that goes again
-# afterwards (so its pages do not crowd the services' out of shared buffers). The benchmarks print
-# it as the measure of how fast this machine is at the moment of the run. A benchmark that measures
-# it more than once, between its own figures, calls the three steps itself: pgbench_prepare PORT DIR,
-# pgbench_run PORT CLIENTS SECONDS DIR (prints the TPS) as often as it likes, pgbench_drop PORT.
+# afterwards. The benchmarks print it as the measure of how fast this machine is at the moment of
+# the run. A benchmark that measures it more than once, between its own figures, calls the three
+# steps itself: pgbench_prepare PORT DIR, pgbench_run PORT CLIENTS SECONDS DIR (prints the TPS) as
+# often as it likes, pgbench_drop PORT; its pages (scale 10, some 160 MB) then crowd the services'
+# out of shared buffers after each run, so such a benchmark warms its own reads up again before it
+# measures them.
 pgbench_select_tps() {
   local port=$1 clients=$2 seconds=$3 dir=$4 tps
   pgbench_prepare "$port" "$dir" || return 1

@@ -60,10 +60,13 @@ extension PostgresConnection {
         return try await openQuery(query, logger: logger, file: file, line: line)
     }
 
-    /// `execute` for a prepared statement, with the same check as `checkedQuery`. PostgresNIO prepares
-    /// the statement on a connection's first use and remembers a failed preparation for the life of
-    /// the connection, so a prepared statement must never be first sent into a transaction that has
-    /// already failed; none is, as `transaction` ends a transaction at its first error.
+    /// `execute` for a prepared statement, with the same check as `checkedQuery`.
+    ///
+    /// PostgresNIO prepares the statement on a connection's first use of it and remembers a failed
+    /// preparation for the life of the connection: every later use there fails the same way. The
+    /// preparation can fail for reasons that pass, such as a lock a migration holds past the
+    /// statement timeout, or a transaction that had already failed. So when the server refuses the
+    /// statement before any row, the connection is closed, and the pool opens a fresh one.
     @concurrent public func checkedExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String = #fileID, line: Int = #line)
         async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row {
         guard eventLoop.inEventLoop else {
@@ -80,7 +83,15 @@ extension PostgresConnection {
     @concurrent private func openExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String, line: Int)
         async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row {
         guard !isClosed else { throw DatabaseConnectionClosed() }
-        return try await self.execute(statement, logger: logger, file: file, line: line)
+        do {
+            return try await self.execute(statement, logger: logger, file: file, line: line)
+        } catch let error as PSQLError where error.serverInfo != nil {
+            logger.warning("closing a database connection after a prepared statement failed on it", metadata: [
+                "statement": "\(Statement.name)", "sql_state": "\(error.serverInfo?[.sqlState] ?? "")"])
+            // Closed before the lease goes back, so the pool does not hand it out again.
+            try? await self.close().get()
+            throw error
+        }
     }
 }
 
