@@ -61,13 +61,8 @@ struct FollowStore: Sendable {
     /// second statement. Returns the ids of the two whose profiles exist.
     @discardableResult
     func lockPair(_ a: UUID, _ b: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
-        let (low, high) = a.uuidString < b.uuidString ? (a, b) : (b, a)
-        let rows = try await connection.checkedQuery("""
-            SELECT ARRAY(SELECT user_id FROM profiles WHERE user_id = ANY(\([a, b])) ORDER BY user_id FOR KEY SHARE)
-            FROM (SELECT pg_advisory_xact_lock(hashtextextended(\(low.uuidString + high.uuidString), 7))) AS pair
-            """, logger: logger)
         var existing: Set<UUID> = []
-        for try await ids in rows.decode([UUID].self) { existing = Set(ids) }
+        for try await ids in try await connection.checkedExecute(LockPair(a: a, b: b), logger: logger) { existing = Set(ids) }
         let missing = [a, b].filter { !existing.contains($0) }
         if !missing.isEmpty {
             let found = try await connection.checkedQuery("SELECT user_id FROM profiles WHERE user_id = ANY(\(missing)) ORDER BY user_id FOR KEY SHARE", logger: logger)
@@ -91,35 +86,91 @@ struct FollowStore: Sendable {
 
     /// Adds the follow; true when it is new (and the counts moved), false when it already existed.
     func follow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow(Self.adjustingCounts(follower, followee, by: 1, after: """
-            INSERT INTO follows (follower_id, followee_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING true
-            """), logger: logger)
+        for try await _ in try await connection.checkedExecute(AddFollow(follower: follower, followee: followee), logger: logger) { return true }
+        return false
     }
 
     /// Removes the follow; true when there was one (and the counts moved).
     func unfollow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow(Self.adjustingCounts(follower, followee, by: -1, after: """
-            DELETE FROM follows WHERE follower_id = $1 AND followee_id = $2 RETURNING true
-            """), logger: logger)
+        for try await _ in try await connection.checkedExecute(RemoveFollow(follower: follower, followee: followee), logger: logger) { return true }
+        return false
     }
 
-    /// `change` (on `follows`, with $1 the follower and $2 the followee) and, only if it touched a
-    /// row, the counts on both profiles, in one statement that returns rows only then. The counts
+    // The statements of every follow, unfollow and block are prepared once per connection: a follow
+    // ran eight statements, and PostgreSQL parsed and planned each unnamed one on every call.
+
+    /// `lockPair`'s first statement.
+    struct LockPair: PostgresPreparedStatement {
+        static let name = "social.lock_pair"
+        static let sql = """
+            SELECT ARRAY(SELECT user_id FROM profiles WHERE user_id = ANY($1) ORDER BY user_id FOR KEY SHARE)
+            FROM (SELECT pg_advisory_xact_lock(hashtextextended($2, 7))) AS pair
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuidArray, .text]
+        typealias Row = [UUID]
+
+        let a: UUID
+        let b: UUID
+
+        func makeBindings() throws -> PostgresBindings {
+            // The same key whichever of the two acts.
+            let (low, high) = a.uuidString < b.uuidString ? (a, b) : (b, a)
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append([a, b])
+            bindings.append(low.uuidString + high.uuidString)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> [UUID] { try row.makeRandomAccess()[0].decode([UUID].self) }
+    }
+
+    /// A change to `follows` (with $1 the follower and $2 the followee) and, only if it touched a row,
+    /// the counts on both profiles by $3, in one statement that returns rows only then. The counts
     /// move in one UPDATE for both rows: it locks them in key order, so two follows in opposite
     /// directions cannot deadlock.
-    private static func adjustingCounts(_ follower: UUID, _ followee: UUID, by delta: Int32, after change: String) -> PostgresQuery {
+    static func adjustingCounts(after change: String) -> String {
+        """
+        WITH changed AS (\(change))
+        UPDATE profiles SET
+            followers_count = followers_count + CASE WHEN user_id = $2 THEN $3 ELSE 0 END,
+            following_count = following_count + CASE WHEN user_id = $1 THEN $3 ELSE 0 END
+        WHERE user_id = ANY(ARRAY[$1, $2]::uuid[]) AND EXISTS (SELECT 1 FROM changed)
+        RETURNING true
+        """
+    }
+
+    struct AddFollow: PostgresPreparedStatement {
+        static let name = "social.add_follow"
+        static let sql = adjustingCounts(after: "INSERT INTO follows (follower_id, followee_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING true")
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .int4]
+        typealias Row = Void
+
+        let follower: UUID
+        let followee: UUID
+
+        func makeBindings() throws -> PostgresBindings { FollowStore.bindings(follower, followee, by: 1) }
+        func decodeRow(_ row: PostgresRow) throws {}
+    }
+
+    struct RemoveFollow: PostgresPreparedStatement {
+        static let name = "social.remove_follow"
+        static let sql = adjustingCounts(after: "DELETE FROM follows WHERE follower_id = $1 AND followee_id = $2 RETURNING true")
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .int4]
+        typealias Row = Void
+
+        let follower: UUID
+        let followee: UUID
+
+        func makeBindings() throws -> PostgresBindings { FollowStore.bindings(follower, followee, by: -1) }
+        func decodeRow(_ row: PostgresRow) throws {}
+    }
+
+    private static func bindings(_ follower: UUID, _ followee: UUID, by delta: Int32) -> PostgresBindings {
         var bindings = PostgresBindings(capacity: 3)
         bindings.append(follower)
         bindings.append(followee)
         bindings.append(delta)
-        return PostgresQuery(unsafeSQL: """
-            WITH changed AS (\(change))
-            UPDATE profiles SET
-                followers_count = followers_count + CASE WHEN user_id = $2 THEN $3 ELSE 0 END,
-                following_count = following_count + CASE WHEN user_id = $1 THEN $3 ELSE 0 END
-            WHERE user_id = ANY(ARRAY[$1, $2]::uuid[]) AND EXISTS (SELECT 1 FROM changed)
-            RETURNING true
-            """, binds: bindings)
+        return bindings
     }
 
     /// Records a request to follow a private profile; true when it is new.

@@ -32,15 +32,40 @@ struct NotificationStore: Sendable {
     /// Stores and announces a notification, unless the recipient blocks or (still) mutes the actor.
     func notify(_ recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         let id = UUID()
-        let stored = try await connection.returnsRow("""
-            INSERT INTO notifications (id, user_id, type, actor_id)
-            SELECT \(id), \(recipient), \(kind.rawValue), \(actor)
-            WHERE NOT EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(recipient) AND blocked_id = \(actor))
-              AND NOT EXISTS (SELECT 1 FROM mutes WHERE muter_id = \(recipient) AND muted_id = \(actor) AND (until IS NULL OR until > now()))
-            RETURNING true
-            """, logger: logger)
+        var stored = false
+        for try await _ in try await connection.checkedExecute(Store(id: id, recipient: recipient, kind: kind, actor: actor), logger: logger) { stored = true }
         guard stored else { return }
         try await outbox.write(NotificationCreated(notificationID: id, userID: recipient, kind: kind.rawValue, actorID: actor), userID: recipient, live: true, on: connection, logger: logger)
+    }
+
+    /// `notify`'s insert, prepared once per connection as every follow runs it.
+    struct Store: PostgresPreparedStatement {
+        static let name = "social.store_notification"
+        static let sql = """
+            INSERT INTO notifications (id, user_id, type, actor_id)
+            SELECT $1, $2, $3, $4
+            WHERE NOT EXISTS (SELECT 1 FROM blocks WHERE blocker_id = $2 AND blocked_id = $4)
+              AND NOT EXISTS (SELECT 1 FROM mutes WHERE muter_id = $2 AND muted_id = $4 AND (until IS NULL OR until > now()))
+            RETURNING true
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .text, .uuid]
+        typealias Row = Void
+
+        let id: UUID
+        let recipient: UUID
+        let kind: NotificationKind
+        let actor: UUID
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            bindings.append(id)
+            bindings.append(recipient)
+            bindings.append(kind.rawValue)
+            bindings.append(actor)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
     }
 
     /// Forgets a notification that no longer holds (a withdrawn follow request).

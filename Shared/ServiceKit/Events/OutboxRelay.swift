@@ -67,18 +67,13 @@ public final class OutboxRelay: Service, Sendable {
         let config = self.config
         let lockKey = schema + ".outbox-relay"
         let (moved, live) = try await client.transaction(logger: logger) { connection -> (Int?, [(String, String)]) in
-            let locked = try await connection.checkedQuery("SELECT pg_try_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
             var haveLock = false
-            for try await value in locked.decode(Bool.self) { haveLock = value }
+            for try await value in try await connection.checkedExecute(TryLock(key: lockKey), logger: logger) { haveLock = value }
             guard haveLock else { return (nil, []) }
             // Taken out of the outbox in the same statement that reads them: if Redis refuses the batch
             // the transaction rolls back and the rows are still there.
-            let rows = try await connection.checkedQuery("""
-                DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT \(batchSize))
-                RETURNING seq, id, type, user_id, live, envelope
-                """, logger: logger)
             var taken: [(seq: Int64, id: UUID, type: String, userID: UUID?, live: Bool, envelope: String)] = []
-            for try await row in rows.decode((Int64, UUID, String, UUID?, Bool, String).self) { taken.append(row) }
+            for try await row in try await connection.checkedExecute(Take(limit: batchSize), logger: logger) { taken.append(row) }
             taken.sort { $0.seq < $1.seq }  // RETURNING has no order of its own; the stream keeps commit order
             var live: [(String, String)] = []
             var commands: [[RedisArgument]] = []
@@ -104,6 +99,53 @@ public final class OutboxRelay: Service, Sendable {
         }
         if let moved, moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         return moved
+    }
+
+    // The relay's two statements run for every batch of every service, so they are prepared once
+    // per connection (PostgreSQL parsed and planned the unnamed ones on every call).
+
+    /// This schema's relay lock, for the transaction.
+    struct TryLock: PostgresPreparedStatement {
+        static let name = "outbox_relay.try_lock"
+        static let sql = "SELECT pg_try_advisory_xact_lock(hashtext($1))"
+        static let bindingDataTypes: [PostgresDataType] = [.text]
+        typealias Row = Bool
+
+        let key: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(key)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Bool { try row.makeRandomAccess()[0].decode(Bool.self) }
+    }
+
+    /// Up to `limit` of the oldest rows, taken out of the outbox (the table on the connection's
+    /// `search_path`, the service's own schema).
+    struct Take: PostgresPreparedStatement {
+        static let name = "outbox_relay.take"
+        static let sql = """
+            DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT $1)
+            RETURNING seq, id, type, user_id, live, envelope
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.int8]
+        typealias Row = (seq: Int64, id: UUID, type: String, userID: UUID?, live: Bool, envelope: String)
+
+        let limit: Int
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(Int64(limit))
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let cells = row.makeRandomAccess()
+            return (try cells[0].decode(Int64.self), try cells[1].decode(UUID.self), try cells[2].decode(String.self),
+                    try cells[3].decode(UUID?.self), try cells[4].decode(Bool.self), try cells[5].decode(String.self))
+        }
     }
 
     /// Rows not yet sent, for the backlog gauge.
