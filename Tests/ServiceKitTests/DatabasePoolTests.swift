@@ -151,9 +151,18 @@ import Testing
                 }
             }
             #expect(written == 3)
+            // A refusal for the values the statement met (here a duplicate id) leaves the connection open.
+            let envelope = try EventEnvelope(event(), producer: "social", userID: nil)
+            try await client.transaction(logger: logger) { connection in try await outbox.write(envelope, on: connection, logger: logger) }
+            try await client.withConnectionOnItsLoop { connection in
+                try await connection.checkedQuery("BEGIN", logger: logger)
+                await #expect(throws: PSQLError.self) { try await outbox.write(envelope, on: connection, logger: logger) }
+                _ = try? await connection.checkedQuery("ROLLBACK", logger: logger)
+                #expect(!connection.isClosed)
+            }
             var rows = 0
             for try await count in try await client.query("SELECT count(*)::int FROM outbox", logger: logger).decode(Int.self) { rows = count }
-            #expect(rows == 3)
+            #expect(rows == 4)
         }
     }
 }

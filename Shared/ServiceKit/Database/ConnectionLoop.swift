@@ -66,13 +66,20 @@ extension PostgresConnection {
     /// preparation for the life of the connection: every later use there fails the same way. The
     /// preparation can fail for reasons that pass, such as a lock a migration holds past the
     /// statement timeout, or a transaction that had already failed. So when the server refuses the
-    /// statement before any row, the connection is closed, and the pool opens a fresh one.
+    /// statement before any row, for any reason but the values it met, the connection is closed, and
+    /// the pool opens a fresh one.
     @concurrent public func checkedExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String = #fileID, line: Int = #line)
         async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row {
         guard eventLoop.inEventLoop else {
             return try await withTaskExecutorPreference(EventLoopTaskExecutor.for(eventLoop)) { try await self.openExecute(statement, logger: logger, file: file, line: line) }
         }
         return try await openExecute(statement, logger: logger, file: file, line: line)
+    }
+
+    /// Errors about the values a statement met (integrity constraints, class 23; data, class 22),
+    /// which preparing it, before any value is bound, cannot give: the connection stays.
+    static func onlyFromExecution(_ error: PSQLError) -> Bool {
+        ["22", "23"].contains((error.serverInfo?[.sqlState] ?? "").prefix(2))
     }
 
     @concurrent private func openQuery(_ query: PostgresQuery, logger: Logger, file: String, line: Int) async throws -> PostgresRowSequence {
@@ -85,7 +92,7 @@ extension PostgresConnection {
         guard !isClosed else { throw DatabaseConnectionClosed() }
         do {
             return try await self.execute(statement, logger: logger, file: file, line: line)
-        } catch let error as PSQLError where error.serverInfo != nil {
+        } catch let error as PSQLError where error.serverInfo != nil && !Self.onlyFromExecution(error) {
             logger.warning("closing a database connection after a prepared statement failed on it", metadata: [
                 "statement": "\(Statement.name)", "sql_state": "\(error.serverInfo?[.sqlState] ?? "")"])
             // Closed before the lease goes back, so the pool does not hand it out again.
