@@ -124,53 +124,20 @@ struct FollowStore: Sendable {
         func decodeRow(_ row: PostgresRow) throws -> [UUID] { try row.makeRandomAccess()[0].decode([UUID].self) }
     }
 
-    /// A change to `follows` (with $1 the follower and $2 the followee) and, only if it touched a row,
-    /// the counts on both profiles by $3, in one statement that returns rows only then. The counts
-    /// move in one UPDATE for both rows: it locks them in key order, so two follows in opposite
-    /// directions cannot deadlock.
-    static func adjustingCounts(after change: String) -> String {
-        """
-        WITH changed AS (\(change))
-        UPDATE profiles SET
-            followers_count = followers_count + CASE WHEN user_id = $2 THEN $3 ELSE 0 END,
-            following_count = following_count + CASE WHEN user_id = $1 THEN $3 ELSE 0 END
-        WHERE user_id = ANY(ARRAY[$1, $2]::uuid[]) AND EXISTS (SELECT 1 FROM changed)
-        RETURNING true
-        """
-    }
-
-    struct AddFollow: PostgresPreparedStatement {
+    struct AddFollow: FollowCountChange {
         static let name = "social.add_follow"
         static let sql = adjustingCounts(after: "INSERT INTO follows (follower_id, followee_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING true")
-        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .int4]
-        typealias Row = Void
-
+        static let delta: Int32 = 1
         let follower: UUID
         let followee: UUID
-
-        func makeBindings() throws -> PostgresBindings { FollowStore.bindings(follower, followee, by: 1) }
-        func decodeRow(_ row: PostgresRow) throws {}
     }
 
-    struct RemoveFollow: PostgresPreparedStatement {
+    struct RemoveFollow: FollowCountChange {
         static let name = "social.remove_follow"
         static let sql = adjustingCounts(after: "DELETE FROM follows WHERE follower_id = $1 AND followee_id = $2 RETURNING true")
-        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .int4]
-        typealias Row = Void
-
+        static let delta: Int32 = -1
         let follower: UUID
         let followee: UUID
-
-        func makeBindings() throws -> PostgresBindings { FollowStore.bindings(follower, followee, by: -1) }
-        func decodeRow(_ row: PostgresRow) throws {}
-    }
-
-    private static func bindings(_ follower: UUID, _ followee: UUID, by delta: Int32) -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 3)
-        bindings.append(follower)
-        bindings.append(followee)
-        bindings.append(delta)
-        return bindings
     }
 
     /// Records a request to follow a private profile; true when it is new.
@@ -277,3 +244,38 @@ extension Relationship {
     }
 }
 
+/// A change to `follows` and, only if it touched a row, the counts on both profiles by `delta`, in
+/// one statement that returns rows only then: what `AddFollow` and `RemoveFollow` share.
+protocol FollowCountChange: PostgresPreparedStatement where Row == Void {
+    static var delta: Int32 { get }
+    var follower: UUID { get }
+    var followee: UUID { get }
+}
+
+extension FollowCountChange {
+    static var bindingDataTypes: [PostgresDataType] { [.uuid, .uuid, .int4] }
+
+    /// `change` (on `follows`, with $1 the follower and $2 the followee), then the counts by $3. The
+    /// counts move in one UPDATE for both rows: it locks them in key order, so two follows in
+    /// opposite directions cannot deadlock.
+    static func adjustingCounts(after change: String) -> String {
+        """
+        WITH changed AS (\(change))
+        UPDATE profiles SET
+            followers_count = followers_count + CASE WHEN user_id = $2 THEN $3 ELSE 0 END,
+            following_count = following_count + CASE WHEN user_id = $1 THEN $3 ELSE 0 END
+        WHERE user_id = ANY(ARRAY[$1, $2]::uuid[]) AND EXISTS (SELECT 1 FROM changed)
+        RETURNING true
+        """
+    }
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 3)
+        bindings.append(follower)
+        bindings.append(followee)
+        bindings.append(Self.delta)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws {}
+}
