@@ -108,6 +108,31 @@ import Testing
                 cursor = reply.json["next_cursor"] as? String
             } while cursor != nil
             #expect(seen == fans.reversed().map(\.path))
+            // Follows made in one instant are ordered by id, and a page boundary between them loses none.
+            #expect(try await env.count("""
+                WITH tied AS (UPDATE follows SET created_at = '2026-01-01T00:00:00Z' WHERE followee_id = '\(star.id)' RETURNING 1)
+                SELECT count(*) FROM tied
+                """) == 7)
+            var tied: [String] = []
+            cursor = nil
+            repeat {
+                let reply = try await env.call(.get, "/v1/profiles/\(star.path)/followers?limit=3" + (cursor.map { "&cursor=\($0)" } ?? ""), as: fans[0])
+                #expect(reply.status == .ok && reply.items.count <= 3)
+                tied += reply.ids
+                cursor = reply.json["next_cursor"] as? String
+            } while cursor != nil
+            #expect(tied == fans.map(\.path).sorted(by: >))
+            // The other direction: the people one fan follows.
+            for other in fans[1...3] { _ = try await env.follow(other, as: fans[0]) }
+            var following: [String] = []
+            cursor = nil
+            repeat {
+                let reply = try await env.call(.get, "/v1/profiles/\(fans[0].path)/following?limit=2" + (cursor.map { "&cursor=\($0)" } ?? ""), as: star)
+                #expect(reply.status == .ok && reply.items.count <= 2)
+                following += reply.ids
+                cursor = reply.json["next_cursor"] as? String
+            } while cursor != nil
+            #expect(following == [fans[3], fans[2], fans[1]].map(\.path) + [star.path])
             #expect(try await env.call(.get, "/v1/profiles/\(star.path)/followers?limit=101", as: star).status == .badRequest)
             #expect(try await env.call(.get, "/v1/profiles/\(star.path)/followers?cursor=nope", as: star).status == .badRequest)
         }

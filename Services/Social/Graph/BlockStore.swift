@@ -21,12 +21,12 @@ struct BlockStore: Sendable {
 
     /// Blocks, newest first, leaving out profiles moderators hid.
     func blocks(of blocker: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
-        let (first, micros, tie) = TimeCursor.bounds(after)
+        let (micros, tie) = TimeCursor.bounds(after)
         let rows = try await connection.checkedQuery("""
             SELECT \(unescaped: ProfileSummary.columns), b.created_at, \(unescaped: TimeCursor.micros("b.created_at"))
             FROM blocks b JOIN profiles p ON p.user_id = b.blocked_id
             WHERE b.blocker_id = \(blocker) AND p.hidden_at IS NULL
-              AND (\(first) OR (b.created_at, b.blocked_id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
+              AND (b.created_at, b.blocked_id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie))
             ORDER BY b.created_at DESC, b.blocked_id DESC LIMIT \(limit + 1)
             """, logger: logger)
         return try await FollowStore.listed(rows) { $0.blockedAt = $1 }
@@ -47,13 +47,13 @@ struct BlockStore: Sendable {
     /// Mutes still in force, newest first, leaving out hidden profiles and people who now block the
     /// muter (the mute stays, and shows again if they unblock).
     func mutes(of muter: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
-        let (first, micros, tie) = TimeCursor.bounds(after)
+        let (micros, tie) = TimeCursor.bounds(after)
         let rows = try await connection.checkedQuery("""
             SELECT \(unescaped: ProfileSummary.columns), m.created_at, \(unescaped: TimeCursor.micros("m.created_at")), m.until
             FROM mutes m JOIN profiles p ON p.user_id = m.muted_id
             WHERE m.muter_id = \(muter) AND (m.until IS NULL OR m.until > now()) AND p.hidden_at IS NULL
               AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = m.muted_id AND b.blocked_id = \(muter))
-              AND (\(first) OR (m.created_at, m.muted_id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
+              AND (m.created_at, m.muted_id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie))
             ORDER BY m.created_at DESC, m.muted_id DESC LIMIT \(limit + 1)
             """, logger: logger)
         var result: [(ListedProfile, TimeCursor)] = []

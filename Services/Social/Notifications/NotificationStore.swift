@@ -80,21 +80,50 @@ struct NotificationStore: Sendable {
     }
 
     func list(for user: UUID, unreadOnly: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(NotificationView, TimeCursor)] {
-        let (first, micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.checkedQuery("""
-            SELECT n.id, n.type, n.created_at, \(unescaped: TimeCursor.micros("n.created_at")), n.read_at IS NOT NULL,
-                   p.user_id, p.username, p.display_name, p.avatar_etag, coalesce(p.is_verified, false)
-            FROM notifications n LEFT JOIN profiles p ON p.user_id = n.actor_id
-            WHERE n.user_id = \(user) AND (NOT \(unreadOnly) OR n.read_at IS NULL) AND p.hidden_at IS NULL
-              AND (\(first) OR (n.created_at, n.id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
-            ORDER BY n.created_at DESC, n.id DESC LIMIT \(limit + 1)
-            """, logger: logger)
+        let (micros, tie) = TimeCursor.bounds(after)
         var result: [(NotificationView, TimeCursor)] = []
-        for try await (id, type, created, micros, read, actorID, username, name, etag, verified) in rows.decode((UUID, String, Date, Int64, Bool, UUID?, String?, String?, String?, Bool).self) {
-            let actor = actorID.map { ProfileSummary(($0, username, name, etag, verified)) }
-            result.append((NotificationView(id: id, type: type, actor: actor, createdAt: created, read: read), TimeCursor(micros: micros, id: id)))
+        for try await row in try await connection.checkedExecute(Page(user: user, unreadOnly: unreadOnly, micros: micros, tie: tie, limit: limit + 1), logger: logger) {
+            result.append(row)
         }
         return result
+    }
+
+    /// `list`'s page, prepared as the notifications screen is read often; the parameters as in
+    /// `FollowListPage`.
+    struct Page: PostgresPreparedStatement {
+        static let name = "social.notifications_page"
+        static let sql = """
+            SELECT n.id, n.type, n.created_at, \(TimeCursor.micros("n.created_at")), n.read_at IS NOT NULL,
+                   p.user_id, p.username, p.display_name, p.avatar_etag, coalesce(p.is_verified, false)
+            FROM notifications n LEFT JOIN profiles p ON p.user_id = n.actor_id
+            WHERE n.user_id = $1 AND (NOT $2 OR n.read_at IS NULL) AND p.hidden_at IS NULL
+              AND (n.created_at, n.id) < ('epoch'::timestamptz + $3 * interval '1 microsecond', $4)
+            ORDER BY n.created_at DESC, n.id DESC LIMIT $5
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .bool, .int8, .uuid, .int8]
+        typealias Row = (NotificationView, TimeCursor)
+
+        let user: UUID
+        let unreadOnly: Bool
+        let micros: Int64
+        let tie: UUID
+        let limit: Int
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 5)
+            bindings.append(user)
+            bindings.append(unreadOnly)
+            bindings.append(micros)
+            bindings.append(tie)
+            bindings.append(Int64(limit))
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (id, type, created, micros, read, actorID, username, name, etag, verified) = try row.decode((UUID, String, Date, Int64, Bool, UUID?, String?, String?, String?, Bool).self)
+            let actor = actorID.map { ProfileSummary(($0, username, name, etag, verified)) }
+            return (NotificationView(id: id, type: type, actor: actor, createdAt: created, read: read), TimeCursor(micros: micros, id: id))
+        }
     }
 
     /// Unread notifications that `list` shows: none from a hidden profile.
@@ -168,11 +197,11 @@ struct WarningStore: Sendable {
     }
 
     func list(for user: UUID, includeModerator: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(WarningView, TimeCursor)] {
-        let (first, micros, tie) = TimeCursor.bounds(after)
+        let (micros, tie) = TimeCursor.bounds(after)
         let rows = try await connection.checkedQuery("""
             SELECT id, user_id, reason, moderator_id, created_at, \(unescaped: TimeCursor.micros("created_at"))
             FROM warnings WHERE user_id = \(user)
-              AND (\(first) OR (created_at, id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie)))
+              AND (created_at, id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie))
             ORDER BY created_at DESC, id DESC LIMIT \(limit + 1)
             """, logger: logger)
         var result: [(WarningView, TimeCursor)] = []
