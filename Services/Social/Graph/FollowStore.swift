@@ -40,9 +40,10 @@ struct ListedProfile: Codable, Sendable {
     var mutedAt: Date?
     var mutedUntil: Date?
 
+    // In the order of their names (`ProfileView.CodingKeys` says why).
     enum CodingKeys: String, CodingKey {
-        case id, username, displayName = "display_name", avatarURL = "avatar_url", isVerified = "is_verified"
-        case followedAt = "followed_at", requestedAt = "requested_at", blockedAt = "blocked_at", mutedAt = "muted_at", mutedUntil = "muted_until"
+        case avatarURL = "avatar_url", blockedAt = "blocked_at", displayName = "display_name", followedAt = "followed_at", id
+        case isVerified = "is_verified", mutedAt = "muted_at", mutedUntil = "muted_until", requestedAt = "requested_at", username
     }
 
     init(_ summary: ProfileSummary) {

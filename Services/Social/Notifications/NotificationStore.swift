@@ -19,8 +19,9 @@ struct NotificationView: Codable, Sendable {
     var createdAt: Date
     var read: Bool
 
+    // In the order of their names (`ProfileView.CodingKeys` says why).
     enum CodingKeys: String, CodingKey {
-        case id, type, actor, createdAt = "created_at", read
+        case actor, createdAt = "created_at", id, read, type
     }
 }
 

@@ -202,8 +202,9 @@ struct ProfileSummary: Codable, Sendable {
     var avatarURL: String?
     var isVerified: Bool
 
+    // In the order of their names (`ProfileView.CodingKeys` says why).
     enum CodingKeys: String, CodingKey {
-        case id, username, displayName = "display_name", avatarURL = "avatar_url", isVerified = "is_verified"
+        case avatarURL = "avatar_url", displayName = "display_name", id, isVerified = "is_verified", username
     }
 
     static let columns = "p.user_id, p.username, p.display_name, p.avatar_etag, p.is_verified"

@@ -42,15 +42,36 @@ public struct PageRequest: Sendable {
 
 /// Encodes and decodes opaque cursors.
 public enum Cursor {
+    // Mapped to base64url byte by byte: three `replacingOccurrences` (through NSString) were a
+    // twentieth of a notifications page's CPU. The JSON stays Foundation's, whose dates (seconds as a
+    // number) the decoder below reads back exactly.
     public static func encode<Key: Encodable>(_ key: Key) -> String {
-        let data = (try? JSONEncoder().encode(key)) ?? Data()
-        return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let base64 = ((try? JSONEncoder().encode(key)) ?? Data()).base64EncodedString()
+        var url: [UInt8] = []
+        url.reserveCapacity(base64.utf8.count)
+        for byte in base64.utf8 {
+            switch byte {
+            case UInt8(ascii: "+"): url.append(UInt8(ascii: "-"))
+            case UInt8(ascii: "/"): url.append(UInt8(ascii: "_"))
+            case UInt8(ascii: "="): break
+            default: url.append(byte)
+            }
+        }
+        return String(decoding: url, as: UTF8.self)
     }
 
     public static func decode<Key: Decodable>(_: Key.Type, from cursor: String) -> Key? {
-        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64) else { return nil }
+        var base64: [UInt8] = []
+        base64.reserveCapacity(cursor.utf8.count + 3)
+        for byte in cursor.utf8 {
+            switch byte {
+            case UInt8(ascii: "-"): base64.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): base64.append(UInt8(ascii: "/"))
+            default: base64.append(byte)
+            }
+        }
+        while base64.count % 4 != 0 { base64.append(UInt8(ascii: "=")) }
+        guard let data = Data(base64Encoded: Data(base64)) else { return nil }
         return try? JSONDecoder().decode(Key.self, from: data)
     }
 
