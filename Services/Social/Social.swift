@@ -64,8 +64,16 @@ struct Social: Sendable {
     /// Someone else's profile and how the caller stands to it, or 404 when the caller may not know
     /// it exists: hidden by moderators, or its owner blocks the caller. Staff see everything.
     func visibleProfile(_ id: UUID, to caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> (ProfileRecord, Relationship) {
-        let rows = try await connection.checkedExecute(ProfileWithRelationship(target: id, viewer: caller.userID), logger: logger)
-        for try await (profile, relationship) in rows {
+        try await visible(ProfileWithRelationship(target: id, viewer: caller.userID), to: caller, on: connection, logger: logger)
+    }
+
+    /// `visibleProfile` found by username (case-insensitively).
+    func visibleProfile(username: String, to caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> (ProfileRecord, Relationship) {
+        try await visible(ProfileWithRelationshipByUsername(username: username, viewer: caller.userID), to: caller, on: connection, logger: logger)
+    }
+
+    private func visible(_ statement: some ProfileAndRelationship, to caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> (ProfileRecord, Relationship) {
+        for try await (profile, relationship) in try await connection.checkedExecute(statement, logger: logger) {
             if profile.id != caller.userID, !caller.isStaff, profile.hiddenAt != nil || relationship.blockedBy {
                 throw APIError.notFound("No such profile.")
             }
@@ -97,13 +105,26 @@ struct Social: Sendable {
     }
 }
 
-/// A profile and the caller's relationship to it in one round trip: the read every profile view does.
-struct ProfileWithRelationship: PostgresPreparedStatement {
+/// A profile and the caller's relationship to it in one round trip: the read every profile view
+/// does. `$2` is the caller; the profile's columns come first, then the six relationship flags.
+protocol ProfileAndRelationship: PostgresPreparedStatement where Row == (ProfileRecord, Relationship) {}
+
+extension ProfileAndRelationship {
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        let cells = row.makeRandomAccess()
+        let profile = try ProfileRecord(cells: cells)
+        let (following, followedBy, requested, blocking, blockedBy, muting) = (
+            try cells[19].decode(Bool.self), try cells[20].decode(Bool.self), try cells[21].decode(Bool.self),
+            try cells[22].decode(Bool.self), try cells[23].decode(Bool.self), try cells[24].decode(Bool.self))
+        return (profile, Relationship((following, followedBy, requested, blocking, blockedBy, muting)))
+    }
+}
+
+struct ProfileWithRelationship: ProfileAndRelationship {
     // PostgresNIO's default name is `String(reflecting: Self.self)`, worked out on every execution.
     static let name = "social.profile_with_relationship"
     static let sql = "SELECT \(ProfileStore.columns), \(FollowStore.relationshipColumns("$2", "$1")) FROM profiles WHERE user_id = $1"
     static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
-    typealias Row = (ProfileRecord, Relationship)
 
     var target: UUID
     var viewer: UUID
@@ -114,14 +135,22 @@ struct ProfileWithRelationship: PostgresPreparedStatement {
         bindings.append(viewer)
         return bindings
     }
+}
 
-    func decodeRow(_ row: PostgresRow) throws -> Row {
-        let cells = row.makeRandomAccess()
-        let profile = try ProfileRecord(cells: cells)
-        let (following1, followedBy, requested, blocking, blockedBy, muting) = (
-            try cells[19].decode(Bool.self), try cells[20].decode(Bool.self), try cells[21].decode(Bool.self),
-            try cells[22].decode(Bool.self), try cells[23].decode(Bool.self), try cells[24].decode(Bool.self))
-        return (profile, Relationship((following1, followedBy, requested, blocking, blockedBy, muting)))
+/// `ProfileWithRelationship` by username, in one round trip too (`profiles_username_key` finds it).
+struct ProfileWithRelationshipByUsername: ProfileAndRelationship {
+    static let name = "social.profile_with_relationship_by_username"
+    static let sql = "SELECT \(ProfileStore.columns), \(FollowStore.relationshipColumns("$2", "profiles.user_id")) FROM profiles WHERE lower(username) = lower($1)"
+    static let bindingDataTypes: [PostgresDataType] = [.text, .uuid]
+
+    var username: String
+    var viewer: UUID
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(username)
+        bindings.append(viewer)
+        return bindings
     }
 }
 

@@ -94,6 +94,8 @@ import Testing
                 #expect(Self.seen(byID) == seen, "\(name) by id (private \(isPrivate), \(visibility)): \(byID.text)")
                 let byName = try await env.call(.get, "/v1/profiles/by-username/\(username)", as: viewer)
                 #expect(Self.seen(byName) == seen, "\(name) by username")
+                // The same view, relationship and all.
+                #expect(byName.status == byID.status && (byID.status != .ok || byName.text == byID.text), "\(name) by username: \(byName.text)")
                 let lists = try await Self.lists(env, v, as: viewer)
                 let expectedLists: HTTPResponse.Status = seen == .nothing ? .notFound : (seen == .publicOnly ? .forbidden : .ok)
                 #expect(lists == expectedLists, "\(name) lists")

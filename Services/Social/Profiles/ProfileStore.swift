@@ -29,10 +29,6 @@ struct ProfileStore: Sendable {
         return try await Self.decode(connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM profiles WHERE user_id = \(id) FOR UPDATE", logger: logger)).first
     }
 
-    func find(username: String, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord? {
-        try await Self.decode(connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM profiles WHERE lower(username) = lower(\(username))", logger: logger)).first
-    }
-
     /// Creates the profile if it does not exist, from `user.registered` or on a first request that came
     /// before the event. The primary key makes it once; a later event only fills what is still empty.
     /// `verified` is the badge of a new row; with `overwriteVerified` it also replaces an existing
@@ -112,6 +108,8 @@ struct ProfileStore: Sendable {
 
     /// Profiles whose username or display name starts with `prefix`, leaving out hidden ones and
     /// people who block the caller; ordered by username.
+    /// An unnamed statement, unlike the other busy reads: only a plan made for the pattern's value can
+    /// use the prefix indexes.
     func search(prefix: String, viewer: UUID, viewerIsStaff: Bool, limit: Int, after: SearchCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ProfileSummary, String)] {
         let pattern = Self.likePrefix(prefix.lowercased())
         let afterKey = after?.key ?? ""

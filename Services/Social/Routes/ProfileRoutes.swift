@@ -68,8 +68,7 @@ struct ProfileRoutes {
         }
         let social = self.social
         let (profile, relationship) = try await social.postgres.withConnectionOnItsLoop { connection in
-            guard let found = try await social.profiles.find(username: username, on: connection, logger: context.logger) else { throw APIError.notFound("No such profile.") }
-            return try await social.visibleProfile(found.id, to: context.caller, on: connection, logger: context.logger)
+            try await social.visibleProfile(username: username, to: context.caller, on: connection, logger: context.logger)
         }
         return social.view(profile, relationship: relationship, for: context.caller)
     }
