@@ -29,6 +29,35 @@ import Testing
         }
     }
 
+    /// One token sent five times at once (a client retrying, or a thief racing it): one rotation
+    /// wins, the next finds the token spent and ends the session (the winner's token with it), and
+    /// any later one finds nothing.
+    @Test func concurrentUsesOfOneTokenRotateOnceAndEndTheSession() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let replies = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?, String?).self) { group in
+                for _ in 0..<5 {
+                    group.addTask {
+                        let reply = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
+                        return (reply.status, reply.code, reply.json["refresh_token"] as? String)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let rotated = replies.filter { $0.0 == .ok }
+            #expect(rotated.count == 1, "\(replies)")
+            #expect(replies.filter { $0.1 == "refresh_token_reused" }.count >= 1, "\(replies)")
+            #expect(replies.allSatisfy { $0.0 == .ok || ($0.0 == .unauthorized && ["refresh_token_reused", "invalid_refresh_token"].contains($0.1 ?? "")) }, "\(replies)")
+            let next = try #require(rotated.first?.2)
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": next]).code == "invalid_refresh_token")
+            #expect(try await env.query { client -> Int in
+                let rows = try await client.query("SELECT count(*)::int FROM sessions", logger: TestEnvironment.logger)
+                for try await count in rows.decode(Int.self) { return count }
+                return -1
+            } == 0)
+        }
+    }
+
     @Test func sessionsSlideFor30DaysAndExpireAfterThat() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()

@@ -46,8 +46,34 @@ struct UserStore: Sendable {
     }
 
     func find(id: UUID, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
-        let lock = forUpdate ? " FOR UPDATE" : ""
-        return try await Self.decode(connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM users WHERE id = \(id)\(unescaped: lock)", logger: logger)).first
+        guard forUpdate else {
+            for try await user in try await connection.checkedExecute(UserByID(id: id), logger: logger) { return user }
+            return nil
+        }
+        return try await Self.decode(connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM users WHERE id = \(id) FOR UPDATE", logger: logger)).first
+    }
+
+    /// `find(id:)` unlocked, prepared: a refresh and most signed-in routes read the account.
+    struct UserByID: PostgresPreparedStatement {
+        static let name = "auth.user_by_id"
+        static let sql = "SELECT \(UserStore.columns) FROM users WHERE id = $1"
+        static let bindingDataTypes: [PostgresDataType] = [.uuid]
+        typealias Row = UserRecord
+
+        let id: UUID
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(id)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> UserRecord {
+            let cells = row.makeRandomAccess()
+            return UserRecord((try cells[0].decode(UUID.self), try cells[1].decode(String.self), try cells[2].decode(Bool.self), try cells[3].decode(String?.self),
+                               try cells[4].decode(String?.self), try cells[5].decode([String].self), try cells[6].decode(Date?.self), try cells[7].decode(Date.self),
+                               try cells[8].decode(Date?.self)))
+        }
     }
 
     func find(email: String, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {

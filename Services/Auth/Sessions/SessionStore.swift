@@ -71,14 +71,9 @@ struct SessionStore: Sendable {
     /// Exchanges a refresh token for a new one. The token row is locked, so two concurrent uses of
     /// one token cannot both rotate: the second sees it used and ends the session.
     func rotate(_ presented: String, on connection: PostgresConnection, logger: Logger) async throws -> RefreshOutcome {
-        let rows = try await connection.checkedQuery("""
-            SELECT t.used_at, s.id, s.user_id, s.expires_at <= now()
-            FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
-            WHERE t.token_hash = \(OpaqueToken.hash(presented))
-            FOR UPDATE OF t, s
-            """, logger: logger)
-        var found: (usedAt: Date?, sessionID: UUID, userID: UUID, expired: Bool)?
-        for try await row in rows.decode((Date?, UUID, UUID, Bool).self) { found = row }
+        let presentedHash = OpaqueToken.hash(presented)
+        var found: FindRefreshToken.Row?
+        for try await row in try await connection.checkedExecute(FindRefreshToken(hash: presentedHash), logger: logger) { found = row }
         guard let found else { return .unknown }
         if found.usedAt != nil {
             try await end(found.sessionID, on: connection, logger: logger)
@@ -88,14 +83,77 @@ struct SessionStore: Sendable {
             try await end(found.sessionID, on: connection, logger: logger)
             return .expired
         }
-        try await connection.checkedQuery("UPDATE refresh_tokens SET used_at = now() WHERE token_hash = \(OpaqueToken.hash(presented))", logger: logger)
         let token = OpaqueToken()
-        try await connection.checkedQuery("INSERT INTO refresh_tokens (token_hash, session_id) VALUES (\(token.hash), \(found.sessionID))", logger: logger)
-        let session = try await Self.decode(connection.checkedQuery("""
-            UPDATE sessions SET last_used_at = now(), expires_at = now() + \(idleDays) * interval '1 day'
-            WHERE id = \(found.sessionID) RETURNING \(unescaped: Self.columns)
-            """, logger: logger)).first!
-        return .rotated(session: session, refreshToken: token)
+        for try await session in try await connection.checkedExecute(RotateRefreshToken(spent: presentedHash, issued: token.hash, sessionID: found.sessionID, idleDays: idleDays), logger: logger) {
+            return .rotated(session: session, refreshToken: token)
+        }
+        // Cannot happen while the lookup's lock holds the session; a session gone is a dead token.
+        return .unknown
+    }
+
+    // A refresh is one of a client's most frequent calls (every access token's life), so its two
+    // statements are prepared: PostgreSQL parsed and planned the five unnamed ones they replace on
+    // every call.
+
+    /// `rotate`'s lookup: the presented token and its session, both locked.
+    struct FindRefreshToken: PostgresPreparedStatement {
+        static let name = "auth.find_refresh_token"
+        static let sql = """
+            SELECT t.used_at, s.id, s.user_id, s.expires_at <= now()
+            FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
+            WHERE t.token_hash = $1
+            FOR UPDATE OF t, s
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.bytea]
+        typealias Row = (usedAt: Date?, sessionID: UUID, userID: UUID, expired: Bool)
+
+        let hash: Data
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            try bindings.append(hash)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let cells = row.makeRandomAccess()
+            return (try cells[0].decode(Date?.self), try cells[1].decode(UUID.self), try cells[2].decode(UUID.self), try cells[3].decode(Bool.self))
+        }
+    }
+
+    /// `rotate`'s change, in one round trip: the presented token spent, the next one stored, and the
+    /// session's life extended (its row is returned).
+    struct RotateRefreshToken: PostgresPreparedStatement {
+        static let name = "auth.rotate_refresh_token"
+        static let sql = """
+            WITH spent AS (UPDATE refresh_tokens SET used_at = now() WHERE token_hash = $1),
+                 issued AS (INSERT INTO refresh_tokens (token_hash, session_id) VALUES ($2, $3))
+            UPDATE sessions SET last_used_at = now(), expires_at = now() + $4 * interval '1 day'
+            WHERE id = $3 RETURNING \(SessionStore.columns)
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.bytea, .bytea, .uuid, .int8]
+        typealias Row = SessionRecord
+
+        let spent: Data
+        let issued: Data
+        let sessionID: UUID
+        let idleDays: Int
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            try bindings.append(spent)
+            try bindings.append(issued)
+            bindings.append(sessionID)
+            bindings.append(Int64(idleDays))
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> SessionRecord {
+            let cells = row.makeRandomAccess()
+            return SessionRecord(id: try cells[0].decode(UUID.self), userID: try cells[1].decode(UUID.self), method: try cells[2].decode(String.self),
+                                 userAgent: try cells[3].decode(String?.self), ip: try cells[4].decode(String?.self), createdAt: try cells[5].decode(Date.self),
+                                 lastUsedAt: try cells[6].decode(Date.self), expiresAt: try cells[7].decode(Date.self))
+        }
     }
 
     /// Live sessions of a user, most recently used first.
