@@ -58,6 +58,36 @@ import Testing
         }
     }
 
+    /// A session being ended (here by hand, as a reused token or a logout ends it: the session's
+    /// row, then its tokens by the cascade) while its current token is presented: the refresh waits
+    /// for the session and then finds nothing. Locking the token first deadlocked with the cascade.
+    @Test func aRefreshWaitingOnASessionBeingEndedDoesNotDeadlock() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let first = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
+            let current = try #require(first.json["refresh_token"] as? String)
+            try await env.query { client in
+                try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: TestEnvironment.logger)
+                    try await connection.query("SELECT 1 FROM sessions WHERE id = \(UUID(uuidString: account.sessionID)!) FOR UPDATE", logger: TestEnvironment.logger)
+                    let refresh = Task { try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": current]) }
+                    // The refresh is waiting on a lock before the session is ended.
+                    try await waitUntil(.seconds(10)) {
+                        try await env.query { other in
+                            var waiting = 0
+                            for try await count in try await other.query("SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()", logger: TestEnvironment.logger).decode(Int.self) { waiting = count }
+                            return waiting > 0
+                        }
+                    }
+                    try await connection.query("DELETE FROM sessions WHERE id = \(UUID(uuidString: account.sessionID)!)", logger: TestEnvironment.logger)
+                    try await connection.query("COMMIT", logger: TestEnvironment.logger)
+                    let reply = try await refresh.value
+                    #expect(reply.status == .unauthorized && reply.code == "invalid_refresh_token", "\(reply.text)")
+                }
+            }
+        }
+    }
+
     @Test func sessionsSlideFor30DaysAndExpireAfterThat() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()

@@ -68,8 +68,9 @@ struct SessionStore: Sendable {
         return (session, token)
     }
 
-    /// Exchanges a refresh token for a new one. The token row is locked, so two concurrent uses of
-    /// one token cannot both rotate: the second sees it used and ends the session.
+    /// Exchanges a refresh token for a new one. The session row, then the token row, is locked, so
+    /// two concurrent uses of one token cannot both rotate: the second sees it used and ends the
+    /// session.
     func rotate(_ presented: String, on connection: PostgresConnection, logger: Logger) async throws -> RefreshOutcome {
         let presentedHash = OpaqueToken.hash(presented)
         var found: FindRefreshToken.Row?
@@ -95,14 +96,23 @@ struct SessionStore: Sendable {
     // statements are prepared: PostgreSQL parsed and planned the five unnamed ones they replace on
     // every call.
 
-    /// `rotate`'s lookup: the presented token and its session, both locked.
+    /// `rotate`'s lookup: the presented token and its session, both locked, the session first.
+    /// Ending a session (a reused token, a logout) locks the session and then, by the cascade, its
+    /// tokens; a lookup that locked a token before its session could deadlock with it (a thief's
+    /// spent token and the owner's current one sent at once). The token's row is read again once
+    /// locked, so a rotation that committed while this one waited shows as `used_at`.
     struct FindRefreshToken: PostgresPreparedStatement {
         static let name = "auth.find_refresh_token"
         static let sql = """
-            SELECT t.used_at, s.id, s.user_id, s.expires_at <= now()
-            FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
+            WITH session AS (
+                SELECT id, user_id, expires_at <= now() AS expired FROM sessions
+                WHERE id = (SELECT session_id FROM refresh_tokens WHERE token_hash = $1)
+                FOR UPDATE
+            )
+            SELECT t.used_at, s.id, s.user_id, s.expired
+            FROM session s JOIN refresh_tokens t ON t.session_id = s.id
             WHERE t.token_hash = $1
-            FOR UPDATE OF t, s
+            FOR UPDATE OF t
             """
         static let bindingDataTypes: [PostgresDataType] = [.bytea]
         typealias Row = (usedAt: Date?, sessionID: UUID, userID: UUID, expired: Bool)
