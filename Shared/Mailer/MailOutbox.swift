@@ -51,7 +51,7 @@ public struct MailOutbox: Sendable {
     @discardableResult
     public func enqueue(_ message: MailMessage, template: String, on connection: PostgresConnection, logger: Logger) async throws -> UUID {
         let id = UUID()
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             INSERT INTO mail_outbox (id, template, recipient, subject, body_text, body_html)
             VALUES (\(id), \(template), \(message.to), \(message.subject), \(message.text), \(message.html))
             """, logger: logger)
@@ -117,7 +117,7 @@ public final class MailSender: Service, Sendable {
             guard let (id, message, attempts) = found else { return false }
             do {
                 try await transport.send(message, messageID: "\(id.uuidString.lowercased())@foodbackend")
-                try await connection.checkedQuery("""
+                try await connection.checkedRun("""
                     UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL WHERE id = \(id)
                     """, logger: logger)
                 logger.info("mail sent", metadata: ["mail_id": "\(id)"])
@@ -126,7 +126,7 @@ public final class MailSender: Service, Sendable {
                 let counted = (error as? MailError)?.countsAsAttempt ?? true
                 let failed = permanent || (counted && attempts + 1 >= maxAttempts)
                 let delaySeconds = counted ? min(Int(retryBase.components.seconds) * (1 << min(attempts, 10)), 3600) : credentialsRetry
-                try await connection.checkedQuery("""
+                try await connection.checkedRun("""
                     UPDATE mail_outbox SET attempts = attempts + \(counted ? 1 : 0), last_error = \(String(describing: error)),
                         status = \(failed ? "failed" : "pending"),
                         next_attempt_at = now() + make_interval(secs => \(delaySeconds))

@@ -69,6 +69,76 @@ import Testing
         }
     }
 
+    /// A deadlock victim (40P01), like the loser of a serialization conflict (40001), is a 409 the
+    /// client can retry, not a 500: two transactions that each lock a row and then the other's.
+    @Test(.timeLimit(.minutes(1))) func aDeadlockVictimIsAConflictToRetry() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let failures = try await withClient(database.config(for: "social", poolSize: 2)) { client -> [any Error] in
+            try await client.query("CREATE TABLE deadlock_rows (id int PRIMARY KEY)", logger: TestEnvironment.logger)
+            try await client.query("INSERT INTO deadlock_rows VALUES (1), (2)", logger: TestEnvironment.logger)
+            return try await withThrowingTaskGroup(of: (any Error)?.self) { group in
+                for (first, then) in [(1, 2), (2, 1)] {
+                    group.addTask {
+                        do {
+                            try await client.transaction(logger: TestEnvironment.logger) { connection in
+                                try await connection.checkedRun("SELECT 1 FROM deadlock_rows WHERE id = \(first) FOR UPDATE", logger: TestEnvironment.logger)
+                                // Long enough for the other to have its first row (its connection may be new).
+                                try await Task.sleep(for: .seconds(1))
+                                try await connection.checkedRun("SELECT 1 FROM deadlock_rows WHERE id = \(then) FOR UPDATE", logger: TestEnvironment.logger)
+                            }
+                            return nil
+                        } catch {
+                            return error
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { if let error = $1 { $0.append(error) } }
+            }
+        }
+        let victim = try #require(failures.first)
+        #expect(failures.count == 1 && (victim as? PSQLError)?.serverInfo?[.sqlState] == "40P01", "\(failures.map { String(reflecting: $0) })")
+        let router = Router(context: ServiceRequestContext.self)
+        router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: MetricsRegistry())))
+        router.add(middleware: ProblemMiddleware())
+        router.get("deadlock") { _, _ -> String in throw victim }
+        try await Application(router: router).test(.router) { client in
+            let response = try await client.execute(uri: "/deadlock", method: .get)
+            #expect(response.status == .conflict)
+            #expect(try JSONDecoder.api.decode(Problem.self, from: Data(buffer: response.body)).code == "conflict")
+        }
+    }
+
+    /// An error PostgreSQL sends after a row-returning statement's row description travels with its
+    /// rows. Left unread, it aborts the transaction without a word, and PostgreSQL answers the
+    /// `COMMIT` with `ROLLBACK` and no error: a lost write reported as done (the first half fails
+    /// that way with the statement's rows left unread). `checkedRun` and `returnsRow` read to the
+    /// end, so the error is thrown where it happened.
+    @Test(.timeLimit(.minutes(1))) func aStatementErrorAfterItsFirstAnswerIsThrown() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        try await withClient(database.config(for: "social", poolSize: 1)) { client in
+            let logger = TestEnvironment.logger
+            try await client.checkedQuery("CREATE TABLE kept (id int)", logger: logger)
+            await #expect(throws: PSQLError.self) {
+                try await client.transaction(logger: logger) { connection in
+                    try await connection.checkedRun("INSERT INTO kept VALUES (1)", logger: logger)
+                    // Division by zero while the statement runs, after its row description.
+                    try await connection.checkedRun("SELECT 1 / (random() * 0)::int", logger: logger)
+                }
+            }
+            await #expect(throws: PSQLError.self) {
+                try await client.transaction(logger: logger) { connection in
+                    try await connection.checkedRun("INSERT INTO kept VALUES (2)", logger: logger)
+                    // The first row comes back; the second fails.
+                    _ = try await connection.returnsRow("SELECT x FROM (VALUES (1), (0)) AS v(x) WHERE 1 / x > 0", logger: logger)
+                }
+            }
+            try await client.transaction(logger: logger) { connection in
+                try await connection.checkedRun("INSERT INTO kept VALUES (3)", logger: logger)
+            }
+            #expect(try await client.checkedQuery("SELECT id FROM kept", decoding: Int32.self, logger: logger) == [3])
+        }
+    }
+
     /// PostgreSQL ending connections under busy transactions and pooled statements, as a restart or
     /// an outage does: every statement fails or succeeds, none waits forever. PostgresNIO 1.33 hangs a
     /// statement written to a connection whose channel has closed, and an outbox relay stuck on one
@@ -101,7 +171,7 @@ import Testing
                                             stage("transaction: lease and BEGIN")
                                             try await client.transaction(logger: logger) { connection in
                                                 stage("transaction: SELECT 1")
-                                                try await connection.checkedQuery("SELECT 1", logger: logger)
+                                                try await connection.checkedRun("SELECT 1", logger: logger)
                                                 stage("transaction: pg_sleep")
                                                 for try await _ in try await connection.checkedQuery("SELECT pg_sleep(0.002)", logger: logger) {}
                                                 stage("transaction: COMMIT")
@@ -150,12 +220,12 @@ import Testing
             for round in 0..<3 {
                 await #expect(throws: DatabaseConnectionClosed.self, "round \(round)") {
                     try await client.withConnectionOnItsLoop { connection in
-                        try await connection.checkedQuery("SELECT 1", logger: logger)
+                        try await connection.checkedRun("SELECT 1", logger: logger)
                         try await connection.close()
                         // Closed and torn down: a plain `query` here would never return.
                         try await connection.closeFuture.get()
                         switch round {
-                        case 0: try await connection.checkedQuery("SELECT 1", logger: logger)
+                        case 0: _ = try await connection.checkedQuery("SELECT 1", logger: logger)
                         case 1: try await Self.queryFromTheMainActor(connection, logger: logger)
                         default: for try await _ in try await connection.checkedExecute(OneRow(), logger: logger) {}
                         }
@@ -166,7 +236,7 @@ import Testing
                 try await client.transaction(logger: logger) { connection in
                     try await connection.close()
                     try await connection.closeFuture.get()
-                    try await connection.checkedQuery("SELECT 1", logger: logger)
+                    try await connection.checkedRun("SELECT 1", logger: logger)
                 }
             }
             // The pool replaces the closed connections.
@@ -175,7 +245,7 @@ import Testing
     }
 
     @MainActor static func queryFromTheMainActor(_ connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("SELECT 1", logger: logger)
+        try await connection.checkedRun("SELECT 1", logger: logger)
     }
 
     struct OneRow: PostgresPreparedStatement {

@@ -125,7 +125,7 @@ import Testing
         try await withClient(database.config(for: "social", poolSize: 1)) { client in
             try await MigrationRunner(client: client, schema: "social", migrations: EventBusSchema.migrations, logger: logger).run()
             try await client.withConnectionOnItsLoop { connection in
-                try await connection.checkedQuery("BEGIN", logger: logger)
+                try await connection.checkedRun("BEGIN", logger: logger)
                 do {
                     for try await _ in try await connection.checkedQuery("SELECT 1 / 0", logger: logger) {}
                     Issue.record("1 / 0 was answered")
@@ -155,7 +155,7 @@ import Testing
             let envelope = try EventEnvelope(event(), producer: "social", userID: nil)
             try await client.transaction(logger: logger) { connection in try await outbox.write(envelope, on: connection, logger: logger) }
             try await client.withConnectionOnItsLoop { connection in
-                try await connection.checkedQuery("BEGIN", logger: logger)
+                try await connection.checkedRun("BEGIN", logger: logger)
                 await #expect(throws: PSQLError.self) { try await outbox.write(envelope, on: connection, logger: logger) }
                 _ = try? await connection.checkedQuery("ROLLBACK", logger: logger)
                 #expect(!connection.isClosed)

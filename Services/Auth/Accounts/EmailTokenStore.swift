@@ -26,7 +26,7 @@ struct EmailTokenStore: Sendable {
 
     func issue(_ purpose: Purpose, userID: UUID, email: String, on connection: PostgresConnection, logger: Logger) async throws -> OpaqueToken {
         let token = OpaqueToken()
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             INSERT INTO email_tokens (token_hash, user_id, purpose, email, expires_at)
             VALUES (\(token.hash), \(userID), \(purpose.rawValue), \(email), now() + \(purpose.lifetimeSeconds) * interval '1 second')
             """, logger: logger)
@@ -45,13 +45,13 @@ struct EmailTokenStore: Sendable {
         guard let (userID, email, used, expired) = found else { return .unknown }
         if used { return .used }
         if expired { return .expired }
-        try await connection.checkedQuery("UPDATE email_tokens SET used_at = now() WHERE token_hash = \(OpaqueToken.hash(value))", logger: logger)
+        try await connection.checkedRun("UPDATE email_tokens SET used_at = now() WHERE token_hash = \(OpaqueToken.hash(value))", logger: logger)
         return .valid(userID: userID, email: email)
     }
 
     /// Other outstanding tokens of the same purpose stop working once one is used (or the password changes).
     func invalidate(_ purpose: Purpose, userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             UPDATE email_tokens SET used_at = now() WHERE user_id = \(userID) AND purpose = \(purpose.rawValue) AND used_at IS NULL
             """, logger: logger)
     }

@@ -107,23 +107,23 @@ struct UserStore: Sendable {
     }
 
     func setRoles(_ roles: [Role], of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("UPDATE users SET roles = \(Role.ordered(roles).map(\.rawValue)) WHERE id = \(userID)", logger: logger)
+        try await connection.checkedRun("UPDATE users SET roles = \(Role.ordered(roles).map(\.rawValue)) WHERE id = \(userID)", logger: logger)
     }
 
     func setPassword(hash: String, of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("UPDATE users SET password_hash = \(hash) WHERE id = \(userID)", logger: logger)
+        try await connection.checkedRun("UPDATE users SET password_hash = \(hash) WHERE id = \(userID)", logger: logger)
     }
 
     func markVerified(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("UPDATE users SET email_verified = true WHERE id = \(userID)", logger: logger)
+        try await connection.checkedRun("UPDATE users SET email_verified = true WHERE id = \(userID)", logger: logger)
     }
 
     func recordSignIn(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("UPDATE users SET last_sign_in_at = now() WHERE id = \(userID)", logger: logger)
+        try await connection.checkedRun("UPDATE users SET last_sign_in_at = now() WHERE id = \(userID)", logger: logger)
     }
 
     func setDisabled(_ disabled: Bool, userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery(
+        try await connection.checkedRun(
             "UPDATE users SET disabled_at = CASE WHEN \(disabled) THEN coalesce(disabled_at, now()) ELSE NULL END WHERE id = \(userID)", logger: logger
         )
     }
@@ -131,8 +131,8 @@ struct UserStore: Sendable {
     /// The account and everything hanging off it (identities, sessions, refresh and mail tokens go
     /// by cascade); mail still queued to the address is dropped too.
     func delete(_ user: UserRecord, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("DELETE FROM mail_outbox WHERE lower(recipient) = \(EmailAddress.normalize(user.email)) AND status = 'pending'", logger: logger)
-        try await connection.checkedQuery("DELETE FROM users WHERE id = \(user.id)", logger: logger)
+        try await connection.checkedRun("DELETE FROM mail_outbox WHERE lower(recipient) = \(EmailAddress.normalize(user.email)) AND status = 'pending'", logger: logger)
+        try await connection.checkedRun("DELETE FROM users WHERE id = \(user.id)", logger: logger)
     }
 
     // MARK: identities
@@ -146,7 +146,7 @@ struct UserStore: Sendable {
     }
 
     func link(provider: String, subject: String, email: String?, to userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             INSERT INTO identities (provider, subject, user_id, email) VALUES (\(provider), \(subject), \(userID), \(email))
             """, logger: logger)
     }

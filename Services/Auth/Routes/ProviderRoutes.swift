@@ -61,7 +61,7 @@ struct ProviderRoutes {
             if var user = try await accounts.users.user(provider: provider, subject: identity.subject, on: connection, logger: context.logger) {
                 guard !user.isDisabled else { throw AuthErrors.disabled }
                 if user.displayName == nil, let suppliedName {
-                    try await connection.checkedQuery("UPDATE users SET display_name = \(suppliedName) WHERE id = \(user.id)", logger: context.logger)
+                    try await connection.checkedRun("UPDATE users SET display_name = \(suppliedName) WHERE id = \(user.id)", logger: context.logger)
                     user.displayName = suppliedName
                 }
                 let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)
@@ -81,7 +81,7 @@ struct ProviderRoutes {
                 try await accounts.users.link(provider: provider, subject: identity.subject, email: email, to: existing.id, on: connection, logger: context.logger)
                 var user = existing
                 if user.displayName == nil, let suppliedName {
-                    try await connection.checkedQuery("UPDATE users SET display_name = \(suppliedName) WHERE id = \(user.id)", logger: context.logger)
+                    try await connection.checkedRun("UPDATE users SET display_name = \(suppliedName) WHERE id = \(user.id)", logger: context.logger)
                     user.displayName = suppliedName
                 }
                 let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)

@@ -64,7 +64,7 @@ struct SessionStore: Sendable {
             VALUES (\(UUID()), \(userID), \(method), \(agent), \(ip), now() + \(idleDays) * interval '1 day')
             RETURNING \(unescaped: Self.columns)
             """, logger: logger)).first!
-        try await connection.checkedQuery("INSERT INTO refresh_tokens (token_hash, session_id) VALUES (\(token.hash), \(session.id))", logger: logger)
+        try await connection.checkedRun("INSERT INTO refresh_tokens (token_hash, session_id) VALUES (\(token.hash), \(session.id))", logger: logger)
         return (session, token)
     }
 
@@ -191,7 +191,7 @@ struct SessionStore: Sendable {
     }
 
     private func end(_ sessionID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("DELETE FROM sessions WHERE id = \(sessionID)", logger: logger)
+        try await connection.checkedRun("DELETE FROM sessions WHERE id = \(sessionID)", logger: logger)
     }
 
     /// Ends every session of a user (optionally but one); returns how many.

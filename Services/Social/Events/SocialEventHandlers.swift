@@ -32,7 +32,7 @@ struct SocialEventHandlers {
     /// commits (they then find no profile: 404). Counts are corrected from the rows this statement
     /// actually deleted, so a concurrent unfollow cannot be subtracted twice.
     static func purge(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("SELECT 1 FROM profiles WHERE user_id = \(user) FOR UPDATE", logger: logger)
+        try await connection.checkedRun("SELECT 1 FROM profiles WHERE user_id = \(user) FOR UPDATE", logger: logger)
         var followed: [UUID] = []
         for try await id in try await connection.checkedQuery("DELETE FROM follows WHERE follower_id = \(user) RETURNING followee_id", logger: logger).decode(UUID.self) {
             followed.append(id)
@@ -41,7 +41,7 @@ struct SocialEventHandlers {
         for try await id in try await connection.checkedQuery("DELETE FROM follows WHERE followee_id = \(user) RETURNING follower_id", logger: logger).decode(UUID.self) {
             followers.append(id)
         }
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             UPDATE profiles SET
                 followers_count = followers_count - CASE WHEN user_id = ANY(\(followed)) THEN 1 ELSE 0 END,
                 following_count = following_count - CASE WHEN user_id = ANY(\(followers)) THEN 1 ELSE 0 END
@@ -58,7 +58,7 @@ struct SocialEventHandlers {
             "DELETE FROM profiles WHERE user_id = \(user)",
             "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
         ] {
-            try await connection.checkedQuery(statement, logger: logger)
+            try await connection.checkedRun(statement, logger: logger)
         }
     }
 }

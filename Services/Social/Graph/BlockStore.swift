@@ -34,7 +34,7 @@ struct BlockStore: Sendable {
 
     /// Mutes (or re-mutes with a new end); `until` nil is for good.
     func mute(_ muter: UUID, _ muted: UUID, until: Date?, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             INSERT INTO mutes (muter_id, muted_id, until) VALUES (\(muter), \(muted), \(until))
             ON CONFLICT (muter_id, muted_id) DO UPDATE SET until = excluded.until
             """, logger: logger)

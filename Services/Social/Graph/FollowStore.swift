@@ -94,14 +94,18 @@ struct FollowStore: Sendable {
 
     /// Adds the follow; true when it is new (and the counts moved), false when it already existed.
     func follow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        for try await _ in try await connection.checkedExecute(AddFollow(follower: follower, followee: followee), logger: logger) { return true }
-        return false
+        // Read to the end: an error after the first row must be thrown here (see `checkedQuery`).
+        var changed = false
+        for try await _ in try await connection.checkedExecute(AddFollow(follower: follower, followee: followee), logger: logger) { changed = true }
+        return changed
     }
 
     /// Removes the follow; true when there was one (and the counts moved).
     func unfollow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        for try await _ in try await connection.checkedExecute(RemoveFollow(follower: follower, followee: followee), logger: logger) { return true }
-        return false
+        // Read to the end: an error after the first row must be thrown here (see `checkedQuery`).
+        var changed = false
+        for try await _ in try await connection.checkedExecute(RemoveFollow(follower: follower, followee: followee), logger: logger) { changed = true }
+        return changed
     }
 
     // The statements of every follow, unfollow and block are prepared once per connection: a follow
@@ -175,7 +179,7 @@ struct FollowStore: Sendable {
         var followers: [UUID] = []
         for try await id in rows.decode(UUID.self) { followers.append(id) }
         guard !followers.isEmpty else { return [] }
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             UPDATE profiles SET
                 followers_count = followers_count + CASE WHEN user_id = \(target) THEN \(Int32(followers.count)) ELSE 0 END,
                 following_count = following_count + CASE WHEN user_id = \(target) THEN 0 ELSE 1 END
@@ -190,7 +194,7 @@ struct FollowStore: Sendable {
         var removed: [(UUID, UUID)] = []
         if try await unfollow(a, b, on: connection, logger: logger) { removed.append((a, b)) }
         if try await unfollow(b, a, on: connection, logger: logger) { removed.append((b, a)) }
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             DELETE FROM follow_requests WHERE (requester_id = \(a) AND target_id = \(b)) OR (requester_id = \(b) AND target_id = \(a))
             """, logger: logger)
         return removed

@@ -71,13 +71,13 @@ struct NotificationStore: Sendable {
 
     /// Forgets a notification that no longer holds (a withdrawn follow request).
     func retract(_ recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery(
+        try await connection.checkedRun(
             "DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor) AND type = \(kind.rawValue)", logger: logger)
     }
 
     /// Drops what `actor` caused for `recipient` (on a block).
     func removeAll(for recipient: UUID, from actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor)", logger: logger)
+        try await connection.checkedRun("DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor)", logger: logger)
     }
 
     func list(for user: UUID, unreadOnly: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(NotificationView, TimeCursor)] {

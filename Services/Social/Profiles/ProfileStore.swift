@@ -88,14 +88,14 @@ struct ProfileStore: Sendable {
     }
 
     func markSkipped(_ id: UUID, step: OnboardingStep, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             UPDATE profiles SET onboarding_skipped = ARRAY(SELECT DISTINCT unnest(onboarding_skipped || \([step.rawValue])::text[])), updated_at = now()
             WHERE user_id = \(id)
             """, logger: logger)
     }
 
     func setVerified(_ id: UUID, _ verified: Bool, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("UPDATE profiles SET is_verified = \(verified), updated_at = now() WHERE user_id = \(id) AND is_verified <> \(verified)", logger: logger)
+        try await connection.checkedRun("UPDATE profiles SET is_verified = \(verified), updated_at = now() WHERE user_id = \(id) AND is_verified <> \(verified)", logger: logger)
     }
 
     /// Hides or shows a profile; false when there is no such profile.
@@ -144,7 +144,7 @@ struct ProfileStore: Sendable {
 
     /// Stores the image; its ETag is the first half of its MD5 (a cache key, not a security check).
     func setAvatar(_ id: UUID, contentType: String, data: ByteBuffer, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("""
+        try await connection.checkedRun("""
             WITH stored AS (
                 INSERT INTO avatars (user_id, content_type, data, etag)
                 SELECT \(id), \(contentType), image, left(md5(image), 16) FROM (SELECT \(data)::bytea AS image) upload
@@ -156,8 +156,8 @@ struct ProfileStore: Sendable {
     }
 
     func deleteAvatar(_ id: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedQuery("DELETE FROM avatars WHERE user_id = \(id)", logger: logger)
-        try await connection.checkedQuery("UPDATE profiles SET avatar_etag = NULL, updated_at = now() WHERE user_id = \(id) AND avatar_etag IS NOT NULL", logger: logger)
+        try await connection.checkedRun("DELETE FROM avatars WHERE user_id = \(id)", logger: logger)
+        try await connection.checkedRun("UPDATE profiles SET avatar_etag = NULL, updated_at = now() WHERE user_id = \(id) AND avatar_etag IS NOT NULL", logger: logger)
     }
 
     func avatar(_ id: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (contentType: String, data: ByteBuffer, etag: String)? {

@@ -37,7 +37,7 @@ extension PostgresClient {
     /// One statement on a pooled connection whose rows, if any, are not wanted.
     public func checkedQuery(_ query: PostgresQuery, logger: Logger) async throws {
         try await withConnectionOnItsLoop { connection in
-            for try await _ in try await connection.checkedQuery(query, logger: logger) {}
+            try await connection.checkedRun(query, logger: logger)
         }
     }
 }
@@ -52,12 +52,22 @@ extension PostgresConnection {
     /// connection's loop (inside `withConnectionOnItsLoop`) the check and the write cannot be split;
     /// called off it, it moves there first. `@concurrent` keeps it on the preferred executor whatever
     /// the caller's isolation (a caller-isolated function would run the check on the caller's actor).
-    @discardableResult
+    ///
+    /// Read the rows to their end, or use `checkedRun`: an error PostgreSQL sends after a statement's
+    /// first answer (its row description, or a row) travels with the rows, so a sequence left unread
+    /// drops it, and the transaction's `COMMIT` then rolls back.
     @concurrent public func checkedQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
         guard eventLoop.inEventLoop else {
             return try await withTaskExecutorPreference(EventLoopTaskExecutor.for(eventLoop)) { try await self.openQuery(query, logger: logger, file: file, line: line) }
         }
         return try await openQuery(query, logger: logger, file: file, line: line)
+    }
+
+    /// `checkedQuery` for a statement whose rows, if any, are not wanted: read to the end, so that
+    /// an error that comes after the statement's first answer (a deadlock, a lock or statement
+    /// timeout, a failed check while it runs) is thrown here.
+    public func checkedRun(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws {
+        for try await _ in try await checkedQuery(query, logger: logger, file: file, line: line) {}
     }
 
     /// `execute` for a prepared statement, with the same check as `checkedQuery`.

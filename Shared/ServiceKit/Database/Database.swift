@@ -47,9 +47,11 @@ public func quoteLiteral(_ text: String) -> String {
 extension PostgresConnection {
     /// Runs a statement and says whether it returned a row: whether `INSERT … ON CONFLICT DO NOTHING
     /// RETURNING` inserted, `DELETE … RETURNING` deleted, a `SELECT 1 …` found something.
+    /// The rows are read to the end (see `checkedQuery`): an error after the first row is thrown.
     public func returnsRow(_ query: PostgresQuery, logger: Logger) async throws -> Bool {
-        for try await _ in try await self.checkedQuery(query, logger: logger) { return true }
-        return false
+        var returned = false
+        for try await _ in try await self.checkedQuery(query, logger: logger) { returned = true }
+        return returned
     }
 }
 
@@ -65,15 +67,15 @@ extension PostgresClient {
     public func transaction<Result: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
         try await WorkBell.afterCommit {
             try await withConnectionOnItsLoop { connection in
-                try await connection.checkedQuery("BEGIN;", logger: logger)
+                try await connection.checkedRun("BEGIN;", logger: logger)
                 let result: Result
                 do {
                     result = try await body(connection)
                 } catch {
-                    _ = try? await connection.checkedQuery("ROLLBACK;", logger: logger)
+                    _ = try? await connection.checkedRun("ROLLBACK;", logger: logger)
                     throw error
                 }
-                try await connection.checkedQuery("COMMIT;", logger: logger)
+                try await connection.checkedRun("COMMIT;", logger: logger)
                 return result
             }
         }

@@ -35,7 +35,7 @@ public struct DatabaseProvisioner: Sendable {
                 COMMIT;
                 """
             for statement in SQLScript.statements(script) {
-                try await connection.checkedQuery(PostgresQuery(unsafeSQL: statement), logger: logger)
+                try await connection.checkedRun(PostgresQuery(unsafeSQL: statement), logger: logger)
             }
             logger.info("provisioned role and schema", metadata: ["role": "\(role)", "schema": "\(schema)", "database": "\(database)"])
         }

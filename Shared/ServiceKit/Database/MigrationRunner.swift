@@ -77,11 +77,11 @@ public struct MigrationRunner: Sendable {
         return try await client.transaction(logger: logger) { connection in
             // Index builds may take long and a replica may wait for another's lock: no statement
             // timeout here, but a bounded wait for locks held by running traffic.
-            try await connection.checkedQuery("SET LOCAL statement_timeout = 0", logger: logger)
-            try await connection.checkedQuery("SET LOCAL lock_timeout = '5min'", logger: logger)
-            try await connection.checkedQuery("SELECT pg_advisory_xact_lock(hashtext(\(schema + ".migrations")))", logger: logger)
+            try await connection.checkedRun("SET LOCAL statement_timeout = 0", logger: logger)
+            try await connection.checkedRun("SET LOCAL lock_timeout = '5min'", logger: logger)
+            try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext(\(schema + ".migrations")))", logger: logger)
             let table = "\(quoteIdentifier(schema)).schema_migrations"
-            try await connection.checkedQuery("""
+            try await connection.checkedRun("""
                 CREATE TABLE IF NOT EXISTS \(unescaped: table) (
                     name text PRIMARY KEY,
                     checksum text NOT NULL,
@@ -105,14 +105,14 @@ public struct MigrationRunner: Sendable {
                     continue
                 }
                 do {
-                    try await connection.checkedQuery("SET LOCAL search_path TO \(unescaped: quoteIdentifier(schema))", logger: logger)
+                    try await connection.checkedRun("SET LOCAL search_path TO \(unescaped: quoteIdentifier(schema))", logger: logger)
                     for statement in SQLScript.statements(migration.sql) {
-                        try await connection.checkedQuery(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        try await connection.checkedRun(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
                 } catch {
                     throw MigrationError.failed(name: migration.name, schema: schema, error: String(reflecting: error))
                 }
-                try await connection.checkedQuery("INSERT INTO \(unescaped: table) (name, checksum) VALUES (\(migration.name), \(migration.checksum))", logger: logger)
+                try await connection.checkedRun("INSERT INTO \(unescaped: table) (name, checksum) VALUES (\(migration.name), \(migration.checksum))", logger: logger)
                 logger.info("applied migration", metadata: ["migration": "\(migration.name)", "schema": "\(schema)"])
                 applied.append(migration.name)
             }

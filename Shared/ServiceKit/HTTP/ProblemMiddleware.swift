@@ -36,9 +36,9 @@ public struct ProblemMiddleware<Context: IdentifiedRequestContext>: RouterMiddle
             return Self.response(for: APIError(.contentTooLarge, code: "payload_too_large", detail: "The request body is too large."), request: request, context: context)
         case let error as DecodingError:
             return Self.response(for: APIError.decoding(error), request: request, context: context)
-        case let error as PSQLError where error.serverInfo?[.sqlState] == "23505" || error.serverInfo?[.sqlState] == "40001":
-            // Two requests raced for the same unique row (or a serialization conflict): the loser is
-            // told to retry rather than seeing a 500.
+        case let error as PSQLError where ["23505", "40001", "40P01"].contains(error.serverInfo?[.sqlState] ?? ""):
+            // Two requests raced for the same unique row (or a serialization conflict, or a deadlock
+            // PostgreSQL broke by ending one of them): the loser is told to retry rather than seeing a 500.
             context.logger.info("request lost a race", metadata: ["sql_state": "\(error.serverInfo?[.sqlState] ?? "")", "path": "\(request.uri.path)"])
             return Self.response(for: APIError.conflict("A concurrent request changed the same data; try again.", code: "conflict"), request: request, context: context)
         case _ where isDatabaseUnavailable(error):

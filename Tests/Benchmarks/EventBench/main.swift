@@ -45,7 +45,7 @@ switch mode {
 case "consume":
     var handlers = EventHandlers()
     handlers.on(BenchPayload.self) { _, context in
-        try await context.connection.checkedQuery(
+        try await context.connection.checkedRun(
             "INSERT INTO bench_handled (event_id, occurred_at, handled_at) VALUES (\(context.envelope.id), \(context.envelope.occurredAt), clock_timestamp())",
             logger: context.logger)
     }
