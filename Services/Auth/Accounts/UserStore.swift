@@ -54,7 +54,7 @@ struct UserStore: Sendable {
     }
 
     /// `find(id:)` unlocked, prepared: a refresh and most signed-in routes read the account.
-    struct UserByID: PostgresPreparedStatement {
+    struct UserByID: OneParameterStatement {
         static let name = "auth.user_by_id"
         static let sql = "SELECT \(UserStore.columns) FROM users WHERE id = $1"
         static let bindingDataTypes: [PostgresDataType] = [.uuid]
@@ -62,11 +62,7 @@ struct UserStore: Sendable {
 
         let id: UUID
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(id)
-            return bindings
-        }
+        var parameter: UUID { id }
 
         func decodeRow(_ row: PostgresRow) throws -> UserRecord {
             let cells = row.makeRandomAccess()

@@ -136,7 +136,7 @@ struct NotificationStore: Sendable {
     /// The badge count, which apps ask for often: prepared once per connection. As an unnamed
     /// statement PostgreSQL parsed and planned it on every call, which took it from some 60,000 to
     /// 15,000 executions/s (`pgbench -M prepared` against `-M extended`, 16 clients, this machine).
-    struct UnreadCount: PostgresPreparedStatement {
+    struct UnreadCount: OneParameterStatement {
         static let name = "social.unread_count"
         static let sql = """
             SELECT count(*)::int8 FROM notifications n LEFT JOIN profiles p ON p.user_id = n.actor_id
@@ -147,11 +147,7 @@ struct NotificationStore: Sendable {
 
         var user: UUID
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(user)
-            return bindings
-        }
+        var parameter: UUID { user }
 
         func decodeRow(_ row: PostgresRow) throws -> Int64 {
             try row.makeRandomAccess()[0].decode(Int64.self)

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import ServiceKit
 import Models
 
 /// Who may see a profile's dietary data (besides its owner and staff).
@@ -90,7 +91,7 @@ extension ProfileRecord {
 /// reads the caller's own profile. As an unnamed statement PostgreSQL parsed and planned it on
 /// every call, which took it from some 50,000 to 21,000 executions/s (`pgbench -M prepared` against
 /// `-M extended`, 16 clients, this machine).
-struct ProfileByID: PostgresPreparedStatement {
+struct ProfileByID: OneParameterStatement {
     static let name = "social.profile_by_id"
     static let sql = "SELECT \(ProfileStore.columns) FROM profiles WHERE user_id = $1"
     static let bindingDataTypes: [PostgresDataType] = [.uuid]
@@ -98,11 +99,7 @@ struct ProfileByID: PostgresPreparedStatement {
 
     var id: UUID
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 1)
-        bindings.append(id)
-        return bindings
-    }
+    var parameter: UUID { id }
 
     func decodeRow(_ row: PostgresRow) throws -> ProfileRecord {
         try ProfileRecord(cells: row.makeRandomAccess())

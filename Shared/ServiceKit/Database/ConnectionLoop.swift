@@ -134,3 +134,18 @@ final class EventLoopTaskExecutor: TaskExecutor {
         loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
+
+/// A prepared statement with one parameter, `$1`: the bindings such statements wrote alike, from
+/// the value `parameter` names (the statement's own field, under its own name).
+public protocol OneParameterStatement: PostgresPreparedStatement {
+    associatedtype Parameter: PostgresNonThrowingEncodable
+    var parameter: Parameter { get }
+}
+
+extension OneParameterStatement {
+    @inlinable public func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(parameter)
+        return bindings
+    }
+}

@@ -105,7 +105,7 @@ public final class OutboxRelay: Service, Sendable {
     // per connection (PostgreSQL parsed and planned the unnamed ones on every call).
 
     /// This schema's relay lock, for the transaction.
-    struct TryLock: PostgresPreparedStatement {
+    struct TryLock: OneParameterStatement {
         static let name = "outbox_relay.try_lock"
         static let sql = "SELECT pg_try_advisory_xact_lock(hashtext($1))"
         static let bindingDataTypes: [PostgresDataType] = [.text]
@@ -113,18 +113,14 @@ public final class OutboxRelay: Service, Sendable {
 
         let key: String
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(key)
-            return bindings
-        }
+        var parameter: String { key }
 
         func decodeRow(_ row: PostgresRow) throws -> Bool { try row.makeRandomAccess()[0].decode(Bool.self) }
     }
 
     /// Up to `limit` of the oldest rows, taken out of the outbox (the table on the connection's
     /// `search_path`, the service's own schema).
-    struct Take: PostgresPreparedStatement {
+    struct Take: OneParameterStatement {
         static let name = "outbox_relay.take"
         static let sql = """
             DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT $1)
@@ -135,11 +131,7 @@ public final class OutboxRelay: Service, Sendable {
 
         let limit: Int
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(Int64(limit))
-            return bindings
-        }
+        var parameter: Int64 { Int64(limit) }
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let cells = row.makeRandomAccess()
