@@ -237,12 +237,16 @@ struct FollowStore: Sendable {
     /// puts the time in the item's field.
     static func listed(_ rows: PostgresRowSequence, stamp: (inout ListedProfile, Date) -> Void) async throws -> [(ListedProfile, TimeCursor)] {
         var result: [(ListedProfile, TimeCursor)] = []
-        for try await (id, username, name, etag, verified, since, micros) in rows.decode((UUID, String?, String?, String?, Bool, Date, Int64).self) {
-            var item = ListedProfile(ProfileSummary((id, username, name, etag, verified)))
-            stamp(&item, since)
-            result.append((item, TimeCursor(micros: micros, id: id)))
-        }
+        for try await row in rows { result.append(try listed(row, stamp: stamp)) }
         return result
+    }
+
+    /// One such row (`FollowListPage` reads its rows with it too).
+    static func listed(_ row: PostgresRow, stamp: (inout ListedProfile, Date) -> Void) throws -> (ListedProfile, TimeCursor) {
+        let (id, username, name, etag, verified, since, micros) = try row.decode((UUID, String?, String?, String?, Bool, Date, Int64).self)
+        var item = ListedProfile(ProfileSummary((id, username, name, etag, verified)))
+        stamp(&item, since)
+        return (item, TimeCursor(micros: micros, id: id))
     }
 }
 
@@ -286,10 +290,7 @@ extension FollowListPage {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
-        let (id, username, name, etag, verified, since, micros) = try row.decode((UUID, String?, String?, String?, Bool, Date, Int64).self)
-        var item = ListedProfile(ProfileSummary((id, username, name, etag, verified)))
-        item.followedAt = since
-        return (item, TimeCursor(micros: micros, id: id))
+        try FollowStore.listed(row) { $0.followedAt = $1 }
     }
 }
 
