@@ -75,6 +75,14 @@ import Testing
             let wrongType = try await env.call(.post, "/v1/auth/signup", json: ["email": 42, "password": "a fine password"])
             #expect(wrongType.status == .badRequest)
             #expect((wrongType.json["errors"] as? [[String: Any]])?.first?["field"] as? String == "email")
+            // A key the body does not have is refused, named, rather than ignored.
+            let misspelt = try await env.call(.post, "/v1/auth/signup", json: ["email": "x@example.com", "password": "a fine password", "displayName": "Ana"])
+            #expect(misspelt.status == .badRequest)
+            #expect((misspelt.json["errors"] as? [[String: Any]])?.map { $0["field"] as? String } == ["displayName"])
+            // Limits count code points: one letter with 100 combining marks is 101 of them.
+            let marked = "a" + String(String.UnicodeScalarView((0..<100).map { Unicode.Scalar(0x300 + UInt32($0 % 0x70))! }))
+            let longName = try await env.call(.post, "/v1/auth/signup", json: ["email": "y@example.com", "password": "a fine password", "display_name": marked])
+            #expect((longName.json["errors"] as? [[String: Any]])?.first?["field"] as? String == "display_name")
             let notJSON = try await env.call(.post, "/v1/auth/signup", raw: "email=x", headers: [.contentType: "application/x-www-form-urlencoded"])
             #expect(notJSON.status == .unsupportedMediaType)
             let huge = try await env.call(.post, "/v1/auth/signup", raw: "{\"email\": \"" + String(repeating: "a", count: 3 << 20) + "\"}")

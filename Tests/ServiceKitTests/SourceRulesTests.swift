@@ -4,7 +4,8 @@ import Testing
 
 /// Rules of the code that a compiler cannot hold: every statement of the services goes through
 /// ServiceKit's checked calls (`withConnectionOnItsLoop`, `checkedQuery`, `checkedExecute`), which
-/// cannot hang on a connection PostgreSQL dropped, never through PostgresNIO's own.
+/// cannot hang on a connection PostgreSQL dropped, never through PostgresNIO's own; and every JSON
+/// body a route decodes refuses keys it does not know.
 @Suite struct SourceRulesTests {
     @Test func everyStatementGoesThroughTheCheckedCalls() throws {
         let unchecked = [".query(", ".execute(", ".withConnection {", ".withConnection(", ".withTransaction("]
@@ -23,5 +24,25 @@ import Testing
             }
         }
         #expect(found.isEmpty, "unchecked statements:\n\(found.joined(separator: "\n"))")
+    }
+
+    /// A route decodes its body as a `StrictJSONBody` (unknown keys refused), or as a `JSONValue` that it
+    /// checks key by key itself (`PATCH /v1/profiles/me`).
+    @Test func everyDecodedBodyRefusesUnknownKeys() throws {
+        let root = TestEnvironment.packageRoot
+        let decoded = try Regex(#"decode(?:IfPresent)?\(as: ([A-Za-z]+)\.self"#)
+        var sources = ""
+        var names: [(String, String)] = []
+        let files = FileManager.default.enumerator(at: root.appendingPathComponent("Services"), includingPropertiesForKeys: nil)!
+        for case let file as URL in files where file.pathExtension == "swift" {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            sources += text
+            for match in text.matches(of: decoded) {
+                names.append((String(text[match.output[1].range!]), file.lastPathComponent))
+            }
+        }
+        #expect(names.count >= 14, "the rule found the routes' decodes")
+        let open = names.filter { name, _ in name != "JSONValue" && !sources.contains("struct \(name): StrictJSONBody") }
+        #expect(open.isEmpty, "bodies that ignore unknown keys: \(open)")
     }
 }

@@ -81,6 +81,8 @@ import Testing
             for bad: Any in [["ids": []], ["all": false], ["ids": ["nope"]], ["ids": [id], "all": true], [String: Any]()] {
                 #expect(try await env.call(.post, "/v1/notifications/read", as: star, json: bad).status == .badRequest, "\(bad)")
             }
+            // A misspelt key is refused, naming it, rather than ignored.
+            #expect(try await env.call(.post, "/v1/notifications/read", as: star, json: ["all": true, "unread_only": true]).fieldErrors == ["unread_only"])
             #expect(try await env.call(.get, "/v1/notifications?unread=maybe", as: star).status == .badRequest)
             // An unread one, which none of the refused requests below may touch.
             let second = try await env.user()
@@ -138,6 +140,10 @@ import Testing
             #expect(timed.json["until"] != nil)
             #expect(try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration_seconds": 5]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration_seconds": "1h"]).status == .badRequest)
+            // A misspelt duration would otherwise be a mute for ever.
+            let misspelt = try await env.call(.post, "/v1/profiles/\(briefly.path)/mute", as: star, json: ["duration": 3600])
+            #expect(misspelt.status == .badRequest && misspelt.fieldErrors == ["duration"], "\(misspelt.text)")
+            #expect(try await env.profile(briefly, as: star).json[path: "relationship.muting"] as? Bool == true)
             #expect(try await env.call(.post, "/v1/profiles/\(star.path)/mute", as: star).code == "cannot_mute_self")
             // No one to mute: an unknown id, a malformed one, and someone who blocks the caller
             // (who, to them, does not exist).

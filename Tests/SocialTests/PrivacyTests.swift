@@ -170,6 +170,7 @@ import Testing
             #expect(try await env.call(.get, "/v1/moderation/users/\(user.path)/warnings", as: other).status == .forbidden)
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": "   "]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": 5]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": "r" + ProfileTests.marks(1000)]).fieldErrors == ["reason"])
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: [String: Any]()).status == .badRequest)
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": String(repeating: "x", count: 1001)]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, raw: ByteBuffer(string: "{\"reason\":"),

@@ -84,6 +84,11 @@ import Testing
         }
     }
 
+    /// `count` combining marks (U+0300…U+036F), which all attach to the letter before them.
+    static func marks(_ count: Int) -> String {
+        String(String.UnicodeScalarView((0..<count).map { Unicode.Scalar(0x300 + UInt32($0 % 0x70))! }))
+    }
+
     @Test func badInputIsAClear400NamingTheField() async throws {
         try await SocialTestEnvironment.run { env in
             let cook = try await env.user()
@@ -105,6 +110,12 @@ import Testing
                 (["favorite_cuisines": Array(repeating: "x", count: 21)], ["favorite_cuisines"]),
                 ([String: Any](), ["body"]),
                 (["username": "ok_name", "bio": 1, "is_private": 0], ["bio", "is_private"]),
+                // Limits count code points, as the OpenAPI maxLength does: a letter carrying thousands of
+                // combining marks is one Character but thousands of code points (and bytes in an index).
+                (["display_name": "a" + Self.marks(20_000)], ["display_name"]),
+                (["bio": String(repeating: "b" + Self.marks(9), count: 300)], ["bio"]),
+                (["favorite_cuisines": ["T" + Self.marks(40)]], ["favorite_cuisines[0]"]),
+                (["allergies": [["name": "n" + Self.marks(50), "severity": "mild"]]], ["allergies[0].name"]),
             ]
             for (body, fields) in cases {
                 let reply = try await env.call(.patch, "/v1/profiles/me", as: cook, json: body)
@@ -130,6 +141,8 @@ import Testing
             let search = try await env.call(.get, "/v1/profiles/search", as: cook)
             #expect(search.status == .badRequest && search.fieldErrors == ["q"])
             #expect(try await env.call(.get, "/v1/profiles/search?q=a&limit=0", as: cook).status == .badRequest)
+            let markedQuery = ("a" + Self.marks(60)).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            #expect(try await env.call(.get, "/v1/profiles/search?q=\(markedQuery)", as: cook).fieldErrors == ["q"])
             #expect(try await env.call(.get, "/v1/profiles/search?q=a&cursor=garbage", as: cook).status == .badRequest)
             // NUL and other control characters anywhere: a 4xx, never a database error.
             #expect(try await env.call(.get, "/v1/profiles/search?q=%00", as: cook).status == .badRequest)

@@ -23,11 +23,11 @@ struct AccountRoutes {
         signedIn.delete("account", use: deleteAccount)
     }
 
-    struct SignupRequest: Decodable {
+    struct SignupRequest: StrictJSONBody {
         var email: String
         var password: String
         var displayName: String?
-        enum CodingKeys: String, CodingKey { case email, password, displayName = "display_name" }
+        enum CodingKeys: String, CodingKey, CaseIterable { case email, password, displayName = "display_name" }
     }
 
     @Sendable func signup(_ request: Request, context: ServiceRequestContext) async throws -> EditedResponse<SignInResponse> {
@@ -53,9 +53,10 @@ struct AccountRoutes {
         return EditedResponse(status: .created, response: SignInResponse(user: UserView(user, providers: []), session: session))
     }
 
-    struct LoginRequest: Decodable {
+    struct LoginRequest: StrictJSONBody {
         var email: String
         var password: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case email, password }
     }
 
     /// Unknown email, account without a password and wrong password all answer the same
@@ -81,8 +82,9 @@ struct AccountRoutes {
         }
     }
 
-    struct TokenRequest: Decodable {
+    struct TokenRequest: StrictJSONBody {
         var token: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case token }
     }
 
     struct VerifiedResponse: ResponseEncodable {
@@ -123,8 +125,9 @@ struct AccountRoutes {
         return .accepted
     }
 
-    struct ForgotRequest: Decodable {
+    struct ForgotRequest: StrictJSONBody {
         var email: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case email }
     }
 
     /// Always 202, and in the same time: the lookup and the mail happen after the answer, so neither
@@ -160,9 +163,10 @@ struct AccountRoutes {
         return .accepted
     }
 
-    struct ResetRequest: Decodable {
+    struct ResetRequest: StrictJSONBody {
         var token: String
         var password: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case token, password }
     }
 
     /// Sets the password, proves the address (the link came to it), and ends every session.
@@ -188,10 +192,10 @@ struct AccountRoutes {
         return .noContent
     }
 
-    struct ChangeRequest: Decodable {
+    struct ChangeRequest: StrictJSONBody {
         var currentPassword: String
         var password: String
-        enum CodingKeys: String, CodingKey { case currentPassword = "current_password", password }
+        enum CodingKeys: String, CodingKey, CaseIterable { case currentPassword = "current_password", password }
     }
 
     /// Needs the current password (counted like a login failure when wrong); other sessions end.
@@ -231,8 +235,9 @@ struct AccountRoutes {
         }
     }
 
-    struct DeleteRequest: Decodable {
+    struct DeleteRequest: StrictJSONBody {
         var password: String?
+        enum CodingKeys: String, CodingKey, CaseIterable { case password }
     }
 
     /// With the password, or for an Apple/Google-only account a session started in the last
@@ -296,12 +301,12 @@ enum DisplayName {
     static func sanitized(_ name: String?) -> String? {
         guard let name else { return nil }
         let cleaned = String(name.unicodeScalars.filter { !CharacterSet.controlCharacters.contains($0) }).trimmingCharacters(in: .whitespacesAndNewlines)
-        return cleaned.isEmpty ? nil : String(cleaned.prefix(maxLength))
+        return cleaned.isEmpty ? nil : String(String.UnicodeScalarView(cleaned.unicodeScalars.prefix(maxLength)))
     }
 
     static func validate(_ name: String?) throws -> String? {
         guard let trimmed = name?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
-        guard trimmed.count <= maxLength, !trimmed.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) }) else {
+        guard trimmed.codePoints <= maxLength, !trimmed.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) }) else {
             throw APIError.validation([.init(field: "display_name", message: "must be at most \(maxLength) characters without control characters")])
         }
         return trimmed

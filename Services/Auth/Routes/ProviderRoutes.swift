@@ -14,12 +14,12 @@ struct ProviderRoutes {
         router.post("v1/auth/google", use: { request, context in try await signIn(request, context: context, with: accounts.google, name: "Google") })
     }
 
-    struct ProviderRequest: Decodable {
+    struct ProviderRequest: StrictJSONBody {
         var idToken: String
         var nonce: String?
         /// Apple sends the user's name to the app only the first time; the app passes it on.
         var name: PersonName?
-        enum CodingKeys: String, CodingKey { case idToken = "id_token", nonce, name }
+        enum CodingKeys: String, CodingKey, CaseIterable { case idToken = "id_token", nonce, name }
     }
 
     /// Apple's name arrives as given and family name; a plain string is accepted too.

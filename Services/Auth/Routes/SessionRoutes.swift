@@ -26,9 +26,9 @@ struct SessionRoutes {
         )
     }
 
-    struct RefreshRequest: Decodable {
+    struct RefreshRequest: StrictJSONBody {
         var refreshToken: String
-        enum CodingKeys: String, CodingKey { case refreshToken = "refresh_token" }
+        enum CodingKeys: String, CodingKey, CaseIterable { case refreshToken = "refresh_token" }
     }
 
     /// Rotates: the presented token is spent and a new one returned with a fresh access token
@@ -113,8 +113,9 @@ struct SessionRoutes {
         return UserView(found.user, providers: found.providers)
     }
 
-    struct LogoutRequest: Decodable {
+    struct LogoutRequest: StrictJSONBody {
         var scope: String?
+        enum CodingKeys: String, CodingKey, CaseIterable { case scope }
     }
 
     /// Ends this session, or with `{"scope": "all"}` every session of the account.

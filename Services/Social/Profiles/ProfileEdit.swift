@@ -109,7 +109,7 @@ struct ProfileEdit: Sendable {
         case .null: return .some(nil)
         case .string(let raw):
             let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-            if text.count > max { fail(field, "must be at most \(max) characters"); return nil }
+            if text.codePoints > max { fail(field, "must be at most \(max) characters"); return nil }
             if hasControlCharacters(allowNewlines ? text.replacingOccurrences(of: "\n", with: " ") : text) {
                 fail(field, "must not contain control characters"); return nil
             }
@@ -127,7 +127,7 @@ struct ProfileEdit: Sendable {
         for (index, item) in items.enumerated() {
             guard case .string(let raw) = item else { fail("\(field)[\(index)]", "must be a string"); return nil }
             let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard (1...maxLength).contains(text.count) else { fail("\(field)[\(index)]", "must be 1 to \(maxLength) characters"); return nil }
+            guard (1...maxLength).contains(text.codePoints) else { fail("\(field)[\(index)]", "must be 1 to \(maxLength) characters"); return nil }
             guard !hasControlCharacters(text) else { fail("\(field)[\(index)]", "must not contain control characters"); return nil }
             if seen.insert(text.lowercased()).inserted { result.append(text) }
         }
@@ -145,7 +145,7 @@ struct ProfileEdit: Sendable {
             if let extra = object.keys.sorted().first(where: { $0 != "name" && $0 != "severity" }) { fail("\(field).\(extra)", "is not an allergy field"); return nil }
             guard case .string(let rawName)? = object["name"] else { fail("\(field).name", "is required and must be a string"); return nil }
             let name = rawName.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard (1...50).contains(name.count), !hasControlCharacters(name) else { fail("\(field).name", "must be 1 to 50 characters, without control characters"); return nil }
+            guard (1...50).contains(name.codePoints), !hasControlCharacters(name) else { fail("\(field).name", "must be 1 to 50 characters, without control characters"); return nil }
             guard case .string(let rawSeverity)? = object["severity"], let severity = Allergy.Severity(rawValue: rawSeverity) else {
                 fail("\(field).severity", "must be one of \(Allergy.Severity.allCases.map(\.rawValue).joined(separator: ", "))"); return nil
             }

@@ -68,9 +68,9 @@ struct BlockRoutes {
         }
     }
 
-    struct MuteRequest: Decodable {
+    struct MuteRequest: StrictJSONBody {
         var durationSeconds: Int?
-        enum CodingKeys: String, CodingKey { case durationSeconds = "duration_seconds" }
+        enum CodingKeys: String, CodingKey, CaseIterable { case durationSeconds = "duration_seconds" }
     }
 
     /// Mutes for good, or for `duration_seconds` (a minute to a year). Muting again sets a new end.

@@ -35,15 +35,16 @@ struct ModerationRoutes {
         return HiddenState(id: id, hidden: hidden)
     }
 
-    struct WarningRequest: Decodable {
+    struct WarningRequest: StrictJSONBody {
         var reason: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case reason }
     }
 
     @Sendable func warn(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<WarningView> {
         try context.require(anyOf: .moderator, .admin)
         let id = try context.profileID()
         let reason = try await request.decode(as: WarningRequest.self, context: context).reason.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...1000).contains(reason.count), !ProfileEdit.hasControlCharacters(reason.replacingOccurrences(of: "\n", with: " ")) else {
+        guard (1...1000).contains(reason.codePoints), !ProfileEdit.hasControlCharacters(reason.replacingOccurrences(of: "\n", with: " ")) else {
             throw APIError.validation([.init(field: "reason", message: "must be 1 to 1000 characters, without control characters")])
         }
         let social = self.social

@@ -38,9 +38,10 @@ struct NotificationRoutes {
         })
     }
 
-    struct ReadRequest: Decodable {
+    struct ReadRequest: StrictJSONBody {
         var ids: [UUID]?
         var all: Bool?
+        enum CodingKeys: String, CodingKey, CaseIterable { case ids, all }
     }
 
     struct ReadResult: Codable, Sendable {

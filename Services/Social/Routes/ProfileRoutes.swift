@@ -76,7 +76,7 @@ struct ProfileRoutes {
     /// People whose username or display name starts with `q`, by username.
     @Sendable func search(_ request: Request, context: AuthenticatedContext) async throws -> Page<ProfileSummary> {
         let query = (request.uri.queryParameters["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
-        guard (1...50).contains(query.count), !ProfileEdit.hasControlCharacters(query) else {
+        guard (1...50).contains(query.codePoints), !ProfileEdit.hasControlCharacters(query) else {
             throw APIError.validation([.init(field: "q", message: "is required: 1 to 50 characters of a username or display name")])
         }
         let page = try PageRequest(query: request)

@@ -98,12 +98,38 @@ public struct APIRequestDecoder: RequestDecoder {
     }
 
     static func decode<T: Decodable>(_ type: T.Type, from buffer: ByteBuffer) throws -> T {
+        let data = Data(buffer.readableBytesView)
+        let value: T
         do {
-            return try JSONDecoder.api.decode(T.self, from: Data(buffer.readableBytesView))
+            value = try JSONDecoder.api.decode(T.self, from: data)
         } catch let error as DecodingError {
             throw APIError.decoding(error)
         }
+        if let body = T.self as? any StrictJSONBody.Type {
+            // The text decoded as T, so it is JSON; T took it, so it is an object if T is keyed.
+            if case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: data) {
+                let unknown = object.keys.filter { !body.keys.contains($0) }.sorted()
+                if !unknown.isEmpty {
+                    let known = body.keys.sorted().joined(separator: ", ")
+                    throw APIError.validation(unknown.map { .init(field: $0, message: "is not a field of this request; its fields are \(known)") })
+                }
+            }
+        }
+        return value
     }
+}
+
+/// A JSON request body that names the keys it takes: a key it does not know is refused, 400 naming
+/// the key, as `PATCH /v1/profiles/me` does. Otherwise a misspelt optional field is silently ignored
+/// and the request done as if it were absent: `{"duration": 3600}` for `{"duration_seconds": 3600}`
+/// would mute someone for ever. Every body a route decodes is one (`SourceRulesTests`).
+/// The keys are the body's `CodingKeys`, which it declares `CaseIterable`, so they cannot drift apart.
+public protocol StrictJSONBody: Decodable {
+    associatedtype CodingKeys: CodingKey & CaseIterable
+}
+
+extension StrictJSONBody {
+    static var keys: Set<String> { Set(CodingKeys.allCases.map(\.stringValue)) }
 }
 
 extension Request {
