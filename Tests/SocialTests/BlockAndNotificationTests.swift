@@ -119,6 +119,20 @@ import Testing
             } while cursor != nil
             #expect(seen == fans.reversed().map(\.path))
             #expect(try await env.call(.get, "/v1/notifications/unread-count", as: star).json["unread"] as? Int == 4)
+
+            // Following and unfollowing in a loop: an unfollow takes its follow's notification back,
+            // so the star holds one from this fan at most, never one per round.
+            let fickle = try await env.user()
+            for _ in 0..<5 {
+                _ = try await env.follow(star, as: fickle)
+                #expect(try await env.call(.delete, "/v1/profiles/\(star.path)/follow", as: fickle).json["state"] as? String == "none")
+            }
+            _ = try await env.follow(star, as: fickle)
+            let fromFickle = try await env.call(.get, "/v1/notifications?limit=100", as: star).items.filter {
+                (($0["actor"] as? [String: Any])?["id"] as? String)?.lowercased() == fickle.path
+            }
+            #expect(fromFickle.count == 1)
+            #expect(try await env.call(.get, "/v1/notifications/unread-count", as: star).json["unread"] as? Int == 5)
         }
     }
 

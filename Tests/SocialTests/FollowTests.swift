@@ -84,9 +84,58 @@ import Testing
             for fan in [carol, dave] {
                 #expect(try await env.call(.get, "/v1/notifications", as: fan).items.map { $0["type"] as? String } == ["follow_accepted"])
             }
+            // And the owner's notifications no longer ask to answer requests that are gone.
+            #expect(try await env.call(.get, "/v1/notifications", as: owner).items.filter { $0["type"] as? String == "follow_request" }.isEmpty)
+            #expect(try await env.call(.get, "/v1/notifications/unread-count", as: owner).json["unread"] as? Int == 0)
             #expect(try await env.call(.post, "/v1/follow-requests/\(bob.path)/deny", as: owner).status == .notFound)
             try await waitUntil(.seconds(10)) { try await env.events(FollowCreated.eventType).count == 3 }
             #expect(try await env.events(FollowRequested.eventType).count == 5)
+        }
+    }
+
+    /// The lists leave out people who block the viewer and hidden profiles (not the rows: the
+    /// viewer). A request from a profile hidden since is not listed to the one it asked.
+    @Test func listsLeaveOutWhoBlocksTheViewerAndHiddenProfiles() async throws {
+        try await SocialTestEnvironment.run { env in
+            let star = try await env.user()
+            let blocker = try await env.user()
+            let fan = try await env.user()
+            let viewer = try await env.user()
+            let moderator = try await env.user(roles: [.user, .moderator])
+            _ = try await env.follow(star, as: blocker)
+            _ = try await env.follow(star, as: fan)
+            #expect(try await env.call(.post, "/v1/profiles/\(viewer.path)/block", as: blocker).status == .ok)
+            #expect(try await env.call(.get, "/v1/profiles/\(star.path)/followers", as: viewer).ids == [fan.path])
+            #expect(try await env.call(.get, "/v1/profiles/\(star.path)/followers", as: star).ids == [fan.path, blocker.path])
+            #expect(try await env.call(.get, "/v1/profiles/\(blocker.path)/following", as: viewer).status == .notFound)
+
+            // A private profile's pending request from someone hidden since: not listed, and not to be approved.
+            let owner = try await env.user()
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: owner, json: ["is_private": true]).status == .ok)
+            let spammer = try await env.user()
+            #expect(try await env.follow(owner, as: spammer).json["state"] as? String == "requested")
+            #expect(try await env.follow(owner, as: fan).json["state"] as? String == "requested")
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(spammer.path)/hide", as: moderator).status == .ok)
+            #expect(try await env.call(.get, "/v1/follow-requests", as: owner).ids == [fan.path])
+            #expect(try await env.call(.get, "/v1/profiles/\(star.path)/followers", as: moderator).ids == [fan.path, blocker.path])
+        }
+    }
+
+    /// A block or mute is the caller's own: nobody else can lift it by naming its target.
+    @Test func nobodyLiftsAnotherUsersBlockOrMute() async throws {
+        try await SocialTestEnvironment.run { env in
+            let owner = try await env.user()
+            let target = try await env.user()
+            let other = try await env.user()
+            #expect(try await env.call(.post, "/v1/profiles/\(target.path)/block", as: owner).status == .ok)
+            let muted = try await env.user()
+            #expect(try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: owner).status == .ok)
+            #expect(try await env.call(.delete, "/v1/profiles/\(target.path)/block", as: other).status == .ok)
+            #expect(try await env.call(.delete, "/v1/profiles/\(muted.path)/mute", as: other).status == .ok)
+            #expect(try await env.call(.get, "/v1/blocks", as: owner).ids == [target.path])
+            #expect(try await env.call(.get, "/v1/mutes", as: owner).ids == [muted.path])
+            #expect(try await env.profile(owner, as: target).status == .notFound)
+            #expect(try await env.profile(muted, as: owner).json[path: "relationship.muting"] as? Bool == true)
         }
     }
 

@@ -75,6 +75,12 @@ struct NotificationStore: Sendable {
             "DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor) AND type = \(kind.rawValue)", logger: logger)
     }
 
+    /// Drops every notification of `kind` for `recipient`: the requests it announced are all gone
+    /// (a profile made public approves them all).
+    func retractAll(_ recipient: UUID, _ kind: NotificationKind, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM notifications WHERE user_id = \(recipient) AND type = \(kind.rawValue)", logger: logger)
+    }
+
     /// Drops what `actor` caused for `recipient` (on a block).
     func removeAll(for recipient: UUID, from actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor)", logger: logger)

@@ -54,7 +54,8 @@ struct FollowRoutes {
         }
     }
 
-    /// Unfollows, or withdraws a pending request. Unfollowing someone you do not follow is not an error.
+    /// Unfollows, or withdraws a pending request, and takes back the notification the follow or the
+    /// request made. Unfollowing someone you do not follow is not an error.
     @Sendable func unfollow(_ request: Request, context: AuthenticatedContext) async throws -> FollowState {
         let target = try context.profileID()
         let caller = context.caller
@@ -64,6 +65,9 @@ struct FollowRoutes {
             try await social.follows.lockPair(caller.userID, target, on: connection, logger: logger)
             if try await social.follows.unfollow(caller.userID, target, on: connection, logger: logger) {
                 try await social.outbox.write(FollowRemoved(followerID: caller.userID, followeeID: target, reason: "unfollow"), userID: caller.userID, on: connection, logger: logger)
+                // As a withdrawn request's: a follow undone is no news, and following and unfollowing
+                // in a loop leaves the target one notification at most, not one per round.
+                try await social.notifications.retract(target, .follow, actor: caller.userID, on: connection, logger: logger)
             } else if try await social.follows.removeRequest(caller.userID, target, on: connection, logger: logger) {
                 try await social.notifications.retract(target, .followRequest, actor: caller.userID, on: connection, logger: logger)
             } else {

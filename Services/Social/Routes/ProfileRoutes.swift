@@ -37,6 +37,8 @@ struct ProfileRoutes {
             let before = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: logger)
             let after = try await social.profiles.update(caller.userID, with: edit, on: connection, logger: logger)
             if before.isPrivate, !after.isPrivate {
+                // Every request is answered: the notifications that asked for an answer go.
+                try await social.notifications.retractAll(caller.userID, .followRequest, on: connection, logger: logger)
                 for requester in try await social.follows.approveAll(to: caller.userID, on: connection, logger: logger) {
                     try await social.outbox.write(FollowCreated(followerID: requester, followeeID: caller.userID), userID: requester, on: connection, logger: logger)
                     try await social.notifications.notify(requester, .followAccepted, actor: caller.userID, on: connection, logger: logger)
