@@ -226,6 +226,11 @@ import Testing
             #expect(image.headers[.cacheControl]?.contains("max-age") == true)
             let again = try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer, headers: [.ifNoneMatch: etag])
             #expect(again.status == .notModified && again.body.readableBytes == 0)
+            // A weak validator, and a list, match as well; another tag does not.
+            for header in ["W/\(etag)", "\"other\", \(etag)", "*"] {
+                #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer, headers: [.ifNoneMatch: header]).status == .notModified, "\(header)")
+            }
+            #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer, headers: [.ifNoneMatch: "W/\"other\""]).status == .ok)
             #expect(try await env.call(.delete, "/v1/profiles/me/avatar", as: cook).status == .noContent)
             #expect(try await env.call(.delete, "/v1/profiles/me/avatar", as: cook).status == .noContent)
             #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer).status == .notFound)

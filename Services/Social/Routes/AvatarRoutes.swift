@@ -81,7 +81,12 @@ struct AvatarRoutes {
         guard let avatar else { throw APIError.notFound("This profile has no avatar.") }
         let etag = "\"\(avatar.etag)\""
         var headers: HTTPFields = [.eTag: etag, .cacheControl: "private, max-age=86400"]
-        if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "*" }) {
+        // If-None-Match compares weakly (RFC 9110 13.1.2): `W/"x"` matches `"x"`, as do `*` and a list.
+        let matches = request.headers[.ifNoneMatch]?.split(separator: ",").contains { candidate in
+            let tag = candidate.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || (tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag) == etag
+        }
+        if matches == true {
             return Response(status: .notModified, headers: headers)
         }
         headers[.contentType] = avatar.contentType
