@@ -179,6 +179,24 @@ final class BusHarness: Sendable {
         await bus.stop()
     }
 
+    /// Events older than the retention (7 days by default) leave the stream and the group's dead
+    /// letters however few there are; newer ones stay.
+    @Test func theRelayTrimsEventsOlderThanTheRetention() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        let old = Int64(Date().addingTimeInterval(-8 * 86_400).timeIntervalSince1970 * 1000)
+        let dead = bus.busConfig(group: "auth", consumer: "relay").deadLetterStream
+        let recent = Int64(Date().addingTimeInterval(-6 * 86_400).timeIntervalSince1970 * 1000)
+        for stream in [bus.stream, dead] {
+            _ = try await bus.redis.send("XADD", RedisArgument(stream), RedisArgument("\(old)-0"), "id", "old")
+            _ = try await bus.redis.send("XADD", RedisArgument(stream), RedisArgument("\(recent)-0"), "id", "recent")
+        }
+        bus.startRelay(poll: .milliseconds(200))
+        let committed = try await bus.emit()
+        try await waitUntil(.seconds(5)) { try await bus.redis.xrange(bus.stream).map { $0.fields["id"] } == ["recent", committed.id.uuidString.lowercased()] }
+        try await waitUntil(.seconds(5)) { try await bus.redis.xrange(dead).map { $0.fields["id"] } == ["recent"] }
+        await bus.stop()
+    }
+
     @Test func liveEventsArePublishedOnTheUserChannel() async throws {
         let config = try TestEnvironment.redis()
         let bus = try await BusHarness(redis: config)

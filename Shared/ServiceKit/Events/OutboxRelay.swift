@@ -32,6 +32,9 @@ public final class OutboxRelay: Service, Sendable {
         var worker = NotifiedWorker(bell: EventOutbox.bell, pollInterval: config.relayPollInterval, logger: logger)
         worker.onTick = { [self] in
             if let backlog = try? await self.backlog() { self.metrics.outboxBacklog.set(Int64(backlog)) }
+            do { try await self.trimExpired() } catch {
+                self.logger.warning("could not trim expired events", metadata: ["error": "\(error)"])
+            }
         }
         try await worker.run { [self] in
             var moved = 0
@@ -53,6 +56,17 @@ public final class OutboxRelay: Service, Sendable {
                 if batch == 0 { return moved }
                 if batch < self.batchSize { try await Task.sleep(for: .milliseconds(5)) }
             }
+        }
+    }
+
+    /// Drops the events older than `config.retention` from the stream and this group's dead letters.
+    /// Every service's relay does it (on each poll; with nothing to drop it costs Redis a lookup), so
+    /// the stream is kept trimmed while any service runs.
+    func trimExpired(now: Date = Date()) async throws {
+        let cutoff = Int64((now.timeIntervalSince1970 - Double(config.retention.components.seconds)) * 1000)
+        guard cutoff > 0 else { return }
+        for stream in [config.stream, config.deadLetterStream] {
+            try await redis.xtrim(stream, minID: "\(cutoff)-0")
         }
     }
 

@@ -24,6 +24,16 @@ extension RedisClient {
         return arguments
     }
 
+    /// `XTRIM key MINID id`: drops the entries whose id is below `id` (ids are their time in ms);
+    /// returns how many went. Exact, not `~`, so that nothing older stays behind in a partly
+    /// trimmed node.
+    @discardableResult
+    public func xtrim(_ stream: String, minID: String) async throws -> Int {
+        let reply = try await send("XTRIM", RedisArgument(stream), "MINID", RedisArgument(minID))
+        guard let removed = reply.int else { throw RedisError.unexpectedReply("\(reply)") }
+        return removed
+    }
+
     /// `XGROUP CREATE … MKSTREAM`; an existing group is fine.
     public func xgroupCreate(_ stream: String, group: String, startID: String = "0") async throws {
         do {
