@@ -185,6 +185,22 @@ import Testing
             #expect(own.items.count == 1 && own.items.first?["reason"] as? String == "Spam in comments" && own.items.first?["moderator_id"] == nil)
             // The refused ones left nothing.
             #expect(try await env.count("SELECT count(*) FROM warnings WHERE user_id = '\(user.id)'") == 1)
+            // The same warning again is a retry: 200 with the first. Four copies sent at once give one warning.
+            let retried = try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": "Spam in comments"])
+            #expect(retried.status == .ok && retried.json["id"] as? String == warned.json["id"] as? String)
+            let port = try #require(env.client.port)
+            let copies = try await withThrowingTaskGroup(of: ConcurrentClient.Reply.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        try await ConcurrentClient.send(port: port, "POST", "/v1/moderation/users/\(user.path)/warnings",
+                                                        headers: [("Authorization", "Bearer \(admin.token)")], json: ["reason": "Abuse"])
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(copies.map(\.status).sorted() == [200, 200, 200, 201])
+            #expect(Set(copies.compactMap { $0.json["id"] as? String }).count == 1)
+            #expect(try await env.count("SELECT count(*) FROM warnings WHERE user_id = '\(user.id)'") == 2)
             #expect(try await env.call(.get, "/v1/profiles/me/warnings", as: other).items.isEmpty)
         }
     }

@@ -188,6 +188,24 @@ struct WarningView: Codable, Sendable {
 }
 
 struct WarningStore: Sendable {
+    /// How long the same warning given again is a retry of the first rather than a second warning.
+    static let retryWindow: Duration = .seconds(600)
+
+    /// The same warning given in the last `retryWindow`, if any.
+    func recent(to user: UUID, by moderator: UUID, reason: String, on connection: PostgresConnection, logger: Logger) async throws -> WarningView? {
+        let rows = try await connection.checkedQuery("""
+            SELECT id, created_at FROM warnings
+            WHERE user_id = \(user) AND moderator_id = \(moderator) AND reason = \(reason)
+              AND created_at > clock_timestamp() - \(Int64(Self.retryWindow.components.seconds)) * interval '1 second'
+            ORDER BY created_at DESC LIMIT 1
+            """, logger: logger)
+        var found: WarningView?
+        for try await (id, created) in rows.decode((UUID, Date).self) {
+            found = WarningView(id: id, userID: user, reason: reason, moderatorID: moderator, createdAt: created)
+        }
+        return found
+    }
+
     func add(to user: UUID, by moderator: UUID, reason: String, on connection: PostgresConnection, logger: Logger) async throws -> WarningView {
         let id = UUID()
         let rows = try await connection.checkedQuery("""

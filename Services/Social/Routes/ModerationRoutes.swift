@@ -40,6 +40,9 @@ struct ModerationRoutes {
         enum CodingKeys: String, CodingKey, CaseIterable { case reason }
     }
 
+    /// Gives a warning (201). The same warning again (same moderator, user and reason) within
+    /// `WarningStore.retryWindow` is taken as a retry of the first, whose answer was lost: 200 with
+    /// that one, so a client that retries after a timeout does not warn twice.
     @Sendable func warn(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<WarningView> {
         try context.require(anyOf: .moderator, .admin)
         let id = try context.profileID()
@@ -48,11 +51,15 @@ struct ModerationRoutes {
             throw APIError.validation([.init(field: "reason", message: "must be 1 to 1000 characters, without control characters")])
         }
         let social = self.social
-        let warning = try await social.transaction(logger: context.logger) { connection in
-            guard try await social.profiles.find(id: id, on: connection, logger: context.logger) != nil else { throw APIError.notFound("No such profile.") }
-            return try await social.warnings.add(to: id, by: context.caller.userID, reason: reason, on: connection, logger: context.logger)
+        let (warning, isNew) = try await social.transaction(logger: context.logger) { connection in
+            // The profile's lock puts concurrent copies of one warning in a row, so the second finds the first.
+            guard try await social.profiles.find(id: id, forUpdate: true, on: connection, logger: context.logger) != nil else { throw APIError.notFound("No such profile.") }
+            if let given = try await social.warnings.recent(to: id, by: context.caller.userID, reason: reason, on: connection, logger: context.logger) {
+                return (given, false)
+            }
+            return (try await social.warnings.add(to: id, by: context.caller.userID, reason: reason, on: connection, logger: context.logger), true)
         }
-        return EditedResponse(status: .created, response: warning)
+        return EditedResponse(status: isNew ? .created : .ok, response: warning)
     }
 
     @Sendable func warnings(_ request: Request, context: AuthenticatedContext) async throws -> Page<WarningView> {
