@@ -66,6 +66,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var client: String
         var started: ContinuousClock.Instant
         var body: ByteBuffer?
+        /// Whether the client framed the request with a Content-Length (0 included).
+        var hasLength: Bool
         var closeAfter: Bool
     }
 
@@ -320,14 +322,17 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let (peerAddress, peerClient) = peer!
         return Proxied(request: request, path: path, service: service, pool: pool, requestID: requestID,
                        client: forwardedFor.isEmpty ? peerClient : proxy.trustedProxies.client(peer: peerAddress, forwardedFor: forwardedFor.joined(separator: ", ")),
-                       started: .now, body: nil, closeAfter: !request.isKeepAlive)
+                       started: .now, body: nil, hasLength: length != nil, closeAfter: !request.isKeepAlive)
     }
 
     private func forward(_ proxied: Proxied, context: ChannelHandlerContext) {
         let request = proxied.request
+        // `claim` took only requests framed by a Content-Length, or by nothing at all.
+        let bytes = proxied.body?.readableBytes ?? 0
+        let framing: ProxyMiddleware.Framing = proxied.hasLength || bytes > 0 ? .length(bytes) : .none
         let head = HTTPRequestHead(version: .http1_1, method: request.method, uri: request.uri,
-                                   headers: ProxyMiddleware.forwardHeaders(request.headers, client: proxied.client, requestID: proxied.requestID))
-        let body: OutgoingBody = proxied.body.map { $0.readableBytes > 0 ? .whole($0) : .none } ?? .none
+                                   headers: ProxyMiddleware.forwardHeaders(request.headers, framing: framing, client: proxied.client, requestID: proxied.requestID))
+        let body: OutgoingBody = bytes > 0 ? .whole(proxied.body!) : .none
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         proxied.pool.send(head, body: body, deadline: .now() + TimeAmount(proxy.timeout), on: loop) { result in

@@ -33,26 +33,31 @@ struct ProxyMiddleware: RouterMiddleware {
         // Swift's HTTP types keep the `Host` header as the request's authority.
         var incoming = HTTPHeaders(request.headers)
         if let authority = request.head.authority { incoming.add(name: "Host", value: authority) }
-        var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue), uri: target,
-                                   headers: Self.forwardHeaders(incoming, client: context.clientAddress, requestID: context.requestID))
         // A request has a body when it says how long it is or that it comes in chunks (RFC 9112 §6.3).
         // A small one is read whole and sent with the head; a large one, or one of unknown length
         // (which goes on in chunks), streams.
         var body = OutgoingBody.none
+        var framing = Framing.none
         if let length = request.headers[.contentLength].flatMap(Int.init) {
+            framing = .length(length)
             if length > UpstreamExchangeHandler.bufferedBodyLimit {
                 body = .stream(request.body)
             } else if length > 0 {
+                let whole: ByteBuffer
                 do {
-                    body = .whole(try await request.body.collect(upTo: length))
+                    whole = try await request.body.collect(upTo: length)
                 } catch {
                     throw APIError.badRequest("The request body ended before its Content-Length.")
                 }
+                body = .whole(whole)
+                framing = .length(whole.readableBytes)
             }
         } else if request.headers[.transferEncoding] != nil {
-            head.headers.add(name: "Transfer-Encoding", value: "chunked")
+            framing = .chunked
             body = .stream(request.body)
         }
+        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue), uri: target,
+                                   headers: Self.forwardHeaders(incoming, framing: framing, client: context.clientAddress, requestID: context.requestID))
         let response: UpstreamResponse
         do {
             response = try await pool.execute(head, body: body, deadline: .now() + TimeAmount(timeout))
@@ -73,23 +78,41 @@ struct ProxyMiddleware: RouterMiddleware {
     /// is not passed on (a trusted load balancer's address is, as the one X-Forwarded-For).
     static let gatewaySets: [String] = ["x-request-id", "x-forwarded-for", "x-forwarded-host", "x-real-ip"]
 
+    /// How the body the gateway sends upstream is framed: by the gateway, from the body it actually
+    /// sends, never by passing the client's `Content-Length` on. A client's `Connection:
+    /// content-length` once had that header dropped while its body still went out: on a GET or
+    /// DELETE, which NIO sends without framing of its own, the upstream read the body as the next
+    /// request on a pooled connection, completed by the next client's headers (its token among them).
+    enum Framing: Equatable {
+        /// No body and no framing header (a GET, as the client sent it).
+        case none
+        case length(Int)
+        case chunked
+    }
+
     /// What an upstream receives: the client's headers less the hop-by-hop ones, those the
-    /// `Connection` header names and those only the gateway sets; then the client's address, the
-    /// `Host` it asked for and the request id. Built in one pass over the client's headers: copying
-    /// them and removing names one by one (each a scan, with a lowercased copy and a set lookup per
-    /// header) was a tenth of the gateway's instructions per request.
-    static func forwardHeaders(_ incoming: HTTPHeaders, client: String, requestID: String) -> HTTPHeaders {
+    /// `Connection` header names, those only the gateway sets and the client's framing; then the
+    /// gateway's framing, the client's address, the `Host` it asked for and the request id. Built in
+    /// one pass over the client's headers: copying them and removing names one by one (each a scan,
+    /// with a lowercased copy and a set lookup per header) was a tenth of the gateway's instructions
+    /// per request.
+    static func forwardHeaders(_ incoming: HTTPHeaders, framing: Framing, client: String, requestID: String) -> HTTPHeaders {
         let named = connectionTokens(incoming)
         var kept: [(String, String)] = []
-        kept.reserveCapacity(incoming.count + 3)
+        kept.reserveCapacity(incoming.count + 4)
         var host: String?
         for (name, value) in incoming {
             if let known = KnownHeader.of(name) {
                 if known.name == "host", host == nil { host = value }
-                if known.hopByHop || known.gatewaySets { continue }
+                if known.hopByHop || known.gatewaySets || known.name == "content-length" { continue }
             }
             if named.contains(headerName: name) { continue }
             kept.append((name, value))
+        }
+        switch framing {
+        case .none: break
+        case .length(let length): kept.append(("Content-Length", String(length)))
+        case .chunked: kept.append(("Transfer-Encoding", "chunked"))
         }
         kept.append(("X-Forwarded-For", client))
         if let host { kept.append(("X-Forwarded-Host", host)) }

@@ -51,7 +51,9 @@ final class EchoUpstream: Sendable {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         let echo = Echo(service: name, method: request.method.rawValue, path: request.uri.description, headers: headers, bodyBytes: body.readableBytes)
-        return Response(status: .ok, headers: [.contentType: "application/json", .connection: "close, x-internal", HTTPField.Name("X-Internal")!: "secret", HTTPField.Name("X-Upstream")!: name,
+        // A path with `/kept/` keeps the connection open for the next exchange; others end it.
+        let connection = request.uri.path.contains("/kept/") ? "x-internal" : "close, x-internal"
+        return Response(status: .ok, headers: [.contentType: "application/json", .connection: connection, HTTPField.Name("X-Internal")!: "secret", HTTPField.Name("X-Upstream")!: name,
                                                     HTTPField.Name("SERVER")!: "echo", HTTPField.Name("x-REQUEST-id")!: "upstream-\(name)"],
                         body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(echo))))
     }
@@ -259,6 +261,37 @@ final class EchoUpstream: Sendable {
 
     /// A shutdown that begins while a proxied request waits on its upstream lets it finish: the client
     /// gets the answer, then the connection closes and the gateway stops.
+    /// Request smuggling: whatever a client says of framing (a `Connection` header naming
+    /// `Content-Length`, two lengths, a length and chunks), the upstream gets a body framed by the
+    /// gateway or nothing, so the bytes of one client's body are never read as a request of their
+    /// own on a pooled upstream connection, completed by the next client's headers.
+    @Test func aClientCannotSmuggleARequestToTheUpstream() async throws {
+        try await Self.withGateway { client in
+            let port = try #require(client.port)
+            // A smuggled request left open, for the next request on the connection to complete.
+            let smuggled = "GET /v1/auth/smuggled HTTP/1.1\r\nHost: gw\r\nX-Pad: "
+            for method in ["GET", "DELETE", "POST"] {
+                for path in ["/v1/auth/kept/carrier", "/v1/profiles/kept/carrier"] {
+                    let attack = "\(method) \(path) HTTP/1.1\r\nHost: gw\r\nConnection: keep-alive, content-length\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n\(smuggled)"
+                    let answers = try await RawHTTP.exchange(port: port, attack, untilAnswers: 1)
+                    let echo = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: try #require(answers.first).body))
+                    #expect(echo.method == method && echo.path == path && echo.bodyBytes == smuggled.utf8.count, "\(method) \(path): \(echo)")
+                    // The next clients' requests, on the same pooled upstream connections, are their own.
+                    for _ in 0..<3 {
+                        let victim = try await client.execute(uri: path.replacingOccurrences(of: "kept/carrier", with: "victim"), method: .get, headers: [.authorization: "Bearer victim"])
+                        let seen = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: victim.body))
+                        #expect(seen.path.hasSuffix("/victim") && seen.method == "GET", "\(method) \(path): \(seen)")
+                    }
+                }
+            }
+            // Two lengths, or a length and chunks: refused at the edge, never forwarded.
+            for framing in ["Content-Length: 5\r\nContent-Length: 6", "Content-Length: 5\r\nTransfer-Encoding: chunked"] {
+                let answers = try await RawHTTP.exchange(port: port, "POST /v1/auth/twice HTTP/1.1\r\nHost: gw\r\n\(framing)\r\n\r\n0\r\n\r\n")
+                #expect(answers.map(\.status) == [400], "\(framing)")
+            }
+        }
+    }
+
     @Test func aShutdownLetsAProxiedRequestFinish() async throws {
         let auth = EchoUpstream(name: "auth")
         try await auth.start()
