@@ -7,6 +7,22 @@ import TestSupport
 import Testing
 
 @Suite struct SessionTests {
+    /// Apps send their last access token with every request: once it has expired, refreshing (and
+    /// signing in) must still work with it attached, while a route that needs a caller refuses it.
+    @Test func anExpiredAccessTokenAttachedDoesNotStopARefreshOrASignIn() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let expired = try await env.token(for: account.id, sessionID: account.sessionID, expiresIn: 900, issuedAt: Date().addingTimeInterval(-3600))
+            #expect(try await env.call(.get, "/v1/auth/me", token: expired).code == "token_expired")
+            let refreshed = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken], token: expired)
+            #expect(refreshed.status == .ok, "\(refreshed.text)")
+            let login = try await env.call(.post, "/v1/auth/login", json: ["email": account.email, "password": account.password], token: "garbage")
+            #expect(login.status == .ok, "\(login.text)")
+            let fresh = try #require(refreshed.json["access_token"] as? String)
+            #expect(try await env.call(.get, "/v1/auth/me", token: fresh).status == .ok)
+        }
+    }
+
     @Test func refreshRotatesAndAReusedTokenEndsTheSession() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()

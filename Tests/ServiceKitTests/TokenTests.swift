@@ -84,6 +84,18 @@ import Testing
             // Inside the leeway (5 s in tests) a just-expired token still passes.
             let justExpired = try await issuer.token(issuedAt: Date().addingTimeInterval(-902), expiresIn: 900)
             #expect(try await get(client, "/me", token: justExpired).status == .ok)
+            // A route that needs no caller ignores the token, expired, forged or malformed, and is
+            // answered as to anyone (refreshing must work with the expired token still attached).
+            for token in [expired, "not-a-jwt", expired + "x"] {
+                let open = try await get(client, "/public", token: token)
+                #expect(open.status == .ok && open.body == ByteBuffer(string: "anonymous"), "\(token)")
+            }
+            var malformed: HTTPFields = [.authorization: "Basic dXNlcjpwYXNz"]
+            #expect(try await client.execute(uri: "/public", method: .get, headers: malformed).status == .ok)
+            malformed[.authorization] = "Basic dXNlcjpwYXNz"
+            let refused = try await client.execute(uri: "/me", method: .get, headers: malformed)
+            #expect(refused.status == .unauthorized)
+            #expect(try problemCode(refused) == "invalid_token")
         }
     }
 

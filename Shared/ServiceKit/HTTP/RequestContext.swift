@@ -27,6 +27,10 @@ public protocol IdentifiedRequestContext: RequestContext {
     /// The client's address: the peer, or the address a trusted proxy forwarded (`TrustedProxies`).
     var clientAddress: String { get set }
     var caller: Caller? { get set }
+    /// Why the request's bearer token was refused, if it was: the answer of a route that needs a
+    /// caller (`AuthenticatedContext`). Routes that need none ignore the token, so that a client that
+    /// always sends its last access token can still refresh, sign in or sign up once it expired.
+    var tokenProblem: APIError? { get set }
 }
 
 /// The request context of every service.
@@ -35,6 +39,7 @@ public struct ServiceRequestContext: IdentifiedRequestContext, RequestContext {
     public var requestID: String = ""
     public var clientAddress: String
     public var caller: Caller?
+    public var tokenProblem: APIError?
     public var remoteAddress: SocketAddress?
 
     public init(source: ApplicationRequestContextSource) {
@@ -58,7 +63,7 @@ public struct AuthenticatedContext: ChildRequestContext {
 
     public init(context: ServiceRequestContext) throws {
         guard let caller = context.caller else {
-            throw APIError.unauthorized("Sign in first: this route needs a bearer access token.", code: "unauthorized")
+            throw context.tokenProblem ?? APIError.unauthorized("Sign in first: this route needs a bearer access token.", code: "unauthorized")
         }
         self.coreContext = context.coreContext
         self.requestID = context.requestID

@@ -1,8 +1,11 @@
 import Hummingbird
 
 /// Reads `Authorization: Bearer …` and, when it verifies, puts the caller in the context. A request
-/// with no token passes through anonymous (routes that need a caller use `AuthenticatedContext`);
-/// a request with a bad token is refused with 401, never treated as anonymous.
+/// with no token passes through anonymous (routes that need a caller use `AuthenticatedContext`).
+/// A bad or expired token is never taken for anonymous by a route that needs a caller: its problem
+/// (401 `invalid_token`, `token_expired`) is kept in the context and is that route's answer. Routes
+/// that need none (refresh, sign-in, sign-up, the mailed links) ignore it: an app that sends its
+/// last access token with every request would otherwise be refused the refresh that renews it.
 public struct TokenMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
     let verifier: TokenVerifier
 
@@ -14,14 +17,16 @@ public struct TokenMiddleware<Context: IdentifiedRequestContext>: RouterMiddlewa
         guard let authorization = request.headers[.authorization] else {
             return try await next(request, context)
         }
-        guard let token = Self.bearerToken(authorization) else {
-            throw APIError.unauthorized("Use `Authorization: Bearer <access token>`.", code: "invalid_token")
-        }
         var context = context
+        guard let token = Self.bearerToken(authorization) else {
+            context.tokenProblem = APIError.unauthorized("Use `Authorization: Bearer <access token>`.", code: "invalid_token")
+            return try await next(request, context)
+        }
         do {
             context.caller = try await verifier.verify(token)
         } catch {
-            throw error.apiError
+            context.tokenProblem = error.apiError
+            return try await next(request, context)
         }
         // Formatted only if a line is logged: UUID's description goes through snprintf.
         context.logger[metadataKey: "user_id"] = .stringConvertible(context.caller!.userID)
