@@ -96,6 +96,8 @@ import Testing
             #expect((found.json["items"] as? [[String: Any]])?.first?["id"] as? String == cook.id)
             #expect(try await env.call(.get, "/v1/admin/users?cursor=bogus", token: bossToken).status == .badRequest)
             #expect(try await env.call(.get, "/v1/admin/users?limit=1000", token: bossToken).status == .badRequest)
+            // A NUL reaches PostgreSQL, which cannot hold it in text: a 400, never a 500.
+            #expect(try await env.call(.get, "/v1/admin/users?query=pa%00stry", token: bossToken).code == "invalid_text")
 
             // Roles: grant, conflict, revoke, and the token learns at the next refresh.
             #expect(try await env.call(.post, "/v1/admin/users/\(cook.id)/roles/creator", token: admin.accessToken).status == .forbidden)
@@ -130,6 +132,13 @@ import Testing
             #expect(try await env.call(.post, "/v1/admin/users/\(a.id)/roles/admin", token: a.accessToken).status == .forbidden)
             #expect(try await env.call(.post, "/v1/admin/users/\(b.id)/disable", token: a.accessToken).status == .forbidden)
             #expect(try await env.call(.post, "/v1/admin/users/\(b.id)/enable", token: b.accessToken).code == "cannot_change_self")
+            // ADMIN_EMAILS granted the role once: a's next refresh and sign-in do not give it back.
+            let refreshed = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": a.refreshToken])
+            #expect(try Self.roles(in: try #require(refreshed.json["access_token"] as? String)) == ["user"])
+            let signedIn = try await env.logIn(a.email, a.password)
+            #expect(try Self.roles(in: try #require(signedIn.json[path: "session.access_token"] as? String)) == ["user"])
+            // An admin can still give it back by hand.
+            #expect(try await env.call(.post, "/v1/admin/users/\(a.id)/roles/admin", token: b.accessToken).status == .ok)
         }
     }
 

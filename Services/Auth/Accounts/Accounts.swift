@@ -68,6 +68,12 @@ struct Accounts: Sendable {
     /// with someone else's address gets nothing.
     func grantConfiguredAdmin(_ user: UserRecord, on connection: PostgresConnection) async throws -> UserRecord {
         guard user.emailVerified, !user.roles.contains(.admin), settings.adminEmails.contains(EmailAddress.normalize(user.email)) else { return user }
+        // Once per account: an admin who took the role away again is not overruled at the next
+        // sign-in or refresh (to stop it for good, the address leaves ADMIN_EMAILS).
+        var first = false
+        for try await _ in try await connection.checkedQuery(
+            "INSERT INTO configured_admin_grants (user_id) VALUES (\(user.id)) ON CONFLICT DO NOTHING RETURNING 1", logger: logger) { first = true }
+        guard first else { return user }
         var updated = user
         updated.roles = Role.ordered(user.roles + [.admin])
         try await users.setRoles(updated.roles, of: user.id, on: connection, logger: logger)
