@@ -83,6 +83,9 @@ import Testing
             let marked = "a" + String(String.UnicodeScalarView((0..<100).map { Unicode.Scalar(0x300 + UInt32($0 % 0x70))! }))
             let longName = try await env.call(.post, "/v1/auth/signup", json: ["email": "y@example.com", "password": "a fine password", "display_name": marked])
             #expect((longName.json["errors"] as? [[String: Any]])?.first?["field"] as? String == "display_name")
+            // A NUL in the address of a login: a 400, never a 500.
+            let nul = try await env.call(.post, "/v1/auth/login", json: ["email": "a\u{0}b@example.com", "password": "a fine password"])
+            #expect(nul.status == .badRequest || nul.code == "invalid_credentials", "\(nul.text)")
             let notJSON = try await env.call(.post, "/v1/auth/signup", raw: "email=x", headers: [.contentType: "application/x-www-form-urlencoded"])
             #expect(notJSON.status == .unsupportedMediaType)
             let huge = try await env.call(.post, "/v1/auth/signup", raw: "{\"email\": \"" + String(repeating: "a", count: 3 << 20) + "\"}")
