@@ -34,18 +34,31 @@ struct EmailTokenStore: Sendable {
     }
 
     /// Marks the token used and returns whose it was; a token is good once, for its purpose only.
+    /// What `value` is now, without using it: a route checks the link before it spends work (a
+    /// password hash) on it, then `consume`s it in its transaction.
+    func check(_ value: String, purpose: Purpose, on connection: PostgresConnection, logger: Logger) async throws -> Consumed {
+        try await state(value, purpose: purpose, lock: false, on: connection, logger: logger)
+    }
+
     func consume(_ value: String, purpose: Purpose, on connection: PostgresConnection, logger: Logger) async throws -> Consumed {
+        let state = try await state(value, purpose: purpose, lock: true, on: connection, logger: logger)
+        if case .valid = state {
+            try await connection.checkedRun("UPDATE email_tokens SET used_at = now() WHERE token_hash = \(OpaqueToken.hash(value))", logger: logger)
+        }
+        return state
+    }
+
+    private func state(_ value: String, purpose: Purpose, lock: Bool, on connection: PostgresConnection, logger: Logger) async throws -> Consumed {
         let rows = try await connection.checkedQuery("""
             SELECT user_id, email, used_at IS NOT NULL, expires_at <= now() FROM email_tokens
             WHERE token_hash = \(OpaqueToken.hash(value)) AND purpose = \(purpose.rawValue)
-            FOR UPDATE
+            \(unescaped: lock ? "FOR UPDATE" : "")
             """, logger: logger)
         var found: (UUID, String, Bool, Bool)?
         for try await row in rows.decode((UUID, String, Bool, Bool).self) { found = row }
         guard let (userID, email, used, expired) = found else { return .unknown }
         if used { return .used }
         if expired { return .expired }
-        try await connection.checkedRun("UPDATE email_tokens SET used_at = now() WHERE token_hash = \(OpaqueToken.hash(value))", logger: logger)
         return .valid(userID: userID, email: email)
     }
 

@@ -173,8 +173,14 @@ struct AccountRoutes {
     @Sendable func resetPassword(_ request: Request, context: ServiceRequestContext) async throws -> HTTPResponse.Status {
         let body = try await request.decode(as: ResetRequest.self, context: context)
         try checkPassword(body.password, email: nil)
-        let hash = try await accounts.hasher.hash(body.password)
         let accounts = self.accounts
+        // The link first: a made-up token must not cost the server a password hash (bcrypt's
+        // threads are the sign-ins' too). It is consumed, and checked again, in the transaction.
+        let checked = try await accounts.postgres.withConnectionOnItsLoop { connection in
+            try await accounts.emailTokens.check(body.token, purpose: .resetPassword, on: connection, logger: context.logger)
+        }
+        guard case .valid = checked else { throw AuthErrors.mailToken(checked) }
+        let hash = try await accounts.hasher.hash(body.password)
         try await accounts.postgres.transaction(logger: context.logger) { connection in
             let consumed = try await accounts.emailTokens.consume(body.token, purpose: .resetPassword, on: connection, logger: context.logger)
             guard case .valid(let userID, _) = consumed else { throw AuthErrors.mailToken(consumed) }
