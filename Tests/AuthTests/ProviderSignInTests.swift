@@ -116,6 +116,32 @@ import Testing
         }
     }
 
+    /// Someone signs in with Google under another person's address, which Google has not verified.
+    /// The owner cannot sign up (the address is taken) and resets the password by mail: that proves
+    /// the address, and the Google sign-in made without that proof stops reaching the account.
+    @Test func anAccountClaimedUnderAnUnprovenAddressGoesBackToItsOwnerOnReset() async throws {
+        try await AuthTestEnvironment.run { env in
+            let email = "\(TestEnvironment.uniqueName("owner"))@example.com"
+            let subject = "g-\(UUID())"
+            let claim = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, emailVerified: false)])
+            #expect(claim.status == .ok && claim.json[path: "user.email_verified"] as? Bool == false)
+            #expect(try await env.call(.post, "/v1/auth/signup", json: ["email": email, "password": "the owner's password"]).code == "email_taken")
+            #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": email]).status == .accepted)
+            let resetMail = try #require(try await env.mails(to: email, count: 2).first { $0.contains("Subject: Reset your") })
+            let reset = try AuthTestEnvironment.linkToken(in: resetMail)
+            #expect(try await env.call(.post, "/v1/auth/password/reset", json: ["token": reset, "password": "the owner's password"]).status == .noContent)
+            // The claimant's sign-in no longer reaches the account (and the reset ended its session):
+            // with an unverified address it cannot be linked again, so it is refused.
+            let again = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, emailVerified: false)])
+            #expect(again.code == "account_exists", "\(again.text)")
+            let claimedSession = try #require(claim.json[path: "session.refresh_token"] as? String)
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": claimedSession]).status == .unauthorized)
+            let owner = try await env.logIn(email, "the owner's password")
+            #expect(owner.status == .ok && owner.json[path: "user.email_verified"] as? Bool == true)
+            #expect(owner.json[path: "user.providers"] as? [String] == [])
+        }
+    }
+
     @Test func anIdentityLinksToAnExistingAccountOnlyWhenBothEmailsAreVerified() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()

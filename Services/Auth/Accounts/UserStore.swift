@@ -147,6 +147,11 @@ struct UserStore: Sendable {
             """, logger: logger)
     }
 
+    /// Removes every provider sign-in of the account.
+    func unlinkAll(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM identities WHERE user_id = \(userID)", logger: logger)
+    }
+
     /// A page of accounts for admins, newest first, optionally filtered by an email prefix or a
     /// display-name fragment. Returns `limit + 1` rows (the extra one says there is a next page).
     func search(query: String?, limit: Int, after cursor: UserCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [UserRecord] {
