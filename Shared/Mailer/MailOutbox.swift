@@ -98,6 +98,9 @@ public final class MailSender: Service, Sendable {
         return attempted
     }
 
+    /// A message's body goes once it is sent or given up on: it may carry a link whose token is
+    /// stored elsewhere only as a hash (a reset, a verification), and a copy kept here would make a
+    /// leaked table a set of working links. The row stays (recipient, template, status, times).
     private func sendOne() async throws -> Bool {
         let logger = self.logger
         let transport = self.transport
@@ -118,7 +121,9 @@ public final class MailSender: Service, Sendable {
             do {
                 try await transport.send(message, messageID: "\(id.uuidString.lowercased())@foodbackend")
                 try await connection.checkedRun("""
-                    UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL WHERE id = \(id)
+                    UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL,
+                        body_text = '', body_html = NULL
+                    WHERE id = \(id)
                     """, logger: logger)
                 logger.info("mail sent", metadata: ["mail_id": "\(id)"])
             } catch {
@@ -129,6 +134,7 @@ public final class MailSender: Service, Sendable {
                 try await connection.checkedRun("""
                     UPDATE mail_outbox SET attempts = attempts + \(counted ? 1 : 0), last_error = \(String(describing: error)),
                         status = \(failed ? "failed" : "pending"),
+                        body_text = CASE WHEN \(failed) THEN '' ELSE body_text END, body_html = CASE WHEN \(failed) THEN NULL ELSE body_html END,
                         next_attempt_at = now() + make_interval(secs => \(delaySeconds))
                     WHERE id = \(id)
                     """, logger: logger)

@@ -197,6 +197,8 @@ import Testing
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()
             let other = try await env.signUp()
+            // Its verification mail has gone out (and the row of it is kept, without its body).
+            _ = try #require(try await env.mails(to: account.email).first)
             #expect(try await env.call(.delete, "/v1/auth/account", token: account.accessToken).status == .badRequest)
             let wrong = try await env.call(.delete, "/v1/auth/account", json: ["password": "not mine at all"], token: account.accessToken)
             #expect(wrong.status == .forbidden)
@@ -209,6 +211,7 @@ import Testing
                          + (SELECT count(*) FROM sessions WHERE user_id = \(UUID(uuidString: account.id)!))
                          + (SELECT count(*) FROM email_tokens WHERE user_id = \(UUID(uuidString: account.id)!))
                          + (SELECT count(*) FROM identities WHERE user_id = \(UUID(uuidString: account.id)!))
+                         + (SELECT count(*) FROM mail_outbox WHERE lower(recipient) = lower(\(account.email)))
                     """, logger: TestEnvironment.logger)
                 for try await count in rows.decode(Int.self) { return count }
                 return -1

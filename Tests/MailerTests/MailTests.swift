@@ -115,6 +115,11 @@ import Testing
             defer { fixed.cancel() }
             try await waitUntil { try await state(id).status == "sent" }
             #expect(try await sink.waitForMessages(1).first?.contains("Subject: Waits") == true)
+            // Sent, the body is not kept (it may carry a link): the row says to whom and when.
+            let kept = try await client.query("SELECT body_text, body_html, recipient FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
+            for try await (text, html, recipient) in kept.decode((String, String?, String).self) {
+                #expect(text == "" && html == nil && recipient == "ana@example.com")
+            }
         }
     }
 
@@ -212,6 +217,10 @@ import Testing
             #expect(refusal.attempts == 1, "a 550 is not retried")
             #expect(refusal.error?.contains("550") == true, "\(refusal)")
             #expect(try await sink.waitForMessages(1).count == 1)
+            // Given up on or sent, neither body is kept.
+            let bodies = try await client.query("SELECT count(*)::int FROM mail_outbox WHERE id IN (\(refused), \(fine)) AND body_text = '' AND body_html IS NULL",
+                                                logger: TestEnvironment.logger).decode(Int.self).first { _ in true }
+            #expect(bodies == 2)
             running.cancel()
 
             // Nothing listens: three tries, then failed, with the transport's error kept.

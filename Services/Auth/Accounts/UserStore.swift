@@ -125,9 +125,9 @@ struct UserStore: Sendable {
     }
 
     /// The account and everything hanging off it (identities, sessions, refresh and mail tokens go
-    /// by cascade); mail still queued to the address is dropped too.
+    /// by cascade); the mail to the address, queued or sent, goes too.
     func delete(_ user: UserRecord, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("DELETE FROM mail_outbox WHERE lower(recipient) = \(EmailAddress.normalize(user.email)) AND status = 'pending'", logger: logger)
+        try await connection.checkedRun("DELETE FROM mail_outbox WHERE lower(recipient) = \(EmailAddress.normalize(user.email))", logger: logger)
         try await connection.checkedRun("DELETE FROM users WHERE id = \(user.id)", logger: logger)
     }
 
