@@ -157,6 +157,13 @@ import Testing
             #expect(blocked.code == "too_many_attempts")
             // Another address is unaffected.
             #expect(try await env.logIn(own.email, own.password, headers: .from("10.3.0.8")).status == .ok)
+            // An IPv6 client is counted by its /64: moving to another address within it starts no new count.
+            let network = "2001:db8:\(String(Int.random(in: 1...0xffff), radix: 16)):\(String(Int.random(in: 1...0xffff), radix: 16))"
+            for attempt in 1...8 {
+                _ = try await env.logIn("victim\(attempt)@example.com", "guess", headers: .from("\(network)::\(attempt)"))
+            }
+            #expect(try await env.logIn(own.email, own.password, headers: .from("\(network):1:2:3:4")).code == "too_many_attempts")
+            #expect(try await env.logIn(own.email, own.password, headers: .from(network.replacingOccurrences(of: "2001:db8:", with: "2001:db9:") + "::1")).status == .ok)
         }
     }
 

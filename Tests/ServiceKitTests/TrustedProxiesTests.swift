@@ -35,6 +35,16 @@ import Testing
         }
     }
 
+    /// Per-client limits count an IPv6 client by its /64, an IPv4 one whole.
+    @Test func limitsCountIPv6ClientsByTheirSlash64() {
+        #expect(TrustedProxies.limitKey("2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64")
+        #expect(TrustedProxies.limitKey("2001:0db8:0001:0002:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64")
+        #expect(TrustedProxies.limitKey("2001:db8:1:3::1") == "2001:db8:1:3::/64")
+        #expect(TrustedProxies.limitKey("::1") == "0:0:0:0::/64")
+        #expect(TrustedProxies.limitKey("203.0.113.9") == "203.0.113.9")
+        #expect(TrustedProxies.limitKey("unknown") == "unknown")
+    }
+
     @Test func theClientIsTheFirstUntrustedHopFromTheRight() {
         // A client straight on the internet: its own header is ignored.
         #expect(privateNetworks.client(peer: "198.51.100.1", forwardedFor: "10.0.0.9") == "198.51.100.1")

@@ -33,7 +33,8 @@ struct LoginThrottle: Sendable {
     }
 
     func accountKey(_ account: String) -> String { "auth:\(scope)-failures:account:" + Self.hashed(account) }
-    func ipKey(_ ip: String) -> String { "auth:\(scope)-failures:ip:" + ip }
+    /// By the address's /64 for IPv6 (`TrustedProxies.limitKey`): one subscriber's network.
+    func ipKey(_ ip: String) -> String { "auth:\(scope)-failures:ip:" + TrustedProxies.limitKey(ip) }
 
     private static let reserve = """
         local a = tonumber(redis.call('GET', KEYS[1]) or '0')

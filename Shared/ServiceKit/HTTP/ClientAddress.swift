@@ -73,6 +73,15 @@ public struct TrustedProxies: Sendable, Equatable {
         return current
     }
 
+    /// What a per-client limit counts a client address by: an IPv4 address whole, an IPv6 address
+    /// by its /64 (`2001:db8:1:2::/64`), the network one subscriber is given and picks any address
+    /// in, so that a client cannot get a fresh count per request by moving within it.
+    public static func limitKey(_ address: String) -> String {
+        guard address.contains(":"), let bytes = bytes(of: address), bytes.count == 16 else { return address }
+        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+        return groups.joined(separator: ":") + "::/64"
+    }
+
     static func canonical(_ text: String) -> String? {
         // A plain dotted quad is its own canonical form.
         if ipv4(text) != nil { return text }
