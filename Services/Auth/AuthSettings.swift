@@ -13,6 +13,9 @@ struct AuthSettings: Sendable {
     var throttle: LoginThrottle.Limits
     /// Verification-mail resends allowed per user per hour.
     var resendPerHour: Int
+    /// Sign-ups per client address (an IPv6 one by its /64) per hour: each costs a password hash, and
+    /// each answer says whether an address has an account.
+    var signupsPerHourPerIP: Int
     var adminEmails: Set<String>
     var coachSelfServe: Bool
     /// How recent a provider sign-in must be to delete an account that has no password.
@@ -37,6 +40,7 @@ struct AuthSettings: Sendable {
             window: .seconds(env.int("LOGIN_FAILURE_WINDOW_SECONDS", default: 900, range: 10...86_400))
         )
         resendPerHour = env.int("EMAIL_VERIFY_RESEND_PER_HOUR", default: 3, range: 1...100)
+        signupsPerHourPerIP = env.int("SIGNUP_MAX_PER_IP_PER_HOUR", default: 100, range: 1...1_000_000)
         adminEmails = Set((env.optionalString("ADMIN_EMAILS") ?? "").split(separator: ",").map { EmailAddress.normalize(String($0)) }.filter { !$0.isEmpty })
         coachSelfServe = env.bool("COACH_SELF_SERVE", default: true)
         reauthWindow = .seconds(env.int("REAUTH_WINDOW_SECONDS", default: 300, range: 10...86_400))

@@ -128,6 +128,24 @@ import Testing
         Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
     }
 
+    /// Sign-ups per client address per hour are limited (before the password is hashed); another
+    /// address is not affected.
+    @Test func signUpsPerAddressAreLimited() async throws {
+        try await AuthTestEnvironment.run(["SIGNUP_MAX_PER_IP_PER_HOUR": "3"]) { env in
+            // An address of this run's own: counts live in Redis for the whole hour, across runs.
+            let ip: HTTPFields = .from("10.4.\(Int.random(in: 0...255)).\(Int.random(in: 1...254))")
+            for _ in 1...3 {
+                let made = try await env.call(.post, "/v1/auth/signup", json: ["email": "\(TestEnvironment.uniqueName("s"))@example.com", "password": "a fine password"], headers: ip)
+                #expect(made.status == .created)
+            }
+            let refused = try await env.call(.post, "/v1/auth/signup", json: ["email": "\(TestEnvironment.uniqueName("s"))@example.com", "password": "a fine password"], headers: ip)
+            #expect(refused.status == .tooManyRequests && refused.code == "rate_limited" && refused.headers[.retryAfter] != nil, "\(refused.text)")
+            let elsewhere = try await env.call(.post, "/v1/auth/signup", json: ["email": "\(TestEnvironment.uniqueName("s"))@example.com", "password": "a fine password"],
+                                               headers: .from("10.5.\(Int.random(in: 0...255)).\(Int.random(in: 1...254))"))
+            #expect(elsewhere.status == .created)
+        }
+    }
+
     @Test func failedLoginsAreThrottledPerAccountAndPerIP() async throws {
         try await AuthTestEnvironment.run(["LOGIN_MAX_FAILURES_PER_IP": "8"]) { env in
             let account = try await env.signUp()

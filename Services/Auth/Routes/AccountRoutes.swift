@@ -38,6 +38,10 @@ struct AccountRoutes {
         }
         try checkPassword(body.password, email: email)
         let displayName = try DisplayName.validate(body.displayName)
+        // Before the hash: a flood of sign-ups would otherwise hold bcrypt's threads, which sign-ins
+        // share, and walk through addresses asking which have accounts.
+        try await accounts.limit("auth:signup:ip:\(TrustedProxies.limitKey(context.clientAddress))", per: .seconds(3600), max: accounts.settings.signupsPerHourPerIP,
+                                 detail: "Too many sign-ups from this address.", whenUnavailable: .allow)
         let hash = try await accounts.hasher.hash(body.password)
         let client = context.client(request)
         let accounts = self.accounts
