@@ -14,6 +14,9 @@ struct GatewayConfig: Sendable {
     /// Load balancers in front of the gateway whose `X-Forwarded-For` is believed; none by default
     /// (the gateway is the edge, and a client's own header is not passed on).
     var trustedProxies: TrustedProxies = .none
+    /// How long a client may take to send its next request's head, or the next part of a body the
+    /// gateway reads whole, before its connection is closed (`ProxyChannelHandler`).
+    var clientTimeout: Duration = .seconds(60)
 
     static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
 
@@ -36,7 +39,8 @@ struct GatewayConfig: Sendable {
             upstreams: upstreams,
             upstreamTimeout: env.milliseconds("UPSTREAM_TIMEOUT_MS", default: 30_000, range: 10...600_000),
             connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000),
-            trustedProxies: env.trustedProxies("TRUSTED_PROXIES", default: .none)
+            trustedProxies: env.trustedProxies("TRUSTED_PROXIES", default: .none),
+            clientTimeout: env.milliseconds("CLIENT_TIMEOUT_MS", default: 60_000, range: 100...3_600_000)
         )
         ProcessTuning.readEventLoopThreads(&env)
         try env.finish()

@@ -16,13 +16,17 @@ struct GatewayProxy: Sendable {
     let metrics: HTTPMetrics
     let trustedProxies: TrustedProxies
     let logger: Logger
+    /// How long a client may take to send what the gateway waits for (`ProxyChannelHandler`).
+    let clientTimeout: Duration
     /// `proxy:<service>` per service, the metrics' route label, made once.
     let routeLabels: [String: String]
 
-    init(table: RouteTable, pools: [String: UpstreamPool], timeout: Duration, metrics: HTTPMetrics, trustedProxies: TrustedProxies, logger: Logger) {
+    init(table: RouteTable, pools: [String: UpstreamPool], timeout: Duration, metrics: HTTPMetrics, trustedProxies: TrustedProxies, logger: Logger,
+         clientTimeout: Duration = .seconds(60)) {
         self.table = table
         self.pools = pools
         self.timeout = timeout
+        self.clientTimeout = clientTimeout
         self.metrics = metrics
         self.trustedProxies = trustedProxies
         self.logger = logger
@@ -50,6 +54,13 @@ struct GatewayProxy: Sendable {
 ///
 /// HTTP/1.1 answers go out in the order of the requests, so while one request is being answered
 /// (here or by the router) the parts of the next wait, and reads stop until they can go on.
+///
+/// A client that keeps the gateway waiting is cut off after `GatewayProxy.clientTimeout`: the
+/// whole head of its next request must arrive within it of the last answer (or of connecting), and
+/// each part of a body read here within it of the one before. Otherwise a client sending a byte at
+/// a time (slowloris), or none at all, holds a connection and its buffers for ever. While the
+/// gateway waits for an upstream, or the router has the request (whose streamed body flows as the
+/// upstream takes it), the client is not timed.
 final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -101,6 +112,13 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var heldInputClosed = false
     /// A request that could not be parsed: nothing after it is answered.
     private var stopped = false
+    /// What the gateway waits for from the client, and by when: nil while it waits for nothing.
+    private var clientDeadline: (waitingFor: ClientPart, by: NIODeadline)?
+    /// One timer per connection, which re-arms itself for a later deadline rather than being
+    /// scheduled and cancelled per request (a task per request is measurable here).
+    private var clientTimer: Scheduled<Void>?
+
+    private enum ClientPart { case head, body }
 
     /// The `Server` header, as Hummingbird sets it on the router's answers.
     static let serverName = "gateway"
@@ -115,6 +133,50 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             receive(part, context: context)
         } else {
             waiting.append(part)
+        }
+        watchClient(context: context, progressed: true)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { watchClient(context: context, progressed: false) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        watchClient(context: context, progressed: false)
+        context.fireChannelActive()
+    }
+
+    /// Sets what the gateway waits for from the client after a change of state: the next head (its
+    /// deadline kept while it stays so), or the next part of a body read here (each part moves it).
+    private func watchClient(context: ChannelHandlerContext, progressed: Bool) {
+        let wanted: ClientPart?
+        switch state {
+        case .idle: wanted = .head
+        case .collecting: wanted = .body
+        case .passing, .proxying, .closed: wanted = nil
+        }
+        guard let wanted else {
+            clientDeadline = nil
+            return
+        }
+        if let current = clientDeadline, current.waitingFor == wanted, !(wanted == .body && progressed) { return }
+        let deadline = NIODeadline.now() + TimeAmount(proxy.clientTimeout)
+        clientDeadline = (wanted, deadline)
+        if clientTimer == nil { scheduleClientTimer(at: deadline, context: context) }
+    }
+
+    private func scheduleClientTimer(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        clientTimer = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = bound.value
+            handler.clientTimer = nil
+            guard let (part, by) = handler.clientDeadline else { return }
+            guard NIODeadline.now() >= by else { return handler.scheduleClientTimer(at: by, context: context) }
+            handler.proxy.logger.debug("client too slow; connection closed", metadata: ["waiting_for": "\(part)"])
+            handler.clientDeadline = nil
+            handler.state = .closed
+            handler.waiting.removeAll()
+            context.close(promise: nil)
         }
     }
 
@@ -200,6 +262,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func channelInactive(context: ChannelHandlerContext) {
         state = .closed
         waiting.removeAll()
+        clientDeadline = nil
+        clientTimer?.cancel()
+        clientTimer = nil
         context.fireChannelInactive()
     }
 
@@ -267,6 +332,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             receive(part, context: context)
             drained = true
         }
+        watchClient(context: context, progressed: drained)
         // Hummingbird's async channel hands what it read to the router when a read completes; parts
         // that waited here come outside of one.
         if drained { context.fireChannelReadComplete() }
@@ -435,6 +501,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         state = .idle
         if !context.channel.isWritable {
             awaitingWritable = true
+            // The client is to read its answers: it is waited for as for its next request.
+            watchClient(context: context, progressed: false)
             return
         }
         drain(context: context)

@@ -62,7 +62,7 @@ final class EchoUpstream: Sendable {
 }
 
 @Suite struct GatewayTests {
-    static func withGateway(timeout: Duration = .seconds(5), downService: String? = nil, upstreamOverrides: [String: String] = [:], trustedProxies: TrustedProxies = .none, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    static func withGateway(timeout: Duration = .seconds(5), clientTimeout: Duration = .seconds(60), downService: String? = nil, upstreamOverrides: [String: String] = [:], trustedProxies: TrustedProxies = .none, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         let auth = EchoUpstream(name: "auth")
         let social = EchoUpstream(name: "social")
         try await auth.start()
@@ -73,7 +73,8 @@ final class EchoUpstream: Sendable {
         for service in ["invitations", "entitlements", "nutrition"] { upstreams[service] = "http://127.0.0.1:\(closedPort)" }
         if let downService { upstreams[downService] = "http://127.0.0.1:\(closedPort)" }
         upstreams.merge(upstreamOverrides) { $1 }
-        let config = GatewayConfig(host: "127.0.0.1", port: 0, logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies)
+        let config = GatewayConfig(host: "127.0.0.1", port: 0, logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies,
+                                   clientTimeout: clientTimeout)
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
 
@@ -289,6 +290,31 @@ final class EchoUpstream: Sendable {
                 let answers = try await RawHTTP.exchange(port: port, "POST /v1/auth/twice HTTP/1.1\r\nHost: gw\r\n\(framing)\r\n\r\n0\r\n\r\n")
                 #expect(answers.map(\.status) == [400], "\(framing)")
             }
+        }
+    }
+
+    /// A client that keeps the gateway waiting is cut off: a head sent a byte at a time or not
+    /// finished, a body paused halfway, a kept-alive connection with no next request. A client the
+    /// gateway keeps waiting (a slow upstream) is not.
+    @Test func aClientThatKeepsTheGatewayWaitingIsCutOff() async throws {
+        try await Self.withGateway(clientTimeout: .milliseconds(400)) { client in
+            let port = try #require(client.port)
+            let cases = [
+                ("an unfinished head", "GET /v1/auth/me HTTP/1.1\r\nHost: gw\r\nX-Slow: ", 0),
+                ("a body paused halfway", "POST /v1/auth/me HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\nhalf", 0),
+                ("a kept-alive connection left idle", "GET /v1/auth/kept/idle HTTP/1.1\r\nHost: gw\r\n\r\n", 1),
+            ]
+            for (name, text, answered) in cases {
+                let started = ContinuousClock.now
+                // Bounded here: the exchange itself waits until the server closes.
+                let answers = try await withTimeout(.seconds(5), what: name) { try await RawHTTP.exchange(port: port, text) }
+                let took = ContinuousClock.now - started
+                #expect(answers.count == answered, "\(name): \(answers.map(\.status))")
+                #expect(took >= .milliseconds(300) && took < .seconds(3), "\(name): closed after \(took)")
+            }
+            // Waiting 600 ms for the upstream (longer than the client's allowance): answered.
+            let patient = try await RawHTTP.exchange(port: port, "GET /v1/auth/kept/pause HTTP/1.1\r\nHost: gw\r\n\r\n", untilAnswers: 1, timeout: .seconds(10))
+            #expect(patient.map(\.status) == [200])
         }
     }
 
