@@ -142,6 +142,43 @@ import Testing
         }
     }
 
+    /// Two admins taking each other's rights at the same moment: one wins, and the other is no
+    /// longer an admin when its turn comes, so an admin is always left. Disabling works the same way.
+    @Test func twoAdminsDemotingEachOtherAtOnceLeaveOne() async throws {
+        let first = "\(TestEnvironment.uniqueName("boss"))@example.com", second = "\(TestEnvironment.uniqueName("boss"))@example.com"
+        try await AuthTestEnvironment.run(["ADMIN_EMAILS": "\(first),\(second)"]) { env in
+            let port = try #require(env.client.port)
+            /// Each of the pair calls `method path` on the other at once; the statuses, and who can still administer.
+            func race(_ pair: [AuthTestEnvironment.Account], _ method: String, _ action: String) async throws -> ([Int], [AuthTestEnvironment.Account]) {
+                let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for (caller, target) in [(pair[0], pair[1]), (pair[1], pair[0])] {
+                        group.addTask {
+                            try await ConcurrentClient.send(port: port, method, "/v1/admin/users/\(target.id)/\(action)",
+                                                            headers: [("Authorization", "Bearer \(caller.accessToken)")]).status
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                var admins: [AuthTestEnvironment.Account] = []
+                for account in pair where try await env.call(.get, "/v1/admin/users", token: account.accessToken).status == .ok { admins.append(account) }
+                return (statuses.sorted(), admins)
+            }
+            let a = try await Self.verifiedAccount(env, email: first)
+            let b = try await Self.verifiedAccount(env, email: second)
+            let (demotions, left) = try await race([a, b], "DELETE", "roles/admin")
+            #expect(demotions == [200, 403])
+            let survivor = try #require(left.count == 1 ? left.first : nil)
+            // The survivor makes a third admin; the two disable each other at once.
+            var c = try await Self.verifiedAccount(env)
+            #expect(try await env.call(.post, "/v1/admin/users/\(c.id)/roles/admin", token: survivor.accessToken).status == .ok)
+            c.accessToken = try #require(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": c.refreshToken]).json["access_token"] as? String)
+            let (disables, remaining) = try await race([survivor, c], "POST", "disable")
+            // The loser is refused as no longer an admin (403), or as signed out by the disabling (401).
+            #expect(disables.first == 200 && [401, 403].contains(disables.last ?? 0), "\(disables)")
+            #expect(remaining.count == 1)
+        }
+    }
+
     @Test func disablingEndsSessionsAndRefusesSignInUntilEnabled() async throws {
         let adminEmail = "\(TestEnvironment.uniqueName("boss"))@example.com"
         try await AuthTestEnvironment.run(["ADMIN_EMAILS": adminEmail]) { env in

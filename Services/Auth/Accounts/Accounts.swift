@@ -198,6 +198,16 @@ extension Accounts {
         return user
     }
 
+    /// Changes that take admin rights away (a demotion, disabling an admin) run one at a time, each
+    /// checking again under the lock that its caller is still an enabled admin: two admins demoting
+    /// each other at once would otherwise both succeed and leave none.
+    func holdAdminChanges(by caller: UUID, on connection: PostgresConnection) async throws {
+        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('auth.admin-changes'))", logger: logger)
+        guard let user = try await users.find(id: caller, on: connection, logger: logger), user.roles.contains(.admin), !user.isDisabled else {
+            throw APIError.forbidden("This needs the admin role.")
+        }
+    }
+
     /// Checks the password of a signed-in user again (change, deletion), counting failures.
     func confirmPassword(_ password: String, of user: UserRecord, context: AuthenticatedContext, request: Request) async throws {
         let ip = context.clientAddress
