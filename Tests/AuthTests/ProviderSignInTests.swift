@@ -118,13 +118,19 @@ import Testing
 
     /// Someone signs in with Google under another person's address, which Google has not verified.
     /// The owner cannot sign up (the address is taken) and resets the password by mail: that proves
-    /// the address, and the Google sign-in made without that proof stops reaching the account.
-    @Test func anAccountClaimedUnderAnUnprovenAddressGoesBackToItsOwnerOnReset() async throws {
+    /// the address, and the Google sign-in made without that proof stops reaching the account,
+    /// also when the owner first followed the verification link the claim sent them.
+    @Test(arguments: [false, true])
+    func anAccountClaimedUnderAnUnprovenAddressGoesBackToItsOwnerOnReset(ownerVerifiedFirst: Bool) async throws {
         try await AuthTestEnvironment.run { env in
             let email = "\(TestEnvironment.uniqueName("owner"))@example.com"
             let subject = "g-\(UUID())"
             let claim = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, emailVerified: false)])
             #expect(claim.status == .ok && claim.json[path: "user.email_verified"] as? Bool == false)
+            if ownerVerifiedFirst {
+                let verify = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: email).first))
+                #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify]).status == .ok)
+            }
             #expect(try await env.call(.post, "/v1/auth/signup", json: ["email": email, "password": "the owner's password"]).code == "email_taken")
             #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": email]).status == .accepted)
             let resetMail = try #require(try await env.mails(to: email, count: 2).first { $0.contains("Subject: Reset your") })

@@ -141,15 +141,17 @@ struct UserStore: Sendable {
             """, logger: logger)).first
     }
 
-    func link(provider: String, subject: String, email: String?, to userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+    /// `proven`: the address was verified (by the provider, or already on the account) when the
+    /// identity was linked.
+    func link(provider: String, subject: String, email: String?, proven: Bool, to userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("""
-            INSERT INTO identities (provider, subject, user_id, email) VALUES (\(provider), \(subject), \(userID), \(email))
+            INSERT INTO identities (provider, subject, user_id, email, linked_unproven) VALUES (\(provider), \(subject), \(userID), \(email), \(!proven))
             """, logger: logger)
     }
 
-    /// Removes every provider sign-in of the account.
-    func unlinkAll(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("DELETE FROM identities WHERE user_id = \(userID)", logger: logger)
+    /// Removes the account's provider sign-ins that were linked before anyone had proven its address.
+    func unlinkUnproven(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM identities WHERE user_id = \(userID) AND linked_unproven", logger: logger)
     }
 
     /// A page of accounts for admins, newest first, optionally filtered by an email prefix or a

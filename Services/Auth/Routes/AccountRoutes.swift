@@ -193,12 +193,12 @@ struct AccountRoutes {
             try await accounts.users.setPassword(hash: hash, of: userID, on: connection, logger: context.logger)
             try await accounts.emailTokens.invalidate(.resetPassword, userID: userID, on: connection, logger: context.logger)
             try await accounts.sessions.endAll(of: userID, on: connection, logger: context.logger)
+            // Whoever signed in with Apple or Google under this address before anyone had proven it
+            // (the provider had not verified it) may not be its owner, who has just proven it: those
+            // sign-ins go, so an account claimed in someone else's name is not theirs to keep. Even
+            // if the address was verified by mail since: the owner may have followed that link.
+            try await accounts.users.unlinkUnproven(userID, on: connection, logger: context.logger)
             if !user.emailVerified {
-                // Whoever signed in with Apple or Google under this address before it was proven
-                // (a provider that had not verified it: linking to an existing account needs both
-                // verified) may not be its owner, who has just proven it: those sign-ins go, so an
-                // account claimed in someone else's name is not theirs to keep.
-                try await accounts.users.unlinkAll(userID, on: connection, logger: context.logger)
                 try await accounts.users.markVerified(userID, on: connection, logger: context.logger)
                 try await accounts.outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, on: connection, logger: context.logger)
             }

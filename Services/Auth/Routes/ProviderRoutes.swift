@@ -78,7 +78,7 @@ struct ProviderRoutes {
                         code: "account_exists")
                 }
                 guard !existing.isDisabled else { throw AuthErrors.disabled }
-                try await accounts.users.link(provider: provider, subject: identity.subject, email: email, to: existing.id, on: connection, logger: context.logger)
+                try await accounts.users.link(provider: provider, subject: identity.subject, email: email, proven: true, to: existing.id, on: connection, logger: context.logger)
                 var user = existing
                 if user.displayName == nil, let suppliedName {
                     try await connection.checkedRun("UPDATE users SET display_name = \(suppliedName) WHERE id = \(user.id)", logger: context.logger)
@@ -92,7 +92,7 @@ struct ProviderRoutes {
                                                               roles: [.user], on: connection, logger: context.logger) else {
                 throw APIError.conflict("An account with this email was just created; try again.", code: "email_taken")
             }
-            try await accounts.users.link(provider: provider, subject: identity.subject, email: email, to: user.id, on: connection, logger: context.logger)
+            try await accounts.users.link(provider: provider, subject: identity.subject, email: email, proven: identity.emailVerified, to: user.id, on: connection, logger: context.logger)
             try await accounts.outbox.write(UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: provider),
                                             userID: user.id, on: connection, logger: context.logger)
             if identity.emailVerified {
