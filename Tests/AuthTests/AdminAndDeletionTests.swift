@@ -140,6 +140,19 @@ import Testing
             // An admin can still give it back by hand.
             #expect(try await env.call(.post, "/v1/admin/users/\(a.id)/roles/admin", token: b.accessToken).status == .ok)
         }
+        // Made admin by hand before ADMIN_EMAILS could (the address not yet verified), then demoted:
+        // verifying the address later does not bring the role back either.
+        let third = "\(TestEnvironment.uniqueName("boss"))@example.com", fourth = "\(TestEnvironment.uniqueName("boss"))@example.com"
+        try await AuthTestEnvironment.run(["ADMIN_EMAILS": "\(fourth),\(third)"]) { env in
+            let boss = try await Self.verifiedAccount(env, email: fourth)
+            let early = try await env.signUp(third)
+            #expect(try await env.call(.post, "/v1/admin/users/\(early.id)/roles/admin", token: boss.accessToken).status == .ok)
+            #expect(try await env.call(.delete, "/v1/admin/users/\(early.id)/roles/admin", token: boss.accessToken).status == .ok)
+            let verify = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: third).first))
+            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify]).status == .ok)
+            let refreshed = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": early.refreshToken])
+            #expect(try Self.roles(in: try #require(refreshed.json["access_token"] as? String)) == ["user"])
+        }
     }
 
     /// Two admins taking each other's rights at the same moment: one wins, and the other is no

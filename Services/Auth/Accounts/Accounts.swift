@@ -102,6 +102,10 @@ struct Accounts: Sendable {
         try await users.setRoles(ordered, of: user.id, on: connection, logger: logger)
         let added = ordered.filter { !user.roles.contains($0) }
         let removed = user.roles.filter { !ordered.contains($0) }
+        if removed.contains(.admin) {
+            // An admin took it away: ADMIN_EMAILS must not give it back, even if it never granted it.
+            try await connection.checkedRun("INSERT INTO configured_admin_grants (user_id) VALUES (\(user.id)) ON CONFLICT DO NOTHING", logger: logger)
+        }
         try await outbox.write(UserRolesChanged(userID: user.id, roles: ordered, added: added, removed: removed), userID: user.id, live: true, on: connection, logger: logger)
         var updated = user
         updated.roles = ordered
