@@ -26,7 +26,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     router.add(middleware: ProblemMiddleware())
     // Requests whose body streams (see `ProxyChannelHandler`).
     router.add(middleware: ProxyMiddleware(table: .standard, pools: pools, timeout: config.upstreamTimeout))
-    GatewayHealthRoutes(pools: pools, metrics: registry).add(to: router)
+    GatewayHealthRoutes(pools: pools, metrics: registry, internalNetworks: config.internalNetworks).add(to: router)
 
     return Application(
         router: router,
@@ -37,10 +37,12 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     )
 }
 
-/// The gateway's own `/healthz`, `/readyz` (each upstream's `/readyz`) and `/metrics`.
+/// The gateway's own `/healthz`, `/readyz` (each upstream's `/readyz`) and `/metrics`; the last two
+/// only to clients in `internalNetworks` (404 to others, as for a route that does not exist).
 struct GatewayHealthRoutes {
     let pools: [String: UpstreamPool]
     let metrics: MetricsRegistry
+    let internalNetworks: TrustedProxies
 
     struct Status: Codable {
         var status: String
@@ -49,7 +51,8 @@ struct GatewayHealthRoutes {
 
     func add(to router: Router<ServiceRequestContext>) {
         router.get("healthz") { _, _ in try jsonResponse(Status(status: "ok", upstreams: [:])) }
-        router.get("readyz") { _, _ -> Response in
+        router.get("readyz") { _, context -> Response in
+            try requireInternal(context)
             let results = await withTaskGroup(of: (String, String).self) { group in
                 for (service, pool) in pools {
                     group.addTask { (service, await probe(pool)) }
@@ -61,7 +64,14 @@ struct GatewayHealthRoutes {
             let ready = results.values.allSatisfy { $0 == "ok" }
             return try jsonResponse(Status(status: ready ? "ready" : "not_ready", upstreams: results), status: ready ? .ok : .serviceUnavailable)
         }
-        router.get("metrics") { _, _ in metricsResponse(metrics) }
+        router.get("metrics") { _, context in
+            try requireInternal(context)
+            return metricsResponse(metrics)
+        }
+    }
+
+    func requireInternal(_ context: ServiceRequestContext) throws {
+        guard internalNetworks.contains(context.clientAddress) else { throw HTTPError(.notFound) }
     }
 
     func probe(_ pool: UpstreamPool) async -> String {

@@ -16,7 +16,13 @@ struct GatewayConfig: Sendable {
     var trustedProxies: TrustedProxies = .none
     /// How long a client may take to send its next request's head, or the next part of a body the
     /// gateway reads whole, before its connection is closed (`ProxyChannelHandler`).
-    var clientTimeout: Duration = .seconds(60)
+    /// Above the idle timeout of a load balancer in front (60 s for many), so that the balancer, not
+    /// the gateway, ends an idle connection: one closing under a request it just sent is its 502.
+    var clientTimeout: Duration = .seconds(75)
+    /// Who may read `/readyz` and `/metrics` (the upstreams' states, the traffic by route): the
+    /// networks an orchestrator and a metrics scraper reach the gateway from, not the internet it
+    /// faces. Others are answered as for a route that does not exist.
+    var internalNetworks: TrustedProxies = .privateNetworks
 
     static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
 
@@ -40,7 +46,8 @@ struct GatewayConfig: Sendable {
             upstreamTimeout: env.milliseconds("UPSTREAM_TIMEOUT_MS", default: 30_000, range: 10...600_000),
             connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000),
             trustedProxies: env.trustedProxies("TRUSTED_PROXIES", default: .none),
-            clientTimeout: env.milliseconds("CLIENT_TIMEOUT_MS", default: 60_000, range: 100...3_600_000)
+            clientTimeout: env.milliseconds("CLIENT_TIMEOUT_MS", default: 75_000, range: 100...3_600_000),
+            internalNetworks: env.trustedProxies("INTERNAL_NETWORKS", default: .privateNetworks)
         )
         ProcessTuning.readEventLoopThreads(&env)
         try env.finish()

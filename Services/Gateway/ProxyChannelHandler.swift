@@ -22,7 +22,7 @@ struct GatewayProxy: Sendable {
     let routeLabels: [String: String]
 
     init(table: RouteTable, pools: [String: UpstreamPool], timeout: Duration, metrics: HTTPMetrics, trustedProxies: TrustedProxies, logger: Logger,
-         clientTimeout: Duration = .seconds(60)) {
+         clientTimeout: Duration = .seconds(75)) {
         self.table = table
         self.pools = pools
         self.timeout = timeout
@@ -56,11 +56,11 @@ struct GatewayProxy: Sendable {
 /// (here or by the router) the parts of the next wait, and reads stop until they can go on.
 ///
 /// A client that keeps the gateway waiting is cut off after `GatewayProxy.clientTimeout`: the
-/// whole head of its next request must arrive within it of the last answer (or of connecting), and
-/// each part of a body read here within it of the one before. Otherwise a client sending a byte at
-/// a time (slowloris), or none at all, holds a connection and its buffers for ever. While the
-/// gateway waits for an upstream, or the router has the request (whose streamed body flows as the
-/// upstream takes it), the client is not timed.
+/// whole head of its next request must arrive within it of the last answer (or of connecting),
+/// each part of a body within it of the one before, and an answer it is slow to read within it of
+/// being written. Otherwise a client sending a byte at a time (slowloris), or none at all, holds a
+/// connection and its buffers for ever. While the gateway waits for an upstream or the router
+/// answers, the client is not timed.
 final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -118,7 +118,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// scheduled and cancelled per request (a task per request is measurable here).
     private var clientTimer: Scheduled<Void>?
 
-    private enum ClientPart { case head, body }
+    private enum ClientPart { case head, body, answer }
 
     /// The `Server` header, as Hummingbird sets it on the router's answers.
     static let serverName = "gateway"
@@ -151,9 +151,12 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func watchClient(context: ChannelHandlerContext, progressed: Bool) {
         let wanted: ClientPart?
         switch state {
-        case .idle: wanted = .head
-        case .collecting: wanted = .body
-        case .passing, .proxying, .closed: wanted = nil
+        // Reading its answers, the client is timed apart from its next head, which then has the whole time.
+        case .idle: wanted = awaitingWritable ? .answer : .head
+        // A body read here, or one the router streams on: the upstream timeout, shorter by default,
+        // ends an exchange whose upstream stops taking the body before this deadline could.
+        case .collecting, .passing(requestEnded: false, _): wanted = .body
+        case .passing(requestEnded: true, _), .proxying, .closed: wanted = nil
         }
         guard let wanted else {
             clientDeadline = nil
