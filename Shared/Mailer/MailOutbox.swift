@@ -7,7 +7,7 @@ import ServiceLifecycle
 /// The mail outbox: a request commits the message with its change, `MailSender` delivers it.
 /// Services that send mail add `MailOutbox.migrations` to their migrations.
 public struct MailOutbox: Sendable {
-    public static let migrations = [created, notifyDropped]
+    public static let migrations = [created, notifyDropped, recipientIndexed]
 
     /// The `WorkBell` of the mail sender: rung when a transaction that queued mail commits.
     public static let bell = "mail-outbox"
@@ -43,6 +43,12 @@ public struct MailOutbox: Sendable {
     static let notifyDropped = Migration(name: "0000_mail_outbox_notify_dropped", sql: """
         DROP TRIGGER mail_outbox_notify ON mail_outbox;
         DROP FUNCTION mail_outbox_notify();
+        """)
+
+    /// Every mail to an address is deleted with its account, sent ones included, which no other
+    /// index finds.
+    static let recipientIndexed = Migration(name: "0000_mail_outbox_recipient_index", sql: """
+        CREATE INDEX mail_outbox_recipient ON mail_outbox (lower(recipient));
         """)
 
     public init() {}
