@@ -148,6 +148,15 @@ import Testing
         }
     }
 
+    /// A provider's name is cleaned and cut to 80 code points, at the end of a whole character.
+    @Test func aProvidersNameIsCutAtACharactersEnd() {
+        #expect(DisplayName.sanitized(String(repeating: "b", count: 100)) == String(repeating: "b", count: 80))
+        #expect(DisplayName.sanitized(String(repeating: "a", count: 79) + "\u{1F1EB}\u{1F1F7}") == String(repeating: "a", count: 79))
+        #expect(DisplayName.sanitized(String(repeating: "a", count: 78) + "\u{1F1EB}\u{1F1F7}") == String(repeating: "a", count: 78) + "\u{1F1EB}\u{1F1F7}")
+        #expect(DisplayName.sanitized("  Ada\u{7} ") == "Ada")
+        #expect(DisplayName.sanitized(" \u{0} ") == nil)
+    }
+
     @Test func anIdentityLinksToAnExistingAccountOnlyWhenBothEmailsAreVerified() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()

@@ -316,7 +316,14 @@ enum DisplayName {
     static func sanitized(_ name: String?) -> String? {
         guard let name else { return nil }
         let cleaned = String(name.unicodeScalars.filter { !CharacterSet.controlCharacters.contains($0) }).trimmingCharacters(in: .whitespacesAndNewlines)
-        return cleaned.isEmpty ? nil : String(String.UnicodeScalarView(cleaned.unicodeScalars.prefix(maxLength)))
+        // Cut at a character's end within the limit in code points, not inside a flag or an emoji sequence.
+        var kept = "", points = 0
+        for character in cleaned {
+            points += character.unicodeScalars.count
+            if points > maxLength { break }
+            kept.append(character)
+        }
+        return kept.isEmpty ? nil : kept
     }
 
     static func validate(_ name: String?) throws -> String? {
