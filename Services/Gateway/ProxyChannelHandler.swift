@@ -22,7 +22,7 @@ struct GatewayProxy: Sendable {
     let routeLabels: [String: String]
 
     init(table: RouteTable, pools: [String: UpstreamPool], timeout: Duration, metrics: HTTPMetrics, trustedProxies: TrustedProxies, logger: Logger,
-         clientTimeout: Duration = .seconds(75)) {
+         clientTimeout: Duration) {
         self.table = table
         self.pools = pools
         self.timeout = timeout
@@ -146,8 +146,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelActive()
     }
 
-    /// Sets what the gateway waits for from the client after a change of state: the next head (its
-    /// deadline kept while it stays so), or the next part of a body read here (each part moves it).
+    /// Sets what the gateway waits for from the client after a change of state: the next head or the
+    /// reading of an answer (the deadline kept while it stays so), or a body's next part (each part
+    /// moves it).
     private func watchClient(context: ChannelHandlerContext, progressed: Bool) {
         let wanted: ClientPart?
         switch state {

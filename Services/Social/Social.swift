@@ -106,10 +106,22 @@ struct Social: Sendable {
 }
 
 /// A profile and the caller's relationship to it in one round trip: the read every profile view
-/// does. `$2` is the caller; the profile's columns come first, then the six relationship flags.
-protocol ProfileAndRelationship: PostgresPreparedStatement where Row == (ProfileRecord, Relationship) {}
+/// does. `$1` (`key`) finds the profile, by id or by username; `$2` is the caller. The profile's
+/// columns come first, then the six relationship flags.
+protocol ProfileAndRelationship: PostgresPreparedStatement where Row == (ProfileRecord, Relationship) {
+    associatedtype Key: PostgresNonThrowingEncodable
+    var key: Key { get }
+    var viewer: UUID { get }
+}
 
 extension ProfileAndRelationship {
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(key)
+        bindings.append(viewer)
+        return bindings
+    }
+
     func decodeRow(_ row: PostgresRow) throws -> Row {
         let cells = row.makeRandomAccess()
         let profile = try ProfileRecord(cells: cells)
@@ -128,13 +140,7 @@ struct ProfileWithRelationship: ProfileAndRelationship {
 
     var target: UUID
     var viewer: UUID
-
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 2)
-        bindings.append(target)
-        bindings.append(viewer)
-        return bindings
-    }
+    var key: UUID { target }
 }
 
 /// `ProfileWithRelationship` by username, in one round trip too (`profiles_username_key` finds it).
@@ -145,13 +151,7 @@ struct ProfileWithRelationshipByUsername: ProfileAndRelationship {
 
     var username: String
     var viewer: UUID
-
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 2)
-        bindings.append(username)
-        bindings.append(viewer)
-        return bindings
-    }
+    var key: String { username }
 }
 
 extension Caller {

@@ -70,10 +70,7 @@ struct Accounts: Sendable {
         guard user.emailVerified, !user.roles.contains(.admin), settings.adminEmails.contains(EmailAddress.normalize(user.email)) else { return user }
         // Once per account: an admin who took the role away again is not overruled at the next
         // sign-in or refresh (to stop it for good, the address leaves ADMIN_EMAILS).
-        var first = false
-        for try await _ in try await connection.checkedQuery(
-            "INSERT INTO configured_admin_grants (user_id) VALUES (\(user.id)) ON CONFLICT DO NOTHING RETURNING 1", logger: logger) { first = true }
-        guard first else { return user }
+        guard try await users.recordConfiguredAdminGrant(user.id, on: connection, logger: logger) else { return user }
         var updated = user
         updated.roles = Role.ordered(user.roles + [.admin])
         try await users.setRoles(updated.roles, of: user.id, on: connection, logger: logger)
@@ -104,7 +101,7 @@ struct Accounts: Sendable {
         let removed = user.roles.filter { !ordered.contains($0) }
         if removed.contains(.admin) {
             // An admin took it away: ADMIN_EMAILS must not give it back, even if it never granted it.
-            try await connection.checkedRun("INSERT INTO configured_admin_grants (user_id) VALUES (\(user.id)) ON CONFLICT DO NOTHING", logger: logger)
+            _ = try await users.recordConfiguredAdminGrant(user.id, on: connection, logger: logger)
         }
         try await outbox.write(UserRolesChanged(userID: user.id, roles: ordered, added: added, removed: removed), userID: user.id, live: true, on: connection, logger: logger)
         var updated = user

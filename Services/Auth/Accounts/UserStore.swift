@@ -124,6 +124,12 @@ struct UserStore: Sendable {
         )
     }
 
+    /// Records that ADMIN_EMAILS' grant of admin to the account is used up (given, or waived by a
+    /// demotion); true when it was not before.
+    func recordConfiguredAdminGrant(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("INSERT INTO configured_admin_grants (user_id) VALUES (\(userID)) ON CONFLICT DO NOTHING RETURNING true", logger: logger)
+    }
+
     /// The account and everything hanging off it (identities, sessions, refresh and mail tokens go
     /// by cascade); the mail to the address, queued or sent, goes too.
     func delete(_ user: UserRecord, on connection: PostgresConnection, logger: Logger) async throws {

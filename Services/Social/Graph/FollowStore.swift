@@ -94,18 +94,12 @@ struct FollowStore: Sendable {
 
     /// Adds the follow; true when it is new (and the counts moved), false when it already existed.
     func follow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        // Read to the end: an error after the first row must be thrown here (see `checkedQuery`).
-        var changed = false
-        for try await _ in try await connection.checkedExecute(AddFollow(follower: follower, followee: followee), logger: logger) { changed = true }
-        return changed
+        try await connection.returnsRow(AddFollow(follower: follower, followee: followee), logger: logger)
     }
 
     /// Removes the follow; true when there was one (and the counts moved).
     func unfollow(_ follower: UUID, _ followee: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        // Read to the end: an error after the first row must be thrown here (see `checkedQuery`).
-        var changed = false
-        for try await _ in try await connection.checkedExecute(RemoveFollow(follower: follower, followee: followee), logger: logger) { changed = true }
-        return changed
+        try await connection.returnsRow(RemoveFollow(follower: follower, followee: followee), logger: logger)
     }
 
     // The statements of every follow, unfollow and block are prepared once per connection: a follow

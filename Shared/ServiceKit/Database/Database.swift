@@ -53,6 +53,13 @@ extension PostgresConnection {
         for try await _ in try await self.checkedQuery(query, logger: logger) { returned = true }
         return returned
     }
+
+    /// `returnsRow` for a prepared statement, through `checkedExecute`.
+    public func returnsRow<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger) async throws -> Bool {
+        var returned = false
+        for try await _ in try await self.checkedExecute(statement, logger: logger) { returned = true }
+        return returned
+    }
 }
 
 extension PostgresClient {
