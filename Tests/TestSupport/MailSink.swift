@@ -116,6 +116,7 @@ public final class MailSink: Sendable {
 
     public func stop() {
         process.signal(SIGTERM)
+        try? FileManager.default.removeItem(at: directory)
     }
 }
 

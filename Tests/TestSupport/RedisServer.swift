@@ -53,6 +53,7 @@ public final class RedisServer: @unchecked Sendable {
 
     deinit {
         process?.signal(SIGKILL)
+        try? FileManager.default.removeItem(at: directory)
     }
 
     public static func accepts(port: Int) -> Bool {
