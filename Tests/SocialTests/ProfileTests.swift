@@ -273,4 +273,26 @@ import Testing
             #expect(try await env.call(.get, "/v1/profiles/search?q=%25", as: caller).ids.isEmpty)
         }
     }
+
+    /// `ProfileView.encode(to:)` is written out: it must write every field it has, in the text
+    /// `JSONEncoder.api` writes, whichever writer the response goes through.
+    @Test func aProfileViewWritesEveryField() throws {
+        let now = Date(timeIntervalSince1970: 1_790_000_000.25)
+        let record = ProfileRecord(
+            id: UUID(), username: "ada", displayName: "Ada \"Cook\"", bio: "Bread", avatarETag: "e1", isVerified: true, isPrivate: true,
+            hiddenAt: now, dietaryPreferences: ["vegan"], allergies: [Allergy(name: "peanuts", severity: .severe)], favoriteCuisines: ["Thai"],
+            cookingPreferences: CookingPreferences(skillLevel: .advanced, timeBudgetMinutes: 30, equipment: ["oven"]), dietaryVisibility: .private,
+            onboardingAnswered: [], onboardingSkipped: [], followersCount: 100_000, followingCount: 3, createdAt: now, updatedAt: now)
+        var view = ProfileView(record, relationship: nil, isOwner: false, isStaff: true)
+        view.relationship = Relationship(following: true, muting: true)
+        let foundation = try JSONEncoder.api.encode(view)
+        let object = try #require(try JSONSerialization.jsonObject(with: foundation) as? [String: Any])
+        #expect(Set(object.keys) == Set(ProfileView.CodingKeys.allCases.map(\.stringValue)))
+        #expect(try ResponseJSON.encode(view) == Array(foundation))
+        // The fields a stranger may not see are left out, not written as null.
+        let stranger = try JSONEncoder.api.encode(ProfileView(record, relationship: Relationship(), isOwner: false, isStaff: false))
+        let shown = try #require(try JSONSerialization.jsonObject(with: stranger) as? [String: Any])
+        #expect(Set(shown.keys) == ["avatar_url", "created_at", "display_name", "followers_count", "following_count", "id", "is_private", "is_verified", "relationship", "username"])
+        #expect(try ResponseJSON.encode(ProfileView(record, relationship: Relationship(), isOwner: false, isStaff: false)) == Array(stranger))
+    }
 }

@@ -122,7 +122,7 @@ struct Relationship: Codable, Sendable, Equatable {
 }
 
 /// A profile as one caller may see it: fields the caller may not see are left out of the JSON.
-struct ProfileView: Codable, Sendable {
+struct ProfileView: Encodable, Sendable {
     var id: UUID
     var username: String?
     var displayName: String?
@@ -145,11 +145,36 @@ struct ProfileView: Codable, Sendable {
     // In the order of their names: the synthesized `encode(to:)` writes keys in this order, and
     // `ResponseJSON` sorts an object's keys only when they arrive out of order (a fifth of encoding a
     // profile). The order changes nothing in the JSON, whose keys are sorted either way.
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case allergies, avatarURL = "avatar_url", bio, cookingPreferences = "cooking_preferences", createdAt = "created_at"
         case dietaryPreferences = "dietary_preferences", dietaryVisibility = "dietary_visibility", displayName = "display_name"
         case favoriteCuisines = "favorite_cuisines", followersCount = "followers_count", followingCount = "following_count"
         case id, isHidden = "is_hidden", isPrivate = "is_private", isVerified = "is_verified", relationship, updatedAt = "updated_at", username
+    }
+
+    /// Written out, in key order, instead of synthesized: the synthesized code passes each optional
+    /// field through the generic `encodeIfPresent`, which looks up `Optional<T>`'s metadata in the
+    /// runtime's cache on every call; seven of them were a twentieth of a profile read's instructions.
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: CodingKeys.self)
+        if let allergies { try json.encode(allergies, forKey: .allergies) }
+        if let avatarURL { try json.encode(avatarURL, forKey: .avatarURL) }
+        if let bio { try json.encode(bio, forKey: .bio) }
+        if let cookingPreferences { try json.encode(cookingPreferences, forKey: .cookingPreferences) }
+        try json.encode(createdAt, forKey: .createdAt)
+        if let dietaryPreferences { try json.encode(dietaryPreferences, forKey: .dietaryPreferences) }
+        if let dietaryVisibility { try json.encode(dietaryVisibility.rawValue, forKey: .dietaryVisibility) }
+        if let displayName { try json.encode(displayName, forKey: .displayName) }
+        if let favoriteCuisines { try json.encode(favoriteCuisines, forKey: .favoriteCuisines) }
+        try json.encode(followersCount, forKey: .followersCount)
+        try json.encode(followingCount, forKey: .followingCount)
+        try json.encode(id, forKey: .id)
+        if let isHidden { try json.encode(isHidden, forKey: .isHidden) }
+        try json.encode(isPrivate, forKey: .isPrivate)
+        try json.encode(isVerified, forKey: .isVerified)
+        if let relationship { try json.encode(relationship, forKey: .relationship) }
+        if let updatedAt { try json.encode(updatedAt, forKey: .updatedAt) }
+        if let username { try json.encode(username, forKey: .username) }
     }
 
     /// The privacy rules in one place. The owner and staff see everything; a private profile shows
