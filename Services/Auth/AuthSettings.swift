@@ -24,6 +24,10 @@ struct AuthSettings: Sendable {
     var smtp: SMTPConfig
     var apple: IdentityProviderConfig?
     var google: IdentityProviderConfig?
+    /// Whether a provider sign-in must carry a nonce this service issued (`PROVIDER_NONCE_REQUIRED`).
+    /// Off only for apps already shipped without one: their ID tokens can then be replayed until
+    /// they expire.
+    var providerNonceRequired: Bool
     var issuer: String
     var audience: String
 
@@ -48,6 +52,7 @@ struct AuthSettings: Sendable {
         smtp = SMTPConfig(reading: &env)
         apple = IdentityProviderConfig.apple(reading: &env)
         google = IdentityProviderConfig.google(reading: &env)
+        providerNonceRequired = env.bool("PROVIDER_NONCE_REQUIRED", default: true)
         issuer = config.tokens.issuer
         audience = config.tokens.audience
         try env.finish()

@@ -279,9 +279,10 @@ import Testing
 
     @Test func aProviderOnlyAccountIsDeletedAfterARecentSignIn() async throws {
         try await AuthTestEnvironment.run { env in
-            let token = try env.apple.idToken(subject: "apple-\(UUID())", email: "\(TestEnvironment.uniqueName("a"))@privaterelay.appleid.com")
-            let signIn = try await env.call(.post, "/v1/auth/apple", json: ["id_token": token])
-            let account = try AuthTestEnvironment.account(signIn, email: "", password: "")
+            let (subject, email) = ("apple-\(UUID())", "\(TestEnvironment.uniqueName("a"))@privaterelay.appleid.com")
+            let nonce = try await env.nonce()
+            let firstSignIn: [String: Any] = ["id_token": try env.idToken(.apple, nonce: nonce, subject: subject, email: email), "nonce": nonce]
+            let account = try AuthTestEnvironment.account(try await env.call(.post, "/v1/auth/apple", json: firstSignIn), email: "", password: "")
             // A session started long ago is not enough.
             try await env.query { client in
                 try await client.query("UPDATE sessions SET created_at = now() - interval '10 minutes'", logger: TestEnvironment.logger)
@@ -289,10 +290,13 @@ import Testing
             let stale = try await env.call(.delete, "/v1/auth/account", token: account.accessToken)
             #expect(stale.status == .forbidden)
             #expect(stale.code == "reauthentication_required")
-            let fresh = try AuthTestEnvironment.account(try await env.call(.post, "/v1/auth/apple", json: ["id_token": token]), email: "", password: "")
+            // The first sign-in sent again (its token has not expired) is no sign-in: its nonce is spent.
+            let replayed = try await env.call(.post, "/v1/auth/apple", json: firstSignIn)
+            #expect(replayed.status == .unauthorized && replayed.code == "invalid_nonce", "\(replayed.text)")
+            let fresh = try AuthTestEnvironment.account(try await env.signIn(with: .apple, subject: subject, email: email), email: "", password: "")
             #expect(try await env.call(.delete, "/v1/auth/account", token: fresh.accessToken).status == .accepted)
             // Signing in with the same Apple id again makes a new account.
-            let again = try await env.call(.post, "/v1/auth/apple", json: ["id_token": token])
+            let again = try await env.signIn(with: .apple, subject: subject, email: email)
             #expect(again.json["created"] as? Bool == true)
         }
     }

@@ -175,6 +175,38 @@ struct AuthTestEnvironment: Sendable {
                        sessionID: try #require(session["session_id"] as? String))
     }
 
+    // MARK: provider sign-in
+
+    enum Provider: String { case apple, google }
+
+    /// A nonce from the service, as an app asks for one before each provider sign-in.
+    func nonce() async throws -> String {
+        let reply = try await call(.post, "/v1/auth/nonce")
+        try #require(reply.status == .ok, "nonce: \(reply.text)")
+        return try #require(reply.json["nonce"] as? String)
+    }
+
+    /// The ID token a provider gives the app for `nonce`: Apple carries its SHA-256 in hex, Google the
+    /// nonce itself.
+    func idToken(_ provider: Provider, nonce: String, subject: String, email: String?, emailVerified: Any = true, extra: [String: Any] = [:]) throws -> String {
+        switch provider {
+        case .apple: try apple.idToken(subject: subject, email: email, emailVerified: emailVerified, nonce: Self.sha256Hex(nonce), extra: extra)
+        case .google: try google.idToken(subject: subject, email: email, emailVerified: emailVerified, nonce: nonce, extra: extra)
+        }
+    }
+
+    /// A provider sign-in as an app makes it: a fresh nonce from the service, in the token and beside it.
+    func signIn(with provider: Provider, subject: String, email: String?, emailVerified: Any = true, extra: [String: Any] = [:], name: Any? = nil) async throws -> Reply {
+        let nonce = try await nonce()
+        var body: [String: Any] = ["id_token": try idToken(provider, nonce: nonce, subject: subject, email: email, emailVerified: emailVerified, extra: extra), "nonce": nonce]
+        if let name { body["name"] = name }
+        return try await call(.post, "/v1/auth/\(provider.rawValue)", json: body)
+    }
+
+    static func sha256Hex(_ text: String) -> String {
+        SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
     // MARK: mail and database
 
     /// The mails to `address`, once `count` of them have arrived.

@@ -8,17 +8,12 @@ import Testing
 
 /// Apple and Google ID tokens from local issuers with their own RSA keys and JWKS over HTTP.
 @Suite struct ProviderSignInTests {
-    static func sha256Hex(_ text: String) -> String {
-        SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
-    }
-
     @Test func appleCreatesTheAccountOnceKeepsTheNameAndChecksTheHashedNonce() async throws {
         try await AuthTestEnvironment.run { env in
             let subject = "001234.\(UUID().uuidString.lowercased())"
             let email = "\(TestEnvironment.uniqueName("x"))@privaterelay.appleid.com"
-            let nonce = "raw-nonce-\(UUID())"
-            let token = try env.apple.idToken(subject: subject, email: email, emailVerified: "true", nonce: Self.sha256Hex(nonce), extra: ["is_private_email": "true"])
-            let first = try await env.call(.post, "/v1/auth/apple", json: ["id_token": token, "nonce": nonce, "name": ["given_name": "Ada", "family_name": "Lovelace"]])
+            let first = try await env.signIn(with: .apple, subject: subject, email: email, emailVerified: "true", extra: ["is_private_email": "true"],
+                                             name: ["given_name": "Ada", "family_name": "Lovelace"])
             #expect(first.status == .ok, "\(first.text)")
             #expect(first.json["created"] as? Bool == true)
             #expect(first.json[path: "user.display_name"] as? String == "Ada Lovelace")
@@ -28,17 +23,22 @@ import Testing
             let userID = try #require(first.json[path: "user.id"] as? String)
 
             // Next time Apple sends no name; the first one is kept.
-            let again = try env.apple.idToken(subject: subject, email: email, nonce: Self.sha256Hex("n2"))
-            let second = try await env.call(.post, "/v1/auth/apple", json: ["id_token": again, "nonce": "n2"])
+            let second = try await env.signIn(with: .apple, subject: subject, email: email)
             #expect(second.json["created"] as? Bool == false)
             #expect(second.json[path: "user.id"] as? String == userID)
             #expect(second.json[path: "user.display_name"] as? String == "Ada Lovelace")
 
-            // The raw nonce, not its hash, must be what the app sends; and it must match.
-            let mismatch = try await env.call(.post, "/v1/auth/apple", json: ["id_token": again, "nonce": "other"])
+            // The nonce as issued, not its hash, is what the app sends; and the token must carry it.
+            let nonce = try await env.nonce()
+            let hashed = try await env.call(.post, "/v1/auth/apple", json: ["id_token": try env.idToken(.apple, nonce: nonce, subject: subject, email: email),
+                                                                           "nonce": AuthTestEnvironment.sha256Hex(nonce)])
+            #expect(hashed.status == .unauthorized && hashed.code == "invalid_nonce", "\(hashed.text)")
+            let other = try await env.nonce()
+            let mismatch = try await env.call(.post, "/v1/auth/apple", json: ["id_token": try env.idToken(.apple, nonce: nonce, subject: subject, email: email), "nonce": other])
             #expect(mismatch.status == .unauthorized)
             #expect(mismatch.code == "invalid_id_token")
-            #expect(try await env.call(.post, "/v1/auth/apple", json: ["id_token": again]).code == "invalid_id_token")
+            let unhashed = try env.apple.idToken(subject: subject, email: email, nonce: nonce)
+            #expect(try await env.call(.post, "/v1/auth/apple", json: ["id_token": unhashed, "nonce": nonce]).code == "invalid_id_token")
 
             try await waitUntil(.seconds(10)) { try await env.eventTypes(for: userID).contains("user.registered") }
             let registered = try await env.eventTypes(for: userID)
@@ -54,20 +54,21 @@ import Testing
             let boss = try await AdminAndDeletionTests.verifiedAccount(env, email: adminEmail)
             let subject = "sub-\(UUID())"
             let email = "\(TestEnvironment.uniqueName("g"))@gmail.com"
-            let first = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, nonce: "n-1"), "nonce": "n-1"])
+            let first = try await env.signIn(with: .google, subject: subject, email: email)
             #expect(first.status == .ok && first.json["created"] as? Bool == true, "\(first.text)")
             let userID = try #require(first.json[path: "user.id"] as? String)
-            let second = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email)])
+            let second = try await env.signIn(with: .google, subject: subject, email: email)
             #expect(second.status == .ok && second.json["created"] as? Bool == false)
             try await waitUntil(.seconds(10)) { try await env.eventTypes(for: userID).filter { $0 == "user.signed_in" }.count == 2 }
 
-            let mismatch = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, nonce: "n-2"), "nonce": "n-3"])
+            let (n2, n3) = (try await env.nonce(), try await env.nonce())
+            let mismatch = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.idToken(.google, nonce: n2, subject: subject, email: email), "nonce": n3])
             #expect(mismatch.status == .unauthorized && mismatch.code == "invalid_id_token")
-            let missing = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, nonce: "n-2")])
-            #expect(missing.code == "invalid_id_token")
+            let missing = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.idToken(.google, nonce: n2, subject: subject, email: email)])
+            #expect(missing.status == .badRequest && missing.code == "validation_failed" && missing.text.contains("nonce"), "\(missing.text)")
 
             #expect(try await env.call(.post, "/v1/admin/users/\(userID)/disable", token: boss.accessToken).status == .ok)
-            let refused = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email)])
+            let refused = try await env.signIn(with: .google, subject: subject, email: email)
             #expect(refused.status == .forbidden && refused.code == "account_disabled")
             // Enabling again writes an event after the refused sign-in: once it is on the stream, anything
             // the refusal had written would be too.
@@ -77,37 +78,113 @@ import Testing
         }
     }
 
+    /// A provider sign-in needs a nonce this server issued, unexpired, used once: an ID token and nonce
+    /// copied from a sign-in, sent again (even several times at once), sign no one in.
+    @Test func aSignInNeedsAFreshNonceFromThisServerUsedOnce() async throws {
+        try await AuthTestEnvironment.run { env in
+            let issued = try await env.call(.post, "/v1/auth/nonce")
+            #expect(issued.status == .ok)
+            let dates = ISO8601DateFormatter()
+            dates.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            let expiresAt = try #require((issued.json["expires_at"] as? String).flatMap(dates.date(from:)))
+            #expect(abs(expiresAt.timeIntervalSinceNow - 600) < 5)
+            #expect(try await env.nonce() != env.nonce())
+
+            let subject = "sub-\(UUID())"
+            let email = "\(TestEnvironment.uniqueName("n"))@gmail.com"
+            func signIn(nonce: String) async throws -> AuthTestEnvironment.Reply {
+                try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.idToken(.google, nonce: nonce, subject: subject, email: email), "nonce": nonce])
+            }
+            let key = try P256.Signing.PrivateKey(pemRepresentation: try #require(env.config.environment["JWT_SIGNING_KEY"]))
+            let real = try await env.nonce()
+            let tampered = String(real.prefix(20)) + (real.dropFirst(20).first == "A" ? "B" : "A") + real.dropFirst(21)
+            let refused: [(String, String)] = [
+                ("made up by the app", "client-made-\(UUID())"),
+                ("tampered with", tampered),
+                ("expired", ProviderNonces(signingKey: key).issue(now: Date().addingTimeInterval(-601)).nonce),
+                ("issued under another key", ProviderNonces(signingKey: P256.Signing.PrivateKey()).issue().nonce),
+            ]
+            for (why, nonce) in refused {
+                let reply = try await signIn(nonce: nonce)
+                #expect(reply.status == .unauthorized && reply.code == "invalid_nonce", "\(why): \(reply.text)")
+            }
+
+            // Once, then never again; the same sign-in sent four times at once gets in once.
+            #expect(try await signIn(nonce: real).status == .ok)
+            #expect(try await signIn(nonce: real).code == "invalid_nonce")
+            let nonce = try await env.nonce()
+            let body = String(decoding: try JSONSerialization.data(withJSONObject: ["id_token": try env.idToken(.google, nonce: nonce, subject: subject, email: email), "nonce": nonce]),
+                              as: UTF8.self)
+            let replies = try await withThrowingTaskGroup(of: AuthTestEnvironment.Reply.self) { group in
+                for _ in 0..<4 { group.addTask { try await env.call(.post, "/v1/auth/google", raw: body) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.filter { $0.status == .ok }.count == 1)
+            #expect(replies.filter { $0.code == "invalid_nonce" }.count == 3, "\(replies.map(\.text))")
+
+            // A spent nonce is kept until it expires, then the janitor removes it (it is refused as
+            // expired by then).
+            let spent = try await env.query { client in
+                try await client.query("SELECT count(*)::int, coalesce(bool_and(expires_at > now() + interval '9 minutes'), false) FROM spent_provider_nonces", logger: TestEnvironment.logger)
+                    .collect().first!.decode((Int, Bool).self)
+            }
+            #expect(spent.0 == 2 && spent.1)
+            try await env.query { client in
+                try await client.query("UPDATE spent_provider_nonces SET expires_at = now() - interval '1 second'", logger: TestEnvironment.logger)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await AuthJanitor(postgres: client, logger: TestEnvironment.logger).run() }
+                    try await waitUntil(.seconds(10)) {
+                        try await client.query("SELECT 1 FROM spent_provider_nonces", logger: TestEnvironment.logger).collect().isEmpty
+                    }
+                    group.cancelAll()
+                }
+            }
+        }
+        // Where apps already shipped send none, a sign-in may come without one; one it sends is
+        // still checked.
+        try await AuthTestEnvironment.run(["PROVIDER_NONCE_REQUIRED": "false"]) { env in
+            let subject = "sub-\(UUID())"
+            let email = "\(TestEnvironment.uniqueName("o"))@gmail.com"
+            let without = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email)])
+            #expect(without.status == .ok, "\(without.text)")
+            let madeUp = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, nonce: "app-made"), "nonce": "app-made"])
+            #expect(madeUp.code == "invalid_nonce")
+            #expect(try await env.signIn(with: .google, subject: subject, email: email).status == .ok)
+        }
+    }
+
     @Test func badIDTokensAreRefused() async throws {
         try await AuthTestEnvironment.run { env in
             let subject = "sub-\(UUID())"
             let email = "\(TestEnvironment.uniqueName("g"))@gmail.com"
-            let cases: [(String, String)] = [
-                ("another app", try env.google.idToken(subject: subject, email: email, audience: "someone-else.apps.googleusercontent.com")),
-                ("another issuer", try env.google.idToken(subject: subject, email: email, issuer: "https://accounts.evil.test")),
-                ("expired", try env.google.idToken(subject: subject, email: email, expiresIn: -3600)),
-                ("unknown key", try env.google.idToken(subject: subject, email: email, signWith: try ProviderIssuer.otherKey(), kid: "not-published")),
-                ("forged with a known kid", try env.google.idToken(subject: subject, email: email, signWith: try ProviderIssuer.otherKey())),
-                ("Apple's token at Google", try env.apple.idToken(subject: subject, email: email)),
-                ("garbage", "a.b.c"),
+            // Each with a good nonce of its own, so that only its one defect is refused.
+            let cases: [(String, (String) throws -> String)] = [
+                ("another app", { try env.google.idToken(subject: subject, email: email, nonce: $0, audience: "someone-else.apps.googleusercontent.com") }),
+                ("another issuer", { try env.google.idToken(subject: subject, email: email, nonce: $0, issuer: "https://accounts.evil.test") }),
+                ("expired", { try env.google.idToken(subject: subject, email: email, nonce: $0, expiresIn: -3600) }),
+                ("unknown key", { try env.google.idToken(subject: subject, email: email, nonce: $0, signWith: try ProviderIssuer.otherKey(), kid: "not-published") }),
+                ("forged with a known kid", { try env.google.idToken(subject: subject, email: email, nonce: $0, signWith: try ProviderIssuer.otherKey()) }),
+                ("Apple's token at Google", { try env.apple.idToken(subject: subject, email: email, nonce: $0) }),
+                ("garbage", { _ in "a.b.c" }),
             ]
             for (why, token) in cases {
-                let reply = try await env.call(.post, "/v1/auth/google", json: ["id_token": token])
+                let nonce = try await env.nonce()
+                let reply = try await env.call(.post, "/v1/auth/google", json: ["id_token": try token(nonce), "nonce": nonce])
                 #expect(reply.status == .unauthorized, "\(why): \(reply.text)")
                 #expect(reply.code == "invalid_id_token", "\(why)")
             }
             // The same claims, correctly signed, pass: each refusal above is for its own reason.
-            let good = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, nonce: "plain-nonce"), "nonce": "plain-nonce"])
+            let good = try await env.signIn(with: .google, subject: subject, email: email)
             #expect(good.status == .ok, "\(good.text)")
             #expect(good.json["created"] as? Bool == true)
-            #expect(try await env.call(.post, "/v1/auth/google", json: ["nonce": "x"]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/auth/google", json: ["nonce": try await env.nonce()]).status == .badRequest)
         }
     }
 
     @Test func anAddressTheProviderHasNotVerifiedIsVerifiedByMail() async throws {
         try await AuthTestEnvironment.run { env in
             let email = "\(TestEnvironment.uniqueName("u"))@example.com"
-            let reply = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: "g-\(UUID())", email: email, emailVerified: false,
-                                                                                                              extra: ["name": "Name\u{7}With Bell"])])
+            let reply = try await env.signIn(with: .google, subject: "g-\(UUID())", email: email, emailVerified: false, extra: ["name": "Name\u{7}With Bell"])
             #expect(reply.status == .ok, "\(reply.text)")
             #expect(reply.json[path: "user.email_verified"] as? Bool == false)
             #expect(reply.json[path: "user.display_name"] as? String == "NameWith Bell")
@@ -125,7 +202,7 @@ import Testing
         try await AuthTestEnvironment.run { env in
             let email = "\(TestEnvironment.uniqueName("owner"))@example.com"
             let subject = "g-\(UUID())"
-            let claim = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, emailVerified: false)])
+            let claim = try await env.signIn(with: .google, subject: subject, email: email, emailVerified: false)
             #expect(claim.status == .ok && claim.json[path: "user.email_verified"] as? Bool == false)
             if ownerVerifiedFirst {
                 let verify = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: email).first))
@@ -138,7 +215,7 @@ import Testing
             #expect(try await env.call(.post, "/v1/auth/password/reset", json: ["token": reset, "password": "the owner's password"]).status == .noContent)
             // The claimant's sign-in no longer reaches the account (and the reset ended its session):
             // with an unverified address it cannot be linked again, so it is refused.
-            let again = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: email, emailVerified: false)])
+            let again = try await env.signIn(with: .google, subject: subject, email: email, emailVerified: false)
             #expect(again.code == "account_exists", "\(again.text)")
             let claimedSession = try #require(claim.json[path: "session.refresh_token"] as? String)
             #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": claimedSession]).status == .unauthorized)
@@ -162,17 +239,17 @@ import Testing
             let account = try await env.signUp()
             let subject = "google-\(UUID())"
             // Our side is not verified yet: no takeover by whoever controls a Google account.
-            let early = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: account.email)])
+            let early = try await env.signIn(with: .google, subject: subject, email: account.email)
             #expect(early.status == .conflict)
             #expect(early.code == "account_exists")
 
             let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: account.email).first))
             #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).status == .ok)
             // Google's side unverified: still no.
-            let unverified = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: account.email, emailVerified: false)])
+            let unverified = try await env.signIn(with: .google, subject: subject, email: account.email, emailVerified: false)
             #expect(unverified.code == "account_exists")
 
-            let linked = try await env.call(.post, "/v1/auth/google", json: ["id_token": try env.google.idToken(subject: subject, email: account.email.uppercased())])
+            let linked = try await env.signIn(with: .google, subject: subject, email: account.email.uppercased())
             #expect(linked.status == .ok, "\(linked.text)")
             #expect(linked.json["created"] as? Bool == false)
             #expect(linked.json[path: "user.id"] as? String == account.id)

@@ -25,6 +25,7 @@ struct Accounts: Sendable {
     let signer: AccessTokenSigner
     let apple: IdentityTokenVerifier?
     let google: IdentityTokenVerifier?
+    let nonces: ProviderNonces
 
     init(settings: AuthSettings, common: CommonPasswordList, dependencies: ServiceDependencies) throws {
         self.settings = settings
@@ -41,6 +42,7 @@ struct Accounts: Sendable {
         signer = try AccessTokenSigner(keys: settings.signing, issuer: settings.issuer, audience: settings.audience, ttl: settings.accessTokenTTL)
         apple = settings.apple.map { IdentityTokenVerifier(config: $0, httpClient: dependencies.httpClient, logger: dependencies.logger) }
         google = settings.google.map { IdentityTokenVerifier(config: $0, httpClient: dependencies.httpClient, logger: dependencies.logger) }
+        nonces = ProviderNonces(signingKey: settings.signing.privateKey)
     }
 
     /// Where the request came from, for sessions and throttling.

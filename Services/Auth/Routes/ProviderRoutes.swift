@@ -10,8 +10,21 @@ struct ProviderRoutes {
     let accounts: Accounts
 
     func add(to router: Router<ServiceRequestContext>) {
+        router.post("v1/auth/nonce", use: nonce)
         router.post("v1/auth/apple", use: { request, context in try await signIn(request, context: context, with: accounts.apple, name: "Apple") })
         router.post("v1/auth/google", use: { request, context in try await signIn(request, context: context, with: accounts.google, name: "Google") })
+    }
+
+    struct NonceResponse: Codable, Sendable {
+        var nonce: String
+        var expiresAt: Date
+        enum CodingKeys: String, CodingKey { case nonce, expiresAt = "expires_at" }
+    }
+
+    /// A nonce for one provider sign-in (`ProviderNonces` says why). Anyone may ask: nothing is stored.
+    @Sendable func nonce(_ request: Request, context: ServiceRequestContext) async throws -> NonceResponse {
+        let (nonce, expiresAt) = accounts.nonces.issue()
+        return NonceResponse(nonce: nonce, expiresAt: expiresAt)
     }
 
     struct ProviderRequest: StrictJSONBody {
@@ -46,6 +59,14 @@ struct ProviderRoutes {
             throw APIError(.serviceUnavailable, code: "provider_not_configured", detail: "Sign in with \(providerName) is not set up on this server.")
         }
         let body = try await request.decode(as: ProviderRequest.self, context: context)
+        // A nonce this server did not issue, or an expired one, is refused before the token is read;
+        // a spent one in the transaction below, where spending it is part of the sign-in.
+        var nonceExpiry: Date?
+        if let nonce = body.nonce {
+            do { nonceExpiry = try accounts.nonces.check(nonce) } catch { throw error.apiError }
+        } else if accounts.settings.providerNonceRequired {
+            throw APIError.validation([.init(field: "nonce", message: "is required: get one from POST /v1/auth/nonce and pass it to \(providerName)'s sign-in")])
+        }
         let identity: VerifiedIdentity
         do {
             identity = try await verifier.verify(body.idToken, nonce: body.nonce)
@@ -57,6 +78,9 @@ struct ProviderRoutes {
         let accounts = self.accounts
         let provider = identity.provider
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
+            if let nonce = body.nonce, let nonceExpiry {
+                try await accounts.nonces.spend(nonce, expiresAt: nonceExpiry, on: connection, logger: context.logger)
+            }
             // Known identity: sign in.
             if var user = try await accounts.users.user(provider: provider, subject: identity.subject, on: connection, logger: context.logger) {
                 guard !user.isDisabled else { throw AuthErrors.disabled }
@@ -107,3 +131,5 @@ struct ProviderRoutes {
         }
     }
 }
+
+extension ProviderRoutes.NonceResponse: ResponseEncodable {}

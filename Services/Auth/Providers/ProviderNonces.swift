@@ -1,0 +1,76 @@
+import Crypto
+import Foundation
+import PostgresNIO
+import ServiceKit
+
+/// Nonces for Sign in with Apple and Google, issued by this service and good for one sign-in before
+/// they expire. The app asks for one (`POST /v1/auth/nonce`), hands it to Apple (as its SHA-256 in
+/// hex) or Google (as it is), and sends it back with the ID token. An ID token copied from an
+/// earlier sign-in carries a nonce that is spent or expired, so it signs no one in again; a nonce
+/// the app made up itself could be sent again with the copied token.
+///
+/// A nonce is 16 random bytes, its expiry and an HMAC of both, under a key derived from the access-
+/// token signing key: issuing one writes nothing (anyone may ask), and every replica that signs
+/// with the same key accepts it. Spending one records its hash in the sign-in's transaction, kept
+/// until it expires (`AuthJanitor` removes it then).
+struct ProviderNonces: Sendable {
+    static let lifetime: TimeInterval = 600
+
+    enum Problem: Error {
+        case forged, expired, spent
+
+        var apiError: APIError {
+            switch self {
+            case .forged: .unauthorized("The nonce was not issued by this server; get one from POST /v1/auth/nonce.", code: "invalid_nonce")
+            case .expired: .unauthorized("The nonce has expired; get a new one and sign in with the provider again.", code: "invalid_nonce")
+            case .spent: .unauthorized("The nonce has been used for a sign-in already; get a new one and sign in with the provider again.", code: "invalid_nonce")
+            }
+        }
+    }
+
+    private let key: SymmetricKey
+
+    init(signingKey: P256.Signing.PrivateKey) {
+        // Its own key, not the signing key itself: an HMAC and an ECDSA signature must not share one.
+        key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: signingKey.rawRepresentation),
+                                     info: Data("foodbackend provider sign-in nonce v1".utf8), outputByteCount: 32)
+    }
+
+    func issue(now: Date = Date()) -> (nonce: String, expiresAt: Date) {
+        let expiresAt = Date(timeIntervalSince1970: (now.timeIntervalSince1970 + Self.lifetime).rounded(.down))
+        var bytes = [UInt8](repeating: 0, count: 16)
+        var generator = SystemRandomNumberGenerator()
+        for index in bytes.indices { bytes[index] = generator.next() }
+        withUnsafeBytes(of: UInt64(expiresAt.timeIntervalSince1970).bigEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: mac(bytes))
+        return (Base64URL.encode(bytes), expiresAt)
+    }
+
+    /// The nonce's expiry, when this server issued it and it has not expired.
+    func check(_ nonce: String, now: Date = Date()) throws(Problem) -> Date {
+        guard nonce.utf8.count == 54, let data = Base64URL.decode(nonce), data.count == 40 else { throw .forged }
+        let bytes = Array(data)
+        // Compared in constant time: how far a guess matched must not show in the answer's timing.
+        guard zip(mac(Array(bytes[..<24])), bytes[24...]).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { throw .forged }
+        let seconds = bytes[16..<24].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let expiresAt = Date(timeIntervalSince1970: TimeInterval(seconds))
+        guard now < expiresAt else { throw .expired }
+        return expiresAt
+    }
+
+    /// Records the nonce as used, in the caller's transaction; refused when it was used before. Two
+    /// sign-ins with one nonce at once: the second waits for the first's transaction, then is refused.
+    func spend(_ nonce: String, expiresAt: Date, on connection: PostgresConnection, logger: Logger) async throws {
+        let hash = Data(SHA256.hash(data: Data(nonce.utf8)))
+        let fresh = try await connection.returnsRow("""
+            INSERT INTO spent_provider_nonces (nonce_hash, expires_at) VALUES (\(hash), \(expiresAt))
+            ON CONFLICT DO NOTHING RETURNING true
+            """, logger: logger)
+        guard fresh else { throw Problem.spent.apiError }
+    }
+
+    /// The first 16 bytes of HMAC-SHA256: 128 bits, as much as the random part.
+    private func mac(_ bytes: [UInt8]) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: bytes, using: key).prefix(16))
+    }
+}
