@@ -29,6 +29,7 @@ import Testing
             // Login is case-insensitive too; the old session stays valid.
             let login = try await env.logIn("ANA.COOK@example.com", "plum tart 2024")
             #expect(login.status == .ok)
+            #expect(login.headers[.cacheControl] == "no-store", "tokens are not for caches")
             #expect(login.json[path: "user.id"] as? String == account.id)
             let me = try await env.call(.get, "/v1/auth/me", token: account.accessToken)
             #expect(me.status == .ok)

@@ -291,6 +291,7 @@ import Testing
             let inner = try await client.execute(uri: "/inner", method: .get)
             #expect(String(buffer: inner.body) == (try Self.foundation(Inner())))
             #expect(inner.headers[.contentType] == "application/json; charset=utf-8")
+            #expect(inner.headers[.cacheControl] == "no-store")
         }
     }
 }

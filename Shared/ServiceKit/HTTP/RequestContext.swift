@@ -157,6 +157,9 @@ extension Request {
 
 /// JSON responses in the API's one format: `ResponseJSON`, or Foundation's `JSONEncoder.api` (the
 /// same text) for a value whose encoding `ResponseJSON` does not support.
+/// Every JSON answer is `Cache-Control: no-store`: they carry tokens (RFC 6749 §5.1 asks this of
+/// token responses) and personal data, which neither a shared cache nor the app's URL cache on disk
+/// should keep. A route that may be cached sets its own header on a `Response` (keys, avatars).
 public struct APIResponseEncoder: ResponseEncoder {
     public init() {}
     public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
@@ -166,6 +169,6 @@ public struct APIResponseEncoder: ResponseEncoder {
         } catch is ResponseJSON.Unsupported {
             body = ByteBuffer(bytes: try JSONEncoder.api.encode(value))
         }
-        return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: body))
+        return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"], body: .init(byteBuffer: body))
     }
 }
