@@ -107,7 +107,7 @@ struct Social: Sendable {
 
 /// A profile and the caller's relationship to it in one round trip: the read every profile view
 /// does. `$1` (`key`) finds the profile, by id or by username; `$2` is the caller. The profile's
-/// columns come first, then the six relationship flags.
+/// columns come first, then the relationship's flags in one integer.
 protocol ProfileAndRelationship: PostgresPreparedStatement where Row == (ProfileRecord, Relationship) {
     associatedtype Key: PostgresNonThrowingEncodable
     var key: Key { get }
@@ -124,18 +124,14 @@ extension ProfileAndRelationship {
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
         let cells = row.makeRandomAccess()
-        let profile = try ProfileRecord(cells: cells)
-        let (following, followedBy, requested, blocking, blockedBy, muting) = (
-            try cells[19].decode(Bool.self), try cells[20].decode(Bool.self), try cells[21].decode(Bool.self),
-            try cells[22].decode(Bool.self), try cells[23].decode(Bool.self), try cells[24].decode(Bool.self))
-        return (profile, Relationship((following, followedBy, requested, blocking, blockedBy, muting)))
+        return (try ProfileRecord(cells: cells), Relationship(flags: try cells[19].decode(Int32.self)))
     }
 }
 
 struct ProfileWithRelationship: ProfileAndRelationship {
     // PostgresNIO's default name is `String(reflecting: Self.self)`, worked out on every execution.
     static let name = "social.profile_with_relationship"
-    static let sql = "SELECT \(ProfileStore.columns), \(FollowStore.relationshipColumns("$2", "$1")) FROM profiles WHERE user_id = $1"
+    static let sql = "SELECT \(ProfileStore.columns), \(FollowStore.relationshipFlags("$2", "$1")) FROM profiles WHERE user_id = $1"
     static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
 
     var target: UUID
@@ -146,7 +142,7 @@ struct ProfileWithRelationship: ProfileAndRelationship {
 /// `ProfileWithRelationship` by username, in one round trip too (`profiles_username_key` finds it).
 struct ProfileWithRelationshipByUsername: ProfileAndRelationship {
     static let name = "social.profile_with_relationship_by_username"
-    static let sql = "SELECT \(ProfileStore.columns), \(FollowStore.relationshipColumns("$2", "profiles.user_id")) FROM profiles WHERE lower(username) = lower($1)"
+    static let sql = "SELECT \(ProfileStore.columns), \(FollowStore.relationshipFlags("$2", "profiles.user_id")) FROM profiles WHERE lower(username) = lower($1)"
     static let bindingDataTypes: [PostgresDataType] = [.text, .uuid]
 
     var username: String

@@ -79,16 +79,18 @@ struct FollowStore: Sendable {
         return existing
     }
 
-    /// The six relationship flags of viewer and target, as SQL; `viewer` and `target` are the SQL
+    /// The six relationship flags of viewer and target as one SQL integer, a bit each in the order of
+    /// `Relationship(flags:)`: as six columns they cost a profile read 4,600 instructions more (of
+    /// 404,000; PostgresNIO indexes every column of every result by its name). `viewer` and `target` are the SQL
     /// expressions (bind parameters such as `$1`) that stand for the two ids.
-    static func relationshipColumns(_ viewer: String, _ target: String) -> String {
+    static func relationshipFlags(_ viewer: String, _ target: String) -> String {
         """
-        EXISTS (SELECT 1 FROM follows WHERE follower_id = \(viewer) AND followee_id = \(target)),
-        EXISTS (SELECT 1 FROM follows WHERE follower_id = \(target) AND followee_id = \(viewer)),
-        EXISTS (SELECT 1 FROM follow_requests WHERE requester_id = \(viewer) AND target_id = \(target)),
-        EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = \(target)),
-        EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(target) AND blocked_id = \(viewer)),
-        EXISTS (SELECT 1 FROM mutes WHERE muter_id = \(viewer) AND muted_id = \(target) AND (until IS NULL OR until > now()))
+        (EXISTS (SELECT 1 FROM follows WHERE follower_id = \(viewer) AND followee_id = \(target)))::int
+        + (EXISTS (SELECT 1 FROM follows WHERE follower_id = \(target) AND followee_id = \(viewer)))::int * 2
+        + (EXISTS (SELECT 1 FROM follow_requests WHERE requester_id = \(viewer) AND target_id = \(target)))::int * 4
+        + (EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = \(target)))::int * 8
+        + (EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(target) AND blocked_id = \(viewer)))::int * 16
+        + (EXISTS (SELECT 1 FROM mutes WHERE muter_id = \(viewer) AND muted_id = \(target) AND (until IS NULL OR until > now())))::int * 32
         """
     }
 
@@ -301,8 +303,10 @@ struct FollowingPage: FollowListPage {
 }
 
 extension Relationship {
-    init(_ flags: (Bool, Bool, Bool, Bool, Bool, Bool)) {
-        (following, followedBy, requested, blocking, blockedBy, muting) = flags
+    /// From `FollowStore.relationshipFlags`' bits.
+    init(flags: Int32) {
+        (following, followedBy, requested, blocking, blockedBy, muting) =
+            (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0, flags & 8 != 0, flags & 16 != 0, flags & 32 != 0)
     }
 }
 
