@@ -55,6 +55,8 @@ struct VerifiedIdentity: Sendable, Equatable {
     var emailVerified: Bool
     var isPrivateRelay: Bool
     var name: String?
+    /// The token's expiry plus the leeway it is accepted with: until then it could be sent again.
+    var usableUntil: Date
 }
 
 /// The claims of an Apple or Google ID token. `email_verified` is a boolean at Google and, at Apple,
@@ -177,7 +179,7 @@ final class IdentityTokenVerifier: Sendable {
         return VerifiedIdentity(
             provider: config.name, subject: claims.sub, email: email, emailVerified: claims.emailVerified ?? false,
             isPrivateRelay: claims.isPrivateEmail ?? (email?.lowercased().hasSuffix("@privaterelay.appleid.com") ?? false),
-            name: claims.name
+            name: claims.name, usableUntil: claims.exp.addingTimeInterval(leeway)
         )
     }
 }

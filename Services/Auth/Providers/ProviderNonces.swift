@@ -5,14 +5,16 @@ import ServiceKit
 
 /// Nonces for Sign in with Apple and Google, issued by this service and good for one sign-in before
 /// they expire. The app asks for one (`POST /v1/auth/nonce`), hands it to Apple (as its SHA-256 in
-/// hex) or Google (as it is), and sends it back with the ID token. An ID token copied from an
-/// earlier sign-in carries a nonce that is spent or expired, so it signs no one in again; a nonce
+/// lowercase hex) or Google (as it is), and sends it back with the ID token. An ID token copied from
+/// an earlier sign-in carries a nonce that is spent or expired, so it signs no one in again; a nonce
 /// the app made up itself could be sent again with the copied token.
 ///
 /// A nonce is 16 random bytes, its expiry and an HMAC of both, under a key derived from the access-
 /// token signing key: issuing one writes nothing (anyone may ask), and every replica that signs
-/// with the same key accepts it. Spending one records its hash in the sign-in's transaction, kept
-/// until it expires (`AuthJanitor` removes it then).
+/// with the same key accepts it. A sign-in is spent in its own transaction: under its nonce, or,
+/// where `PROVIDER_NONCE_REQUIRED=false` lets one come without, under its ID token. A refused
+/// sign-in (a disabled account, say) rolls the spending back with the rest; it changed nothing, and
+/// the same token sent again is judged again.
 struct ProviderNonces: Sendable {
     static let lifetime: TimeInterval = 600
 
@@ -38,17 +40,20 @@ struct ProviderNonces: Sendable {
 
     func issue(now: Date = Date()) -> (nonce: String, expiresAt: Date) {
         let expiresAt = Date(timeIntervalSince1970: (now.timeIntervalSince1970 + Self.lifetime).rounded(.down))
-        var bytes = [UInt8](repeating: 0, count: 16)
         var generator = SystemRandomNumberGenerator()
-        for index in bytes.indices { bytes[index] = generator.next() }
-        withUnsafeBytes(of: UInt64(expiresAt.timeIntervalSince1970).bigEndian) { bytes.append(contentsOf: $0) }
+        var bytes: [UInt8] = []
+        for part in [generator.next() as UInt64, generator.next(), UInt64(expiresAt.timeIntervalSince1970)] {
+            withUnsafeBytes(of: part.bigEndian) { bytes.append(contentsOf: $0) }
+        }
         bytes.append(contentsOf: mac(bytes))
         return (Base64URL.encode(bytes), expiresAt)
     }
 
-    /// The nonce's expiry, when this server issued it and it has not expired.
+    /// The nonce's expiry, when this server issued it (written as it was issued) and it has not expired.
     func check(_ nonce: String, now: Date = Date()) throws(Problem) -> Date {
-        guard nonce.utf8.count == 54, let data = Base64URL.decode(nonce), data.count == 40 else { throw .forged }
+        // One spelling only (the decoder also takes `+`, `/` and padding): the spent record is kept
+        // under the text, which must not have a second form.
+        guard nonce.utf8.count == 54, let data = Base64URL.decode(nonce), data.count == 40, Base64URL.encode(data) == nonce else { throw .forged }
         let bytes = Array(data)
         // Compared in constant time: how far a guess matched must not show in the answer's timing.
         guard zip(mac(Array(bytes[..<24])), bytes[24...]).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { throw .forged }
@@ -58,15 +63,22 @@ struct ProviderNonces: Sendable {
         return expiresAt
     }
 
-    /// Records the nonce as used, in the caller's transaction; refused when it was used before. Two
-    /// sign-ins with one nonce at once: the second waits for the first's transaction, then is refused.
-    func spend(_ nonce: String, expiresAt: Date, on connection: PostgresConnection, logger: Logger) async throws {
-        let hash = Data(SHA256.hash(data: Data(nonce.utf8)))
+    /// Records a sign-in as made, under `nonce`, or under the ID token when it came without one, in
+    /// the caller's transaction; refuses one made before. Two sign-ins with one nonce at once: the
+    /// second waits for the first's transaction, then is refused.
+    func spend(nonce: String?, expiresAt nonceExpiry: Date?, identity: VerifiedIdentity, idToken: String,
+               on connection: PostgresConnection, logger: Logger) async throws {
+        let (value, until) = nonce.flatMap { nonce in nonceExpiry.map { (nonce, $0) } } ?? (idToken, identity.usableUntil)
+        let hash = Data(SHA256.hash(data: Data(value.utf8)))
         let fresh = try await connection.returnsRow("""
-            INSERT INTO spent_provider_nonces (nonce_hash, expires_at) VALUES (\(hash), \(expiresAt))
+            INSERT INTO spent_provider_sign_ins (value_hash, expires_at) VALUES (\(hash), \(until))
             ON CONFLICT DO NOTHING RETURNING true
             """, logger: logger)
-        guard fresh else { throw Problem.spent.apiError }
+        guard fresh else {
+            throw nonce == nil
+                ? APIError.unauthorized("The ID token has been used for a sign-in already; sign in with the provider again.", code: "invalid_id_token")
+                : Problem.spent.apiError
+        }
     }
 
     /// The first 16 bytes of HMAC-SHA256: 128 bits, as much as the random part.

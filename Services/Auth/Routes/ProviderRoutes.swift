@@ -61,11 +61,13 @@ struct ProviderRoutes {
         let body = try await request.decode(as: ProviderRequest.self, context: context)
         // A nonce this server did not issue, or an expired one, is refused before the token is read;
         // a spent one in the transaction below, where spending it is part of the sign-in.
-        var nonceExpiry: Date?
+        let nonceExpiry: Date?
         if let nonce = body.nonce {
             do { nonceExpiry = try accounts.nonces.check(nonce) } catch { throw error.apiError }
         } else if accounts.settings.providerNonceRequired {
             throw APIError.validation([.init(field: "nonce", message: "is required: get one from POST /v1/auth/nonce and pass it to \(providerName)'s sign-in")])
+        } else {
+            nonceExpiry = nil
         }
         let identity: VerifiedIdentity
         do {
@@ -78,9 +80,7 @@ struct ProviderRoutes {
         let accounts = self.accounts
         let provider = identity.provider
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
-            if let nonce = body.nonce, let nonceExpiry {
-                try await accounts.nonces.spend(nonce, expiresAt: nonceExpiry, on: connection, logger: context.logger)
-            }
+            try await accounts.nonces.spend(nonce: body.nonce, expiresAt: nonceExpiry, identity: identity, idToken: body.idToken, on: connection, logger: context.logger)
             // Known identity: sign in.
             if var user = try await accounts.users.user(provider: provider, subject: identity.subject, on: connection, logger: context.logger) {
                 guard !user.isDisabled else { throw AuthErrors.disabled }
