@@ -25,6 +25,8 @@ final class EchoUpstream: Sendable {
 
     let name: String
     private let server = LocalServer()
+    /// How many `/pause` requests have reached it: a test can wait until one is in flight.
+    let pausesArrived = Atomic<Int>(0)
 
     init(name: String) { self.name = name }
 
@@ -38,9 +40,12 @@ final class EchoUpstream: Sendable {
             try await Task.sleep(for: .seconds(3))
             return "late"
         }
-        router.on("**", method: .get) { request, context in try await Self.echo(name, request, context) }
-        router.on("**", method: .post) { request, context in try await Self.echo(name, request, context) }
-        router.on("**", method: .delete) { request, context in try await Self.echo(name, request, context) }
+        for method in [HTTPRequest.Method.get, .post, .delete] {
+            router.on("**", method: method) { [self] request, context in
+                if request.uri.path.hasSuffix("/pause") { pausesArrived.add(1, ordering: .relaxed) }
+                return try await Self.echo(name, request, context)
+            }
+        }
         try await server.start(router, label: name)
     }
 
@@ -353,7 +358,9 @@ final class EchoUpstream: Sendable {
             tasks.addTask { try await group.run() }
             try await waitUntil(.seconds(20)) { RedisServer.accepts(port: port) }
             let answer = Task { try await RawHTTP.exchange(port: port, "GET /v1/auth/pause HTTP/1.1\r\nHost: gw\r\n\r\n", untilAnswers: 1) }
-            try await Task.sleep(for: .milliseconds(200))
+            // Once the request is with the upstream (a request still unread when the shutdown begins
+            // is refused with the connection, as any server's).
+            try await waitUntil(.seconds(10)) { auth.pausesArrived.load(ordering: .relaxed) == 1 }
             await group.triggerGracefulShutdown()
             let answers = try await answer.value
             #expect(answers.map(\.status) == [200])

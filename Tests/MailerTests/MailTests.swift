@@ -39,6 +39,7 @@ import Testing
     /// nothing); and with `SMTP_STARTTLS=required` it never sends to a server that offers no TLS.
     @Test func startTLSAndAuthAreUsedAndTheCertificateIsChecked() async throws {
         let (certificate, key) = try await Self.selfSignedCertificate()
+        defer { try? FileManager.default.removeItem(at: URL(fileURLWithPath: certificate).deletingLastPathComponent()) }
         let sink = try await MailSink.start(tls: (certificate, key), login: ("mailer", "s3cret-relay"))
         defer { sink.stop() }
         func transport(password: String = "s3cret-relay", trusting caFile: String? = certificate) -> SMTPTransport {
@@ -70,7 +71,8 @@ import Testing
         #expect(sink.messages().count == 1 && plain.messages().isEmpty, "only the first message was delivered")
     }
 
-    /// A certificate for 127.0.0.1 and its key, made with `openssl` in a folder of the test's own.
+    /// A certificate for 127.0.0.1 and its key, made with `openssl` in a folder of the test's own
+    /// (the caller removes it).
     static func selfSignedCertificate() async throws -> (certificate: String, key: String) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("smtp-tls"))
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -85,6 +87,7 @@ import Testing
     /// without using its attempts (here one would be its last) and goes once the password is right.
     @Test func mailWaitsWhileTheServerRefusesOurCredentials() async throws {
         let (certificate, key) = try await Self.selfSignedCertificate()
+        defer { try? FileManager.default.removeItem(at: URL(fileURLWithPath: certificate).deletingLastPathComponent()) }
         let sink = try await MailSink.start(tls: (certificate, key), login: ("mailer", "right"))
         defer { sink.stop() }
         let database = try await TestDatabase.create(services: ["auth"])

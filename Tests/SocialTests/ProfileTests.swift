@@ -277,15 +277,25 @@ import Testing
     /// `ProfileView.encode(to:)` is written out: it must write every field it has, in the text
     /// `JSONEncoder.api` writes, whichever writer the response goes through.
     @Test func aProfileViewWritesEveryField() throws {
-        let now = Date(timeIntervalSince1970: 1_790_000_000.25)
+        let created = Date(timeIntervalSince1970: 1_790_000_000.25), updated = Date(timeIntervalSince1970: 1_790_000_060.5)
+        let id = UUID(uuidString: "0A1B2C3D-0000-4000-8000-00000000ABCD")!
         let record = ProfileRecord(
-            id: UUID(), username: "ada", displayName: "Ada \"Cook\"", bio: "Bread", avatarETag: "e1", isVerified: true, isPrivate: true,
-            hiddenAt: now, dietaryPreferences: ["vegan"], allergies: [Allergy(name: "peanuts", severity: .severe)], favoriteCuisines: ["Thai"],
-            cookingPreferences: CookingPreferences(skillLevel: .advanced, timeBudgetMinutes: 30, equipment: ["oven"]), dietaryVisibility: .private,
-            onboardingAnswered: [], onboardingSkipped: [], followersCount: 100_000, followingCount: 3, createdAt: now, updatedAt: now)
+            id: id, username: "ada", displayName: "Ada \"Cook\"", bio: "Bread", avatarETag: "e1", isVerified: true, isPrivate: true,
+            hiddenAt: updated, dietaryPreferences: ["vegan"], allergies: [Allergy(name: "peanuts", severity: .severe)], favoriteCuisines: ["Thai"],
+            cookingPreferences: CookingPreferences(skillLevel: .advanced, timeBudgetMinutes: 30, equipment: ["oven"]), dietaryVisibility: .followersOnly,
+            onboardingAnswered: [], onboardingSkipped: [], followersCount: 100_000, followingCount: 3, createdAt: created, updatedAt: updated)
         var view = ProfileView(record, relationship: nil, isOwner: false, isStaff: true)
         view.relationship = Relationship(following: true, muting: true)
+        // Every stored property has a key, and every key is written, each with its own value.
+        #expect(Mirror(reflecting: view).children.count == ProfileView.CodingKeys.allCases.count)
         let foundation = try JSONEncoder.api.encode(view)
+        let expected = #"{"allergies":[{"name":"peanuts","severity":"severe"}],"avatar_url":"/v1/profiles/0A1B2C3D-0000-4000-8000-00000000ABCD/avatar?v=e1","bio":"Bread","#
+            + #""cooking_preferences":{"equipment":["oven"],"skill_level":"advanced","time_budget_minutes":30},"created_at":"2026-09-21T14:13:20.250Z","#
+            + #""dietary_preferences":["vegan"],"dietary_visibility":"followers_only","display_name":"Ada \"Cook\"","favorite_cuisines":["Thai"],"#
+            + #""followers_count":100000,"following_count":3,"id":"0A1B2C3D-0000-4000-8000-00000000ABCD","is_hidden":true,"is_private":true,"is_verified":true,"#
+            + #""relationship":{"blocked_by":false,"blocking":false,"followed_by":false,"following":true,"muting":true,"requested":false},"#
+            + #""updated_at":"2026-09-21T14:14:20.500Z","username":"ada"}"#
+        #expect(String(decoding: foundation, as: UTF8.self) == expected)
         let object = try #require(try JSONSerialization.jsonObject(with: foundation) as? [String: Any])
         #expect(Set(object.keys) == Set(ProfileView.CodingKeys.allCases.map(\.stringValue)))
         #expect(try ResponseJSON.encode(view) == Array(foundation))

@@ -142,9 +142,9 @@ struct ProfileView: Encodable, Sendable {
     var updatedAt: Date?
     var relationship: Relationship?
 
-    // In the order of their names: the synthesized `encode(to:)` writes keys in this order, and
-    // `ResponseJSON` sorts an object's keys only when they arrive out of order (a fifth of encoding a
-    // profile). The order changes nothing in the JSON, whose keys are sorted either way.
+    // In the order of their names, as `encode(to:)` writes them: `ResponseJSON` sorts an object's
+    // keys only when they arrive out of order (a fifth of encoding a profile). The order changes
+    // nothing in the JSON, whose keys are sorted either way.
     enum CodingKeys: String, CodingKey, CaseIterable {
         case allergies, avatarURL = "avatar_url", bio, cookingPreferences = "cooking_preferences", createdAt = "created_at"
         case dietaryPreferences = "dietary_preferences", dietaryVisibility = "dietary_visibility", displayName = "display_name"
@@ -154,7 +154,7 @@ struct ProfileView: Encodable, Sendable {
 
     /// Written out, in key order, instead of synthesized: the synthesized code passes each optional
     /// field through the generic `encodeIfPresent`, which looks up `Optional<T>`'s metadata in the
-    /// runtime's cache on every call; seven of them were a twentieth of a profile read's instructions.
+    /// runtime's cache on every call: 11,000 of a profile read's 414,000 instructions.
     func encode(to encoder: any Encoder) throws {
         var json = encoder.container(keyedBy: CodingKeys.self)
         if let allergies { try json.encode(allergies, forKey: .allergies) }

@@ -157,9 +157,11 @@ extension Request {
 
 /// JSON responses in the API's one format: `ResponseJSON`, or Foundation's `JSONEncoder.api` (the
 /// same text) for a value whose encoding `ResponseJSON` does not support.
-/// Every JSON answer is `Cache-Control: no-store`: they carry tokens (RFC 6749 §5.1 asks this of
-/// token responses) and personal data, which neither a shared cache nor the app's URL cache on disk
-/// should keep. A route that may be cached sets its own header on a `Response` (keys, avatars).
+/// Every answer written through this encoder (what the routes return) is `Cache-Control: no-store`:
+/// they carry tokens (RFC 6749 §5.1 asks this of token responses) and personal data, which neither a
+/// shared cache nor the app's URL cache on disk should keep. A route that may be cached builds its
+/// own `Response` with its own header (keys, avatars); health answers and problems are not cached
+/// data either way.
 public struct APIResponseEncoder: ResponseEncoder {
     public init() {}
     public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {

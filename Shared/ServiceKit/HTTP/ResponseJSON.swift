@@ -377,8 +377,8 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     // A missing value leaves its key out, as JSONEncoder does. The protocol's own versions of these
-    // reach `encode` through generic code that looks up `Optional`'s metadata on every call (a
-    // profile has seven optional fields: about 5% of a profile read's instructions).
+    // reach `encode` through generic code that looks up `Optional`'s metadata on every call; the
+    // generic one below still does (the busiest view, `ProfileView`, writes its own optionals).
     mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } }
     mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } }
     mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } }
