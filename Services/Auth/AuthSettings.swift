@@ -25,8 +25,8 @@ struct AuthSettings: Sendable {
     var apple: IdentityProviderConfig?
     var google: IdentityProviderConfig?
     /// Whether a provider sign-in must carry a nonce this service issued (`PROVIDER_NONCE_REQUIRED`).
-    /// Off only for apps already shipped without one: their ID tokens can then be replayed until
-    /// they expire.
+    /// Off only for app versions already shipped without one: such a sign-in is then spent under its
+    /// ID token instead, which must therefore be a fresh one each time.
     var providerNonceRequired: Bool
     var issuer: String
     var audience: String

@@ -3,7 +3,8 @@ import PostgresNIO
 import ServiceLifecycle
 
 /// Deletes what can no longer be used: expired sessions (with their refresh tokens), mail tokens
-/// a day after they expired, and spent provider sign-ins an hour after their nonce or token expired. Every replica may run it; the deletes are idempotent.
+/// a day after they expired, and spent provider sign-ins an hour after their nonce or token
+/// expired. Every replica may run it; the deletes are idempotent.
 struct AuthJanitor: Service {
     let postgres: PostgresClient
     let logger: Logger

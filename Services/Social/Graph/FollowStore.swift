@@ -81,8 +81,8 @@ struct FollowStore: Sendable {
 
     /// The six relationship flags of viewer and target as one SQL integer, a bit each in the order of
     /// `Relationship(flags:)`: as six columns they cost a profile read 4,600 instructions more (of
-    /// 404,000; PostgresNIO indexes every column of every result by its name). `viewer` and `target` are the SQL
-    /// expressions (bind parameters such as `$1`) that stand for the two ids.
+    /// 404,000; PostgresNIO indexes every column of every result by its name). `viewer` and
+    /// `target` are the SQL expressions (bind parameters such as `$1`) that stand for the two ids.
     static func relationshipFlags(_ viewer: String, _ target: String) -> String {
         """
         (EXISTS (SELECT 1 FROM follows WHERE follower_id = \(viewer) AND followee_id = \(target)))::int
