@@ -47,6 +47,9 @@ var targets: [Target] = [
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            // `ServerQuiescingHelper`, for the kit's HTTP listener's graceful shutdown.
+            .product(name: "NIOExtras", package: "swift-nio-extras"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "Crypto", package: "swift-crypto"),
         ],
@@ -91,6 +94,9 @@ var targets: [Target] = [
             .product(name: "HummingbirdTesting", package: "hummingbird"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
         ],
         path: "Tests/TestSupport",
         swiftSettings: swiftSettings

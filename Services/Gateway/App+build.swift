@@ -28,10 +28,11 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     router.add(middleware: ProxyMiddleware(table: .standard, pools: pools, timeout: config.upstreamTimeout))
     GatewayHealthRoutes(pools: pools, metrics: registry, internalNetworks: config.internalNetworks).add(to: router)
 
-    return Application(
+    return ServiceApplication(
         router: router,
-        server: HTTPServerBuilder { responder in GatewayHTTP1Channel(http1: HTTP1Channel(responder: responder), proxy: proxy) },
-        configuration: .init(address: .hostname(config.host, port: config.port), serverName: ProxyChannelHandler.serverName),
+        listener: config.listener,
+        serverName: ProxyChannelHandler.serverName,
+        childChannel: { responder in GatewayHTTP1Channel(http1: HTTP1Channel(responder: responder), proxy: proxy) },
         services: [Closer { for pool in pools.values { pool.shutdown() } }, ShutdownNotice(logger: logger)],
         logger: logger
     )

@@ -4,8 +4,7 @@ import ServiceKit
 
 /// The gateway's configuration: where it listens and where each service lives.
 struct GatewayConfig: Sendable {
-    var host: String
-    var port: Int
+    var listener: HTTPListenerOptions
     var logLevel: Logger.Level
     /// Service name → base URL (`http://127.0.0.1:8081`).
     var upstreams: [String: String]
@@ -39,8 +38,7 @@ struct GatewayConfig: Sendable {
             }
         }
         let config = GatewayConfig(
-            host: env.string("HTTP_HOST", default: "127.0.0.1"),
-            port: env.int("HTTP_PORT", default: 8080, range: 0...65535),
+            listener: HTTPListenerOptions(defaultPort: 8080, reading: &env),
             logLevel: Logger.Level(rawValue: env.oneOf("LOG_LEVEL", default: "info", allowed: Logger.Level.allCases.map(\.rawValue))) ?? .info,
             upstreams: upstreams,
             upstreamTimeout: env.milliseconds("UPSTREAM_TIMEOUT_MS", default: 30_000, range: 10...600_000),

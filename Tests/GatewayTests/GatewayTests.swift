@@ -79,7 +79,7 @@ final class EchoUpstream: Sendable {
         for service in ["invitations", "entitlements", "nutrition"] { upstreams[service] = "http://127.0.0.1:\(closedPort)" }
         if let downService { upstreams[downService] = "http://127.0.0.1:\(closedPort)" }
         upstreams.merge(upstreamOverrides) { $1 }
-        let config = GatewayConfig(host: "127.0.0.1", port: 0, logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies,
+        let config = GatewayConfig(listener: .init(host: "127.0.0.1", port: 0), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies,
                                    clientTimeout: clientTimeout, internalNetworks: internalNetworks)
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
@@ -87,7 +87,7 @@ final class EchoUpstream: Sendable {
     /// A gateway that sends every service's routes to one upstream.
     static func config(everyServiceAt url: String, port: Int = 0, timeout: Duration) -> GatewayConfig {
         let upstreams = Dictionary(uniqueKeysWithValues: GatewayConfig.services.keys.map { ($0, url) })
-        return GatewayConfig(host: "127.0.0.1", port: port, logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1))
+        return GatewayConfig(listener: .init(host: "127.0.0.1", port: port), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1))
     }
 
     static func echo(_ response: TestResponse) throws -> EchoUpstream.Echo {
@@ -356,7 +356,7 @@ final class EchoUpstream: Sendable {
         let group = ServiceGroup(services: [try buildApplication(config)], gracefulShutdownSignals: [], logger: Logger(label: "test"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            try await waitUntil(.seconds(20)) { RedisServer.accepts(port: port) }
+            try await waitUntil(.seconds(20)) { await RedisServer.accepts(port: port) }
             let answer = Task { try await RawHTTP.exchange(port: port, "GET /v1/auth/pause HTTP/1.1\r\nHost: gw\r\n\r\n", untilAnswers: 1) }
             // Once the request is with the upstream (a request still unread when the shutdown begins
             // is refused with the connection, as any server's).

@@ -6,7 +6,7 @@ import Testing
 @Suite struct ConfigTests {
     @Test func defaultsServeTheLocalStack() throws {
         let config = try ServiceConfig.load(name: "social", defaultPort: 8082, environment: [:])
-        #expect(config.port == 8082)
+        #expect(config.listener.port == 8082 && config.listener.host == "127.0.0.1" && !config.listener.reusePort)
         #expect(config.database.user == "social" && config.database.schema == "social" && config.database.database == "foodbackend")
         #expect(config.redis.port == 6379)
         #expect(config.events.group == "social")

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 
 /// Calls a service under test over a pool of up to 64 connections. HummingbirdTesting's live client
 /// sends one request at a time over a single connection, so tests that need requests to really
@@ -14,11 +15,13 @@ public enum ConcurrentClient {
 
     public struct Reply: Sendable {
         public let status: Int
+        public let headers: HTTPHeaders
         public let body: ByteBuffer
         public var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:] }
     }
 
-    public static func send(port: Int, _ method: String, _ path: String, headers: [(String, String)] = [], json: Any? = nil) async throws -> Reply {
+    public static func send(port: Int, _ method: String, _ path: String, headers: [(String, String)] = [], json: Any? = nil,
+                            timeout: TimeAmount = .seconds(120)) async throws -> Reply {
         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
         request.method = .init(rawValue: method)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
@@ -26,7 +29,7 @@ public enum ConcurrentClient {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)))
         }
-        let response = try await client.execute(request, timeout: .seconds(120))
-        return Reply(status: Int(response.status.code), body: try await response.body.collect(upTo: 1 << 20))
+        let response = try await client.execute(request, timeout: timeout)
+        return Reply(status: Int(response.status.code), headers: response.headers, body: try await response.body.collect(upTo: 1 << 20))
     }
 }

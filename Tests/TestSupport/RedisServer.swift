@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 import ServiceKit
 
 /// A redis-server process of a test's own, for tests that stop and restart Redis mid-test.
@@ -46,7 +48,7 @@ public final class RedisServer: @unchecked Sendable {
         process.signal(SIGKILL)
         try await process.wait()
         self.process = nil
-        for _ in 0..<100 where Self.accepts(port: port) {
+        for _ in 0..<100 where await Self.accepts(port: port) {
             try await Task.sleep(for: .milliseconds(20))
         }
     }
@@ -56,15 +58,20 @@ public final class RedisServer: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    public static func accepts(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    /// Whether something listens on the loopback port and completes a connection within a second.
+    /// Asynchronous, through NIO: it is called from tasks, and a blocking `connect` to a listener whose
+    /// queue is full waits for the kernel's SYN retries (over two minutes) on one of the two threads
+    /// every task of the test process shares, while the accept loops that would empty those queues
+    /// are tasks waiting for a thread: the whole suite once stood still for that long.
+    public static func accepts(port: Int) async -> Bool {
+        do {
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.seconds(1))
+                .connect(host: "127.0.0.1", port: port).get()
+            try? await channel.close()
+            return true
+        } catch {
+            return false
         }
     }
 

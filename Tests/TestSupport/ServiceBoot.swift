@@ -1,35 +1,38 @@
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
-import HummingbirdTesting
 import Models
 import ServiceKit
+import ServiceLifecycle
 
-/// Boots a service application exactly as `main` does, against the test database and Redis, and
-/// checks the endpoints every process serves.
+/// Boots a service application exactly as `main` does (its own `run()`, so the kit's listener on a
+/// real port, not HummingbirdTesting's server), against the test database and Redis, and checks the
+/// endpoints every process serves and that a graceful shutdown stops it.
 public func assertServiceServesHealth(name: String, build: (ServiceConfig) throws -> some ApplicationProtocol) async throws -> [String] {
     let database = try await TestDatabase.create(services: [name])
-    let config = ServiceConfig.test(name: name, database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"))
+    var config = ServiceConfig.test(name: name, database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"))
+    config.listener.port = try RedisServer.freePort()
+    let port = config.listener.port
     let app = try build(config)
-    var failures = try await app.test(.live) { client -> [String] in
-        var failures: [String] = []
-        // Readiness waits for migrations; poll briefly.
-        var ready = false
-        for _ in 0..<100 {
-            let response = try await client.execute(uri: "/readyz", method: .get)
-            if response.status == .ok { ready = true; break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        if !ready { failures.append("\(name): /readyz never became ready") }
-        let health = try await client.execute(uri: "/healthz", method: .get)
-        if health.status != .ok { failures.append("\(name): /healthz is \(health.status)") }
-        let metrics = try await client.execute(uri: "/metrics", method: .get)
-        if !String(buffer: metrics.body).contains("events_outbox_backlog") { failures.append("\(name): /metrics lacks event bus metrics") }
-        let missing = try await client.execute(uri: "/v1/nothing-here", method: .get, headers: [.requestID: "boot-test"])
-        if missing.status != .notFound || missing.headers[.contentType] != Problem.mediaType || missing.headers[.requestID] != "boot-test" {
-            failures.append("\(name): unknown path is not a 404 problem with the request id")
-        }
-        return failures
+    let group = ServiceGroup(configuration: .init(services: [app], logger: TestEnvironment.logger))
+    let running = Task { try await group.run() }
+    var failures: [String]
+    do {
+        failures = try await checkProcessEndpoints(name: name, port: port)
+    } catch {
+        // Not left running for the rest of the suite.
+        running.cancel()
+        throw error
+    }
+    await group.triggerGracefulShutdown()
+    do {
+        try await withDeadline(.seconds(20), "\(name) stopping gracefully") { try await running.value }
+    } catch {
+        running.cancel()
+        throw error
+    }
+    if await RedisServer.accepts(port: port) {
+        failures.append("\(name): still answers after its shutdown")
     }
     // The schema has the event bus tables and the migrations table.
     let tables = try await withClient(database.config(for: name)) { client in
@@ -41,6 +44,32 @@ public func assertServiceServesHealth(name: String, build: (ServiceConfig) throw
     }
     for table in ["inbox", "outbox", "schema_migrations"] where !tables.contains(table) {
         failures.append("\(name): schema lacks \(table)")
+    }
+    return failures
+}
+
+/// What every process answers, once its port is open: readiness, health with `Date` and `Server`,
+/// metrics, and a 404 problem carrying the request id.
+private func checkProcessEndpoints(name: String, port: Int) async throws -> [String] {
+    var failures: [String] = []
+    // The port opens once migrations are done, and readiness follows; poll briefly.
+    try await waitUntil(.seconds(20)) { await RedisServer.accepts(port: port) }
+    var ready = false
+    for _ in 0..<200 {
+        if let reply = try? await ConcurrentClient.send(port: port, "GET", "/readyz", timeout: .seconds(5)), reply.status == 200 { ready = true; break }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    guard ready else { return ["\(name): /readyz never became ready"] }
+    let health = try await ConcurrentClient.send(port: port, "GET", "/healthz")
+    if health.status != 200 { failures.append("\(name): /healthz is \(health.status)") }
+    if health.headers["Date"].first?.hasSuffix(" GMT") != true || health.headers["Server"].first != name {
+        failures.append("\(name): answers lack Date or Server: \(health.headers)")
+    }
+    let metrics = try await ConcurrentClient.send(port: port, "GET", "/metrics")
+    if !String(buffer: metrics.body).contains("events_outbox_backlog") { failures.append("\(name): /metrics lacks event bus metrics") }
+    let missing = try await ConcurrentClient.send(port: port, "GET", "/v1/nothing-here", headers: [("X-Request-ID", "boot-test")])
+    if missing.status != 404 || missing.headers["Content-Type"].first != Problem.mediaType || missing.headers["X-Request-ID"].first != "boot-test" {
+        failures.append("\(name): unknown path is not a 404 problem with the request id")
     }
     return failures
 }

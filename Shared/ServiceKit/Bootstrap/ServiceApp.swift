@@ -104,7 +104,7 @@ public struct CommandContext: Sendable {
 /// Builds the application of one service: HTTP with the kit's middleware and health routes, the
 /// PostgreSQL pool, migrations before the server accepts requests, the outbox relay and the event
 /// consumer once migrations are done. Tests call this with test configuration; `main` calls it too.
-public func buildServiceApplication(_ definition: ServiceDefinition, config: ServiceConfig) throws -> some ApplicationProtocol {
+public func buildServiceApplication(_ definition: ServiceDefinition, config: ServiceConfig) throws -> ServiceApplication<RouterResponder<ServiceRequestContext>> {
     let setup = try definition.setup(config)
     var logger = Logger(label: definition.name)
     logger.logLevel = config.logLevel
@@ -143,9 +143,10 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
         client: postgres, redis: consumerRedis, config: config.events, handlers: components.handlers,
         producer: definition.name, metrics: busMetrics, logger: logger
     )
-    var app = Application(
+    var app = ServiceApplication(
         router: router,
-        configuration: .init(address: .hostname(config.host, port: config.port), serverName: definition.name),
+        listener: config.listener,
+        serverName: definition.name,
         // Started in this order, stopped in reverse: the event bus stops before the pools it uses.
         services: [
             Closer { try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close() },

@@ -6,8 +6,8 @@ import NIOCore
 public struct ServiceConfig: Sendable {
     public var name: String
     public var isProduction: Bool
-    public var host: String
-    public var port: Int
+    /// Where the service listens (`HTTP_HOST`, `HTTP_PORT`, `HTTP_REUSE_PORT`).
+    public var listener: HTTPListenerOptions
     public var logLevel: Logger.Level
     public var database: DatabaseConfig
     public var redis: RedisConfiguration
@@ -25,8 +25,7 @@ public struct ServiceConfig: Sendable {
         self.name = name
         self.environment = env.values
         self.isProduction = env.isProduction
-        host = env.string("HTTP_HOST", default: "127.0.0.1")
-        port = env.int("HTTP_PORT", default: defaultPort, range: 0...65535)
+        listener = HTTPListenerOptions(defaultPort: defaultPort, reading: &env)
         logLevel = Logger.Level(rawValue: env.oneOf("LOG_LEVEL", default: "info", allowed: Logger.Level.allCases.map(\.rawValue))) ?? .info
         database = DatabaseConfig(service: name, reading: &env)
         let redisURL = env.url("REDIS_URL", default: "redis://127.0.0.1:6379", schemes: ["redis"], requiredInProduction: true)
