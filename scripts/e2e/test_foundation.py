@@ -37,7 +37,9 @@ def test_request_id_travels_through_the_gateway_to_the_service(stack):
     assert response.headers["X-Request-ID"] == rid
     body = problem(response)
     assert body["request_id"] == rid and body["code"] == "not_found"
-    stack.wait_until(lambda: rid in stack.log("social") and rid in stack.log("gateway"), what="request id in both logs")
+    # Either of social's two processes (they share its port) answered.
+    stack.wait_until(lambda: rid in stack.log("social") + stack.log("social-2") and rid in stack.log("gateway"),
+                     what="request id in both logs")
 
 
 def test_a_request_id_is_made_when_absent(stack):
@@ -230,10 +232,46 @@ def test_a_redis_outage_loses_no_event_and_every_service_recovers(stack):
 
 
 def test_up_twice_starts_no_second_copy(stack):
-    before = {name: stack.pid(name) for name in SERVICES + ["gateway"]}
+    before = {name: stack.pid(name) for name in SERVICES + ["social-2", "gateway"]}
     stack.up()
-    after = {name: stack.pid(name) for name in SERVICES + ["gateway"]}
+    after = {name: stack.pid(name) for name in SERVICES + ["social-2", "gateway"]}
     assert before == after
+
+
+def test_socials_two_processes_share_its_port_and_either_can_leave(stack):
+    """scripts/stack runs social twice on one port (HTTP_REUSE_PORT): the kernel spreads new
+    connections over both; when one stops gracefully the other serves every request, and `up`
+    brings the second back."""
+    url = stack.service_urls["social"]
+    marker = request_id()
+    for _ in range(40):  # a new connection each
+        assert requests.get(f"{url}/healthz", headers={"X-Request-ID": marker}, timeout=10).status_code == 200
+    assert marker in stack.log("social") and marker in stack.log("social-2")
+
+    pid = stack.pid("social-2")
+    os.kill(pid, signal.SIGTERM)
+
+    def gone():
+        try:
+            os.kill(pid, 0)
+            return False
+        except ProcessLookupError:
+            return True
+
+    stack.wait_until(gone, seconds=15, what="social-2 exited after SIGTERM")
+    after = request_id()
+    for _ in range(20):
+        assert requests.get(f"{url}/healthz", headers={"X-Request-ID": after}, timeout=10).status_code == 200
+    assert after in stack.log("social") and after not in stack.log("social-2")
+    stack.up()  # returns once every process listens
+
+    def both_answer():
+        back = request_id()
+        for _ in range(20):
+            requests.get(f"{url}/healthz", headers={"X-Request-ID": back}, timeout=5)
+        return back in stack.log("social-2")
+
+    stack.wait_until(both_answer, what="social-2 back and serving")
 
 
 def stream_id(text):
