@@ -1,6 +1,7 @@
 """Shared helpers for the end-to-end tests: where the stack runs and how to reach its parts."""
 import json
 import os
+import signal
 import subprocess
 import time
 import uuid
@@ -34,6 +35,21 @@ class Stack:
 
     def redis(self, *args):
         return subprocess.run(["redis-cli", "-p", self.redis_port, *args], check=True, capture_output=True, text=True).stdout
+
+    def terminate(self, name, seconds=15):
+        """SIGTERM to the recorded process, then wait until it has exited; returns its pid."""
+        pid = self.pid(name)
+        os.kill(pid, signal.SIGTERM)
+
+        def gone():
+            try:
+                os.kill(pid, 0)
+                return False
+            except ProcessLookupError:
+                return True
+
+        self.wait_until(gone, seconds=seconds, what=f"{name} exited after SIGTERM")
+        return pid
 
     def up(self):
         subprocess.run(["scripts/stack", "up"], check=True, capture_output=True)

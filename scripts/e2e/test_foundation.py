@@ -136,17 +136,7 @@ def test_a_dead_service_is_503_at_the_gateway_and_comes_back(stack):
 
 
 def test_sigterm_shuts_a_service_down_gracefully(stack):
-    pid = stack.pid("invitations")
-    os.kill(pid, signal.SIGTERM)
-
-    def gone():
-        try:
-            os.kill(pid, 0)
-            return False
-        except ProcessLookupError:
-            return True
-
-    stack.wait_until(gone, seconds=15, what="invitations exited after SIGTERM")
+    stack.terminate("invitations")
     log = stack.log("invitations")
     assert "graceful shutdown started" in log and "stopped cleanly" in log, log[-2000:]
     stack.up()
@@ -248,17 +238,7 @@ def test_socials_two_processes_share_its_port_and_either_can_leave(stack):
         assert requests.get(f"{url}/healthz", headers={"X-Request-ID": marker}, timeout=10).status_code == 200
     assert marker in stack.log("social") and marker in stack.log("social-2")
 
-    pid = stack.pid("social-2")
-    os.kill(pid, signal.SIGTERM)
-
-    def gone():
-        try:
-            os.kill(pid, 0)
-            return False
-        except ProcessLookupError:
-            return True
-
-    stack.wait_until(gone, seconds=15, what="social-2 exited after SIGTERM")
+    stack.terminate("social-2")
     after = request_id()
     for _ in range(20):
         assert requests.get(f"{url}/healthz", headers={"X-Request-ID": after}, timeout=10).status_code == 200

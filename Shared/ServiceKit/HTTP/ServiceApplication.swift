@@ -129,19 +129,6 @@ struct HTTPListener<ChildChannel: ServerChildChannel>: Service {
     let onServerRunning: @Sendable (any Channel) async -> Void
     let logger: Logger
 
-    init(
-        childChannel: ChildChannel, options: HTTPListenerOptions,
-        eventLoopGroup: any EventLoopGroup, prelude: [@Sendable () async throws -> Void],
-        onServerRunning: @escaping @Sendable (any Channel) async -> Void, logger: Logger
-    ) {
-        self.childChannel = childChannel
-        self.options = options
-        self.eventLoopGroup = eventLoopGroup
-        self.prelude = prelude
-        self.onServerRunning = onServerRunning
-        self.logger = logger
-    }
-
     func run() async throws {
         for process in prelude { try await process() }
         // Stopped while migrating: the port never opens.
