@@ -13,9 +13,9 @@ COPY Shared Shared
 COPY Services Services
 COPY Tests Tests
 # The same flags as scripts/lib/infra.sh's RELEASE_BUILD (the binaries the benchmarks measure).
-RUN swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic -Xswiftc -enforce-exclusivity=unchecked \
+RUN swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic \
  && mkdir -p /out \
- && bin=$(swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic -Xswiftc -enforce-exclusivity=unchecked --show-bin-path) \
+ && bin=$(swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic --show-bin-path) \
  && cp "$bin"/auth "$bin"/social "$bin"/invitations "$bin"/entitlements "$bin"/nutrition "$bin"/gateway /out/ \
  && cp -R "$bin"/*.resources /out/
 

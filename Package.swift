@@ -18,7 +18,10 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
-let kit: [Target.Dependency] = [
+/// The kit's layers, bottom first; a service links them all and imports what it uses.
+let kitLayers: [Target.Dependency] = ["ServiceKitCore", "ServiceKitRedis", "ServiceKitDatabase", "ServiceKitEvents", "ServiceKitHTTP", "ServiceKitTokens"]
+
+let kit: [Target.Dependency] = kitLayers + [
     "ServiceKit", "Models",
     .product(name: "Hummingbird", package: "hummingbird"),
     .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -30,37 +33,114 @@ var targets: [Target] = [
     .target(name: "Models", path: "Shared/Models", swiftSettings: swiftSettings),
     .systemLibrary(name: "CHiredis", path: "Shared/CHiredis", providers: [.apt(["libhiredis-dev"])]),
     .systemLibrary(name: "CCurl", path: "Shared/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-    .target(name: "CConcurrencyHook", path: "Shared/CConcurrencyHook"),
+    // glibc's malloc tuning (`mallopt`, `malloc_trim`), whose header Glibc's module map leaves out.
+    .target(name: "CMallocTuning", path: "Shared/CMallocTuning"),
+    // The kit, in layers: each imports only the layers below it, so a wrong-way import does not
+    // compile (docs/ARCHITECTURE.md has the diagram). Core ← Redis, Database ← Events ← HTTP ←
+    // Tokens ← ServiceKit (the bootstrap that wires them into a service).
     .target(
-        name: "ServiceKit",
+        name: "ServiceKitCore",
         dependencies: [
-            "Models", "CHiredis", "CConcurrencyHook",
-            .product(name: "Hummingbird", package: "hummingbird"),
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            // Only for `ConnectionPoolError`, the error PostgresNIO's pool throws when PostgreSQL is out of reach.
-            .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
-            .product(name: "JWTKit", package: "jwt-kit"),
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
+        ],
+        path: "Shared/ServiceKit/Core",
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "ServiceKitRedis",
+        dependencies: [
+            "ServiceKitCore", "CHiredis",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        path: "Shared/ServiceKit/Redis",
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "ServiceKitDatabase",
+        dependencies: [
+            "ServiceKitCore",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            // Only for `ConnectionPoolError`, which PostgresNIO's pool throws and exports nowhere else
+            // (ConnectionPoolErrors.swift wraps it; a test fails if it stops matching).
+            .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ],
+        path: "Shared/ServiceKit/Database",
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "ServiceKitEvents",
+        dependencies: [
+            "ServiceKitCore", "ServiceKitRedis", "ServiceKitDatabase", "Models",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        path: "Shared/ServiceKit/Events",
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "ServiceKitHTTP",
+        dependencies: [
+            "ServiceKitCore", "ServiceKitDatabase", "Models",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
             // `ServerQuiescingHelper`, for the kit's HTTP listener's graceful shutdown.
             .product(name: "NIOExtras", package: "swift-nio-extras"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        path: "Shared/ServiceKit/HTTP",
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "ServiceKitTokens",
+        dependencies: [
+            "ServiceKitCore", "ServiceKitHTTP", "Models",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Crypto", package: "swift-crypto"),
         ],
-        path: "Shared/ServiceKit",
+        path: "Shared/ServiceKit/Tokens",
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "ServiceKit",
+        dependencies: kitLayers + [
+            "Models", "CMallocTuning",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ],
+        path: "Shared/ServiceKit/Bootstrap",
         swiftSettings: swiftSettings
     ),
     // Mail goes in a library of its own: only services that send mail load libcurl.
     .target(
         name: "Mailer",
         dependencies: [
-            "ServiceKit", "CCurl",
+            "ServiceKit", "CCurl", "ServiceKitCore", "ServiceKitDatabase", "ServiceKitEvents", "ServiceKitHTTP",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "Logging", package: "swift-log"),

@@ -2,6 +2,12 @@ import Foundation
 import Logging
 import Mailer
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// The auth service's own settings, read from the environment with the kit's reader so that every
 /// problem is named at once. Defaults serve `scripts/stack` on one machine.

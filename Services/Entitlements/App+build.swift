@@ -1,8 +1,10 @@
 import Foundation
 import Hummingbird
 import ServiceKit
+import ServiceKitDatabase
+import ServiceKitEvents
 
-/// The entitlements service: tiers, purchases, feature gates. Its features arrive in their own issues; today it is the kit's process:
+/// The entitlements service: tiers, purchases, feature gates. It runs as the kit's process:
 /// config, its own schema and migrations, the event relay and consumer, health and metrics.
 enum EntitlementsService {
     static let definition = ServiceDefinition(

@@ -5,9 +5,14 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
 
 /// Builds the gateway: the kit's request id, logging and problem middleware around the proxy, and
-/// the gateway's own health, readiness (one line per upstream) and metrics.
+/// the gateway's own health; readiness (one line per upstream) and metrics on its internal listener.
 func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtocol {
     var logger = Logger(label: "gateway")
     logger.logLevel = config.logLevel
@@ -26,62 +31,22 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     router.add(middleware: ProblemMiddleware())
     // Requests whose body streams (see `ProxyChannelHandler`).
     router.add(middleware: ProxyMiddleware(table: .standard, pools: pools, timeout: config.upstreamTimeout))
-    GatewayHealthRoutes(pools: pools, metrics: registry, internalNetworks: config.internalNetworks).add(to: router)
+    let health = GatewayHealthRoutes(pools: pools, metrics: registry)
+    health.add(to: router)
+    let adminRouter = Router(context: ServiceRequestContext.self)
+    adminRouter.add(middleware: ProblemMiddleware())
+    health.addAdmin(to: adminRouter)
 
     return ServiceApplication(
         router: router,
         listener: config.listener,
         serverName: ProxyChannelHandler.serverName,
         childChannel: { responder in GatewayHTTP1Channel(http1: HTTP1Channel(responder: responder), proxy: proxy) },
-        services: [Closer { for pool in pools.values { pool.shutdown() } }, ShutdownNotice(logger: logger)],
+        services: [
+            Closer { for pool in pools.values { pool.shutdown() } },
+            AdminListener(router: adminRouter, options: config.admin, serverName: ProxyChannelHandler.serverName, logger: logger),
+            ShutdownNotice(logger: logger),
+        ],
         logger: logger
     )
-}
-
-/// The gateway's own `/healthz`, `/readyz` (each upstream's `/readyz`) and `/metrics`; the last two
-/// only to clients in `internalNetworks` (404 to others, as for a route that does not exist).
-struct GatewayHealthRoutes {
-    let pools: [String: UpstreamPool]
-    let metrics: MetricsRegistry
-    let internalNetworks: TrustedProxies
-
-    struct Status: Codable {
-        var status: String
-        var upstreams: [String: String]
-    }
-
-    func add(to router: Router<ServiceRequestContext>) {
-        router.get("healthz") { _, _ in try jsonResponse(Status(status: "ok", upstreams: [:])) }
-        router.get("readyz") { _, context -> Response in
-            try requireInternal(context)
-            let results = await withTaskGroup(of: (String, String).self) { group in
-                for (service, pool) in pools {
-                    group.addTask { (service, await probe(pool)) }
-                }
-                var results: [String: String] = [:]
-                for await (service, result) in group { results[service] = result }
-                return results
-            }
-            let ready = results.values.allSatisfy { $0 == "ok" }
-            return try jsonResponse(Status(status: ready ? "ready" : "not_ready", upstreams: results), status: ready ? .ok : .serviceUnavailable)
-        }
-        router.get("metrics") { _, context in
-            try requireInternal(context)
-            return metricsResponse(metrics)
-        }
-    }
-
-    func requireInternal(_ context: ServiceRequestContext) throws {
-        guard internalNetworks.contains(context.clientAddress) else { throw HTTPError(.notFound) }
-    }
-
-    func probe(_ pool: UpstreamPool) async -> String {
-        do {
-            let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/readyz"), body: .none, deadline: .now() + .seconds(2))
-            if case .stream(let body) = response.body { for try await _ in body {} }
-            return response.head.status == .ok ? "ok" : "not ready (\(response.head.status.code))"
-        } catch {
-            return "unreachable"
-        }
-    }
 }

@@ -1,5 +1,9 @@
 import Foundation
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
 
 @main
 enum GatewayMain {

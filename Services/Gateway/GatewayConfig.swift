@@ -1,10 +1,18 @@
 import Foundation
 import Logging
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// The gateway's configuration: where it listens and where each service lives.
 struct GatewayConfig: Sendable {
     var listener: HTTPListenerOptions
+    /// Where the gateway's readiness and metrics are served (`ADMIN_HTTP_HOST`, `ADMIN_HTTP_PORT`).
+    var admin: HTTPListenerOptions
     var logLevel: Logger.Level
     /// Service name → base URL (`http://127.0.0.1:8081`).
     var upstreams: [String: String]
@@ -18,10 +26,6 @@ struct GatewayConfig: Sendable {
     /// Above the idle timeout of a load balancer in front (60 s for many), so that the balancer, not
     /// the gateway, ends an idle connection: one closing under a request it just sent is its 502.
     var clientTimeout: Duration = .seconds(75)
-    /// Who may read `/readyz` and `/metrics` (the upstreams' states, the traffic by route): the
-    /// networks an orchestrator and a metrics scraper reach the gateway from, not the internet it
-    /// faces. Others are answered as for a route that does not exist.
-    var internalNetworks: TrustedProxies = .privateNetworks
 
     static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
 
@@ -37,15 +41,16 @@ struct GatewayConfig: Sendable {
                 upstreams[service] = text
             }
         }
+        let listener = HTTPListenerOptions(defaultPort: 8080, reading: &env)
         let config = GatewayConfig(
-            listener: HTTPListenerOptions(defaultPort: 8080, reading: &env),
+            listener: listener,
+            admin: HTTPListenerOptions.admin(publicPort: listener.port, reading: &env),
             logLevel: Logger.Level(rawValue: env.oneOf("LOG_LEVEL", default: "info", allowed: Logger.Level.allCases.map(\.rawValue))) ?? .info,
             upstreams: upstreams,
             upstreamTimeout: env.milliseconds("UPSTREAM_TIMEOUT_MS", default: 30_000, range: 10...600_000),
             connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000),
             trustedProxies: env.trustedProxies("TRUSTED_PROXIES", default: .none),
-            clientTimeout: env.milliseconds("CLIENT_TIMEOUT_MS", default: 75_000, range: 100...3_600_000),
-            internalNetworks: env.trustedProxies("INTERNAL_NETWORKS", default: .privateNetworks)
+            clientTimeout: env.milliseconds("CLIENT_TIMEOUT_MS", default: 75_000, range: 100...3_600_000)
         )
         ProcessTuning.readEventLoopThreads(&env)
         try env.finish()

@@ -1,12 +1,18 @@
 import Foundation
 import HTTPTypes
+import HummingbirdCore
 import Logging
 import Models
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
-import HummingbirdCore
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// What every client connection's `ProxyChannelHandler` shares.
 struct GatewayProxy: Sendable {

@@ -6,6 +6,12 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// Forwards requests whose path a route claims to that service over the service's `UpstreamPool`,
 /// streaming both bodies. Requests no route claims go on to the gateway's own router (health,

@@ -1,8 +1,11 @@
 import Foundation
 import Hummingbird
 import ServiceKit
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
 
-/// The invitations service: coach-to-client invitations. Its features arrive in their own issues; today it is the kit's process:
+/// The invitations service: coach-to-client invitations. It runs as the kit's process:
 /// config, its own schema and migrations, the event relay and consumer, health and metrics.
 enum InvitationsService {
     static let definition = ServiceDefinition(

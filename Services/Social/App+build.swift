@@ -1,6 +1,9 @@
 import Foundation
 import Hummingbird
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
 
 /// The social service: profiles and onboarding, follows and follow requests, blocks and mutes,
 /// notifications, moderation. Profiles come from auth's `user.registered`; `user.deleted` purges.

@@ -1,5 +1,9 @@
 import Foundation
-import ServiceKit
+import ServiceKitCore
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// One message to send: plain text and HTML alternatives.
 public struct MailMessage: Codable, Sendable, Equatable {

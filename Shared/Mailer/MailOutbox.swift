@@ -1,7 +1,13 @@
 import Foundation
-import ServiceKit
 import Logging
 import PostgresNIO
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import ServiceLifecycle
 
 /// The mail outbox: a request commits the message with its change, `MailSender` delivers it.

@@ -1,7 +1,13 @@
 import CCurl
 import Foundation
-import ServiceKit
 import NIOPosix
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// Where and how to send mail: `smtp://host:port` (STARTTLS when the server offers it and
 /// `SMTP_STARTTLS=required` demands it), `smtps://` for implicit TLS, optional AUTH.

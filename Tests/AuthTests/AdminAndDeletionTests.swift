@@ -4,8 +4,14 @@ import HTTPTypes
 import Models
 import PostgresNIO
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 @Suite struct AdminAndDeletionTests {
     /// Signs up `email`, follows the verification link, and refreshes: the returned access token

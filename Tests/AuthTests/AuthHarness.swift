@@ -2,8 +2,8 @@
 import Crypto
 import CryptoExtras
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import HummingbirdTesting
 import JWTKit
 import Logging
@@ -11,9 +11,15 @@ import Models
 import NIOCore
 import PostgresNIO
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Synchronization
-import TestSupport
 import Testing
+import TestSupport
 
 /// A stand-in for Apple's or Google's sign-in: its own RSA keys, its JWKS served over HTTP on
 /// loopback, ID tokens signed with RS256 as the real providers do. The service is pointed at it by
@@ -112,7 +118,7 @@ struct AuthTestEnvironment: Sendable {
         let config = ServiceConfig.test(name: "auth", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), environment: settings)
         let app = try buildApplication(config)
         try await app.test(.live) { client in
-            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/readyz", method: .get).status == .ok }
+            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }
             let signingKey = TestIssuer.Key(kid: config.environment["JWT_SIGNING_KEY_ID"]!, privateKey: try ES256PrivateKey(pem: (try? String(contentsOfFile: config.environment["JWT_SIGNING_KEY"]!, encoding: .utf8)) ?? config.environment["JWT_SIGNING_KEY"]!))
             try await body(AuthTestEnvironment(client: client, mail: mail, apple: apple, google: google, database: database, config: config, signingKey: signingKey))
         }

@@ -1,9 +1,14 @@
 @testable import Auth
-import ServiceKit
-import TestSupport
 import Foundation
 import HTTPTypes
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
 import Testing
+import TestSupport
 
 @Suite struct AuthServiceTests {
     /// The executable's own build function boots against real PostgreSQL and Redis: migrations into

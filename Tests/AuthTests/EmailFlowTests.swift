@@ -3,8 +3,13 @@ import Foundation
 import HTTPTypes
 import PostgresNIO
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 /// Mail really leaves over SMTP to a local sink; the tests follow the links in it.
 @Suite struct EmailFlowTests {

@@ -3,8 +3,14 @@ import Crypto
 import Foundation
 import HTTPTypes
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 /// Apple and Google ID tokens from local issuers with their own RSA keys and JWKS over HTTP.
 @Suite struct ProviderSignInTests {

@@ -3,8 +3,14 @@ import Foundation
 import HTTPTypes
 import PostgresNIO
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 @Suite struct SessionTests {
     /// Apps send their last access token with every request: once it has expired, refreshing (and

@@ -4,8 +4,14 @@ import Foundation
 import HTTPTypes
 import JWTKit
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 @Suite struct SignupLoginTests {
     @Test func signupReturnsTheUserAndASessionAndEmitsUserRegistered() async throws {

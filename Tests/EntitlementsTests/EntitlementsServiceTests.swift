@@ -1,7 +1,9 @@
 @testable import Entitlements
 import ServiceKit
-import TestSupport
+import ServiceKitDatabase
+import ServiceKitEvents
 import Testing
+import TestSupport
 
 @Suite struct EntitlementsServiceTests {
     /// The executable's own build function boots against real PostgreSQL and Redis: migrations into

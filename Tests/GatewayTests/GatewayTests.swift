@@ -7,11 +7,17 @@ import Logging
 import Models
 import NIOCore
 import NIOPosix
-import ServiceLifecycle
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
+import ServiceLifecycle
 import Synchronization
-import TestSupport
 import Testing
+import TestSupport
 
 /// A stand-in upstream: a real HTTP server on loopback that echoes what reached it.
 final class EchoUpstream: Sendable {
@@ -35,7 +41,7 @@ final class EchoUpstream: Sendable {
     func start() async throws {
         let router = Router()
         let name = self.name
-        router.get("readyz") { _, _ in "ok" }
+        router.get("healthz") { _, _ in "ok" }
         router.get("slow") { _, _ -> String in
             try await Task.sleep(for: .seconds(3))
             return "late"
@@ -68,7 +74,7 @@ final class EchoUpstream: Sendable {
 
 @Suite struct GatewayTests {
     static func withGateway(timeout: Duration = .seconds(5), clientTimeout: Duration = .seconds(60), downService: String? = nil, upstreamOverrides: [String: String] = [:], trustedProxies: TrustedProxies = .none,
-                            internalNetworks: TrustedProxies = .privateNetworks, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+                            adminPort: Int = 0, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         let auth = EchoUpstream(name: "auth")
         let social = EchoUpstream(name: "social")
         try await auth.start()
@@ -79,15 +85,15 @@ final class EchoUpstream: Sendable {
         for service in ["invitations", "entitlements", "nutrition"] { upstreams[service] = "http://127.0.0.1:\(closedPort)" }
         if let downService { upstreams[downService] = "http://127.0.0.1:\(closedPort)" }
         upstreams.merge(upstreamOverrides) { $1 }
-        let config = GatewayConfig(listener: .init(host: "127.0.0.1", port: 0), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies,
-                                   clientTimeout: clientTimeout, internalNetworks: internalNetworks)
+        let config = GatewayConfig(listener: .init(host: "127.0.0.1", port: 0), admin: .init(host: "127.0.0.1", port: adminPort), logLevel: .warning, upstreams: upstreams,
+                                   upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies, clientTimeout: clientTimeout)
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
 
     /// A gateway that sends every service's routes to one upstream.
     static func config(everyServiceAt url: String, port: Int = 0, timeout: Duration) -> GatewayConfig {
         let upstreams = Dictionary(uniqueKeysWithValues: GatewayConfig.services.keys.map { ($0, url) })
-        return GatewayConfig(listener: .init(host: "127.0.0.1", port: port), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1))
+        return GatewayConfig(listener: .init(host: "127.0.0.1", port: port), admin: .init(host: "127.0.0.1", port: 0), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1))
     }
 
     static func echo(_ response: TestResponse) throws -> EchoUpstream.Echo {
@@ -163,22 +169,20 @@ final class EchoUpstream: Sendable {
         }
     }
 
-    /// `/readyz` and `/metrics` are for the internal networks: a client on the internet (here, one a
-    /// trusted load balancer forwards) gets the 404 of a route that does not exist; `/healthz` is for all.
-    @Test func readinessAndMetricsAreForInternalNetworksOnly() async throws {
-        try await Self.withGateway(trustedProxies: try TrustedProxies(parsing: "127.0.0.1/32")) { client in
+    /// `/readyz` and `/metrics` are served on the internal listener only, which answers for this
+    /// process alone; the public port has `/healthz` and answers the others as routes that do not exist.
+    @Test func readinessAndMetricsAreOnTheInternalListenerOnly() async throws {
+        let adminPort = try RedisServer.freePort()
+        try await Self.withGateway(adminPort: adminPort) { client in
             for path in ["/readyz", "/metrics"] {
-                let outside = try await client.execute(uri: path, method: .get, headers: [.forwardedFor: "203.0.113.9"])
+                let outside = try await client.execute(uri: path, method: .get)
                 #expect(outside.status == .notFound && outside.headers[.contentType] == Problem.mediaType, "\(path)")
                 #expect(!String(buffer: outside.body).contains("http_requests_total"))
-                let inside = try await client.execute(uri: path, method: .get, headers: [.forwardedFor: "10.1.2.3"])
-                #expect(inside.status != .notFound, "\(path)")
             }
-            #expect(try await client.execute(uri: "/healthz", method: .get, headers: [.forwardedFor: "203.0.113.9"]).status == .ok)
-        }
-        try await Self.withGateway(internalNetworks: .none) { (client: any TestClientProtocol) async throws in
-            let metrics = try await client.execute(uri: "/metrics", method: .get)
-            #expect(metrics.status == .notFound)
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            let metrics = try await ConcurrentClient.send(port: adminPort, "GET", "/metrics")
+            #expect(metrics.status == 200 && String(buffer: metrics.body).contains("http_requests_total"))
+            #expect(try await ConcurrentClient.send(port: adminPort, "GET", "/healthz").status == 200)
         }
     }
 
@@ -224,15 +228,16 @@ final class EchoUpstream: Sendable {
     }
 
     @Test func readinessReportsEveryUpstream() async throws {
-        try await Self.withGateway { client in
-            let response = try await client.execute(uri: "/readyz", method: .get)
-            #expect(response.status == .serviceUnavailable)
+        let adminPort = try RedisServer.freePort()
+        try await Self.withGateway(adminPort: adminPort) { client in
+            let response = try await ConcurrentClient.send(port: adminPort, "GET", "/readyz")
+            #expect(response.status == 503)
             let status = try JSONDecoder().decode(GatewayHealthRoutes.Status.self, from: Data(buffer: response.body))
             #expect(status.upstreams["auth"] == "ok" && status.upstreams["social"] == "ok")
             #expect(status.upstreams["nutrition"] == "unreachable")
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
             _ = try await client.execute(uri: "/v1/auth/me", method: .get)
-            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            let metrics = String(buffer: try await ConcurrentClient.send(port: adminPort, "GET", "/metrics").body)
             #expect(metrics.contains("http_requests_total"))
             // Proxied requests are counted per upstream, not as "unmatched".
             #expect(metrics.contains(#"route="proxy:auth""#), "\(metrics)")

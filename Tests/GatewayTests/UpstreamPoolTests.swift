@@ -9,9 +9,15 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Synchronization
-import TestSupport
 import Testing
+import TestSupport
 
 /// A real upstream on loopback with answers of every shape the pool must carry: the caller's port
 /// (to see connection reuse), bodies of a given length with and without `Content-Length`, and an

@@ -1,10 +1,16 @@
 import Foundation
 import Logging
-import PostgresNIO
 @testable import Mailer
+import PostgresNIO
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 /// Mail through a real SMTP server: the local sink (aiosmtpd) the stack runs, which saves each
 /// message as an .eml file.

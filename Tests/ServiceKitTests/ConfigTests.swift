@@ -1,7 +1,12 @@
 import Foundation
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
 import Testing
+import TestSupport
 
 @Suite struct ConfigTests {
     @Test func defaultsServeTheLocalStack() throws {

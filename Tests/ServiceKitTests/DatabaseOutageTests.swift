@@ -1,14 +1,20 @@
+import _ConnectionPoolModule
 import Foundation
 import Hummingbird
-import Logging
 import HummingbirdTesting
+import Logging
 import Models
 import PostgresNIO
-import _ConnectionPoolModule
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Synchronization
 import Testing
+import TestSupport
 
 /// A database out of reach is the server's trouble, not the client's: 503 with `Retry-After`, never a
 /// 500, and never a 4xx. A wrong query stays a 500.

@@ -2,8 +2,14 @@ import Foundation
 import Models
 import PostgresNIO
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 /// The pool's minimum: opened at start, kept while idle, and opened again when PostgreSQL drops them.
 @Suite struct DatabasePoolTests {

@@ -4,9 +4,15 @@ import Models
 import PostgresNIO
 import Prometheus
 @testable import ServiceKit
+@testable import ServiceKitCore
+@testable import ServiceKitDatabase
+@testable import ServiceKitEvents
+@testable import ServiceKitHTTP
+@testable import ServiceKitRedis
+@testable import ServiceKitTokens
 import Synchronization
-import TestSupport
 import Testing
+import TestSupport
 
 /// A producer service ("auth") and a consumer service ("social") on one test database and a stream
 /// of their own, with a handler that records each handling in `social.effects` — without a unique

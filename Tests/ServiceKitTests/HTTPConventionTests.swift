@@ -3,8 +3,14 @@ import Hummingbird
 import HummingbirdTesting
 import Models
 @testable import ServiceKit
-import TestSupport
+@testable import ServiceKitCore
+@testable import ServiceKitDatabase
+@testable import ServiceKitEvents
+@testable import ServiceKitHTTP
+@testable import ServiceKitRedis
+@testable import ServiceKitTokens
 import Testing
+import TestSupport
 
 /// Problems, decoding, request ids and pagination through the real router.
 @Suite struct HTTPConventionTests {

@@ -2,10 +2,15 @@ import Foundation
 import Hummingbird
 import Logging
 @testable import ServiceKit
+@testable import ServiceKitCore
+@testable import ServiceKitDatabase
+@testable import ServiceKitEvents
+@testable import ServiceKitHTTP
+@testable import ServiceKitRedis
 import ServiceLifecycle
 import Synchronization
-import TestSupport
 import Testing
+import TestSupport
 
 /// The kit's listener, run as `main` runs it (`ServiceApplication.run()`): processes that share a
 /// port, and graceful shutdowns that let the request in flight finish and close idle connections.

@@ -2,8 +2,14 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 @Suite struct MigrationTests {
     let migrations = [

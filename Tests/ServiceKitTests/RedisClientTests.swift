@@ -1,8 +1,14 @@
 import Foundation
 import NIOCore
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 @Suite struct RedisClientTests {
     @Test func commandsRepliesAndBinarySafety() async throws {

@@ -3,8 +3,14 @@ import Hummingbird
 import HummingbirdTesting
 @testable import Models
 @testable import ServiceKit
-import TestSupport
+@testable import ServiceKitCore
+@testable import ServiceKitDatabase
+@testable import ServiceKitEvents
+@testable import ServiceKitHTTP
+@testable import ServiceKitRedis
+@testable import ServiceKitTokens
 import Testing
+import TestSupport
 
 /// `ResponseJSON` writes byte for byte what `JSONEncoder.api` writes, and hands what it cannot write
 /// back to it.

@@ -1,6 +1,9 @@
 import Foundation
 import Logging
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
 import Synchronization
 import Testing
 

@@ -1,9 +1,14 @@
 import Foundation
 import Hummingbird
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
 import ServiceLifecycle
-import TestSupport
 import Testing
+import TestSupport
 
 @Suite struct ServiceStartupTests {
     /// A migration that fails stops the process with the error instead of hanging in start-up.

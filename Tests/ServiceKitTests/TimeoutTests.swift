@@ -1,5 +1,8 @@
 import Dispatch
 import ServiceKit
+import ServiceKitCore
+import ServiceKitEvents
+import ServiceKitHTTP
 import Testing
 
 /// `withTimeout` gives up on time even when the work ignores cancellation (as a query on a connection

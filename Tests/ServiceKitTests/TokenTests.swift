@@ -5,8 +5,14 @@ import HummingbirdTesting
 import JWTKit
 import Models
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
+import TestSupport
 
 /// Tokens through the real middleware and router, with keys fetched over HTTP from a local issuer.
 @Suite struct TokenTests {

@@ -1,4 +1,9 @@
 import ServiceKit
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Testing
 
 @Suite struct TrustedProxiesTests {

@@ -1,10 +1,14 @@
-@testable import Social
 import Foundation
 import HTTPTypes
 import Models
-import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
+@testable import Social
 import Testing
+import TestSupport
 
 @Suite struct DeletionTests {
     @Test func userDeletedLeavesNoRowMentioningTheUserAndFixesOthersCounts() async throws {

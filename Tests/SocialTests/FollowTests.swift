@@ -1,10 +1,16 @@
-@testable import Social
 import Foundation
 import HTTPTypes
 import Models
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
+@testable import Social
 import Testing
+import TestSupport
 
 @Suite struct FollowTests {
     @Test func followingIsIdempotentAndCountsOnce() async throws {

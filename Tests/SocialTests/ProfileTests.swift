@@ -1,11 +1,17 @@
-@testable import Social
 import Foundation
 import HTTPTypes
 import Models
 import NIOCore
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
+@testable import Social
 import Testing
+import TestSupport
 
 @Suite struct ProfileTests {
     @Test func registrationEventMakesTheProfileOnceAndLazyCreationDoesNotDuplicate() async throws {

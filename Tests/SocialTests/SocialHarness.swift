@@ -1,15 +1,21 @@
-@testable import Social
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import HummingbirdTesting
 import Logging
 import Models
 import NIOCore
 import PostgresNIO
 import ServiceKit
-import TestSupport
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
+@testable import Social
 import Testing
+import TestSupport
 
 /// One running social service for a test: its own database and Redis stream, access tokens from a
 /// test issuer whose JWKS the service fetches over HTTP, events put on the stream as auth would.
@@ -31,7 +37,7 @@ struct SocialTestEnvironment: Sendable {
         let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
         let app = try buildApplication(config)
         try await app.test(.live) { client in
-            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/readyz", method: .get).status == .ok }
+            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }
             try await body(SocialTestEnvironment(client: client, issuer: issuer, database: database, config: config, redis: redis))
         }
         await redis.close()

@@ -1,7 +1,9 @@
-@testable import Social
 import ServiceKit
-import TestSupport
+import ServiceKitDatabase
+import ServiceKitEvents
+@testable import Social
 import Testing
+import TestSupport
 
 @Suite struct SocialServiceTests {
     /// The executable's own build function boots against real PostgreSQL and Redis: migrations into

@@ -2,6 +2,11 @@ import Foundation
 import NIOCore
 import NIOPosix
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
 
 /// A redis-server process of a test's own, for tests that stop and restart Redis mid-test.
 public final class RedisServer: @unchecked Sendable {

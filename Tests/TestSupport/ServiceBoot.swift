@@ -3,6 +3,12 @@ import Foundation
 import Hummingbird
 import Models
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import ServiceLifecycle
 
 /// Boots a service application exactly as `main` does (its own `run()`, so the kit's listener on a
@@ -12,13 +18,15 @@ public func assertServiceServesHealth(name: String, build: (ServiceConfig) throw
     let database = try await TestDatabase.create(services: [name])
     var config = ServiceConfig.test(name: name, database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"))
     config.listener.port = try RedisServer.freePort()
+    config.admin.port = try RedisServer.freePort()
     let port = config.listener.port
+    let adminPort = config.admin.port
     let app = try build(config)
     let group = ServiceGroup(configuration: .init(services: [app], logger: TestEnvironment.logger))
     let running = Task { try await group.run() }
     var failures: [String]
     do {
-        failures = try await checkProcessEndpoints(name: name, port: port)
+        failures = try await checkProcessEndpoints(name: name, port: port, adminPort: adminPort)
     } catch {
         // Not left running for the rest of the suite.
         running.cancel()
@@ -31,8 +39,8 @@ public func assertServiceServesHealth(name: String, build: (ServiceConfig) throw
         running.cancel()
         throw error
     }
-    if await RedisServer.accepts(port: port) {
-        failures.append("\(name): still answers after its shutdown")
+    for open in [port, adminPort] where await RedisServer.accepts(port: open) {
+        failures.append("\(name): still answers on \(open) after its shutdown")
     }
     // The schema has the event bus tables and the migrations table.
     let tables = try await withClient(database.config(for: name)) { client in
@@ -48,15 +56,16 @@ public func assertServiceServesHealth(name: String, build: (ServiceConfig) throw
     return failures
 }
 
-/// What every process answers, once its port is open: readiness, health with `Date` and `Server`,
-/// metrics, and a 404 problem carrying the request id.
-private func checkProcessEndpoints(name: String, port: Int) async throws -> [String] {
+/// What every process answers, once its port is open: on the internal port readiness and metrics, on
+/// the public port health with `Date` and `Server`, a 404 problem carrying the request id, and a 404
+/// for readiness and metrics.
+private func checkProcessEndpoints(name: String, port: Int, adminPort: Int) async throws -> [String] {
     var failures: [String] = []
-    // The port opens once migrations are done, and readiness follows; poll briefly.
+    // The public port opens once migrations are done, and readiness follows; poll briefly.
     try await waitUntil(.seconds(20)) { await RedisServer.accepts(port: port) }
     var ready = false
     for _ in 0..<200 {
-        if let reply = try? await ConcurrentClient.send(port: port, "GET", "/readyz", timeout: .seconds(5)), reply.status == 200 { ready = true; break }
+        if let reply = try? await ConcurrentClient.send(port: adminPort, "GET", "/readyz", timeout: .seconds(5)), reply.status == 200 { ready = true; break }
         try await Task.sleep(for: .milliseconds(50))
     }
     guard ready else { return ["\(name): /readyz never became ready"] }
@@ -65,8 +74,11 @@ private func checkProcessEndpoints(name: String, port: Int) async throws -> [Str
     if health.headers["Date"].first?.hasSuffix(" GMT") != true || health.headers["Server"].first != name {
         failures.append("\(name): answers lack Date or Server: \(health.headers)")
     }
-    let metrics = try await ConcurrentClient.send(port: port, "GET", "/metrics")
+    let metrics = try await ConcurrentClient.send(port: adminPort, "GET", "/metrics")
     if !String(buffer: metrics.body).contains("events_outbox_backlog") { failures.append("\(name): /metrics lacks event bus metrics") }
+    for path in ["/readyz", "/metrics"] where try await ConcurrentClient.send(port: port, "GET", path).status != 404 {
+        failures.append("\(name): the public port serves \(path)")
+    }
     let missing = try await ConcurrentClient.send(port: port, "GET", "/v1/nothing-here", headers: [("X-Request-ID", "boot-test")])
     if missing.status != 404 || missing.headers["Content-Type"].first != Problem.mediaType || missing.headers["X-Request-ID"].first != "boot-test" {
         failures.append("\(name): unknown path is not a 404 problem with the request id")

@@ -2,6 +2,12 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// Where the real PostgreSQL and Redis of a test run are. `scripts/test` starts both and exports
 /// `TEST_DATABASE_URL` (a superuser URL) and `TEST_REDIS_URL`; without them tests fail, never skip.

@@ -5,6 +5,12 @@ import Logging
 import Models
 import NIOCore
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Synchronization
 
 /// A token issuer of the tests' own: ES256 keys, a JWKS served over HTTP on loopback, and signing.

@@ -46,17 +46,20 @@ def main():
     args = parser.parse_args()
     admin = f"postgres://postgres@127.0.0.1:{args.pg_port}/foodbackend"
     ports = {name: free_port() for name in SERVICES + ["gateway"]}
+    # Each process's internal listener (readiness, metrics).
+    admin_ports = {name: free_port() for name in SERVICES + ["gateway"]}
     processes, rows = [], []
     try:
         for name in SERVICES:
             env = {"DATABASE_URL": f"postgres://{name}:{name}@127.0.0.1:{args.pg_port}/foodbackend",
-                   "REDIS_URL": f"redis://127.0.0.1:{args.redis_port}", "HTTP_PORT": str(ports[name]), "LOG_LEVEL": "warning"}
+                   "REDIS_URL": f"redis://127.0.0.1:{args.redis_port}", "HTTP_PORT": str(ports[name]),
+                   "ADMIN_HTTP_PORT": str(admin_ports[name]), "LOG_LEVEL": "warning"}
             subprocess.run([os.path.join(args.bin, name), "provision"], env={**os.environ, **env, "DATABASE_ADMIN_URL": admin},
                            check=True, capture_output=True)
             process, started = launch(os.path.join(args.bin, name), env, args.log_dir, name)
             processes.append(process)
-            rows.append((name, process, started, f"http://127.0.0.1:{ports[name]}/readyz"))
-        gateway_env = {"HTTP_PORT": str(ports["gateway"]), "LOG_LEVEL": "warning",
+            rows.append((name, process, started, f"http://127.0.0.1:{admin_ports[name]}/readyz"))
+        gateway_env = {"HTTP_PORT": str(ports["gateway"]), "ADMIN_HTTP_PORT": str(admin_ports["gateway"]), "LOG_LEVEL": "warning",
                        **{f"{name.upper()}_URL": f"http://127.0.0.1:{ports[name]}" for name in SERVICES}}
         # The gateway's readiness needs its upstreams: wait for them first so its own time is its own.
         results = {}
@@ -68,7 +71,7 @@ def main():
             results[name] = (time.perf_counter() - started) * 1000
         process, started = launch(os.path.join(args.bin, "gateway"), gateway_env, args.log_dir, "gateway")
         processes.append(process)
-        while not ready(f"http://127.0.0.1:{ports['gateway']}/readyz"):
+        while not ready(f"http://127.0.0.1:{admin_ports['gateway']}/readyz"):
             time.sleep(0.002)
         results["gateway"] = (time.perf_counter() - started) * 1000
         rows.append(("gateway", process, started, ""))

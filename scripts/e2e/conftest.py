@@ -18,6 +18,14 @@ class Stack:
         self.gateway = f"http://127.0.0.1:{os.environ['STACK_GATEWAY_PORT']}"
         base = int(os.environ["STACK_SERVICE_BASE_PORT"])
         self.service_urls = {name: f"http://127.0.0.1:{base + i}" for i, name in enumerate(SERVICES)}
+        # Each process's internal listener (readiness, metrics), numbered as scripts/stack numbers them.
+        admin = int(os.environ["STACK_ADMIN_BASE_PORT"])
+        self.gateway_admin = f"http://127.0.0.1:{admin}"
+        self.admin_urls = {"gateway": self.gateway_admin}
+        for replica in (1, 2, 3):
+            for i, name in enumerate(SERVICES):
+                process = name if replica == 1 else f"{name}-{replica}"
+                self.admin_urls[process] = f"http://127.0.0.1:{admin + 1 + i + len(SERVICES) * (replica - 1)}"
         self.pg_port = os.environ["STACK_PG_PORT"]
         self.redis_port = os.environ["STACK_REDIS_PORT"]
 

@@ -10,10 +10,12 @@ ensure_python_tools
 
 export STACK_NATIVE=1
 export STACK_DIR; STACK_DIR=$(mktemp -d /tmp/foodbackend-e2e.XXXXXX)
-export STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT
+export STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT STACK_ADMIN_BASE_PORT
 STACK_PG_PORT=$(free_port); STACK_REDIS_PORT=$(free_port); STACK_SMTP_PORT=$(free_port); STACK_GATEWAY_PORT=$(free_port)
 # Five consecutive free ports for the services (below the ephemeral range, as free_port's).
 STACK_SERVICE_BASE_PORT=$(service_base_port 5)
+# The internal listeners' block: the gateway, then five services with up to three processes each.
+STACK_ADMIN_BASE_PORT=$(service_base_port 16)
 
 cleanup() {
   scripts/stack down >/dev/null 2>&1 || true

@@ -13,21 +13,31 @@ from conftest import SERVICES, problem, request_id
 
 
 def test_gateway_is_ready_with_every_upstream(stack):
-    response = requests.get(f"{stack.gateway}/readyz", timeout=10)
+    response = requests.get(f"{stack.gateway_admin}/readyz", timeout=10)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["status"] == "ready"
     assert body["upstreams"] == {name: "ok" for name in SERVICES}
 
 
-def test_every_service_serves_health_readiness_and_metrics(stack):
-    for name, url in stack.service_urls.items():
-        assert requests.get(f"{url}/healthz", timeout=5).status_code == 200, name
+def test_every_process_serves_readiness_and_metrics_on_its_own_internal_port(stack):
+    """Each process, social's two included, is probed and scraped by itself on its internal port;
+    the public ports (shared by social's processes) serve /healthz only."""
+    processes = SERVICES + ["social-2"]
+    for name in processes:
+        url = stack.admin_urls[name]
         ready = requests.get(f"{url}/readyz", timeout=5)
         assert ready.status_code == 200, (name, ready.text)
         assert ready.json()["checks"] == {"database": "ok", "redis": "ok", "migrations": "ok"}
-        metrics = requests.get(f"{url}/metrics", timeout=5).text
-        assert "http_requests_total" in metrics and "events_outbox_backlog" in metrics, name
+        assert "events_outbox_backlog" in requests.get(f"{url}/metrics", timeout=5).text, name
+    for name, url in stack.service_urls.items():
+        assert requests.get(f"{url}/healthz", timeout=5).status_code == 200, name
+        for path in ["/readyz", "/metrics"]:
+            assert requests.get(f"{url}{path}", timeout=5).status_code == 404, (name, path)
+    # A request through the gateway is counted by the gateway and by auth (one process), each on its own port.
+    requests.get(f"{stack.gateway}/v1/auth/me", timeout=5)
+    for name in ["gateway", "auth"]:
+        assert "http_requests_total" in requests.get(f"{stack.admin_urls[name]}/metrics", timeout=5).text, name
 
 
 def test_request_id_travels_through_the_gateway_to_the_service(stack):
@@ -130,9 +140,9 @@ def test_a_dead_service_is_503_at_the_gateway_and_comes_back(stack):
     response = requests.get(f"{stack.gateway}/v1/meals", timeout=10)
     assert response.status_code == 503
     assert problem(response)["code"] == "upstream_unavailable"
-    assert requests.get(f"{stack.gateway}/readyz", timeout=10).json()["upstreams"]["nutrition"] == "unreachable"
+    assert requests.get(f"{stack.gateway_admin}/readyz", timeout=10).json()["upstreams"]["nutrition"] == "unreachable"
     stack.up()
-    stack.wait_until(lambda: requests.get(f"{stack.gateway}/readyz", timeout=5).status_code == 200, what="stack ready again")
+    stack.wait_until(lambda: requests.get(f"{stack.gateway_admin}/readyz", timeout=5).status_code == 200, what="stack ready again")
 
 
 def test_sigterm_shuts_a_service_down_gracefully(stack):
@@ -140,7 +150,7 @@ def test_sigterm_shuts_a_service_down_gracefully(stack):
     log = stack.log("invitations")
     assert "graceful shutdown started" in log and "stopped cleanly" in log, log[-2000:]
     stack.up()
-    stack.wait_until(lambda: requests.get(f"{stack.service_urls['invitations']}/readyz", timeout=5).status_code == 200, what="invitations back")
+    stack.wait_until(lambda: requests.get(f"{stack.admin_urls['invitations']}/readyz", timeout=5).status_code == 200, what="invitations back")
 
 
 def test_a_database_outage_is_503_at_once_and_every_service_recovers(stack):
@@ -155,7 +165,7 @@ def test_a_database_outage_is_503_at_once_and_every_service_recovers(stack):
     pids = {name: stack.pid(name) for name in SERVICES}
     subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && stop_postgres "$STACK_DIR"'], check=True)
     try:
-        ready = requests.get(f"{stack.service_urls['social']}/readyz", timeout=10)
+        ready = requests.get(f"{stack.admin_urls['social']}/readyz", timeout=10)
         assert ready.status_code == 503 and ready.json()["checks"]["database"].startswith("failing"), ready.text
         # Each service's DatabaseWatch notices within two probes (a second apart).
         stack.wait_until(lambda: requests.get(f"{stack.gateway}/v1/profiles/me", headers=headers, timeout=5).status_code == 503,
@@ -196,7 +206,7 @@ def test_a_redis_outage_loses_no_event_and_every_service_recovers(stack):
     pids = {name: stack.pid(name) for name in SERVICES}
     subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && stop_redis "$STACK_DIR"'], check=True)
     try:
-        ready = requests.get(f"{stack.service_urls['auth']}/readyz", timeout=10)
+        ready = requests.get(f"{stack.admin_urls['auth']}/readyz", timeout=10)
         assert ready.status_code == 503 and ready.json()["checks"]["redis"] != "ok", ready.text
         email = f"e2e-redis-outage-{uuid.uuid4().hex[:10]}@example.com"
         during = requests.post(f"{stack.gateway}/v1/auth/signup", json={"email": email, "password": "e2e redis outage password"}, timeout=10)
@@ -216,7 +226,7 @@ def test_a_redis_outage_loses_no_event_and_every_service_recovers(stack):
     stack.wait_until(lambda: stack.psql("auth", f"SELECT count(*) FROM auth.outbox WHERE user_id = '{user}'") == "0",
                      seconds=10, what="auth's outbox drained")
     for name in SERVICES:
-        stack.wait_until(lambda: requests.get(f"{stack.service_urls[name]}/readyz", timeout=5).status_code == 200,
+        stack.wait_until(lambda: requests.get(f"{stack.admin_urls[name]}/readyz", timeout=5).status_code == 200,
                          seconds=15, what=f"{name} ready again")
     assert {name: stack.pid(name) for name in SERVICES} == pids, "a service restarted instead of recovering"
 

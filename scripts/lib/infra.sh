@@ -11,12 +11,8 @@ log() { printf '%s\n' "$*" >&2; }
 # `--static-swift-stdlib` links with `-export-dynamic`, which puts ~50,000 Swift symbols in the
 # dynamic symbol table; nothing looks them up, and binding them at start cost each process about
 # 4.5 MiB of resident memory (auth 42.8 -> 38.2 MiB idle), so `--no-export-dynamic` takes it back.
-# `-enforce-exclusivity=unchecked` drops the run-time exclusivity checks from release builds, ours and
-# the dependencies' (as Hummingbird's own TechEmpower entry builds): they were a tenth of the gateway's
-# instructions, mostly in SwiftNIO's ByteBuffer writes (callgrind: gateway 170k -> 147k, social
-# 443k -> 417k, auth 388k -> 364k per request). The compile-time checks stay, and the debug builds
-# that run the tests keep the run-time ones.
-RELEASE_BUILD=(-c release --static-swift-stdlib -Xlinker --no-export-dynamic -Xswiftc -enforce-exclusivity=unchecked)
+# Swift's run-time safety checks (exclusivity included) stay on: the benchmarks measure the build that ships.
+RELEASE_BUILD=(-c release --static-swift-stdlib -Xlinker --no-export-dynamic)
 
 # The event loops' share of a busy CPU. Each service and the gateway is one event-loop thread that
 # every request to it passes through, while PostgreSQL serves each connection with a process of

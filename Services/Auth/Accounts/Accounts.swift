@@ -4,6 +4,12 @@ import Logging
 import Models
 import PostgresNIO
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// Everything the auth routes work with, built once from the settings and the kit's dependencies.
 /// Routes decode, call one of these operations, and encode; the operations own the transactions.

@@ -1,6 +1,12 @@
 import Foundation
 import Models
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// Events from other services that change accounts.
 struct AuthEventHandlers {

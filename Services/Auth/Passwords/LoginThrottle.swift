@@ -2,6 +2,11 @@ import Crypto
 import Foundation
 import Logging
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// Counts failed password checks in Redis, per account and per client IP, in fixed windows, so that
 /// every replica sees the same counts. An attempt is counted *before* the password is checked (and

@@ -1,7 +1,12 @@
 import Crypto
 import Foundation
 import PostgresNIO
-import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// Nonces for Sign in with Apple and Google, issued by this service and good for one sign-in before
 /// they expire. The app asks for one (`POST /v1/auth/nonce`), hands it to Apple (as its SHA-256 in

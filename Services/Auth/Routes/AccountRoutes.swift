@@ -3,6 +3,12 @@ import Hummingbird
 import Models
 import PostgresNIO
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// Email-and-password accounts: sign-up, login, email verification, password reset and change,
 /// self-serve coach role, account deletion.

@@ -3,6 +3,12 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// An opaque secret handed to a client (refresh token, mail link token): 256 random bits, base64url.
 /// Only its SHA-256 is stored, so a database leak does not leak usable tokens.

@@ -3,6 +3,12 @@ import Foundation
 import JWTKit
 import Models
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import Synchronization
 
 /// The ES256 keys auth signs access tokens with: the current key (private) and, while keys rotate,

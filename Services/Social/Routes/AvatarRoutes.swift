@@ -5,6 +5,11 @@ import Models
 import NIOCore
 import PostgresNIO
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
 
 /// The image formats an avatar may be, told apart by their first bytes (the client's Content-Type is
 /// not trusted).

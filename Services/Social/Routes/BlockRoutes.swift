@@ -3,6 +3,11 @@ import Hummingbird
 import Models
 import PostgresNIO
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
 
 struct BlockState: Codable, Sendable {
     var blocking: Bool

@@ -4,6 +4,12 @@ import Hummingbird
 import Models
 import PostgresNIO
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// Moderators and admins: hide profiles, warn users.
 struct ModerationRoutes {

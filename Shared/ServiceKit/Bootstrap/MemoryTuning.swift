@@ -1,7 +1,13 @@
-import CConcurrencyHook
+import CMallocTuning
 import Foundation
+import Logging
 import NIOCore
 import NIOPosix
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
 /// glibc malloc settings for small, long-lived services. By default glibc gives every thread that
 /// allocates an arena of its own (up to 8 per core), and keeps memory freed after start-up mapped;
 /// on a process that idles most of the time both show up as resident memory doing nothing.
@@ -9,35 +15,24 @@ public enum MemoryTuning {
     /// Two arenas are plenty for 2 event-loop threads plus the cooperative pool. Must run before
     /// other threads start allocating; `MALLOC_ARENA_MAX` in the environment wins.
     public static func limitArenas(_ count: Int32 = 2) {
-        #if os(Linux)
-        if getenv("MALLOC_ARENA_MAX") == nil { _ = glibcMallopt(-8 /* M_ARENA_MAX */, count) }
-        #endif
+        if getenv("MALLOC_ARENA_MAX") == nil { _ = cmt_limit_arenas(count) }
     }
 
     /// Hands memory freed after start-up (migration SQL, configuration parsing) back to the system.
     public static func releaseFreeMemory() {
-        #if os(Linux)
-        _ = glibcMallocTrim(0)
-        #endif
+        _ = cmt_release_free_memory()
     }
 }
 
-#if os(Linux)
-import Glibc
-
-@_silgen_name("mallopt")
-private func glibcMallopt(_ parameter: Int32, _ value: Int32) -> Int32
-
-@_silgen_name("malloc_trim")
-private func glibcMallocTrim(_ pad: Int) -> Int32
-#endif
-
 /// What every executable does first, before any other thread or task starts.
 public enum ProcessTuning {
-    /// Limits malloc arenas, makes `ServiceLogHandler` the log handler, and runs Swift Concurrency's
-    /// tasks on the event-loop threads instead of a pool of their own: a request then no longer hops
-    /// between the two for every await on the network or the database (those hops were a tenth of a
-    /// profile read's CPU). Blocking work (bcrypt, libcurl) already runs on `NIOThreadPool`, never on
+    /// Limits malloc arenas, makes `ServiceLogHandler` the log handler, and asks SwiftNIO to run Swift
+    /// Concurrency's tasks on the event-loop threads instead of a pool of their own, so a request does
+    /// not hop between the two for every await on the network or the database. That uses NIO's public
+    /// installer, which finds the runtime's hook with `dlsym`: it works where the Swift runtime is a
+    /// shared library (debug builds, the tests) and not in a `--static-swift-stdlib` build that exports
+    /// no symbols (the release build), where tasks keep the runtime's own pool. docs/BENCHMARKS.md has
+    /// what either costs per request. Blocking work (bcrypt, libcurl) runs on `NIOThreadPool`, never on
     /// the executor.
     public static func apply() {
         MemoryTuning.limitArenas()
@@ -49,10 +44,13 @@ public enum ProcessTuning {
         // later from a libdispatch worker, they took that worker's nice, which dispatch sets from its QoS.
         _ = MultiThreadedEventLoopGroup.singleton
         ServiceLogHandler.bootstrap()
-        if ProcessInfo.processInfo.environment["NIO_GLOBAL_EXECUTOR"] != "0", !runTasksOnEventLoops() {
-            FileHandle.standardError.write(Data("warning: Swift tasks keep their own thread pool (the global executor hook could not be installed)\n".utf8))
+        if ProcessInfo.processInfo.environment["NIO_GLOBAL_EXECUTOR"] != "0" {
+            tasksRunOnEventLoops = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         }
     }
+
+    /// Whether `apply()` made the event loops Swift Concurrency's global executor (logged at start).
+    public nonisolated(unsafe) private(set) static var tasksRunOnEventLoops = false
 
     /// `EVENT_LOOP_THREADS`: how many event-loop threads the process runs (NIO's default, one per core,
     /// when unset). A process with its own cores wants one per core. Where the whole stack shares a few
@@ -71,39 +69,5 @@ public enum ProcessTuning {
     /// process with the other problems (`apply()` has left NIO's default in place for it).
     public static func readEventLoopThreads(_ env: inout EnvironmentReader) {
         _ = env.int("EVENT_LOOP_THREADS", default: NIOCore.System.coreCount, range: eventLoopThreadsRange)
-    }
-
-    private typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
-
-    /// What `NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()`
-    /// does, with the hook's address taken from the linker instead of `dlsym`, which cannot see it in
-    /// a `--static-swift-stdlib` build (the release build here and in the Dockerfile). Every job
-    /// the runtime would give the global pool goes to an event loop of NIO's singleton group: the
-    /// current one when the job is enqueued from a loop, so an awaited reply resumes on its own thread.
-    private static func runTasksOnEventLoops() -> Bool {
-        // As NIO does: the hook's type is the runtime's private business, checked up to this compiler.
-        #if compiler(>=6.6)
-        return false
-        #else
-        let hook: EnqueueGlobalHook = { job, _ in
-            // Run as the global executor runs its jobs (on the generic executor), not as NIO's own
-            // hook does (on the loop's serial executor, from which each call into a nonisolated async
-            // function is a switch the runtime makes by enqueueing again: some 70 per profile read).
-            MultiThreadedEventLoopGroup.singleton.any().execute {
-                cch_run_job_on_generic_executor(unsafeBitCast(job, to: UnsafeMutableRawPointer.self))
-            }
-        }
-        return withUnsafeTemporaryAllocation(of: EnqueueGlobalHook.self, capacity: 1) { storage in
-            storage.baseAddress!.initialize(to: hook)
-            return storage.baseAddress!.withMemoryRebound(to: UnsafeRawPointer.self, capacity: 1) { function in
-                let slot = UnsafeMutableRawPointer(cch_enqueue_global_hook_address())
-                    .bindMemory(to: UnsafeRawPointer?.self, capacity: 1)
-                // Installed once, from the main thread, before any other thread starts.
-                guard slot.pointee == nil else { return false }
-                slot.pointee = function.pointee
-                return true
-            }
-        }
-        #endif
     }
 }

@@ -2,6 +2,12 @@ import Foundation
 import Hummingbird
 import Logging
 import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 
 /// The command line of every service executable:
 /// `<service> [serve]` runs it; `<service> migrate` applies migrations and exits;

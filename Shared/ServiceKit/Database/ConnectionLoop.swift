@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import PostgresNIO
+import ServiceKitCore
 import Synchronization
 
 // PostgresNIO 1.33 writes every statement with `channel.write(…, promise: nil)`. Once a closed

@@ -1,6 +1,6 @@
 import Logging
 import PostgresNIO
-import _ConnectionPoolModule
+import ServiceKitCore
 
 extension PostgresClient {
     /// The service's pool: its own role, `search_path` set to its own schema, a statement timeout on
@@ -105,8 +105,8 @@ public func isDatabaseUnavailable(_ error: any Error) -> Bool {
     switch error {
     case is DatabaseConnectionClosed:
         return true
-    case let error as ConnectionPoolError:
-        return error == .connectionCreationCircuitBreakerTripped || error == .poolShutdown
+    case _ where isPoolOutOfReach(error):
+        return true
     case let error as PSQLError:
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:

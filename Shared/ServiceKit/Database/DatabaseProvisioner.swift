@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import ServiceKitCore
 
 /// Creates a service's login role and its schema, owned by that role, with no rights anywhere else.
 /// Run once per database with an administrator connection (`<service> provision`, `scripts/stack`).

@@ -1,7 +1,7 @@
-import Hummingbird
 import Logging
 import NIOSSL
 import PostgresNIO
+import ServiceKitCore
 import ServiceLifecycle
 import Synchronization
 
@@ -67,25 +67,5 @@ public final class DatabaseWatch: Service, Sendable {
                 logger.error("database unreachable: requests answer 503 until it is back", metadata: ["error": "\(String(reflecting: error))"])
             }
         }
-    }
-}
-
-/// Refuses requests with `503 service_unavailable` while the `DatabaseWatch` says PostgreSQL is out
-/// of reach. Health, readiness and metrics still answer (they say why), and so do the well-known
-/// documents, which come from memory.
-public struct DatabaseGateMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
-    let watch: DatabaseWatch
-
-    public init(watch: DatabaseWatch) { self.watch = watch }
-
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if !watch.isReachable && !Self.answersWithoutDatabase(request.uri.path) {
-            throw APIError.databaseUnavailable
-        }
-        return try await next(request, context)
-    }
-
-    static func answersWithoutDatabase(_ path: String) -> Bool {
-        ["/healthz", "/readyz", "/metrics"].contains(path) || path.hasPrefix("/.well-known/")
     }
 }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Logging
 import PostgresNIO
+import ServiceKitCore
 
 /// One forward-only SQL migration.
 public struct Migration: Sendable, Equatable {

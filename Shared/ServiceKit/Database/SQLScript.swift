@@ -1,3 +1,4 @@
+import ServiceKitCore
 /// Splits an SQL script into statements. PostgresNIO sends every query through the extended protocol,
 /// which takes one statement at a time, so a migration file is run statement by statement (inside one
 /// transaction). Semicolons inside quotes, dollar-quoted bodies and comments do not split.

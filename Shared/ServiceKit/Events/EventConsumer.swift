@@ -2,6 +2,9 @@ import Foundation
 import Logging
 import Models
 import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitRedis
 import ServiceLifecycle
 import Synchronization
 

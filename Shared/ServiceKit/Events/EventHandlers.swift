@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import Models
 import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
 
 /// What a handler gets: the event, the transaction its inbox row is written in, and an outbox that
 /// writes into the same transaction for events the handler causes.

@@ -2,6 +2,9 @@ import Foundation
 import Logging
 import Models
 import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitRedis
 
 /// Writes events into the service's outbox inside the caller's transaction: the event exists if and
 /// only if the change it describes was committed.

@@ -1,5 +1,7 @@
 import Logging
 import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
 import ServiceLifecycle
 
 /// The loop shared by the outbox relay and the mail sender (in Mailer): run `work` whenever the

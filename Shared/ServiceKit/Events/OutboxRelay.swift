@@ -1,6 +1,9 @@
 import Foundation
 import Logging
 import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitRedis
 import ServiceLifecycle
 
 /// Moves committed outbox rows to the Redis stream (and live ones to `user:<id>`), oldest first.

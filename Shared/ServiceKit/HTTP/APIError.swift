@@ -2,6 +2,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Models
+import ServiceKitCore
+import ServiceKitDatabase
 
 /// An error a handler throws on purpose: its status, stable `code` and message reach the client as
 /// `application/problem+json`.

@@ -1,4 +1,6 @@
 import Foundation
+import ServiceKitCore
+import ServiceKitDatabase
 #if canImport(Glibc)
 import Glibc
 #endif

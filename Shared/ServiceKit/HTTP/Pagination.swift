@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Models
+import ServiceKitCore
 
 /// `?limit=&cursor=` of a list request. Cursors are opaque to clients: base64url JSON of the sort key
 /// of the last item returned, so that a page is stable under inserts.

@@ -5,6 +5,8 @@ import Logging
 import Models
 import NIOCore
 import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
 
 /// Turns every thrown error into `application/problem+json` with a stable `code`. Unexpected errors
 /// become a 500 that says nothing about internals; the error itself is logged with the request id.

@@ -3,6 +3,8 @@ import Hummingbird
 import Logging
 import Models
 import NIOCore
+import ServiceKitCore
+import ServiceKitDatabase
 
 /// The signed-in caller, read from a verified access token.
 public struct Caller: Sendable, Equatable {

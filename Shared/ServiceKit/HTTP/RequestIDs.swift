@@ -1,4 +1,5 @@
 import Models
+import ServiceKitCore
 import Synchronization
 
 /// Ids for requests that arrive without one, shaped as lowercase version-4 UUIDs.

@@ -1,5 +1,7 @@
 import Foundation
 import Models
+import ServiceKitCore
+import ServiceKitDatabase
 
 /// Response bodies in the text `JSONEncoder.api` writes (keys sorted by their UTF-8 bytes, slashes
 /// unescaped, RFC 3339 dates, uppercase UUIDs, `1.0` as `1`), written straight into bytes.

@@ -2,6 +2,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import ServiceKitCore
+import ServiceKitDatabase
 
 extension HTTPField.Name {
     public static let requestID = HTTPField.Name("X-Request-ID")!

@@ -1,3 +1,4 @@
+import ServiceKitCore
 extension String {
     /// The length the API's text limits are given in: Unicode code points, as JSON Schema's
     /// `maxLength` counts them. Not `count`, which counts grapheme clusters: a letter followed by

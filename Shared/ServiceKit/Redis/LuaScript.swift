@@ -1,4 +1,5 @@
 import Crypto
+import ServiceKitCore
 
 enum LuaScript {
     static func sha1(_ script: String) -> String {

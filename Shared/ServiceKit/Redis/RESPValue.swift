@@ -1,5 +1,6 @@
 import CHiredis
 import NIOCore
+import ServiceKitCore
 
 /// A Redis reply, copied out of hiredis's reply tree so that it can cross threads.
 public enum RESPValue: Sendable, Equatable {

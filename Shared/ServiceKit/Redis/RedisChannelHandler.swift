@@ -1,5 +1,6 @@
 import CHiredis
 import NIOCore
+import ServiceKitCore
 
 /// A command on its way to Redis with the promise its reply completes.
 struct RedisRequest {

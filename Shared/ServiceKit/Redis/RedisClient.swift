@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import ServiceKitCore
 import Synchronization
 
 /// A small pool of pipelined Redis connections. Commands never block an event loop: SwiftNIO does the

@@ -1,4 +1,5 @@
 import NIOCore
+import ServiceKitCore
 
 /// One entry read from a stream.
 public struct StreamEntry: Sendable, Equatable {

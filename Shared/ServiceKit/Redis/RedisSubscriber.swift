@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import ServiceKitCore
 import ServiceLifecycle
 import Synchronization
 

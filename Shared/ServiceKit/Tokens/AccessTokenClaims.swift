@@ -1,6 +1,8 @@
 import Foundation
 import JWTKit
 import Models
+import ServiceKitCore
+import ServiceKitHTTP
 
 /// The claims of an access token as auth signs them (ES256, `kid` in the header).
 public struct AccessTokenClaims: JWTPayload, Equatable {

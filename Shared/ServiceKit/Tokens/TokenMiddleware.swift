@@ -1,4 +1,6 @@
 import Hummingbird
+import ServiceKitCore
+import ServiceKitHTTP
 
 /// Reads `Authorization: Bearer …` and, when it verifies, puts the caller in the context. A request
 /// with no token passes through anonymous (routes that need a caller use `AuthenticatedContext`).

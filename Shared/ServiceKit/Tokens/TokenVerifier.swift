@@ -4,6 +4,8 @@ import JWTKit
 import Logging
 import Models
 import NIOCore
+import ServiceKitCore
+import ServiceKitHTTP
 import Synchronization
 
 /// Where the public keys of the token issuer come from.

@@ -3,6 +3,11 @@ import Logging
 import Models
 import PostgresNIO
 import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
 
 /// Drives the event bus with the kit's own parts, as two processes:
 ///   EventBench consume  — a consumer service ("social"): EventConsumer + a handler that records

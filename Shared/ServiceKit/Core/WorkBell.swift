@@ -36,7 +36,7 @@ public enum WorkBell {
     }
 
     /// Runs `body` as a transaction's scope: bells asked for inside it ring when it returns.
-    static func afterCommit<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
+    package static func afterCommit<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
         let rings = PendingRings()
         let result = try await $pending.withValue(rings) { try await body() }
         for name in rings.names { ring(name) }

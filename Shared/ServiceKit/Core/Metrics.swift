@@ -43,7 +43,7 @@ public struct EventBusMetrics: Sendable {
 
 /// Request counts and durations by method, route and status.
 public struct HTTPMetrics: Sendable {
-    let registry: MetricsRegistry
+    package let registry: MetricsRegistry
     private let instruments = Instruments()
 
     public init(registry: MetricsRegistry) {

@@ -44,7 +44,7 @@ public struct ServiceLogHandler: LogHandler {
     }
 
     /// Local time to the second with the UTC offset, as `StreamLogHandler` writes it.
-    static func timestamp() -> String {
+    package static func timestamp() -> String {
         var now = time(nil)
         var parts = tm()
         guard localtime_r(&now, &parts) != nil else { return "<unknown>" }

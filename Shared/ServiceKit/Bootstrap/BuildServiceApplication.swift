@@ -4,102 +4,13 @@ import Hummingbird
 import Logging
 import Models
 import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
 import ServiceLifecycle
-
-/// What a service's routes and event handlers are built from: values, passed in, no globals.
-public struct ServiceDependencies: Sendable {
-    public let config: ServiceConfig
-    public let postgres: PostgresClient
-    public let redis: RedisClient
-    public let outbox: EventOutbox
-    public let tokens: TokenVerifier
-    public let metrics: MetricsRegistry
-    public let httpClient: HTTPClient
-    public let logger: Logger
-}
-
-/// One service: its name, its migrations and, from its configuration, its own parts (routes, event
-/// handlers, background services, commands). The kit builds the same process around every
-/// definition, so the second service looks like the first.
-public struct ServiceDefinition: Sendable {
-    public var name: String
-    public var defaultPort: Int
-    public var migrations: @Sendable () throws -> [Migration]
-    /// Reads the service's own settings (throwing `ConfigurationError` naming every problem) and
-    /// returns its parts. Called once per process, before anything starts.
-    public var setup: @Sendable (ServiceConfig) throws -> ServiceSetup
-
-    public init(
-        name: String, defaultPort: Int,
-        migrations: @escaping @Sendable () throws -> [Migration],
-        setup: @escaping @Sendable (ServiceConfig) throws -> ServiceSetup = { _ in ServiceSetup() }
-    ) {
-        self.name = name
-        self.defaultPort = defaultPort
-        self.migrations = migrations
-        self.setup = setup
-    }
-
-    /// Reads the service's `Migrations/*.sql` from its resource bundle.
-    public static func bundledMigrations(_ bundle: Bundle) throws -> [Migration] {
-        guard let url = bundle.url(forResource: "Migrations", withExtension: nil) else { return [] }
-        return try Migration.load(directory: url)
-    }
-}
-
-/// A service's own parts, built from its configuration by `ServiceDefinition.setup`.
-public struct ServiceSetup: Sendable {
-    /// Where access-token keys come from; `nil` means the issuer's JWKS over HTTP (`JWKS_URL`).
-    /// The issuer itself passes its own keys.
-    public var tokenSource: (any JWKSSource)?
-    /// Extra command-line verbs beside `serve`, `migrate` and `provision`.
-    public var commands: [String: ServiceCommand]
-    /// Adds the service's routes to the router and returns its event handlers and background work;
-    /// called once, when the application is built.
-    public var build: @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents
-
-    public init(
-        tokenSource: (any JWKSSource)? = nil,
-        commands: [String: ServiceCommand] = [:],
-        build: @escaping @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents = { _, _ in ServiceComponents() }
-    ) {
-        self.tokenSource = tokenSource
-        self.commands = commands
-        self.build = build
-    }
-}
-
-/// What a running service has beside its routes.
-public struct ServiceComponents: Sendable {
-    public var handlers: EventHandlers
-    /// Background work that runs with the server (a mail sender, say), started once migrations are
-    /// done and stopped before the event bus and the pools.
-    public var services: [any Service]
-
-    public init(handlers: EventHandlers = EventHandlers(), services: [any Service] = []) {
-        self.handlers = handlers
-        self.services = services
-    }
-}
-
-/// A command-line verb of a service (`auth create-admin …`): it runs after migrations, with the
-/// service's database and outbox, and prints what it did.
-public struct ServiceCommand: Sendable {
-    public var usage: String
-    public var run: @Sendable (_ arguments: [String], _ context: CommandContext) async throws -> Void
-
-    public init(usage: String, run: @escaping @Sendable (_ arguments: [String], _ context: CommandContext) async throws -> Void) {
-        self.usage = usage
-        self.run = run
-    }
-}
-
-public struct CommandContext: Sendable {
-    public let config: ServiceConfig
-    public let postgres: PostgresClient
-    public let outbox: EventOutbox
-    public let logger: Logger
-}
 
 /// Builds the application of one service: HTTP with the kit's middleware and health routes, the
 /// PostgreSQL pool, migrations before the server accepts requests, the outbox relay and the event
@@ -128,7 +39,11 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry), trustedProxies: config.trustedProxies))
     router.add(middleware: ProblemMiddleware())
     router.add(middleware: DatabaseGateMiddleware(watch: databaseWatch))
-    HealthRoutes(postgres: postgres, redis: redis, readiness: readiness, metrics: registry).add(to: router)
+    let health = HealthRoutes<ServiceRequestContext>(postgres: postgres, redis: redis, readiness: readiness, metrics: registry)
+    health.add(to: router)
+    let adminRouter = Router(context: ServiceRequestContext.self)
+    adminRouter.add(middleware: ProblemMiddleware())
+    health.addAdmin(to: adminRouter)
     router.add(middleware: TokenMiddleware(verifier: tokens))
     let components = try setup.build(router, dependencies)
 
@@ -150,6 +65,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
         // Started in this order, stopped in reverse: the event bus stops before the pools it uses.
         services: [
             Closer { try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close() },
+            AdminListener(router: adminRouter, options: config.admin, serverName: definition.name, logger: logger),
             postgres,
             relayPostgres,
             databaseWatch,

@@ -105,7 +105,7 @@ public struct EnvironmentReader {
         if !problems.isEmpty { throw ConfigurationError(problems: problems) }
     }
 
-    static func redacted(_ text: String) -> String {
+    package static func redacted(_ text: String) -> String {
         guard let url = URLComponentsLite(text), url.password != nil else { return text }
         return text.replacingOccurrences(of: ":\(url.password!)@", with: ":***@")
     }

@@ -1,0 +1,106 @@
+import Foundation
+
+extension JSONEncoder {
+    /// The wire format of the whole backend: snake_case keys are spelled by `CodingKeys`, dates are RFC 3339 UTC.
+    /// One instance for the process (encoding is thread-safe); never change its options.
+    public static let api: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(RFC3339.string(from: date))
+        }
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+}
+
+extension JSONDecoder {
+    /// Reads RFC 3339 dates with or without fractional seconds. One instance for the process
+    /// (decoding is thread-safe); never change its options.
+    public static let api: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = RFC3339.date(from: text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected an RFC 3339 date-time, got \(text)")
+            }
+            return date
+        }
+        return decoder
+    }()
+}
+
+/// RFC 3339 in UTC with milliseconds, the one date format on the wire.
+public enum RFC3339 {
+    /// `2026-11-25T01:11:56.123Z`: milliseconds cut (not rounded) toward the past, as Foundation's
+    /// ISO 8601 style writes them. Written here for the dates of 1600 through 9999 (Foundation's
+    /// style cost about 5,000 instructions a date, two per profile read). The rest (Foundation's
+    /// calendar is Julian before 1582), and a date within a rounding error of a millisecond
+    /// boundary (on it, or just before or after it, but for a whole second) go to Foundation, so
+    /// that both always write the same text.
+    public static func string(from date: Date) -> String {
+        fastString(from: date) ?? foundationString(from: date)
+    }
+
+    static func foundationString(from date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon).timeZone(separator: .omitted))
+    }
+
+    /// 1600-01-01 and 10000-01-01, in seconds since 2001-01-01 (`Date`'s own reference).
+    private static let fastRange: Range<Double> = -12_654_403_200 ..< 252_423_993_600
+
+    static func fastString(from date: Date) -> String? {
+        let interval = date.timeIntervalSinceReferenceDate
+        guard fastRange.contains(interval) else { return nil }
+        let whole = interval.rounded(.down)
+        let milliseconds = (interval - whole) * 1000
+        let cut = milliseconds.rounded(.down)
+        // A different order of the same arithmetic could land on the other side of a millisecond;
+        // a whole second (no fraction at all) cannot.
+        guard milliseconds == 0 || (milliseconds - cut > 1e-6 && milliseconds - cut < 1 - 1e-6) else { return nil }
+        let seconds = Int(whole) + 978_307_200 // since 1970-01-01
+        let (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
+        let (dayNumber, daySecond) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
+        let (year, month, day) = civil(fromDays: dayNumber)
+        var text = [UInt8]()
+        text.reserveCapacity(24)
+        func digits(_ value: Int, _ count: Int) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+        }
+        digits(year, 4); text.append(UInt8(ascii: "-")); digits(month, 2); text.append(UInt8(ascii: "-")); digits(day, 2)
+        text.append(UInt8(ascii: "T"))
+        digits(daySecond / 3600, 2); text.append(UInt8(ascii: ":")); digits(daySecond / 60 % 60, 2); text.append(UInt8(ascii: ":")); digits(daySecond % 60, 2)
+        text.append(UInt8(ascii: ".")); digits(Int(cut), 3); text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Year, month and day of the proleptic Gregorian calendar for a count of days since 1970-01-01
+    /// (Howard Hinnant's `civil_from_days`).
+    static func civil(fromDays days: Int) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    public static func date(from text: String) -> Date? {
+        if let date = try? Date(text, strategy: .iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon).timeZone(separator: .omitted)) {
+            return date
+        }
+        if let date = try? Date(text, strategy: .iso8601) { return date }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.date(from: text)
+    }
+}
