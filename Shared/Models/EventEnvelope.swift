@@ -25,7 +25,7 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         self.producer = producer
         self.userID = userID
         let typed = Wire(id: id, type: type, version: version, occurredAt: occurredAt, producer: producer, userID: userID, data: payload)
-        self.json = String(decoding: try JSONEncoder.api.encode(typed), as: UTF8.self)
+        self.json = String(decoding: try APIJSON.encodeOrFoundation(typed), as: UTF8.self)
     }
 
     /// Reads an envelope as it came off the stream. Only the envelope's own fields are read here;

@@ -62,7 +62,9 @@ import TestSupport
         router.add(middleware: ProblemMiddleware())
         router.get("refused") { _, _ -> String in throw refused }
         router.get("breaker") { _, _ -> String in throw ConnectionPoolError.connectionCreationCircuitBreakerTripped }
-        router.get("other") { _, _ -> String in throw CancellationError() }
+        struct Other: Error {}
+        router.get("other") { _, _ -> String in throw Other() }
+        router.get("cancelled") { _, _ -> String in throw CancellationError() }
         try await Application(router: router).test(.router) { client in
             for path in ["/refused", "/breaker"] {
                 let response = try await client.execute(uri: path, method: .get)
@@ -72,6 +74,8 @@ import TestSupport
                 #expect(problem.code == "service_unavailable" && problem.status == 503)
             }
             #expect(try await client.execute(uri: "/other", method: .get).status == .internalServerError)
+            // A cancelled request (the process stopping) is no fault of the client's or of the code's.
+            #expect(try await client.execute(uri: "/cancelled", method: .get).status == .serviceUnavailable)
         }
     }
 

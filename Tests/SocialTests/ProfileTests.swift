@@ -47,7 +47,7 @@ import TestSupport
                 "dietary_visibility": "public",
             ])
             #expect(reply.status == .ok, "\(reply.text)")
-            // Byte for byte what JSONEncoder.api writes for it (the body is written by ResponseJSON).
+            // Byte for byte what JSONEncoder.api writes for it (the body is written by APIJSON).
             let reencoded = try JSONEncoder.api.encode(try JSONDecoder.api.decode(JSONValue.self, from: Data(reply.text.utf8)))
             #expect(reply.text == String(decoding: reencoded, as: UTF8.self))
             #expect(reply.json["username"] as? String == "Chef.Ada_1")
@@ -221,7 +221,7 @@ import TestSupport
                 let uploaded = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: bytes), headers: [.contentType: "application/octet-stream"])
                 #expect(uploaded.status == .ok, "\(type): \(uploaded.text)")
                 let url = try #require(uploaded.json["avatar_url"] as? String)
-                #expect(url.hasPrefix("/v1/profiles/\(cook.id.uuidString)/avatar?v="), "ids are written as the JSON bodies write them")
+                #expect(url.hasPrefix("/v1/profiles/\(cook.id.uuidString.lowercased())/avatar?v="), "ids are written as the JSON bodies write them")
                 let image = try await env.call(.get, url, as: viewer)
                 #expect(image.status == .ok && image.headers[.contentType] == type)
                 #expect(image.headers[.xContentTypeOptions] == "nosniff")
@@ -295,20 +295,22 @@ import TestSupport
         // Every stored property has a key, and every key is written, each with its own value.
         #expect(Mirror(reflecting: view).children.count == ProfileView.CodingKeys.allCases.count)
         let foundation = try JSONEncoder.api.encode(view)
-        let expected = #"{"allergies":[{"name":"peanuts","severity":"severe"}],"avatar_url":"/v1/profiles/0A1B2C3D-0000-4000-8000-00000000ABCD/avatar?v=e1","bio":"Bread","#
+        // Ids in lowercase (RFC 9562), where Foundation writes them uppercase.
+        let expected = #"{"allergies":[{"name":"peanuts","severity":"severe"}],"avatar_url":"/v1/profiles/0a1b2c3d-0000-4000-8000-00000000abcd/avatar?v=e1","bio":"Bread","#
             + #""cooking_preferences":{"equipment":["oven"],"skill_level":"advanced","time_budget_minutes":30},"created_at":"2026-09-21T14:13:20.250Z","#
             + #""dietary_preferences":["vegan"],"dietary_visibility":"followers_only","display_name":"Ada \"Cook\"","favorite_cuisines":["Thai"],"#
-            + #""followers_count":100000,"following_count":3,"id":"0A1B2C3D-0000-4000-8000-00000000ABCD","is_hidden":true,"is_private":true,"is_verified":true,"#
+            + #""followers_count":100000,"following_count":3,"id":"0a1b2c3d-0000-4000-8000-00000000abcd","is_hidden":true,"is_private":true,"is_verified":true,"#
             + #""relationship":{"blocked_by":false,"blocking":false,"followed_by":false,"following":true,"muting":true,"requested":false},"#
             + #""updated_at":"2026-09-21T14:14:20.500Z","username":"ada"}"#
-        #expect(String(decoding: foundation, as: UTF8.self) == expected)
+        #expect(String(decoding: try APIJSON.encode(view), as: UTF8.self) == expected)
         let object = try #require(try JSONSerialization.jsonObject(with: foundation) as? [String: Any])
         #expect(Set(object.keys) == Set(ProfileView.CodingKeys.allCases.map(\.stringValue)))
-        #expect(try ResponseJSON.encode(view) == Array(foundation))
+        #expect(lowercasingUUIDs(String(decoding: foundation, as: UTF8.self)) == expected)
         // The fields a stranger may not see are left out, not written as null.
         let stranger = try JSONEncoder.api.encode(ProfileView(record, relationship: Relationship(), isOwner: false, isStaff: false))
         let shown = try #require(try JSONSerialization.jsonObject(with: stranger) as? [String: Any])
         #expect(Set(shown.keys) == ["avatar_url", "created_at", "display_name", "followers_count", "following_count", "id", "is_private", "is_verified", "relationship", "username"])
-        #expect(try ResponseJSON.encode(ProfileView(record, relationship: Relationship(), isOwner: false, isStaff: false)) == Array(stranger))
+        #expect(String(decoding: try APIJSON.encode(ProfileView(record, relationship: Relationship(), isOwner: false, isStaff: false)), as: UTF8.self)
+                == lowercasingUUIDs(String(decoding: stranger, as: UTF8.self)))
     }
 }

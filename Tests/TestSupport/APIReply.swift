@@ -52,3 +52,10 @@ public enum OpenAPIDocument {
         return operations
     }
 }
+
+/// `text` with every quoted uppercase UUID lowercased: what the API writes (`APIJSON`) where
+/// Foundation's `JSONEncoder` writes uppercase, so the two can be compared.
+public func lowercasingUUIDs(_ text: String) -> String {
+    let pattern = try! Regex(#""[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}""#)
+    return text.replacing(pattern) { match in match.output[0].substring.map { $0.lowercased() } ?? "" }
+}

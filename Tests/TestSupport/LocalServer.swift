@@ -17,6 +17,7 @@ public final class LocalServer: Sendable {
     public func start<Builder: HTTPResponderBuilder>(_ router: Builder, server: HTTPServerBuilder = .http1(), label: String) async throws
     where Builder.Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
         let (ready, continuation) = AsyncStream.makeStream(of: Int.self)
+        TestLogging.bootstrapped
         var logger = Logger(label: label)
         logger.logLevel = .warning
         let app = Application(router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),

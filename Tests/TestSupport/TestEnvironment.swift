@@ -36,6 +36,7 @@ public enum TestEnvironment {
     }
 
     public static let logger: Logger = {
+        TestLogging.bootstrapped
         var logger = Logger(label: "test")
         logger.logLevel = ProcessInfo.processInfo.environment["TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         return logger

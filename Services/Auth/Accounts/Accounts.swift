@@ -168,7 +168,7 @@ struct UserView: Codable, Sendable {
         lastSignInAt = user.lastSignInAt
     }
 
-    // In the order of their names, so that `ResponseJSON` has nothing to sort (the JSON is the same
+    // In the order of their names, so that `APIJSON` has nothing to sort (the JSON is the same
     // either way).
     enum CodingKeys: String, CodingKey {
         case createdAt = "created_at", disabled, displayName = "display_name", email, emailVerified = "email_verified"

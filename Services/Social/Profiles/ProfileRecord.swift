@@ -59,7 +59,7 @@ struct ProfileRecord: Sendable {
     var avatarURL: String? { Self.avatarURL(id: id, etag: avatarETag) }
 
     static func avatarURL(id: UUID, etag: String?) -> String? {
-        etag.map { "/v1/profiles/\(id.uuidString)/avatar?v=\($0)" }
+        etag.map { "/v1/profiles/\(id.uuidString.lowercased())/avatar?v=\($0)" }
     }
 }
 
@@ -148,7 +148,7 @@ struct ProfileView: Encodable, Sendable {
     var updatedAt: Date?
     var relationship: Relationship?
 
-    // In the order of their names, as `encode(to:)` writes them: `ResponseJSON` sorts an object's
+    // In the order of their names, as `encode(to:)` writes them: `APIJSON` sorts an object's
     // keys only when they arrive out of order (a fifth of encoding a profile). The order changes
     // nothing in the JSON, whose keys are sorted either way.
     enum CodingKeys: String, CodingKey, CaseIterable {

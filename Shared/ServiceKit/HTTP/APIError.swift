@@ -60,7 +60,7 @@ extension Problem {
     public func encoded(headers extra: HTTPFields = [:]) -> (HTTPFields, ByteBuffer) {
         var headers = extra
         headers[.contentType] = Problem.mediaType
-        let body = (try? JSONEncoder.api.encode(self)) ?? Data("{}".utf8)
+        let body = (try? Data(APIJSON.encodeOrFoundation(self))) ?? Data("{}".utf8)
         return (headers, ByteBuffer(bytes: body))
     }
 }

@@ -92,6 +92,9 @@ struct HTTPListener<ChildChannel: ServerChildChannel>: Service {
                             group.addTask { await childChannel.handle(value: connection, logger: logger) }
                         }
                     }
+                } catch is CancellationError {
+                    // Stopped by cancellation rather than a graceful shutdown (a test's server ending).
+                    logger.debug("listener cancelled")
                 } catch {
                     logger.error("accepting connections failed", metadata: ["error": "\(error)"])
                 }

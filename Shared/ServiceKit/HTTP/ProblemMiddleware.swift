@@ -50,6 +50,10 @@ public struct ProblemMiddleware<Context: IdentifiedRequestContext>: RouterMiddle
             // should it ever be the server's own text.
             context.logger.info("text PostgreSQL cannot hold", metadata: ["sql_state": "\(error.serverInfo?[.sqlState] ?? "")", "path": "\(request.uri.path)"])
             return Self.response(for: APIError(.badRequest, code: "invalid_text", detail: "Text may not contain NUL characters (\\u0000)."), request: request, context: context)
+        case is CancellationError:
+            // The request's task was cancelled: the process is stopping, or the connection closed.
+            context.logger.debug("request cancelled", metadata: ["path": "\(request.uri.path)"])
+            return Self.response(for: APIError(.serviceUnavailable, code: "service_unavailable", detail: "The request was cancelled; try again."), request: request, context: context)
         case _ where isDatabaseUnavailable(error):
             context.logger.warning("database unavailable", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
             return Self.response(for: APIError.databaseUnavailable, request: request, context: context)

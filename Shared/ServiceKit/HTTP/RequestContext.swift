@@ -157,8 +157,7 @@ extension Request {
     }
 }
 
-/// JSON responses in the API's one format: `ResponseJSON`, or Foundation's `JSONEncoder.api` (the
-/// same text) for a value whose encoding `ResponseJSON` does not support.
+/// JSON responses in the API's one format (`APIJSON`).
 /// Every answer written through this encoder (what the routes return) is `Cache-Control: no-store`:
 /// they carry tokens (RFC 6749 §5.1 asks this of token responses) and personal data, which neither a
 /// shared cache nor the app's URL cache on disk should keep. A route that may be cached builds its
@@ -167,12 +166,7 @@ extension Request {
 public struct APIResponseEncoder: ResponseEncoder {
     public init() {}
     public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
-        let body: ByteBuffer
-        do {
-            body = ByteBuffer(bytes: try ResponseJSON.encode(value))
-        } catch is ResponseJSON.Unsupported {
-            body = ByteBuffer(bytes: try JSONEncoder.api.encode(value))
-        }
+        let body = ByteBuffer(bytes: try APIJSON.encodeOrFoundation(value))
         return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"], body: .init(byteBuffer: body))
     }
 }

@@ -17,9 +17,9 @@ public struct AccessTokenClaims: JWTPayload, Equatable {
     public var nbf: NotBeforeClaim?
 
     public init(userID: UUID, sessionID: UUID?, roles: [Role], emailVerified: Bool, issuer: String, audience: String, issuedAt: Date, expiresAt: Date) {
-        // Written as the JSON bodies write ids (`UUID.uuidString`), so a client can compare them as text.
-        sub = SubjectClaim(value: userID.uuidString)
-        sid = sessionID?.uuidString
+        // Written as the JSON bodies write ids (lowercase), so a client can compare them as text.
+        sub = SubjectClaim(value: userID.uuidString.lowercased())
+        sid = sessionID?.uuidString.lowercased()
         self.roles = roles.map(\.rawValue)
         self.emailVerified = emailVerified
         iss = IssuerClaim(value: issuer)

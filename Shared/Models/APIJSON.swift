@@ -1,10 +1,9 @@
 import Foundation
-import Models
-import ServiceKitCore
-import ServiceKitDatabase
 
-/// Response bodies in the text `JSONEncoder.api` writes (keys sorted by their UTF-8 bytes, slashes
-/// unescaped, RFC 3339 dates, uppercase UUIDs, `1.0` as `1`), written straight into bytes.
+/// The API's JSON, for response bodies and event payloads alike: the text `JSONEncoder.api` writes
+/// (keys sorted by their UTF-8 bytes, slashes unescaped, RFC 3339 dates, `1.0` as `1`) except that
+/// UUIDs are lowercase, as RFC 9562 asks of output (Foundation writes them uppercase), written
+/// straight into bytes.
 ///
 /// Foundation's encoder builds a tree of values, checks every value against the types it treats
 /// specially with dynamic casts, and sorts each object's keys from a dictionary: a sixth of a profile
@@ -16,10 +15,20 @@ import ServiceKitDatabase
 /// A container is written to only while the ones opened after it are done with, as the synthesized
 /// `Encodable` code and ours do. Code that goes back to a container it has left, mixes kinds of
 /// container for one value, writes a key twice, or catches an error a value threw and goes on, makes
-/// `encode` throw `ResponseJSON.Unsupported`, and `APIResponseEncoder` then uses Foundation's encoder.
-public enum ResponseJSON {
+/// `encode` throw `APIJSON.Unsupported`, and `encodeOrFoundation` then uses Foundation's encoder,
+/// whose UUIDs are uppercase; the product's own types never take that way (`APIJSONTests`).
+public enum APIJSON {
     public struct Unsupported: Error, CustomStringConvertible {
         public let description: String
+    }
+
+    /// `encode`, or Foundation's `JSONEncoder.api` for a value `encode` does not support.
+    public static func encodeOrFoundation<T: Encodable>(_ value: T) throws -> [UInt8] {
+        do {
+            return try encode(value)
+        } catch is Unsupported {
+            return Array(try JSONEncoder.api.encode(value))
+        }
     }
 
     public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
@@ -59,7 +68,7 @@ final class JSONByteWriter: Encoder {
     @exclusivity(unchecked) var bytes: [UInt8] = []
     /// Set by a use this writer does not support; sticky, so that an error swallowed by the caller's
     /// `encode(to:)` still sends the value to Foundation's encoder.
-    @exclusivity(unchecked) var failure: ResponseJSON.Unsupported?
+    @exclusivity(unchecked) var failure: APIJSON.Unsupported?
     @exclusivity(unchecked) var frames: [Frame] = []
     @exclusivity(unchecked) var entries: [Entry] = []
     @exclusivity(unchecked) private var scratch: [UInt8] = []
@@ -122,7 +131,7 @@ final class JSONByteWriter: Encoder {
     }
 
     func fail(_ why: String) {
-        if failure == nil { failure = ResponseJSON.Unsupported(description: why) }
+        if failure == nil { failure = APIJSON.Unsupported(description: why) }
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer { SingleValueContainer(writer: self) }
@@ -333,14 +342,14 @@ final class JSONByteWriter: Encoder {
         write(text)
     }
 
-    /// Uppercase, as Foundation's `uuidString`.
+    /// Lowercase (RFC 9562 §4: "output as lower case").
     func writeUUID(_ uuid: UUID) {
         bytes.append(UInt8(ascii: "\""))
         let start = bytes.count
         bytes.append(contentsOf: repeatElement(0, count: 36))
         let (high, low) = uuid.halves
         bytes.withUnsafeMutableBufferPointer { buffer in
-            UUIDText.write(high: high, low: low, uppercase: true, into: UnsafeMutableBufferPointer(rebasing: buffer[start...]))
+            UUIDText.write(high: high, low: low, uppercase: false, into: UnsafeMutableBufferPointer(rebasing: buffer[start...]))
         }
         bytes.append(UInt8(ascii: "\""))
     }
