@@ -205,3 +205,33 @@ import TestSupport
         }
     }
 }
+
+/// A path served under other methods is `405` with `Allow` (RFC 9110 §15.5.6), not the router's 404.
+@Suite struct MethodNotAllowedTests {
+    @Test func aMethodAPathDoesNotHaveIs405WithAllow() async throws {
+        let router = Router(context: ServiceRequestContext.self)
+        let index = RouteIndex()
+        router.add(middleware: ProblemMiddleware())
+        router.add(middleware: MethodNotAllowedMiddleware(index: index))
+        router.get("things/{id}") { _, _ in "thing" }
+        router.delete("things/{id}") { _, _ in HTTPResponse.Status.noContent }
+        router.get("missing/{id}") { _, _ -> String in throw APIError(.notFound, code: "not_found", detail: "No such thing.") }
+        router.get("files/**") { _, _ in "file" }
+        index.record(router)
+        #expect(Set(index.routes.map(\.description)) == ["GET /things/{id}", "DELETE /things/{id}", "GET /missing/{id}", "GET /files/**"])
+        try await Application(router: router).test(.router) { client in
+            for method in [HTTPRequest.Method.put, .post, .patch, HTTPRequest.Method(rawValue: "TRACE")!] {
+                let response = try await client.execute(uri: "/things/42", method: method)
+                #expect(response.status == .methodNotAllowed, "\(method)")
+                #expect(response.headers[.allow] == "DELETE, GET", "\(method)")
+                #expect(try JSONDecoder.api.decode(Problem.self, from: Data(buffer: response.body)).code == "method_not_allowed")
+            }
+            #expect(try await client.execute(uri: "/files/a/b/c", method: .post).headers[.allow] == "GET")
+            #expect(try await client.execute(uri: "/things/42", method: .get).status == .ok)
+            // No route has the path, or the route itself says 404: both stay 404.
+            #expect(try await client.execute(uri: "/nothing/here", method: .put).status == .notFound)
+            #expect(try await client.execute(uri: "/things", method: .put).status == .notFound)
+            #expect(try await client.execute(uri: "/missing/1", method: .get).status == .notFound)
+        }
+    }
+}

@@ -22,11 +22,11 @@ public func assertServiceServesHealth(name: String, build: (ServiceConfig) throw
     let port = config.listener.port
     let adminPort = config.admin.port
     let app = try build(config)
+    var failures = routesAgainstDocument(name: name, app: app)
     let group = ServiceGroup(configuration: .init(services: [app], logger: TestEnvironment.logger))
     let running = Task { try await group.run() }
-    var failures: [String]
     do {
-        failures = try await checkProcessEndpoints(name: name, port: port, adminPort: adminPort)
+        failures += try await checkProcessEndpoints(name: name, port: port, adminPort: adminPort)
     } catch {
         // Not left running for the rest of the suite.
         running.cancel()
@@ -54,6 +54,24 @@ public func assertServiceServesHealth(name: String, build: (ServiceConfig) throw
         failures.append("\(name): schema lacks \(table)")
     }
     return failures
+}
+
+/// Every route the application serves is in its service's OpenAPI document, and every documented
+/// operation is served (method and path; parameter names aside).
+func routesAgainstDocument(name: String, app: some ApplicationProtocol) -> [String] {
+    guard let index = (app as? any RouteIndexed)?.routeIndex else { return ["\(name): the application does not list its routes"] }
+    func normalized(_ method: String, _ path: String) -> String {
+        "\(method.uppercased()) " + path.replacing(#/\{[^}]*\}/#, with: "{}")
+    }
+    let served = Set(index.routes.map { normalized($0.method, $0.path) })
+    let documented: Set<String>
+    do {
+        documented = Set(try OpenAPIDocument.operations(of: name.prefix(1).uppercased() + name.dropFirst()).map { normalized($0.method, $0.path) })
+    } catch {
+        return ["\(name): no OpenAPI document: \(error)"]
+    }
+    return served.subtracting(documented).sorted().map { "\(name): serves \($0), which its document lacks" }
+        + documented.subtracting(served).sorted().map { "\(name): documents \($0), which it does not serve" }
 }
 
 /// What every process answers, once its port is open: on the internal port readiness and metrics, on

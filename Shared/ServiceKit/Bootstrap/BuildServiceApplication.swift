@@ -38,6 +38,8 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     let router = Router(context: ServiceRequestContext.self)
     router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: registry), trustedProxies: config.trustedProxies))
     router.add(middleware: ProblemMiddleware())
+    let routeIndex = RouteIndex()
+    router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))
     router.add(middleware: DatabaseGateMiddleware(watch: databaseWatch))
     let health = HealthRoutes<ServiceRequestContext>(postgres: postgres, redis: redis, readiness: readiness, metrics: registry)
     health.add(to: router)
@@ -46,6 +48,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     health.addAdmin(to: adminRouter)
     router.add(middleware: TokenMiddleware(verifier: tokens))
     let components = try setup.build(router, dependencies)
+    routeIndex.record(router)
 
     let migrations = try EventBusSchema.migrations + definition.migrations()
     // The relay has a small pool of its own (its batches and its backlog gauge), so request traffic
@@ -75,6 +78,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
         ],
         logger: logger
     )
+    app.routeIndex = routeIndex
     let migrationLogger = logger
     app.beforeServerStarts {
         let logger = migrationLogger

@@ -18,7 +18,7 @@ import Synchronization
 /// `ServerConfiguration` cannot ask for it, and one process's event-loop thread is what limits a
 /// service on a small host (README, figures). Tests drive the same value through
 /// HummingbirdTesting, which runs it with Hummingbird's own server; `run()` is what `main` runs.
-public struct ServiceApplication<Responder: HTTPResponder>: ApplicationProtocol
+public struct ServiceApplication<Responder: HTTPResponder>: ApplicationProtocol, RouteIndexed
 where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
     public let responder: Responder
     public let configuration: ApplicationConfiguration
@@ -26,6 +26,8 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     public var services: [any Service]
     public private(set) var processesRunBeforeServerStart: [@Sendable () async throws -> Void] = []
     public let listener: HTTPListenerOptions
+    /// The routes it serves, where the builder recorded them (`buildServiceApplication` does).
+    public var routeIndex: RouteIndex?
     let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder) throws -> any ServerChildChannel
 
     public init<Router: HTTPResponderBuilder>(
