@@ -37,6 +37,23 @@ import TestSupport
         }
     }
 
+    /// Two devices editing one profile: the one holding an old version is told so (`412`), not
+    /// allowed to overwrite the other's edit unseen.
+    @Test func anEditWithAStaleIfMatchIsRefused() async throws {
+        try await SocialTestEnvironment.run { env in
+            let cook = try await env.user()
+            let read = try await env.call(.get, "/v1/profiles/me", as: cook)
+            let tag = try #require(read.headers[.eTag])
+            let first = try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["bio": "first device"], headers: [.ifMatch: tag])
+            #expect(first.status == .ok && first.headers[.eTag] != tag)
+            let second = try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["bio": "second device"], headers: [.ifMatch: tag])
+            #expect(second.status == .preconditionFailed && second.code == "precondition_failed")
+            #expect(try await env.call(.get, "/v1/profiles/me", as: cook).json["bio"] as? String == "first device")
+            let fresh = try #require(first.headers[.eTag])
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["bio": "second device"], headers: [.ifMatch: fresh]).status == .ok)
+        }
+    }
+
     @Test func patchUpdatesFieldsAndAnnouncesDietaryChanges() async throws {
         try await SocialTestEnvironment.run { env in
             let cook = try await env.user()

@@ -24,23 +24,26 @@ struct ProfileRoutes {
         profiles.get(":id", use: profile)
     }
 
-    @Sendable func me(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
+    /// The caller's profile, with its version as `ETag` (`If-Match` on `PATCH`).
+    @Sendable func me(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<ProfileView> {
         let social = self.social
         let profile = try await social.postgres.withConnectionOnItsLoop { connection in
             try await social.ownProfile(context.caller, on: connection, logger: context.logger)
         }
-        return social.view(profile, relationship: nil, for: context.caller)
+        return EditedResponse(headers: [.eTag: EntityTag(updatedAt: profile.updatedAt).description], response: social.view(profile, relationship: nil, for: context.caller))
     }
 
     /// A partial update. Making the profile public approves every pending follow request; a change
-    /// to dietary data is announced as `profile.updated`.
-    @Sendable func update(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {
+    /// to dietary data is announced as `profile.updated`. With `If-Match`, only if the profile is still
+    /// at that version (`412` otherwise).
+    @Sendable func update(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<ProfileView> {
         let edit = try ProfileEdit(try await request.decode(as: JSONValue.self, context: context))
         let social = self.social
         let caller = context.caller
         let logger = context.logger
         let profile = try await social.transaction(logger: logger) { connection in
             let before = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: logger)
+            try EntityTag(updatedAt: before.updatedAt).check(ifMatchOf: request)
             let after = try await social.profiles.update(caller.userID, with: edit, on: connection, logger: logger)
             if before.isPrivate, !after.isPrivate {
                 // Every request is answered: the notifications that asked for an answer go.
@@ -57,7 +60,7 @@ struct ProfileRoutes {
             // Counts may have moved with the approvals.
             return try await social.profiles.find(id: caller.userID, on: connection, logger: logger) ?? after
         }
-        return social.view(profile, relationship: nil, for: caller)
+        return EditedResponse(headers: [.eTag: EntityTag(updatedAt: profile.updatedAt).description], response: social.view(profile, relationship: nil, for: caller))
     }
 
     @Sendable func profile(_ request: Request, context: AuthenticatedContext) async throws -> ProfileView {

@@ -47,10 +47,11 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     adminRouter.add(middleware: ProblemMiddleware())
     health.addAdmin(to: adminRouter)
     router.add(middleware: TokenMiddleware(verifier: tokens))
+    router.add(middleware: IdempotencyMiddleware(postgres: postgres))
     let components = try setup.build(router, dependencies)
     routeIndex.record(router)
 
-    let migrations = try EventBusSchema.migrations + definition.migrations()
+    let migrations = try definition.allMigrations()
     // The relay has a small pool of its own (its batches and its backlog gauge), so request traffic
     // that fills the main pool cannot hold events back.
     var relayDatabase = config.database

@@ -46,6 +46,11 @@ public struct ServiceDefinition: Sendable {
         self.setup = setup
     }
 
+    /// The kit's tables (the event bus's outbox and inbox, idempotency keys) and then the service's own.
+    public func allMigrations() throws -> [Migration] {
+        EventBusSchema.migrations + IdempotencySchema.migrations + (try migrations())
+    }
+
     /// Reads the service's `Migrations/*.sql` from its resource bundle.
     public static func bundledMigrations(_ bundle: Bundle) throws -> [Migration] {
         guard let url = bundle.url(forResource: "Migrations", withExtension: nil) else { return [] }

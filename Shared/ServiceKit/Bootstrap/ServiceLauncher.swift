@@ -29,7 +29,7 @@ public enum ServiceLauncher {
                 Logger(label: definition.name).info("stopped cleanly")
             case "migrate":
                 try await withClient(config.database) { client, logger in
-                    let applied = try await MigrationRunner(client: client, schema: config.database.schema, migrations: EventBusSchema.migrations + definition.migrations(), logger: logger).run()
+                    let applied = try await MigrationRunner(client: client, schema: config.database.schema, migrations: try definition.allMigrations(), logger: logger).run()
                     print("\(definition.name): \(applied.count) migration(s) applied")
                 }
             case "provision":
@@ -53,7 +53,7 @@ public enum ServiceLauncher {
                     throw ConfigurationError(problems: ["unknown command \"\(command)\"; use serve, migrate, provision or --help"])
                 }
                 try await withClient(config.database) { client, logger in
-                    _ = try await MigrationRunner(client: client, schema: config.database.schema, migrations: EventBusSchema.migrations + definition.migrations(), logger: logger).run()
+                    _ = try await MigrationRunner(client: client, schema: config.database.schema, migrations: try definition.allMigrations(), logger: logger).run()
                     let context = CommandContext(config: config, postgres: client, outbox: EventOutbox(producer: definition.name), logger: logger)
                     try await custom.run(Array(arguments.dropFirst(2)), context)
                 }

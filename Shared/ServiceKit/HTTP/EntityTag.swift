@@ -1,0 +1,30 @@
+import Foundation
+import Hummingbird
+
+/// Optimistic concurrency for resources that can be edited: the resource's answers carry an `ETag`
+/// naming its version, and an edit sent with `If-Match` of a version that is no longer current is
+/// `412 precondition_failed` (RFC 9110 §13.1.1), so two devices editing at once do not overwrite
+/// each other unseen. Without `If-Match` the edit applies, as before.
+public struct EntityTag: Sendable, Equatable, CustomStringConvertible {
+    /// The tag without its quotes.
+    public let opaque: String
+
+    public init(version: Int64) { opaque = String(version) }
+
+    /// A version kept as a timestamp (`updated_at`): its microseconds, as PostgreSQL stores them.
+    public init(updatedAt: Date) { self.init(version: Int64((updatedAt.timeIntervalSince1970 * 1_000_000).rounded())) }
+
+    /// The header's value: a strong tag.
+    public var description: String { "\"\(opaque)\"" }
+
+    /// Throws `412 precondition_failed` unless the request has no `If-Match`, has `*`, or lists this
+    /// tag. Weak tags (`W/"…"`) never match: `If-Match` compares strongly.
+    public func check(ifMatchOf request: Request) throws {
+        let values = request.headers[values: .ifMatch]
+        guard !values.isEmpty else { return }
+        let tags = values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        if tags.contains("*") || tags.contains(description) { return }
+        throw APIError(.preconditionFailed, code: "precondition_failed",
+                       detail: "The resource changed since the version in If-Match; read it again and retry.", headers: [.eTag: description])
+    }
+}

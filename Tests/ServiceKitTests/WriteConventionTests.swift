@@ -1,0 +1,164 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Models
+import NIOCore
+import PostgresNIO
+import ServiceKit
+import ServiceKitDatabase
+import ServiceKitHTTP
+import Synchronization
+import Testing
+import TestSupport
+
+/// The kit's conventions for writes, once for every service: `Idempotency-Key` on `POST`s and
+/// `ETag` / `If-Match` on edits.
+@Suite struct WriteConventionTests {
+    /// Stands in for the token middleware: `X-Test-User` names the caller.
+    struct TestCaller<Context: IdentifiedRequestContext>: RouterMiddleware {
+        func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+            var context = context
+            if let user = request.headers[HTTPField.Name("X-Test-User")!].flatMap(UUID.init(uuidString:)) {
+                context.caller = Caller(userID: user, sessionID: nil, roles: [.user], emailVerified: true)
+            }
+            return try await next(request, context)
+        }
+    }
+
+    struct Created: ResponseEncodable, Codable { var n: Int; var echo: String }
+
+    final class Counter: Sendable {
+        let runs = Atomic<Int>(0)
+        func next() -> Int { runs.add(1, ordering: .relaxed).newValue }
+        var value: Int { runs.load(ordering: .relaxed) }
+    }
+
+    static func withApp(_ body: @escaping @Sendable (any TestClientProtocol, Counter) async throws -> Void) async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let postgres = PostgresClient(database: database.config(for: "social"), logger: TestEnvironment.logger)
+        let counter = Counter()
+        let router = Router(context: ServiceRequestContext.self)
+        router.add(middleware: ProblemMiddleware())
+        router.add(middleware: TestCaller())
+        router.add(middleware: IdempotencyMiddleware(postgres: postgres, waitLimit: .seconds(10)))
+        router.post("things") { request, context -> EditedResponse<Created> in
+            let text = String(buffer: try await request.body.collect(upTo: 1 << 16))
+            let n = counter.next()
+            // Long enough for concurrent requests with the key to arrive while this one runs.
+            try await Task.sleep(for: .milliseconds(150))
+            return EditedResponse(status: .created, response: Created(n: n, echo: text))
+        }
+        router.post("broken") { _, _ -> Created in
+            let n = counter.next()
+            if n == 1 { throw APIError(.serviceUnavailable, code: "service_unavailable", detail: "Try again.") }
+            return Created(n: n, echo: "")
+        }
+        try await Application(router: router, services: [postgres]).test(.live) { client in
+            try await withClientReady(postgres)
+            try await body(client, counter)
+        }
+    }
+
+    static func withClientReady(_ postgres: PostgresClient) async throws {
+        _ = try await MigrationRunner(client: postgres, schema: "social", migrations: IdempotencySchema.migrations, logger: TestEnvironment.logger).run()
+    }
+
+    static func post(_ client: any TestClientProtocol, _ path: String = "/things", user: UUID?, key: String?, body: String) async throws -> TestResponse {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let user { headers[HTTPField.Name("X-Test-User")!] = user.uuidString }
+        if let key { headers[IdempotencyMiddleware<ServiceRequestContext>.headerName] = key }
+        return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body))
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aRetriedPostRunsOnceAndReplaysTheFirstAnswer() async throws {
+        try await Self.withApp { client, counter in
+            let user = UUID()
+            let first = try await Self.post(client, user: user, key: "k-1", body: #"{"a":1}"#)
+            #expect(first.status == .created)
+            let again = try await Self.post(client, user: user, key: "k-1", body: #"{"a":1}"#)
+            #expect(again.status == .created && String(buffer: again.body) == String(buffer: first.body))
+            #expect(again.headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == "true")
+            #expect(counter.value == 1)
+
+            // The same key with another body is refused; another user's key of the same name is theirs.
+            let reused = try await Self.post(client, user: user, key: "k-1", body: #"{"a":2}"#)
+            #expect(reused.status == .unprocessableContent)
+            #expect(try JSONDecoder.api.decode(Problem.self, from: Data(buffer: reused.body)).code == "idempotency_key_reused")
+            #expect(try await Self.post(client, user: UUID(), key: "k-1", body: #"{"a":1}"#).status == .created)
+            #expect(counter.value == 2)
+
+            // Without a key, or without a caller, every request runs.
+            _ = try await Self.post(client, user: user, key: nil, body: "{}")
+            _ = try await Self.post(client, user: nil, key: "k-anon", body: "{}")
+            _ = try await Self.post(client, user: nil, key: "k-anon", body: "{}")
+            #expect(counter.value == 5)
+
+            for bad in ["", String(repeating: "k", count: 256), "has space", "é"] {
+                let response = try await Self.post(client, user: user, key: bad, body: "{}")
+                #expect(response.status == .badRequest, "\(bad)")
+            }
+            #expect(counter.value == 5)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func concurrentRequestsWithOneKeyRunOnce() async throws {
+        try await Self.withApp { client, counter in
+            let user = UUID()
+            let answers = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+                for _ in 0..<20 {
+                    group.addTask {
+                        let response = try await Self.post(client, user: user, key: "together", body: #"{"x":true}"#)
+                        return (Int(response.status.code), String(buffer: response.body))
+                    }
+                }
+                return try await group.reduce(into: [(Int, String)]()) { $0.append($1) }
+            }
+            #expect(counter.value == 1)
+            #expect(answers.count == 20 && Set(answers.map(\.0)) == [201] && Set(answers.map(\.1)).count == 1)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aFailedAnswerIsNotKeptSoTheRetryRuns() async throws {
+        try await Self.withApp { client, counter in
+            let user = UUID()
+            #expect(try await Self.post(client, "/broken", user: user, key: "b-1", body: "{}").status == .serviceUnavailable)
+            let retried = try await Self.post(client, "/broken", user: user, key: "b-1", body: "{}")
+            #expect(retried.status == .ok && counter.value == 2)
+            #expect(retried.headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == nil)
+            #expect(try await Self.post(client, "/broken", user: user, key: "b-1", body: "{}").headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == "true")
+        }
+    }
+
+    /// `If-Match` with the current version passes, with a stale one is `412`, and `*` or no header passes.
+    @Test func aStaleIfMatchIsPreconditionFailed() async throws {
+        let version = Mutex<Int64>(1)
+        let router = Router(context: ServiceRequestContext.self)
+        router.add(middleware: ProblemMiddleware())
+        router.get("doc") { _, _ -> EditedResponse<String> in
+            EditedResponse(headers: [.eTag: EntityTag(version: version.withLock { $0 }).description], response: "doc")
+        }
+        router.put("doc") { request, _ -> EditedResponse<String> in
+            let next = try version.withLock { current -> Int64 in
+                try EntityTag(version: current).check(ifMatchOf: request)
+                current += 1
+                return current
+            }
+            return EditedResponse(headers: [.eTag: EntityTag(version: next).description], response: "doc")
+        }
+        try await Application(router: router).test(.router) { client in
+            let read = try await client.execute(uri: "/doc", method: .get)
+            let tag = try #require(read.headers[.eTag])
+            #expect(tag == "\"1\"")
+            let edited = try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: tag])
+            #expect(edited.status == .ok && edited.headers[.eTag] == "\"2\"")
+            let stale = try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: tag])
+            #expect(stale.status == .preconditionFailed && stale.headers[.eTag] == "\"2\"")
+            #expect(try JSONDecoder.api.decode(Problem.self, from: Data(buffer: stale.body)).code == "precondition_failed")
+            #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: "W/\"2\""]).status == .preconditionFailed)
+            #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: "\"9\", \"2\""]).status == .ok)
+            #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: "*"]).status == .ok)
+            #expect(try await client.execute(uri: "/doc", method: .put).status == .ok)
+        }
+    }
+}
