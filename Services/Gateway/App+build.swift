@@ -29,10 +29,13 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     router.add(middleware: TelemetryMiddleware(metrics: metrics, trustedProxies: config.trustedProxies,
                                                routeOutsideRouter: { proxy.routeLabel(for: $0.uri.path) }))
     router.add(middleware: ProblemMiddleware())
+    let routeIndex = RouteIndex()
+    router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))
     // Requests whose body streams (see `ProxyChannelHandler`).
     router.add(middleware: ProxyMiddleware(table: .standard, pools: pools, timeout: config.upstreamTimeout))
     let health = GatewayHealthRoutes(pools: pools, metrics: registry)
     health.add(to: router)
+    routeIndex.record(router)
     let adminRouter = Router(context: ServiceRequestContext.self)
     adminRouter.add(middleware: ProblemMiddleware())
     health.addAdmin(to: adminRouter)

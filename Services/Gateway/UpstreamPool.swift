@@ -319,6 +319,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     /// already), which must not forget the armed one.
     private var timerGeneration = 0
     private var requestSent = false
+    static let routedMethods: [HTTPMethod] = [.GET, .HEAD, .POST, .PUT, .PATCH, .DELETE, .OPTIONS]
     private var keepAlive = true
     /// A read the channel asked for while the stream's reader had enough: done when it wants more.
     private var heldRead = false
@@ -347,7 +348,10 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         state = .awaitingHead(answer)
         exchange += 1
         requestSent = false
-        keepAlive = head.isKeepAlive
+        // An exchange in a method no route serves (TRACE, QUERY …) ends its connection: the upstream
+        // answers it 405 at once, and what it then makes of a body it never wanted is not worth
+        // finding out on a connection the next request would share.
+        keepAlive = head.isKeepAlive && Self.routedMethods.contains(head.method)
         heldRead = false
         readerWantsMore = true
         self.deadline = deadline

@@ -11,4 +11,12 @@ public struct Page<Item: Codable & Sendable>: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case items, nextCursor = "next_cursor"
     }
+
+    /// `next_cursor` is always written, null on the last page: clients generated from the documents
+    /// expect the key.
+    public func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: CodingKeys.self)
+        try json.encode(items, forKey: .items)
+        try json.encode(nextCursor, forKey: .nextCursor)
+    }
 }

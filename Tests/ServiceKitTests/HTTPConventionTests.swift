@@ -217,8 +217,9 @@ import TestSupport
         router.delete("things/{id}") { _, _ in HTTPResponse.Status.noContent }
         router.get("missing/{id}") { _, _ -> String in throw APIError(.notFound, code: "not_found", detail: "No such thing.") }
         router.get("files/**") { _, _ in "file" }
+        router.put("things/mine") { _, _ in "mine" }
         index.record(router)
-        #expect(Set(index.routes.map(\.description)) == ["GET /things/{id}", "DELETE /things/{id}", "GET /missing/{id}", "GET /files/**"])
+        #expect(Set(index.routes.map(\.description)) == ["GET /things/{id}", "DELETE /things/{id}", "GET /missing/{id}", "GET /files/**", "PUT /things/mine"])
         try await Application(router: router).test(.router) { client in
             for method in [HTTPRequest.Method.put, .post, .patch, HTTPRequest.Method(rawValue: "TRACE")!] {
                 let response = try await client.execute(uri: "/things/42", method: method)
@@ -227,6 +228,8 @@ import TestSupport
                 #expect(try JSONDecoder.api.decode(Problem.self, from: Data(buffer: response.body)).code == "method_not_allowed")
             }
             #expect(try await client.execute(uri: "/files/a/b/c", method: .post).headers[.allow] == "GET")
+            // The constant segment wins over the capture, as in the router: only PUT is allowed.
+            #expect(try await client.execute(uri: "/things/mine", method: .get).headers[.allow] == "PUT")
             #expect(try await client.execute(uri: "/things/42", method: .get).status == .ok)
             // No route has the path, or the route itself says 404: both stay 404.
             #expect(try await client.execute(uri: "/nothing/here", method: .put).status == .notFound)

@@ -147,7 +147,7 @@ import TestSupport
                 #expect(reply.fieldErrors == fields, "\(body): \(reply.text)")
             }
             // Nothing of the refused bodies was applied.
-            #expect(try await env.call(.get, "/v1/profiles/me", as: cook).json["username"] == nil)
+            #expect(try await env.call(.get, "/v1/profiles/me", as: cook).json["username"] is NSNull)
             let malformed = try await env.call(.patch, "/v1/profiles/me", as: cook, raw: ByteBuffer(string: "{\"bio\": "), headers: [.contentType: "application/json"])
             #expect(malformed.status == .badRequest && malformed.code == "malformed_json")
             let notObject = try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["a", "b"])
@@ -257,7 +257,7 @@ import TestSupport
             #expect(try await env.call(.delete, "/v1/profiles/me/avatar", as: cook).status == .noContent)
             #expect(try await env.call(.delete, "/v1/profiles/me/avatar", as: cook).status == .noContent)
             #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer).status == .notFound)
-            #expect(try await env.call(.get, "/v1/profiles/me", as: cook).json["avatar_url"] == nil)
+            #expect(try await env.call(.get, "/v1/profiles/me", as: cook).json["avatar_url"] is NSNull)
         }
     }
 

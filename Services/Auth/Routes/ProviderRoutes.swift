@@ -62,7 +62,9 @@ struct ProviderRoutes {
 
     func signIn(_ request: Request, context: ServiceRequestContext, with verifier: IdentityTokenVerifier?, name providerName: String) async throws -> SignInResponse {
         guard let verifier else {
-            throw APIError(.serviceUnavailable, code: "provider_not_configured", detail: "Sign in with \(providerName) is not set up on this server.")
+            // Not a fault of the server's: this deployment does not offer the provider (no client ids
+            // configured), as if the route did not exist.
+            throw APIError(.notFound, code: "provider_not_configured", detail: "Sign in with \(providerName) is not set up on this server.")
         }
         let body = try await request.decode(as: ProviderRequest.self, context: context)
         // A nonce this server did not issue, or an expired one, is refused before the token is read;

@@ -52,6 +52,22 @@ struct ListedProfile: Codable, Sendable {
         case isVerified = "is_verified", mutedAt = "muted_at", mutedUntil = "muted_until", requestedAt = "requested_at", username
     }
 
+    /// The summary's fields always (null when unset: the document requires them), the list's own
+    /// dates when set.
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: CodingKeys.self)
+        try json.encode(avatarURL, forKey: .avatarURL)
+        try json.encodeIfPresent(blockedAt, forKey: .blockedAt)
+        try json.encode(displayName, forKey: .displayName)
+        try json.encodeIfPresent(followedAt, forKey: .followedAt)
+        try json.encode(id, forKey: .id)
+        try json.encode(isVerified, forKey: .isVerified)
+        try json.encodeIfPresent(mutedAt, forKey: .mutedAt)
+        try json.encodeIfPresent(mutedUntil, forKey: .mutedUntil)
+        try json.encodeIfPresent(requestedAt, forKey: .requestedAt)
+        try json.encode(username, forKey: .username)
+    }
+
     init(_ summary: ProfileSummary) {
         id = summary.id
         username = summary.username

@@ -164,13 +164,15 @@ struct ProfileView: Encodable, Sendable {
     func encode(to encoder: any Encoder) throws {
         var json = encoder.container(keyedBy: CodingKeys.self)
         if let allergies { try json.encode(allergies, forKey: .allergies) }
-        if let avatarURL { try json.encode(avatarURL, forKey: .avatarURL) }
+        // username, display_name and avatar_url are always present, null when unset (the document
+        // requires them); the fields a viewer may not see are left out.
+        try json.encode(avatarURL, forKey: .avatarURL)
         if let bio { try json.encode(bio, forKey: .bio) }
         if let cookingPreferences { try json.encode(cookingPreferences, forKey: .cookingPreferences) }
         try json.encode(createdAt, forKey: .createdAt)
         if let dietaryPreferences { try json.encode(dietaryPreferences, forKey: .dietaryPreferences) }
         if let dietaryVisibility { try json.encode(dietaryVisibility.rawValue, forKey: .dietaryVisibility) }
-        if let displayName { try json.encode(displayName, forKey: .displayName) }
+        try json.encode(displayName, forKey: .displayName)
         if let favoriteCuisines { try json.encode(favoriteCuisines, forKey: .favoriteCuisines) }
         try json.encode(followersCount, forKey: .followersCount)
         try json.encode(followingCount, forKey: .followingCount)
@@ -180,7 +182,7 @@ struct ProfileView: Encodable, Sendable {
         try json.encode(isVerified, forKey: .isVerified)
         if let relationship { try json.encode(relationship, forKey: .relationship) }
         if let updatedAt { try json.encode(updatedAt, forKey: .updatedAt) }
-        if let username { try json.encode(username, forKey: .username) }
+        try json.encode(username, forKey: .username)
     }
 
     /// The privacy rules in one place. The owner and staff see everything; a private profile shows
@@ -233,6 +235,16 @@ struct ProfileSummary: Codable, Sendable {
     // In the order of their names (`ProfileView.CodingKeys` says why).
     enum CodingKeys: String, CodingKey {
         case avatarURL = "avatar_url", displayName = "display_name", id, isVerified = "is_verified", username
+    }
+
+    /// Every field, null when unset: the document requires them all.
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: CodingKeys.self)
+        try json.encode(avatarURL, forKey: .avatarURL)
+        try json.encode(displayName, forKey: .displayName)
+        try json.encode(id, forKey: .id)
+        try json.encode(isVerified, forKey: .isVerified)
+        try json.encode(username, forKey: .username)
     }
 
     static let columns = "p.user_id, p.username, p.display_name, p.avatar_etag, p.is_verified"

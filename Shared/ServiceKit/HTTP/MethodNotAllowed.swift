@@ -25,13 +25,32 @@ public final class RouteIndex: Sendable {
 
     public var routes: [Route] { state.withLock { $0.map(\.route) } }
 
-    /// The methods some route has for `path`, sorted; empty when no route has the path.
+    /// The methods of the route the router would take for `path`, sorted; empty when no route has
+    /// it. Where several templates match, the router takes the most specific (a constant segment
+    /// before a capture, a capture before a wildcard: `/v1/profiles/me/avatar` before
+    /// `/v1/profiles/{id}/avatar`), and so does this.
     public func methods(for path: String) -> [String] {
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
-        let methods = state.withLock { entries in
-            entries.filter { Self.matches($0.path.components, segments[...]) }.map(\.route.method)
+        let matching = state.withLock { entries in entries.filter { Self.matches($0.path.components, segments[...]) } }
+        guard let best = matching.map(\.path).min(by: { Self.moreSpecific($0.components, $1.components) }) else { return [] }
+        return Array(Set(matching.filter { $0.path.description == best.description }.map(\.route.method))).sorted()
+    }
+
+    /// Whether `a` is taken before `b`: compared segment by segment, the first that differs decides.
+    static func moreSpecific(_ a: [RouterPath.Element], _ b: [RouterPath.Element]) -> Bool {
+        for (x, y) in zip(a, b) where x.description != y.description {
+            return rank(x) < rank(y)
         }
-        return Array(Set(methods)).sorted()
+        return a.count > b.count
+    }
+
+    /// 0 a constant, 1 a capture or a partial wildcard, 2 `*`, 3 `**`.
+    static func rank(_ element: RouterPath.Element) -> Int {
+        let text = element.description
+        if text == "**" { return 3 }
+        if text == "*" { return 2 }
+        if text.contains("{") || text.contains("*") { return 1 }
+        return 0
     }
 
     static func matches(_ components: [RouterPath.Element], _ segments: ArraySlice<Substring>) -> Bool {
