@@ -5,9 +5,14 @@ import PackageDescription
 /// service kit and ships its SQL migrations as a resource. A new service is one line here.
 /// `extra` names what a service links beyond the kit; `resources` are folders shipped beside `Migrations`.
 let services: [(target: String, folder: String, extra: [Target.Dependency], resources: [String])] = [
-    ("Auth", "Auth", ["Mailer", .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"), .product(name: "JWTKit", package: "jwt-kit"),
-                      .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
-                      .product(name: "AsyncHTTPClient", package: "async-http-client")], ["Resources"]),
+    (
+        "Auth", "Auth",
+        [
+            "Mailer", .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"), .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        ], ["Resources"]
+    ),
     ("Social", "Social", [], []),
     ("Invitations", "Invitations", [], []),
     ("Entitlements", "Entitlements", [], []),
@@ -15,19 +20,20 @@ let services: [(target: String, folder: String, extra: [Target.Dependency], reso
 ]
 
 let swiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("ExistentialAny")
 ]
 
 /// The kit's layers, bottom first; a service links them all and imports what it uses.
 let kitLayers: [Target.Dependency] = ["ServiceKitCore", "ServiceKitRedis", "ServiceKitDatabase", "ServiceKitEvents", "ServiceKitHTTP", "ServiceKitTokens"]
 
-let kit: [Target.Dependency] = kitLayers + [
-    "ServiceKit", "Models",
-    .product(name: "Hummingbird", package: "hummingbird"),
-    .product(name: "PostgresNIO", package: "postgres-nio"),
-    .product(name: "Logging", package: "swift-log"),
-    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-]
+let kit: [Target.Dependency] =
+    kitLayers + [
+        "ServiceKit", "Models",
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+    ]
 
 var targets: [Target] = [
     .target(name: "Models", path: "Shared/Models", swiftSettings: swiftSettings),
@@ -196,7 +202,8 @@ var targets: [Target] = [
     ),
     .testTarget(
         name: "ServiceKitTests",
-        dependencies: kit + ["TestSupport", "CHiredis",
+        dependencies: kit + [
+            "TestSupport", "CHiredis",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
             .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
             .product(name: "JWTKit", package: "jwt-kit"),
@@ -209,7 +216,8 @@ var targets: [Target] = [
     ),
     .testTarget(
         name: "GatewayTests",
-        dependencies: kit + ["Gateway", "TestSupport",
+        dependencies: kit + [
+            "Gateway", "TestSupport",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ],
         path: "Tests/GatewayTests",
@@ -218,27 +226,29 @@ var targets: [Target] = [
 ]
 
 for service in services {
-    targets.append(.testTarget(
-        name: "\(service.target)Tests",
-        dependencies: kit + service.extra + [.target(name: service.target), "TestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
-        path: "Tests/\(service.target)Tests",
-        swiftSettings: swiftSettings
-    ))
-    targets.append(.executableTarget(
-        name: service.target,
-        dependencies: kit + service.extra,
-        path: "Services/\(service.folder)",
-        exclude: ["openapi.yaml"],
-        resources: [.copy("Migrations")] + service.resources.map { .copy($0) },
-        swiftSettings: swiftSettings
-    ))
+    targets.append(
+        .testTarget(
+            name: "\(service.target)Tests",
+            dependencies: kit + service.extra + [.target(name: service.target), "TestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
+            path: "Tests/\(service.target)Tests",
+            swiftSettings: swiftSettings
+        ))
+    targets.append(
+        .executableTarget(
+            name: service.target,
+            dependencies: kit + service.extra,
+            path: "Services/\(service.folder)",
+            exclude: ["openapi.yaml"],
+            resources: [.copy("Migrations")] + service.resources.map { .copy($0) },
+            swiftSettings: swiftSettings
+        ))
 }
 
 let package = Package(
     name: "FoodBackend",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "gateway", targets: ["Gateway"]),
+        .executable(name: "gateway", targets: ["Gateway"])
     ] + services.map { .executable(name: $0.target.lowercased(), targets: [$0.target]) },
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),

@@ -21,13 +21,16 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
 
     let metrics = HTTPMetrics(registry: registry)
     // Nearly every proxied request is answered in the channel pipeline, before the router.
-    let proxy = GatewayProxy(table: .standard, pools: pools, timeout: config.upstreamTimeout, metrics: metrics,
-                             trustedProxies: config.trustedProxies, logger: logger, clientTimeout: config.clientTimeout)
+    let proxy = GatewayProxy(
+        table: .standard, pools: pools, timeout: config.upstreamTimeout, metrics: metrics,
+        trustedProxies: config.trustedProxies, logger: logger, clientTimeout: config.clientTimeout)
 
     let router = Router(context: ServiceRequestContext.self)
     // Proxied requests are counted per upstream (`route="proxy:social"`).
-    router.add(middleware: TelemetryMiddleware(metrics: metrics, trustedProxies: config.trustedProxies,
-                                               routeOutsideRouter: { proxy.routeLabel(for: $0.uri.path) }))
+    router.add(
+        middleware: TelemetryMiddleware(
+            metrics: metrics, trustedProxies: config.trustedProxies,
+            routeOutsideRouter: { proxy.routeLabel(for: $0.uri.path) }))
     router.add(middleware: ProblemMiddleware())
     let routeIndex = RouteIndex()
     router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))

@@ -15,8 +15,10 @@ struct KnownHeader: Sendable {
         let names = Set(ProxyMiddleware.hopByHop + ProxyMiddleware.gatewaySets + ["content-length"])
         var table = [[KnownHeader]](repeating: [], count: (names.map(\.utf8.count).max() ?? 0) + 1)
         for name in names.sorted() {
-            table[name.utf8.count].append(KnownHeader(name: name, hopByHop: ProxyMiddleware.hopByHop.contains(name),
-                                                      gatewaySets: ProxyMiddleware.gatewaySets.contains(name)))
+            table[name.utf8.count].append(
+                KnownHeader(
+                    name: name, hopByHop: ProxyMiddleware.hopByHop.contains(name),
+                    gatewaySets: ProxyMiddleware.gatewaySets.contains(name)))
         }
         return table
     }()

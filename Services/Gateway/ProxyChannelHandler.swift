@@ -27,8 +27,10 @@ struct GatewayProxy: Sendable {
     /// `proxy:<service>` per service, the metrics' route label, made once.
     let routeLabels: [String: String]
 
-    init(table: RouteTable, pools: [String: UpstreamPool], timeout: Duration, metrics: HTTPMetrics, trustedProxies: TrustedProxies, logger: Logger,
-         clientTimeout: Duration) {
+    init(
+        table: RouteTable, pools: [String: UpstreamPool], timeout: Duration, metrics: HTTPMetrics, trustedProxies: TrustedProxies, logger: Logger,
+        clientTimeout: Duration
+    ) {
         self.table = table
         self.pools = pools
         self.timeout = timeout
@@ -367,7 +369,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func claim(_ request: HTTPRequestHead, context: ChannelHandlerContext) -> Proxied? {
         let target = request.uri
         // memchr-speed on the target's bytes (`firstIndex` on the UTF-8 view checked each index).
-        let cut = target.utf8.withContiguousStorageIfAvailable { $0.firstIndex(of: UInt8(ascii: "?")) }
+        let cut =
+            target.utf8.withContiguousStorageIfAvailable { $0.firstIndex(of: UInt8(ascii: "?")) }
             ?? target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target.utf8.distance(from: target.utf8.startIndex, to: $0) }
         let path = cut.map { target[..<target.utf8.index(target.utf8.startIndex, offsetBy: $0)] } ?? target[...]
         guard let service = proxy.table.service(for: path), let pool = proxy.pools[service] else { return nil }
@@ -396,9 +399,10 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             peer = (address, proxy.trustedProxies.client(peer: address, forwardedFor: nil))
         }
         let (peerAddress, peerClient) = peer!
-        return Proxied(request: request, path: path, service: service, pool: pool, requestID: requestID,
-                       client: forwardedFor.isEmpty ? peerClient : proxy.trustedProxies.client(peer: peerAddress, forwardedFor: forwardedFor.joined(separator: ", ")),
-                       started: .now, body: nil, hasLength: length != nil, closeAfter: !request.isKeepAlive)
+        return Proxied(
+            request: request, path: path, service: service, pool: pool, requestID: requestID,
+            client: forwardedFor.isEmpty ? peerClient : proxy.trustedProxies.client(peer: peerAddress, forwardedFor: forwardedFor.joined(separator: ", ")),
+            started: .now, body: nil, hasLength: length != nil, closeAfter: !request.isKeepAlive)
     }
 
     private func forward(_ proxied: Proxied, context: ChannelHandlerContext) {
@@ -406,8 +410,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // `claim` took only requests framed by a Content-Length, or by nothing at all.
         let bytes = proxied.body?.readableBytes ?? 0
         let framing: ProxyMiddleware.Framing = proxied.hasLength || bytes > 0 ? .length(bytes) : .none
-        let head = HTTPRequestHead(version: .http1_1, method: request.method, uri: request.uri,
-                                   headers: ProxyMiddleware.forwardHeaders(request.headers, framing: framing, client: proxied.client, requestID: proxied.requestID))
+        let head = HTTPRequestHead(
+            version: .http1_1, method: request.method, uri: request.uri,
+            headers: ProxyMiddleware.forwardHeaders(request.headers, framing: framing, client: proxied.client, requestID: proxied.requestID))
         let body: OutgoingBody = bytes > 0 ? .whole(proxied.body!) : .none
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
@@ -427,10 +432,11 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func answer(_ proxied: Proxied, with result: Result<UpstreamResponse, any Error>, context: ChannelHandlerContext) {
         guard case .proxying = state else {
             // The client went away; the request still counts, as on the router's path.
-            let status = switch result {
-            case .success(let response): Int(response.head.status.code)
-            case .failure(let error): ProxyMiddleware.problem(for: error, service: proxied.service, logger: logger(for: proxied)).status.code
-            }
+            let status =
+                switch result {
+                case .success(let response): Int(response.head.status.code)
+                case .failure(let error): ProxyMiddleware.problem(for: error, service: proxied.service, logger: logger(for: proxied)).status.code
+                }
             return record(proxied, status: status)
         }
         // What the gateway sets on every answer, the upstream's or its own problem.
@@ -451,9 +457,11 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
         case .failure(let error):
             let problem = ProxyMiddleware.problem(for: error, service: proxied.service, logger: logger(for: proxied))
-            let (fields, body) = Problem(status: problem.status.code, code: problem.code, title: problem.status.reasonPhrase,
-                                         detail: problem.detail, errors: problem.errors, requestID: proxied.requestID)
-                .encoded(headers: problem.headers)
+            let (fields, body) = Problem(
+                status: problem.status.code, code: problem.code, title: problem.status.reasonPhrase,
+                detail: problem.detail, errors: problem.errors, requestID: proxied.requestID
+            )
+            .encoded(headers: problem.headers)
             let headers = ProxyMiddleware.answerHeaders(HTTPHeaders(fields), adding: added + [("Content-Length", String(body.readableBytes))])
             let status = HTTPResponseStatus(statusCode: problem.status.code, reasonPhrase: problem.status.reasonPhrase)
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
@@ -522,8 +530,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let duration = ContinuousClock.now - proxied.started
         proxy.metrics.record(method: proxied.request.method.rawValue, route: proxy.routeLabels[proxied.service] ?? "proxy", status: status, duration: duration)
         guard proxy.logger.logLevel <= .info else { return }
-        RequestLog.write(logger(for: proxied), method: proxied.request.method.rawValue, path: String(proxied.path),
-                         client: proxied.client, status: status, duration: duration)
+        RequestLog.write(
+            logger(for: proxied), method: proxied.request.method.rawValue, path: String(proxied.path),
+            client: proxied.client, status: status, duration: duration)
     }
 
     private func logger(for proxied: Proxied) -> Logger {

@@ -62,8 +62,9 @@ struct ProxyMiddleware: RouterMiddleware {
             framing = .chunked
             body = .stream(request.body)
         }
-        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue), uri: target,
-                                   headers: Self.forwardHeaders(incoming, framing: framing, client: context.clientAddress, requestID: context.requestID))
+        let head = HTTPRequestHead(
+            version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue), uri: target,
+            headers: Self.forwardHeaders(incoming, framing: framing, client: context.clientAddress, requestID: context.requestID))
         let response: UpstreamResponse
         do {
             response = try await pool.execute(head, body: body, deadline: .now() + TimeAmount(timeout))

@@ -90,8 +90,10 @@ final class UpstreamPool: Sendable {
     }
 
     /// `baseURL` is `http://host[:port]` or `https://host[:port]` (no path: `GatewayConfig` checks).
-    init(baseURL: String, connectTimeout: Duration, maxIdle: Int = 128,
-         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+    init(
+        baseURL: String, connectTimeout: Duration, maxIdle: Int = 128,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws {
         guard let url = URL(string: baseURL), let scheme = url.scheme, let host = url.host, ["http", "https"].contains(scheme) else {
             throw UpstreamError.unreachable("not an http(s) URL: \(baseURL)")
         }
@@ -142,11 +144,12 @@ final class UpstreamPool: Sendable {
         let reused = pooled != nil
         let firstAnswer: UpstreamAnswer = { result in
             guard case .failure(let error) = result else { return answer(result) }
-            let sendAgain = switch error as? UpstreamError {
-            case .notSent?: true
-            case .closedBeforeResponse?: reused && retriable
-            default: false
-            }
+            let sendAgain =
+                switch error as? UpstreamError {
+                case .notSent?: true
+                case .closedBeforeResponse?: reused && retriable
+                default: false
+                }
             guard sendAgain else { return answer(result) }
             self.sendOnNewConnection(head, body: body, deadline: deadline, on: loop, answer: answer)
         }
@@ -506,12 +509,13 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
 
     /// How far the current exchange got: what a timeout reports.
     private var stage: String {
-        let progress = switch state {
-        case .awaitingHead: requestSent ? "request sent, no answer" : "request not yet sent whole"
-        case .buffering: "answer head received, body incomplete"
-        case .streaming: "answer streaming"
-        case .idle, .closed: "exchange over"
-        }
+        let progress =
+            switch state {
+            case .awaitingHead: requestSent ? "request sent, no answer" : "request not yet sent whole"
+            case .buffering: "answer head received, body incomplete"
+            case .streaming: "answer streaming"
+            case .idle, .closed: "exchange over"
+            }
         return "\(progress); exchange \(exchange) on this connection"
     }
 

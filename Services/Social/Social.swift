@@ -53,7 +53,8 @@ struct Social: Sendable {
     func ownProfile(_ caller: Caller, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord {
         if let profile = try await profiles.find(id: caller.userID, forUpdate: forUpdate, on: connection, logger: logger) { return profile }
         guard try await profiles.ensure(id: caller.userID, displayName: nil, verified: caller.has(.creator), overwriteVerified: false, on: connection, logger: logger),
-              let profile = try await profiles.find(id: caller.userID, forUpdate: forUpdate, on: connection, logger: logger) else {
+            let profile = try await profiles.find(id: caller.userID, forUpdate: forUpdate, on: connection, logger: logger)
+        else {
             throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
         }
         return profile
@@ -168,7 +169,6 @@ extension AuthenticatedContext {
         return id
     }
 }
-
 
 // The bodies the routes return.
 extension ProfileView: ResponseEncodable {}

@@ -18,44 +18,50 @@ public struct MailOutbox: Sendable {
     /// The `WorkBell` of the mail sender: rung when a transaction that queued mail commits.
     public static let bell = "mail-outbox"
 
-    static let created = Migration(name: "0000_mail_outbox", sql: """
-        CREATE TABLE mail_outbox (
-            id uuid PRIMARY KEY,
-            template text NOT NULL,
-            recipient text NOT NULL,
-            subject text NOT NULL,
-            body_text text NOT NULL,
-            body_html text,
-            status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'sent', 'failed')),
-            attempts int NOT NULL DEFAULT 0,
-            last_error text,
-            next_attempt_at timestamptz NOT NULL DEFAULT now(),
-            created_at timestamptz NOT NULL DEFAULT now(),
-            sent_at timestamptz
-        );
-        CREATE INDEX mail_outbox_due ON mail_outbox (next_attempt_at) WHERE status = 'pending';
+    static let created = Migration(
+        name: "0000_mail_outbox",
+        sql: """
+            CREATE TABLE mail_outbox (
+                id uuid PRIMARY KEY,
+                template text NOT NULL,
+                recipient text NOT NULL,
+                subject text NOT NULL,
+                body_text text NOT NULL,
+                body_html text,
+                status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'sent', 'failed')),
+                attempts int NOT NULL DEFAULT 0,
+                last_error text,
+                next_attempt_at timestamptz NOT NULL DEFAULT now(),
+                created_at timestamptz NOT NULL DEFAULT now(),
+                sent_at timestamptz
+            );
+            CREATE INDEX mail_outbox_due ON mail_outbox (next_attempt_at) WHERE status = 'pending';
 
-        CREATE FUNCTION mail_outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            PERFORM pg_notify(TG_TABLE_SCHEMA || '_mail', '');
-            RETURN NULL;
-        END $$;
+            CREATE FUNCTION mail_outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                PERFORM pg_notify(TG_TABLE_SCHEMA || '_mail', '');
+                RETURN NULL;
+            END $$;
 
-        CREATE TRIGGER mail_outbox_notify AFTER INSERT ON mail_outbox
-            FOR EACH STATEMENT EXECUTE FUNCTION mail_outbox_notify();
-        """)
+            CREATE TRIGGER mail_outbox_notify AFTER INSERT ON mail_outbox
+                FOR EACH STATEMENT EXECUTE FUNCTION mail_outbox_notify();
+            """)
 
     /// The sender is woken in process (`WorkBell`), as the event relay is.
-    static let notifyDropped = Migration(name: "0000_mail_outbox_notify_dropped", sql: """
-        DROP TRIGGER mail_outbox_notify ON mail_outbox;
-        DROP FUNCTION mail_outbox_notify();
-        """)
+    static let notifyDropped = Migration(
+        name: "0000_mail_outbox_notify_dropped",
+        sql: """
+            DROP TRIGGER mail_outbox_notify ON mail_outbox;
+            DROP FUNCTION mail_outbox_notify();
+            """)
 
     /// Every mail to an address is deleted with its account, sent ones included, which no other
     /// index finds.
-    static let recipientIndexed = Migration(name: "0000_mail_outbox_recipient_index", sql: """
-        CREATE INDEX mail_outbox_recipient ON mail_outbox (lower(recipient));
-        """)
+    static let recipientIndexed = Migration(
+        name: "0000_mail_outbox_recipient_index",
+        sql: """
+            CREATE INDEX mail_outbox_recipient ON mail_outbox (lower(recipient));
+            """)
 
     public init() {}
 
@@ -63,7 +69,8 @@ public struct MailOutbox: Sendable {
     @discardableResult
     public func enqueue(_ message: MailMessage, template: String, on connection: PostgresConnection, logger: Logger) async throws -> UUID {
         let id = UUID()
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             INSERT INTO mail_outbox (id, template, recipient, subject, body_text, body_html)
             VALUES (\(id), \(template), \(message.to), \(message.subject), \(message.text), \(message.html))
             """, logger: logger)
@@ -86,9 +93,11 @@ public final class MailSender: Service, Sendable {
     private let maxAttempts: Int
     private let credentialsRetry: Duration
 
-    public init(client: PostgresClient, transport: any MailTransport, logger: Logger,
-                pollInterval: Duration = .seconds(5), retryBase: Duration = .seconds(5), maxAttempts: Int = 8,
-                credentialsRetry: Duration = .seconds(600)) {
+    public init(
+        client: PostgresClient, transport: any MailTransport, logger: Logger,
+        pollInterval: Duration = .seconds(5), retryBase: Duration = .seconds(5), maxAttempts: Int = 8,
+        credentialsRetry: Duration = .seconds(600)
+    ) {
         self.client = client
         self.transport = transport
         self.logger = logger
@@ -120,7 +129,8 @@ public final class MailSender: Service, Sendable {
         let maxAttempts = self.maxAttempts
         let credentialsRetry = Int(self.credentialsRetry.components.seconds)
         return try await client.transaction(logger: logger) { connection -> Bool in
-            let rows = try await connection.checkedQuery("""
+            let rows = try await connection.checkedQuery(
+                """
                 SELECT id, recipient, subject, body_text, body_html, attempts FROM mail_outbox
                 WHERE status = 'pending' AND next_attempt_at <= now()
                 ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED
@@ -132,7 +142,8 @@ public final class MailSender: Service, Sendable {
             guard let (id, message, attempts) = found else { return false }
             do {
                 try await transport.send(message, messageID: "\(id.uuidString.lowercased())@foodbackend")
-                try await connection.checkedRun("""
+                try await connection.checkedRun(
+                    """
                     UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL,
                         body_text = '', body_html = NULL
                     WHERE id = \(id)
@@ -143,7 +154,8 @@ public final class MailSender: Service, Sendable {
                 let counted = (error as? MailError)?.countsAsAttempt ?? true
                 let failed = permanent || (counted && attempts + 1 >= maxAttempts)
                 let delaySeconds = counted ? min(Int(retryBase.components.seconds) * (1 << min(attempts, 10)), 3600) : credentialsRetry
-                try await connection.checkedRun("""
+                try await connection.checkedRun(
+                    """
                     UPDATE mail_outbox SET attempts = attempts + \(counted ? 1 : 0), last_error = \(String(describing: error)),
                         status = \(failed ? "failed" : "pending"),
                         body_text = CASE WHEN \(failed) THEN '' ELSE body_text END, body_html = CASE WHEN \(failed) THEN NULL ELSE body_html END,

@@ -22,8 +22,10 @@ public struct SMTPConfig: Sendable {
     /// Whenever TLS is used, the server's certificate and name are checked.
     public var caFile: String?
 
-    public init(url: String, username: String? = nil, password: String? = nil, from: String, requireTLS: Bool = false, timeout: Duration = .seconds(30),
-                caFile: String? = nil) {
+    public init(
+        url: String, username: String? = nil, password: String? = nil, from: String, requireTLS: Bool = false, timeout: Duration = .seconds(30),
+        caFile: String? = nil
+    ) {
         self.url = url
         self.username = username
         self.password = password
@@ -79,7 +81,6 @@ public struct SMTPTransport: MailTransport {
         self.config = config
         self.threadPool = threadPool
     }
-
 
     public func send(_ message: MailMessage, messageID: String) async throws {
         let payload = Array(message.rendered(from: config.from, messageID: messageID).utf8)

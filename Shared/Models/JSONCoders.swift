@@ -48,7 +48,7 @@ public enum RFC3339 {
     }
 
     /// 1600-01-01 and 10000-01-01, in seconds since 2001-01-01 (`Date`'s own reference).
-    private static let fastRange: Range<Double> = -12_654_403_200 ..< 252_423_993_600
+    private static let fastRange: Range<Double> = -12_654_403_200..<252_423_993_600
 
     static func fastString(from date: Date) -> String? {
         let interval = date.timeIntervalSinceReferenceDate
@@ -59,7 +59,7 @@ public enum RFC3339 {
         // A different order of the same arithmetic could land on the other side of a millisecond;
         // a whole second (no fraction at all) cannot.
         guard milliseconds == 0 || (milliseconds - cut > 1e-6 && milliseconds - cut < 1 - 1e-6) else { return nil }
-        let seconds = Int(whole) + 978_307_200 // since 1970-01-01
+        let seconds = Int(whole) + 978_307_200  // since 1970-01-01
         let (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
         let (dayNumber, daySecond) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
         let (year, month, day) = civil(fromDays: dayNumber)

@@ -55,19 +55,22 @@ extension UUID {
     }
 
     public init(high: UInt64, low: UInt64) {
-        self.init(uuid: (
-            UInt8(truncatingIfNeeded: high >> 56), UInt8(truncatingIfNeeded: high >> 48), UInt8(truncatingIfNeeded: high >> 40), UInt8(truncatingIfNeeded: high >> 32),
-            UInt8(truncatingIfNeeded: high >> 24), UInt8(truncatingIfNeeded: high >> 16), UInt8(truncatingIfNeeded: high >> 8), UInt8(truncatingIfNeeded: high),
-            UInt8(truncatingIfNeeded: low >> 56), UInt8(truncatingIfNeeded: low >> 48), UInt8(truncatingIfNeeded: low >> 40), UInt8(truncatingIfNeeded: low >> 32),
-            UInt8(truncatingIfNeeded: low >> 24), UInt8(truncatingIfNeeded: low >> 16), UInt8(truncatingIfNeeded: low >> 8), UInt8(truncatingIfNeeded: low)
-        ))
+        self.init(
+            uuid: (
+                UInt8(truncatingIfNeeded: high >> 56), UInt8(truncatingIfNeeded: high >> 48), UInt8(truncatingIfNeeded: high >> 40), UInt8(truncatingIfNeeded: high >> 32),
+                UInt8(truncatingIfNeeded: high >> 24), UInt8(truncatingIfNeeded: high >> 16), UInt8(truncatingIfNeeded: high >> 8), UInt8(truncatingIfNeeded: high),
+                UInt8(truncatingIfNeeded: low >> 56), UInt8(truncatingIfNeeded: low >> 48), UInt8(truncatingIfNeeded: low >> 40), UInt8(truncatingIfNeeded: low >> 32),
+                UInt8(truncatingIfNeeded: low >> 24), UInt8(truncatingIfNeeded: low >> 16), UInt8(truncatingIfNeeded: low >> 8), UInt8(truncatingIfNeeded: low)
+            ))
     }
 
     /// The first and last 8 bytes, big-endian.
     public var halves: (high: UInt64, low: UInt64) {
         withUnsafeBytes(of: uuid) { raw in
-            (UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-             UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+            (
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            )
         }
     }
 }

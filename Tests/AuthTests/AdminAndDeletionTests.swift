@@ -39,11 +39,14 @@ import TestSupport
             func createAdmin(_ arguments: [String], password: String? = nil) async throws -> (status: Int32, output: String) {
                 let output = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("create-admin")).path
                 defer { try? FileManager.default.removeItem(atPath: output) }
-                var environment = ["PATH": "/usr/bin:/bin", "LOG_LEVEL": "error", "BCRYPT_COST": "4",
-                                   "DATABASE_URL": "postgres://\(db.user):\(db.password ?? "")@\(db.host):\(db.port)/\(db.database)"]
+                var environment = [
+                    "PATH": "/usr/bin:/bin", "LOG_LEVEL": "error", "BCRYPT_COST": "4",
+                    "DATABASE_URL": "postgres://\(db.user):\(db.password ?? "")@\(db.host):\(db.port)/\(db.database)",
+                ]
                 environment["ADMIN_PASSWORD"] = password
-                let process = try ChildProcess([TestEnvironment.binDirectory.appendingPathComponent("auth").path, "create-admin"] + arguments,
-                                               environment: environment, outputPath: output)
+                let process = try ChildProcess(
+                    [TestEnvironment.binDirectory.appendingPathComponent("auth").path, "create-admin"] + arguments,
+                    environment: environment, outputPath: output)
                 let status = try await process.wait(timeout: .seconds(60))
                 return (status, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
             }
@@ -172,8 +175,10 @@ import TestSupport
                 let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                     for (caller, target) in [(pair[0], pair[1]), (pair[1], pair[0])] {
                         group.addTask {
-                            try await ConcurrentClient.send(port: port, method, "/v1/admin/users/\(target.id)/\(action)",
-                                                            headers: [("Authorization", "Bearer \(caller.accessToken)")]).status
+                            try await ConcurrentClient.send(
+                                port: port, method, "/v1/admin/users/\(target.id)/\(action)",
+                                headers: [("Authorization", "Bearer \(caller.accessToken)")]
+                            ).status
                         }
                     }
                     return try await group.reduce(into: []) { $0.append($1) }
@@ -229,13 +234,16 @@ import TestSupport
 
             // invitation.accepted, as the invitations service would emit it, reaches auth's consumer.
             let client = try await env.signUp()
-            let envelope = try EventEnvelope(InvitationAccepted(invitationID: UUID(), coachID: UUID(uuidString: coach.id)!, clientID: UUID(uuidString: client.id)!),
-                                             producer: "invitations", userID: UUID(uuidString: client.id)!)
+            let envelope = try EventEnvelope(
+                InvitationAccepted(invitationID: UUID(), coachID: UUID(uuidString: coach.id)!, clientID: UUID(uuidString: client.id)!),
+                producer: "invitations", userID: UUID(uuidString: client.id)!)
             let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
-            _ = try await redis.xadd(env.config.events.stream, maxLength: nil, fields: [
-                ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
-                ("envelope", envelope.json),
-            ])
+            _ = try await redis.xadd(
+                env.config.events.stream, maxLength: nil,
+                fields: [
+                    ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
+                    ("envelope", envelope.json),
+                ])
             await redis.close()
             try await waitUntil(.seconds(10)) {
                 try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user", "client"]
@@ -262,7 +270,8 @@ import TestSupport
             #expect(deleted.status == .accepted)
 
             let left = try await env.query { client -> Int in
-                let rows = try await client.query("""
+                let rows = try await client.query(
+                    """
                     SELECT (SELECT count(*) FROM users WHERE id = \(UUID(uuidString: account.id)!))
                          + (SELECT count(*) FROM sessions WHERE user_id = \(UUID(uuidString: account.id)!))
                          + (SELECT count(*) FROM email_tokens WHERE user_id = \(UUID(uuidString: account.id)!))

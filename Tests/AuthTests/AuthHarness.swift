@@ -39,8 +39,10 @@ final class ProviderIssuer: Sendable {
         let backing = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         privateKey = backing
         let primitives = try Insecure.RSA.PublicKey(backing: backing.publicKey).getKeyPrimitives()
-        let key: [String: String] = ["kty": "RSA", "alg": "RS256", "use": "sig", "kid": kid,
-                                     "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent)]
+        let key: [String: String] = [
+            "kty": "RSA", "alg": "RS256", "use": "sig", "kid": kid,
+            "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent),
+        ]
         jwks = String(decoding: try JSONSerialization.data(withJSONObject: ["keys": [key]]), as: UTF8.self)
     }
 
@@ -56,8 +58,10 @@ final class ProviderIssuer: Sendable {
     func stop() { server.stop() }
 
     /// An ID token; every claim can be overridden or removed (`nil` value) to make a bad one.
-    func idToken(subject: String, email: String?, emailVerified: Any = true, nonce: String? = nil, audience: String? = nil, issuer: String? = nil,
-                 expiresIn: TimeInterval = 600, extra: [String: Any] = [:], signWith other: _RSA.Signing.PrivateKey? = nil, kid: String? = nil) throws -> String {
+    func idToken(
+        subject: String, email: String?, emailVerified: Any = true, nonce: String? = nil, audience: String? = nil, issuer: String? = nil,
+        expiresIn: TimeInterval = 600, extra: [String: Any] = [:], signWith other: _RSA.Signing.PrivateKey? = nil, kid: String? = nil
+    ) throws -> String {
         var claims: [String: Any] = [
             "iss": issuer ?? self.issuer, "sub": subject, "aud": audience ?? clientID,
             "iat": Int(Date().timeIntervalSince1970), "exp": Int(Date().addingTimeInterval(expiresIn).timeIntervalSince1970),
@@ -119,7 +123,9 @@ struct AuthTestEnvironment: Sendable {
         let app = try buildApplication(config)
         try await app.test(.live) { client in
             try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }
-            let signingKey = TestIssuer.Key(kid: config.environment["JWT_SIGNING_KEY_ID"]!, privateKey: try ES256PrivateKey(pem: (try? String(contentsOfFile: config.environment["JWT_SIGNING_KEY"]!, encoding: .utf8)) ?? config.environment["JWT_SIGNING_KEY"]!))
+            let signingKey = TestIssuer.Key(
+                kid: config.environment["JWT_SIGNING_KEY_ID"]!,
+                privateKey: try ES256PrivateKey(pem: (try? String(contentsOfFile: config.environment["JWT_SIGNING_KEY"]!, encoding: .utf8)) ?? config.environment["JWT_SIGNING_KEY"]!))
             try await body(AuthTestEnvironment(client: client, mail: mail, apple: apple, google: google, database: database, config: config, signingKey: signingKey))
         }
     }
@@ -176,9 +182,10 @@ struct AuthTestEnvironment: Sendable {
         let user = try #require(reply.json["user"] as? [String: Any])
         let session = try #require(reply.json["session"] as? [String: Any])
         // Ids as the body writes them: the tokens must carry the same text.
-        return Account(id: try #require(user["id"] as? String), email: email, password: password,
-                       accessToken: try #require(session["access_token"] as? String), refreshToken: try #require(session["refresh_token"] as? String),
-                       sessionID: try #require(session["session_id"] as? String))
+        return Account(
+            id: try #require(user["id"] as? String), email: email, password: password,
+            accessToken: try #require(session["access_token"] as? String), refreshToken: try #require(session["refresh_token"] as? String),
+            sessionID: try #require(session["session_id"] as? String))
     }
 
     // MARK: provider sign-in

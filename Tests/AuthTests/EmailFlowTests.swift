@@ -73,7 +73,8 @@ import TestSupport
 
             let userID = try #require(UUID(uuidString: account.id))
             let lifetimes = try await env.query { client -> [String: Double] in
-                let rows = try await client.query("""
+                let rows = try await client.query(
+                    """
                     SELECT purpose, extract(epoch FROM expires_at - created_at)::float8 FROM email_tokens WHERE user_id = \(userID)
                     """, logger: TestEnvironment.logger)
                 var lifetimes: [String: Double] = [:]
@@ -84,11 +85,13 @@ import TestSupport
 
             // Each link a minute past its lifetime.
             try await env.query { client in
-                for try await _ in try await client.query("""
+                for try await _ in try await client.query(
+                    """
                     UPDATE email_tokens SET created_at = created_at - (expires_at - created_at) - interval '1 minute',
                                             expires_at = expires_at - (expires_at - created_at) - interval '1 minute'
                     WHERE user_id = \(userID)
-                    """, logger: TestEnvironment.logger) {}
+                    """, logger: TestEnvironment.logger)
+                {}
             }
             let lateVerify = try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify])
             #expect(lateVerify.status == .badRequest && lateVerify.code == "token_expired")

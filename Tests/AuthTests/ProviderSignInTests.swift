@@ -18,8 +18,9 @@ import TestSupport
         try await AuthTestEnvironment.run { env in
             let subject = "001234.\(UUID().uuidString.lowercased())"
             let email = "\(TestEnvironment.uniqueName("x"))@privaterelay.appleid.com"
-            let first = try await env.signIn(with: .apple, subject: subject, email: email, emailVerified: "true", extra: ["is_private_email": "true"],
-                                             name: ["given_name": "Ada", "family_name": "Lovelace"])
+            let first = try await env.signIn(
+                with: .apple, subject: subject, email: email, emailVerified: "true", extra: ["is_private_email": "true"],
+                name: ["given_name": "Ada", "family_name": "Lovelace"])
             #expect(first.status == .ok, "\(first.text)")
             #expect(first.json["created"] as? Bool == true)
             #expect(first.json[path: "user.display_name"] as? String == "Ada Lovelace")
@@ -36,8 +37,12 @@ import TestSupport
 
             // The nonce as issued, not its hash, is what the app sends; and the token must carry it.
             let nonce = try await env.nonce()
-            let hashed = try await env.call(.post, "/v1/auth/apple", json: ["id_token": try env.idToken(.apple, nonce: nonce, subject: subject, email: email),
-                                                                           "nonce": AuthTestEnvironment.sha256Hex(nonce)])
+            let hashed = try await env.call(
+                .post, "/v1/auth/apple",
+                json: [
+                    "id_token": try env.idToken(.apple, nonce: nonce, subject: subject, email: email),
+                    "nonce": AuthTestEnvironment.sha256Hex(nonce),
+                ])
             #expect(hashed.status == .unauthorized && hashed.code == "invalid_nonce", "\(hashed.text)")
             let other = try await env.nonce()
             let mismatch = try await env.call(.post, "/v1/auth/apple", json: ["id_token": try env.idToken(.apple, nonce: nonce, subject: subject, email: email), "nonce": other])
@@ -119,8 +124,9 @@ import TestSupport
             #expect(try await signIn(nonce: real).status == .ok)
             #expect(try await signIn(nonce: real).code == "invalid_nonce")
             let nonce = try await env.nonce()
-            let body = String(decoding: try JSONSerialization.data(withJSONObject: ["id_token": try env.idToken(.google, nonce: nonce, subject: subject, email: email), "nonce": nonce]),
-                              as: UTF8.self)
+            let body = String(
+                decoding: try JSONSerialization.data(withJSONObject: ["id_token": try env.idToken(.google, nonce: nonce, subject: subject, email: email), "nonce": nonce]),
+                as: UTF8.self)
             let replies = try await withThrowingTaskGroup(of: AuthTestEnvironment.Reply.self) { group in
                 for _ in 0..<4 { group.addTask { try await env.call(.post, "/v1/auth/google", raw: body) } }
                 return try await group.reduce(into: []) { $0.append($1) }
@@ -136,7 +142,8 @@ import TestSupport
             }
             #expect(spent.0 == 2 && spent.1)
             try await env.query { client in
-                try await client.query("""
+                try await client.query(
+                    """
                     UPDATE spent_provider_sign_ins SET expires_at = now() - CASE WHEN value_hash = (SELECT value_hash FROM spent_provider_sign_ins ORDER BY value_hash LIMIT 1)
                         THEN interval '2 hours' ELSE interval '50 minutes' END
                     """, logger: TestEnvironment.logger)

@@ -72,11 +72,12 @@ import TestSupport
             #expect(replies.allSatisfy { $0.0 == .ok || ($0.0 == .unauthorized && ["refresh_token_reused", "invalid_refresh_token"].contains($0.1 ?? "")) }, "\(replies)")
             let next = try #require(rotated.first?.2)
             #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": next]).code == "invalid_refresh_token")
-            #expect(try await env.query { client -> Int in
-                let rows = try await client.query("SELECT count(*)::int FROM sessions", logger: TestEnvironment.logger)
-                for try await count in rows.decode(Int.self) { return count }
-                return -1
-            } == 0)
+            #expect(
+                try await env.query { client -> Int in
+                    let rows = try await client.query("SELECT count(*)::int FROM sessions", logger: TestEnvironment.logger)
+                    for try await count in rows.decode(Int.self) { return count }
+                    return -1
+                } == 0)
         }
     }
 
@@ -97,7 +98,9 @@ import TestSupport
                     try await waitUntil(.seconds(10)) {
                         try await env.query { other in
                             var waiting = 0
-                            for try await count in try await other.query("SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()", logger: TestEnvironment.logger).decode(Int.self) { waiting = count }
+                            for try await count in try await other.query(
+                                "SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()", logger: TestEnvironment.logger
+                            ).decode(Int.self) { waiting = count }
                             return waiting > 0
                         }
                     }
@@ -128,7 +131,8 @@ import TestSupport
             #expect(refreshed.status == .ok)
             let next = try #require(refreshed.json["refresh_token"] as? String)
             let (slid, lastUsedAgo) = try await env.query { client -> (Double, Double) in
-                let rows = try await client.query("SELECT extract(epoch FROM expires_at - now())::float8, extract(epoch FROM now() - last_used_at)::float8 FROM sessions", logger: TestEnvironment.logger)
+                let rows = try await client.query(
+                    "SELECT extract(epoch FROM expires_at - now())::float8, extract(epoch FROM now() - last_used_at)::float8 FROM sessions", logger: TestEnvironment.logger)
                 for try await row in rows.decode((Double, Double).self) { return row }
                 return (0, 0)
             }

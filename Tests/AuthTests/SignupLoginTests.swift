@@ -147,8 +147,9 @@ import TestSupport
             }
             let refused = try await env.call(.post, "/v1/auth/signup", json: ["email": "\(TestEnvironment.uniqueName("s"))@example.com", "password": "a fine password"], headers: ip)
             #expect(refused.status == .tooManyRequests && refused.code == "rate_limited" && refused.headers[.retryAfter] != nil, "\(refused.text)")
-            let elsewhere = try await env.call(.post, "/v1/auth/signup", json: ["email": "\(TestEnvironment.uniqueName("s"))@example.com", "password": "a fine password"],
-                                               headers: .from("10.5.\(Int.random(in: 0...255)).\(Int.random(in: 1...254))"))
+            let elsewhere = try await env.call(
+                .post, "/v1/auth/signup", json: ["email": "\(TestEnvironment.uniqueName("s"))@example.com", "password": "a fine password"],
+                headers: .from("10.5.\(Int.random(in: 0...255)).\(Int.random(in: 1...254))"))
             #expect(elsewhere.status == .created)
         }
     }
@@ -204,8 +205,10 @@ import TestSupport
                 for attempt in 0..<20 {
                     // Over connections of their own, so that the guesses really arrive together.
                     group.addTask {
-                        try await ConcurrentClient.send(port: env.client.port!, "POST", "/v1/auth/login", headers: [("X-Forwarded-For", "10.3.0.\(attempt)")],
-                                                        json: ["email": account.email, "password": "parallel guess \(attempt)"]).json["code"] as? String
+                        try await ConcurrentClient.send(
+                            port: env.client.port!, "POST", "/v1/auth/login", headers: [("X-Forwarded-For", "10.3.0.\(attempt)")],
+                            json: ["email": account.email, "password": "parallel guess \(attempt)"]
+                        ).json["code"] as? String
                     }
                 }
                 var codes: [String?] = []
@@ -261,8 +264,9 @@ import TestSupport
             #expect(header["kid"] as? String == "test-key-1")
 
             let issuer = TestIssuer(issuer: env.config.tokens.issuer, audience: env.config.tokens.audience)
-            let beforeTheSwitch = try await issuer.token(userID: UUID(uuidString: account.id)!, sessionID: UUID(uuidString: account.sessionID),
-                                                         key: .init(kid: "test-key-0", privateKey: previous))
+            let beforeTheSwitch = try await issuer.token(
+                userID: UUID(uuidString: account.id)!, sessionID: UUID(uuidString: account.sessionID),
+                key: .init(kid: "test-key-0", privateKey: previous))
             let me = try await env.call(.get, "/v1/auth/me", token: beforeTheSwitch)
             #expect(me.status == .ok && me.json["id"] as? String == account.id)
             // The previous kid with any other key is still a forgery.

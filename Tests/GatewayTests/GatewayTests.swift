@@ -64,17 +64,23 @@ final class EchoUpstream: Sendable {
         let echo = Echo(service: name, method: request.method.rawValue, path: request.uri.description, headers: headers, bodyBytes: body.readableBytes)
         // A path with `/kept/` keeps the connection open for the next exchange; others end it.
         let connection = request.uri.path.contains("/kept/") ? "x-internal" : "close, x-internal"
-        return Response(status: .ok, headers: [.contentType: "application/json", .connection: connection, HTTPField.Name("X-Internal")!: "secret", HTTPField.Name("X-Upstream")!: name,
-                                                    HTTPField.Name("SERVER")!: "echo", HTTPField.Name("x-REQUEST-id")!: "upstream-\(name)"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(echo))))
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "application/json", .connection: connection, HTTPField.Name("X-Internal")!: "secret", HTTPField.Name("X-Upstream")!: name,
+                HTTPField.Name("SERVER")!: "echo", HTTPField.Name("x-REQUEST-id")!: "upstream-\(name)",
+            ],
+            body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(echo))))
     }
 
     func stop() { server.stop() }
 }
 
 @Suite struct GatewayTests {
-    static func withGateway(timeout: Duration = .seconds(5), clientTimeout: Duration = .seconds(60), downService: String? = nil, upstreamOverrides: [String: String] = [:], trustedProxies: TrustedProxies = .none,
-                            adminPort: Int = 0, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    static func withGateway(
+        timeout: Duration = .seconds(5), clientTimeout: Duration = .seconds(60), downService: String? = nil, upstreamOverrides: [String: String] = [:], trustedProxies: TrustedProxies = .none,
+        adminPort: Int = 0, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void
+    ) async throws {
         let auth = EchoUpstream(name: "auth")
         let social = EchoUpstream(name: "social")
         try await auth.start()
@@ -85,15 +91,17 @@ final class EchoUpstream: Sendable {
         for service in ["invitations", "entitlements", "nutrition"] { upstreams[service] = "http://127.0.0.1:\(closedPort)" }
         if let downService { upstreams[downService] = "http://127.0.0.1:\(closedPort)" }
         upstreams.merge(upstreamOverrides) { $1 }
-        let config = GatewayConfig(listener: .init(host: "127.0.0.1", port: 0), admin: .init(host: "127.0.0.1", port: adminPort), logLevel: .warning, upstreams: upstreams,
-                                   upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies, clientTimeout: clientTimeout)
+        let config = GatewayConfig(
+            listener: .init(host: "127.0.0.1", port: 0), admin: .init(host: "127.0.0.1", port: adminPort), logLevel: .warning, upstreams: upstreams,
+            upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies, clientTimeout: clientTimeout)
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
 
     /// A gateway that sends every service's routes to one upstream.
     static func config(everyServiceAt url: String, port: Int = 0, timeout: Duration) -> GatewayConfig {
         let upstreams = Dictionary(uniqueKeysWithValues: GatewayConfig.services.keys.map { ($0, url) })
-        return GatewayConfig(listener: .init(host: "127.0.0.1", port: port), admin: .init(host: "127.0.0.1", port: 0), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1))
+        return GatewayConfig(
+            listener: .init(host: "127.0.0.1", port: port), admin: .init(host: "127.0.0.1", port: 0), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1))
     }
 
     static func echo(_ response: TestResponse) throws -> EchoUpstream.Echo {
@@ -132,7 +140,8 @@ final class EchoUpstream: Sendable {
             // A client's own X-Forwarded-For is not trusted: the gateway is the edge.
             #expect(echo.headers["x-forwarded-for"] == "127.0.0.1")
 
-            let made = try await client.execute(uri: "/v1/auth/me", method: .get, headers: [.connection: "keep-alive, x-hop", HTTPField.Name("X-Hop")!: "1", HTTPField.Name("Keep-Alive")!: "timeout=5"])
+            let made = try await client.execute(
+                uri: "/v1/auth/me", method: .get, headers: [.connection: "keep-alive, x-hop", HTTPField.Name("X-Hop")!: "1", HTTPField.Name("Keep-Alive")!: "timeout=5"])
             let madeEcho = try Self.echo(made)
             let id = try #require(made.headers[.requestID])
             #expect(UUID(uuidString: id) != nil)
@@ -142,10 +151,13 @@ final class EchoUpstream: Sendable {
             #expect(madeEcho.headers["keep-alive"] == nil && madeEcho.headers["connection"] == nil)
             #expect(madeEcho.headers["x-forwarded-host"] != nil && madeEcho.headers["host"] != madeEcho.headers["x-forwarded-host"])
             // Nor do those only the gateway sets, or a proxy's credentials, in whatever case the client writes them.
-            let claimed = try Self.echo(try await client.execute(uri: "/v1/auth/me", method: .get, headers: [
-                HTTPField.Name("x-REAL-ip")!: "6.6.6.6", HTTPField.Name("X-Forwarded-Host")!: "evil.example",
-                HTTPField.Name("Proxy-Authorization")!: "Basic eDp5", HTTPField.Name("X-Kept")!: "yes",
-            ]))
+            let claimed = try Self.echo(
+                try await client.execute(
+                    uri: "/v1/auth/me", method: .get,
+                    headers: [
+                        HTTPField.Name("x-REAL-ip")!: "6.6.6.6", HTTPField.Name("X-Forwarded-Host")!: "evil.example",
+                        HTTPField.Name("Proxy-Authorization")!: "Basic eDp5", HTTPField.Name("X-Kept")!: "yes",
+                    ]))
             #expect(claimed.headers["x-real-ip"] == nil && claimed.headers["proxy-authorization"] == nil)
             #expect(claimed.headers["x-forwarded-host"] != "evil.example" && claimed.headers["x-kept"] == "yes")
             // Hop-by-hop headers of the upstream's response do not leak either.

@@ -36,15 +36,17 @@ final class ShapesUpstream: Sendable {
         router.get("chunked") { request, _ in
             // Written in pieces with no Content-Length: the answer goes out chunked.
             let count = request.uri.queryParameters.get("n", as: Int.self) ?? 0
-            return Response(status: .ok, body: ResponseBody { writer in
-                var left = count
-                while left > 0 {
-                    let piece = min(left, 16 * 1024)
-                    try await writer.write(ByteBuffer(repeating: 9, count: piece))
-                    left -= piece
-                }
-                try await writer.finish(nil)
-            })
+            return Response(
+                status: .ok,
+                body: ResponseBody { writer in
+                    var left = count
+                    while left > 0 {
+                        let piece = min(left, 16 * 1024)
+                        try await writer.write(ByteBuffer(repeating: 9, count: piece))
+                        left -= piece
+                    }
+                    try await writer.finish(nil)
+                })
         }
         router.get("sleep") { request, context in
             try await Task.sleep(for: .milliseconds(request.uri.queryParameters.get("ms", as: Int.self) ?? 0))
@@ -159,7 +161,9 @@ final class ClosesWhenToldServer: Sendable {
 
     /// Closes every connection it has accepted and returns once they are closed on its side.
     func closeConnections() async {
-        let channels = open.channels.withLock { channels in defer { channels.removeAll() }; return channels }
+        let channels = open.channels.withLock { channels in
+            defer { channels.removeAll() }; return channels
+        }
         for channel in channels { try? await channel.close() }
     }
 
@@ -313,8 +317,10 @@ final class ClosesWhenToldServer: Sendable {
 
     @Test func bodiesOfEveryShapeArriveWhole() async throws {
         try await Self.withShapes { pool in
-            for (uri, count) in [("/bytes?n=0", 0), ("/bytes?n=10", 10), ("/bytes?n=262144", 262_144), ("/bytes?n=3000000", 3_000_000),
-                                 ("/chunked?n=5", 5), ("/chunked?n=300000", 300_000)] {
+            for (uri, count) in [
+                ("/bytes?n=0", 0), ("/bytes?n=10", 10), ("/bytes?n=262144", 262_144), ("/bytes?n=3000000", 3_000_000),
+                ("/chunked?n=5", 5), ("/chunked?n=300000", 300_000),
+            ] {
                 let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), body: .none, deadline: .now() + .seconds(10))
                 switch response.body {
                 case .complete: #expect(count <= UpstreamExchangeHandler.bufferedBodyLimit && !uri.hasPrefix("/chunked"), "\(uri) read whole")
@@ -365,7 +371,11 @@ final class ClosesWhenToldServer: Sendable {
     @Test func anAnswerCutOffIsAnErrorNeverAShortBody() async throws {
         let small = try await HangUpServer(promised: 100, sent: 10)
         let large = try await HangUpServer(promised: 1_000_000, sent: 1_000)
-        defer { Task { await small.stop(); await large.stop() } }
+        defer {
+            Task {
+                await small.stop(); await large.stop()
+            }
+        }
         let smallPool = try UpstreamPool(baseURL: small.baseURL, connectTimeout: .seconds(1))
         let largePool = try UpstreamPool(baseURL: large.baseURL, connectTimeout: .seconds(1))
         defer { smallPool.shutdown(); largePool.shutdown() }
@@ -400,7 +410,11 @@ final class ClosesWhenToldServer: Sendable {
     @Test func throughTheGatewayABrokenAnswerIs502AndOverlappingRequestsKeepTheirAnswers() async throws {
         let broken = try await HangUpServer(promised: 100, sent: 10)
         let brokenStream = try await HangUpServer(promised: 1_000_000, sent: 1_000)
-        defer { Task { await broken.stop(); await brokenStream.stop() } }
+        defer {
+            Task {
+                await broken.stop(); await brokenStream.stop()
+            }
+        }
         try await GatewayTests.withGateway(upstreamOverrides: ["nutrition": broken.baseURL, "entitlements": brokenStream.baseURL]) { client in
             let response = try await client.execute(uri: "/v1/meals", method: .get)
             #expect(response.status == .badGateway)

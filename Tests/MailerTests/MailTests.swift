@@ -23,8 +23,9 @@ import TestSupport
         let sink = try await MailSink.start()
         defer { sink.stop() }
         let transport = SMTPTransport(config: config(sink))
-        let message = MailMessage(to: "ana@example.com", subject: "Bienvenue, Ana ✓\r\nBcc: evil@example.com",
-                                  text: "Open https://app.test/verify?token=abc", html: "<p><a href=\"https://app.test/verify?token=abc\">Verify</a></p>")
+        let message = MailMessage(
+            to: "ana@example.com", subject: "Bienvenue, Ana ✓\r\nBcc: evil@example.com",
+            text: "Open https://app.test/verify?token=abc", html: "<p><a href=\"https://app.test/verify?token=abc\">Verify</a></p>")
         try await transport.send(message, messageID: "m1@foodbackend")
         let received = try await sink.waitForMessages(1)
         let mail = try #require(received.first)
@@ -49,8 +50,10 @@ import TestSupport
         let sink = try await MailSink.start(tls: (certificate, key), login: ("mailer", "s3cret-relay"))
         defer { sink.stop() }
         func transport(password: String = "s3cret-relay", trusting caFile: String? = certificate) -> SMTPTransport {
-            SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(sink.port)", username: "mailer", password: password,
-                                             from: "no-reply@foodbackend.test", requireTLS: true, timeout: .seconds(5), caFile: caFile))
+            SMTPTransport(
+                config: SMTPConfig(
+                    url: "smtp://127.0.0.1:\(sink.port)", username: "mailer", password: password,
+                    from: "no-reply@foodbackend.test", requireTLS: true, timeout: .seconds(5), caFile: caFile))
         }
 
         try await transport().send(MailMessage(to: "ana@example.com", subject: "Over TLS", text: "t"), messageID: "tls1@foodbackend")
@@ -83,8 +86,10 @@ import TestSupport
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("smtp-tls"))
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let certificate = folder.appendingPathComponent("cert.pem").path, key = folder.appendingPathComponent("key.pem").path
-        let openssl = try ChildProcess(["/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                                        "-keyout", key, "-out", certificate, "-subj", "/CN=127.0.0.1", "-days", "1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        let openssl = try ChildProcess([
+            "/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", key, "-out", certificate, "-subj", "/CN=127.0.0.1", "-days", "1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ])
         try #require(try await openssl.wait() == 0)
         return (certificate, key)
     }
@@ -100,9 +105,13 @@ import TestSupport
         try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
             try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
             @Sendable func sender(password: String) -> MailSender {
-                MailSender(client: client, transport: SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(sink.port)", username: "mailer", password: password,
-                                                                                       from: "no-reply@foodbackend.test", requireTLS: true, timeout: .seconds(5), caFile: certificate)),
-                           logger: TestEnvironment.logger, pollInterval: .milliseconds(100), retryBase: .zero, maxAttempts: 1, credentialsRetry: .seconds(1))
+                MailSender(
+                    client: client,
+                    transport: SMTPTransport(
+                        config: SMTPConfig(
+                            url: "smtp://127.0.0.1:\(sink.port)", username: "mailer", password: password,
+                            from: "no-reply@foodbackend.test", requireTLS: true, timeout: .seconds(5), caFile: certificate)),
+                    logger: TestEnvironment.logger, pollInterval: .milliseconds(100), retryBase: .zero, maxAttempts: 1, credentialsRetry: .seconds(1))
             }
             @Sendable func state(_ id: UUID) async throws -> (status: String, attempts: Int, error: String?) {
                 let rows = try await client.query("SELECT status, attempts, last_error FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
@@ -161,8 +170,9 @@ import TestSupport
         try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
             try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
             let transport = SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(port)", from: "no-reply@foodbackend.test", timeout: .seconds(2)))
-            let sender = MailSender(client: client, transport: transport, logger: TestEnvironment.logger,
-                                    pollInterval: .milliseconds(200), retryBase: .zero, maxAttempts: 10_000)
+            let sender = MailSender(
+                client: client, transport: transport, logger: TestEnvironment.logger,
+                pollInterval: .milliseconds(200), retryBase: .zero, maxAttempts: 10_000)
             let running = Task { try await sender.run() }
             defer { running.cancel() }
             // A rolled-back request leaves no mail behind.
@@ -215,8 +225,9 @@ import TestSupport
             }
             let refused = try await enqueue("nobody@example.com")
             let fine = try await enqueue("cook@example.com")
-            let sender = MailSender(client: client, transport: SMTPTransport(config: config(sink)), logger: TestEnvironment.logger,
-                                    pollInterval: .milliseconds(100), retryBase: .zero, maxAttempts: 3)
+            let sender = MailSender(
+                client: client, transport: SMTPTransport(config: config(sink)), logger: TestEnvironment.logger,
+                pollInterval: .milliseconds(100), retryBase: .zero, maxAttempts: 3)
             let running = Task { try await sender.run() }
             try await waitUntil {
                 let (refusedNow, fineNow) = (try await state(refused), try await state(fine))
@@ -227,16 +238,19 @@ import TestSupport
             #expect(refusal.error?.contains("550") == true, "\(refusal)")
             #expect(try await sink.waitForMessages(1).count == 1)
             // Given up on or sent, neither body is kept.
-            let bodies = try await client.query("SELECT count(*)::int FROM mail_outbox WHERE id IN (\(refused), \(fine)) AND body_text = '' AND body_html IS NULL",
-                                                logger: TestEnvironment.logger).decode(Int.self).first { _ in true }
+            let bodies = try await client.query(
+                "SELECT count(*)::int FROM mail_outbox WHERE id IN (\(refused), \(fine)) AND body_text = '' AND body_html IS NULL",
+                logger: TestEnvironment.logger
+            ).decode(Int.self).first { _ in true }
             #expect(bodies == 2)
             running.cancel()
 
             // Nothing listens: three tries, then failed, with the transport's error kept.
             let port = try RedisServer.freePort()
             let unreachable = try await enqueue("later@example.com")
-            let lost = MailSender(client: client, transport: SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(port)", from: "a@b.test", timeout: .seconds(2))),
-                                  logger: TestEnvironment.logger, pollInterval: .milliseconds(100), retryBase: .zero, maxAttempts: 3)
+            let lost = MailSender(
+                client: client, transport: SMTPTransport(config: SMTPConfig(url: "smtp://127.0.0.1:\(port)", from: "a@b.test", timeout: .seconds(2))),
+                logger: TestEnvironment.logger, pollInterval: .milliseconds(100), retryBase: .zero, maxAttempts: 3)
             let trying = Task { try await lost.run() }
             defer { trying.cancel() }
             try await waitUntil { try await state(unreachable).status == "failed" }

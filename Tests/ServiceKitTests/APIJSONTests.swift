@@ -248,11 +248,11 @@ import TestSupport
         var generator = SeededRandom("datesAreWrittenAsFoundationWritesThem")
         var intervals: [Double] = [0, -0.0004, -0.0006, -1.5, 1.0015, 0.0025, -978_307_200, -12_654_403_200, 252_423_993_599.999, -12_654_403_200.5, 252_423_993_600]
         // Anywhere, at PostgreSQL's microseconds, on whole seconds, and on and beside whole milliseconds.
-        for _ in 0..<3000 { intervals.append(Double.random(in: -13_000_000_000 ..< 253_000_000_000, using: &generator)) }
-        for _ in 0..<3000 { intervals.append(Double(Int64.random(in: -978_307_200_000_000 ..< 3_124_137_600_000_000, using: &generator)) / 1_000_000) }
-        for _ in 0..<1000 { intervals.append(Double(Int64.random(in: -12_654_403_200 ..< 252_423_993_600, using: &generator))) }
+        for _ in 0..<3000 { intervals.append(Double.random(in: -13_000_000_000..<253_000_000_000, using: &generator)) }
+        for _ in 0..<3000 { intervals.append(Double(Int64.random(in: -978_307_200_000_000..<3_124_137_600_000_000, using: &generator)) / 1_000_000) }
+        for _ in 0..<1000 { intervals.append(Double(Int64.random(in: -12_654_403_200..<252_423_993_600, using: &generator))) }
         for _ in 0..<1000 {
-            let milliseconds = Double(Int64.random(in: -978_307_200_000 ..< 3_124_137_600_000, using: &generator)) / 1000
+            let milliseconds = Double(Int64.random(in: -978_307_200_000..<3_124_137_600_000, using: &generator)) / 1000
             intervals += [milliseconds, milliseconds.nextUp, milliseconds.nextDown]
         }
         var fast = 0
@@ -283,7 +283,9 @@ import TestSupport
             case 4: return .array((0..<Int.random(in: 0...5, using: &generator)).map { _ in randomValue(depth + 1) })
             default:
                 var object: [String: JSONValue] = [:]
-                for _ in 0..<Int.random(in: 0...6, using: &generator) { object[randomString().replacingOccurrences(of: "\"", with: "").replacingOccurrences(of: "\\", with: "")] = randomValue(depth + 1) }
+                for _ in 0..<Int.random(in: 0...6, using: &generator) {
+                    object[randomString().replacingOccurrences(of: "\"", with: "").replacingOccurrences(of: "\\", with: "")] = randomValue(depth + 1)
+                }
                 return .object(object)
             }
         }

@@ -74,8 +74,9 @@ import TestSupport
     func startUpWithAMissingVariableExitsNonZero(executable: String) async throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("out")).path
         defer { try? FileManager.default.removeItem(atPath: output) }
-        let process = try ChildProcess([TestEnvironment.binDirectory.appendingPathComponent(executable).path],
-                                       environment: ["APP_ENV": "production", "PATH": "/usr/bin:/bin", "EVENT_LOOP_THREADS": "0"], outputPath: output)
+        let process = try ChildProcess(
+            [TestEnvironment.binDirectory.appendingPathComponent(executable).path],
+            environment: ["APP_ENV": "production", "PATH": "/usr/bin:/bin", "EVENT_LOOP_THREADS": "0"], outputPath: output)
         let status = try await process.wait()
         let message = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         #expect(status == 1)

@@ -205,7 +205,8 @@ import TestSupport
                     }
                     group.addTask {
                         while ContinuousClock.now < deadline {
-                            try await adminClient.query("""
+                            try await adminClient.query(
+                                """
                                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                                 WHERE datname = current_database() AND usename = 'social'
                                 """, logger: logger)

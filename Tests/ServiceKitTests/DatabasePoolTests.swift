@@ -17,7 +17,9 @@ import TestSupport
     @Test(arguments: [(poolSize: 4, minimum: 3), (poolSize: 3, minimum: 3)])
     func theMinimumIsOpenedAtStartAndReopenedAfterTheServerDropsIt(pool: (poolSize: Int, minimum: Int)) async throws {
         let database = try await TestDatabase.create(services: ["social"])
-        let config = { var config = database.config(for: "social", poolSize: pool.poolSize); config.minimumConnections = pool.minimum; return config }()
+        let config = {
+            var config = database.config(for: "social", poolSize: pool.poolSize); config.minimumConnections = pool.minimum; return config
+        }()
         let admin = try database.adminConfig()
         try await withClient(admin) { adminClient in
             /// The backends serving the pool's role.
@@ -76,7 +78,9 @@ import TestSupport
     @Test(.timeLimit(.minutes(1))) func aRequestQueuedWhilePostgreSQLEndsEveryConnectionIsServed() async throws {
         let database = try await TestDatabase.create(services: ["social"])
         // Asks to keep none: the pool keeps one all the same.
-        let config = { var config = database.config(for: "social", poolSize: 2); config.minimumConnections = 0; return config }()
+        let config = {
+            var config = database.config(for: "social", poolSize: 2); config.minimumConnections = 0; return config
+        }()
         let logger = TestEnvironment.logger
         try await withClient(try database.adminConfig()) { adminClient in
             @Sendable func sleepers() async throws -> Int {

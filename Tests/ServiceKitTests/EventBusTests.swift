@@ -47,13 +47,15 @@ final class BusHarness: Sendable {
     }
 
     func busConfig(group: String, consumer: String, maxDeliveries: Int = 5, relayPoll: Duration = .milliseconds(500)) -> EventBusConfig {
-        EventBusConfig(stream: stream, maxLength: 100_000, group: group, consumerName: consumer, claimIdle: .milliseconds(300),
-                       maxDeliveries: maxDeliveries, relayPollInterval: relayPoll, readBlock: .milliseconds(100))
+        EventBusConfig(
+            stream: stream, maxLength: 100_000, group: group, consumerName: consumer, claimIdle: .milliseconds(300),
+            maxDeliveries: maxDeliveries, relayPollInterval: relayPoll, readBlock: .milliseconds(100))
     }
 
     func startRelay(poll: Duration = .milliseconds(500)) {
-        let relay = OutboxRelay(client: producer, redis: redis, config: busConfig(group: "auth", consumer: "relay", relayPoll: poll), schema: "auth",
-                                metrics: EventBusMetrics(registry: registry), logger: TestEnvironment.logger)
+        let relay = OutboxRelay(
+            client: producer, redis: redis, config: busConfig(group: "auth", consumer: "relay", relayPoll: poll), schema: "auth",
+            metrics: EventBusMetrics(registry: registry), logger: TestEnvironment.logger)
         launch { try await relay.run() }
     }
 
@@ -86,8 +88,9 @@ final class BusHarness: Sendable {
         do {
             try await producer.transaction(logger: TestEnvironment.logger) { connection in
                 let userID = UUID()
-                let written = try await outbox.write(UserRegistered(userID: userID, email: "\(userID)@example.com", displayName: nil, provider: "email"),
-                                                     userID: userID, live: live, on: connection, logger: TestEnvironment.logger)
+                let written = try await outbox.write(
+                    UserRegistered(userID: userID, email: "\(userID)@example.com", displayName: nil, provider: "email"),
+                    userID: userID, live: live, on: connection, logger: TestEnvironment.logger)
                 envelope.withLock { $0 = written }
                 if rollback { throw RolledBack() }
             }
@@ -213,7 +216,8 @@ final class BusHarness: Sendable {
         let messages = subscriber.subscribe("user:\(userID.uuidString.lowercased())")
         try await waitUntil { try await bus.redis.publish("user:\(userID.uuidString.lowercased())", "{}") > 0 }
         try await bus.producer.transaction(logger: TestEnvironment.logger) { connection in
-            try await EventOutbox(producer: "auth").write(UserRegistered(userID: userID, email: "a@b.c", displayName: "A", provider: "email"), userID: userID, live: true, on: connection, logger: TestEnvironment.logger)
+            try await EventOutbox(producer: "auth").write(
+                UserRegistered(userID: userID, email: "a@b.c", displayName: "A", provider: "email"), userID: userID, live: true, on: connection, logger: TestEnvironment.logger)
         }
         bus.startRelay()
         var received: EventEnvelope?

@@ -17,7 +17,10 @@ import Testing
         let user = UUID(uuidString: "955F0438-2512-4A69-AE2E-5643FB6CD53F")!
         let at = Date(timeIntervalSince1970: 1_767_225_600.25)
         let envelope = try EventEnvelope(Pinged(count: 3, note: "a/b \"c\"", at: at), producer: "auth", userID: user, id: id, occurredAt: at)
-        #expect(envelope.json == #"{"data":{"at":"2026-01-01T00:00:00.250Z","count":3,"note":"a/b \"c\""},"id":"6de81eae-51ea-4b58-adbb-31d983e88bf0","occurred_at":"2026-01-01T00:00:00.250Z","producer":"auth","type":"test.pinged","user_id":"955f0438-2512-4a69-ae2e-5643fb6cd53f","version":2}"#)
+        #expect(
+            envelope.json
+                == #"{"data":{"at":"2026-01-01T00:00:00.250Z","count":3,"note":"a/b \"c\""},"id":"6de81eae-51ea-4b58-adbb-31d983e88bf0","occurred_at":"2026-01-01T00:00:00.250Z","producer":"auth","type":"test.pinged","user_id":"955f0438-2512-4a69-ae2e-5643fb6cd53f","version":2}"#
+        )
         let anonymous = try EventEnvelope(Pinged(count: 1, note: nil, at: at), producer: "auth", userID: nil, id: id, occurredAt: at)
         #expect(!anonymous.json.contains("user_id"))
     }

@@ -157,15 +157,19 @@ import TestSupport
             #expect(UUID(parsing: uuid.uuidString.lowercased()) == uuid)
             let (high, low) = uuid.halves
             #expect(UUID(high: high, low: low) == uuid)
-            let text = String(unsafeUninitializedCapacity: 36) { UUIDText.write(high: high, low: low, uppercase: true, into: $0); return 36 }
+            let text = String(unsafeUninitializedCapacity: 36) {
+                UUIDText.write(high: high, low: low, uppercase: true, into: $0); return 36
+            }
             #expect(text == uuid.uuidString)
         }
         #expect(UUID(parsing: "00000000-0000-0000-0000-000000000000") == UUID(uuidString: "00000000-0000-0000-0000-000000000000"))
         #expect(UUID(parsing: "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF") == UUID(uuidString: "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF"))
         #expect(UUID(parsing: "01234567-89ab-cdef-0123-456789ABCDEF")?.uuidString == "01234567-89AB-CDEF-0123-456789ABCDEF")
-        for bad in ["", "me", "0123456789abcdef0123456789abcdef", "01234567-89ab-cdef-0123-456789abcde", "01234567-89ab-cdef-0123-456789abcdef0",
-                    "01234567-89ab-cdef-0123_456789abcdef", "0123456g-89ab-cdef-0123-456789abcdef", "01234567-89ab-cdef-0123-456789abcdé",
-                    "{1234567-89ab-cdef-0123-456789abcdef}", " 1234567-89ab-cdef-0123-456789abcdef", "+1234567-89ab-cdef-0123-456789abcdef"] {
+        for bad in [
+            "", "me", "0123456789abcdef0123456789abcdef", "01234567-89ab-cdef-0123-456789abcde", "01234567-89ab-cdef-0123-456789abcdef0",
+            "01234567-89ab-cdef-0123_456789abcdef", "0123456g-89ab-cdef-0123-456789abcdef", "01234567-89ab-cdef-0123-456789abcdé",
+            "{1234567-89ab-cdef-0123-456789abcdef}", " 1234567-89ab-cdef-0123-456789abcdef", "+1234567-89ab-cdef-0123-456789abcdef",
+        ] {
             #expect(UUID(parsing: bad) == nil, "\(bad)")
         }
     }

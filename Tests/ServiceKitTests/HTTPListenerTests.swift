@@ -51,7 +51,8 @@ import TestSupport
         let deadline = ContinuousClock.now + .seconds(10)
         while !wanted.isSubset(of: seen), ContinuousClock.now < deadline {
             if let reply = try? await ConcurrentClient.send(port: port, "GET", "/who", headers: [("Connection", "close")], timeout: .seconds(5)),
-               reply.status == 200 {
+                reply.status == 200
+            {
                 seen.insert(String(buffer: reply.body))
             }
             try await Task.sleep(for: .milliseconds(10))

@@ -13,12 +13,14 @@ import TestSupport
 
 @Suite struct MigrationTests {
     let migrations = [
-        Migration(name: "0001_items", sql: """
-            CREATE TABLE items (id serial PRIMARY KEY, label text NOT NULL);
-            -- a semicolon in a comment; and in a string below
-            INSERT INTO items (label) VALUES ('first; still first');
-            CREATE FUNCTION touch() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;
-            """),
+        Migration(
+            name: "0001_items",
+            sql: """
+                CREATE TABLE items (id serial PRIMARY KEY, label text NOT NULL);
+                -- a semicolon in a comment; and in a string below
+                INSERT INTO items (label) VALUES ('first; still first');
+                CREATE FUNCTION touch() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;
+                """),
         Migration(name: "0002_more", sql: "INSERT INTO items (label) VALUES ('second');"),
     ]
 
@@ -101,7 +103,8 @@ import TestSupport
     }
 
     @Test func scriptSplittingRespectsQuotesCommentsAndDollarBodies() {
-        let statements = SQLScript.statements("""
+        let statements = SQLScript.statements(
+            """
             -- leading comment; with a semicolon
             CREATE TABLE a (t text DEFAULT 'x;y');
             /* block; comment */ SELECT "odd;name" FROM a;

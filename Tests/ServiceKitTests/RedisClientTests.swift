@@ -108,4 +108,3 @@ import TestSupport
         try await server.stop()
     }
 }
-

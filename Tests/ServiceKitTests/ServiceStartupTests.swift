@@ -14,9 +14,11 @@ import TestSupport
     /// A migration that fails stops the process with the error instead of hanging in start-up.
     @Test func aBrokenMigrationStopsTheServiceWithItsError() async throws {
         let database = try await TestDatabase.create(services: ["social"])
-        let definition = ServiceDefinition(name: "social", defaultPort: 0, migrations: {
-            [Migration(name: "0001_broken", sql: "CREATE TABLE t (id int); SELECT * FROM no_such_table;")]
-        })
+        let definition = ServiceDefinition(
+            name: "social", defaultPort: 0,
+            migrations: {
+                [Migration(name: "0001_broken", sql: "CREATE TABLE t (id int); SELECT * FROM no_such_table;")]
+            })
         let config = ServiceConfig.test(name: "social", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"))
         let app = try buildServiceApplication(definition, config: config)
         let error = await #expect(throws: (any Error).self) {

@@ -30,10 +30,11 @@ import Testing
         #expect(try await withTimeout(.seconds(60)) { 42 } == 42)
         await #expect(throws: Boom.self) { try await withTimeout(.seconds(60)) { () -> Int in throw Boom() } }
         let started = ContinuousClock.now
-        #expect(try await withTimeout(.seconds(60)) { () -> Int in
-            try await Task.sleep(for: .milliseconds(50))
-            return 7
-        } == 7)
+        #expect(
+            try await withTimeout(.seconds(60)) { () -> Int in
+                try await Task.sleep(for: .milliseconds(50))
+                return 7
+            } == 7)
         // A timer that held the caller would take the whole 60 s.
         #expect(ContinuousClock.now - started < .seconds(30), "the timer does not hold the caller once the work is done")
     }

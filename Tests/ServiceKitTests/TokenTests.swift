@@ -248,7 +248,7 @@ import TestSupport
             #expect(Base64URL.decode(expected) == data)
             #expect(Base64URL.decode(data.base64EncodedString()) == data)  // padded, plain alphabet
         }
-        #expect(Base64URL.decode("a") == nil)         // a lone 6-bit group is not a byte
+        #expect(Base64URL.decode("a") == nil)  // a lone 6-bit group is not a byte
         #expect(Base64URL.decode("ab$c") == nil)
         #expect(Base64URL.decode("") == Data())
     }

@@ -98,8 +98,11 @@ import TestSupport
             let json: HTTPFields = [.contentType: "application/json"]
             #expect(try await env.call(.post, "/v1/notifications/read", as: star, raw: ByteBuffer(string: "{\"ids\": ["), headers: json).code == "malformed_json")
             #expect(try await env.call(.post, "/v1/notifications/read", as: star, raw: ByteBuffer(), headers: json).code == "malformed_json")
-            #expect(try await env.call(.post, "/v1/notifications/read", as: star, raw: ByteBuffer(string: "all=true"),
-                                       headers: [.contentType: "application/x-www-form-urlencoded"]).code == "unsupported_media_type")
+            #expect(
+                try await env.call(
+                    .post, "/v1/notifications/read", as: star, raw: ByteBuffer(string: "all=true"),
+                    headers: [.contentType: "application/x-www-form-urlencoded"]
+                ).code == "unsupported_media_type")
             let huge = ByteBuffer(string: "{\"ids\": [\"" + String(repeating: "a", count: 3 << 20) + "\"]}")
             let oversized = try await env.call(.post, "/v1/notifications/read", as: star, raw: huge, headers: json)
             #expect(oversized.status == .contentTooLarge && oversized.code == "payload_too_large")
@@ -173,8 +176,11 @@ import TestSupport
             _ = try await env.call(.post, "/v1/profiles/\(star.path)/block", as: blocker)
             #expect(try await env.call(.post, "/v1/profiles/\(blocker.path)/mute", as: star).status == .notFound)
             #expect(try await env.call(.delete, "/v1/profiles/\(UUID().uuidString)/mute", as: star).status == .notFound)
-            #expect(try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: star, raw: ByteBuffer(string: "{\"duration_seconds\":"),
-                                       headers: [.contentType: "application/json"]).status == .badRequest)
+            #expect(
+                try await env.call(
+                    .post, "/v1/profiles/\(muted.path)/mute", as: star, raw: ByteBuffer(string: "{\"duration_seconds\":"),
+                    headers: [.contentType: "application/json"]
+                ).status == .badRequest)
             _ = try await env.call(.post, "/v1/profiles/\(blocked.path)/block", as: star)
             #expect(Set(try await env.call(.get, "/v1/mutes", as: star).ids) == [muted.path, briefly.path])
 
@@ -194,7 +200,10 @@ import TestSupport
             #expect(try await env.call(.delete, "/v1/profiles/\(muted.path)/mute", as: star).json["muting"] as? Bool == false)
             _ = try await env.call(.delete, "/v1/profiles/\(star.path)/follow", as: muted)
             _ = try await env.follow(star, as: muted)
-            #expect(Set(try await env.call(.get, "/v1/notifications", as: star).items.compactMap { ($0["actor"] as? [String: Any])?["id"] as? String }.map { $0.lowercased() }) == [briefly.path, muted.path])
+            #expect(
+                Set(try await env.call(.get, "/v1/notifications", as: star).items.compactMap { ($0["actor"] as? [String: Any])?["id"] as? String }.map { $0.lowercased() }) == [
+                    briefly.path, muted.path,
+                ])
             // Nothing went out live while they were silenced either: the first message is the ended
             // mute's follow.
             let first = try await withTimeout(.seconds(10)) { () -> RedisMessage? in
@@ -258,7 +267,9 @@ import TestSupport
 func withTimeout<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T?) async throws -> T? {
     try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await body() }
-        group.addTask { try await Task.sleep(for: limit); return nil }
+        group.addTask {
+            try await Task.sleep(for: limit); return nil
+        }
         let first = try await group.next() ?? nil
         group.cancelAll()
         return first

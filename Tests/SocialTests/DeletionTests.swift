@@ -45,15 +45,17 @@ import TestSupport
 
             // No table of the schema has a row with either id in any column.
             for gone in [leaving.id, leavingMod.id] {
-                #expect(try await env.count("""
-                    SELECT count(*) FROM (
-                        SELECT row_to_json(t)::text AS r FROM profiles t UNION ALL SELECT row_to_json(t)::text FROM follows t
-                        UNION ALL SELECT row_to_json(t)::text FROM follow_requests t UNION ALL SELECT row_to_json(t)::text FROM blocks t
-                        UNION ALL SELECT row_to_json(t)::text FROM mutes t UNION ALL SELECT row_to_json(t)::text FROM notifications t
-                        UNION ALL SELECT row_to_json(t)::text FROM warnings t UNION ALL SELECT row_to_json(t)::text FROM deleted_accounts t
-                        UNION ALL SELECT json_build_object('id', user_id)::text FROM avatars t
-                    ) all_rows WHERE r ILIKE '%\(gone.uuidString)%'
-                    """) == 0)
+                #expect(
+                    try await env.count(
+                        """
+                        SELECT count(*) FROM (
+                            SELECT row_to_json(t)::text AS r FROM profiles t UNION ALL SELECT row_to_json(t)::text FROM follows t
+                            UNION ALL SELECT row_to_json(t)::text FROM follow_requests t UNION ALL SELECT row_to_json(t)::text FROM blocks t
+                            UNION ALL SELECT row_to_json(t)::text FROM mutes t UNION ALL SELECT row_to_json(t)::text FROM notifications t
+                            UNION ALL SELECT row_to_json(t)::text FROM warnings t UNION ALL SELECT row_to_json(t)::text FROM deleted_accounts t
+                            UNION ALL SELECT json_build_object('id', user_id)::text FROM avatars t
+                        ) all_rows WHERE r ILIKE '%\(gone.uuidString)%'
+                        """) == 0)
             }
             #expect(try await env.count("SELECT count(*) FROM avatars") == 0)
             #expect(try await env.count("SELECT count(*) FROM warnings WHERE moderator_id IS NULL") == 1)

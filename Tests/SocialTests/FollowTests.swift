@@ -164,10 +164,12 @@ import TestSupport
             } while cursor != nil
             #expect(seen == fans.reversed().map(\.path))
             // Follows made in one instant are ordered by id, and a page boundary between them loses none.
-            #expect(try await env.count("""
-                WITH tied AS (UPDATE follows SET created_at = '2026-01-01T00:00:00Z' WHERE followee_id = '\(star.id)' RETURNING 1)
-                SELECT count(*) FROM tied
-                """) == 7)
+            #expect(
+                try await env.count(
+                    """
+                    WITH tied AS (UPDATE follows SET created_at = '2026-01-01T00:00:00Z' WHERE followee_id = '\(star.id)' RETURNING 1)
+                    SELECT count(*) FROM tied
+                    """) == 7)
             var tied: [String] = []
             cursor = nil
             repeat {
@@ -209,10 +211,12 @@ import TestSupport
                 }
                 for try await status in group { #expect(status == .ok) }
             }
-            #expect(try await env.count("""
-                SELECT count(*) FROM profiles p WHERE followers_count <> (SELECT count(*) FROM follows WHERE followee_id = p.user_id)
-                   OR following_count <> (SELECT count(*) FROM follows WHERE follower_id = p.user_id)
-                """) == 0)
+            #expect(
+                try await env.count(
+                    """
+                    SELECT count(*) FROM profiles p WHERE followers_count <> (SELECT count(*) FROM follows WHERE followee_id = p.user_id)
+                       OR following_count <> (SELECT count(*) FROM follows WHERE follower_id = p.user_id)
+                    """) == 0)
             let rows = try await env.count("SELECT count(*) FROM follows WHERE followee_id = '\(star.id)'")
             #expect(try await env.profile(star, as: fans[0]).json["followers_count"] as? Int == rows)
         }
@@ -252,16 +256,22 @@ import TestSupport
                 }
             }
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(leaving.id)'") == 0 }
-            #expect(try await env.count("""
-                SELECT count(*) FROM profiles p WHERE followers_count <> (SELECT count(*) FROM follows WHERE followee_id = p.user_id)
-                   OR following_count <> (SELECT count(*) FROM follows WHERE follower_id = p.user_id)
-                """) == 0)
-            #expect(try await env.count("""
-                SELECT count(*) FROM follows f JOIN blocks b ON (b.blocker_id, b.blocked_id) IN ((f.follower_id, f.followee_id), (f.followee_id, f.follower_id))
-                """) == 0)
-            #expect(try await env.count("""
-                SELECT count(*) FROM follow_requests r JOIN blocks b ON (b.blocker_id, b.blocked_id) IN ((r.requester_id, r.target_id), (r.target_id, r.requester_id))
-                """) == 0)
+            #expect(
+                try await env.count(
+                    """
+                    SELECT count(*) FROM profiles p WHERE followers_count <> (SELECT count(*) FROM follows WHERE followee_id = p.user_id)
+                       OR following_count <> (SELECT count(*) FROM follows WHERE follower_id = p.user_id)
+                    """) == 0)
+            #expect(
+                try await env.count(
+                    """
+                    SELECT count(*) FROM follows f JOIN blocks b ON (b.blocker_id, b.blocked_id) IN ((f.follower_id, f.followee_id), (f.followee_id, f.follower_id))
+                    """) == 0)
+            #expect(
+                try await env.count(
+                    """
+                    SELECT count(*) FROM follow_requests r JOIN blocks b ON (b.blocker_id, b.blocked_id) IN ((r.requester_id, r.target_id), (r.target_id, r.requester_id))
+                    """) == 0)
             #expect(try await env.count("SELECT count(*) FROM follow_requests r JOIN profiles p ON p.user_id = r.target_id WHERE NOT p.is_private") == 0)
             #expect(try await env.count("SELECT count(*) FROM follows WHERE '\(leaving.id)' IN (follower_id, followee_id)") == 0)
         }

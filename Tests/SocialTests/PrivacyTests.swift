@@ -33,10 +33,12 @@ import TestSupport
     /// An owner with the given settings and one viewer of each kind.
     static func setUp(_ env: SocialTestEnvironment, isPrivate: Bool, visibility: String) async throws -> Viewers {
         let owner = try await env.user("Owner")
-        _ = try await env.call(.patch, "/v1/profiles/me", as: owner, json: [
-            "username": "owner_\(UUID().uuidString.prefix(8))", "bio": "Secret bio", "dietary_preferences": ["keto"],
-            "allergies": [["name": "shellfish", "severity": "severe"]], "favorite_cuisines": ["Greek"], "dietary_visibility": visibility,
-        ])
+        _ = try await env.call(
+            .patch, "/v1/profiles/me", as: owner,
+            json: [
+                "username": "owner_\(UUID().uuidString.prefix(8))", "bio": "Secret bio", "dietary_preferences": ["keto"],
+                "allergies": [["name": "shellfish", "severity": "severe"]], "favorite_cuisines": ["Greek"], "dietary_visibility": visibility,
+            ])
         let follower = try await env.user()
         #expect(try await env.follow(owner, as: follower).json["state"] as? String == "following")
         _ = try await env.call(.patch, "/v1/profiles/me", as: owner, json: ["is_private": isPrivate])
@@ -46,8 +48,9 @@ import TestSupport
         let blocked = try await env.user()
         _ = try await env.call(.post, "/v1/profiles/\(blocked.path)/block", as: owner)
         #expect(try await env.call(.put, "/v1/profiles/me/avatar", as: owner, raw: .init(bytes: ProfileTests.png)).status == .ok)
-        return Viewers(owner: owner, follower: follower, requester: requester, stranger: stranger, blocked: blocked,
-                       moderator: try await env.user(roles: [.user, .moderator]), admin: try await env.user(roles: [.user, .admin]))
+        return Viewers(
+            owner: owner, follower: follower, requester: requester, stranger: stranger, blocked: blocked,
+            moderator: try await env.user(roles: [.user, .moderator]), admin: try await env.user(roles: [.user, .admin]))
     }
 
     static func seen(_ reply: SocialTestEnvironment.Reply) -> Seen {
@@ -179,8 +182,11 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": "r" + ProfileTests.marks(1000)]).fieldErrors == ["reason"])
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: [String: Any]()).status == .badRequest)
             #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": String(repeating: "x", count: 1001)]).status == .badRequest)
-            #expect(try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, raw: ByteBuffer(string: "{\"reason\":"),
-                                       headers: [.contentType: "application/json"]).code == "malformed_json")
+            #expect(
+                try await env.call(
+                    .post, "/v1/moderation/users/\(user.path)/warnings", as: admin, raw: ByteBuffer(string: "{\"reason\":"),
+                    headers: [.contentType: "application/json"]
+                ).code == "malformed_json")
             #expect(try await env.call(.post, "/v1/moderation/users/not-an-id/warnings", as: admin, json: ["reason": "spam"]).status == .notFound)
             #expect(try await env.call(.post, "/v1/moderation/users/\(UUID().uuidString)/warnings", as: admin, json: ["reason": "spam"]).status == .notFound)
             let warned = try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: admin, json: ["reason": "Spam in comments"])
@@ -198,8 +204,9 @@ import TestSupport
             let copies = try await withThrowingTaskGroup(of: ConcurrentClient.Reply.self) { group in
                 for _ in 0..<4 {
                     group.addTask {
-                        try await ConcurrentClient.send(port: port, "POST", "/v1/moderation/users/\(user.path)/warnings",
-                                                        headers: [("Authorization", "Bearer \(admin.token)")], json: ["reason": "Abuse"])
+                        try await ConcurrentClient.send(
+                            port: port, "POST", "/v1/moderation/users/\(user.path)/warnings",
+                            headers: [("Authorization", "Bearer \(admin.token)")], json: ["reason": "Abuse"])
                     }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }

@@ -57,12 +57,14 @@ import TestSupport
     @Test func patchUpdatesFieldsAndAnnouncesDietaryChanges() async throws {
         try await SocialTestEnvironment.run { env in
             let cook = try await env.user()
-            let reply = try await env.call(.patch, "/v1/profiles/me", as: cook, json: [
-                "username": "Chef.Ada_1", "display_name": "  Ada  ", "bio": "Bread\nand soup",
-                "dietary_preferences": ["vegan", "gluten_free", "vegan"], "allergies": [["name": "peanuts", "severity": "life_threatening"]],
-                "favorite_cuisines": ["Thai", "thai", "Italian"], "cooking_preferences": ["skill_level": "advanced", "time_budget_minutes": 45, "equipment": ["oven"]],
-                "dietary_visibility": "public",
-            ])
+            let reply = try await env.call(
+                .patch, "/v1/profiles/me", as: cook,
+                json: [
+                    "username": "Chef.Ada_1", "display_name": "  Ada  ", "bio": "Bread\nand soup",
+                    "dietary_preferences": ["vegan", "gluten_free", "vegan"], "allergies": [["name": "peanuts", "severity": "life_threatening"]],
+                    "favorite_cuisines": ["Thai", "thai", "Italian"], "cooking_preferences": ["skill_level": "advanced", "time_budget_minutes": 45, "equipment": ["oven"]],
+                    "dietary_visibility": "public",
+                ])
             #expect(reply.status == .ok, "\(reply.text)")
             // Byte for byte what JSONEncoder.api writes for it (the body is written by APIJSON).
             let reencoded = try JSONEncoder.api.encode(try JSONDecoder.api.decode(JSONValue.self, from: Data(reply.text.utf8)))
@@ -152,7 +154,8 @@ import TestSupport
             #expect(malformed.status == .badRequest && malformed.code == "malformed_json")
             let notObject = try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["a", "b"])
             #expect(notObject.status == .badRequest)
-            let huge = try await env.call(.patch, "/v1/profiles/me", as: cook, raw: ByteBuffer(string: "{\"bio\":\"" + String(repeating: "x", count: 3 * 1024 * 1024) + "\"}"), headers: [.contentType: "application/json"])
+            let huge = try await env.call(
+                .patch, "/v1/profiles/me", as: cook, raw: ByteBuffer(string: "{\"bio\":\"" + String(repeating: "x", count: 3 * 1024 * 1024) + "\"}"), headers: [.contentType: "application/json"])
             #expect(huge.status == .contentTooLarge)
             // No token, a bad token, an expired token.
             #expect(try await env.call(.get, "/v1/profiles/me", as: nil).status == .unauthorized)
@@ -170,8 +173,10 @@ import TestSupport
             // NUL and other control characters anywhere: a 4xx, never a database error.
             #expect(try await env.call(.get, "/v1/profiles/search?q=%00", as: cook).status == .badRequest)
             #expect(try await env.call(.get, "/v1/profiles/by-username/a%00b", as: cook).status == .notFound)
-            for body: [String: Any] in [["favorite_cuisines": ["Thai\u{0}"]], ["allergies": [["name": "nu\u{0}ts", "severity": "mild"]]], ["display_name": "A\u{0}"],
-                                        ["cooking_preferences": ["equipment": ["pan\u{7}"]]]] {
+            for body: [String: Any] in [
+                ["favorite_cuisines": ["Thai\u{0}"]], ["allergies": [["name": "nu\u{0}ts", "severity": "mild"]]], ["display_name": "A\u{0}"],
+                ["cooking_preferences": ["equipment": ["pan\u{7}"]]],
+            ] {
                 #expect(try await env.call(.patch, "/v1/profiles/me", as: cook, json: body).status == .badRequest, "\(body)")
             }
             // A hand-made cursor far outside any real time is still just a page.
@@ -313,7 +318,8 @@ import TestSupport
         #expect(Mirror(reflecting: view).children.count == ProfileView.CodingKeys.allCases.count)
         let foundation = try JSONEncoder.api.encode(view)
         // Ids in lowercase (RFC 9562), where Foundation writes them uppercase.
-        let expected = #"{"allergies":[{"name":"peanuts","severity":"severe"}],"avatar_url":"/v1/profiles/0a1b2c3d-0000-4000-8000-00000000abcd/avatar?v=e1","bio":"Bread","#
+        let expected =
+            #"{"allergies":[{"name":"peanuts","severity":"severe"}],"avatar_url":"/v1/profiles/0a1b2c3d-0000-4000-8000-00000000abcd/avatar?v=e1","bio":"Bread","#
             + #""cooking_preferences":{"equipment":["oven"],"skill_level":"advanced","time_budget_minutes":30},"created_at":"2026-09-21T14:13:20.250Z","#
             + #""dietary_preferences":["vegan"],"dietary_visibility":"followers_only","display_name":"Ada \"Cook\"","favorite_cuisines":["Thai"],"#
             + #""followers_count":100000,"following_count":3,"id":"0a1b2c3d-0000-4000-8000-00000000abcd","is_hidden":true,"is_private":true,"is_verified":true,"#
@@ -327,7 +333,8 @@ import TestSupport
         let stranger = try JSONEncoder.api.encode(ProfileView(record, relationship: Relationship(), isOwner: false, isStaff: false))
         let shown = try #require(try JSONSerialization.jsonObject(with: stranger) as? [String: Any])
         #expect(Set(shown.keys) == ["avatar_url", "created_at", "display_name", "followers_count", "following_count", "id", "is_private", "is_verified", "relationship", "username"])
-        #expect(String(decoding: try APIJSON.encode(ProfileView(record, relationship: Relationship(), isOwner: false, isStaff: false)), as: UTF8.self)
+        #expect(
+            String(decoding: try APIJSON.encode(ProfileView(record, relationship: Relationship(), isOwner: false, isStaff: false)), as: UTF8.self)
                 == lowercasingUUIDs(String(decoding: stranger, as: UTF8.self)))
     }
 }

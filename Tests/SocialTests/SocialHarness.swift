@@ -66,10 +66,12 @@ struct SocialTestEnvironment: Sendable {
     /// Puts an event on the service's stream exactly as a producer's relay does.
     func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?) async throws {
         let envelope = try EventEnvelope(payload, producer: "auth", userID: userID)
-        _ = try await redis.xadd(config.events.stream, maxLength: nil, fields: [
-            ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
-            ("envelope", envelope.json),
-        ])
+        _ = try await redis.xadd(
+            config.events.stream, maxLength: nil,
+            fields: [
+                ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
+                ("envelope", envelope.json),
+            ])
     }
 
     /// Events the service has relayed to the stream, of one type.

@@ -101,7 +101,8 @@ public final class ChildProcess: Sendable {
         while ContinuousClock.now < deadline {
             if hasExited() { return false }
             if let text = FileManager.default.contents(atPath: log), String(decoding: text, as: UTF8.self).contains(marker),
-               await RedisServer.accepts(port: port) {
+                await RedisServer.accepts(port: port)
+            {
                 return true
             }
             try await Task.sleep(for: .milliseconds(25))

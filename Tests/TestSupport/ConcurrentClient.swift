@@ -20,8 +20,10 @@ public enum ConcurrentClient {
         public var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:] }
     }
 
-    public static func send(port: Int, _ method: String, _ path: String, headers: [(String, String)] = [], json: Any? = nil,
-                            timeout: TimeAmount = .seconds(120)) async throws -> Reply {
+    public static func send(
+        port: Int, _ method: String, _ path: String, headers: [(String, String)] = [], json: Any? = nil,
+        timeout: TimeAmount = .seconds(120)
+    ) async throws -> Reply {
         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
         request.method = .init(rawValue: method)
         for (name, value) in headers { request.headers.add(name: name, value: value) }

@@ -14,7 +14,11 @@ public struct DeadlineExceeded: Error, CustomStringConvertible {
 public func withDeadline<T: Sendable>(_ limit: Duration, _ what: String, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
     let outcome = Mutex<CheckedContinuation<T, any Error>?>(nil)
     let finish: @Sendable (Result<T, any Error>) -> Bool = { result in
-        guard let continuation = outcome.withLock({ state in defer { state = nil }; return state }) else { return false }
+        guard
+            let continuation = outcome.withLock({ state in
+                defer { state = nil }; return state
+            })
+        else { return false }
         continuation.resume(with: result)
         return true
     }

@@ -20,8 +20,9 @@ public final class LocalServer: Sendable {
         TestLogging.bootstrapped
         var logger = Logger(label: label)
         logger.logLevel = .warning
-        let app = Application(router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
+        let app = Application(
+            router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
         task.withLock { $0 = Task { try await app.run() } }
         for await port in ready {
             boundPort.withLock { $0 = port }

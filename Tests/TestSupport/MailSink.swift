@@ -14,8 +14,10 @@ public final class MailSink: Sendable {
 
     /// `rejecting`: recipients whose address starts with it are refused with 550. `tls`: certificate
     /// and key files; STARTTLS is then required. `login`: AUTH with these credentials is required.
-    public static func start(port: Int? = nil, rejecting: String? = nil, tls: (certificate: String, key: String)? = nil,
-                             login: (user: String, password: String)? = nil) async throws -> MailSink {
+    public static func start(
+        port: Int? = nil, rejecting: String? = nil, tls: (certificate: String, key: String)? = nil,
+        login: (user: String, password: String)? = nil
+    ) async throws -> MailSink {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("mail"))
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let python = ProcessInfo.processInfo.environment["PYTHON"] ?? "python3"

@@ -34,8 +34,10 @@ public final class RedisServer: @unchecked Sendable {
             // A log for each start, since redis-server appends: the marker must be this start's own.
             starts += 1
             let log = directory.appendingPathComponent("redis-\(starts).log").path
-            let child = try ChildProcess(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                                          "--appendfsync", "always", "--dir", directory.path, "--logfile", log])
+            let child = try ChildProcess([
+                "redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                "--appendfsync", "always", "--dir", directory.path, "--logfile", log,
+            ])
             if try await child.waitUntilServing(port: port, log: log, marker: "Ready to accept connections") {
                 process = child
                 started = true
@@ -86,7 +88,8 @@ public final class RedisServer: @unchecked Sendable {
     /// itself (TCP's simultaneous open), so `accepts(port:)` said yes to a server that was not there:
     /// the gateway's shutdown test once failed on such a port with "connection reset by peer".
     public static func freePort() throws -> Int {
-        let low = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+        let low =
+            (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
             .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
         for _ in 0..<500 {
             let port = low > 20100 ? Int.random(in: 20000..<low) : 0

@@ -45,7 +45,9 @@ public func assertServiceServesHealth(name: String, build: (ServiceConfig) throw
     // The schema has the event bus tables and the migrations table.
     let tables = try await withClient(database.config(for: name)) { client in
         var names: [String] = []
-        for try await table in try await client.query("SELECT table_name::text FROM information_schema.tables WHERE table_schema = \(name) ORDER BY 1", logger: TestEnvironment.logger).decode(String.self) {
+        for try await table in try await client.query("SELECT table_name::text FROM information_schema.tables WHERE table_schema = \(name) ORDER BY 1", logger: TestEnvironment.logger).decode(
+            String.self)
+        {
             names.append(table)
         }
         return names

@@ -109,7 +109,9 @@ public struct TestDatabase: Sendable {
         let name = TestEnvironment.uniqueName("t")
         let host = admin.host ?? "127.0.0.1"
         let port = admin.port ?? 5432
-        let adminConfig = DatabaseConfig(host: host, port: port, user: admin.user ?? "postgres", password: admin.password, database: String(admin.path.dropFirst()).isEmpty ? "postgres" : String(admin.path.dropFirst()), schema: "public", poolSize: 2)
+        let adminConfig = DatabaseConfig(
+            host: host, port: port, user: admin.user ?? "postgres", password: admin.password, database: String(admin.path.dropFirst()).isEmpty ? "postgres" : String(admin.path.dropFirst()),
+            schema: "public", poolSize: 2)
         try await withClient(adminConfig) { client in
             try await client.query("CREATE DATABASE \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger)
         }
@@ -156,8 +158,10 @@ public func withClient<T: Sendable>(_ config: DatabaseConfig, _ body: @escaping 
 extension ServiceConfig {
     /// A service configuration for tests: an ephemeral port, the test database and Redis, its own stream.
     /// `environment` adds the service's own settings (they are read from `config.environment`).
-    public static func test(name: String, database: TestDatabase, redis: RedisConfiguration, stream: String, jwksURL: String = "http://127.0.0.1:9/jwks.json",
-                            environment: [String: String] = [:]) -> ServiceConfig {
+    public static func test(
+        name: String, database: TestDatabase, redis: RedisConfiguration, stream: String, jwksURL: String = "http://127.0.0.1:9/jwks.json",
+        environment: [String: String] = [:]
+    ) -> ServiceConfig {
         var env = EnvironmentReader(["APP_ENV": "test", "HTTP_PORT": "0", "LOG_LEVEL": "warning"].merging(environment) { $1 })
         var config = ServiceConfig(name: name, defaultPort: 0, reading: &env)
         config.database = database.config(for: name)

@@ -232,7 +232,8 @@ extension Accounts {
         guard let sessionID = context.caller.sessionID else { return false }
         let window = Int(settings.reauthWindow.components.seconds)
         return try await postgres.withConnectionOnItsLoop { connection in
-            try await connection.returnsRow("""
+            try await connection.returnsRow(
+                """
                 SELECT 1 FROM sessions WHERE id = \(sessionID) AND user_id = \(context.caller.userID) AND created_at > now() - \(window) * interval '1 second'
                 """, logger: context.logger)
         }

@@ -54,7 +54,8 @@ struct AuthMailer: Sendable {
         html += "<p>\(escape(hello))</p>"
         for paragraph in paragraphs { html += "<p>\(escape(paragraph))</p>" }
         if let action {
-            html += "<p><a href=\"\(escape(action.url))\" style=\"display: inline-block; padding: 10px 16px; background: #1a7f37; color: #fff; text-decoration: none; border-radius: 6px\">\(escape(action.label))</a></p>"
+            html +=
+                "<p><a href=\"\(escape(action.url))\" style=\"display: inline-block; padding: 10px 16px; background: #1a7f37; color: #fff; text-decoration: none; border-radius: 6px\">\(escape(action.label))</a></p>"
             html += "<p style=\"font-size: 12px; color: #555\">Or open this link: \(escape(action.url))</p>"
         }
         html += "<p style=\"font-size: 12px; color: #555\">\(escape(footer))</p><p>— \(escape(settings.appName))</p></body></html>"

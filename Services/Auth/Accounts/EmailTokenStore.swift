@@ -32,7 +32,8 @@ struct EmailTokenStore: Sendable {
 
     func issue(_ purpose: Purpose, userID: UUID, email: String, on connection: PostgresConnection, logger: Logger) async throws -> OpaqueToken {
         let token = OpaqueToken()
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             INSERT INTO email_tokens (token_hash, user_id, purpose, email, expires_at)
             VALUES (\(token.hash), \(userID), \(purpose.rawValue), \(email), now() + \(purpose.lifetimeSeconds) * interval '1 second')
             """, logger: logger)
@@ -55,7 +56,8 @@ struct EmailTokenStore: Sendable {
     }
 
     private func state(_ value: String, purpose: Purpose, lock: Bool, on connection: PostgresConnection, logger: Logger) async throws -> Consumed {
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             SELECT user_id, email, used_at IS NOT NULL, expires_at <= now() FROM email_tokens
             WHERE token_hash = \(OpaqueToken.hash(value)) AND purpose = \(purpose.rawValue)
             \(unescaped: lock ? "FOR UPDATE" : "")
@@ -70,7 +72,8 @@ struct EmailTokenStore: Sendable {
 
     /// Other outstanding tokens of the same purpose stop working once one is used (or the password changes).
     func invalidate(_ purpose: Purpose, userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             UPDATE email_tokens SET used_at = now() WHERE user_id = \(userID) AND purpose = \(purpose.rawValue) AND used_at IS NULL
             """, logger: logger)
     }

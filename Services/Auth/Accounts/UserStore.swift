@@ -32,9 +32,10 @@ extension UserRecord {
 
     init(_ row: Columns) {
         let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn) = row
-        self.init(id: id, email: email, emailVerified: verified, passwordHash: hash, displayName: name,
-                  roles: Role.ordered(roles.compactMap(Role.init(rawValue:))), disabledAt: disabledAt,
-                  createdAt: createdAt, lastSignInAt: lastSignIn)
+        self.init(
+            id: id, email: email, emailVerified: verified, passwordHash: hash, displayName: name,
+            roles: Role.ordered(roles.compactMap(Role.init(rawValue:))), disabledAt: disabledAt,
+            createdAt: createdAt, lastSignInAt: lastSignIn)
     }
 }
 
@@ -72,30 +73,40 @@ struct UserStore: Sendable {
 
         func decodeRow(_ row: PostgresRow) throws -> UserRecord {
             let cells = row.makeRandomAccess()
-            return UserRecord((try cells[0].decode(UUID.self), try cells[1].decode(String.self), try cells[2].decode(Bool.self), try cells[3].decode(String?.self),
-                               try cells[4].decode(String?.self), try cells[5].decode([String].self), try cells[6].decode(Date?.self), try cells[7].decode(Date.self),
-                               try cells[8].decode(Date?.self)))
+            return UserRecord(
+                (
+                    try cells[0].decode(UUID.self), try cells[1].decode(String.self), try cells[2].decode(Bool.self), try cells[3].decode(String?.self),
+                    try cells[4].decode(String?.self), try cells[5].decode([String].self), try cells[6].decode(Date?.self), try cells[7].decode(Date.self),
+                    try cells[8].decode(Date?.self)
+                ))
         }
     }
 
     func find(email: String, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
         let lock = forUpdate ? " FOR UPDATE" : ""
-        return try await Self.decode(connection.checkedQuery(
-            "SELECT \(unescaped: Self.columns) FROM users WHERE email_normalized = \(EmailAddress.normalize(email))\(unescaped: lock)", logger: logger
-        )).first
+        return try await Self.decode(
+            connection.checkedQuery(
+                "SELECT \(unescaped: Self.columns) FROM users WHERE email_normalized = \(EmailAddress.normalize(email))\(unescaped: lock)", logger: logger
+            )
+        ).first
     }
 
     /// Inserts the account; nil when the email is taken (the unique index decides, so two concurrent
     /// sign-ups with one address cannot both succeed).
-    func insert(id: UUID = UUID(), email: String, emailVerified: Bool, passwordHash: String?, displayName: String?, roles: [Role],
-                on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
+    func insert(
+        id: UUID = UUID(), email: String, emailVerified: Bool, passwordHash: String?, displayName: String?, roles: [Role],
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> UserRecord? {
         let trimmed = email.trimmingCharacters(in: .whitespacesAndNewlines)
-        return try await Self.decode(connection.checkedQuery("""
-            INSERT INTO users (id, email, email_normalized, email_verified, password_hash, display_name, roles)
-            VALUES (\(id), \(trimmed), \(EmailAddress.normalize(email)), \(emailVerified), \(passwordHash), \(displayName), \(roles.map(\.rawValue)))
-            ON CONFLICT (email_normalized) DO NOTHING
-            RETURNING \(unescaped: Self.columns)
-            """, logger: logger)).first
+        return try await Self.decode(
+            connection.checkedQuery(
+                """
+                INSERT INTO users (id, email, email_normalized, email_verified, password_hash, display_name, roles)
+                VALUES (\(id), \(trimmed), \(EmailAddress.normalize(email)), \(emailVerified), \(passwordHash), \(displayName), \(roles.map(\.rawValue)))
+                ON CONFLICT (email_normalized) DO NOTHING
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+        ).first
     }
 
     func providers(of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [String] {
@@ -146,17 +157,21 @@ struct UserStore: Sendable {
     // MARK: identities
 
     func user(provider: String, subject: String, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
-        try await Self.decode(connection.checkedQuery("""
-            SELECT \(unescaped: Self.columns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", "))
-            FROM identities i JOIN users u ON u.id = i.user_id
-            WHERE i.provider = \(provider) AND i.subject = \(subject)
-            """, logger: logger)).first
+        try await Self.decode(
+            connection.checkedQuery(
+                """
+                SELECT \(unescaped: Self.columns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", "))
+                FROM identities i JOIN users u ON u.id = i.user_id
+                WHERE i.provider = \(provider) AND i.subject = \(subject)
+                """, logger: logger)
+        ).first
     }
 
     /// `proven`: the address was verified (by the provider, or already on the account) when the
     /// identity was linked.
     func link(provider: String, subject: String, email: String?, proven: Bool, to userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             INSERT INTO identities (provider, subject, user_id, email, linked_unproven) VALUES (\(provider), \(subject), \(userID), \(email), \(!proven))
             """, logger: logger)
     }
@@ -171,13 +186,15 @@ struct UserStore: Sendable {
     func search(query: String?, limit: Int, after cursor: UserCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [UserRecord] {
         let needle = query.map { EmailAddress.normalize($0) } ?? ""
         let pattern = needle.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_")
-        return try await Self.decode(connection.checkedQuery("""
-            SELECT \(unescaped: Self.columns) FROM users
-            WHERE (\(needle) = '' OR email_normalized LIKE \(pattern + "%") OR lower(coalesce(display_name, '')) LIKE \("%" + pattern + "%"))
-              AND (\(cursor == nil) OR (created_at, id) < (\(cursor?.createdAt ?? Date()), \(cursor?.id ?? UUID())))
-            ORDER BY created_at DESC, id DESC
-            LIMIT \(limit + 1)
-            """, logger: logger))
+        return try await Self.decode(
+            connection.checkedQuery(
+                """
+                SELECT \(unescaped: Self.columns) FROM users
+                WHERE (\(needle) = '' OR email_normalized LIKE \(pattern + "%") OR lower(coalesce(display_name, '')) LIKE \("%" + pattern + "%"))
+                  AND (\(cursor == nil) OR (created_at, id) < (\(cursor?.createdAt ?? Date()), \(cursor?.id ?? UUID())))
+                ORDER BY created_at DESC, id DESC
+                LIMIT \(limit + 1)
+                """, logger: logger))
     }
 }
 

@@ -64,8 +64,9 @@ struct LoginThrottle: Sendable {
         let windowMS = Int(limits.window.components.seconds * 1000)
         let reply: RESPValue
         do {
-            reply = try await redis.eval(Self.reserve, keys: [accountKey(account), ipKey(ip)],
-                                         arguments: [RedisArgument(limits.perAccount), RedisArgument(limits.perIP), RedisArgument(windowMS)])
+            reply = try await redis.eval(
+                Self.reserve, keys: [accountKey(account), ipKey(ip)],
+                arguments: [RedisArgument(limits.perAccount), RedisArgument(limits.perIP), RedisArgument(windowMS)])
         } catch {
             logger.warning("login throttle unavailable; attempt allowed", metadata: ["error": "\(error)", "scope": "\(scope)"])
             return

@@ -79,8 +79,10 @@ final class CommonPasswordList: Sendable {
     private let loaded = Mutex<CommonPasswords?>(nil)
 
     init() throws {
-        guard let url = Bundle.module.url(forResource: "Resources/common-passwords", withExtension: "txt")
-            ?? Bundle.module.url(forResource: "common-passwords", withExtension: "txt") else {
+        guard
+            let url = Bundle.module.url(forResource: "Resources/common-passwords", withExtension: "txt")
+                ?? Bundle.module.url(forResource: "common-passwords", withExtension: "txt")
+        else {
             throw ConfigurationError(problems: ["the common-password list is missing from the auth bundle"])
         }
         self.url = url

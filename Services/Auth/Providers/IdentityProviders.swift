@@ -36,8 +36,9 @@ struct IdentityProviderConfig: Sendable {
     /// `GOOGLE_CLIENT_IDS` (the OAuth client ids of the apps) turns Google sign-in on;
     /// `GOOGLE_ISSUER` (comma-separated), `GOOGLE_JWKS_URL` default to Google's.
     static func google(reading env: inout EnvironmentReader) -> IdentityProviderConfig? {
-        provider("GOOGLE", name: "google", issuers: "https://accounts.google.com,accounts.google.com",
-                 jwks: "https://www.googleapis.com/oauth2/v3/certs", nonce: .plain, env: &env)
+        provider(
+            "GOOGLE", name: "google", issuers: "https://accounts.google.com,accounts.google.com",
+            jwks: "https://www.googleapis.com/oauth2/v3/certs", nonce: .plain, env: &env)
     }
 
     private static func provider(_ prefix: String, name: String, issuers: String, jwks: String, nonce: NonceStyle, env: inout EnvironmentReader) -> IdentityProviderConfig? {
@@ -138,8 +139,9 @@ final class IdentityTokenVerifier: Sendable {
 
     init(config: IdentityProviderConfig, httpClient: HTTPClient, logger: Logger) {
         self.config = config
-        keys = JWKSCache(source: HTTPJWKSSource(url: config.jwksURL, httpClient: httpClient), algorithms: ["RS256", "ES256"],
-                         minRefreshInterval: .seconds(10), logger: logger)
+        keys = JWKSCache(
+            source: HTTPJWKSSource(url: config.jwksURL, httpClient: httpClient), algorithms: ["RS256", "ES256"],
+            minRefreshInterval: .seconds(10), logger: logger)
     }
 
     func verify(_ token: String, nonce: String?, now: Date = Date()) async throws -> VerifiedIdentity {

@@ -39,8 +39,9 @@ struct ProviderNonces: Sendable {
 
     init(signingKey: P256.Signing.PrivateKey) {
         // Its own key, not the signing key itself: an HMAC and an ECDSA signature must not share one.
-        key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: signingKey.rawRepresentation),
-                                     info: Data("foodbackend provider sign-in nonce v1".utf8), outputByteCount: 32)
+        key = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: signingKey.rawRepresentation),
+            info: Data("foodbackend provider sign-in nonce v1".utf8), outputByteCount: 32)
     }
 
     func issue(now: Date = Date()) -> (nonce: String, expiresAt: Date) {
@@ -71,11 +72,14 @@ struct ProviderNonces: Sendable {
     /// Records a sign-in as made, under `nonce`, or under the ID token when it came without one, in
     /// the caller's transaction; refuses one made before. Two sign-ins with one nonce at once: the
     /// second waits for the first's transaction, then is refused.
-    func spend(nonce: String?, expiresAt nonceExpiry: Date?, identity: VerifiedIdentity, idToken: String,
-               on connection: PostgresConnection, logger: Logger) async throws {
+    func spend(
+        nonce: String?, expiresAt nonceExpiry: Date?, identity: VerifiedIdentity, idToken: String,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws {
         let (value, until) = nonce.flatMap { nonce in nonceExpiry.map { (nonce, $0) } } ?? (idToken, identity.usableUntil)
         let hash = Data(SHA256.hash(data: Data(value.utf8)))
-        let fresh = try await connection.returnsRow("""
+        let fresh = try await connection.returnsRow(
+            """
             INSERT INTO spent_provider_sign_ins (value_hash, expires_at) VALUES (\(hash), \(until))
             ON CONFLICT DO NOTHING RETURNING true
             """, logger: logger)

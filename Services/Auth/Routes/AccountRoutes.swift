@@ -40,22 +40,26 @@ struct AccountRoutes {
         let body = try await request.decode(as: SignupRequest.self, context: context)
         let email = body.email.trimmingCharacters(in: .whitespacesAndNewlines)
         guard EmailAddress.isValid(email) else {
-            throw APIError(.badRequest, code: "invalid_email", detail: "\"\(body.email.prefix(100))\" is not a valid email address.", errors: [.init(field: "email", message: "is not a valid email address")])
+            throw APIError(
+                .badRequest, code: "invalid_email", detail: "\"\(body.email.prefix(100))\" is not a valid email address.", errors: [.init(field: "email", message: "is not a valid email address")])
         }
         try checkPassword(body.password, email: email)
         let displayName = try DisplayName.validate(body.displayName)
         // Before the hash: a flood of sign-ups would otherwise hold bcrypt's threads, which sign-ins
         // share, and walk through addresses asking which have accounts.
-        try await accounts.limit("auth:signup:ip:\(TrustedProxies.limitKey(context.clientAddress))", per: .seconds(3600), max: accounts.settings.signupsPerHourPerIP,
-                                 detail: "Too many sign-ups from this address.", whenUnavailable: .allow)
+        try await accounts.limit(
+            "auth:signup:ip:\(TrustedProxies.limitKey(context.clientAddress))", per: .seconds(3600), max: accounts.settings.signupsPerHourPerIP,
+            detail: "Too many sign-ups from this address.", whenUnavailable: .allow)
         let hash = try await accounts.hasher.hash(body.password)
         let client = context.client(request)
         let accounts = self.accounts
         let (user, session) = try await accounts.postgres.transaction(logger: context.logger) { connection in
-            guard let user = try await accounts.users.insert(email: email, emailVerified: false, passwordHash: hash, displayName: displayName, roles: [.user], on: connection, logger: context.logger) else {
+            guard let user = try await accounts.users.insert(email: email, emailVerified: false, passwordHash: hash, displayName: displayName, roles: [.user], on: connection, logger: context.logger)
+            else {
                 throw APIError.conflict("An account with this email already exists; sign in instead.", code: "email_taken")
             }
-            try await accounts.outbox.write(UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: "email"), userID: user.id, on: connection, logger: context.logger)
+            try await accounts.outbox.write(
+                UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: "email"), userID: user.id, on: connection, logger: context.logger)
             let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
             try await accounts.mailer.sendVerification(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
             return try await accounts.startSession(for: user, method: "password", client: client, on: connection)
@@ -109,7 +113,8 @@ struct AccountRoutes {
             let consumed = try await accounts.emailTokens.consume(body.token, purpose: .verifyEmail, on: connection, logger: context.logger)
             guard case .valid(let userID, let email) = consumed else { throw AuthErrors.mailToken(consumed) }
             guard let user = try await accounts.users.find(id: userID, forUpdate: true, on: connection, logger: context.logger),
-                  EmailAddress.normalize(user.email) == EmailAddress.normalize(email) else {
+                EmailAddress.normalize(user.email) == EmailAddress.normalize(email)
+            else {
                 throw AuthErrors.mailToken(.unknown)
             }
             guard !user.emailVerified else { return }
@@ -126,8 +131,9 @@ struct AccountRoutes {
         let accounts = self.accounts
         let user = try await accounts.liveUser(context)
         guard !user.emailVerified else { throw APIError.conflict("This email address is already verified.", code: "already_verified") }
-        try await accounts.limit("auth:verify-resend:\(user.id)", per: .seconds(3600), max: accounts.settings.resendPerHour,
-                                 detail: "Verification mails are limited to \(accounts.settings.resendPerHour) an hour.", whenUnavailable: .allow)
+        try await accounts.limit(
+            "auth:verify-resend:\(user.id)", per: .seconds(3600), max: accounts.settings.resendPerHour,
+            detail: "Verification mails are limited to \(accounts.settings.resendPerHour) an hour.", whenUnavailable: .allow)
         try await accounts.postgres.transaction(logger: context.logger) { connection in
             let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
             try await accounts.mailer.sendVerification(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
@@ -275,8 +281,9 @@ struct AccountRoutes {
         } else {
             let recent = try await accounts.sessionStartedRecently(context)
             guard recent else {
-                throw APIError(.forbidden, code: "reauthentication_required",
-                               detail: "Sign in with Apple or Google again, then delete the account within \(accounts.settings.reauthWindow.components.seconds / 60) minutes.")
+                throw APIError(
+                    .forbidden, code: "reauthentication_required",
+                    detail: "Sign in with Apple or Google again, then delete the account within \(accounts.settings.reauthWindow.components.seconds / 60) minutes.")
             }
         }
         try await accounts.postgres.transaction(logger: context.logger) { connection in

@@ -120,13 +120,17 @@ struct ProviderRoutes {
                 return SignInResponse(user: try await accounts.view(of: signedIn, on: connection), session: session, created: false)
             }
             // New person: a new account with this identity.
-            guard let user = try await accounts.users.insert(email: email, emailVerified: identity.emailVerified, passwordHash: nil, displayName: suppliedName,
-                                                              roles: [.user], on: connection, logger: context.logger) else {
+            guard
+                let user = try await accounts.users.insert(
+                    email: email, emailVerified: identity.emailVerified, passwordHash: nil, displayName: suppliedName,
+                    roles: [.user], on: connection, logger: context.logger)
+            else {
                 throw APIError.conflict("An account with this email was just created; try again.", code: "email_taken")
             }
             try await accounts.users.link(provider: provider, subject: identity.subject, email: email, proven: identity.emailVerified, to: user.id, on: connection, logger: context.logger)
-            try await accounts.outbox.write(UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: provider),
-                                            userID: user.id, on: connection, logger: context.logger)
+            try await accounts.outbox.write(
+                UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: provider),
+                userID: user.id, on: connection, logger: context.logger)
             if identity.emailVerified {
                 try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, on: connection, logger: context.logger)
             } else {

@@ -101,7 +101,8 @@ struct SessionRoutes {
             let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, providers, live) = (
                 try cells[0].decode(UUID.self), try cells[1].decode(String.self), try cells[2].decode(Bool.self), try cells[3].decode(String?.self),
                 try cells[4].decode(String?.self), try cells[5].decode([String].self), try cells[6].decode(Date?.self), try cells[7].decode(Date.self),
-                try cells[8].decode(Date?.self), try cells[9].decode([String].self), try cells[10].decode(Bool.self))
+                try cells[8].decode(Date?.self), try cells[9].decode([String].self), try cells[10].decode(Bool.self)
+            )
             return (UserRecord((id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn)), providers, live)
         }
     }
@@ -166,10 +167,12 @@ struct SessionRoutes {
             try await accounts.sessions.list(userID: caller.userID, on: connection, logger: context.logger)
         }
         if let current = caller.sessionID, !sessions.contains(where: { $0.id == current }) { throw AuthErrors.sessionRevoked }
-        return Page(items: sessions.map {
-            SessionView(id: $0.id, method: $0.method, userAgent: $0.userAgent, ip: $0.ip, createdAt: $0.createdAt,
-                        lastUsedAt: $0.lastUsedAt, expiresAt: $0.expiresAt, current: $0.id == caller.sessionID)
-        }, nextCursor: nil)
+        return Page(
+            items: sessions.map {
+                SessionView(
+                    id: $0.id, method: $0.method, userAgent: $0.userAgent, ip: $0.ip, createdAt: $0.createdAt,
+                    lastUsedAt: $0.lastUsedAt, expiresAt: $0.expiresAt, current: $0.id == caller.sessionID)
+            }, nextCursor: nil)
     }
 
     /// Ends one of the caller's sessions; another user's session id is 404, as if it did not exist.
@@ -185,4 +188,3 @@ struct SessionRoutes {
         return .noContent
     }
 }
-

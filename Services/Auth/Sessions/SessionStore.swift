@@ -65,11 +65,14 @@ struct SessionStore: Sendable {
     func create(userID: UUID, method: String, userAgent: String?, ip: String?, on connection: PostgresConnection, logger: Logger) async throws -> (SessionRecord, OpaqueToken) {
         let token = OpaqueToken()
         let agent = userAgent.map { String($0.prefix(512)) }
-        let session = try await Self.decode(connection.checkedQuery("""
-            INSERT INTO sessions (id, user_id, method, user_agent, ip, expires_at)
-            VALUES (\(UUID()), \(userID), \(method), \(agent), \(ip), now() + \(idleDays) * interval '1 day')
-            RETURNING \(unescaped: Self.columns)
-            """, logger: logger)).first!
+        let session = try await Self.decode(
+            connection.checkedQuery(
+                """
+                INSERT INTO sessions (id, user_id, method, user_agent, ip, expires_at)
+                VALUES (\(UUID()), \(userID), \(method), \(agent), \(ip), now() + \(idleDays) * interval '1 day')
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+        ).first!
         try await connection.checkedRun("INSERT INTO refresh_tokens (token_hash, session_id) VALUES (\(token.hash), \(session.id))", logger: logger)
         return (session, token)
     }
@@ -166,18 +169,21 @@ struct SessionStore: Sendable {
 
         func decodeRow(_ row: PostgresRow) throws -> SessionRecord {
             let cells = row.makeRandomAccess()
-            return SessionRecord(id: try cells[0].decode(UUID.self), userID: try cells[1].decode(UUID.self), method: try cells[2].decode(String.self),
-                                 userAgent: try cells[3].decode(String?.self), ip: try cells[4].decode(String?.self), createdAt: try cells[5].decode(Date.self),
-                                 lastUsedAt: try cells[6].decode(Date.self), expiresAt: try cells[7].decode(Date.self))
+            return SessionRecord(
+                id: try cells[0].decode(UUID.self), userID: try cells[1].decode(UUID.self), method: try cells[2].decode(String.self),
+                userAgent: try cells[3].decode(String?.self), ip: try cells[4].decode(String?.self), createdAt: try cells[5].decode(Date.self),
+                lastUsedAt: try cells[6].decode(Date.self), expiresAt: try cells[7].decode(Date.self))
         }
     }
 
     /// Live sessions of a user, most recently used first.
     func list(userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [SessionRecord] {
-        try await Self.decode(connection.checkedQuery("""
-            SELECT \(unescaped: Self.columns) FROM sessions WHERE user_id = \(userID) AND expires_at > now()
-            ORDER BY last_used_at DESC, id
-            """, logger: logger))
+        try await Self.decode(
+            connection.checkedQuery(
+                """
+                SELECT \(unescaped: Self.columns) FROM sessions WHERE user_id = \(userID) AND expires_at > now()
+                ORDER BY last_used_at DESC, id
+                """, logger: logger))
     }
 
     /// Whether the session still exists: an access token outlives a logout by at most its 15 minutes,
@@ -203,7 +209,8 @@ struct SessionStore: Sendable {
     /// Ends every session of a user (optionally but one); returns how many.
     @discardableResult
     func endAll(of userID: UUID, except keep: UUID? = nil, on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             DELETE FROM sessions WHERE user_id = \(userID) AND (\(keep == nil) OR id <> \(keep ?? UUID())) RETURNING id
             """, logger: logger)
         var count = 0

@@ -96,10 +96,12 @@ struct SigningKeys: Sendable {
             }
             var keys = [Key(kid: kid, publicKey: privateKey.publicKey)]
             if let previous { keys.append(previous) }
-            return try JSONEncoder().encode(Document(keys: keys.map { key in
-                let (x, y) = Self.coordinates(key.publicKey)
-                return Document.Key(kid: key.kid, x: x, y: y)
-            }))
+            return try JSONEncoder().encode(
+                Document(
+                    keys: keys.map { key in
+                        let (x, y) = Self.coordinates(key.publicKey)
+                        return Document.Key(kid: key.kid, x: x, y: y)
+                    }))
         }
     }
 }

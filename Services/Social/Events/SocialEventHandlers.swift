@@ -47,7 +47,8 @@ struct SocialEventHandlers {
         for try await id in try await connection.checkedQuery("DELETE FROM follows WHERE followee_id = \(user) RETURNING follower_id", logger: logger).decode(UUID.self) {
             followers.append(id)
         }
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             UPDATE profiles SET
                 followers_count = followers_count - CASE WHEN user_id = ANY(\(followed)) THEN 1 ELSE 0 END,
                 following_count = following_count - CASE WHEN user_id = ANY(\(followers)) THEN 1 ELSE 0 END

@@ -28,7 +28,8 @@ struct BlockStore: Sendable {
     /// Blocks, newest first, leaving out profiles moderators hid.
     func blocks(of blocker: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
         let (micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             SELECT \(unescaped: ProfileSummary.columns), b.created_at, \(unescaped: TimeCursor.micros("b.created_at"))
             FROM blocks b JOIN profiles p ON p.user_id = b.blocked_id
             WHERE b.blocker_id = \(blocker) AND p.hidden_at IS NULL
@@ -40,7 +41,8 @@ struct BlockStore: Sendable {
 
     /// Mutes (or re-mutes with a new end); `until` nil is for good.
     func mute(_ muter: UUID, _ muted: UUID, until: Date?, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             INSERT INTO mutes (muter_id, muted_id, until) VALUES (\(muter), \(muted), \(until))
             ON CONFLICT (muter_id, muted_id) DO UPDATE SET until = excluded.until
             """, logger: logger)
@@ -54,7 +56,8 @@ struct BlockStore: Sendable {
     /// muter (the mute stays, and shows again if they unblock).
     func mutes(of muter: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
         let (micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             SELECT \(unescaped: ProfileSummary.columns), m.created_at, \(unescaped: TimeCursor.micros("m.created_at")), m.until
             FROM mutes m JOIN profiles p ON p.user_id = m.muted_id
             WHERE m.muter_id = \(muter) AND (m.until IS NULL OR m.until > now()) AND p.hidden_at IS NULL

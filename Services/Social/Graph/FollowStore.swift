@@ -172,7 +172,8 @@ struct FollowStore: Sendable {
 
     /// Records a request to follow a private profile; true when it is new.
     func request(_ requester: UUID, _ target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        return try await connection.returnsRow("""
+        return try await connection.returnsRow(
+            """
             INSERT INTO follow_requests (requester_id, target_id) VALUES (\(requester), \(target))
             ON CONFLICT DO NOTHING RETURNING true
             """, logger: logger)
@@ -187,7 +188,8 @@ struct FollowStore: Sendable {
     /// Turns every pending request to `target` into a follow (the profile went public); returns the
     /// requesters that now follow.
     func approveAll(to target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [UUID] {
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             WITH moved AS (DELETE FROM follow_requests WHERE target_id = \(target) RETURNING requester_id)
             INSERT INTO follows (follower_id, followee_id)
             SELECT requester_id, \(target) FROM moved
@@ -197,7 +199,8 @@ struct FollowStore: Sendable {
         var followers: [UUID] = []
         for try await id in rows.decode(UUID.self) { followers.append(id) }
         guard !followers.isEmpty else { return [] }
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             UPDATE profiles SET
                 followers_count = followers_count + CASE WHEN user_id = \(target) THEN \(Int32(followers.count)) ELSE 0 END,
                 following_count = following_count + CASE WHEN user_id = \(target) THEN 0 ELSE 1 END
@@ -212,7 +215,8 @@ struct FollowStore: Sendable {
         var removed: [(UUID, UUID)] = []
         if try await unfollow(a, b, on: connection, logger: logger) { removed.append((a, b)) }
         if try await unfollow(b, a, on: connection, logger: logger) { removed.append((b, a)) }
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             DELETE FROM follow_requests WHERE (requester_id = \(a) AND target_id = \(b)) OR (requester_id = \(b) AND target_id = \(a))
             """, logger: logger)
         return removed
@@ -227,12 +231,17 @@ struct FollowStore: Sendable {
 
     /// One page of a profile's followers or following, newest first, leaving out hidden profiles and
     /// people who block the viewer.
-    func list(_ direction: Direction, of profile: UUID, viewer: UUID, viewerIsStaff: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
+    func list(_ direction: Direction, of profile: UUID, viewer: UUID, viewerIsStaff: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(
+        ListedProfile, TimeCursor
+    )] {
         let (micros, tie) = TimeCursor.bounds(after)
-        let rows = switch direction {
-        case .followers: try await connection.checkedExecute(FollowersPage(profile: profile, viewer: viewer, viewerIsStaff: viewerIsStaff, micros: micros, tie: tie, limit: limit + 1), logger: logger)
-        case .following: try await connection.checkedExecute(FollowingPage(profile: profile, viewer: viewer, viewerIsStaff: viewerIsStaff, micros: micros, tie: tie, limit: limit + 1), logger: logger)
-        }
+        let rows =
+            switch direction {
+            case .followers:
+                try await connection.checkedExecute(FollowersPage(profile: profile, viewer: viewer, viewerIsStaff: viewerIsStaff, micros: micros, tie: tie, limit: limit + 1), logger: logger)
+            case .following:
+                try await connection.checkedExecute(FollowingPage(profile: profile, viewer: viewer, viewerIsStaff: viewerIsStaff, micros: micros, tie: tie, limit: limit + 1), logger: logger)
+            }
         var result: [(ListedProfile, TimeCursor)] = []
         for try await row in rows { result.append(row) }
         return result
@@ -241,7 +250,8 @@ struct FollowStore: Sendable {
     /// Requests waiting for `target`'s answer, newest first.
     func incomingRequests(to target: UUID, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(ListedProfile, TimeCursor)] {
         let (micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             SELECT \(unescaped: ProfileSummary.columns), r.created_at, \(unescaped: TimeCursor.micros("r.created_at"))
             FROM follow_requests r JOIN profiles p ON p.user_id = r.requester_id
             WHERE r.target_id = \(target) AND p.hidden_at IS NULL

@@ -168,7 +168,8 @@ struct NotificationStore: Sendable {
 
     /// Marks the user's own notifications read (ids of other people's are ignored); `ids` nil is all.
     func markRead(of user: UUID, ids: [UUID]?, on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             UPDATE notifications SET read_at = now()
             WHERE user_id = \(user) AND read_at IS NULL AND (\(ids == nil) OR id = ANY(\(ids ?? [])))
             RETURNING id
@@ -199,7 +200,8 @@ struct WarningStore: Sendable {
 
     /// The same warning given in the last `retryWindow`, if any.
     func recent(to user: UUID, by moderator: UUID, reason: String, on connection: PostgresConnection, logger: Logger) async throws -> WarningView? {
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             SELECT id, created_at FROM warnings
             WHERE user_id = \(user) AND moderator_id = \(moderator) AND reason = \(reason)
               AND created_at > clock_timestamp() - \(Int64(Self.retryWindow.components.seconds)) * interval '1 second'
@@ -214,7 +216,8 @@ struct WarningStore: Sendable {
 
     func add(to user: UUID, by moderator: UUID, reason: String, on connection: PostgresConnection, logger: Logger) async throws -> WarningView {
         let id = UUID()
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             INSERT INTO warnings (id, user_id, moderator_id, reason) VALUES (\(id), \(user), \(moderator), \(reason)) RETURNING created_at
             """, logger: logger)
         for try await created in rows.decode(Date.self) {
@@ -225,7 +228,8 @@ struct WarningStore: Sendable {
 
     func list(for user: UUID, includeModerator: Bool, limit: Int, after: TimeCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [(WarningView, TimeCursor)] {
         let (micros, tie) = TimeCursor.bounds(after)
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             SELECT id, user_id, reason, moderator_id, created_at, \(unescaped: TimeCursor.micros("created_at"))
             FROM warnings WHERE user_id = \(user)
               AND (created_at, id) < ('epoch'::timestamptz + \(micros) * interval '1 microsecond', \(tie))

@@ -52,7 +52,9 @@ struct ProfileEdit: Sendable {
         if let value = object["username"] {
             if case .string(let text) = value {
                 if let message = Self.usernameProblem(text) { fail("username", message) } else { username = text }
-            } else { fail("username", "must be a string") }
+            } else {
+                fail("username", "must be a string")
+            }
         }
         if let value = object["display_name"] {
             displayName = Self.optionalText(value, field: "display_name", max: 50, fail: fail)
@@ -64,8 +66,11 @@ struct ProfileEdit: Sendable {
             if case .bool(let flag) = value { isPrivate = flag } else { fail("is_private", "must be true or false") }
         }
         if let value = object["dietary_visibility"] {
-            if case .string(let text) = value, let visibility = DietaryVisibility(rawValue: text) { dietaryVisibility = visibility }
-            else { fail("dietary_visibility", "must be one of public, followers_only, private") }
+            if case .string(let text) = value, let visibility = DietaryVisibility(rawValue: text) {
+                dietaryVisibility = visibility
+            } else {
+                fail("dietary_visibility", "must be one of public, followers_only, private")
+            }
         }
         if let value = object["dietary_preferences"] {
             if let list = Self.strings(value, field: "dietary_preferences", maxCount: Self.dietaryOptions.count, maxLength: 40, fail: fail) {

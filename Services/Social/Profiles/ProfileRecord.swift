@@ -84,12 +84,14 @@ extension ProfileRecord {
     /// The columns of `ProfileStore.columns` from `cells[0...]`, column by column: `row.decode((…).self)`
     /// decoded each column through unspecialized variadic generics (a thousand instructions for a Bool).
     init(cells: PostgresRandomAccessRow) throws {
-        try self.init((
-            try cells[0].decode(UUID.self), try cells[1].decode(String?.self), try cells[2].decode(String?.self), try cells[3].decode(String?.self),
-            try cells[4].decode(String?.self), try cells[5].decode(Bool.self), try cells[6].decode(Bool.self), try cells[7].decode(Date?.self),
-            try cells[8].decode([String].self), try cells[9].decode(String.self), try cells[10].decode([String].self), try cells[11].decode(String.self),
-            try cells[12].decode(String.self), try cells[13].decode([String].self), try cells[14].decode([String].self), try cells[15].decode(Int32.self),
-            try cells[16].decode(Int32.self), try cells[17].decode(Date.self), try cells[18].decode(Date.self)))
+        try self.init(
+            (
+                try cells[0].decode(UUID.self), try cells[1].decode(String?.self), try cells[2].decode(String?.self), try cells[3].decode(String?.self),
+                try cells[4].decode(String?.self), try cells[5].decode(Bool.self), try cells[6].decode(Bool.self), try cells[7].decode(Date?.self),
+                try cells[8].decode([String].self), try cells[9].decode(String.self), try cells[10].decode([String].self), try cells[11].decode(String.self),
+                try cells[12].decode(String.self), try cells[13].decode([String].self), try cells[14].decode([String].self), try cells[15].decode(Int32.self),
+                try cells[16].decode(Int32.self), try cells[17].decode(Date.self), try cells[18].decode(Date.self)
+            ))
     }
 }
 

@@ -43,7 +43,8 @@ struct ProfileStore: Sendable {
     @discardableResult
     func ensure(id: UUID, displayName: String?, verified: Bool, overwriteVerified: Bool, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let name = displayName.map { String($0.trimmingCharacters(in: .whitespacesAndNewlines).prefix(50)) }.flatMap { $0.isEmpty ? nil : $0 }
-        return try await connection.returnsRow("""
+        return try await connection.returnsRow(
+            """
             INSERT INTO profiles (user_id, display_name, is_verified)
             SELECT \(id), \(name), \(verified)
             WHERE NOT EXISTS (SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(id.uuidString.lowercased()), 'UTF8')))
@@ -53,7 +54,6 @@ struct ProfileStore: Sendable {
             RETURNING true
             """, logger: logger)
     }
-
 
     /// Applies a checked edit; a taken username is `username_taken`.
     func update(_ id: UUID, with edit: ProfileEdit, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord {
@@ -94,7 +94,8 @@ struct ProfileStore: Sendable {
     }
 
     func markSkipped(_ id: UUID, step: OnboardingStep, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             UPDATE profiles SET onboarding_skipped = ARRAY(SELECT DISTINCT unnest(onboarding_skipped || \([step.rawValue])::text[])), updated_at = now()
             WHERE user_id = \(id)
             """, logger: logger)
@@ -106,7 +107,8 @@ struct ProfileStore: Sendable {
 
     /// Hides or shows a profile; false when there is no such profile.
     func setHidden(_ id: UUID, _ hidden: Bool, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        return try await connection.returnsRow("""
+        return try await connection.returnsRow(
+            """
             UPDATE profiles SET hidden_at = CASE WHEN \(hidden) THEN coalesce(hidden_at, now()) END, updated_at = now()
             WHERE user_id = \(id) RETURNING true
             """, logger: logger)
@@ -120,7 +122,8 @@ struct ProfileStore: Sendable {
         let pattern = Self.likePrefix(prefix.lowercased())
         let afterKey = after?.key ?? ""
         let afterID = after?.id ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
-        let rows = try await connection.checkedQuery("""
+        let rows = try await connection.checkedQuery(
+            """
             SELECT \(unescaped: ProfileSummary.columns), lower(coalesce(p.username, p.display_name, '')) AS sort_key
             FROM profiles p
             WHERE (lower(p.username) LIKE \(pattern) OR lower(p.display_name) LIKE \(pattern))
@@ -150,7 +153,8 @@ struct ProfileStore: Sendable {
 
     /// Stores the image; its ETag is the first half of its MD5 (a cache key, not a security check).
     func setAvatar(_ id: UUID, contentType: String, data: ByteBuffer, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("""
+        try await connection.checkedRun(
+            """
             WITH stored AS (
                 INSERT INTO avatars (user_id, content_type, data, etag)
                 SELECT \(id), \(contentType), image, left(md5(image), 16) FROM (SELECT \(data)::bytea AS image) upload

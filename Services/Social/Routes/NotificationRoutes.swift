@@ -39,9 +39,10 @@ struct NotificationRoutes {
 
     @Sendable func unreadCount(_ request: Request, context: AuthenticatedContext) async throws -> UnreadCount {
         let social = self.social
-        return UnreadCount(unread: try await social.postgres.withConnectionOnItsLoop { connection in
-            try await social.notifications.unreadCount(of: context.caller.userID, on: connection, logger: context.logger)
-        })
+        return UnreadCount(
+            unread: try await social.postgres.withConnectionOnItsLoop { connection in
+                try await social.notifications.unreadCount(of: context.caller.userID, on: connection, logger: context.logger)
+            })
     }
 
     struct ReadRequest: StrictJSONBody {

@@ -24,11 +24,12 @@ enum OnboardingStep: String, Codable, Sendable, CaseIterable {
     }
 
     func state(of profile: ProfileRecord) -> State {
-        let done = switch self {
-        case .name: profile.username != nil && profile.displayName != nil
-        case .avatar: profile.avatarETag != nil
-        case .dietaryPreferences, .allergies, .cuisines: profile.onboardingAnswered.contains(rawValue)
-        }
+        let done =
+            switch self {
+            case .name: profile.username != nil && profile.displayName != nil
+            case .avatar: profile.avatarETag != nil
+            case .dietaryPreferences, .allergies, .cuisines: profile.onboardingAnswered.contains(rawValue)
+            }
         if done { return .done }
         return !isRequired && profile.onboardingSkipped.contains(rawValue) ? .skipped : .pending
     }
@@ -62,9 +63,10 @@ struct OnboardingRoutes {
 
     @Sendable func show(_ request: Request, context: AuthenticatedContext) async throws -> OnboardingView {
         let social = self.social
-        return OnboardingView(try await social.postgres.withConnectionOnItsLoop { connection in
-            try await social.ownProfile(context.caller, on: connection, logger: context.logger)
-        })
+        return OnboardingView(
+            try await social.postgres.withConnectionOnItsLoop { connection in
+                try await social.ownProfile(context.caller, on: connection, logger: context.logger)
+            })
     }
 
     @Sendable func skip(_ request: Request, context: AuthenticatedContext) async throws -> OnboardingView {
@@ -76,10 +78,11 @@ struct OnboardingRoutes {
         }
         let social = self.social
         let caller = context.caller
-        return OnboardingView(try await social.transaction(logger: context.logger) { connection in
-            _ = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: context.logger)
-            try await social.profiles.markSkipped(caller.userID, step: step, on: connection, logger: context.logger)
-            return try await social.ownProfile(caller, on: connection, logger: context.logger)
-        })
+        return OnboardingView(
+            try await social.transaction(logger: context.logger) { connection in
+                _ = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: context.logger)
+                try await social.profiles.markSkipped(caller.userID, step: step, on: connection, logger: context.logger)
+                return try await social.ownProfile(caller, on: connection, logger: context.logger)
+            })
     }
 }

@@ -54,8 +54,9 @@ struct ProfileRoutes {
                 }
             }
             if before.dietaryPreferences != after.dietaryPreferences || before.allergies != after.allergies {
-                try await social.outbox.write(ProfileUpdated(userID: caller.userID, dietaryPreferences: after.dietaryPreferences, allergies: after.allergies),
-                                              userID: caller.userID, on: connection, logger: logger)
+                try await social.outbox.write(
+                    ProfileUpdated(userID: caller.userID, dietaryPreferences: after.dietaryPreferences, allergies: after.allergies),
+                    userID: caller.userID, on: connection, logger: logger)
             }
             // Counts may have moved with the approvals.
             return try await social.profiles.find(id: caller.userID, on: connection, logger: logger) ?? after
@@ -94,7 +95,8 @@ struct ProfileRoutes {
         let after = try page.position(SearchCursor.self)
         let social = self.social
         let rows = try await social.postgres.withConnectionOnItsLoop { connection in
-            try await social.profiles.search(prefix: query, viewer: context.caller.userID, viewerIsStaff: context.caller.isStaff, limit: page.limit, after: after, on: connection, logger: context.logger)
+            try await social.profiles.search(
+                prefix: query, viewer: context.caller.userID, viewerIsStaff: context.caller.isStaff, limit: page.limit, after: after, on: connection, logger: context.logger)
         }
         let (items, next) = Cursor.page(rows, limit: page.limit) { SearchCursor(key: $0.1, id: $0.0.id) }
         return Page(items: items.map(\.0), nextCursor: next)

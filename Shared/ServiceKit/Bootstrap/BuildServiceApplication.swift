@@ -68,14 +68,16 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
         serverName: definition.name,
         // Started in this order, stopped in reverse: the event bus stops before the pools it uses.
         services: [
-            Closer { try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close() },
+            Closer {
+                try? await httpClient.shutdown(); await redis.close(); await consumerRedis.close()
+            },
             AdminListener(router: adminRouter, options: config.admin, serverName: definition.name, logger: logger),
             postgres,
             relayPostgres,
             databaseWatch,
             EventBus(readiness: readiness, relay: relay, consumer: consumer),
         ] + components.services.map { AfterMigrations(readiness: readiness, service: $0) } + [
-            ShutdownNotice(logger: logger),
+            ShutdownNotice(logger: logger)
         ],
         logger: logger
     )

@@ -61,7 +61,8 @@ public enum ProcessTuning {
 
     public static func eventLoopThreads(in environment: [String: String]) -> Int? {
         guard let text = environment["EVENT_LOOP_THREADS"], let threads = Int(text.trimmingCharacters(in: .whitespaces)),
-              eventLoopThreadsRange.contains(threads) else { return nil }
+            eventLoopThreadsRange.contains(threads)
+        else { return nil }
         return threads
     }
 

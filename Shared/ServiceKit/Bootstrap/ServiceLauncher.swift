@@ -36,8 +36,9 @@ public enum ServiceLauncher {
                 var env = EnvironmentReader(environment)
                 let adminURL = env.url("DATABASE_ADMIN_URL", default: nil, schemes: ["postgres", "postgresql"])
                 try env.finish()
-                let admin = DatabaseConfig(host: adminURL?.host ?? "", port: adminURL?.port ?? 5432, user: adminURL?.user ?? "postgres", password: adminURL?.password,
-                                           database: String(adminURL?.path.dropFirst() ?? ""), schema: "public")
+                let admin = DatabaseConfig(
+                    host: adminURL?.host ?? "", port: adminURL?.port ?? 5432, user: adminURL?.user ?? "postgres", password: adminURL?.password,
+                    database: String(adminURL?.path.dropFirst() ?? ""), schema: "public")
                 try await withClient(admin) { client, logger in
                     try await DatabaseProvisioner(admin: client, logger: logger).provision(
                         role: config.database.user, password: config.database.password ?? config.database.user,

@@ -80,7 +80,8 @@ extension PostgresConnection {
     /// statement before any row, for any reason but the values it met, the connection is closed, and
     /// the pool opens a fresh one.
     @concurrent public func checkedExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String = #fileID, line: Int = #line)
-        async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row {
+        async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row
+    {
         guard eventLoop.inEventLoop else {
             return try await withTaskExecutorPreference(EventLoopTaskExecutor.for(eventLoop)) { try await self.openExecute(statement, logger: logger, file: file, line: line) }
         }
@@ -99,13 +100,17 @@ extension PostgresConnection {
     }
 
     @concurrent private func openExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String, line: Int)
-        async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row {
+        async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row
+    {
         guard !isClosed else { throw DatabaseConnectionClosed() }
         do {
             return try await self.execute(statement, logger: logger, file: file, line: line)
         } catch let error as PSQLError where error.serverInfo != nil && !Self.onlyFromExecution(error) {
-            logger.warning("closing a database connection after a prepared statement failed on it", metadata: [
-                "statement": "\(Statement.name)", "sql_state": "\(error.serverInfo?[.sqlState] ?? "")"])
+            logger.warning(
+                "closing a database connection after a prepared statement failed on it",
+                metadata: [
+                    "statement": "\(Statement.name)", "sql_state": "\(error.serverInfo?[.sqlState] ?? "")",
+                ])
             // Closed before the lease goes back, so the pool does not hand it out again.
             try? await self.close().get()
             throw error

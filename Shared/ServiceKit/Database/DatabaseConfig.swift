@@ -23,8 +23,10 @@ public struct DatabaseConfig: Sendable {
 
     /// `minimumConnections` defaults to one, the least a pool keeps (see `PostgresClient(database:)`),
     /// and not to the pool size: tests make many pools.
-    public init(host: String, port: Int, user: String, password: String?, database: String, schema: String, poolSize: Int = 10, minimumConnections: Int = 1,
-                statementTimeout: Duration = .seconds(10), requireTLS: Bool = false) {
+    public init(
+        host: String, port: Int, user: String, password: String?, database: String, schema: String, poolSize: Int = 10, minimumConnections: Int = 1,
+        statementTimeout: Duration = .seconds(10), requireTLS: Bool = false
+    ) {
         self.host = host
         self.port = port
         self.user = user

@@ -40,7 +40,11 @@ public final class DatabaseWatch: Service, Sendable {
                 try? await Task.sleep(for: self.interval)
             }
         }
-        if let open = connection.withLock({ slot in defer { slot = nil }; return slot }) { try? await open.close() }
+        if let open = connection.withLock({ slot in
+            defer { slot = nil }; return slot
+        }) {
+            try? await open.close()
+        }
     }
 
     /// The probe's connection. A probe that connects keeps it here at once, so that even a probe
@@ -55,14 +59,22 @@ public final class DatabaseWatch: Service, Sendable {
                     probed = open
                 } else {
                     probed = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
-                    if let replaced = connection.withLock({ slot in defer { slot = probed }; return slot }) { Task { try? await replaced.close() } }
+                    if let replaced = connection.withLock({ slot in
+                        defer { slot = probed }; return slot
+                    }) {
+                        Task { try? await replaced.close() }
+                    }
                 }
                 try await probed.onItsLoop { for try await _ in try await probed.checkedQuery("SELECT 1", logger: logger) {} }
             }
             if failures.exchange(0, ordering: .relaxed) >= 2 { logger.notice("database reachable again") }
         } catch {
             // Closed off to the side: a connection whose server went away may not answer even that.
-            if let broken = connection.withLock({ slot in defer { slot = nil }; return slot }) { Task { try? await broken.close() } }
+            if let broken = connection.withLock({ slot in
+                defer { slot = nil }; return slot
+            }) {
+                Task { try? await broken.close() }
+            }
             if failures.add(1, ordering: .relaxed).newValue == 2 {
                 logger.error("database unreachable: requests answer 503 until it is back", metadata: ["error": "\(String(reflecting: error))"])
             }

@@ -82,7 +82,8 @@ public struct MigrationRunner: Sendable {
             try await connection.checkedRun("SET LOCAL lock_timeout = '5min'", logger: logger)
             try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext(\(schema + ".migrations")))", logger: logger)
             let table = "\(quoteIdentifier(schema)).schema_migrations"
-            try await connection.checkedRun("""
+            try await connection.checkedRun(
+                """
                 CREATE TABLE IF NOT EXISTS \(unescaped: table) (
                     name text PRIMARY KEY,
                     checksum text NOT NULL,

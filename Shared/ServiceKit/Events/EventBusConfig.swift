@@ -22,9 +22,11 @@ public struct EventBusConfig: Sendable {
     public var relayPollInterval: Duration
     public var readBlock: Duration
 
-    public init(stream: String = "events", maxLength: Int = 1_000_000, retention: Duration = .seconds(7 * 86_400), group: String, consumerName: String,
-                claimIdle: Duration = .seconds(30), maxDeliveries: Int = 5, relayPollInterval: Duration = .seconds(2),
-                readBlock: Duration = .seconds(2)) {
+    public init(
+        stream: String = "events", maxLength: Int = 1_000_000, retention: Duration = .seconds(7 * 86_400), group: String, consumerName: String,
+        claimIdle: Duration = .seconds(30), maxDeliveries: Int = 5, relayPollInterval: Duration = .seconds(2),
+        readBlock: Duration = .seconds(2)
+    ) {
         self.stream = stream
         self.maxLength = maxLength
         self.retention = retention

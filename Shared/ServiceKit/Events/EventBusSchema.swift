@@ -6,40 +6,44 @@ import ServiceKitRedis
 public enum EventBusSchema {
     public static let migrations = [created, notifyDropped]
 
-    static let created = Migration(name: "0000_event_bus", sql: """
-        CREATE TABLE outbox (
-            seq bigserial PRIMARY KEY,
-            id uuid NOT NULL UNIQUE,
-            type text NOT NULL,
-            user_id uuid,
-            live boolean NOT NULL DEFAULT false,
-            envelope text NOT NULL,
-            created_at timestamptz NOT NULL DEFAULT now()
-        );
+    static let created = Migration(
+        name: "0000_event_bus",
+        sql: """
+            CREATE TABLE outbox (
+                seq bigserial PRIMARY KEY,
+                id uuid NOT NULL UNIQUE,
+                type text NOT NULL,
+                user_id uuid,
+                live boolean NOT NULL DEFAULT false,
+                envelope text NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now()
+            );
 
-        -- NOTIFY is delivered at commit and never for a rolled-back transaction, so the relay is woken
-        -- exactly when there is something it may send.
-        CREATE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            PERFORM pg_notify(TG_TABLE_SCHEMA || '_outbox', '');
-            RETURN NULL;
-        END $$;
+            -- NOTIFY is delivered at commit and never for a rolled-back transaction, so the relay is woken
+            -- exactly when there is something it may send.
+            CREATE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                PERFORM pg_notify(TG_TABLE_SCHEMA || '_outbox', '');
+                RETURN NULL;
+            END $$;
 
-        CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
-            FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
+            CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
+                FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
 
-        CREATE TABLE inbox (
-            event_id uuid PRIMARY KEY,
-            type text NOT NULL,
-            handled_at timestamptz NOT NULL DEFAULT now()
-        );
-        CREATE INDEX inbox_handled_at ON inbox (handled_at);
-        """)
+            CREATE TABLE inbox (
+                event_id uuid PRIMARY KEY,
+                type text NOT NULL,
+                handled_at timestamptz NOT NULL DEFAULT now()
+            );
+            CREATE INDEX inbox_handled_at ON inbox (handled_at);
+            """)
 
     /// The relay is woken in process (`WorkBell`) since: a `NOTIFY` per commit serialized every
     /// event-writing commit in the database.
-    static let notifyDropped = Migration(name: "0000_event_bus_notify_dropped", sql: """
-        DROP TRIGGER outbox_notify ON outbox;
-        DROP FUNCTION outbox_notify();
-        """)
+    static let notifyDropped = Migration(
+        name: "0000_event_bus_notify_dropped",
+        sql: """
+            DROP TRIGGER outbox_notify ON outbox;
+            DROP FUNCTION outbox_notify();
+            """)
 }

@@ -128,7 +128,8 @@ public final class EventConsumer: Service, Sendable {
         var skipped: [String] = []
         for entry in entries {
             guard let json = entry.fields["envelope"],
-                  let envelope = try? EventEnvelope(json: json) else {
+                let envelope = try? EventEnvelope(json: json)
+            else {
                 await deadLetter(entry, error: "entry has no readable envelope", deliveries: 1)
                 continue
             }
@@ -175,7 +176,8 @@ public final class EventConsumer: Service, Sendable {
             outcomes = try await client.transaction(logger: logger) { connection in
                 // One statement records the whole shard in the inbox; the ids it returns are the events
                 // not handled before (the others are redeliveries).
-                let inserted = try await connection.checkedQuery("""
+                let inserted = try await connection.checkedQuery(
+                    """
                     INSERT INTO inbox (event_id, type)
                     SELECT * FROM unnest(\(shard.map(\.1.id))::uuid[], \(shard.map(\.1.type))::text[])
                     ON CONFLICT (event_id) DO NOTHING RETURNING event_id
@@ -225,8 +227,9 @@ public final class EventConsumer: Service, Sendable {
                 // Left pending: after claimIdle it is claimed again and counts one more delivery.
                 metrics.handlerErrors.increment()
                 lastErrors.withLock { $0[id] = error }
-                logger.warning("event handler failed; the event will be retried",
-                               metadata: ["error": "\(error)", "stream_id": "\(id)", "event_id": "\(envelope.id)", "event_type": "\(envelope.type)"])
+                logger.warning(
+                    "event handler failed; the event will be retried",
+                    metadata: ["error": "\(error)", "stream_id": "\(id)", "event_id": "\(envelope.id)", "event_type": "\(envelope.type)"])
             }
         }
     }

@@ -43,7 +43,7 @@ public struct NotifiedWorker: Sendable {
                             if failures > 0 { self.logger.info("\(self.bell) worker recovered", metadata: ["after_failures": "\(failures)"]) }
                             failures = 0
                             if done == 0 { break }
-                        } catch where Task.isCancelled {
+                        } catch  where Task.isCancelled {
                             // Stopping: the work in hand was cancelled with it, and stays for the next start.
                             break
                         } catch {

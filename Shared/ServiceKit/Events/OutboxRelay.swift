@@ -96,9 +96,12 @@ public final class OutboxRelay: Service, Sendable {
             var live: [(String, String)] = []
             var commands: [[RedisArgument]] = []
             for row in taken {
-                commands.append(RedisClient.xaddCommand(config.stream, maxLength: config.maxLength, fields: [
-                    ("id", row.id.uuidString.lowercased()), ("type", row.type), ("envelope", row.envelope),
-                ]))
+                commands.append(
+                    RedisClient.xaddCommand(
+                        config.stream, maxLength: config.maxLength,
+                        fields: [
+                            ("id", row.id.uuidString.lowercased()), ("type", row.type), ("envelope", row.envelope),
+                        ]))
                 if row.live, let userID = row.userID {
                     live.append(("user:\(userID.uuidString.lowercased())", row.envelope))
                 }
@@ -153,8 +156,10 @@ public final class OutboxRelay: Service, Sendable {
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let cells = row.makeRandomAccess()
-            return (try cells[0].decode(Int64.self), try cells[1].decode(UUID.self), try cells[2].decode(String.self),
-                    try cells[3].decode(UUID?.self), try cells[4].decode(Bool.self), try cells[5].decode(String.self))
+            return (
+                try cells[0].decode(Int64.self), try cells[1].decode(UUID.self), try cells[2].decode(String.self),
+                try cells[3].decode(UUID?.self), try cells[4].decode(Bool.self), try cells[5].decode(String.self)
+            )
         }
     }
 

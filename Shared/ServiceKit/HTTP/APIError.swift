@@ -44,9 +44,10 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
         return tooManyRequests("\(detail) Try again in \(seconds) s.", code: code, retryAfterSeconds: seconds)
     }
     /// PostgreSQL is out of reach: the server's trouble, for the client to retry shortly.
-    public static let databaseUnavailable = APIError(.serviceUnavailable, code: "service_unavailable",
-                                                     detail: "The service cannot reach its database right now; try again shortly.",
-                                                     headers: [.retryAfter: "5"])
+    public static let databaseUnavailable = APIError(
+        .serviceUnavailable, code: "service_unavailable",
+        detail: "The service cannot reach its database right now; try again shortly.",
+        headers: [.retryAfter: "5"])
 }
 
 extension Problem {

@@ -24,7 +24,8 @@ public struct EntityTag: Sendable, Equatable, CustomStringConvertible {
         guard !values.isEmpty else { return }
         let tags = values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
         if tags.contains("*") || tags.contains(description) { return }
-        throw APIError(.preconditionFailed, code: "precondition_failed",
-                       detail: "The resource changed since the version in If-Match; read it again and retry.", headers: [.eTag: description])
+        throw APIError(
+            .preconditionFailed, code: "precondition_failed",
+            detail: "The resource changed since the version in If-Match; read it again and retry.", headers: [.eTag: description])
     }
 }

@@ -79,10 +79,12 @@ struct HTTPListener<ChildChannel: ServerChildChannel>: Service {
             .bind(host: options.host, port: options.port, serverBackPressureStrategy: nil) { channel in
                 childChannel.setup(channel: channel, logger: logger)
             }
-        logger.info("listening", metadata: [
-            "address": "\(options.host):\(server.channel.localAddress?.port ?? options.port)",
-            "reuse_port": "\(options.reusePort)",
-        ])
+        logger.info(
+            "listening",
+            metadata: [
+                "address": "\(options.host):\(server.channel.localAddress?.port ?? options.port)",
+                "reuse_port": "\(options.reusePort)",
+            ])
         await withGracefulShutdownHandler {
             await onServerRunning(server.channel)
             await withDiscardingTaskGroup { group in

@@ -60,16 +60,18 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
             case .none:
                 continue  // the first attempt failed and gave the key back: claim it again
             case .differentRequest:
-                throw APIError(.unprocessableContent, code: "idempotency_key_reused",
-                               detail: "This Idempotency-Key was used with a different request; use a new key for a new request.")
+                throw APIError(
+                    .unprocessableContent, code: "idempotency_key_reused",
+                    detail: "This Idempotency-Key was used with a different request; use a new key for a new request.")
             case .answered(let status, let contentType, let body):
                 var headers: HTTPFields = [Self.replayedHeaderName: "true", .cacheControl: "no-store"]
                 if let contentType { headers[.contentType] = contentType }
                 return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
             case .pending:
                 guard ContinuousClock.now < deadline else {
-                    throw APIError(.conflict, code: "idempotency_key_in_use",
-                                   detail: "A request with this Idempotency-Key is still running; retry shortly.", headers: [.retryAfter: "1"])
+                    throw APIError(
+                        .conflict, code: "idempotency_key_in_use",
+                        detail: "A request with this Idempotency-Key is still running; retry shortly.", headers: [.retryAfter: "1"])
                 }
                 try await Task.sleep(for: .milliseconds(50))
             }
@@ -101,21 +103,23 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
 /// The kit's table for `IdempotencyMiddleware`, in every service's schema.
 public enum IdempotencySchema {
     public static let migrations = [
-        Migration(name: "0000_idempotency_keys", sql: """
-            CREATE TABLE idempotency_keys (
-                user_id uuid NOT NULL,
-                route text NOT NULL,
-                key text NOT NULL,
-                request_hash bytea NOT NULL,
-                -- null while the first request runs
-                status int,
-                content_type text,
-                body bytea,
-                created_at timestamptz NOT NULL DEFAULT now(),
-                PRIMARY KEY (user_id, route, key)
-            );
-            CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
-            """),
+        Migration(
+            name: "0000_idempotency_keys",
+            sql: """
+                CREATE TABLE idempotency_keys (
+                    user_id uuid NOT NULL,
+                    route text NOT NULL,
+                    key text NOT NULL,
+                    request_hash bytea NOT NULL,
+                    -- null while the first request runs
+                    status int,
+                    content_type text,
+                    body bytea,
+                    created_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (user_id, route, key)
+                );
+                CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+                """)
     ]
 }
 

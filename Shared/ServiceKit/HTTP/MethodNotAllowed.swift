@@ -80,8 +80,9 @@ public struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddlew
             let allowed = index.methods(for: request.uri.path)
             guard !allowed.isEmpty, !allowed.contains(request.method.rawValue) else { throw error }
             let allow = allowed.joined(separator: ", ")
-            throw APIError(.methodNotAllowed, code: "method_not_allowed", detail: "\(request.method.rawValue) is not allowed here; allowed: \(allow).",
-                           headers: [.allow: allow])
+            throw APIError(
+                .methodNotAllowed, code: "method_not_allowed", detail: "\(request.method.rawValue) is not allowed here; allowed: \(allow).",
+                headers: [.allow: allow])
         }
     }
 }

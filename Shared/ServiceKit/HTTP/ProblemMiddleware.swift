@@ -59,9 +59,11 @@ public struct ProblemMiddleware<Context: IdentifiedRequestContext>: RouterMiddle
             return Self.response(for: APIError.databaseUnavailable, request: request, context: context)
         default:
             context.logger.error("unhandled error", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
-            return Problem(status: 500, code: "internal_error", title: "Internal Server Error",
-                           detail: "Something went wrong on our side. Quote the request id if you report it.", requestID: requestID)
-                .response(status: .internalServerError)
+            return Problem(
+                status: 500, code: "internal_error", title: "Internal Server Error",
+                detail: "Something went wrong on our side. Quote the request id if you report it.", requestID: requestID
+            )
+            .response(status: .internalServerError)
         }
     }
 

@@ -114,8 +114,9 @@ public struct AdminListener: Service {
         var logger = logger
         logger[metadataKey: "listener"] = "admin"
         let channel = HTTP1Channel(responder: ServiceApplication<Router.Responder>.respond(with: router.buildResponder(), serverName: serverName, logger: logger))
-        listener = HTTPListener(childChannel: channel, options: options, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-                                prelude: [], onServerRunning: { _ in }, logger: logger)
+        listener = HTTPListener(
+            childChannel: channel, options: options, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            prelude: [], onServerRunning: { _ in }, logger: logger)
     }
 
     public func run() async throws { try await listener.run() }

@@ -21,8 +21,10 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
     /// The default trusts the private networks, as services do (`TRUSTED_PROXIES`).
     /// `routeOutsideRouter` names the route of a request that a middleware answered without the
     /// router (the gateway's proxied requests), for the metrics; otherwise such requests are "unmatched".
-    public init(metrics: HTTPMetrics, trustedProxies: TrustedProxies = .privateNetworks,
-                routeOutsideRouter: @escaping @Sendable (Request) -> String? = { _ in nil }) {
+    public init(
+        metrics: HTTPMetrics, trustedProxies: TrustedProxies = .privateNetworks,
+        routeOutsideRouter: @escaping @Sendable (Request) -> String? = { _ in nil }
+    ) {
         self.metrics = metrics
         self.trustedProxies = trustedProxies
         self.routeOutsideRouter = routeOutsideRouter
@@ -46,8 +48,9 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
         let duration = ContinuousClock.now - started
         let route = context.endpointPath ?? routeOutsideRouter(request) ?? "unmatched"
         metrics.record(method: request.method.rawValue, route: route, status: Int(response.status.code), duration: duration)
-        RequestLog.write(context.logger, method: request.method.rawValue, path: request.uri.path, client: context.clientAddress,
-                         status: response.status.code, duration: duration)
+        RequestLog.write(
+            context.logger, method: request.method.rawValue, path: request.uri.path, client: context.clientAddress,
+            status: response.status.code, duration: duration)
         return response
     }
 }
@@ -55,12 +58,14 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
 /// The one line logged per request, by `TelemetryMiddleware` and by the gateway's proxy alike.
 public enum RequestLog {
     public static func write(_ logger: Logger, method: String, path: String, client: String, status: Int, duration: Duration) {
-        logger.info("request", metadata: [
-            "method": .string(method),
-            "path": .string(path),
-            "client": .string(client),
-            "status": .stringConvertible(status),
-            "duration_ms": .string(String(format: "%.2f", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)),
-        ])
+        logger.info(
+            "request",
+            metadata: [
+                "method": .string(method),
+                "path": .string(path),
+                "client": .string(client),
+                "status": .stringConvertible(status),
+                "duration_ms": .string(String(format: "%.2f", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)),
+            ])
     }
 }

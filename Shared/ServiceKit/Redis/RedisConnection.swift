@@ -16,9 +16,11 @@ public struct RedisConfiguration: Sendable {
     public var backoffBase: Duration
     public var backoffMax: Duration
 
-    public init(host: String = "127.0.0.1", port: Int = 6379, password: String? = nil, database: Int = 0, poolSize: Int = 4,
-                connectTimeout: TimeAmount = .seconds(2), commandTimeout: TimeAmount = .seconds(5),
-                backoffBase: Duration = .milliseconds(50), backoffMax: Duration = .seconds(2)) {
+    public init(
+        host: String = "127.0.0.1", port: Int = 6379, password: String? = nil, database: Int = 0, poolSize: Int = 4,
+        connectTimeout: TimeAmount = .seconds(2), commandTimeout: TimeAmount = .seconds(5),
+        backoffBase: Duration = .milliseconds(50), backoffMax: Duration = .seconds(2)
+    ) {
         self.host = host
         self.port = port
         self.password = password

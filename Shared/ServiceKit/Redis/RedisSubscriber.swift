@@ -69,7 +69,8 @@ public final class RedisSubscriber: Service, Sendable {
 
     private func push(_ value: RESPValue) {
         guard let parts = value.array, parts.count == 3, parts[0].string == "message",
-              let channel = parts[1].string, case .bulkString(let payload) = parts[2] else { return }
+            let channel = parts[1].string, case .bulkString(let payload) = parts[2]
+        else { return }
         let listeners = state.withLock { $0.listeners[channel] ?? [] }
         for listener in listeners {
             listener.continuation.yield(RedisMessage(channel: channel, payload: payload))

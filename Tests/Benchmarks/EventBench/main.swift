@@ -40,10 +40,12 @@ let redis = RedisClient(configuration: config.redis, logger: logger)
 let metrics = EventBusMetrics(registry: MetricsRegistry())
 let postgresTask = Task { await postgres.run() }
 
-let benchTable = Migration(name: "9000_bench", sql: """
-    CREATE TABLE IF NOT EXISTS bench_handled (event_id uuid PRIMARY KEY, occurred_at timestamptz NOT NULL, handled_at timestamptz NOT NULL);
-    CREATE TABLE IF NOT EXISTS bench_produced (event_id uuid PRIMARY KEY);
-    """)
+let benchTable = Migration(
+    name: "9000_bench",
+    sql: """
+        CREATE TABLE IF NOT EXISTS bench_handled (event_id uuid PRIMARY KEY, occurred_at timestamptz NOT NULL, handled_at timestamptz NOT NULL);
+        CREATE TABLE IF NOT EXISTS bench_produced (event_id uuid PRIMARY KEY);
+        """)
 try await MigrationRunner(client: postgres, schema: config.database.schema, migrations: EventBusSchema.migrations + [benchTable], logger: logger).run()
 
 switch mode {
@@ -56,8 +58,9 @@ case "consume":
     }
     var consumerRedis = config.redis
     consumerRedis.poolSize = 1
-    let consumer = EventConsumer(client: postgres, redis: RedisClient(configuration: consumerRedis, logger: logger), config: config.events,
-                                 handlers: handlers, producer: service, metrics: metrics, logger: logger)
+    let consumer = EventConsumer(
+        client: postgres, redis: RedisClient(configuration: consumerRedis, logger: logger), config: config.events,
+        handlers: handlers, producer: service, metrics: metrics, logger: logger)
     try await consumer.prepare()
     print("consumer ready", to: &standardError)
     try await consumer.run()
