@@ -20,7 +20,7 @@ RELEASE_BUILD=(-c release --static-swift-stdlib -Xlinker --no-export-dynamic)
 # each process in a session of its own), or between threads where autogroups are off or the
 # cgroup-v2 cpu controller governs instead. Either way the thread every request waits for got no
 # more than the database's backends or the load generator did, and requests queued behind it while
-# it waited for its turn (the README's STACK_NICE has the figures). STACK_NICE (-5, a weight three
+# it waited for its turn (docs/BENCHMARKS.md has the figures). STACK_NICE (-5, a weight three
 # times another process's) is the nice value their processes start at and their sessions get.
 # Lowering a nice value takes root's CAP_SYS_NICE (or a raised RLIMIT_NICE); without it they run at
 # their parent's.
