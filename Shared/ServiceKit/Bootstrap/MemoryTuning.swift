@@ -31,8 +31,8 @@ public enum ProcessTuning {
     /// not hop between the two for every await on the network or the database. That uses NIO's public
     /// installer, which finds the runtime's hook with `dlsym`: it works where the Swift runtime is a
     /// shared library (debug builds, the tests) and not in a `--static-swift-stdlib` build that exports
-    /// no symbols (the release build), where tasks keep the runtime's own pool. docs/BENCHMARKS.md has
-    /// what either costs per request. Blocking work (bcrypt, libcurl) runs on `NIOThreadPool`, never on
+    /// no symbols (the release build), where tasks keep the runtime's own pool. `NIO_GLOBAL_EXECUTOR=0`
+    /// keeps them there everywhere (docs/CONFIGURATION.md). Blocking work (bcrypt, libcurl) runs on `NIOThreadPool`, never on
     /// the executor.
     public static func apply() {
         MemoryTuning.limitArenas()
@@ -55,7 +55,7 @@ public enum ProcessTuning {
     /// `EVENT_LOOP_THREADS`: how many event-loop threads the process runs (NIO's default, one per core,
     /// when unset). A process with its own cores wants one per core. Where the whole stack shares a few
     /// cores (`scripts/stack`, docker compose) one each is faster: a request no longer wakes a second
-    /// thread of the same process, and the gateway's p99 on two cores halved (README, figures).
+    /// thread of the same process, and the gateway's p99 on two cores halved (docs/BENCHMARKS.md).
     /// Read here, before anything starts a loop; the service's configuration reports a malformed value.
     public static let eventLoopThreadsRange = 1...64
 
