@@ -39,11 +39,12 @@ var targets: [Target] = [
     .target(name: "Models", path: "Shared/Models", swiftSettings: swiftSettings),
     .systemLibrary(name: "CHiredis", path: "Shared/CHiredis", providers: [.apt(["libhiredis-dev"])]),
     .systemLibrary(name: "CCurl", path: "Shared/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-    // glibc's malloc tuning (`mallopt`, `malloc_trim`), whose header Glibc's module map leaves out.
-    .target(name: "CMallocTuning", path: "Shared/CMallocTuning"),
-    // The kit, in layers: each imports only the layers below it, so a wrong-way import does not
-    // compile (docs/ARCHITECTURE.md has the diagram). Core ← Redis, Database ← Events ← HTTP ←
-    // Tokens ← ServiceKit (the bootstrap that wires them into a service).
+    // glibc functions Swift's Glibc module does not show (malloc tuning, spawn's close-from).
+    .target(name: "CGlibcExtras", path: "Shared/CGlibcExtras"),
+    // The kit, in layers: each imports only the layers it declares below, so a wrong-way import does
+    // not compile (docs/ARCHITECTURE.md has the diagram): Core; Redis and Database on Core; Events on
+    // those three; HTTP on Core and Database; Tokens on Core and HTTP; ServiceKit (the bootstrap
+    // that wires them into a service) on all.
     .target(
         name: "ServiceKitCore",
         dependencies: [
@@ -131,7 +132,7 @@ var targets: [Target] = [
     .target(
         name: "ServiceKit",
         dependencies: kitLayers + [
-            "Models", "CMallocTuning",
+            "Models", "CGlibcExtras",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -178,6 +179,7 @@ var targets: [Target] = [
     .target(
         name: "TestSupport",
         dependencies: kit + [
+            "CGlibcExtras",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),

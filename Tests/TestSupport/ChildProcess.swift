@@ -1,9 +1,6 @@
+import CGlibcExtras
 import Foundation
 import Synchronization
-
-// glibc 2.34+; Swift's Glibc module does not show it.
-@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
-private func spawnFileActionsAddCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
 
 /// A child process started with `posix_spawn` and reaped with `waitpid`, polled from async code.
 /// Foundation's `Process.waitUntilExit` hung inside the test runner's cooperative threads, and its
@@ -27,7 +24,7 @@ public final class ChildProcess: Sendable {
         // child lived. A pool test then sent a request into a connection its upstream had closed
         // and waited for an answer that never came (the "stalls" of 5-20 s in full parallel runs;
         // `ss -p` showed the mail sink's python holding both ends and the listening socket).
-        guard spawnFileActionsAddCloseFrom(&fileActions, 3) == 0 else { throw POSIXError(.EINVAL) }
+        guard cge_spawn_close_from(&fileActions, 3) == 0 else { throw POSIXError(.EINVAL) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

@@ -9,6 +9,9 @@ source scripts/lib/infra.sh
 ensure_python_tools
 
 export STACK_NATIVE=1
+# The end-to-end tests run the release build, built as the Dockerfile builds it: what ships is what
+# is tested (the Swift tests run the debug build, with its assertions).
+export STACK_BUILD=release
 # Every test signs up from 127.0.0.1, schemathesis's many sign-ups included: the per-address sign-up
 # limit (tested on its own in the Swift tests) would otherwise refuse the tests that come after it.
 export STACK_ENV="${STACK_ENV:-} SIGNUP_MAX_PER_IP_PER_HOUR=1000000"

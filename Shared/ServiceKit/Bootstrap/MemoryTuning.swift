@@ -1,4 +1,4 @@
-import CMallocTuning
+import CGlibcExtras
 import Foundation
 import Logging
 import NIOCore
@@ -15,12 +15,12 @@ public enum MemoryTuning {
     /// Two arenas are plenty for 2 event-loop threads plus the cooperative pool. Must run before
     /// other threads start allocating; `MALLOC_ARENA_MAX` in the environment wins.
     public static func limitArenas(_ count: Int32 = 2) {
-        if getenv("MALLOC_ARENA_MAX") == nil { _ = cmt_limit_arenas(count) }
+        if getenv("MALLOC_ARENA_MAX") == nil { _ = cge_limit_malloc_arenas(count) }
     }
 
     /// Hands memory freed after start-up (migration SQL, configuration parsing) back to the system.
     public static func releaseFreeMemory() {
-        _ = cmt_release_free_memory()
+        _ = cge_release_free_memory()
     }
 }
 
