@@ -89,14 +89,6 @@ struct Social: Sendable {
         throw APIError.notFound("No such profile.")
     }
 
-    /// 404 unless the profile exists and is not hidden from the caller. For the actions that work even
-    /// on someone who blocks the caller: blocking back and unblocking.
-    func requireExists(_ id: UUID, for caller: Caller, on connection: PostgresConnection, logger: Logger) async throws {
-        guard let profile = try await profiles.find(id: id, on: connection, logger: logger), profile.hiddenAt == nil || caller.isStaff else {
-            throw APIError.notFound("No such profile.")
-        }
-    }
-
     /// One page of a newest-first list: reads `?limit=` and `?cursor=`, lets `fetch` read `limit + 1`
     /// rows after the cursor on one connection, and returns the page with the next cursor.
     func page<Item: Codable & Sendable>(_ request: Request, _ fetch: (PostgresConnection, Int, TimeCursor?) async throws -> [(Item, TimeCursor)]) async throws -> Page<Item> {

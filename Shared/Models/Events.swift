@@ -210,13 +210,13 @@ public struct FollowRequested: EventPayload, Equatable {
     }
 }
 
-/// A follow ended: unfollowed, or removed by a block. (An account deletion removes follows too; other
+/// A follow ended: unfollowed, removed by the one followed, or by a block. (An account deletion removes follows too; other
 /// services learn of it from `user.deleted` itself.)
 public struct FollowRemoved: EventPayload, Equatable {
     public static let eventType = "follow.removed"
     public var followerID: UUID
     public var followeeID: UUID
-    /// `unfollow`, `block`.
+    /// `unfollow`, `removed` (by the one followed), `block`.
     public var reason: String
 
     public init(followerID: UUID, followeeID: UUID, reason: String) {

@@ -72,6 +72,15 @@ import TestSupport
             #expect(login.json[path: "user.email_verified"] as? Bool == true)
             let again = try await createAdmin([email])
             #expect(again.status == 0 && again.output.contains("is already an admin"), "\(again)")
+
+            // Two admins: one may delete the account; the last one may not (nobody could administer).
+            let bossToken = try #require(login.json[path: "session.access_token"] as? String)
+            #expect(try await env.call(.delete, "/v1/auth/account", json: ["password": "the pantry boss password"], token: bossToken).status == .accepted)
+            let verifiedLogin = try await env.logIn(verified.email, verified.password)
+            let verifiedToken = try #require(verifiedLogin.json[path: "session.access_token"] as? String)
+            let lastOne = try await env.call(.delete, "/v1/auth/account", json: ["password": verified.password], token: verifiedToken)
+            #expect(lastOne.status == .conflict && lastOne.code == "last_admin", "\(lastOne.text)")
+            #expect(try await env.logIn(verified.email, verified.password).status == .ok)
         }
     }
 
@@ -103,7 +112,24 @@ import TestSupport
             #expect(page2.json["next_cursor"] is NSNull || page2.json["next_cursor"] == nil)
             let found = try await env.call(.get, "/v1/admin/users?query=pastry", token: bossToken)
             #expect((found.json["items"] as? [[String: Any]])?.first?["id"] as? String == cook.id)
-            #expect(try await env.call(.get, "/v1/admin/users?cursor=bogus", token: bossToken).status == .badRequest)
+            #expect(try await env.call(.get, "/v1/admin/users?cursor=bogus", token: bossToken).code == "invalid_cursor")
+            // A cursor is client input: a well-formed one naming a date no timestamp holds (it stopped
+            // the process once, overflowing on the way to PostgreSQL) is refused like any other.
+            for hostile in [
+                #"{"c":1e300,"i":"00000000-0000-0000-0000-000000000000"}"#, #"{"c":-1e19,"i":"00000000-0000-0000-0000-000000000000"}"#,
+                #"{"c":"x","i":"00000000-0000-0000-0000-000000000000"}"#, String(repeating: "[", count: 5000),
+            ] {
+                let cursor = Data(hostile.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+                let reply = try await env.call(.get, "/v1/admin/users?cursor=\(cursor)", token: bossToken)
+                #expect(reply.status == .badRequest && reply.code == "invalid_cursor", "\(hostile.prefix(40)): \(reply.status)")
+            }
+            var generator = SeededRandom("adminUserListRandomCursors")
+            for _ in 0..<200 {
+                let length = Int.random(in: 1...60, using: &generator)
+                let cursor = String((0..<length).map { _ in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".randomElement(using: &generator)! })
+                let reply = try await env.call(.get, "/v1/admin/users?cursor=\(cursor)", token: bossToken)
+                #expect(reply.status == .badRequest || reply.status == .ok, "\(cursor): \(reply.status)")
+            }
             #expect(try await env.call(.get, "/v1/admin/users?limit=1000", token: bossToken).status == .badRequest)
             // A NUL reaches PostgreSQL, which cannot hold it in text: a 400, never a 500.
             #expect(try await env.call(.get, "/v1/admin/users?query=pa%00stry", token: bossToken).code == "invalid_text")

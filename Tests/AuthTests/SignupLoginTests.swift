@@ -90,6 +90,9 @@ import TestSupport
             let marked = "a" + String(String.UnicodeScalarView((0..<100).map { Unicode.Scalar(0x300 + UInt32($0 % 0x70))! }))
             let longName = try await env.call(.post, "/v1/auth/signup", json: ["email": "y@example.com", "password": "a fine password", "display_name": marked])
             #expect((longName.json["errors"] as? [[String: Any]])?.first?["field"] as? String == "display_name")
+            // A right-to-left override would make the name read otherwise in the verification mail and the apps.
+            let flipped = try await env.call(.post, "/v1/auth/signup", json: ["email": "z@example.com", "password": "a fine password", "display_name": "Ana\u{202E}kooc"])
+            #expect(flipped.status == .badRequest && (flipped.json["errors"] as? [[String: Any]])?.first?["field"] as? String == "display_name")
             // A NUL in the address of a login: a 400, never a 500.
             let nul = try await env.call(.post, "/v1/auth/login", json: ["email": "a\u{0}b@example.com", "password": "a fine password"])
             #expect(nul.status == .badRequest && nul.code == "invalid_text", "\(nul.text)")

@@ -277,3 +277,35 @@ import TestSupport
         }
     }
 }
+
+/// A private account takes back an approval without blocking: the follow ends quietly.
+@Suite struct RemoveFollowerTests {
+    @Test func aFollowerIsRemovedQuietlyAndMayAskAgain() async throws {
+        try await SocialTestEnvironment.run { env in
+            let owner = try await env.user()
+            let fan = try await env.user()
+            let stranger = try await env.user()
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: owner, json: ["is_private": true]).status == .ok)
+            #expect(try await env.follow(owner, as: fan).json["state"] as? String == "requested")
+            #expect(try await env.call(.post, "/v1/follow-requests/\(fan.path)/approve", as: owner).status == .ok)
+            #expect(try await env.call(.get, "/v1/profiles/me", as: owner).json["followers_count"] as? Int == 1)
+
+            let removed = try await env.call(.delete, "/v1/profiles/me/followers/\(fan.path)", as: owner)
+            #expect(removed.status == .noContent)
+            let mine = try await env.call(.get, "/v1/profiles/me", as: owner).json
+            #expect(mine["followers_count"] as? Int == 0)
+            #expect(try await env.call(.get, "/v1/profiles/me", as: fan).json["following_count"] as? Int == 0)
+            #expect(try await env.call(.get, "/v1/profiles/\(owner.path)/followers", as: owner).ids.isEmpty)
+            // Nobody is told; the fan's own notifications hold nothing about it.
+            #expect(try await env.call(.get, "/v1/notifications", as: fan).ids.count == 1)  // the approval, from before
+            try await waitUntil(.seconds(10)) {
+                try await env.events(FollowRemoved.eventType).contains { ($0["data"] as? [String: Any])?["reason"] as? String == "removed" }
+            }
+            // Not a follower (any more, or ever): 404.
+            #expect(try await env.call(.delete, "/v1/profiles/me/followers/\(fan.path)", as: owner).status == .notFound)
+            #expect(try await env.call(.delete, "/v1/profiles/me/followers/\(stranger.path)", as: owner).status == .notFound)
+            // The private account decides again.
+            #expect(try await env.follow(owner, as: fan).json["state"] as? String == "requested")
+        }
+    }
+}

@@ -102,10 +102,44 @@ import TestSupport
             #expect(taken.status == .conflict && taken.code == "username_taken" && taken.fieldErrors == ["username"])
             // Keeping one's own name in another case is fine.
             #expect(try await env.call(.patch, "/v1/profiles/me", as: first, json: ["username": "PASTA_QUEEN"]).status == .ok)
-            for bad in ["ab", String(repeating: "a", count: 31), "has space", "émile", ".dot", "dot.", "a..b", "admin", "Support", "me"] {
+            for bad in ["ab", String(repeating: "a", count: 31), "has space", "émile", ".dot", "dot.", "a..b", "admin", "Support", "me", "adm1n", "SUPP0RT"] {
                 let reply = try await env.call(.patch, "/v1/profiles/me", as: second, json: ["username": bad])
                 #expect(reply.status == .badRequest && reply.fieldErrors == ["username"], "\(bad): \(reply.text)")
             }
+        }
+    }
+
+    /// Names that look alike are one name (UTS #39's confusables for a username's characters): I, l, 1
+    /// and i fold together, as O and 0 do, on top of case. The chosen spelling is what others see.
+    @Test func usernamesThatLookAlikeAreOneName() async throws {
+        try await SocialTestEnvironment.run { env in
+            let alice = try await env.user()
+            let impostor = try await env.user()
+            let chosen = try await env.call(.patch, "/v1/profiles/me", as: alice, json: ["username": "AIice_C00k"])
+            #expect(chosen.status == .ok && chosen.json["username"] as? String == "AIice_C00k")
+            for lookalike in ["alice_cook", "a1ice_c0ok", "AlICE_COOK", "aiice_cOOk", "al1ce_c0Ok"] {
+                let reply = try await env.call(.patch, "/v1/profiles/me", as: impostor, json: ["username": lookalike])
+                #expect(reply.status == .conflict && reply.code == "username_taken", "\(lookalike): \(reply.text)")
+            }
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: impostor, json: ["username": "alice_cooks"]).status == .ok)
+            #expect(try await env.call(.get, "/v1/profiles/by-username/AIice_C00k", as: impostor).json["username"] as? String == "AIice_C00k")
+        }
+    }
+
+    /// Invisible characters that change how a name reads (a right-to-left override, zero-width spaces)
+    /// are refused in names and bios; the joiner inside an emoji sequence is not.
+    @Test func invisibleFormattingCharactersAreRefusedInText() async throws {
+        try await SocialTestEnvironment.run { env in
+            let cook = try await env.user()
+            for (field, value) in [
+                ("display_name", "Ada\u{202E}kooc"), ("display_name", "Ad\u{200B}a"), ("bio", "Bread\u{2066}and\u{2069}"),
+                ("bio", "\u{FEFF}hello"),
+            ] {
+                let reply = try await env.call(.patch, "/v1/profiles/me", as: cook, json: [field: value])
+                #expect(reply.status == .badRequest && reply.fieldErrors == [field], "\(field): \(reply.text)")
+            }
+            let chef = try await env.call(.patch, "/v1/profiles/me", as: cook, json: ["display_name": "Ada 👩‍🍳", "bio": "Line one\nline two 🏴󠁧󠁢󠁳󠁣󠁴󠁿"])
+            #expect(chef.status == .ok && chef.json["display_name"] as? String == "Ada 👩‍🍳", "\(chef.text)")
         }
     }
 

@@ -217,6 +217,19 @@ extension Accounts {
         }
     }
 
+    /// Refuses (`409 last_admin`) unless an enabled admin other than `admin` remains; under the same
+    /// lock as every other change to who is admin, so two last admins leaving at once leave one.
+    func requireAnotherAdmin(than admin: UUID, on connection: PostgresConnection) async throws {
+        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('auth.admin-changes'))", logger: logger)
+        let others = try await connection.checkedQuery(
+            "SELECT count(*) FROM users WHERE roles @> ARRAY['admin'] AND disabled_at IS NULL AND id <> \(admin)", logger: logger)
+        var count = 0
+        for try await value in others.decode(Int.self) { count = value }
+        guard count > 0 else {
+            throw APIError.conflict("You are the last admin: make someone else admin before you delete this account.", code: "last_admin")
+        }
+    }
+
     /// Checks the password of a signed-in user again (change, deletion), counting failures.
     func confirmPassword(_ password: String, of user: UserRecord, context: AuthenticatedContext, request: Request) async throws {
         let ip = context.clientAddress

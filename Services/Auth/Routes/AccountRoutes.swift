@@ -269,6 +269,7 @@ struct AccountRoutes {
 
     /// With the password, or for an Apple/Google-only account a session started in the last
     /// `REAUTH_WINDOW_SECONDS`. Everything of the account goes; `user.deleted` tells the other services.
+    /// The last admin cannot go (`409 last_admin`): nobody could administer the accounts after.
     @Sendable func deleteAccount(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<DeletedResponse> {
         let body = try await request.decodeIfPresent(as: DeleteRequest.self, context: context) ?? DeleteRequest(password: nil)
         let accounts = self.accounts
@@ -288,6 +289,7 @@ struct AccountRoutes {
         }
         try await accounts.postgres.transaction(logger: context.logger) { connection in
             guard let current = try await accounts.users.find(id: user.id, forUpdate: true, on: connection, logger: context.logger) else { return }
+            if current.roles.contains(.admin) { try await accounts.requireAnotherAdmin(than: current.id, on: connection) }
             try await accounts.users.delete(current, on: connection, logger: context.logger)
             try await accounts.outbox.write(UserDeleted(userID: user.id), userID: user.id, on: connection, logger: context.logger)
         }
@@ -328,7 +330,7 @@ enum DisplayName {
     /// A name from a provider is cleaned rather than refused: a sign-in must not fail over it.
     static func sanitized(_ name: String?) -> String? {
         guard let name else { return nil }
-        let cleaned = String(name.unicodeScalars.filter { !CharacterSet.controlCharacters.contains($0) }).trimmingCharacters(in: .whitespacesAndNewlines)
+        let cleaned = name.withoutInvisibleCharacters.trimmingCharacters(in: .whitespacesAndNewlines)
         // Cut at a character's end within the limit in code points, not inside a flag or an emoji sequence.
         var kept = "", points = 0
         for character in cleaned {
@@ -341,8 +343,8 @@ enum DisplayName {
 
     static func validate(_ name: String?) throws -> String? {
         guard let trimmed = name?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
-        guard trimmed.codePoints <= maxLength, !trimmed.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) }) else {
-            throw APIError.validation([.init(field: "display_name", message: "must be at most \(maxLength) characters without control characters")])
+        guard trimmed.codePoints <= maxLength, !trimmed.hasInvisibleCharacters() else {
+            throw APIError.validation([.init(field: "display_name", message: "must be at most \(maxLength) characters without control or invisible formatting characters")])
         }
         return trimmed
     }

@@ -19,6 +19,10 @@ struct BlockStore: Sendable {
             "INSERT INTO blocks (blocker_id, blocked_id) VALUES (\(blocker), \(blocked)) ON CONFLICT DO NOTHING RETURNING true", logger: logger)
     }
 
+    func isBlocking(_ blocker: UUID, _ blocked: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT true FROM blocks WHERE blocker_id = \(blocker) AND blocked_id = \(blocked)", logger: logger)
+    }
+
     /// True when there was a block to lift.
     func unblock(_ blocker: UUID, _ blocked: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         return try await connection.returnsRow(

@@ -97,9 +97,9 @@ struct ProfileEdit: Sendable {
         }
     }
 
-    /// Control characters (NUL among them, which PostgreSQL refuses in text) have no place in names.
+    /// Control and invisible format characters have no place in names (`hasInvisibleCharacters`).
     static func hasControlCharacters(_ text: String) -> Bool {
-        text.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        text.hasInvisibleCharacters()
     }
 
     /// Why a username is refused, or nil: 3–30 letters, digits, `_` and `.`, no leading, trailing or
@@ -111,9 +111,25 @@ struct ProfileEdit: Sendable {
         guard allowed else { return "may contain only letters, digits, _ and ." }
         guard (3...30).contains(name.utf8.count) else { return "must be 3 to 30 characters long" }
         guard !name.hasPrefix("."), !name.hasSuffix("."), !name.contains("..") else { return "may not start or end with a dot or have two dots in a row" }
-        guard !reservedUsernames.contains(name.lowercased()) else { return "is reserved" }
+        guard !reservedSkeletons.contains(usernameSkeleton(name)) else { return "is reserved" }
         return nil
     }
+
+    /// What a username looks like: lowercase, with I, l, 1 and i as one letter and O and 0 as another.
+    /// Two names with one skeleton cannot both exist (the `username_skeleton` index, the same function
+    /// in SQL), and a reserved name cannot be spelled around ("adm1n").
+    static func usernameSkeleton(_ name: String) -> String {
+        String(
+            name.lowercased().map { character -> Character in
+                switch character {
+                case "1", "i": "l"
+                case "0": "o"
+                default: character
+                }
+            })
+    }
+
+    static let reservedSkeletons = Set(reservedUsernames.map(usernameSkeleton))
 
     private static func optionalText(_ value: JSONValue, field: String, max: Int, allowNewlines: Bool = false, fail: (String, String) -> Void) -> String?? {
         switch value {
@@ -121,8 +137,8 @@ struct ProfileEdit: Sendable {
         case .string(let raw):
             let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
             if text.codePoints > max { fail(field, "must be at most \(max) characters"); return nil }
-            if hasControlCharacters(allowNewlines ? text.replacingOccurrences(of: "\n", with: " ") : text) {
-                fail(field, "must not contain control characters"); return nil
+            if text.hasInvisibleCharacters(allowing: allowNewlines ? ["\n"] : []) {
+                fail(field, "must not contain control characters or invisible formatting characters"); return nil
             }
             return .some(text.isEmpty ? nil : text)
         default: fail(field, "must be a string or null"); return nil
@@ -139,7 +155,7 @@ struct ProfileEdit: Sendable {
             guard case .string(let raw) = item else { fail("\(field)[\(index)]", "must be a string"); return nil }
             let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
             guard (1...maxLength).contains(text.codePoints) else { fail("\(field)[\(index)]", "must be 1 to \(maxLength) characters"); return nil }
-            guard !hasControlCharacters(text) else { fail("\(field)[\(index)]", "must not contain control characters"); return nil }
+            guard !hasControlCharacters(text) else { fail("\(field)[\(index)]", "must not contain control characters or invisible formatting characters"); return nil }
             if seen.insert(text.lowercased()).inserted { result.append(text) }
         }
         return result

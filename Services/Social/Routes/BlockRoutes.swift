@@ -43,8 +43,11 @@ struct BlockRoutes {
         let logger = context.logger
         return try await social.transaction(logger: logger) { connection in
             try await social.lockPair(caller: caller, with: target, on: connection, logger: logger)
-            // Someone who blocked the caller can be blocked back, so only existence is checked.
-            try await social.requireExists(target, for: caller, on: connection, logger: logger)
+            // Someone who blocks the caller does not exist for the caller (404, as for no profile at
+            // all), unless the caller blocked them first: blocking again then changes nothing.
+            if try await !social.blocks.isBlocking(caller.userID, target, on: connection, logger: logger) {
+                _ = try await social.visibleProfile(target, to: caller, on: connection, logger: logger)
+            }
             if try await social.blocks.block(caller.userID, target, on: connection, logger: logger) {
                 for (follower, followee) in try await social.follows.separate(caller.userID, target, on: connection, logger: logger) {
                     try await social.outbox.write(FollowRemoved(followerID: follower, followeeID: followee, reason: "block"), userID: follower, on: connection, logger: logger)
@@ -67,7 +70,8 @@ struct BlockRoutes {
             if try await social.blocks.unblock(caller.userID, target, on: connection, logger: logger) {
                 try await social.outbox.write(BlockRemoved(blockerID: caller.userID, blockedID: target), userID: caller.userID, on: connection, logger: logger)
             } else {
-                try await social.requireExists(target, for: caller, on: connection, logger: logger)
+                // Nothing to lift: 404 for no profile, and alike for one whose owner blocks the caller.
+                _ = try await social.visibleProfile(target, to: caller, on: connection, logger: logger)
             }
             return BlockState(blocking: false)
         }

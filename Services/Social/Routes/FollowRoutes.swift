@@ -25,6 +25,7 @@ struct FollowRoutes {
         profiles.delete(":id/follow", use: unfollow)
         profiles.get(":id/followers", use: { request, context in try await list(.followers, request, context: context) })
         profiles.get(":id/following", use: { request, context in try await list(.following, request, context: context) })
+        profiles.delete("me/followers/:id", use: removeFollower)
         let requests = router.group("v1/follow-requests", context: AuthenticatedContext.self)
         requests.get(use: incoming)
         requests.post(":id/approve", use: approve)
@@ -80,6 +81,25 @@ struct FollowRoutes {
                 _ = try await social.visibleProfile(target, to: caller, on: connection, logger: logger)
             }
             return FollowState(state: "none")
+        }
+    }
+
+    /// Removes one of the caller's followers without blocking them (a private account's way to take
+    /// back an approval): counts are corrected, `follow.removed` says so, nobody is notified, and the
+    /// notification the follow made goes. They may ask again (a private account decides again).
+    @Sendable func removeFollower(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        let follower = try context.profileID()
+        let caller = context.caller
+        let social = self.social
+        let logger = context.logger
+        return try await social.transaction(logger: logger) { connection in
+            try await social.follows.lockPair(caller.userID, follower, on: connection, logger: logger)
+            guard try await social.follows.unfollow(follower, caller.userID, on: connection, logger: logger) else {
+                throw APIError.notFound("This user does not follow you.")
+            }
+            try await social.outbox.write(FollowRemoved(followerID: follower, followeeID: caller.userID, reason: "removed"), userID: follower, on: connection, logger: logger)
+            try await social.notifications.retract(caller.userID, .follow, actor: follower, on: connection, logger: logger)
+            return .noContent
         }
     }
 

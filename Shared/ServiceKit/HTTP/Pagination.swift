@@ -31,11 +31,15 @@ public struct PageRequest: Sendable {
         self.init(limit: limit, cursor: cursor?.isEmpty == true ? nil : cursor)
     }
 
-    /// Decodes the cursor into the sort key type; a cursor that was not made by `Cursor.encode` is 400.
+    /// Decodes the cursor into the sort key type; a cursor that was not made by `Cursor.encode` is
+    /// `400 invalid_cursor`. A cursor is client input: `Cursor.decode` refuses what would not fit the
+    /// queries it ends up in (an out-of-range date, an overlong text).
     public func position<Key: Codable>(_: Key.Type) throws -> Key? {
         guard let cursor else { return nil }
         guard let key = Cursor.decode(Key.self, from: cursor) else {
-            throw APIError.validation([.init(field: "cursor", message: "is not a cursor this list returned")], detail: "The cursor is invalid or expired.")
+            throw APIError(
+                .badRequest, code: "invalid_cursor", detail: "The cursor is invalid or expired; start from the first page.",
+                errors: [.init(field: "cursor", message: "is not a cursor this list returned")])
         }
         return key
     }
@@ -61,7 +65,28 @@ public enum Cursor {
         return String(decoding: url, as: UTF8.self)
     }
 
+    /// The longest cursor read: the keys are a date or a number, an id, and at most a short text.
+    public static let maxLength = 1_024
+
+    /// Dates within years 1 to 9999, as PostgreSQL's timestamps and the arithmetic on them hold:
+    /// seconds since 2001 within ±3.2e11 (Foundation's JSON writes a date as that number).
+    static let dateRange: ClosedRange<Double> = -63_113_904_000...252_423_993_599
+
+    static let decoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let seconds = try container.decode(Double.self)
+            guard seconds.isFinite, dateRange.contains(seconds) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "a date out of range")
+            }
+            return Date(timeIntervalSinceReferenceDate: seconds)
+        }
+        return decoder
+    }()
+
     public static func decode<Key: Decodable>(_: Key.Type, from cursor: String) -> Key? {
+        guard cursor.utf8.count <= maxLength else { return nil }
         var base64: [UInt8] = []
         base64.reserveCapacity(cursor.utf8.count + 3)
         for byte in cursor.utf8 {
@@ -73,7 +98,7 @@ public enum Cursor {
         }
         while base64.count % 4 != 0 { base64.append(UInt8(ascii: "=")) }
         guard let data = Data(base64Encoded: Data(base64)) else { return nil }
-        return try? JSONDecoder().decode(Key.self, from: data)
+        return try? decoder.decode(Key.self, from: data)
     }
 
     /// Builds a page from `limit + 1` fetched rows: the extra row only says that there is a next page.
