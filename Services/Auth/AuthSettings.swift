@@ -44,9 +44,13 @@ struct AuthSettings: Sendable {
         // At most 15 minutes: an ended session's access token is accepted elsewhere until it expires.
         accessTokenTTL = .seconds(env.int("ACCESS_TOKEN_TTL_SECONDS", default: 900, range: 60...900))
         sessionIdleDays = env.int("SESSION_IDLE_DAYS", default: 30, range: 1...365)
+        // An account's own failures block only the address they come from (a stranger must not be able
+        // to lock the owner out); across addresses they slow each further attempt instead.
         throttle = LoginThrottle.Limits(
-            perAccount: env.int("LOGIN_MAX_FAILURES_PER_ACCOUNT", default: 5, range: 1...1_000),
+            perAccountAndIP: env.int("LOGIN_MAX_FAILURES_PER_ACCOUNT", default: 5, range: 1...1_000),
             perIP: env.int("LOGIN_MAX_FAILURES_PER_IP", default: 20, range: 1...100_000),
+            slowAfter: env.int("LOGIN_SLOW_AFTER_FAILURES", default: 10, range: 1...100_000),
+            maxDelay: .milliseconds(env.int("LOGIN_MAX_DELAY_MS", default: 5_000, range: 0...60_000)),
             window: .seconds(env.int("LOGIN_FAILURE_WINDOW_SECONDS", default: 900, range: 10...86_400))
         )
         resendPerHour = env.int("EMAIL_VERIFY_RESEND_PER_HOUR", default: 3, range: 1...100)

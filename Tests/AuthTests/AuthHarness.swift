@@ -97,7 +97,8 @@ struct AuthTestEnvironment: Sendable {
     static let appleClientID = "com.example.foodapp"
     static let googleClientID = "1234-test.apps.googleusercontent.com"
 
-    static func run(_ environment: [String: String] = [:], _ body: @Sendable (AuthTestEnvironment) async throws -> Void) async throws {
+    /// `redis`: a Redis of the test's own (one it may stop); the shared test Redis otherwise.
+    static func run(_ environment: [String: String] = [:], redis: RedisConfiguration? = nil, _ body: @Sendable (AuthTestEnvironment) async throws -> Void) async throws {
         let database = try await TestDatabase.create(services: ["auth"])
         let mail = try await MailSink.start()
         defer { mail.stop() }
@@ -119,7 +120,7 @@ struct AuthTestEnvironment: Sendable {
             "APPLE_CLIENT_IDS": appleClientID, "APPLE_JWKS_URL": apple.jwksURL, "APPLE_ISSUER": apple.issuer,
             "GOOGLE_CLIENT_IDS": googleClientID, "GOOGLE_JWKS_URL": google.jwksURL, "GOOGLE_ISSUER": "https://accounts.google.com,accounts.google.com",
         ].merging(environment) { $1 }
-        let config = ServiceConfig.test(name: "auth", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), environment: settings)
+        let config = ServiceConfig.test(name: "auth", database: database, redis: try redis ?? TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), environment: settings)
         let app = try buildApplication(config)
         try await app.test(.live) { client in
             try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }

@@ -160,16 +160,19 @@ import TestSupport
     @Test func failedLoginsAreThrottledPerAccountAndPerIP() async throws {
         try await AuthTestEnvironment.run(["LOGIN_MAX_FAILURES_PER_IP": "8"]) { env in
             let account = try await env.signUp()
+            let guesser: HTTPFields = .from("10.1.1.\(Int.random(in: 1...254))")
             for attempt in 1...5 {
-                let reply = try await env.logIn(account.email, "guess \(attempt)", headers: .from("10.1.1.\(attempt)"))
+                let reply = try await env.logIn(account.email, "guess \(attempt)", headers: guesser)
                 #expect(reply.code == "invalid_credentials")
             }
-            // Locked for this account, even with the right password and from another address.
-            let locked = try await env.logIn(account.email, account.password, headers: .from("10.1.2.1"))
+            // Blocked for this account from this address, even with the right password...
+            let locked = try await env.logIn(account.email, account.password, headers: guesser)
             #expect(locked.status == .tooManyRequests)
             #expect(locked.code == "too_many_attempts")
             let retryAfter = Int(locked.headers[.retryAfter] ?? "") ?? 0
             #expect(retryAfter > 800 && retryAfter <= 900)
+            // ...but the owner at another address is not locked out by a stranger's guesses.
+            #expect(try await env.logIn(account.email, account.password, headers: .from("10.1.2.1")).status == .ok)
 
             // Per IP: failures against many accounts from one address add up; a success of the
             // attacker's own account does not reset them.
@@ -209,7 +212,7 @@ import TestSupport
                     // Over connections of their own, so that the guesses really arrive together.
                     group.addTask {
                         try await ConcurrentClient.send(
-                            port: env.client.port!, "POST", "/v1/auth/login", headers: [("X-Forwarded-For", "10.3.0.\(attempt)")],
+                            port: env.client.port!, "POST", "/v1/auth/login", headers: [("X-Forwarded-For", "10.3.0.77")],
                             json: ["email": account.email, "password": "parallel guess \(attempt)"]
                         ).json["code"] as? String
                     }
@@ -221,6 +224,60 @@ import TestSupport
             #expect(codes.filter { $0 == "invalid_credentials" }.count == 5, "\(codes)")
             #expect(codes.filter { $0 == "too_many_attempts" }.count == 15, "\(codes)")
         }
+    }
+
+    /// An attacker with many addresses is never refused by the account's count (that would let a
+    /// stranger lock the owner out) but is slowed: past LOGIN_SLOW_AFTER_FAILURES each attempt waits,
+    /// doubling. The owner's right password still signs in, from a new address, and starts the count over.
+    @Test func guessesFromManyAddressesAreSlowedNotTurnedIntoALockout() async throws {
+        try await AuthTestEnvironment.run(["LOGIN_SLOW_AFTER_FAILURES": "2", "LOGIN_MAX_DELAY_MS": "3000", "BCRYPT_COST": "4"]) { env in
+            let account = try await env.signUp()
+            let clock = ContinuousClock()
+            var times: [Duration] = []
+            for attempt in 1...6 {
+                var code: String?
+                times.append(
+                    try await clock.measure {
+                        code = try await env.logIn(account.email, "guess \(attempt)", headers: .from("10.7.\(attempt).\(Int.random(in: 1...254))")).code
+                    })
+                #expect(code == "invalid_credentials", "attempt \(attempt)")
+            }
+            // Past two failures each attempt waits first: 250 ms, then 500, 1000, 2000 (lower bounds,
+            // which a busy machine cannot break).
+            #expect(times[2] >= .milliseconds(250) && times[3] >= .milliseconds(500) && times[4] >= .milliseconds(1000) && times[5] >= .milliseconds(2000), "\(times)")
+            var ownerStatus: HTTPResponse.Status?
+            let owner = try await clock.measure { ownerStatus = try await env.logIn(account.email, account.password, headers: .from("10.8.0.1")).status }
+            #expect(ownerStatus == .ok && owner >= .milliseconds(3000), "\(owner)")
+            // The owner's success starts the account's count over: the next attempt does not wait the 3 s.
+            let next = try await clock.measure { _ = try await env.logIn(account.email, "one more guess", headers: .from("10.8.0.2")) }
+            #expect(next < .milliseconds(1500), "\(next)")
+        }
+    }
+
+    @Test func theSlowdownDoublesFromItsThresholdUpToItsCap() throws {
+        let throttle = LoginThrottle(
+            redis: RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger),
+            limits: .init(perAccountAndIP: 5, perIP: 20, slowAfter: 10, maxDelay: .seconds(5), window: .seconds(900)), logger: TestEnvironment.logger)
+        #expect((0...9).allSatisfy { throttle.delay(afterFailures: $0) == nil })
+        #expect([10, 11, 12, 13, 14, 15, 40].map { throttle.delay(afterFailures: $0) } == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(5), .seconds(5)])
+    }
+
+    /// With Redis stopped, each process counts in memory and enforces the same limits: an outage is
+    /// not a window of unlimited guessing, and the owner at another address still signs in.
+    @Test(.timeLimit(.minutes(2))) func throttlingHoldsWhileRedisIsAway() async throws {
+        let redis = try RedisServer()
+        try await redis.start()
+        try await AuthTestEnvironment.run(["BCRYPT_COST": "4"], redis: redis.configuration) { env in
+            let account = try await env.signUp()
+            try await redis.stop()
+            let guesser: HTTPFields = .from("10.9.9.\(Int.random(in: 1...254))")
+            var codes: [String?] = []
+            for attempt in 1...8 { codes.append(try await env.logIn(account.email, "guess \(attempt)", headers: guesser).code) }
+            #expect(codes == Array(repeating: "invalid_credentials", count: 5) + Array(repeating: "too_many_attempts", count: 3), "\(codes)")
+            #expect(try await env.logIn(account.email, account.password, headers: guesser).code == "too_many_attempts")
+            #expect(try await env.logIn(account.email, account.password, headers: .from("10.9.10.1")).status == .ok)
+        }
+        try? await redis.stop()
     }
 
     /// The access token verifies with nothing but the published JWKS and textbook ES256 (RFC 7515
