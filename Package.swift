@@ -49,6 +49,7 @@ var targets: [Target] = [
         name: "ServiceKitCore",
         dependencies: [
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
         ],

@@ -24,6 +24,7 @@ public enum ServiceLauncher {
             let config = try loadConfig(definition, environment: environment)
             switch command {
             case "serve":
+                Logger(label: definition.name).info("starting", metadata: ["global_executor": "\(ProcessTuning.tasksRunOnEventLoops ? "event loops" : "the runtime's pool")"])
                 let app = try buildServiceApplication(definition, config: config)
                 try await app.runService()
                 Logger(label: definition.name).info("stopped cleanly")

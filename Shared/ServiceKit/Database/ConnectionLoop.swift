@@ -117,30 +117,6 @@ extension PostgresConnection {
         }
     }
 }
-
-/// Runs Swift tasks that prefer it on one NIO event loop. One per loop, made on first use.
-final class EventLoopTaskExecutor: TaskExecutor {
-    let loop: any EventLoop
-
-    private init(loop: any EventLoop) { self.loop = loop }
-
-    private static let executors = Mutex<[ObjectIdentifier: EventLoopTaskExecutor]>([:])
-
-    static func `for`(_ loop: any EventLoop) -> EventLoopTaskExecutor {
-        executors.withLock { executors in
-            if let executor = executors[ObjectIdentifier(loop)] { return executor }
-            let executor = EventLoopTaskExecutor(loop: loop)
-            executors[ObjectIdentifier(loop)] = executor
-            return executor
-        }
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
-    }
-}
-
 /// A prepared statement with one parameter, `$1`: the bindings such statements wrote alike, from
 /// the value `parameter` names (the statement's own field, under its own name).
 public protocol OneParameterStatement: PostgresPreparedStatement {

@@ -91,7 +91,13 @@ struct HTTPListener<ChildChannel: ServerChildChannel>: Service {
                 do {
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
-                            group.addTask { await childChannel.handle(value: connection, logger: logger) }
+                            // The connection's requests run on its channel's event loop (a task executor
+                            // preference, Swift's public API), not on the runtime's pool: no hop between
+                            // the two for every await. Where NIO could make the loops the global executor
+                            // (`ProcessTuning`) this changes nothing; in the static release build it could not.
+                            group.addTask(executorPreference: EventLoopTaskExecutor.for(connection.channel.eventLoop)) {
+                                await childChannel.handle(value: connection, logger: logger)
+                            }
                         }
                     }
                 } catch is CancellationError {
