@@ -12,9 +12,10 @@ enum SocialService {
         name: "social",
         defaultPort: 8082,
         migrations: { try ServiceDefinition.bundledMigrations(.module) },
-        setup: { _ in
-            ServiceSetup(build: { router, dependencies in
-                let social = Social(dependencies: dependencies)
+        setup: { config in
+            let settings = try SocialSettings(config)
+            return ServiceSetup(build: { router, dependencies in
+                let social = Social(dependencies: dependencies, settings: settings)
                 ProfileRoutes(social: social).add(to: router)
                 OnboardingRoutes(social: social).add(to: router)
                 AvatarRoutes(social: social).add(to: router)

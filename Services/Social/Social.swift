@@ -15,18 +15,38 @@ import ServiceKitTokens
 /// visible to whom, the caller's own profile made on first use).
 struct Social: Sendable {
     let postgres: PostgresClient
+    let redis: RedisClient
     let outbox: EventOutbox
+    let settings: SocialSettings
     let logger: Logger
     let profiles = ProfileStore()
     let follows = FollowStore()
     let blocks = BlockStore()
     let warnings = WarningStore()
-    var notifications: NotificationStore { NotificationStore(outbox: outbox) }
+    var notifications: NotificationStore { NotificationStore(outbox: outbox, redis: redis, repeatPushWindow: settings.repeatPushWindow) }
 
-    init(dependencies: ServiceDependencies) {
+    init(dependencies: ServiceDependencies, settings: SocialSettings) {
         postgres = dependencies.postgres
+        redis = dependencies.redis
         outbox = dependencies.outbox
+        self.settings = settings
         logger = dependencies.logger
+    }
+
+    /// Counts a follow, unfollow or request of `user` in the hour; over `FOLLOW_ACTIONS_PER_HOUR`,
+    /// `429 rate_limited` with `Retry-After`. A follow loop is someone's spam, not a use of the app.
+    /// While Redis is unreachable the action is let through (logged).
+    func countFollowAction(by user: UUID, logger: Logger) async throws {
+        let key = "social:follow-actions:" + user.uuidString.lowercased()
+        let count: Int
+        do {
+            count = try await redis.incrementWithExpiry(key, window: .seconds(3600))
+        } catch {
+            logger.warning("follow rate limit unavailable; action allowed", metadata: ["error": "\(error)"])
+            return
+        }
+        guard count > settings.followActionsPerHour else { return }
+        throw APIError.tooManyRequests("Too many follows and unfollows in the last hour.", ttlMilliseconds: (try? await redis.pttl(key)) ?? nil)
     }
 
     /// A transaction that is tried again when PostgreSQL picks it as a deadlock victim or a

@@ -309,3 +309,53 @@ import TestSupport
         }
     }
 }
+
+/// Follow loops: a user's follows and unfollows are limited per hour, and the target is pushed one
+/// notification per person per window however often they come back.
+@Suite struct FollowLoopTests {
+    @Test func followActionsPerHourAreLimited() async throws {
+        try await SocialTestEnvironment.run(["FOLLOW_ACTIONS_PER_HOUR": "4"]) { env in
+            let looper = try await env.user()
+            let target = try await env.user()
+            for _ in 0..<2 {
+                #expect(try await env.follow(target, as: looper).status == .ok)
+                #expect(try await env.call(.delete, "/v1/profiles/\(target.path)/follow", as: looper).status == .ok)
+            }
+            let refused = try await env.follow(target, as: looper)
+            #expect(refused.status == .tooManyRequests && refused.code == "rate_limited", "\(refused.text)")
+            #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 > 3000)
+            // Another user is not affected.
+            #expect(try await env.follow(target, as: try await env.user()).status == .ok)
+        }
+    }
+
+    @Test func aFollowLoopPushesOneNotification() async throws {
+        try await SocialTestEnvironment.run { env in
+            let looper = try await env.user()
+            let target = try await env.user()
+            let subscriber = RedisSubscriber(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+            let running = Task { try await subscriber.run() }
+            defer { running.cancel() }
+            let channel = "user:\(target.path)"
+            let messages = subscriber.subscribe(channel)
+            try await waitUntil { try await env.redis.publish(channel, "{}") > 0 }
+            for _ in 0..<3 {
+                #expect(try await env.follow(target, as: looper).status == .ok)
+                #expect(try await env.call(.delete, "/v1/profiles/\(target.path)/follow", as: looper).status == .ok)
+            }
+            #expect(try await env.follow(target, as: looper).status == .ok)
+            // Four follows: four stored and announced on the stream, one pushed live.
+            try await waitUntil(.seconds(10)) { try await env.events(NotificationCreated.eventType).count == 4 }
+            #expect(try await env.call(.get, "/v1/notifications", as: target).ids.count == 1)
+            // The live messages are buffered on the subscription: count what arrived.
+            let counting = Task { () -> Int in
+                var pushed = 0
+                for await message in messages where message.text.contains(NotificationCreated.eventType) { pushed += 1 }
+                return pushed
+            }
+            try await Task.sleep(for: .seconds(1))
+            counting.cancel()
+            #expect(await counting.value == 1)
+        }
+    }
+}

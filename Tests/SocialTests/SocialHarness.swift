@@ -26,12 +26,14 @@ struct SocialTestEnvironment: Sendable {
     let config: ServiceConfig
     let redis: RedisClient
 
-    static func run(_ body: @Sendable (SocialTestEnvironment) async throws -> Void) async throws {
+    static func run(_ environment: [String: String] = [:], _ body: @Sendable (SocialTestEnvironment) async throws -> Void) async throws {
         let database = try await TestDatabase.create(services: ["social"])
         let issuer = TestIssuer()
         try await issuer.start()
         defer { issuer.stop() }
-        var settings = ServiceConfig.test(name: "social", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL)
+        var settings = ServiceConfig.test(
+            name: "social", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL,
+            environment: environment)
         settings.tokens = issuer.tokenConfig
         let config = settings
         let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)

@@ -9,11 +9,13 @@ struct AuthMailer: Sendable {
     let settings: MailSettings
     let outbox = MailOutbox()
 
-    func sendVerification(to email: String, name: String?, token: OpaqueToken, on connection: PostgresConnection, logger: Logger) async throws {
+    /// The address is not proven yet, so whoever typed it may not own it: the mail carries nothing
+    /// they chose (no display name), only this server's words and link.
+    func sendVerification(to email: String, token: OpaqueToken, on connection: PostgresConnection, logger: Logger) async throws {
         let link = settings.link(settings.verifyEmailURL, token: token.value)
         let message = render(
             to: email, subject: "Confirm your email for \(settings.appName)",
-            greeting: name,
+            greeting: nil,
             paragraphs: ["Please confirm that this is your email address for \(settings.appName)."],
             action: ("Confirm email", link),
             footer: "The link works once and expires in 24 hours. If you did not sign up, ignore this mail."

@@ -61,7 +61,7 @@ struct AccountRoutes {
             try await accounts.outbox.write(
                 UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: "email"), userID: user.id, on: connection, logger: context.logger)
             let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
-            try await accounts.mailer.sendVerification(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
+            try await accounts.mailer.sendVerification(to: user.email, token: token, on: connection, logger: context.logger)
             return try await accounts.startSession(for: user, method: "password", client: client, on: connection)
         }
         return EditedResponse(status: .created, response: SignInResponse(user: UserView(user, providers: []), session: session))
@@ -136,7 +136,7 @@ struct AccountRoutes {
             detail: "Verification mails are limited to \(accounts.settings.resendPerHour) an hour.", whenUnavailable: .allow)
         try await accounts.postgres.transaction(logger: context.logger) { connection in
             let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
-            try await accounts.mailer.sendVerification(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
+            try await accounts.mailer.sendVerification(to: user.email, token: token, on: connection, logger: context.logger)
         }
         return .accepted
     }

@@ -136,7 +136,7 @@ struct ProviderRoutes {
             } else {
                 // The provider has not verified the address: prove it the usual way.
                 let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
-                try await accounts.mailer.sendVerification(to: user.email, name: user.displayName, token: token, on: connection, logger: context.logger)
+                try await accounts.mailer.sendVerification(to: user.email, token: token, on: connection, logger: context.logger)
             }
             let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)
             return SignInResponse(user: UserView(signedIn, providers: [provider]), session: session, created: true)

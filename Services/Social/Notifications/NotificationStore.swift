@@ -35,6 +35,9 @@ struct NotificationView: Codable, Sendable {
 /// in the same transaction as the change that caused it.
 struct NotificationStore: Sendable {
     let outbox: EventOutbox
+    /// Where repeated pushes are remembered (`firstPush`); nil pushes every notification.
+    var redis: RedisClient?
+    var repeatPushWindow: Duration = .zero
 
     /// Stores and announces a notification, unless the recipient blocks or (still) mutes the actor.
     func notify(_ recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
@@ -42,7 +45,22 @@ struct NotificationStore: Sendable {
         var stored = false
         for try await _ in try await connection.checkedExecute(Store(id: id, recipient: recipient, kind: kind, actor: actor), logger: logger) { stored = true }
         guard stored else { return }
-        try await outbox.write(NotificationCreated(notificationID: id, userID: recipient, kind: kind.rawValue, actorID: actor), userID: recipient, live: true, on: connection, logger: logger)
+        let live = await firstPush(to: recipient, kind, actor: actor, logger: logger)
+        try await outbox.write(NotificationCreated(notificationID: id, userID: recipient, kind: kind.rawValue, actorID: actor), userID: recipient, live: live, on: connection, logger: logger)
+    }
+
+    /// Whether this notification is the first of its kind from `actor` to `recipient` within
+    /// `repeatPushWindow`, and so is pushed live; a repeat is stored and listed, not pushed. Marked in
+    /// Redis; while Redis is unreachable, every notification is pushed.
+    func firstPush(to recipient: UUID, _ kind: NotificationKind, actor: UUID, logger: Logger) async -> Bool {
+        guard repeatPushWindow > .zero, let redis else { return true }
+        let key = "social:pushed:\(kind.rawValue):" + recipient.uuidString.lowercased() + ":" + actor.uuidString.lowercased()
+        do {
+            return try await redis.setIfAbsent(key, expiry: repeatPushWindow)
+        } catch {
+            logger.warning("notification push window unavailable; pushed", metadata: ["error": "\(error)"])
+            return true
+        }
     }
 
     /// `notify`'s insert, prepared once per connection as every follow runs it.

@@ -39,6 +39,7 @@ struct FollowRoutes {
         guard target != caller.userID else { throw APIError.conflict("You cannot follow yourself.", code: "cannot_follow_self") }
         let social = self.social
         let logger = context.logger
+        try await social.countFollowAction(by: caller.userID, logger: logger)
         return try await social.transaction(logger: logger) { connection in
             try await social.lockPair(caller: caller, with: target, on: connection, logger: logger)
             let (profile, relationship) = try await social.visibleProfile(target, to: caller, on: connection, logger: logger)
@@ -67,6 +68,7 @@ struct FollowRoutes {
         let caller = context.caller
         let social = self.social
         let logger = context.logger
+        try await social.countFollowAction(by: caller.userID, logger: logger)
         return try await social.transaction(logger: logger) { connection in
             try await social.follows.lockPair(caller.userID, target, on: connection, logger: logger)
             if try await social.follows.unfollow(caller.userID, target, on: connection, logger: logger) {

@@ -1,0 +1,18 @@
+import ServiceKit
+import ServiceKitCore
+
+/// The social service's own settings, read with the common ones.
+struct SocialSettings: Sendable {
+    /// Follows, unfollows and follow requests one user may make in an hour (`429` past it).
+    var followActionsPerHour: Int
+    /// A follow (or request) notification from the same person is pushed live at most once in this
+    /// window: following and unfollowing in a loop does not ring the target's phone each round.
+    var repeatPushWindow: Duration
+
+    init(_ config: ServiceConfig) throws {
+        var env = EnvironmentReader(config.environment)
+        followActionsPerHour = env.int("FOLLOW_ACTIONS_PER_HOUR", default: 200, range: 1...1_000_000)
+        repeatPushWindow = .seconds(env.int("FOLLOW_NOTIFICATION_PUSH_WINDOW_SECONDS", default: 3_600, range: 0...604_800))
+        try env.finish()
+    }
+}
