@@ -25,6 +25,9 @@ enum AuthService {
                 // auth checks its own tokens with its own keys: no HTTP round trip to itself.
                 tokenSource: SigningKeys.Source(keys: settings.signing),
                 commands: ["create-admin": CreateAdmin.command(settings: settings, common: common)],
+                // Sign-ins, refreshes and password changes answer with tokens and carry passwords:
+                // never kept for a replay. auth's other POSTs change state idempotently by themselves.
+                idempotencyExcluded: ["/v1/auth/"],
                 build: { router, dependencies in
                     let accounts = try Accounts(settings: settings, common: common, dependencies: dependencies)
                     SessionRoutes(accounts: accounts).add(to: router)

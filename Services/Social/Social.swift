@@ -23,7 +23,7 @@ struct Social: Sendable {
     let follows = FollowStore()
     let blocks = BlockStore()
     let warnings = WarningStore()
-    var notifications: NotificationStore { NotificationStore(outbox: outbox, redis: redis, repeatPushWindow: settings.repeatPushWindow) }
+    var notifications: NotificationStore { NotificationStore(outbox: outbox, repeatPushWindow: settings.repeatPushWindow) }
 
     init(dependencies: ServiceDependencies, settings: SocialSettings) {
         postgres = dependencies.postgres

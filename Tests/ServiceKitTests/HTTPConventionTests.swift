@@ -222,8 +222,14 @@ import TestSupport
         router.get("missing/{id}") { _, _ -> String in throw APIError(.notFound, code: "not_found", detail: "No such thing.") }
         router.get("files/**") { _, _ in "file" }
         router.put("things/mine") { _, _ in "mine" }
+        router.delete("things/mine/notes/{id}") { _, _ in HTTPResponse.Status.noContent }
+        router.get("things/{id}/notes") { _, _ in "notes" }
         index.record(router)
-        #expect(Set(index.routes.map(\.description)) == ["GET /things/{id}", "DELETE /things/{id}", "GET /missing/{id}", "GET /files/**", "PUT /things/mine"])
+        #expect(
+            Set(index.routes.map(\.description)) == [
+                "GET /things/{id}", "DELETE /things/{id}", "GET /missing/{id}", "GET /files/**", "PUT /things/mine",
+                "DELETE /things/mine/notes/{id}", "GET /things/{id}/notes",
+            ])
         try await Application(router: router).test(.router) { client in
             for method in [HTTPRequest.Method.put, .post, .patch, HTTPRequest.Method(rawValue: "TRACE")!] {
                 let response = try await client.execute(uri: "/things/42", method: method)
@@ -234,6 +240,9 @@ import TestSupport
             #expect(try await client.execute(uri: "/files/a/b/c", method: .post).headers[.allow] == "GET")
             // The constant segment wins over the capture, as in the router: only PUT is allowed.
             #expect(try await client.execute(uri: "/things/mine", method: .get).headers[.allow] == "PUT")
+            // A path that ends on a node that only leads further (things/mine/notes/{id}) is the
+            // router's 404 for every method, not a 405 naming the capture's methods.
+            #expect(try await client.execute(uri: "/things/mine/notes", method: .post).status == .notFound)
             #expect(try await client.execute(uri: "/things/42", method: .get).status == .ok)
             // No route has the path, or the route itself says 404: both stay 404.
             #expect(try await client.execute(uri: "/nothing/here", method: .put).status == .notFound)

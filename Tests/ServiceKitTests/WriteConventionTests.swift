@@ -41,14 +41,15 @@ import TestSupport
         let router = Router(context: ServiceRequestContext.self)
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: TestCaller())
-        router.add(middleware: IdempotencyMiddleware(postgres: postgres, waitLimit: .seconds(10)))
+        router.add(middleware: IdempotencyMiddleware(postgres: postgres, excludedPrefixes: ["/open/"], waitLimit: .seconds(10)))
         router.post("things") { request, context -> EditedResponse<Created> in
             let text = String(buffer: try await request.body.collect(upTo: 1 << 16))
             let n = counter.next()
             // Long enough for concurrent requests with the key to arrive while this one runs.
             try await Task.sleep(for: .milliseconds(150))
-            return EditedResponse(status: .created, response: Created(n: n, echo: text))
+            return EditedResponse(status: .created, headers: [.eTag: "\"\(n)\"", .location: "/things/\(n)"], response: Created(n: n, echo: text))
         }
+        router.post("open/things") { _, _ -> Created in Created(n: counter.next(), echo: "") }
         router.post("broken") { _, _ -> Created in
             let n = counter.next()
             if n == 1 { throw APIError(.serviceUnavailable, code: "service_unavailable", detail: "Try again.") }
@@ -79,6 +80,8 @@ import TestSupport
             let again = try await Self.post(client, user: user, key: "k-1", body: #"{"a":1}"#)
             #expect(again.status == .created && String(buffer: again.body) == String(buffer: first.body))
             #expect(again.headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == "true")
+            // The first answer's own headers come back with it.
+            #expect(again.headers[.eTag] == first.headers[.eTag] && again.headers[.location] == "/things/1" && again.headers[.contentType] == first.headers[.contentType])
             #expect(counter.value == 1)
 
             // The same key with another body is refused; another user's key of the same name is theirs.
@@ -94,11 +97,16 @@ import TestSupport
             _ = try await Self.post(client, user: nil, key: "k-anon", body: "{}")
             #expect(counter.value == 5)
 
+            // Paths a service excludes (answers that must never be kept) run every time.
+            #expect(try await Self.post(client, "/open/things", user: user, key: "o-1", body: "{}").status == .ok)
+            #expect(try await Self.post(client, "/open/things", user: user, key: "o-1", body: "{}").headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == nil)
+            #expect(counter.value == 7)
+
             for bad in ["", String(repeating: "k", count: 256), "has space", "é"] {
                 let response = try await Self.post(client, user: user, key: bad, body: "{}")
                 #expect(response.status == .badRequest, "\(bad)")
             }
-            #expect(counter.value == 5)
+            #expect(counter.value == 7)
         }
     }
 

@@ -6,6 +6,7 @@ exceptions are in schemathesis.toml, each with its reason."""
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 
 import pytest
@@ -34,5 +35,8 @@ def test_the_service_answers_as_its_document_says(stack, token, service):
                "--url", stack.gateway, "-H", f"Authorization: Bearer {token}", "--checks", "all",
                "--max-examples", EXAMPLES, "--seed", SEED, "--no-color"]
     print(f"{service}: schemathesis seed {SEED} (SCHEMATHESIS_SEED={SEED} repeats it)")
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    # In a folder of its own: schemathesis keeps a cache of past runs in its working directory, which
+    # would make one run depend on the ones before it.
+    with tempfile.TemporaryDirectory() as scratch:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=scratch)
     assert result.returncode == 0, f"{service}: schemathesis found failures (seed {SEED}):\n{result.stdout[-12000:]}\n{result.stderr[-2000:]}"

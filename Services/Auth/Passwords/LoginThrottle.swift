@@ -127,13 +127,23 @@ final class LocalCounts: Sendable {
         var expires: ContinuousClock.Instant
     }
 
-    private let counts = Mutex<[String: Count]>([:])
+    private struct State {
+        var counts: [String: Count] = [:]
+        /// Expired counts are dropped when the map grows past this; it then doubles over what is
+        /// left alive, so a flood of live counts is not scanned on every attempt.
+        var purgeAt = 50_000
+    }
+
+    private let state = Mutex(State())
 
     func reserve(keys: [String], limits: LoginThrottle.Limits) -> (code: Int, ttlMilliseconds: Int?, accountFailures: Int) {
         let now = ContinuousClock.now
-        return counts.withLock { counts in
-            if counts.count > 50_000 { counts = counts.filter { $0.value.expires > now } }
-            func current(_ key: String) -> Count? { counts[key].flatMap { $0.expires > now ? $0 : nil } }
+        return state.withLock { state in
+            if state.counts.count > state.purgeAt {
+                state.counts = state.counts.filter { $0.value.expires > now }
+                state.purgeAt = max(50_000, state.counts.count * 2)
+            }
+            func current(_ key: String) -> Count? { state.counts[key].flatMap { $0.expires > now ? $0 : nil } }
             func ttl(_ count: Count) -> Int {
                 let left = count.expires - now
                 return Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)
@@ -144,7 +154,7 @@ final class LocalCounts: Sendable {
             for key in keys {
                 var count = current(key) ?? Count(value: 0, expires: now + limits.window)
                 count.value += 1
-                counts[key] = count
+                state.counts[key] = count
             }
             return (0, nil, before)
         }
@@ -152,12 +162,12 @@ final class LocalCounts: Sendable {
 
     func release(keys: [String]) {
         let now = ContinuousClock.now
-        counts.withLock { counts in
-            counts[keys[0]] = nil
-            counts[keys[2]] = nil
-            if var address = counts[keys[1]], address.expires > now, address.value > 0 {
+        state.withLock { state in
+            state.counts[keys[0]] = nil
+            state.counts[keys[2]] = nil
+            if var address = state.counts[keys[1]], address.expires > now, address.value > 0 {
                 address.value -= 1
-                counts[keys[1]] = address
+                state.counts[keys[1]] = address
             }
         }
     }

@@ -59,6 +59,7 @@ struct SocialEventHandlers {
             "DELETE FROM blocks WHERE blocker_id = \(user) OR blocked_id = \(user)",
             "DELETE FROM mutes WHERE muter_id = \(user) OR muted_id = \(user)",
             "DELETE FROM notifications WHERE user_id = \(user) OR actor_id = \(user)",
+            "DELETE FROM notification_pushes WHERE user_id = \(user) OR actor_id = \(user)",
             "UPDATE warnings SET moderator_id = NULL WHERE moderator_id = \(user)",
             "DELETE FROM warnings WHERE user_id = \(user)",
             "DELETE FROM avatars WHERE user_id = \(user)",

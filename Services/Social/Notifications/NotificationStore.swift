@@ -35,8 +35,7 @@ struct NotificationView: Codable, Sendable {
 /// in the same transaction as the change that caused it.
 struct NotificationStore: Sendable {
     let outbox: EventOutbox
-    /// Where repeated pushes are remembered (`firstPush`); nil pushes every notification.
-    var redis: RedisClient?
+    /// A repeat within this window is not pushed (`firstPush`); zero pushes every notification.
     var repeatPushWindow: Duration = .zero
 
     /// Stores and announces a notification, unless the recipient blocks or (still) mutes the actor.
@@ -45,22 +44,24 @@ struct NotificationStore: Sendable {
         var stored = false
         for try await _ in try await connection.checkedExecute(Store(id: id, recipient: recipient, kind: kind, actor: actor), logger: logger) { stored = true }
         guard stored else { return }
-        let live = await firstPush(to: recipient, kind, actor: actor, logger: logger)
+        let live = try await firstPush(to: recipient, kind, actor: actor, on: connection, logger: logger)
         try await outbox.write(NotificationCreated(notificationID: id, userID: recipient, kind: kind.rawValue, actorID: actor), userID: recipient, live: live, on: connection, logger: logger)
     }
 
     /// Whether this notification is the first of its kind from `actor` to `recipient` within
     /// `repeatPushWindow`, and so is pushed live; a repeat is stored and listed, not pushed. Marked in
-    /// Redis; while Redis is unreachable, every notification is pushed.
-    func firstPush(to recipient: UUID, _ kind: NotificationKind, actor: UUID, logger: Logger) async -> Bool {
-        guard repeatPushWindow > .zero, let redis else { return true }
-        let key = "social:pushed:\(kind.rawValue):" + recipient.uuidString.lowercased() + ":" + actor.uuidString.lowercased()
-        do {
-            return try await redis.setIfAbsent(key, expiry: repeatPushWindow)
-        } catch {
-            logger.warning("notification push window unavailable; pushed", metadata: ["error": "\(error)"])
-            return true
-        }
+    /// the notification's own transaction (`notification_pushes`), so an attempt that rolls back
+    /// (a retried deadlock victim) leaves no mark.
+    func firstPush(to recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        guard repeatPushWindow > .zero else { return true }
+        let window = Double(repeatPushWindow.components.seconds)
+        return try await connection.returnsRow(
+            """
+            INSERT INTO notification_pushes (user_id, actor_id, type) VALUES (\(recipient), \(actor), \(kind.rawValue))
+            ON CONFLICT (user_id, actor_id, type) DO UPDATE SET pushed_at = now()
+                WHERE notification_pushes.pushed_at < now() - make_interval(secs => \(window))
+            RETURNING true
+            """, logger: logger)
     }
 
     /// `notify`'s insert, prepared once per connection as every follow runs it.

@@ -47,7 +47,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     adminRouter.add(middleware: ProblemMiddleware())
     health.addAdmin(to: adminRouter)
     router.add(middleware: TokenMiddleware(verifier: tokens))
-    router.add(middleware: IdempotencyMiddleware(postgres: postgres))
+    router.add(middleware: IdempotencyMiddleware(postgres: postgres, excludedPrefixes: setup.idempotencyExcluded))
     let components = try setup.build(router, dependencies)
     routeIndex.record(router)
 

@@ -65,6 +65,9 @@ public struct ServiceSetup: Sendable {
     public var tokenSource: (any JWKSSource)?
     /// Extra command-line verbs beside `serve`, `migrate` and `provision`.
     public var commands: [String: ServiceCommand]
+    /// Paths (prefixes) whose POSTs ignore `Idempotency-Key`: answers that must never be kept, such
+    /// as sign-ins, whose answers are tokens and whose bodies are passwords.
+    public var idempotencyExcluded: [String]
     /// Adds the service's routes to the router and returns its event handlers and background work;
     /// called once, when the application is built.
     public var build: @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents
@@ -72,10 +75,12 @@ public struct ServiceSetup: Sendable {
     public init(
         tokenSource: (any JWKSSource)? = nil,
         commands: [String: ServiceCommand] = [:],
+        idempotencyExcluded: [String] = [],
         build: @escaping @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents = { _, _ in ServiceComponents() }
     ) {
         self.tokenSource = tokenSource
         self.commands = commands
+        self.idempotencyExcluded = idempotencyExcluded
         self.build = build
     }
 }

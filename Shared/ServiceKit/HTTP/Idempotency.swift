@@ -17,28 +17,42 @@ import Synchronization
 /// - Requests with one key at once run once: the others wait for the first answer and replay it
 ///   (`409 idempotency_key_in_use` with `Retry-After` if it takes longer than `waitLimit`).
 /// - An answer of 5xx, or an error the route threw, is not stored: the key can be retried.
-/// - Anonymous requests ignore the header (a key alone must not replay someone else's answer).
+/// - Anonymous requests ignore the header (a key alone must not replay someone else's answer), and
+///   so do paths under `excludedPrefixes`: a service's routes whose answers must never be kept
+///   (auth's sign-ins and refreshes answer with tokens; their bodies hold passwords).
+/// - An answer over `maxStoredAnswer` bytes is not kept.
 ///
 /// A process that stops between the route's commit and storing its answer leaves the key pending;
-/// after `abandonedAfter` another request may take the key over and run the route again.
+/// after `abandonedAfter` another request may take the key over and run the route again. Each claim
+/// is its own (`claim_id`): a request that outlived its claim cannot store into, or release, the
+/// claim that took the key over.
 public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
     let postgres: PostgresClient
     let waitLimit: Duration
     let abandonedAfter: Duration
     let maxBodySize: Int
+    let maxStoredAnswer: Int
+    let excludedPrefixes: [String]
 
     public static var headerName: HTTPField.Name { HTTPField.Name("Idempotency-Key")! }
     public static var replayedHeaderName: HTTPField.Name { HTTPField.Name("Idempotent-Replayed")! }
 
-    public init(postgres: PostgresClient, waitLimit: Duration = .seconds(10), abandonedAfter: Duration = .seconds(60), maxBodySize: Int = 8 << 20) {
+    public init(
+        postgres: PostgresClient, excludedPrefixes: [String] = [], waitLimit: Duration = .seconds(10), abandonedAfter: Duration = .seconds(60), maxBodySize: Int = 8 << 20,
+        maxStoredAnswer: Int = 1 << 20
+    ) {
         self.postgres = postgres
+        self.excludedPrefixes = excludedPrefixes
         self.waitLimit = waitLimit
         self.abandonedAfter = abandonedAfter
         self.maxBodySize = maxBodySize
+        self.maxStoredAnswer = maxStoredAnswer
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard request.method == .post, let key = request.headers[Self.headerName], let caller = context.caller else {
+        guard request.method == .post, let key = request.headers[Self.headerName], let caller = context.caller,
+            !excludedPrefixes.contains(where: { request.uri.path.hasPrefix($0) })
+        else {
             return try await next(request, context)
         }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
@@ -63,9 +77,9 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
                 throw APIError(
                     .unprocessableContent, code: "idempotency_key_reused",
                     detail: "This Idempotency-Key was used with a different request; use a new key for a new request.")
-            case .answered(let status, let contentType, let body):
-                var headers: HTTPFields = [Self.replayedHeaderName: "true", .cacheControl: "no-store"]
-                if let contentType { headers[.contentType] = contentType }
+            case .answered(let status, let headerLines, let body):
+                var headers = Self.headers(from: headerLines)
+                headers[Self.replayedHeaderName] = "true"
                 return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
             case .pending:
                 guard ContinuousClock.now < deadline else {
@@ -83,20 +97,47 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
         do {
             response = try await next(request, context)
         } catch {
-            try? await record.release()
+            await record.release()
             throw error
         }
         guard response.status.code < 500 else {
-            try? await record.release()
+            await record.release()
             return response
         }
-        let collector = BodyCollector()
+        let collector = BodyCollector(limit: maxStoredAnswer)
         var answer = response
         try await response.body.write(collector)
-        let bytes = collector.bytes
-        try await record.store(status: Int(response.status.code), contentType: response.headers[.contentType], body: bytes)
+        guard let bytes = collector.bytes else {
+            // Too large to keep: the key is given back, and a retry runs the route again.
+            await record.release()
+            answer.body = .init(byteBuffer: collector.buffer)
+            return answer
+        }
+        // The route has done its work: a failure to keep the answer must not turn it into an error
+        // (the client would retry and, once the claim is abandoned, run it twice). The claim stays
+        // pending until then.
+        do {
+            try await record.store(status: Int(response.status.code), headers: Self.lines(of: response.headers), body: bytes)
+        } catch {
+            context.logger.error("idempotent answer not stored", metadata: ["error": "\(error)"])
+        }
         answer.body = .init(byteBuffer: ByteBuffer(bytes: bytes))
         return answer
+    }
+
+    /// The answer's headers as `name: value` lines, less those the kit writes per answer.
+    static func lines(of headers: HTTPFields) -> String {
+        headers.filter { ![HTTPField.Name.date, .server, HTTPField.Name("X-Request-ID")!].contains($0.name) }
+            .map { "\($0.name.canonicalName): \($0.value)" }.joined(separator: "\n")
+    }
+
+    static func headers(from lines: String) -> HTTPFields {
+        var headers = HTTPFields()
+        for line in lines.split(separator: "\n") {
+            guard let colon = line.firstIndex(of: ":"), let name = HTTPField.Name(String(line[..<colon])) else { continue }
+            headers.append(HTTPField(name: name, value: String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)))
+        }
+        return headers
     }
 }
 
@@ -111,9 +152,11 @@ public enum IdempotencySchema {
                     route text NOT NULL,
                     key text NOT NULL,
                     request_hash bytea NOT NULL,
+                    -- whose run holds the key: a claim that was taken over cannot store or release
+                    claim_id uuid NOT NULL,
                     -- null while the first request runs
                     status int,
-                    content_type text,
+                    headers text,
                     body bytea,
                     created_at timestamptz NOT NULL DEFAULT now(),
                     PRIMARY KEY (user_id, route, key)
@@ -123,33 +166,37 @@ public enum IdempotencySchema {
     ]
 }
 
-/// One key's row.
+/// One key's row, and this request's claim on it.
 struct IdempotencyRecord {
     let postgres: PostgresClient
     let user: UUID
     let route: String
     let key: String
     let requestHash: Data
+    let claimID = UUID()
     let logger: Logger
 
     enum Stored {
         case none
         case differentRequest
         case pending
-        case answered(status: Int, contentType: String?, body: [UInt8])
+        case answered(status: Int, headers: String, body: [UInt8])
     }
 
     /// Takes the key for this request: a new row, or one that expired (24 hours) or whose request was
-    /// abandoned while pending. Old rows of any key are removed on the way, a few at a time.
+    /// abandoned while pending. Old rows of any key are removed on the way, a few at a time (rows
+    /// another claim is removing are skipped).
     func claim(abandonedAfter: Duration) async throws -> Bool {
         let abandoned = Double(abandonedAfter.components.seconds)
         let query: PostgresQuery = """
             WITH expired AS (
                 DELETE FROM idempotency_keys WHERE ctid IN (
-                    SELECT ctid FROM idempotency_keys WHERE created_at < now() - interval '24 hours' LIMIT 10)
+                    SELECT ctid FROM idempotency_keys WHERE created_at < now() - interval '24 hours' LIMIT 10 FOR UPDATE SKIP LOCKED)
             )
-            INSERT INTO idempotency_keys (user_id, route, key, request_hash) VALUES (\(user), \(route), \(key), \(ByteBuffer(bytes: requestHash)))
-            ON CONFLICT (user_id, route, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = NULL, content_type = NULL, body = NULL, created_at = now()
+            INSERT INTO idempotency_keys (user_id, route, key, request_hash, claim_id)
+            VALUES (\(user), \(route), \(key), \(ByteBuffer(bytes: requestHash)), \(claimID))
+            ON CONFLICT (user_id, route, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, claim_id = EXCLUDED.claim_id,
+                status = NULL, headers = NULL, body = NULL, created_at = now()
                 WHERE idempotency_keys.created_at < now() - interval '24 hours'
                    OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => \(abandoned)))
             RETURNING 1
@@ -158,16 +205,16 @@ struct IdempotencyRecord {
     }
 
     func stored() async throws -> Stored {
-        let query: PostgresQuery = "SELECT request_hash, status, content_type, body FROM idempotency_keys WHERE user_id = \(user) AND route = \(route) AND key = \(key)"
+        let query: PostgresQuery = "SELECT request_hash, status, headers, body FROM idempotency_keys WHERE user_id = \(user) AND route = \(route) AND key = \(key)"
         let requestHash = self.requestHash
         let logger = self.logger
         return try await postgres.withConnectionOnItsLoop { connection -> Stored in
             var found = Stored.none
-            for try await (hash, status, contentType, body) in try await connection.checkedQuery(query, logger: logger).decode((Data, Int?, String?, Data?).self) {
+            for try await (hash, status, headers, body) in try await connection.checkedQuery(query, logger: logger).decode((Data, Int?, String?, Data?).self) {
                 if hash != requestHash {
                     found = .differentRequest
                 } else if let status {
-                    found = .answered(status: status, contentType: contentType, body: Array(body ?? Data()))
+                    found = .answered(status: status, headers: headers ?? "", body: Array(body ?? Data()))
                 } else {
                     found = .pending
                 }
@@ -176,17 +223,21 @@ struct IdempotencyRecord {
         }
     }
 
-    func store(status: Int, contentType: String?, body: [UInt8]) async throws {
+    func store(status: Int, headers: String, body: [UInt8]) async throws {
         let query: PostgresQuery = """
-            UPDATE idempotency_keys SET status = \(status), content_type = \(contentType), body = \(ByteBuffer(bytes: body))
-            WHERE user_id = \(user) AND route = \(route) AND key = \(key) AND status IS NULL
+            UPDATE idempotency_keys SET status = \(status), headers = \(headers), body = \(ByteBuffer(bytes: body))
+            WHERE user_id = \(user) AND route = \(route) AND key = \(key) AND claim_id = \(claimID) AND status IS NULL
             """
         try await run(query)
     }
 
-    /// Gives the key back after a failure, so that a retry runs the route again.
-    func release() async throws {
-        try await run("DELETE FROM idempotency_keys WHERE user_id = \(user) AND route = \(route) AND key = \(key) AND status IS NULL")
+    /// Gives the key back after a failure, so that a retry runs the route again; only this claim's.
+    func release() async {
+        do {
+            try await run("DELETE FROM idempotency_keys WHERE user_id = \(user) AND route = \(route) AND key = \(key) AND claim_id = \(claimID) AND status IS NULL")
+        } catch {
+            logger.warning("idempotency key not given back; it frees itself once abandoned", metadata: ["error": "\(error)"])
+        }
     }
 
     private func run(_ query: PostgresQuery) async throws {
@@ -195,14 +246,19 @@ struct IdempotencyRecord {
     }
 }
 
-/// Collects a response body's bytes (the answers stored here are the API's JSON, a few KiB).
+/// Collects a response body up to `limit` bytes; past it `bytes` is nil and `buffer` holds it all.
 final class BodyCollector: ResponseBodyWriter, Sendable {
-    private let collected = Mutex<[UInt8]>([])
+    private let collected = Mutex<ByteBuffer>(ByteBuffer())
+    let limit: Int
 
-    var bytes: [UInt8] { collected.withLock { $0 } }
+    init(limit: Int) { self.limit = limit }
+
+    var buffer: ByteBuffer { collected.withLock { $0 } }
+    var bytes: [UInt8]? { collected.withLock { $0.readableBytes <= limit ? Array($0.readableBytesView) : nil } }
 
     func write(_ buffer: ByteBuffer) async throws {
-        collected.withLock { $0.append(contentsOf: buffer.readableBytesView) }
+        var buffer = buffer
+        collected.withLock { $0.writeBuffer(&buffer) }
     }
 
     func finish(_ trailingHeaders: HTTPFields?) async throws {}

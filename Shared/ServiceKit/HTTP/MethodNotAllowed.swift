@@ -25,39 +25,37 @@ public final class RouteIndex: Sendable {
 
     public var routes: [Route] { state.withLock { $0.map(\.route) } }
 
-    /// The methods of the route the router would take for `path`, sorted; empty when no route has
-    /// it. Where several templates match, the router takes the most specific (a constant segment
-    /// before a capture, a capture before a wildcard: `/v1/profiles/me/avatar` before
-    /// `/v1/profiles/{id}/avatar`), and so does this.
+    /// The methods of the route the router would take for `path`, sorted; empty when it would take
+    /// none. Walked as Hummingbird's trie walks: at each segment the most specific element that
+    /// matches (a constant, then a partial capture, a partial wildcard, a capture, `*`, `**`) and no
+    /// going back, so `/v1/profiles/me/followers` ends on `me/followers` (which only leads to
+    /// `me/followers/{id}`) and not on `{id}/followers`.
     public func methods(for path: String) -> [String] {
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
-        let matching = state.withLock { entries in entries.filter { Self.matches($0.path.components, segments[...]) } }
-        guard let best = matching.map(\.path).min(by: { Self.moreSpecific($0.components, $1.components) }) else { return [] }
-        return Array(Set(matching.filter { $0.path.description == best.description }.map(\.route.method))).sorted()
-    }
-
-    /// Whether `a` is taken before `b`: compared segment by segment, the first that differs decides.
-    static func moreSpecific(_ a: [RouterPath.Element], _ b: [RouterPath.Element]) -> Bool {
-        for (x, y) in zip(a, b) where x.description != y.description {
-            return rank(x) < rank(y)
+        let entries = state.withLock { $0 }
+        var candidates = entries.map { (components: $0.path.components[...], method: $0.route.method) }
+        for segment in segments {
+            // The elements at this depth that match, by the router's preference.
+            let matching = candidates.compactMap { $0.components.first }.filter { $0 ~= segment }
+            guard let best = matching.max(by: { Self.priority($0) < Self.priority($1) }) else { return [] }
+            if best.description == "**" {
+                return Array(Set(candidates.filter { $0.components.first?.description == "**" }.map(\.method))).sorted()
+            }
+            candidates = candidates.filter { $0.components.first?.description == best.description }.map { ($0.components.dropFirst(), $0.method) }
         }
-        return a.count > b.count
+        return Array(Set(candidates.filter { $0.components.isEmpty }.map(\.method))).sorted()
     }
 
-    /// 0 a constant, 1 a capture or a partial wildcard, 2 `*`, 3 `**`.
-    static func rank(_ element: RouterPath.Element) -> Int {
+    /// Hummingbird's order: constant 0, prefix or suffix capture -1, prefix or suffix wildcard -2,
+    /// capture -3, `*` -4, `**` -5 (read from the element's description).
+    static func priority(_ element: RouterPath.Element) -> Int {
         let text = element.description
-        if text == "**" { return 3 }
-        if text == "*" { return 2 }
-        if text.contains("{") || text.contains("*") { return 1 }
+        if text == "**" { return -5 }
+        if text == "*" { return -4 }
+        if text.hasPrefix("{") && text.hasSuffix("}") && text.dropFirst().firstIndex(of: "{") == nil { return -3 }
+        if text.contains("*") { return -2 }
+        if text.contains("{") { return -1 }
         return 0
-    }
-
-    static func matches(_ components: [RouterPath.Element], _ segments: ArraySlice<Substring>) -> Bool {
-        guard let first = components.first else { return segments.isEmpty }
-        if first.description == "**" { return true }
-        guard let segment = segments.first, first ~= segment else { return false }
-        return matches(Array(components.dropFirst()), segments.dropFirst())
     }
 }
 

@@ -121,12 +121,6 @@ extension RedisClient {
         return reply.int ?? 0
     }
 
-    /// `SET key 1 NX PX`: true when the key was absent and is now set for `expiry`, false when it was there.
-    public func setIfAbsent(_ key: String, expiry: Duration) async throws -> Bool {
-        let ms = Int(expiry.components.seconds * 1000 + expiry.components.attoseconds / 1_000_000_000_000_000)
-        return try await !send("SET", RedisArgument(key), RedisArgument("1"), RedisArgument("NX"), RedisArgument("PX"), RedisArgument(max(1, ms))).isNull
-    }
-
     /// Milliseconds until `key` expires, or nil when it has no expiry or does not exist.
     public func pttl(_ key: String) async throws -> Int? {
         let value = try await send("PTTL", RedisArgument(key)).int ?? -2
