@@ -2,8 +2,8 @@ import Foundation
 import NIOCore
 import NIOPosix
 
-/// A diagnostic for test timeouts that look like the test process stopped (README, Tests: the 5-20 s
-/// ones were sockets held open by child processes, not stalls). With `TEST_STALL_LOG=PATH` set, three
+/// A diagnostic for test timeouts that look like the test process stopped (the 5-20 s ones were
+/// sockets held open by child processes, not stalls: `ChildProcess`). With `TEST_STALL_LOG=PATH` set, three
 /// heartbeats tick every 100 ms in the test process: a plain thread, a task on the cooperative pool
 /// and a repeated task on each loop of NIO's singleton group. Whenever one wakes more than a second
 /// late it appends a line to PATH, which tells a stall apart by what stopped with it: only a loop (a
