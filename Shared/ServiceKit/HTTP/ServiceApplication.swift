@@ -16,7 +16,7 @@ import Synchronization
 /// `SO_REUSEPORT` (`HTTP_REUSE_PORT`), with which several processes of a service on one host listen
 /// on the same port and the kernel spreads the connections between them. Hummingbird 2.28's
 /// `ServerConfiguration` cannot ask for it, and one process's event-loop thread is what limits a
-/// service on a small host (README, figures). Tests drive the same value through
+/// service on a small host (docs/BENCHMARKS.md). Tests drive the same value through
 /// HummingbirdTesting, which runs it with Hummingbird's own server; `run()` is what `main` runs.
 public struct ServiceApplication<Responder: HTTPResponder>: ApplicationProtocol, RouteIndexed
 where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
