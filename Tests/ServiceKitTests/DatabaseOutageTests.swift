@@ -1,3 +1,6 @@
+// The test throws PostgresNIO's own `ConnectionPoolError`, which only its underscored module declares
+// (no public module re-exports it): it is how this test fails loudly if ConnectionPoolErrors.swift
+// stops recognising the pool's errors.
 import _ConnectionPoolModule
 import Foundation
 import Hummingbird
