@@ -110,11 +110,12 @@ public struct InvitationAccepted: EventPayload, Equatable {
 }
 
 /// A user's password was set: by a reset link (`reset`, every session revoked) or by the signed-in
-/// user (`change`).
+/// user (`change`); or removed (`disowned`: the address's owner, who had not signed up, took the
+/// account over from whoever did; every session revoked).
 public struct UserPasswordChanged: EventPayload, Equatable {
     public static let eventType = "user.password_changed"
     public var userID: UUID
-    /// `reset` or `change`.
+    /// `reset`, `change` or `disowned`.
     public var method: String
 
     public init(userID: UUID, method: String) {

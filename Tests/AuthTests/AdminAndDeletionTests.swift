@@ -19,7 +19,7 @@ import TestSupport
     static func verifiedAccount(_ env: AuthTestEnvironment, email: String = "\(TestEnvironment.uniqueName("v"))@example.com") async throws -> AuthTestEnvironment.Account {
         var account = try await env.signUp(email)
         let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: email).first))
-        #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).status == .ok)
+        #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token], token: account.accessToken).status == .ok)
         let refreshed = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
         account.accessToken = try #require(refreshed.json["access_token"] as? String)
         account.refreshToken = try #require(refreshed.json["refresh_token"] as? String)
@@ -96,7 +96,7 @@ import TestSupport
 
             // A verified configured address becomes admin.
             let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: adminEmail).first))
-            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).status == .ok)
+            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token, "password": squatter.password]).status == .ok)
             let boss = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": squatter.refreshToken])
             let bossToken = try #require(boss.json["access_token"] as? String)
             #expect(try Self.roles(in: bossToken) == ["user", "admin"])
@@ -184,7 +184,7 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/admin/users/\(early.id)/roles/admin", token: boss.accessToken).status == .ok)
             #expect(try await env.call(.delete, "/v1/admin/users/\(early.id)/roles/admin", token: boss.accessToken).status == .ok)
             let verify = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: third).first))
-            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify]).status == .ok)
+            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify], token: early.accessToken).status == .ok)
             let refreshed = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": early.refreshToken])
             #expect(try Self.roles(in: try #require(refreshed.json["access_token"] as? String)) == ["user"])
         }

@@ -24,10 +24,11 @@ import TestSupport
             #expect(mail.contains("Hello,") && !mail.contains("evil.example") && !mail.contains("prize"))
             let token = try AuthTestEnvironment.linkToken(in: mail)
 
-            let verified = try await env.call(.post, "/v1/auth/email/verify", json: ["token": token])
+            let verified = try await env.call(.post, "/v1/auth/email/verify", json: ["token": token], token: account.accessToken)
             #expect(verified.status == .ok)
             #expect(verified.json["email_verified"] as? Bool == true)
-            let again = try await env.call(.post, "/v1/auth/email/verify", json: ["token": token])
+            #expect(verified.json["password_token"] as? String == nil)
+            let again = try await env.call(.post, "/v1/auth/email/verify", json: ["token": token], token: account.accessToken)
             #expect(again.status == .badRequest)
             #expect(again.code == "token_used")
             #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": "made-up-token-value-aaaaaaaa"]).code == "invalid_token")
@@ -58,7 +59,7 @@ import TestSupport
             #expect(mails.count == 3)
             // The newest link works.
             let newest = try AuthTestEnvironment.linkToken(in: mails.last!)
-            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": newest]).status == .ok)
+            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": newest], token: account.accessToken).status == .ok)
         }
     }
 
@@ -94,7 +95,7 @@ import TestSupport
                     """, logger: TestEnvironment.logger)
                 {}
             }
-            let lateVerify = try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify])
+            let lateVerify = try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify], token: account.accessToken)
             #expect(lateVerify.status == .badRequest && lateVerify.code == "token_expired")
             #expect(try await env.call(.get, "/v1/auth/me", token: account.accessToken).json["email_verified"] as? Bool == false)
             let lateReset = try await env.call(.post, "/v1/auth/password/reset", json: ["token": reset, "password": "new pantry secret"])

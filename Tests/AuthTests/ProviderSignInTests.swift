@@ -220,14 +220,16 @@ import TestSupport
             #expect(reply.json[path: "user.email_verified"] as? Bool == false)
             #expect(reply.json[path: "user.display_name"] as? String == "NameWith Bell")
             let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: email).first))
-            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).status == .ok)
+            let access = try #require(reply.json[path: "session.access_token"] as? String)
+            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).code == "proof_required")
+            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token], token: access).status == .ok)
         }
     }
 
     /// Someone signs in with Google under another person's address, which Google has not verified.
-    /// The owner cannot sign up (the address is taken) and resets the password by mail: that proves
-    /// the address, and the Google sign-in made without that proof stops reaching the account,
-    /// also when the owner first followed the verification link the claim sent them.
+    /// The owner cannot sign up (the address is taken) and resets the password by mail, or follows
+    /// the verification mail's "I did not sign up" link: either proves the address, and the Google
+    /// sign-in made without that proof stops reaching the account.
     @Test(arguments: [false, true])
     func anAccountClaimedUnderAnUnprovenAddressGoesBackToItsOwnerOnReset(ownerVerifiedFirst: Bool) async throws {
         try await AuthTestEnvironment.run { env in
@@ -235,14 +237,18 @@ import TestSupport
             let subject = "g-\(UUID())"
             let claim = try await env.signIn(with: .google, subject: subject, email: email, emailVerified: false)
             #expect(claim.status == .ok && claim.json[path: "user.email_verified"] as? Bool == false)
+            #expect(try await env.call(.post, "/v1/auth/signup", json: ["email": email, "password": "the owner's password"]).code == "email_taken")
+            let reset: String
             if ownerVerifiedFirst {
                 let verify = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: email).first))
-                #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify]).status == .ok)
+                let disowned = try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify, "disown": true])
+                #expect(disowned.status == .ok, "\(disowned.text)")
+                reset = try #require(disowned.json["password_token"] as? String)
+            } else {
+                #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": email]).status == .accepted)
+                let resetMail = try #require(try await env.mails(to: email, count: 2).first { $0.contains("Subject: Reset your") })
+                reset = try AuthTestEnvironment.linkToken(in: resetMail)
             }
-            #expect(try await env.call(.post, "/v1/auth/signup", json: ["email": email, "password": "the owner's password"]).code == "email_taken")
-            #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": email]).status == .accepted)
-            let resetMail = try #require(try await env.mails(to: email, count: 2).first { $0.contains("Subject: Reset your") })
-            let reset = try AuthTestEnvironment.linkToken(in: resetMail)
             #expect(try await env.call(.post, "/v1/auth/password/reset", json: ["token": reset, "password": "the owner's password"]).status == .noContent)
             // The claimant's sign-in no longer reaches the account (and the reset ended its session):
             // with an unverified address it cannot be linked again, so it is refused.
@@ -265,27 +271,41 @@ import TestSupport
         #expect(DisplayName.sanitized(" \u{0} ") == nil)
     }
 
-    @Test func anIdentityLinksToAnExistingAccountOnlyWhenBothEmailsAreVerified() async throws {
+    /// An identity links to an existing account by email only when the provider answers for the
+    /// address (Google: its own domains, or the token's hosted domain `hd`), or with the account's
+    /// password; a verified account keeps its password when linked.
+    @Test func anIdentityLinksToAnExistingAccountWithAVouchedAddressOrThePassword() async throws {
         try await AuthTestEnvironment.run { env in
-            let account = try await env.signUp()
+            let account = try await AdminAndDeletionTests.verifiedAccount(env)
             let subject = "google-\(UUID())"
-            // Our side is not verified yet: no takeover by whoever controls a Google account.
-            let early = try await env.signIn(with: .google, subject: subject, email: account.email)
-            #expect(early.status == .conflict)
-            #expect(early.code == "account_exists")
-
-            let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: account.email).first))
-            #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": token]).status == .ok)
-            // Google's side unverified: still no.
-            let unverified = try await env.signIn(with: .google, subject: subject, email: account.email, emailVerified: false)
+            // Google says verified, but does not answer for an example.com address it has no `hd` for.
+            let unvouched = try await env.signIn(with: .google, subject: subject, email: account.email)
+            #expect(unvouched.status == .conflict && unvouched.code == "account_exists", "\(unvouched.text)")
+            let otherDomain = try await env.signIn(with: .google, subject: subject, email: account.email, extra: ["hd": "elsewhere.example"])
+            #expect(otherDomain.code == "account_exists")
+            let unverified = try await env.signIn(with: .google, subject: subject, email: account.email, emailVerified: false, extra: ["hd": "example.com"])
             #expect(unverified.code == "account_exists")
 
-            let linked = try await env.signIn(with: .google, subject: subject, email: account.email.uppercased())
+            // With the account's password: linked (a wrong one is refused and links nothing).
+            let nonce = try await env.nonce()
+            let token = try env.idToken(.google, nonce: nonce, subject: subject, email: account.email)
+            let wrong = try await env.call(.post, "/v1/auth/google", json: ["id_token": token, "nonce": nonce, "password": "not the password"])
+            #expect(wrong.status == .unauthorized && wrong.code == "invalid_credentials", "\(wrong.text)")
+            let linked = try await env.call(.post, "/v1/auth/google", json: ["id_token": token, "nonce": nonce, "password": account.password])
             #expect(linked.status == .ok, "\(linked.text)")
             #expect(linked.json["created"] as? Bool == false)
             #expect(linked.json[path: "user.id"] as? String == account.id)
             #expect(linked.json[path: "user.providers"] as? [String] == ["google"])
             #expect(try await env.logIn(account.email, account.password).status == .ok)
+
+            // The Workspace domain named by `hd` is Google's to answer for: a second verified account
+            // links by address alone, keeping its password.
+            let second = try await AdminAndDeletionTests.verifiedAccount(env)
+            let workspace = try await env.signIn(with: .google, subject: "google-\(UUID())", email: second.email.uppercased(), extra: ["hd": "EXAMPLE.com"])
+            #expect(workspace.status == .ok, "\(workspace.text)")
+            #expect(workspace.json[path: "user.id"] as? String == second.id)
+            #expect(workspace.json[path: "user.has_password"] as? Bool == true)
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": second.refreshToken]).status == .ok)
         }
     }
 }

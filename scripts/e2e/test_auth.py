@@ -72,10 +72,13 @@ def test_account_lifecycle_through_the_gateway(stack):
     assert claims["roles"] == ["user"]
     assert jwt.get_unverified_header(session["access_token"])["kid"] == key.key_id
 
-    # The verification mail arrives over SMTP; its link verifies the address.
+    # The verification mail arrives over SMTP. Its link alone proves only the mailbox: the page that
+    # opens it also asks for the account's password (the app would send its access token instead).
     message = wait_for_mail(stack, address)[0]
     assert "Confirm your email" in message["Subject"]
-    verify = requests.post(f"{gw}/v1/auth/email/verify", json={"token": link_token(message)}, timeout=10)
+    bare = requests.post(f"{gw}/v1/auth/email/verify", json={"token": link_token(message)}, timeout=10)
+    assert bare.status_code == 401 and bare.json()["code"] == "proof_required", bare.text
+    verify = requests.post(f"{gw}/v1/auth/email/verify", json={"token": link_token(message), "password": password}, timeout=10)
     assert verify.status_code == 200, verify.text
 
     refreshed = requests.post(f"{gw}/v1/auth/token/refresh", json={"refresh_token": session["refresh_token"]}, timeout=10)

@@ -72,10 +72,11 @@ struct Accounts: Sendable {
         return (signedIn, SessionTokens(accessToken: access, refreshToken: refresh.value, expiresIn: signer.ttlSeconds, sessionID: session.id))
     }
 
-    /// An address listed in `ADMIN_EMAILS` becomes admin once it is verified: an unverified sign-up
-    /// with someone else's address gets nothing.
+    /// An address listed in `ADMIN_EMAILS` becomes admin once it is proven by mail with nothing kept
+    /// that someone else set (`emailProvenByMail`): an unverified sign-up with someone else's address
+    /// gets nothing, and neither does an Apple or Google sign-in on the strength of its email claim.
     func grantConfiguredAdmin(_ user: UserRecord, on connection: PostgresConnection) async throws -> UserRecord {
-        guard user.emailVerified, !user.roles.contains(.admin), settings.adminEmails.contains(EmailAddress.normalize(user.email)) else { return user }
+        guard user.emailVerified, user.emailProvenByMail, !user.roles.contains(.admin), settings.adminEmails.contains(EmailAddress.normalize(user.email)) else { return user }
         // Once per account: an admin who took the role away again is not overruled at the next
         // sign-in or refresh (to stop it for good, the address leaves ADMIN_EMAILS).
         guard try await users.recordConfiguredAdminGrant(user.id, on: connection, logger: logger) else { return user }
@@ -115,6 +116,21 @@ struct Accounts: Sendable {
         var updated = user
         updated.roles = ordered
         return updated
+    }
+
+    /// Makes an account whose address was never proven the mailbox owner's, who has just proven it
+    /// (through a provider that answers for the address): every session ends, and the password, the
+    /// provider sign-ins, the chosen name and the outstanding mail links go, since whoever set them
+    /// may not be that owner.
+    func takeOverUnproven(_ user: UserRecord, on connection: PostgresConnection) async throws -> UserRecord {
+        try await sessions.endAll(of: user.id, on: connection, logger: logger)
+        try await users.removeCredentials(of: user.id, on: connection, logger: logger)
+        try await outbox.write(UserPasswordChanged(userID: user.id, method: "disowned"), userID: user.id, on: connection, logger: logger)
+        logger.notice("unproven account taken over by its address's owner", metadata: ["user_id": "\(user.id)"])
+        var clean = user
+        clean.passwordHash = nil
+        clean.displayName = nil
+        return clean
     }
 
     func view(of user: UserRecord, on connection: PostgresConnection) async throws -> UserView {

@@ -10,15 +10,19 @@ struct AuthMailer: Sendable {
     let outbox = MailOutbox()
 
     /// The address is not proven yet, so whoever typed it may not own it: the mail carries nothing
-    /// they chose (no display name), only this server's words and link.
+    /// they chose (no display name), only this server's words and links. The second link is for the
+    /// mailbox's owner who did not sign up: it verifies the address *and* takes from the account
+    /// whatever its maker set (`disown=1`; the page or app sends `{token, disown: true}`).
     func sendVerification(to email: String, token: OpaqueToken, on connection: PostgresConnection, logger: Logger) async throws {
         let link = settings.link(settings.verifyEmailURL, token: token.value)
+        let disown = link + "&disown=1"
         let message = render(
             to: email, subject: "Confirm your email for \(settings.appName)",
             greeting: nil,
             paragraphs: ["Please confirm that this is your email address for \(settings.appName)."],
             action: ("Confirm email", link),
-            footer: "The link works once and expires in 24 hours. If you did not sign up, ignore this mail."
+            footer: "The link works once and expires in 24 hours. If you did not sign up, someone else typed your address: "
+                + "follow this link to make the account yours (it signs everyone out and lets you choose a password): \(disown)"
         )
         _ = try await outbox.enqueue(message, template: "verify_email", on: connection, logger: logger)
     }

@@ -21,6 +21,9 @@ struct UserRecord: Sendable {
     var disabledAt: Date?
     var createdAt: Date
     var lastSignInAt: Date?
+    /// The address was proven by a mail link that kept no credential someone else had set (see
+    /// migration 0005): what `ADMIN_EMAILS` needs.
+    var emailProvenByMail: Bool
 
     var isDisabled: Bool { disabledAt != nil }
 
@@ -28,21 +31,21 @@ struct UserRecord: Sendable {
 
 extension UserRecord {
     /// The columns of `UserStore.columns`, in that order.
-    typealias Columns = (UUID, String, Bool, String?, String?, [String], Date?, Date, Date?)
+    typealias Columns = (UUID, String, Bool, String?, String?, [String], Date?, Date, Date?, Bool)
 
     init(_ row: Columns) {
-        let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn) = row
+        let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, provenByMail) = row
         self.init(
             id: id, email: email, emailVerified: verified, passwordHash: hash, displayName: name,
             roles: Role.ordered(roles.compactMap(Role.init(rawValue:))), disabledAt: disabledAt,
-            createdAt: createdAt, lastSignInAt: lastSignIn)
+            createdAt: createdAt, lastSignInAt: lastSignIn, emailProvenByMail: provenByMail)
     }
 }
 
 /// The queries on `users` and `identities`. Every function runs on the caller's connection, so a
 /// route composes them in one transaction with the events they cause.
 struct UserStore: Sendable {
-    static let columns = "id, email, email_verified, password_hash, display_name, roles, disabled_at, created_at, last_sign_in_at"
+    static let columns = "id, email, email_verified, password_hash, display_name, roles, disabled_at, created_at, last_sign_in_at, email_proven_by_mail"
 
     static func decode(_ rows: PostgresRowSequence) async throws -> [UserRecord] {
         var users: [UserRecord] = []
@@ -77,7 +80,7 @@ struct UserStore: Sendable {
                 (
                     try cells[0].decode(UUID.self), try cells[1].decode(String.self), try cells[2].decode(Bool.self), try cells[3].decode(String?.self),
                     try cells[4].decode(String?.self), try cells[5].decode([String].self), try cells[6].decode(Date?.self), try cells[7].decode(Date.self),
-                    try cells[8].decode(Date?.self)
+                    try cells[8].decode(Date?.self), try cells[9].decode(Bool.self)
                 ))
         }
     }
@@ -127,8 +130,20 @@ struct UserStore: Sendable {
         try await connection.checkedRun("UPDATE users SET password_hash = \(hash) WHERE id = \(userID)", logger: logger)
     }
 
-    func markVerified(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("UPDATE users SET email_verified = true WHERE id = \(userID)", logger: logger)
+    /// `byMail`: proven through a mail link with no credential kept that someone else set (what
+    /// `ADMIN_EMAILS` asks for); a provider's claim is not.
+    func markVerified(_ userID: UUID, byMail: Bool, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "UPDATE users SET email_verified = true, email_proven_by_mail = email_proven_by_mail OR \(byMail) WHERE id = \(userID)", logger: logger)
+    }
+
+    /// Takes from the account everything whoever set it up before its address was proven could
+    /// still use or show: the password, every Apple and Google sign-in, the name they chose, every
+    /// outstanding mail link. Sessions are ended by the caller (`SessionStore.endAll`).
+    func removeCredentials(of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("UPDATE users SET password_hash = NULL, display_name = NULL WHERE id = \(userID)", logger: logger)
+        try await connection.checkedRun("DELETE FROM identities WHERE user_id = \(userID)", logger: logger)
+        try await connection.checkedRun("UPDATE email_tokens SET used_at = now() WHERE user_id = \(userID) AND used_at IS NULL", logger: logger)
     }
 
     func recordSignIn(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {

@@ -26,11 +26,14 @@ struct IdentityProviderConfig: Sendable {
     var clientIDs: [String]
     var jwksURL: String
     var nonceStyle: NonceStyle
+    /// Whether the provider answers for every address it marks verified (Apple), or only for its
+    /// own domains and the token's hosted domain (Google).
+    var vouchesForEveryVerifiedAddress: Bool
 
     /// `APPLE_CLIENT_IDS` (bundle ids and service ids, comma-separated) turns Apple sign-in on;
     /// `APPLE_ISSUER`, `APPLE_JWKS_URL` default to Apple's.
     static func apple(reading env: inout EnvironmentReader) -> IdentityProviderConfig? {
-        provider("APPLE", name: "apple", issuers: "https://appleid.apple.com", jwks: "https://appleid.apple.com/auth/keys", nonce: .sha256, env: &env)
+        provider("APPLE", name: "apple", issuers: "https://appleid.apple.com", jwks: "https://appleid.apple.com/auth/keys", nonce: .sha256, vouches: true, env: &env)
     }
 
     /// `GOOGLE_CLIENT_IDS` (the OAuth client ids of the apps) turns Google sign-in on;
@@ -38,15 +41,17 @@ struct IdentityProviderConfig: Sendable {
     static func google(reading env: inout EnvironmentReader) -> IdentityProviderConfig? {
         provider(
             "GOOGLE", name: "google", issuers: "https://accounts.google.com,accounts.google.com",
-            jwks: "https://www.googleapis.com/oauth2/v3/certs", nonce: .plain, env: &env)
+            jwks: "https://www.googleapis.com/oauth2/v3/certs", nonce: .plain, vouches: false, env: &env)
     }
 
-    private static func provider(_ prefix: String, name: String, issuers: String, jwks: String, nonce: NonceStyle, env: inout EnvironmentReader) -> IdentityProviderConfig? {
+    private static func provider(_ prefix: String, name: String, issuers: String, jwks: String, nonce: NonceStyle, vouches: Bool, env: inout EnvironmentReader) -> IdentityProviderConfig? {
         let clientIDs = list(env.optionalString("\(prefix)_CLIENT_IDS"))
         let issuerList = list(env.string("\(prefix)_ISSUER", default: issuers))
         let url = env.url("\(prefix)_JWKS_URL", default: jwks, schemes: ["https", "http"])
         guard !clientIDs.isEmpty, url != nil else { return nil }
-        return IdentityProviderConfig(name: name, issuers: issuerList, clientIDs: clientIDs, jwksURL: env.values["\(prefix)_JWKS_URL"] ?? jwks, nonceStyle: nonce)
+        return IdentityProviderConfig(
+            name: name, issuers: issuerList, clientIDs: clientIDs, jwksURL: env.values["\(prefix)_JWKS_URL"] ?? jwks, nonceStyle: nonce,
+            vouchesForEveryVerifiedAddress: vouches)
     }
 
     private static func list(_ text: String?) -> [String] {
@@ -60,10 +65,20 @@ struct VerifiedIdentity: Sendable, Equatable {
     var subject: String
     var email: String?
     var emailVerified: Bool
+    /// The provider verified the address *and* answers for it: Apple for every address it verified;
+    /// Google only for its own (`@gmail.com`, `@googlemail.com`) or a Workspace domain's, named by
+    /// the token's `hd`. Google verifies any address once, when the Google account is made with it,
+    /// and keeps saying so after the person has left the company that gave it. Only a vouched
+    /// address finds or proves an account by email.
+    var emailVouched: Bool
     var isPrivateRelay: Bool
     var name: String?
     /// The token's expiry plus the leeway it is accepted with: until then it could be sent again.
     var usableUntil: Date
+    /// The text that was signed (`header.payload`): what a sign-in without a nonce is spent under.
+    /// The signature is not part of it, so a second valid signature of the same claims is the same
+    /// sign-in.
+    var signedPart: Substring
 }
 
 /// The claims of an Apple or Google ID token. `email_verified` is a boolean at Google and, at Apple,
@@ -79,9 +94,11 @@ struct IdentityTokenClaims: JWTPayload {
     var emailVerified: Bool?
     var isPrivateEmail: Bool?
     var name: String?
+    /// Google's hosted domain: present when the account belongs to that Google Workspace domain.
+    var hd: String?
 
     enum CodingKeys: String, CodingKey {
-        case iss, sub, aud, exp, iat, nonce, email, name
+        case iss, sub, aud, exp, iat, nonce, email, name, hd
         case emailVerified = "email_verified", isPrivateEmail = "is_private_email"
     }
 
@@ -95,6 +112,7 @@ struct IdentityTokenClaims: JWTPayload {
         nonce = try container.decodeIfPresent(String.self, forKey: .nonce)
         email = try container.decodeIfPresent(String.self, forKey: .email)
         name = try container.decodeIfPresent(String.self, forKey: .name)
+        hd = try container.decodeIfPresent(String.self, forKey: .hd)
         emailVerified = Self.flexibleBool(container, .emailVerified)
         isPrivateEmail = Self.flexibleBool(container, .isPrivateEmail)
     }
@@ -111,6 +129,7 @@ struct IdentityTokenClaims: JWTPayload {
         try container.encodeIfPresent(emailVerified, forKey: .emailVerified)
         try container.encodeIfPresent(isPrivateEmail, forKey: .isPrivateEmail)
         try container.encodeIfPresent(name, forKey: .name)
+        try container.encodeIfPresent(hd, forKey: .hd)
     }
 
     private static func flexibleBool(_ container: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) -> Bool? {
@@ -145,6 +164,12 @@ final class IdentityTokenVerifier: Sendable {
     }
 
     func verify(_ token: String, nonce: String?, now: Date = Date()) async throws -> VerifiedIdentity {
+        // One spelling per token: base64url decoders take padding, `+` and `/`, and ignore the unused
+        // low bits of the last character, so a spent token could come back spelt anew.
+        let segments = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3, segments.allSatisfy({ !$0.isEmpty && Base64URL.isCanonical($0) }) else {
+            throw IdentityTokenError(reason: "ID token is malformed (each part must be unpadded base64url)")
+        }
         let header: JWTHeaderPeek.Header
         do { header = try JWTHeaderPeek.header(of: token) } catch { throw IdentityTokenError(reason: "ID token is malformed") }
         guard let alg = header.alg, ["RS256", "ES256"].contains(alg) else {
@@ -184,10 +209,22 @@ final class IdentityTokenVerifier: Sendable {
         }
         guard !claims.sub.isEmpty else { throw IdentityTokenError(reason: "ID token has no subject") }
         let email = claims.email.map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
+        let verified = claims.emailVerified ?? false
         return VerifiedIdentity(
-            provider: config.name, subject: claims.sub, email: email, emailVerified: claims.emailVerified ?? false,
+            provider: config.name, subject: claims.sub, email: email, emailVerified: verified,
+            emailVouched: verified && (config.vouchesForEveryVerifiedAddress || email.map { Self.isGoogleOwned($0, hostedDomain: claims.hd) } ?? false),
             isPrivateRelay: claims.isPrivateEmail ?? (email?.lowercased().hasSuffix("@privaterelay.appleid.com") ?? false),
-            name: claims.name, usableUntil: claims.exp.addingTimeInterval(leeway)
+            name: claims.name, usableUntil: claims.exp.addingTimeInterval(leeway),
+            signedPart: token[..<segments[1].endIndex]
         )
+    }
+
+    /// An address Google answers for: its own mail domains, or the Workspace domain the token names.
+    static func isGoogleOwned(_ email: String, hostedDomain: String?) -> Bool {
+        guard let at = email.lastIndex(of: "@") else { return false }
+        let domain = email[email.index(after: at)...].lowercased()
+        if domain == "gmail.com" || domain == "googlemail.com" { return true }
+        guard let hostedDomain = hostedDomain?.lowercased(), !hostedDomain.isEmpty else { return false }
+        return domain == hostedDomain
     }
 }

@@ -17,7 +17,8 @@ import ServiceKitTokens
 /// A nonce is 16 random bytes, its expiry and an HMAC of both, under a key derived from the access-
 /// token signing key: issuing one writes nothing (anyone may ask), and every replica that signs
 /// with the same key accepts it. A sign-in is spent in its own transaction: under its nonce, or,
-/// where `PROVIDER_NONCE_REQUIRED=false` lets one come without, under its ID token. A refused
+/// where `PROVIDER_NONCE_REQUIRED=false` lets one come without, under what its ID token's issuer
+/// signed (`header.payload`, in the one spelling the verifier accepts). A refused
 /// sign-in (a disabled account, say) rolls the spending back with the rest; it changed nothing, and
 /// the same token sent again is judged again.
 struct ProviderNonces: Sendable {
@@ -69,14 +70,12 @@ struct ProviderNonces: Sendable {
         return expiresAt
     }
 
-    /// Records a sign-in as made, under `nonce`, or under the ID token when it came without one, in
-    /// the caller's transaction; refuses one made before. Two sign-ins with one nonce at once: the
-    /// second waits for the first's transaction, then is refused.
-    func spend(
-        nonce: String?, expiresAt nonceExpiry: Date?, identity: VerifiedIdentity, idToken: String,
-        on connection: PostgresConnection, logger: Logger
-    ) async throws {
-        let (value, until) = nonce.flatMap { nonce in nonceExpiry.map { (nonce, $0) } } ?? (idToken, identity.usableUntil)
+    /// Records a sign-in as made, under `nonce`, or under what the ID token's issuer signed
+    /// (`header.payload`) when it came without one, in the caller's transaction; refuses one made
+    /// before. Two sign-ins with one nonce at once: the second waits for the first's transaction,
+    /// then is refused.
+    func spend(nonce: String?, expiresAt nonceExpiry: Date?, identity: VerifiedIdentity, on connection: PostgresConnection, logger: Logger) async throws {
+        let (value, until) = nonce.flatMap { nonce in nonceExpiry.map { (Substring(nonce), $0) } } ?? (identity.signedPart, identity.usableUntil)
         let hash = Data(SHA256.hash(data: Data(value.utf8)))
         let fresh = try await connection.returnsRow(
             """

@@ -96,35 +96,100 @@ struct AccountRoutes {
         }
     }
 
-    struct TokenRequest: StrictJSONBody {
+    struct VerifyRequest: StrictJSONBody {
         var token: String
-        enum CodingKeys: String, CodingKey, CaseIterable { case token }
+        var password: String?
+        var disown: Bool?
+        enum CodingKeys: String, CodingKey, CaseIterable { case token, password, disown }
     }
 
     struct VerifiedResponse: ResponseEncodable {
         var emailVerified: Bool
-        enum CodingKeys: String, CodingKey { case emailVerified = "email_verified" }
+        /// After disowning: a single-use token for `POST /v1/auth/password/reset`, so the mailbox's
+        /// owner sets the account's first password.
+        var passwordToken: String?
+        var passwordTokenExpiresAt: Date?
+        enum CodingKeys: String, CodingKey {
+            case emailVerified = "email_verified", passwordToken = "password_token", passwordTokenExpiresAt = "password_token_expires_at"
+        }
     }
 
+    /// How whoever follows the verification link shows they are also the one who set the account up.
+    enum VerifyProof {
+        /// The app opened the link and sent the account's access token.
+        case session(UUID)
+        /// The page asked for the account's password.
+        case password
+        /// They did not set it up: the account keeps the address and loses what its maker set.
+        case disown
+    }
+
+    /// Whoever proves the mailbox owns the account, and a proof alone does not vouch for what someone
+    /// else set before it: the mailed token verifies only together with the account's live session or
+    /// its password (everything is kept), or with `disown` (sessions end; the password, the provider
+    /// sign-ins and the chosen name go; a password-setting token comes back). Anyone may sign up with
+    /// an address they do not hold, keep the session, and wait for its owner to click.
     @Sendable func verifyEmail(_ request: Request, context: ServiceRequestContext) async throws -> VerifiedResponse {
-        let body = try await request.decode(as: TokenRequest.self, context: context)
+        let body = try await request.decode(as: VerifyRequest.self, context: context)
         let accounts = self.accounts
-        try await accounts.postgres.transaction(logger: context.logger) { connection in
+        let checked = try await accounts.postgres.withConnectionOnItsLoop { connection in
+            try await accounts.emailTokens.check(body.token, purpose: .verifyEmail, on: connection, logger: context.logger)
+        }
+        guard case .valid(let userID, _) = checked else { throw AuthErrors.mailToken(checked) }
+        let proof: VerifyProof
+        if body.disown == true {
+            guard body.password == nil else {
+                throw APIError.validation([.init(field: "password", message: "is not sent when disowning the account: its password is what goes")])
+            }
+            proof = .disown
+        } else if let caller = context.caller, caller.userID == userID, let sessionID = caller.sessionID {
+            proof = .session(sessionID)
+        } else if let password = body.password {
+            let ip = context.clientAddress
+            try await accounts.reauthThrottle.begin(account: userID.uuidString, ip: ip)
+            let hash = try await accounts.postgres.withConnectionOnItsLoop { connection in
+                try await accounts.users.find(id: userID, on: connection, logger: context.logger)?.passwordHash
+            }
+            guard try await accounts.hasher.verify(password, hash: hash) else {
+                throw APIError.unauthorized("The password is wrong.", code: "invalid_credentials")
+            }
+            await accounts.reauthThrottle.succeeded(account: userID.uuidString, ip: ip)
+            proof = .password
+        } else {
+            throw AuthErrors.proofRequired
+        }
+        return try await accounts.postgres.transaction(logger: context.logger) { connection in
             let consumed = try await accounts.emailTokens.consume(body.token, purpose: .verifyEmail, on: connection, logger: context.logger)
-            guard case .valid(let userID, let email) = consumed else { throw AuthErrors.mailToken(consumed) }
+            guard case .valid(userID, let email) = consumed else { throw AuthErrors.mailToken(consumed) }
             guard let user = try await accounts.users.find(id: userID, forUpdate: true, on: connection, logger: context.logger),
                 EmailAddress.normalize(user.email) == EmailAddress.normalize(email)
             else {
                 throw AuthErrors.mailToken(.unknown)
             }
-            guard !user.emailVerified else { return }
-            try await accounts.users.markVerified(userID, on: connection, logger: context.logger)
-            try await accounts.outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, live: true, on: connection, logger: context.logger)
+            if case .session(let sessionID) = proof {
+                guard try await accounts.sessions.isLive(sessionID, userID: userID, on: connection, logger: context.logger) else { throw AuthErrors.proofRequired }
+            }
+            try await accounts.emailTokens.invalidate(.verifyEmail, userID: userID, on: connection, logger: context.logger)
+            var response = VerifiedResponse(emailVerified: true)
+            if case .disown = proof {
+                try await accounts.sessions.endAll(of: userID, on: connection, logger: context.logger)
+                try await accounts.users.removeCredentials(of: userID, on: connection, logger: context.logger)
+                let token = try await accounts.emailTokens.issue(.resetPassword, userID: userID, email: user.email, on: connection, logger: context.logger)
+                response.passwordToken = token.value
+                response.passwordTokenExpiresAt = Date().addingTimeInterval(TimeInterval(EmailTokenStore.Purpose.resetPassword.lifetimeSeconds))
+                try await accounts.outbox.write(UserPasswordChanged(userID: userID, method: "disowned"), userID: userID, on: connection, logger: context.logger)
+                context.logger.notice("account disowned by its address's owner", metadata: ["user_id": "\(userID)"])
+            }
+            try await accounts.users.markVerified(userID, byMail: true, on: connection, logger: context.logger)
+            if !user.emailVerified {
+                try await accounts.outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, live: true, on: connection, logger: context.logger)
+            }
             var verified = user
             verified.emailVerified = true
+            verified.emailProvenByMail = true
             _ = try await accounts.grantConfiguredAdmin(verified, on: connection)
+            return response
         }
-        return VerifiedResponse(emailVerified: true)
     }
 
     @Sendable func resendVerification(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
@@ -210,8 +275,11 @@ struct AccountRoutes {
             // sign-ins go, so an account claimed in someone else's name is not theirs to keep. Even
             // if the address was verified by mail since: the owner may have followed that link.
             try await accounts.users.unlinkUnproven(userID, on: connection, logger: context.logger)
+            // The reset proved the address and left only credentials its owner set (or linked once the
+            // address was proven): good enough for ADMIN_EMAILS.
+            try await accounts.users.markVerified(userID, byMail: true, on: connection, logger: context.logger)
+            try await accounts.emailTokens.invalidate(.verifyEmail, userID: userID, on: connection, logger: context.logger)
             if !user.emailVerified {
-                try await accounts.users.markVerified(userID, on: connection, logger: context.logger)
                 try await accounts.outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, on: connection, logger: context.logger)
             }
             try await accounts.outbox.write(UserPasswordChanged(userID: userID, method: "reset"), userID: userID, on: connection, logger: context.logger)
@@ -310,6 +378,9 @@ struct AccountRoutes {
 enum AuthErrors {
     static let disabled = APIError(.forbidden, code: "account_disabled", detail: "This account is disabled. Contact support.")
     static let sessionRevoked = APIError.unauthorized("This session has ended; sign in again.", code: "session_revoked")
+    static let proofRequired = APIError.unauthorized(
+        "Confirming the address also needs the account's password (or its signed-in app's access token); if you did not sign up, send `disown: true` instead.",
+        code: "proof_required")
 
     static func weakPassword(_ rule: String) -> APIError {
         APIError(.badRequest, code: "weak_password", detail: rule, errors: [.init(field: "password", message: rule)])

@@ -38,7 +38,10 @@ struct ProviderRoutes {
         var nonce: String?
         /// Apple sends the user's name to the app only the first time; the app passes it on.
         var name: PersonName?
-        enum CodingKeys: String, CodingKey, CaseIterable { case idToken = "id_token", nonce, name }
+        /// The password of the existing account with the token's address, to link this sign-in to it
+        /// where the provider does not answer for the address (`409 account_exists` said so).
+        var password: String?
+        enum CodingKeys: String, CodingKey, CaseIterable { case idToken = "id_token", nonce, name, password }
     }
 
     /// Apple's name arrives as given and family name; a plain string is accepted too.
@@ -88,7 +91,7 @@ struct ProviderRoutes {
         let accounts = self.accounts
         let provider = identity.provider
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
-            try await accounts.nonces.spend(nonce: body.nonce, expiresAt: nonceExpiry, identity: identity, idToken: body.idToken, on: connection, logger: context.logger)
+            try await accounts.nonces.spend(nonce: body.nonce, expiresAt: nonceExpiry, identity: identity, on: connection, logger: context.logger)
             // Known identity: sign in.
             if var user = try await accounts.users.user(provider: provider, subject: identity.subject, on: connection, logger: context.logger) {
                 guard !user.isDisabled else { throw AuthErrors.disabled }
@@ -102,16 +105,34 @@ struct ProviderRoutes {
             guard let email = identity.email, EmailAddress.isValid(email) else {
                 throw APIError(.badRequest, code: "email_required", detail: "The \(providerName) token carries no email address; allow sharing the email (a private relay address is fine).")
             }
-            // Same email as an existing account: link only when both sides have verified it.
+            // Same email as an existing account. Linked when the person shows its password; or when the
+            // provider answers for the address: then an account whose address was proven keeps all it
+            // has, and one whose address never was is the mailbox owner's, cleared of what its maker
+            // set. The provider's claim never makes anyone admin.
             if let existing = try await accounts.users.find(email: email, forUpdate: true, on: connection, logger: context.logger) {
-                guard identity.emailVerified, existing.emailVerified else {
+                guard !existing.isDisabled else { throw AuthErrors.disabled }
+                var user = existing
+                if let password = body.password {
+                    try await accounts.throttle.begin(account: EmailAddress.normalize(existing.email), ip: client.ip)
+                    guard try await accounts.hasher.verify(password, hash: existing.passwordHash) else {
+                        throw APIError.unauthorized("The password is wrong.", code: "invalid_credentials")
+                    }
+                    await accounts.throttle.succeeded(account: EmailAddress.normalize(existing.email), ip: client.ip)
+                    try await accounts.users.link(
+                        provider: provider, subject: identity.subject, email: email, proven: existing.emailVerified, to: existing.id, on: connection, logger: context.logger)
+                } else if identity.emailVouched {
+                    if !existing.emailVerified {
+                        user = try await accounts.takeOverUnproven(existing, on: connection)
+                        try await accounts.users.markVerified(existing.id, byMail: false, on: connection, logger: context.logger)
+                        user.emailVerified = true
+                        try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, on: connection, logger: context.logger)
+                    }
+                    try await accounts.users.link(provider: provider, subject: identity.subject, email: email, proven: true, to: existing.id, on: connection, logger: context.logger)
+                } else {
                     throw APIError.conflict(
-                        "An account with this email exists. Sign in with your password (and verify the email) before using \(providerName) for it.",
+                        "An account with this email exists and \(providerName) does not vouch for the address: send the account's password with the ID token (`password`) to link them.",
                         code: "account_exists")
                 }
-                guard !existing.isDisabled else { throw AuthErrors.disabled }
-                try await accounts.users.link(provider: provider, subject: identity.subject, email: email, proven: true, to: existing.id, on: connection, logger: context.logger)
-                var user = existing
                 if user.displayName == nil, let suppliedName {
                     try await connection.checkedRun("UPDATE users SET display_name = \(suppliedName) WHERE id = \(user.id)", logger: context.logger)
                     user.displayName = suppliedName
@@ -119,22 +140,23 @@ struct ProviderRoutes {
                 let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)
                 return SignInResponse(user: try await accounts.view(of: signedIn, on: connection), session: session, created: false)
             }
-            // New person: a new account with this identity.
+            // New person: a new account with this identity, its address verified if the provider
+            // answers for it, proven by mail otherwise.
             guard
                 let user = try await accounts.users.insert(
-                    email: email, emailVerified: identity.emailVerified, passwordHash: nil, displayName: suppliedName,
+                    email: email, emailVerified: identity.emailVouched, passwordHash: nil, displayName: suppliedName,
                     roles: [.user], on: connection, logger: context.logger)
             else {
                 throw APIError.conflict("An account with this email was just created; try again.", code: "email_taken")
             }
-            try await accounts.users.link(provider: provider, subject: identity.subject, email: email, proven: identity.emailVerified, to: user.id, on: connection, logger: context.logger)
+            try await accounts.users.link(provider: provider, subject: identity.subject, email: email, proven: identity.emailVouched, to: user.id, on: connection, logger: context.logger)
             try await accounts.outbox.write(
                 UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: provider),
                 userID: user.id, on: connection, logger: context.logger)
-            if identity.emailVerified {
+            if identity.emailVouched {
                 try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, on: connection, logger: context.logger)
             } else {
-                // The provider has not verified the address: prove it the usual way.
+                // The provider does not answer for the address: prove it the usual way.
                 let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
                 try await accounts.mailer.sendVerification(to: user.email, token: token, on: connection, logger: context.logger)
             }

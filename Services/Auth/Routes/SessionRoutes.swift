@@ -75,7 +75,7 @@ struct SessionRoutes {
         // PostgresNIO's default name is `String(reflecting: Self.self)`, worked out on every execution.
         static let name = "auth.me"
         static let sql = """
-            SELECT u.id, u.email, u.email_verified, u.password_hash, u.display_name, u.roles, u.disabled_at, u.created_at, u.last_sign_in_at,
+            SELECT u.id, u.email, u.email_verified, u.password_hash, u.display_name, u.roles, u.disabled_at, u.created_at, u.last_sign_in_at, u.email_proven_by_mail,
                    ARRAY(SELECT provider FROM identities WHERE user_id = u.id ORDER BY provider),
                    ($3 OR EXISTS (SELECT 1 FROM sessions WHERE id = $2 AND user_id = u.id AND expires_at > now()))
             FROM users u WHERE u.id = $1
@@ -98,12 +98,12 @@ struct SessionRoutes {
         /// each column unspecialized.
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let cells = row.makeRandomAccess()
-            let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, providers, live) = (
+            let (id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, provenByMail, providers, live) = (
                 try cells[0].decode(UUID.self), try cells[1].decode(String.self), try cells[2].decode(Bool.self), try cells[3].decode(String?.self),
                 try cells[4].decode(String?.self), try cells[5].decode([String].self), try cells[6].decode(Date?.self), try cells[7].decode(Date.self),
-                try cells[8].decode(Date?.self), try cells[9].decode([String].self), try cells[10].decode(Bool.self)
+                try cells[8].decode(Date?.self), try cells[9].decode(Bool.self), try cells[10].decode([String].self), try cells[11].decode(Bool.self)
             )
-            return (UserRecord((id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn)), providers, live)
+            return (UserRecord((id, email, verified, hash, name, roles, disabledAt, createdAt, lastSignIn, provenByMail)), providers, live)
         }
     }
 

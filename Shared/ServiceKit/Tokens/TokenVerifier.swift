@@ -339,6 +339,14 @@ public enum Base64URL {
         if bits > 0 { output.append(alphabet[Int((buffer << UInt32(6 - bits)) & 0x3F)]) }
         return String(decoding: output, as: UTF8.self)
     }
+
+    /// Whether `text` is the one unpadded base64url spelling of what it decodes to. `decode` also
+    /// takes `+`, `/` and `=` padding, so one value has several spellings; where the text itself is
+    /// recorded (a spent token), only this one may be accepted.
+    public static func isCanonical(_ text: some StringProtocol) -> Bool {
+        guard let data = decode(text) else { return false }
+        return encode(data).utf8.elementsEqual(text.utf8)
+    }
 }
 
 /// Tokens that passed every check recently, by their exact text. An entry lives a minute at most, so
