@@ -283,7 +283,7 @@ import TestSupport
             let router = Router(context: ServiceRequestContext.self)
             router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: MetricsRegistry())))
             router.add(middleware: ProblemMiddleware())
-            router.add(middleware: DatabaseGateMiddleware(watch: watch))
+            router.add(middleware: DatabaseGateMiddleware(watch: watch, budget: .seconds(10)))
             for path in ["v1/things", "healthz", "readyz", "metrics", ".well-known/jwks.json"] {
                 router.get(RouterPath(path)) { _, _ in "answered" }
             }
@@ -302,6 +302,60 @@ import TestSupport
                     #expect(try await client.execute(uri: path, method: .get).status == .ok, "\(path)")
                 }
             }
+        }
+    }
+
+    /// A request waits for a pooled connection no longer than its budget: with the one connection of
+    /// the pool busy, the wait ends at the deadline with a 503-class error; the queued lease is
+    /// withdrawn (the pool is not left short), and once the connection is free the same call works.
+    @Test(.timeLimit(.minutes(1))) func aRequestWaitsForAConnectionNoLongerThanItsBudget() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        try await withClient(database.config(for: "social", poolSize: 1)) { client in
+            let busy = Task { try await client.checkedQuery("SELECT pg_sleep(2)", logger: TestEnvironment.logger) }
+            try await Task.sleep(for: .milliseconds(300))
+            let clock = ContinuousClock()
+            let started = clock.now
+            do {
+                try await DatabaseBudget.$current.withValue(DatabaseBudget(deadline: .now + .milliseconds(400), watch: nil)) {
+                    try await client.checkedQuery("SELECT 1", logger: TestEnvironment.logger)
+                }
+                Issue.record("leased a connection the other query holds")
+            } catch {
+                #expect(error is DatabaseWaitExceeded && isDatabaseUnavailable(error), "\(String(reflecting: error))")
+            }
+            let waited = clock.now - started
+            #expect(waited >= .milliseconds(350) && waited < .milliseconds(1500), "\(waited)")
+            try await busy.value
+            for _ in 0..<3 {
+                let rows = try await DatabaseBudget.$current.withValue(DatabaseBudget(deadline: .now + .seconds(2), watch: nil)) {
+                    try await client.checkedQuery("SELECT 7", decoding: Int32.self, logger: TestEnvironment.logger)
+                }
+                #expect(rows == [7])
+            }
+        }
+    }
+
+    /// PostgreSQL out of reach while a request waits for a connection: the wait ends as soon as the
+    /// watch sees it, long before the budget's deadline.
+    @Test(.timeLimit(.minutes(1))) func aWaitForAConnectionEndsWhenTheWatchSeesTheOutage() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        var nowhere = database.config(for: "social", poolSize: 2)
+        nowhere.port = try RedisServer.freePort()
+        let watch = try DatabaseWatch(database: nowhere, interval: .milliseconds(100), logger: TestEnvironment.logger)
+        let watching = Task { try await watch.run() }
+        defer { watching.cancel() }
+        try await withClient(nowhere) { client in
+            let clock = ContinuousClock()
+            let started = clock.now
+            do {
+                try await DatabaseBudget.$current.withValue(DatabaseBudget(deadline: .now + .seconds(30), watch: watch)) {
+                    try await client.checkedQuery("SELECT 1", logger: TestEnvironment.logger)
+                }
+                Issue.record("a query reached a port where nothing listens")
+            } catch {
+                #expect(isDatabaseUnavailable(error), "\(String(reflecting: error))")
+            }
+            #expect(clock.now - started < .seconds(3))
         }
     }
 }

@@ -196,6 +196,62 @@ def test_a_database_outage_is_503_at_once_and_every_service_recovers(stack):
     assert {name: stack.pid(name) for name in SERVICES} == pids, "a service restarted instead of recovering"
 
 
+def test_requests_in_flight_when_postgresql_stops_answer_within_the_statement_timeout(stack):
+    """A read loop through the gateway while PostgreSQL is fast-stopped for 6 s: every request answers,
+    200 or 503, within DATABASE_STATEMENT_TIMEOUT_MS (3 s in the e2e stack) and a little slack; none
+    waits for the restart or ends in the gateway's 504; and the same processes serve again after."""
+    import threading
+
+    signup = requests.post(f"{stack.gateway}/v1/auth/signup", json={"email": f"e2e-inflight-{uuid.uuid4().hex[:10]}@example.com",
+                           "password": "e2e in flight password"}, timeout=10)
+    assert signup.status_code == 201, signup.text
+    headers = {"Authorization": f"Bearer {signup.json()['session']['access_token']}"}
+    stack.wait_until(lambda: requests.get(f"{stack.gateway}/v1/profiles/me", headers=headers, timeout=10).status_code == 200,
+                     seconds=30, what="the profile made from user.registered")
+    pids = {name: stack.pid(name) for name in SERVICES}
+    results, stop = [], threading.Event()
+
+    def read_loop():
+        while not stop.is_set():
+            for path in ["/v1/profiles/me", "/v1/auth/me"]:
+                started = time.time()
+                try:
+                    status = requests.get(f"{stack.gateway}{path}", headers=headers, timeout=40).status_code
+                except requests.RequestException as error:
+                    status = repr(error)
+                results.append((path, status, time.time() - started))
+
+    readers = [threading.Thread(target=read_loop) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    try:
+        time.sleep(1)
+        subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && stop_postgres "$STACK_DIR"'], check=True)
+        outage_started = len(results)
+        time.sleep(6)
+    finally:
+        subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && start_postgres "$STACK_DIR" "$STACK_PG_PORT" '
+                        '&& head -n 1 "$STACK_DIR/pg/data/postmaster.pid" > "$STACK_DIR/pids/postgres.pid"'], check=True)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            recent = results[-8:]
+            if len(results) > outage_started + 8 and all(status == 200 for _, status, _ in recent):
+                break
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    statuses = {status for _, status, _ in results}
+    assert statuses <= {200, 503}, f"answers other than 200 and 503: {statuses - {200, 503}}"
+    assert 503 in statuses, "the outage was not seen"
+    slowest = max(results, key=lambda result: result[2])
+    assert slowest[2] < 4.5, f"{slowest[0]} took {slowest[2]:.1f}s (budget 3 s)"
+    assert all(status == 200 for _, status, _ in results[-8:]), results[-8:]
+    assert {name: stack.pid(name) for name in SERVICES} == pids, "a service restarted instead of recovering"
+
+
 def test_a_redis_outage_loses_no_event_and_every_service_recovers(stack):
     """Redis stopped under the running stack: readiness says so, sign-up and sign-in still work (the
     events wait in auth's outbox; sign-in throttling lets attempts through), and once Redis is back

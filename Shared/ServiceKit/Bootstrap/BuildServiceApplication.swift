@@ -40,7 +40,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     router.add(middleware: ProblemMiddleware())
     let routeIndex = RouteIndex()
     router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))
-    router.add(middleware: DatabaseGateMiddleware(watch: databaseWatch))
+    router.add(middleware: DatabaseGateMiddleware(watch: databaseWatch, budget: config.database.statementTimeout))
     let health = HealthRoutes<ServiceRequestContext>(postgres: postgres, redis: redis, readiness: readiness, metrics: registry)
     health.add(to: router)
     let adminRouter = Router(context: ServiceRequestContext.self)

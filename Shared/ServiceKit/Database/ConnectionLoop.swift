@@ -18,8 +18,18 @@ extension PostgresClient {
     /// `checkedQuery` and `checkedExecute` calls write without a hop. Work on the connection's loop
     /// also saves a thread hop per statement; keep bodies to database work, since everything in them
     /// (child tasks included) shares that loop with its sockets.
+    ///
+    /// Within a request (a `DatabaseBudget` is set), the wait for the connection ends at the
+    /// budget's deadline, or when the database is known to be out of reach.
     public func withConnectionOnItsLoop<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
-        try await withConnection { connection in
+        guard let budget = DatabaseBudget.current else {
+            return try await withConnection { connection in
+                try await withTaskExecutorPreference(EventLoopTaskExecutor.for(connection.eventLoop)) {
+                    try await body(connection)
+                }
+            }
+        }
+        return try await withConnection(within: budget) { connection in
             try await withTaskExecutorPreference(EventLoopTaskExecutor.for(connection.eventLoop)) {
                 try await body(connection)
             }

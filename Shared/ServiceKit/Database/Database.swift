@@ -100,10 +100,11 @@ public struct DatabaseConnectionClosed: Error, CustomStringConvertible {
 ///
 /// While PostgreSQL is unreachable, PostgresNIO's pool queues requests and retries the connection with
 /// back-off; after 60 s of failures it fails queued and new requests at once (`connectionCreationCircuitBreakerTripped`)
-/// and keeps retrying, so the first requests of an outage wait up to ~60 s (`DatabaseWatch` closes the gate on new ones within seconds).
+/// and keeps retrying. A request does not wait for that: its `DatabaseBudget` ends the wait when
+/// `DatabaseWatch` sees the outage, or at the statement timeout, and the watch closes the gate on new ones.
 public func isDatabaseUnavailable(_ error: any Error) -> Bool {
     switch error {
-    case is DatabaseConnectionClosed:
+    case is DatabaseConnectionClosed, is DatabaseWaitExceeded:
         return true
     case _ where isPoolOutOfReach(error):
         return true

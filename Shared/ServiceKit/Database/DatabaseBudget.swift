@@ -1,0 +1,185 @@
+import PostgresNIO
+import Synchronization
+
+/// How long a request may wait for a pooled connection, set by the HTTP layer for the request's
+/// task (`DatabaseGateMiddleware`). PostgresNIO's pool queues a lease while it retries connections
+/// to a PostgreSQL that went away, for as long as the outage lasts: a request that arrived just
+/// before the watch noticed would wait with it. With a budget, the wait ends at the deadline, or as
+/// soon as the watch says the database is out of reach, with `DatabaseWaitExceeded` (a 503). Work
+/// without a budget (the outbox relay, event consumers) waits as before: it retries anyway.
+///
+/// The statements themselves are bounded by PostgreSQL's `statement_timeout`, and a statement on a
+/// connection the server ends fails at once, so the budget covers the one wait nothing else bounds.
+public struct DatabaseBudget: Sendable {
+    public var deadline: ContinuousClock.Instant
+    public var watch: DatabaseWatch?
+
+    public init(deadline: ContinuousClock.Instant, watch: DatabaseWatch?) {
+        self.deadline = deadline
+        self.watch = watch
+    }
+
+    @TaskLocal public static var current: DatabaseBudget?
+}
+
+/// No pooled connection came within the request's `DatabaseBudget`: PostgreSQL is out of reach, or
+/// every connection is busy for longer than a request may wait.
+public struct DatabaseWaitExceeded: Error, CustomStringConvertible {
+    public var unreachable: Bool
+    public var description: String {
+        unreachable ? "the database is out of reach" : "no database connection came free within the request's time"
+    }
+}
+
+extension PostgresClient {
+    /// `withConnection` with the lease wait bounded by `budget`. The lease is taken in a child task
+    /// that hands the connection to this task and holds the lease until `body` is done; a second
+    /// child ends the wait at the deadline, or when the watch reports the database unreachable, and
+    /// cancelling the group withdraws the queued lease from the pool.
+    func withConnection<Result: Sendable>(within budget: DatabaseBudget, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
+        let handoff = LeaseHandoff()
+        return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
+            group.addTask {
+                do {
+                    try await self.withConnection { connection in await handoff.hold(connection) }
+                } catch {
+                    handoff.fail(error)
+                }
+            }
+            group.addTask {
+                let clock = ContinuousClock()
+                // Checked every 50 ms while waiting; the child is cancelled as soon as the lease comes.
+                while !handoff.isSettled {
+                    if let watch = budget.watch, !watch.isReachable {
+                        handoff.fail(DatabaseWaitExceeded(unreachable: true))
+                        return
+                    }
+                    let now = clock.now
+                    guard now < budget.deadline else {
+                        handoff.fail(DatabaseWaitExceeded(unreachable: false))
+                        return
+                    }
+                    try await Task.sleep(until: min(budget.deadline, now.advanced(by: .milliseconds(50))), clock: clock)
+                }
+            }
+            let connection: PostgresConnection
+            do {
+                connection = try await handoff.connection()
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+            // The timer is not needed any more; the holder is not waiting on anything cancellable.
+            group.cancelAll()
+            defer { handoff.release() }
+            return try await body(connection)
+        }
+    }
+}
+
+/// The connection leased in one task and used in another, and the signal that gives it back.
+private final class LeaseHandoff: Sendable {
+    private enum State {
+        case waiting
+        case waiter(CheckedContinuation<PostgresConnection, any Error>)
+        case leased(PostgresConnection)
+        case failed(any Error)
+        case handedOver
+    }
+
+    private struct Release {
+        var released = false
+        var holder: CheckedContinuation<Void, Never>?
+    }
+
+    private let state = Mutex<State>(.waiting)
+    private let releaseState = Mutex(Release())
+
+    var isSettled: Bool {
+        state.withLock { state in
+            switch state {
+            case .waiting, .waiter: false
+            case .leased, .failed, .handedOver: true
+            }
+        }
+    }
+
+    /// In the leasing task, inside `withConnection`: hands the connection over and waits for its
+    /// release, or returns at once (giving it back to the pool) if the wait has already ended.
+    func hold(_ connection: PostgresConnection) async {
+        let (taken, waiter) = state.withLock { state -> (Bool, CheckedContinuation<PostgresConnection, any Error>?) in
+            switch state {
+            case .waiting:
+                state = .leased(connection)
+                return (true, nil)
+            case .waiter(let continuation):
+                state = .handedOver
+                return (true, continuation)
+            case .leased, .failed, .handedOver:
+                return (false, nil)
+            }
+        }
+        guard taken else { return }
+        waiter?.resume(returning: connection)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = releaseState.withLock { release in
+                if release.released { return true }
+                release.holder = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    /// Ends the wait with `error`, unless the connection already came.
+    func fail(_ error: any Error) {
+        let waiter = state.withLock { state -> CheckedContinuation<PostgresConnection, any Error>? in
+            switch state {
+            case .waiting:
+                state = .failed(error)
+                return nil
+            case .waiter(let continuation):
+                state = .failed(error)
+                return continuation
+            case .leased, .failed, .handedOver:
+                return nil
+            }
+        }
+        waiter?.resume(throwing: error)
+    }
+
+    /// In the using task: the connection, once leased, or the reason the wait ended.
+    func connection() async throws -> PostgresConnection {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PostgresConnection, any Error>) in
+                let now = state.withLock { state -> Result<PostgresConnection, any Error>? in
+                    switch state {
+                    case .waiting:
+                        state = .waiter(continuation)
+                        return nil
+                    case .leased(let connection):
+                        state = .handedOver
+                        return .success(connection)
+                    case .failed(let error):
+                        return .failure(error)
+                    case .waiter, .handedOver:
+                        return .failure(CancellationError())
+                    }
+                }
+                if let now { continuation.resume(with: now) }
+            }
+        } onCancel: {
+            fail(CancellationError())
+        }
+    }
+
+    /// Gives the connection back: the leasing task leaves `withConnection`.
+    func release() {
+        let holder = releaseState.withLock { release -> CheckedContinuation<Void, Never>? in
+            release.released = true
+            defer { release.holder = nil }
+            return release.holder
+        }
+        holder?.resume()
+    }
+}
