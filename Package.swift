@@ -13,7 +13,7 @@ let services: [(target: String, folder: String, extra: [Target.Dependency], reso
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ], ["Resources"]
     ),
-    ("Social", "Social", [], []),
+    ("Social", "Social", ["CImageScrub", .product(name: "NIOPosix", package: "swift-nio")], []),
     ("Invitations", "Invitations", [], []),
     ("Entitlements", "Entitlements", [], []),
     ("Nutrition", "Nutrition", [], []),
@@ -41,6 +41,10 @@ var targets: [Target] = [
     .systemLibrary(name: "CCurl", path: "Shared/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     // glibc functions Swift's Glibc module does not show (malloc tuning, spawn's close-from).
     .target(name: "CGlibcExtras", path: "Shared/CGlibcExtras"),
+    // Avatars: libvips decodes and re-encodes them without their metadata. Its options are C
+    // variadic arguments, so a few lines of C (CImageScrub) call it, and Swift calls those.
+    .systemLibrary(name: "CVips", path: "Shared/CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+    .target(name: "CImageScrub", dependencies: ["CVips"], path: "Shared/CImageScrub"),
     // The kit, in layers: each imports only the layers it declares below, so a wrong-way import does
     // not compile (docs/ARCHITECTURE.md has the diagram): Core; Redis and Database on Core; Events on
     // those three; HTTP on Core and Database; Tokens on Core and HTTP; ServiceKit (the bootstrap

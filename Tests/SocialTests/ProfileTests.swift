@@ -253,9 +253,15 @@ import TestSupport
         }
     }
 
-    static let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array(repeating: 7, count: 100)
-    static let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0] + Array(repeating: 1, count: 100)
-    static let webp: [UInt8] = Array("RIFF".utf8) + [0, 0, 0, 0] + Array("WEBPVP8 ".utf8) + Array(repeating: 2, count: 100)
+    /// Small photos as phones make them, with EXIF (GPS, camera, orientation), comments and XMP;
+    /// `Tests/Fixtures/avatars/make_fixtures.py` made them.
+    static func fixture(_ name: String) -> [UInt8] {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/avatars/\(name)")
+        return Array(try! Data(contentsOf: url))
+    }
+    static let png = fixture("photo.png")
+    static let jpeg = fixture("photo.jpg")
+    static let webp = fixture("photo.webp")
 
     @Test func avatarsAreCheckedByTheirBytesAndCached() async throws {
         try await SocialTestEnvironment.run { env in
@@ -269,9 +275,10 @@ import TestSupport
             let empty = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(), headers: [.contentType: "image/png"])
             #expect(empty.status == .unsupportedMediaType && empty.code == "unsupported_image")
             #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer).status == .notFound)
-            // 2 MiB exactly is allowed.
+            // 2 MiB exactly is allowed (a photo with data after its end, which decoders ignore).
             let largest = Self.png + Array(repeating: 0, count: 2 * 1024 * 1024 - Self.png.count)
-            #expect(try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: largest)).status == .ok)
+            let atLimit = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: largest))
+            #expect(atLimit.status == .ok, "\(atLimit.text)")
 
             for (bytes, type) in [(Self.jpeg, "image/jpeg"), (Self.webp, "image/webp"), (Self.png, "image/png")] {
                 let uploaded = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: bytes), headers: [.contentType: "application/octet-stream"])
@@ -281,7 +288,7 @@ import TestSupport
                 let image = try await env.call(.get, url, as: viewer)
                 #expect(image.status == .ok && image.headers[.contentType] == type)
                 #expect(image.headers[.xContentTypeOptions] == "nosniff")
-                #expect(Array(image.body.readableBytesView) == bytes)
+                #expect(ImageFormat(sniffing: image.body.readableBytesView)?.rawValue == type)
             }
             let image = try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer)
             let etag = try #require(image.headers[.eTag])
@@ -298,6 +305,67 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: viewer).status == .notFound)
             #expect(try await env.call(.get, "/v1/profiles/me", as: cook).json["avatar_url"] is NSNull)
         }
+    }
+
+    /// What a phone writes into a photo (the GPS position, the camera, comments, XMP) is not stored
+    /// nor served: the image is decoded and encoded again, upright by its EXIF orientation. An image
+    /// whose header states a side over 4096 pixels is refused before it is decoded, and bytes that
+    /// start like an image but are none are refused too.
+    @Test func avatarsLoseTheirMetadataAndHugeOnesAreRefused() async throws {
+        try await SocialTestEnvironment.run { env in
+            let cook = try await env.user()
+            let secrets = ["EvilCam", "secret-comment", "secret-xmp"]
+            for (name, bytes) in [("photo.jpg", Self.jpeg), ("photo.png", Self.png), ("photo.webp", Self.webp)] {
+                #expect(secrets.prefix(3).contains { Self.contains(bytes, $0) }, "\(name) fixture carries its metadata")
+                let uploaded = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: bytes))
+                #expect(uploaded.status == .ok, "\(name): \(uploaded.text)")
+                let served = try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: cook)
+                let stored = Array(served.body.readableBytesView)
+                for secret in secrets { #expect(!Self.contains(stored, secret), "\(name) still carries \(secret)") }
+                // JPEG and PNG come back with no EXIF at all. libvips gives a WebP a minimal EXIF
+                // of its own (resolution, orientation): it has no GPS block (tag 0x8825).
+                if name == "photo.webp" {
+                    let exif = Self.webpChunk("EXIF", in: stored) ?? []
+                    #expect(!exif.indices.dropLast().contains { exif[$0] == 0x88 && exif[$0 + 1] == 0x25 }, "\(name) has a GPS block")
+                } else {
+                    #expect(!Self.contains(stored, "Exif"), "\(name) has EXIF")
+                }
+                // Stored 64×48 with orientation 6 (turn 90°): served upright, 48×64.
+                let format = try #require(ImageFormat(sniffing: stored))
+                let again = try AvatarImage.scrubNow(ByteBuffer(bytes: stored), format: format)
+                #expect((again.width, again.height) == (48, 64), "\(name)")
+            }
+            let wide = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: Self.fixture("wide.png")))
+            #expect(wide.status == .unprocessableContent && wide.code == "image_too_large", "\(wide.text)")
+            #expect(wide.text.contains("5000×5000"))
+            let bomb = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: Self.fixture("bomb.png")))
+            #expect(bomb.status == .unprocessableContent && bomb.code == "image_too_large" && bomb.text.contains("20000×20000"), "\(bomb.text)")
+            for bytes in [Array(Self.jpeg.prefix(40)), [0xFF, 0xD8, 0xFF, 0xE0] + Array(repeating: 1, count: 100), Array(Self.png.prefix(30))] {
+                let broken = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: bytes))
+                #expect(broken.status == .unprocessableContent && broken.code == "invalid_image", "\(broken.text)")
+                #expect(broken.headers[.contentType] == "application/problem+json")
+            }
+            // The last good one is still the avatar.
+            #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: cook).headers[.contentType] == "image/webp")
+        }
+    }
+
+    /// The payload of a WebP (RIFF) chunk.
+    static func webpChunk(_ kind: String, in bytes: [UInt8]) -> [UInt8]? {
+        var offset = 12
+        while offset + 8 <= bytes.count {
+            let size = Int(bytes[offset + 4]) | Int(bytes[offset + 5]) << 8 | Int(bytes[offset + 6]) << 16 | Int(bytes[offset + 7]) << 24
+            let end = min(bytes.count, offset + 8 + size)
+            if bytes[offset..<(offset + 4)].elementsEqual(kind.utf8) { return Array(bytes[(offset + 8)..<end]) }
+            offset = end + (size & 1)
+        }
+        return nil
+    }
+
+    static func contains(_ bytes: [UInt8], _ text: String) -> Bool {
+        let needle = Array(text.utf8)
+        guard needle.count <= bytes.count else { return false }
+        return (0...(bytes.count - needle.count)).contains { bytes[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 
     @Test func theCreatorRoleGivesTheVerifiedBadge() async throws {

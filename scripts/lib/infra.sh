@@ -94,6 +94,13 @@ ensure_packages() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
     PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   fi
+  # libvips decodes and re-encodes avatars (social); without its recommends (GUI tools, docs).
+  if [ ! -f /usr/include/vips/vips.h ]; then
+    log "installing Debian packages: libvips-dev"
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends libvips-dev >/dev/null
+  fi
   ensure_python_tools
 }
 

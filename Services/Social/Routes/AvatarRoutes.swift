@@ -18,6 +18,14 @@ enum ImageFormat: String {
     case jpeg = "image/jpeg"
     case webp = "image/webp"
 
+    var name: String {
+        switch self {
+        case .png: "PNG"
+        case .jpeg: "JPEG"
+        case .webp: "WebP"
+        }
+    }
+
     init?(sniffing bytes: some Collection<UInt8>) {
         let head = Array(bytes.prefix(12))
         if head.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) {
@@ -54,11 +62,21 @@ struct AvatarRoutes {
         guard let format = ImageFormat(sniffing: body.readableBytesView) else {
             throw APIError(.unsupportedMediaType, code: "unsupported_image", detail: "Send a PNG, JPEG or WebP image as the request body.")
         }
+        let image: AvatarImage
+        do {
+            image = try await AvatarImage.scrub(body, format: format)
+        } catch AvatarImage.Problem.tooLarge(let width, let height) {
+            throw APIError(
+                .unprocessableContent, code: "image_too_large",
+                detail: "The image is \(width)×\(height) pixels; an avatar may be at most \(AvatarImage.maxSide)×\(AvatarImage.maxSide).")
+        } catch AvatarImage.Problem.unreadable {
+            throw APIError(.unprocessableContent, code: "invalid_image", detail: "The body starts like a \(format.name) image but cannot be decoded as one.")
+        }
         let social = self.social
         let caller = context.caller
         let profile = try await social.transaction(logger: context.logger) { connection in
             _ = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: context.logger)
-            try await social.profiles.setAvatar(caller.userID, contentType: format.rawValue, data: body, on: connection, logger: context.logger)
+            try await social.profiles.setAvatar(caller.userID, contentType: format.rawValue, data: image.bytes, on: connection, logger: context.logger)
             return try await social.ownProfile(caller, on: connection, logger: context.logger)
         }
         return social.view(profile, relationship: nil, for: caller)

@@ -1,0 +1,118 @@
+#include "CImageScrub.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <vips/vips.h>
+
+static pthread_once_t started = PTHREAD_ONCE_INIT;
+static int start_failed = 0;
+
+static void start(void) {
+    if (VIPS_INIT("image_scrub")) {
+        start_failed = 1;
+        return;
+    }
+    // Each image is handled once: nothing to gain from libvips' operation cache, only memory held.
+    vips_cache_set_max(0);
+    // One thread per image; the caller's thread pool bounds how many run at once.
+    vips_concurrency_set(1);
+    // Only the loaders libvips counts as fuzzed and safe for untrusted input.
+    vips_block_untrusted_set(TRUE);
+}
+
+static image_scrub_status fail(image_scrub_result *result, image_scrub_status status, const char *reason) {
+    snprintf(result->reason, sizeof result->reason, "%s", reason);
+    vips_error_clear();
+    return status;
+}
+
+image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, image_scrub_result *result) {
+    memset(result, 0, sizeof *result);
+    pthread_once(&started, start);
+    if (start_failed) return fail(result, IMAGE_SCRUB_FAILED, "libvips did not start");
+
+    // Loading reads the header only; pixels are decoded when the image is written below.
+    VipsImage *image = NULL;
+    int loaded;
+    switch (format) {
+    case IMAGE_SCRUB_JPEG:
+        loaded = vips_jpegload_buffer((void *)data, length, &image, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+        break;
+    case IMAGE_SCRUB_PNG:
+        loaded = vips_pngload_buffer((void *)data, length, &image, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+        break;
+    case IMAGE_SCRUB_WEBP:
+        loaded = vips_webpload_buffer((void *)data, length, &image, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+        break;
+    default:
+        return fail(result, IMAGE_SCRUB_UNREADABLE, "unknown format");
+    }
+    if (loaded != 0 || image == NULL) return fail(result, IMAGE_SCRUB_UNREADABLE, vips_error_buffer());
+
+    result->width = vips_image_get_width(image);
+    result->height = vips_image_get_height(image);
+    if (result->width > max_side || result->height > max_side) {
+        g_object_unref(image);
+        return fail(result, IMAGE_SCRUB_TOO_LARGE, "the stated size is over the limit");
+    }
+
+    VipsImage *upright = NULL;
+    if (vips_autorot(image, &upright, NULL) != 0) {
+        g_object_unref(image);
+        return fail(result, IMAGE_SCRUB_UNREADABLE, vips_error_buffer());
+    }
+    g_object_unref(image);
+
+    // A profile (Display P3 from an iPhone) goes with the metadata: convert to sRGB first, so that
+    // the colours stay as they looked.
+    if (vips_image_get_typeof(upright, VIPS_META_ICC_NAME) != 0) {
+        VipsImage *srgb = NULL;
+        if (vips_icc_transform(upright, &srgb, "srgb", "embedded", TRUE, NULL) == 0) {
+            g_object_unref(upright);
+            upright = srgb;
+        } else {
+            vips_error_clear();
+        }
+    }
+
+    // Without any metadata field: savers' "strip" leaves some behind (WebP's EXIF and XMP in this
+    // libvips), so the fields go from a copy of the image (the pixels are shared, not copied).
+    VipsImage *bare = NULL;
+    if (vips_copy(upright, &bare, NULL) != 0) {
+        g_object_unref(upright);
+        return fail(result, IMAGE_SCRUB_FAILED, vips_error_buffer());
+    }
+    g_object_unref(upright);
+    upright = bare;
+    gchar **fields = vips_image_get_fields(upright);
+    for (gchar **field = fields; field != NULL && *field != NULL; field++) {
+        // The header's own fields (width, bands, …) cannot be removed and are not metadata.
+        (void)vips_image_remove(upright, *field);
+    }
+    g_strfreev(fields);
+
+    void *output = NULL;
+    size_t output_length = 0;
+    int saved;
+    switch (format) {
+    case IMAGE_SCRUB_JPEG:
+        saved = vips_jpegsave_buffer(upright, &output, &output_length, "strip", TRUE, "Q", 90, "optimize_coding", TRUE, NULL);
+        break;
+    case IMAGE_SCRUB_PNG:
+        saved = vips_pngsave_buffer(upright, &output, &output_length, "strip", TRUE, NULL);
+        break;
+    default:
+        saved = vips_webpsave_buffer(upright, &output, &output_length, "strip", TRUE, "Q", 90, NULL);
+        break;
+    }
+    result->width = vips_image_get_width(upright);
+    result->height = vips_image_get_height(upright);
+    g_object_unref(upright);
+    if (saved != 0 || output == NULL) return fail(result, IMAGE_SCRUB_UNREADABLE, vips_error_buffer());
+    result->data = output;
+    result->length = output_length;
+    return IMAGE_SCRUB_OK;
+}
+
+void image_scrub_free(void *data) { g_free(data); }

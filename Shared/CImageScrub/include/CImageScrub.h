@@ -1,0 +1,42 @@
+#ifndef CIMAGESCRUB_H
+#define CIMAGESCRUB_H
+
+#include <stddef.h>
+
+/// The formats an avatar may be; the caller tells them apart by their first bytes.
+typedef enum {
+    IMAGE_SCRUB_JPEG = 1,
+    IMAGE_SCRUB_PNG = 2,
+    IMAGE_SCRUB_WEBP = 3,
+} image_scrub_format;
+
+typedef enum {
+    IMAGE_SCRUB_OK = 0,
+    /// Not a decodable image of the format named.
+    IMAGE_SCRUB_UNREADABLE = 1,
+    /// The header states a width or height over the limit; nothing was decoded.
+    IMAGE_SCRUB_TOO_LARGE = 2,
+    /// The library could not start, or ran out of memory.
+    IMAGE_SCRUB_FAILED = 3,
+} image_scrub_status;
+
+typedef struct {
+    /// The re-encoded image (free with image_scrub_free), when the status is IMAGE_SCRUB_OK.
+    void *data;
+    size_t length;
+    /// As stated by the header (IMAGE_SCRUB_TOO_LARGE) or as stored (after turning it upright).
+    int width;
+    int height;
+    /// Why, when the status is not IMAGE_SCRUB_OK (NUL-terminated, possibly cut).
+    char reason[200];
+} image_scrub_result;
+
+/// Reads the header of `data`, refuses an image wider or taller than `max_side` before decoding any
+/// pixel, then decodes it, turns it upright by its EXIF orientation, converts it to sRGB when it
+/// carries a colour profile, and encodes it again in the same format without any metadata (EXIF and
+/// its GPS position, XMP, IPTC, comments, text chunks, the profile). Blocking; thread-safe.
+image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, image_scrub_result *result);
+
+void image_scrub_free(void *data);
+
+#endif

@@ -1,0 +1,29 @@
+"""Makes the avatar fixtures: small photos carrying what a phone puts in them (EXIF with GPS, the
+camera, an orientation; comments; XMP), and images whose header states sizes too large to decode.
+Run with Pillow installed: python3 make_fixtures.py"""
+from PIL import Image
+
+exif = Image.Exif()
+exif[0x010F] = "EvilCam"  # Make
+exif[0x0112] = 6  # Orientation: the stored pixels are turned; rotate 90° clockwise to show
+gps = exif.get_ifd(0x8825)
+gps[1], gps[2], gps[3], gps[4] = "N", (52.0, 31.0, 12.0), "E", (13.0, 24.0, 1.0)
+xmp = b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><rdf:Description secret-xmp="yes"/></rdf:RDF></x:xmpmeta>'
+
+photo = Image.new("RGB", (64, 48), (200, 80, 40))
+photo.save("photo.jpg", exif=exif, comment=b"secret-comment", quality=90)
+photo.save("photo.webp", exif=exif, xmp=xmp, quality=90)
+
+from PIL import PngImagePlugin
+
+info = PngImagePlugin.PngInfo()
+info.add_text("Comment", "secret-comment")
+photo.save("photo.png", pnginfo=info, exif=exif)
+
+# 5000 x 5000, real pixels (one colour compresses to little).
+Image.new("L", (5000, 5000), 128).save("wide.png", optimize=True)
+
+
+# A decompression bomb: 20000 x 20000 of one grey compresses to a few hundred KiB and would take
+# 400 MB (1.6 GB as RGBA) to decode. Refused from its header alone.
+Image.new("L", (20000, 20000), 0).save("bomb.png", optimize=True)
