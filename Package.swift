@@ -14,7 +14,7 @@ let services: [(target: String, folder: String, extra: [Target.Dependency], reso
         ], ["Resources"]
     ),
     ("Social", "Social", ["CImageScrub", .product(name: "NIOPosix", package: "swift-nio")], []),
-    ("Invitations", "Invitations", [], []),
+    ("Invitations", "Invitations", ["Mailer"], []),
     ("Entitlements", "Entitlements", [], []),
     ("Nutrition", "Nutrition", [], []),
 ]

@@ -37,16 +37,17 @@ struct Social: Sendable {
     /// `429 rate_limited` with `Retry-After`. A follow loop is someone's spam, not a use of the app.
     /// While Redis is unreachable the action is let through (logged).
     func countFollowAction(by user: UUID, logger: Logger) async throws {
-        let key = "social:follow-actions:" + user.uuidString.lowercased()
-        let count: Int
-        do {
-            count = try await redis.incrementWithExpiry(key, window: .seconds(3600))
-        } catch {
-            logger.warning("follow rate limit unavailable; action allowed", metadata: ["error": "\(error)"])
-            return
-        }
-        guard count > settings.followActionsPerHour else { return }
-        throw APIError.tooManyRequests("Too many follows and unfollows in the last hour.", ttlMilliseconds: (try? await redis.pttl(key)) ?? nil)
+        try await RateLimit(max: settings.followActionsPerHour, per: .seconds(3600), whenUnavailable: .allow)
+            .count("social:follow-actions:" + user.uuidString.lowercased(), detail: "Too many follows and unfollows in the last hour.", redis: redis, logger: logger)
+    }
+
+    /// `profile.updated` with the profile's dietary data and public card, in the caller's transaction.
+    func announce(_ profile: ProfileRecord, on connection: PostgresConnection, logger: Logger) async throws {
+        try await outbox.write(
+            ProfileUpdated(
+                userID: profile.id, dietaryPreferences: profile.dietaryPreferences, allergies: profile.allergies, displayName: profile.displayName,
+                avatarURL: profile.avatarURL),
+            userID: profile.id, on: connection, logger: logger)
     }
 
     /// A transaction that is tried again when PostgreSQL picks it as a deadlock victim or a

@@ -11,12 +11,19 @@ public struct MailMessage: Codable, Sendable, Equatable {
     public var subject: String
     public var text: String
     public var html: String?
+    /// Where replies go (a coach's own address for their invitation), when not to the sender.
+    public var replyTo: String?
+    /// The https URL of one-click unsubscribe (RFC 8058): sent as `List-Unsubscribe` with
+    /// `List-Unsubscribe-Post`, so mail clients offer the button and POST to it.
+    public var unsubscribeURL: String?
 
-    public init(to: String, subject: String, text: String, html: String? = nil) {
+    public init(to: String, subject: String, text: String, html: String? = nil, replyTo: String? = nil, unsubscribeURL: String? = nil) {
         self.to = to
         self.subject = subject
         self.text = text
         self.html = html
+        self.replyTo = replyTo
+        self.unsubscribeURL = unsubscribeURL
     }
 
     /// The RFC 5322 message, with a multipart/alternative body when there is HTML. Header values are
@@ -39,6 +46,11 @@ public struct MailMessage: Codable, Sendable, Equatable {
             "Message-ID: <\(messageID)>",
             "MIME-Version: 1.0",
         ]
+        if let replyTo { lines.append("Reply-To: \(header(replyTo))") }
+        if let unsubscribeURL {
+            lines.append("List-Unsubscribe: <\(header(unsubscribeURL))>")
+            lines.append("List-Unsubscribe-Post: List-Unsubscribe=One-Click")
+        }
         func part(_ body: String, type: String) -> [String] {
             ["Content-Type: \(type); charset=utf-8", "Content-Transfer-Encoding: base64", "", Self.wrapped(Data(body.utf8).base64EncodedString())]
         }

@@ -13,7 +13,7 @@ import ServiceLifecycle
 /// The mail outbox: a request commits the message with its change, `MailSender` delivers it.
 /// Services that send mail add `MailOutbox.migrations` to their migrations.
 public struct MailOutbox: Sendable {
-    public static let migrations = [created, notifyDropped, recipientIndexed]
+    public static let migrations = [created, notifyDropped, recipientIndexed, headersAdded]
 
     /// The `WorkBell` of the mail sender: rung when a transaction that queued mail commits.
     public static let bell = "mail-outbox"
@@ -63,6 +63,14 @@ public struct MailOutbox: Sendable {
             CREATE INDEX mail_outbox_recipient ON mail_outbox (lower(recipient));
             """)
 
+    /// `Reply-To` and one-click unsubscribe. The unsubscribe URL holds a secret, so it is cleared
+    /// with the body once the mail is sent or given up.
+    static let headersAdded = Migration(
+        name: "0000_mail_outbox_headers",
+        sql: """
+            ALTER TABLE mail_outbox ADD COLUMN reply_to text, ADD COLUMN unsubscribe_url text;
+            """)
+
     public init() {}
 
     /// Records a message inside the caller's transaction; `template` names the kind of mail.
@@ -71,8 +79,8 @@ public struct MailOutbox: Sendable {
         let id = UUID()
         try await connection.checkedRun(
             """
-            INSERT INTO mail_outbox (id, template, recipient, subject, body_text, body_html)
-            VALUES (\(id), \(template), \(message.to), \(message.subject), \(message.text), \(message.html))
+            INSERT INTO mail_outbox (id, template, recipient, subject, body_text, body_html, reply_to, unsubscribe_url)
+            VALUES (\(id), \(template), \(message.to), \(message.subject), \(message.text), \(message.html), \(message.replyTo), \(message.unsubscribeURL))
             """, logger: logger)
         WorkBell.ringAfterCommit(Self.bell)
         return id
@@ -131,13 +139,13 @@ public final class MailSender: Service, Sendable {
         return try await client.transaction(logger: logger) { connection -> Bool in
             let rows = try await connection.checkedQuery(
                 """
-                SELECT id, recipient, subject, body_text, body_html, attempts FROM mail_outbox
+                SELECT id, recipient, subject, body_text, body_html, reply_to, unsubscribe_url, attempts FROM mail_outbox
                 WHERE status = 'pending' AND next_attempt_at <= now()
                 ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED
                 """, logger: logger)
             var found: (UUID, MailMessage, Int)?
-            for try await (id, recipient, subject, text, html, attempts) in rows.decode((UUID, String, String, String, String?, Int).self) {
-                found = (id, MailMessage(to: recipient, subject: subject, text: text, html: html), attempts)
+            for try await (id, recipient, subject, text, html, replyTo, unsubscribe, attempts) in rows.decode((UUID, String, String, String, String?, String?, String?, Int).self) {
+                found = (id, MailMessage(to: recipient, subject: subject, text: text, html: html, replyTo: replyTo, unsubscribeURL: unsubscribe), attempts)
             }
             guard let (id, message, attempts) = found else { return false }
             do {
@@ -145,7 +153,7 @@ public final class MailSender: Service, Sendable {
                 try await connection.checkedRun(
                     """
                     UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL,
-                        body_text = '', body_html = NULL
+                        body_text = '', body_html = NULL, unsubscribe_url = NULL
                     WHERE id = \(id)
                     """, logger: logger)
                 logger.info("mail sent", metadata: ["mail_id": "\(id)"])
@@ -159,6 +167,7 @@ public final class MailSender: Service, Sendable {
                     UPDATE mail_outbox SET attempts = attempts + \(counted ? 1 : 0), last_error = \(String(describing: error)),
                         status = \(failed ? "failed" : "pending"),
                         body_text = CASE WHEN \(failed) THEN '' ELSE body_text END, body_html = CASE WHEN \(failed) THEN NULL ELSE body_html END,
+                        unsubscribe_url = CASE WHEN \(failed) THEN NULL ELSE unsubscribe_url END,
                         next_attempt_at = now() + make_interval(secs => \(delaySeconds))
                     WHERE id = \(id)
                     """, logger: logger)

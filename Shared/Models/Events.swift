@@ -109,6 +109,28 @@ public struct InvitationAccepted: EventPayload, Equatable {
     }
 }
 
+/// A coach and a client are no longer linked: the client left (`left`), the coach removed the
+/// client (`removed`), the client switched to another coach (`switched`), or either account was
+/// deleted (`coach_deleted`, `client_deleted`). auth takes `client` away unless `hasOtherCoach`.
+public struct ClientUnlinked: EventPayload, Equatable {
+    public static let eventType = "client.unlinked"
+    public var coachID: UUID
+    public var clientID: UUID
+    public var reason: String
+    public var hasOtherCoach: Bool
+
+    public init(coachID: UUID, clientID: UUID, reason: String, hasOtherCoach: Bool) {
+        self.coachID = coachID
+        self.clientID = clientID
+        self.reason = reason
+        self.hasOtherCoach = hasOtherCoach
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case coachID = "coach_id", clientID = "client_id", reason, hasOtherCoach = "has_other_coach"
+    }
+}
+
 /// A user's password was set: by a reset link (`reset`, every session revoked) or by the signed-in
 /// user (`change`); or removed (`disowned`: the address's owner, who had not signed up, took the
 /// account over from whoever did; every session revoked).
@@ -161,21 +183,28 @@ public struct Allergy: Codable, Sendable, Equatable, Hashable {
     }
 }
 
-/// A profile's dietary data changed (the new values, complete).
+/// A profile's dietary data or its public card (display name, avatar) changed: the new values,
+/// complete. Consumers compare with what they hold and use what they need (nutrition the dietary
+/// data, invitations the card a coach's clients see).
 public struct ProfileUpdated: EventPayload, Equatable {
     public static let eventType = "profile.updated"
     public var userID: UUID
     public var dietaryPreferences: [String]
     public var allergies: [Allergy]
+    public var displayName: String?
+    /// The avatar's path on the API (`/v1/profiles/{id}/avatar?v=…`), nil without one.
+    public var avatarURL: String?
 
-    public init(userID: UUID, dietaryPreferences: [String], allergies: [Allergy]) {
+    public init(userID: UUID, dietaryPreferences: [String], allergies: [Allergy], displayName: String?, avatarURL: String?) {
         self.userID = userID
         self.dietaryPreferences = dietaryPreferences
         self.allergies = allergies
+        self.displayName = displayName
+        self.avatarURL = avatarURL
     }
 
     enum CodingKeys: String, CodingKey {
-        case userID = "user_id", dietaryPreferences = "dietary_preferences", allergies
+        case userID = "user_id", dietaryPreferences = "dietary_preferences", allergies, displayName = "display_name", avatarURL = "avatar_url"
     }
 }
 

@@ -19,6 +19,22 @@ import TestSupport
         SMTPConfig(url: "smtp://127.0.0.1:\(sink.port)", from: "Food Backend <no-reply@foodbackend.test>", timeout: .seconds(5))
     }
 
+    /// Replies go to the address named, and mail clients get RFC 8058's one-click unsubscribe; neither
+    /// header can carry another header in.
+    @Test func replyToAndOneClickUnsubscribeAreHeaders() async throws {
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        let message = MailMessage(
+            to: "ana@example.com", subject: "Invited", text: "t", replyTo: "coach@example.com\r\nBcc: evil@example.com",
+            unsubscribeURL: "https://api.test/v1/unsubscribe?token=abc")
+        try await SMTPTransport(config: config(sink)).send(message, messageID: "h1@foodbackend")
+        let mail = try #require(try await sink.waitForMessages(1).first)
+        #expect(mail.contains("Reply-To: coach@example.com  Bcc: evil@example.com"))
+        #expect(!mail.contains("\r\nBcc: evil") && !mail.contains("\nBcc: evil"))
+        #expect(mail.contains("List-Unsubscribe: <https://api.test/v1/unsubscribe?token=abc>"))
+        #expect(mail.contains("List-Unsubscribe-Post: List-Unsubscribe=One-Click"))
+    }
+
     @Test func aMessageArrivesWithBothPartsAndSafeHeaders() async throws {
         let sink = try await MailSink.start()
         defer { sink.stop() }

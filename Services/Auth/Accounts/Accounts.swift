@@ -268,20 +268,8 @@ extension Accounts {
         }
     }
 
-    enum WhenUnavailable { case allow, refuse }
-
-    /// A fixed-window limit counted in Redis; throws 429 `rate_limited` with `Retry-After` over `max`.
-    /// When Redis cannot be reached, `.allow` lets the request through (logged), `.refuse` is a 503.
-    func limit(_ key: String, per window: Duration, max: Int, detail: String, whenUnavailable: WhenUnavailable) async throws {
-        let count: Int
-        do {
-            count = try await redis.incrementWithExpiry(key, window: window)
-        } catch {
-            logger.warning("rate limit unavailable", metadata: ["key": "\(key)", "error": "\(error)"])
-            if whenUnavailable == .allow { return }
-            throw APIError(.serviceUnavailable, code: "service_unavailable", detail: "Try again shortly.")
-        }
-        guard count > max else { return }
-        throw APIError.tooManyRequests(detail, ttlMilliseconds: (try? await redis.pttl(key)) ?? nil)
+    /// A fixed-window limit counted in Redis (`RateLimit`): 429 `rate_limited` with `Retry-After` over `max`.
+    func limit(_ key: String, per window: Duration, max: Int, detail: String, whenUnavailable: RateLimit.WhenUnavailable) async throws {
+        try await RateLimit(max: max, per: window, whenUnavailable: whenUnavailable).count(key, detail: detail, redis: redis, logger: logger)
     }
 }

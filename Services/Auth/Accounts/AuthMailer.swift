@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Mailer
 import PostgresNIO
+import ServiceKitTokens
 
 /// The mails auth sends, as text and HTML, with the app's name and links from configuration. They
 /// are committed to the mail outbox in the caller's transaction; `MailSender` delivers them.
@@ -51,25 +52,7 @@ struct AuthMailer: Sendable {
     }
 
     private func render(to: String, subject: String, greeting name: String?, paragraphs: [String], action: (label: String, url: String)?, footer: String) -> MailMessage {
-        let hello = name.map { "Hello \($0)," } ?? "Hello,"
-        var text = hello + "\n\n" + paragraphs.joined(separator: "\n\n") + "\n\n"
-        if let action { text += "\(action.label): \(action.url)\n\n" }
-        text += footer + "\n\n— \(settings.appName)\n"
-
-        var html = "<!doctype html><html><body style=\"font-family: -apple-system, Helvetica, Arial, sans-serif; line-height: 1.5\">"
-        html += "<p>\(escape(hello))</p>"
-        for paragraph in paragraphs { html += "<p>\(escape(paragraph))</p>" }
-        if let action {
-            html +=
-                "<p><a href=\"\(escape(action.url))\" style=\"display: inline-block; padding: 10px 16px; background: #1a7f37; color: #fff; text-decoration: none; border-radius: 6px\">\(escape(action.label))</a></p>"
-            html += "<p style=\"font-size: 12px; color: #555\">Or open this link: \(escape(action.url))</p>"
-        }
-        html += "<p style=\"font-size: 12px; color: #555\">\(escape(footer))</p><p>— \(escape(settings.appName))</p></body></html>"
-        return MailMessage(to: to, subject: subject, text: text, html: html)
-    }
-
-    private func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+        MailLayout(appName: settings.appName).message(
+            to: to, subject: subject, greeting: name, paragraphs: paragraphs, links: action.map { [MailLayout.Link($0.label, $0.url)] } ?? [], footer: footer)
     }
 }

@@ -8,7 +8,7 @@ import ServiceKitHTTP
 import ServiceKitRedis
 import ServiceKitTokens
 
-/// Events from other services that change accounts.
+/// Events from other services that change accounts: a client's role follows their coach links.
 struct AuthEventHandlers {
     let accounts: Accounts
 
@@ -27,6 +27,13 @@ struct AuthEventHandlers {
                 return
             }
             _ = try await accounts.changeRoles(of: user, adding: [.client], on: context.connection)
+        }
+        // A client with no coach left is no longer a client.
+        handlers.on(ClientUnlinked.self) { event, context in
+            guard !event.hasOtherCoach, let user = try await accounts.users.find(id: event.clientID, forUpdate: true, on: context.connection, logger: context.logger),
+                user.roles.contains(.client)
+            else { return }
+            _ = try await accounts.changeRoles(of: user, removing: [.client], on: context.connection)
         }
         return handlers
     }

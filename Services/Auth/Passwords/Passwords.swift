@@ -1,4 +1,5 @@
 import Foundation
+import Models
 import HummingbirdBcrypt
 import NIOPosix
 import ServiceKit

@@ -10,23 +10,6 @@ import ServiceKitHTTP
 import ServiceKitRedis
 import ServiceKitTokens
 
-/// An opaque secret handed to a client (refresh token, mail link token): 256 random bits, base64url.
-/// Only its SHA-256 is stored, so a database leak does not leak usable tokens.
-struct OpaqueToken: Sendable {
-    let value: String
-
-    init() {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        value = Base64URL.encode(Data(bytes))
-    }
-
-    var hash: Data { Self.hash(value) }
-
-    /// `Data`, which PostgresNIO binds as `bytea`.
-    static func hash(_ value: String) -> Data { Data(SHA256.hash(data: Data(value.utf8))) }
-}
-
 struct SessionRecord: Sendable {
     var id: UUID
     var userID: UUID

@@ -77,7 +77,9 @@ struct AvatarRoutes {
         let profile = try await social.transaction(logger: context.logger) { connection in
             _ = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: context.logger)
             try await social.profiles.setAvatar(caller.userID, contentType: format.rawValue, data: image.bytes, on: connection, logger: context.logger)
-            return try await social.ownProfile(caller, on: connection, logger: context.logger)
+            let profile = try await social.ownProfile(caller, on: connection, logger: context.logger)
+            try await social.announce(profile, on: connection, logger: context.logger)
+            return profile
         }
         return social.view(profile, relationship: nil, for: caller)
     }
@@ -86,8 +88,11 @@ struct AvatarRoutes {
         let social = self.social
         let caller = context.caller
         try await social.transaction(logger: context.logger) { connection in
-            _ = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: context.logger)
+            let before = try await social.ownProfile(caller, forUpdate: true, on: connection, logger: context.logger)
             try await social.profiles.deleteAvatar(caller.userID, on: connection, logger: context.logger)
+            if before.avatarETag != nil {
+                try await social.announce(try await social.ownProfile(caller, on: connection, logger: context.logger), on: connection, logger: context.logger)
+            }
         }
         return .noContent
     }

@@ -34,7 +34,7 @@ struct ProfileRoutes {
     }
 
     /// A partial update. Making the profile public approves every pending follow request; a change
-    /// to dietary data is announced as `profile.updated`. With `If-Match`, only if the profile is still
+    /// to dietary data or the display name is announced as `profile.updated`. With `If-Match`, only if the profile is still
     /// at that version (`412` otherwise).
     @Sendable func update(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<ProfileView> {
         let edit = try ProfileEdit(try await request.decode(as: JSONValue.self, context: context))
@@ -53,10 +53,8 @@ struct ProfileRoutes {
                     try await social.notifications.notify(requester, .followAccepted, actor: caller.userID, on: connection, logger: logger)
                 }
             }
-            if before.dietaryPreferences != after.dietaryPreferences || before.allergies != after.allergies {
-                try await social.outbox.write(
-                    ProfileUpdated(userID: caller.userID, dietaryPreferences: after.dietaryPreferences, allergies: after.allergies),
-                    userID: caller.userID, on: connection, logger: logger)
+            if before.dietaryPreferences != after.dietaryPreferences || before.allergies != after.allergies || before.displayName != after.displayName {
+                try await social.announce(after, on: connection, logger: logger)
             }
             // Counts may have moved with the approvals.
             return try await social.profiles.find(id: caller.userID, on: connection, logger: logger) ?? after

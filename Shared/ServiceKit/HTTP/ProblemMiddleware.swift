@@ -41,24 +41,24 @@ public struct ProblemMiddleware<Context: IdentifiedRequestContext>: RouterMiddle
         case let error as PSQLError where ["23505", "40001", "40P01"].contains(error.serverInfo?[.sqlState] ?? ""):
             // Two requests raced for the same unique row (or a serialization conflict, or a deadlock
             // PostgreSQL broke by ending one of them): the loser is told to retry rather than seeing a 500.
-            context.logger.info("request lost a race", metadata: ["sql_state": "\(error.serverInfo?[.sqlState] ?? "")", "path": "\(request.uri.path)"])
+            context.logger.info("request lost a race", metadata: ["sql_state": "\(error.serverInfo?[.sqlState] ?? "")", "path": "\(RequestLog.redacted(request.uri.path))"])
             return Self.response(for: APIError.conflict("A concurrent request changed the same data; try again.", code: "conflict"), request: request, context: context)
         case let error as PSQLError where ["22021", "22P05"].contains(error.serverInfo?[.sqlState] ?? ""):
             // A NUL (or a byte sequence that is not UTF-8) in a value the client sent, which PostgreSQL
             // text (22021) or jsonb (22P05) cannot hold: the client's input, wherever it came from (a
             // field a route does not check itself, a query parameter), so a 400 and not a 500. Logged,
             // should it ever be the server's own text.
-            context.logger.info("text PostgreSQL cannot hold", metadata: ["sql_state": "\(error.serverInfo?[.sqlState] ?? "")", "path": "\(request.uri.path)"])
+            context.logger.info("text PostgreSQL cannot hold", metadata: ["sql_state": "\(error.serverInfo?[.sqlState] ?? "")", "path": "\(RequestLog.redacted(request.uri.path))"])
             return Self.response(for: APIError(.badRequest, code: "invalid_text", detail: "Text may not contain NUL characters (\\u0000)."), request: request, context: context)
         case is CancellationError:
             // The request's task was cancelled: the process is stopping, or the connection closed.
-            context.logger.debug("request cancelled", metadata: ["path": "\(request.uri.path)"])
+            context.logger.debug("request cancelled", metadata: ["path": "\(RequestLog.redacted(request.uri.path))"])
             return Self.response(for: APIError(.serviceUnavailable, code: "service_unavailable", detail: "The request was cancelled; try again."), request: request, context: context)
         case _ where isDatabaseUnavailable(error):
-            context.logger.warning("database unavailable", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
+            context.logger.warning("database unavailable", metadata: ["error": "\(String(reflecting: error))", "path": "\(RequestLog.redacted(request.uri.path))"])
             return Self.response(for: APIError.databaseUnavailable, request: request, context: context)
         default:
-            context.logger.error("unhandled error", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
+            context.logger.error("unhandled error", metadata: ["error": "\(String(reflecting: error))", "path": "\(RequestLog.redacted(request.uri.path))"])
             return Problem(
                 status: 500, code: "internal_error", title: "Internal Server Error",
                 detail: "Something went wrong on our side. Quote the request id if you report it.", requestID: requestID

@@ -57,12 +57,27 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
 
 /// The one line logged per request, by `TelemetryMiddleware` and by the gateway's proxy alike.
 public enum RequestLog {
+    /// Paths whose next segment is a secret, with the words that are not: an invitation's code is
+    /// the key to the invitation, and logs are read by more people than the database.
+    static let secretSegments: [(prefix: String, words: Set<String>)] = [("/v1/invitations/", ["mine", "unsubscribe"])]
+
+    /// `path` with every secret segment written `[redacted]`.
+    public static func redacted(_ path: String) -> String {
+        for (prefix, words) in secretSegments where path.hasPrefix(prefix) {
+            let rest = path.dropFirst(prefix.count)
+            let segment = rest.prefix { $0 != "/" }
+            guard !segment.isEmpty, !words.contains(String(segment)) else { return path }
+            return prefix + "[redacted]" + rest.dropFirst(segment.count)
+        }
+        return path
+    }
+
     public static func write(_ logger: Logger, method: String, path: String, client: String, status: Int, duration: Duration) {
         logger.info(
             "request",
             metadata: [
                 "method": .string(method),
-                "path": .string(path),
+                "path": .string(redacted(path)),
                 "client": .string(client),
                 "status": .stringConvertible(status),
                 "duration_ms": .string(String(format: "%.2f", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)),
