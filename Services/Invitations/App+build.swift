@@ -1,17 +1,33 @@
 import Foundation
 import Hummingbird
+import Mailer
 import ServiceKit
+import ServiceKitCore
 import ServiceKitDatabase
 import ServiceKitEvents
 import ServiceKitHTTP
 
-/// The invitations service: coach-to-client invitations. It runs as the kit's process:
-/// config, its own schema and migrations, the event relay and consumer, health and metrics.
+/// The invitations service: a coach's clients and their invitations by mail, accepting one from a
+/// link or from the app, the link between client and coach. Accounts come from auth's events; an
+/// acceptance is `invitation.accepted`, on which auth grants `client`.
 enum InvitationsService {
     static let definition = ServiceDefinition(
         name: "invitations",
         defaultPort: 8083,
-        migrations: { try ServiceDefinition.bundledMigrations(.module) }
+        migrations: { MailOutbox.migrations + (try ServiceDefinition.bundledMigrations(.module)) },
+        setup: { config in
+            let settings = try InvitationsSettings(config)
+            return ServiceSetup(build: { router, dependencies in
+                let invitations = Invitations(dependencies: dependencies, settings: settings)
+                ClientRoutes(invitations: invitations).add(to: router)
+                InvitationRoutes(invitations: invitations).add(to: router)
+                CoachRoutes(invitations: invitations).add(to: router)
+                return ServiceComponents(
+                    handlers: InvitationsEventHandlers(invitations: invitations).handlers,
+                    services: [MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), logger: dependencies.logger)]
+                )
+            })
+        }
     )
 }
 

@@ -1,0 +1,67 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
+
+/// An account as this service knows it from auth's and social's events.
+struct AccountRecord: Sendable {
+    var userID: UUID
+    var email: String
+    var emailVerified: Bool
+    /// The profile's name (social), or the account's (auth) until the profile says otherwise.
+    var displayName: String?
+    var avatarURL: String?
+    var roles: [String]
+    var lastSignInAt: Date?
+}
+
+/// The `accounts` table: what the events said about each account. Every function runs on the
+/// caller's connection.
+struct AccountDirectory: Sendable {
+    func find(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> AccountRecord? {
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT user_id, email, email_verified, display_name, avatar_url, roles, last_sign_in_at FROM accounts WHERE user_id = \(userID)
+            """, logger: logger)
+        for try await (id, email, verified, name, avatar, roles, signedIn) in rows.decode((UUID, String, Bool, String?, String?, [String], Date?).self) {
+            return AccountRecord(userID: id, email: email, emailVerified: verified, displayName: name, avatarURL: avatar, roles: roles, lastSignInAt: signedIn)
+        }
+        return nil
+    }
+
+    func registered(_ event: UserRegistered, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            INSERT INTO accounts (user_id, email, email_normalized, display_name) VALUES (\(event.userID), \(event.email), \(EmailAddress.normalize(event.email)), \(event.displayName))
+            ON CONFLICT (user_id) DO UPDATE SET email = excluded.email, email_normalized = excluded.email_normalized,
+                display_name = coalesce(accounts.display_name, excluded.display_name)
+            """, logger: logger)
+    }
+
+    func verified(_ event: UserEmailVerified, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            UPDATE accounts SET email_verified = true, email = \(event.email), email_normalized = \(EmailAddress.normalize(event.email)) WHERE user_id = \(event.userID)
+            """, logger: logger)
+    }
+
+    func rolesChanged(_ event: UserRolesChanged, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("UPDATE accounts SET roles = \(event.roles.map(\.rawValue)) WHERE user_id = \(event.userID)", logger: logger)
+    }
+
+    func signedIn(_ userID: UUID, at time: Date, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "UPDATE accounts SET last_sign_in_at = greatest(coalesce(last_sign_in_at, \(time)), \(time)) WHERE user_id = \(userID)", logger: logger)
+    }
+
+    func profileUpdated(_ event: ProfileUpdated, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "UPDATE accounts SET display_name = coalesce(\(event.displayName), display_name), avatar_url = \(event.avatarURL) WHERE user_id = \(event.userID)", logger: logger)
+    }
+
+    func delete(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM accounts WHERE user_id = \(userID)", logger: logger)
+    }
+}

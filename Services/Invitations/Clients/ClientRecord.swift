@@ -1,0 +1,129 @@
+import Foundation
+import Models
+import Hummingbird
+import ServiceKitHTTP
+
+/// A client of a coach with its invitation, as stored.
+struct ClientRecord: Sendable {
+    enum Status: String, Sendable, CaseIterable {
+        case pending, accepted, expired, revoked, left
+    }
+
+    var id: UUID
+    var coachID: UUID
+    var name: String?
+    var email: String?
+    var phone: String?
+    var notes: String?
+    var createdAt: Date
+    var updatedAt: Date
+    var invitationID: UUID
+    /// As stored: `pending`, `accepted`, `revoked` or `left` (`expired` is worked out).
+    var storedStatus: String
+    var sentAt: Date
+    var expiresAt: Date
+    var resendCount: Int
+    var acceptedAt: Date?
+    var leftAt: Date?
+    var clientUserID: UUID?
+    var acceptedViaRelay: Bool
+    /// `queued`, `sent`, `failed` or `suppressed`, from the mail outbox and the unsubscribed addresses.
+    var delivery: String
+    var lastSignInAt: Date?
+
+    var status: Status {
+        if storedStatus == "pending" { return expiresAt <= Date() ? .expired : .pending }
+        return Status(rawValue: storedStatus) ?? .revoked
+    }
+}
+
+/// The roster's sort key: newest first.
+struct RosterCursor: Codable, Sendable {
+    var createdAt: Date
+    var id: UUID
+    enum CodingKeys: String, CodingKey { case createdAt = "c", id = "i" }
+}
+
+/// A client as the coach sees it.
+struct ClientView: Codable, Sendable {
+    struct Invitation: Codable, Sendable {
+        var status: String
+        var sentAt: Date
+        var expiresAt: Date
+        var resendCount: Int
+        var delivery: String
+        var acceptedAt: Date?
+
+        enum CodingKeys: String, CodingKey {
+            case acceptedAt = "accepted_at", delivery, expiresAt = "expires_at", resendCount = "resend_count", sentAt = "sent_at", status
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: CodingKeys.self)
+            try json.encode(acceptedAt, forKey: .acceptedAt)
+            try json.encode(delivery, forKey: .delivery)
+            try json.encode(expiresAt, forKey: .expiresAt)
+            try json.encode(resendCount, forKey: .resendCount)
+            try json.encode(sentAt, forKey: .sentAt)
+            try json.encode(status, forKey: .status)
+        }
+    }
+
+    var id: UUID
+    var name: String?
+    var email: String?
+    var phone: String?
+    var notes: String?
+    var status: String
+    var createdAt: Date
+    var updatedAt: Date
+    var acceptedAt: Date?
+    var leftAt: Date?
+    var lastSignInAt: Date?
+    var acceptedViaRelay: Bool
+    var invitation: Invitation
+
+    init(_ client: ClientRecord) {
+        id = client.id
+        name = client.name
+        email = client.email
+        phone = client.phone
+        notes = client.notes
+        status = client.status.rawValue
+        createdAt = client.createdAt
+        updatedAt = client.updatedAt
+        acceptedAt = client.acceptedAt
+        leftAt = client.leftAt
+        lastSignInAt = client.status == .accepted ? client.lastSignInAt : nil
+        acceptedViaRelay = client.acceptedViaRelay
+        invitation = Invitation(
+            status: client.status.rawValue, sentAt: client.sentAt, expiresAt: client.expiresAt, resendCount: client.resendCount, delivery: client.delivery,
+            acceptedAt: client.acceptedAt)
+    }
+
+    // In the order of their names, so that `APIJSON` has nothing to sort.
+    enum CodingKeys: String, CodingKey {
+        case acceptedAt = "accepted_at", acceptedViaRelay = "accepted_via_relay", createdAt = "created_at", email, id, invitation
+        case lastSignInAt = "last_sign_in_at", leftAt = "left_at", name, notes, phone, status, updatedAt = "updated_at"
+    }
+
+    /// Every field present, `null` when unset: a client's shape does not change with its state.
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: CodingKeys.self)
+        try json.encode(acceptedAt, forKey: .acceptedAt)
+        try json.encode(acceptedViaRelay, forKey: .acceptedViaRelay)
+        try json.encode(createdAt, forKey: .createdAt)
+        try json.encode(email, forKey: .email)
+        try json.encode(id, forKey: .id)
+        try json.encode(invitation, forKey: .invitation)
+        try json.encode(lastSignInAt, forKey: .lastSignInAt)
+        try json.encode(leftAt, forKey: .leftAt)
+        try json.encode(name, forKey: .name)
+        try json.encode(notes, forKey: .notes)
+        try json.encode(phone, forKey: .phone)
+        try json.encode(status, forKey: .status)
+        try json.encode(updatedAt, forKey: .updatedAt)
+    }
+}
+
+extension ClientView: ResponseEncodable {}

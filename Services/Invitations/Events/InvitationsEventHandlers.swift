@@ -1,0 +1,59 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+
+/// Events from auth and social: the accounts directory, and nothing left of a deleted account.
+struct InvitationsEventHandlers {
+    let invitations: Invitations
+
+    var handlers: EventHandlers {
+        var handlers = EventHandlers()
+        let accounts = invitations.accounts
+        let invitations = self.invitations
+        handlers.on(UserRegistered.self) { event, context in
+            try await accounts.registered(event, on: context.connection, logger: context.logger)
+        }
+        handlers.on(UserEmailVerified.self) { event, context in
+            try await accounts.verified(event, on: context.connection, logger: context.logger)
+        }
+        handlers.on(UserRolesChanged.self) { event, context in
+            try await accounts.rolesChanged(event, on: context.connection, logger: context.logger)
+        }
+        handlers.on(UserSignedIn.self) { event, context in
+            try await accounts.signedIn(event.userID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
+        }
+        handlers.on(ProfileUpdated.self) { event, context in
+            try await accounts.profileUpdated(event, on: context.connection, logger: context.logger)
+        }
+        handlers.on(UserDeleted.self) { event, context in
+            try await Self.purge(event.userID, invitations: invitations, on: context.connection, logger: context.logger)
+        }
+        return handlers
+    }
+
+    /// A deleted coach: every client is unlinked (they lose `client`) and the roster is gone, which
+    /// revokes every invitation. A deleted client: the link ends, and the coach's roster keeps the
+    /// entry as `left` without the person's name, address or phone.
+    static func purge(_ user: UUID, invitations: Invitations, on connection: PostgresConnection, logger: Logger) async throws {
+        let rows = try await connection.checkedQuery("\(unescaped: ClientStore.select) WHERE c.coach_id = \(user) FOR UPDATE OF c", logger: logger)
+        for client in try await ClientStore.decode(rows) where client.status == .accepted {
+            try await invitations.unlink(client, reason: "coach_deleted", on: connection, logger: logger)
+        }
+        try await connection.checkedRun("DELETE FROM clients WHERE coach_id = \(user)", logger: logger)
+        if let linked = try await invitations.clients.linked(to: user, forUpdate: true, on: connection, logger: logger) {
+            try await invitations.unlink(linked, reason: "client_deleted", forget: true, on: connection, logger: logger)
+        }
+        // Entries the person left earlier keep nothing that identifies them either.
+        try await connection.checkedRun(
+            """
+            UPDATE clients SET name = NULL, email = NULL, email_normalized = NULL, phone = NULL, notes = NULL, updated_at = now()
+            WHERE client_user_id = \(user)
+            """, logger: logger)
+        try await invitations.accounts.delete(user, on: connection, logger: logger)
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
+
+/// The invitations domain: its stores, its outboxes, and the rules the routes share.
+struct Invitations: Sendable {
+    let postgres: PostgresClient
+    let redis: RedisClient
+    let outbox: EventOutbox
+    let settings: InvitationsSettings
+    let logger: Logger
+    let clients = ClientStore()
+    let accounts = AccountDirectory()
+    let mailer: InvitationMailer
+
+    init(dependencies: ServiceDependencies, settings: InvitationsSettings) {
+        postgres = dependencies.postgres
+        redis = dependencies.redis
+        outbox = dependencies.outbox
+        self.settings = settings
+        logger = dependencies.logger
+        mailer = InvitationMailer(settings: settings)
+    }
+
+    /// The account as auth's events described it. Right after a sign-up the event may still be on
+    /// its way: it is awaited briefly, then the request is refused with `503` to be tried again.
+    func account(_ userID: UUID, logger: Logger) async throws -> AccountRecord {
+        let deadline = ContinuousClock.now + .seconds(3)
+        while true {
+            let found = try await postgres.withConnectionOnItsLoop { connection in
+                try await accounts.find(userID, on: connection, logger: logger)
+            }
+            if let found { return found }
+            guard ContinuousClock.now < deadline else {
+                throw APIError(.serviceUnavailable, code: "account_unknown", detail: "This account is not known here yet; try again in a moment.", headers: [.retryAfter: "1"])
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// The name a coach's clients see: the profile's, else the local part of the address.
+    static func coachName(_ coach: AccountRecord) -> String {
+        if let name = coach.displayName, !name.isEmpty { return name }
+        return String(coach.email.prefix { $0 != "@" })
+    }
+
+    /// An invitation mail for `client` (unless its address unsubscribed), its send recorded, its
+    /// mail remembered for the roster's delivery state.
+    func mailInvitation(
+        clientID: UUID, name: String, email: String, coach: AccountRecord, code: OpaqueToken, expiresAt: Date, kind: String,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        try await clients.recordSend(coach: coach.userID, client: clientID, kind: kind, on: connection, logger: logger)
+        guard try await !clients.isUnsubscribed(email, on: connection, logger: logger) else {
+            try await clients.setMail(nil, of: clientID, on: connection, logger: logger)
+            return
+        }
+        let unsubscribe = try await clients.unsubscribeToken(for: email, on: connection, logger: logger)
+        let mailID = try await mailer.sendInvitation(
+            to: email, clientName: name, coachName: Self.coachName(coach), coachEmail: coach.email, code: code, expiresAt: expiresAt, unsubscribe: unsubscribe,
+            on: connection, logger: logger)
+        try await clients.setMail(mailID, of: clientID, on: connection, logger: logger)
+    }
+
+    /// Ends the link of an accepted client, announcing it (`client.unlinked`).
+    func unlink(_ client: ClientRecord, reason: String, hasOtherCoach: Bool = false, forget: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
+        try await clients.leave(client.id, forget: forget, on: connection, logger: logger)
+        if let user = client.clientUserID {
+            try await outbox.write(
+                ClientUnlinked(coachID: client.coachID, clientID: user, reason: reason, hasOtherCoach: hasOtherCoach), userID: user, on: connection, logger: logger)
+        }
+    }
+}

@@ -1,0 +1,230 @@
+import Foundation
+import Hummingbird
+import Mailer
+import Models
+import PostgresNIO
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitTokens
+
+/// The invitee's side: the preview a link opens, the acceptance, the invitations to one's own
+/// address, and unsubscribing from invitation mail.
+struct InvitationRoutes {
+    let invitations: Invitations
+
+    func add(to router: Router<ServiceRequestContext>) {
+        router.get("v1/invitations/unsubscribe", use: unsubscribePage)
+        router.post("v1/invitations/unsubscribe", use: unsubscribe)
+        router.get("v1/invitations/:code", use: preview)
+        let signedIn = router.group("v1/invitations", context: AuthenticatedContext.self)
+        signedIn.get("mine", use: mine)
+        signedIn.post(":code/accept", use: accept)
+    }
+
+    struct CoachCard: Codable, Sendable {
+        var id: UUID
+        var displayName: String?
+        var avatarURL: String?
+        enum CodingKeys: String, CodingKey { case avatarURL = "avatar_url", displayName = "display_name", id }
+
+        init(id: UUID, account: AccountRecord?) {
+            self.id = id
+            displayName = account.map(Invitations.coachName)
+            avatarURL = account?.avatarURL
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: CodingKeys.self)
+            try json.encode(avatarURL, forKey: .avatarURL)
+            try json.encode(displayName, forKey: .displayName)
+            try json.encode(id, forKey: .id)
+        }
+    }
+
+    struct PreviewResponse: ResponseEncodable {
+        var clientName: String?
+        var coach: CoachCard
+        var expiresAt: Date
+        var status: String
+        enum CodingKeys: String, CodingKey { case clientName = "client_name", coach, expiresAt = "expires_at", status }
+    }
+
+    /// Enough for "You've been invited by Sam". Reading consumes nothing (mail scanners open links);
+    /// guesses are limited per client address, and the code is never logged.
+    @Sendable func preview(_ request: Request, context: ServiceRequestContext) async throws -> PreviewResponse {
+        let invitations = self.invitations
+        try await RateLimit(max: invitations.settings.previewsPerMinute, per: .seconds(60), whenUnavailable: .allow).count(
+            "invitations:preview:\(TrustedProxies.limitKey(context.clientAddress))", detail: "Too many invitation look-ups from this address.",
+            redis: invitations.redis, logger: context.logger)
+        let code = context.parameters.get("code") ?? ""
+        let found = try await invitations.postgres.withConnectionOnItsLoop { connection -> (ClientRecord, AccountRecord?)? in
+            guard let client = try await invitations.clients.find(code: code, on: connection, logger: context.logger) else { return nil }
+            return (client, try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger))
+        }
+        guard let (client, coach) = found else { throw InvitationErrors.notFound }
+        return PreviewResponse(clientName: client.name, coach: CoachCard(id: client.coachID, account: coach), expiresAt: client.expiresAt, status: client.status.rawValue)
+    }
+
+    struct AcceptRequest: StrictJSONBody {
+        var switchCoach: Bool?
+        enum CodingKeys: String, CodingKey, CaseIterable { case switchCoach = "switch_coach" }
+    }
+
+    struct AcceptResponse: ResponseEncodable {
+        var clientID: UUID
+        var coach: CoachCard
+        /// `granted`: auth has made the caller a client (a token refresh carries it); `pending`: it
+        /// will, once it catches up.
+        var role: String
+        enum CodingKeys: String, CodingKey { case clientID = "client_id", coach, role }
+    }
+
+    /// The checks in their order, then one conditional update; the answer waits for auth's grant of
+    /// `client` (`user.roles_changed`), up to `ACCEPT_ROLE_WAIT_MS`.
+    @Sendable func accept(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<AcceptResponse> {
+        let body = try await request.decodeIfPresent(as: AcceptRequest.self, context: context) ?? AcceptRequest()
+        let code = context.parameters.get("code") ?? ""
+        let caller = context.caller
+        let invitations = self.invitations
+        let account = try await invitations.account(caller.userID, logger: context.logger)
+        let (client, coach) = try await invitations.postgres.transaction(logger: context.logger) { connection -> (ClientRecord, AccountRecord?) in
+            guard let client = try await invitations.clients.find(code: code, forUpdate: true, on: connection, logger: context.logger) else {
+                throw InvitationErrors.notFound
+            }
+            switch client.status {
+            case .revoked: throw APIError(.gone, code: "invitation_revoked", detail: "This invitation was withdrawn; ask your coach for a new one.")
+            case .expired: throw APIError(.gone, code: "invitation_expired", detail: "This invitation has expired; ask your coach to send it again.")
+            case .accepted, .left: throw ClientFields.used
+            case .pending: break
+            }
+            guard !caller.has(.coach), !account.roles.contains(Role.coach.rawValue) else {
+                throw APIError.conflict("A coach cannot also be someone's client.", code: "role_conflict")
+            }
+            var switching: ClientRecord?
+            if let current = try await invitations.clients.linked(to: caller.userID, forUpdate: true, on: connection, logger: context.logger) {
+                guard body.switchCoach == true else {
+                    throw APIError.conflict("You already have a coach; send `switch_coach: true` to leave them for this one.", code: "already_has_coach")
+                }
+                switching = current
+            }
+            let invited = client.email.map(EmailAddress.normalize) ?? ""
+            let viaRelay = EmailAddress.normalize(account.email) != invited
+            if viaRelay {
+                // Holding the mailed code is enough only for an Apple private-relay address, which never
+                // matches the address the coach knows.
+                guard EmailAddress.normalize(account.email).hasSuffix("@privaterelay.appleid.com") else {
+                    throw APIError.conflict(
+                        "This invitation was sent to another address; sign in with the account of the address it came to.", code: "email_mismatch")
+                }
+            }
+            if let switching {
+                try await invitations.unlink(switching, reason: "switched", hasOtherCoach: true, on: connection, logger: context.logger)
+            }
+            guard try await invitations.clients.accept(client.id, code: code, by: caller.userID, viaRelay: viaRelay, on: connection, logger: context.logger) else {
+                throw ClientFields.used
+            }
+            try await invitations.outbox.write(
+                InvitationAccepted(invitationID: client.invitationID, coachID: client.coachID, clientID: caller.userID), userID: caller.userID, on: connection,
+                logger: context.logger)
+            let coach = try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger)
+            if viaRelay, let email = client.email {
+                try await invitations.mailer.sendRelayNotice(to: email, coachName: coach.map(Invitations.coachName) ?? "your coach", on: connection, logger: context.logger)
+            }
+            return (client, coach)
+        }
+        let granted = try await invitations.waitForClientRole(caller.userID, logger: context.logger)
+        return EditedResponse(
+            status: granted ? .ok : .accepted,
+            response: AcceptResponse(clientID: caller.userID, coach: CoachCard(id: client.coachID, account: coach), role: granted ? "granted" : "pending"))
+    }
+
+    struct MineItem: Codable, Sendable {
+        var clientName: String?
+        var code: String
+        var coach: CoachCard
+        var expiresAt: Date
+        var status: String
+        enum CodingKeys: String, CodingKey { case clientName = "client_name", code, coach, expiresAt = "expires_at", status }
+    }
+
+    struct MineResponse: ResponseEncodable {
+        var items: [MineItem]
+    }
+
+    /// The pending invitations to the caller's verified address, for a client who installed the app
+    /// from the App Store and lost the link. Codes are stored only as hashes, so each comes as a new
+    /// code (the mailed link stops working).
+    @Sendable func mine(_ request: Request, context: AuthenticatedContext) async throws -> MineResponse {
+        guard context.caller.emailVerified else {
+            throw APIError(.forbidden, code: "email_unverified", detail: "Verify your email address first: invitations are found by it.")
+        }
+        let invitations = self.invitations
+        let account = try await invitations.account(context.caller.userID, logger: context.logger)
+        let items = try await invitations.postgres.transaction(logger: context.logger) { connection in
+            var items: [MineItem] = []
+            for client in try await invitations.clients.pending(to: account.email, on: connection, logger: context.logger) {
+                let code = try await invitations.clients.reissueCode(client.id, on: connection, logger: context.logger)
+                let coach = try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger)
+                items.append(
+                    MineItem(clientName: client.name, code: code.value, coach: CoachCard(id: client.coachID, account: coach), expiresAt: client.expiresAt, status: "pending"))
+            }
+            return items
+        }
+        return MineResponse(items: items)
+    }
+
+    /// The page a person lands on from the mail's unsubscribe link: a button that POSTs, since a
+    /// GET must not unsubscribe (mail scanners open every link).
+    @Sendable func unsubscribePage(_ request: Request, context: ServiceRequestContext) async throws -> Response {
+        let token = request.uri.queryParameters["token"].map(String.init) ?? ""
+        let action = "/v1/invitations/unsubscribe?token=" + (token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+        let html = """
+            <!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>Unsubscribe</title></head>
+            <body style="font-family: -apple-system, Helvetica, Arial, sans-serif"><p>Stop receiving invitations from \(MailLayout.escape(invitations.settings.appName)) coaches at this address?</p>
+            <form method="post" action="\(MailLayout.escape(action))"><button type="submit">Unsubscribe</button></form></body></html>
+            """
+        return Response(
+            status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store", .contentSecurityPolicy: "default-src 'none'; form-action 'self'"],
+            body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    struct UnsubscribedResponse: ResponseEncodable {
+        var unsubscribed: Bool
+    }
+
+    /// RFC 8058 one-click unsubscribe (the mail client POSTs `List-Unsubscribe=One-Click`), or the
+    /// page's button: no coach's invitation mail goes to the address from now on.
+    @Sendable func unsubscribe(_ request: Request, context: ServiceRequestContext) async throws -> UnsubscribedResponse {
+        let token = request.uri.queryParameters["token"].map(String.init) ?? ""
+        let invitations = self.invitations
+        let known = try await invitations.postgres.transaction(logger: context.logger) { connection in
+            try await invitations.clients.unsubscribe(token: token, on: connection, logger: context.logger)
+        }
+        guard known else { throw APIError.notFound("This unsubscribe link is not valid.") }
+        return UnsubscribedResponse(unsubscribed: true)
+    }
+}
+
+/// Problems the invitee's routes raise.
+enum InvitationErrors {
+    static let notFound = APIError(.notFound, code: "invitation_not_found", detail: "No invitation has this code; ask your coach to send it again.")
+}
+
+extension Invitations {
+    /// Whether auth has made `user` a client, as its `user.roles_changed` told this service; waited
+    /// for up to `ACCEPT_ROLE_WAIT_MS`.
+    func waitForClientRole(_ user: UUID, logger: Logger) async throws -> Bool {
+        let deadline = ContinuousClock.now + settings.acceptRoleWait
+        while true {
+            let roles = try await postgres.withConnectionOnItsLoop { connection in
+                try await accounts.find(user, on: connection, logger: logger)?.roles ?? []
+            }
+            if roles.contains(Role.client.rawValue) { return true }
+            guard ContinuousClock.now < deadline else { return false }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}

@@ -1,0 +1,203 @@
+import Foundation
+import HTTPTypes
+@testable import Invitations
+import Models
+import NIOCore
+import ServiceKit
+import ServiceKitCore
+import ServiceKitHTTP
+import Testing
+import TestSupport
+
+/// The coach's side: who may do what, the rules of a client's fields, limits, unsubscribing,
+/// changes of address, finding one's invitations from the app, and deletions.
+@Suite struct ClientRosterTests {
+    /// Coaches only, and only their own clients: everyone else is 403, another coach 404 on every id
+    /// route; bodies are checked field by field.
+    @Test func onlyCoachesManageClientsAndOnlyTheirOwn() async throws {
+        try await InvitationsTestEnvironment.run { env in
+            let coach = try await env.coach()
+            let other = try await env.coach("Other Coach")
+            let plain = try await env.user()
+            let (created, _) = try await env.invite("Ben", email: "\(TestEnvironment.uniqueName("ben"))@example.com", by: coach)
+            let id = try #require(created.json["id"] as? String)
+            let routes: [(HTTPRequest.Method, String, Any?)] = [
+                (.get, "/v1/clients/\(id)", nil), (.patch, "/v1/clients/\(id)", ["name": "X"]), (.delete, "/v1/clients/\(id)", nil),
+                (.post, "/v1/clients/\(id)/invitation/resend", nil), (.post, "/v1/clients/\(id)/invitation/revoke", nil),
+            ]
+            for (method, path, body) in routes {
+                #expect(try await env.call(method, path, json: body).status == .unauthorized, "\(method) \(path)")
+                #expect(try await env.call(method, path, as: plain, json: body).status == .forbidden, "\(method) \(path)")
+                let foreign = try await env.call(method, path, as: other, json: body)
+                #expect(foreign.status == .notFound && foreign.headers[.contentType] == "application/problem+json", "\(method) \(path): \(foreign.text)")
+            }
+            #expect(try await env.call(.get, "/v1/clients", as: plain).status == .forbidden)
+            #expect(try await env.call(.get, "/v1/clients", as: other).items.isEmpty)
+            #expect(try await env.call(.get, "/v1/clients/not-a-uuid", as: coach).status == .notFound)
+            #expect(try await env.call(.get, "/v1/clients?status=lost", as: coach).code == "validation_failed")
+            #expect(try await env.call(.get, "/v1/clients?cursor=garbage", as: coach).code == "invalid_cursor")
+
+            // Bodies: malformed, wrong types, unknown fields, each field's rule, too large.
+            #expect(try await env.call(.post, "/v1/clients", as: coach, raw: ByteBuffer(string: "{\"name\":"), headers: [.contentType: "application/json"]).code == "malformed_json")
+            #expect(try await env.call(.post, "/v1/clients", as: coach, json: ["name": 7, "email": "a@b.co"]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/clients", as: coach, json: ["name": "A", "email": "a@b.co", "role": "admin"]).status == .badRequest)
+            let bad = try await env.call(.post, "/v1/clients", as: coach, json: ["name": "  ", "email": "nope", "phone": "call me", "notes": String(repeating: "n", count: 2_001)])
+            #expect(bad.code == "validation_failed")
+            let fields = Set(((bad.json["errors"] as? [[String: Any]]) ?? []).compactMap { $0["field"] as? String })
+            #expect(fields == ["name", "email", "phone", "notes"], "\(bad.text)")
+            #expect(try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Eve\u{202E}", "email": "e@example.com"]).code == "validation_failed")
+            let huge = try await env.call(.post, "/v1/clients", as: coach, json: ["name": "A", "email": "a@example.com", "notes": String(repeating: "n", count: 3_000_000)])
+            #expect(huge.status == .contentTooLarge)
+
+            // A likely typo of a common domain, named; confirmed, it is taken as typed.
+            let typo = try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Gus", "email": "gus@gmial.com"])
+            #expect(typo.status == .badRequest && typo.code == "email_suspicious" && typo.text.contains("gus@gmail.com"), "\(typo.text)")
+            #expect(try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Gus", "email": "gus@gmial.com", "confirm_email": true]).status == .created)
+
+            // One live invitation per coach and address; two coaches may invite the same person, and a
+            // dead invitation does not block a new one.
+            let address = "\(TestEnvironment.uniqueName("dup"))@example.com"
+            let (first, _) = try await env.invite("Dee", email: address, by: coach)
+            #expect(try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Dee", "email": address.uppercased()]).code == "client_exists")
+            #expect(try await env.call(.post, "/v1/clients", as: other, json: ["name": "Dee", "email": address]).status == .created)
+            let firstID = try #require(first.json["id"] as? String)
+            #expect(try await env.call(.post, "/v1/clients/\(firstID)/invitation/revoke", as: coach).status == .ok)
+            #expect(try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Dee", "email": address]).status == .created)
+        }
+    }
+
+    /// `INVITATIONS_PER_COACH_PER_DAY`: past it, `429 invite_limit` with `Retry-After`; deleting a
+    /// client does not give its invitation back.
+    @Test func aCoachInvitesAtMostTheDailyLimit() async throws {
+        try await InvitationsTestEnvironment.run(["INVITATIONS_PER_COACH_PER_DAY": "2"]) { env in
+            let coach = try await env.coach()
+            let (first, _) = try await env.invite("One", email: "\(TestEnvironment.uniqueName("a"))@example.com", by: coach)
+            _ = try await env.invite("Two", email: "\(TestEnvironment.uniqueName("b"))@example.com", by: coach)
+            #expect(try await env.call(.delete, "/v1/clients/\(first.json["id"] as! String)", as: coach).status == .noContent)
+            let third = try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Three", "email": "\(TestEnvironment.uniqueName("c"))@example.com"])
+            #expect(third.status == .tooManyRequests && third.code == "invite_limit")
+            #expect(Int(third.headers[.retryAfter] ?? "") ?? 0 > 3_600)
+        }
+    }
+
+    /// Edits: name, phone and notes; null clears; the address only while pending, which mails the
+    /// invitation again with a new code to the new address.
+    @Test func editsAndAChangeOfAddress() async throws {
+        try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let coach = try await env.coach()
+            let old = "\(TestEnvironment.uniqueName("old"))@example.com", new = "\(TestEnvironment.uniqueName("new"))@example.com"
+            let (created, oldCode) = try await env.invite("Fay", email: old, by: coach, extra: ["phone": "555 0101", "notes": "n"])
+            let id = try #require(created.json["id"] as? String)
+            let edited = try await env.call(.patch, "/v1/clients/\(id)", as: coach, json: ["name": "Fay Wray", "phone": NSNull(), "notes": "morning sessions"])
+            #expect(edited.status == .ok && edited.json["name"] as? String == "Fay Wray" && edited.json["phone"] is NSNull && edited.json["notes"] as? String == "morning sessions")
+            #expect(try await env.call(.patch, "/v1/clients/\(id)", as: coach, json: ["phone": "letters"]).code == "validation_failed")
+            #expect(try await env.call(.patch, "/v1/clients/\(id)", as: coach, json: ["shoe_size": 9]).status == .badRequest)
+
+            let moved = try await env.call(.patch, "/v1/clients/\(id)", as: coach, json: ["email": new])
+            #expect(moved.status == .ok && moved.json["email"] as? String == new, "\(moved.text)")
+            let newCode = try await env.code(mailedTo: new)
+            #expect(try await env.call(.get, "/v1/invitations/\(oldCode)").code == "invitation_not_found")
+            let person = try await env.user(email: new)
+            #expect(try await env.call(.post, "/v1/invitations/\(newCode)/accept", as: person).status == .accepted)
+            #expect(try await env.call(.patch, "/v1/clients/\(id)", as: coach, json: ["email": old]).code == "email_locked")
+            #expect(try await env.call(.patch, "/v1/clients/\(id)", as: coach, json: ["notes": "still editable"]).status == .ok)
+        }
+    }
+
+    /// One-click unsubscribe (RFC 8058): the mail client POSTs to the header's URL; from then on no
+    /// coach's invitation reaches the address, and rosters say `suppressed`. The page a GET opens
+    /// changes nothing.
+    @Test func anUnsubscribedAddressGetsNoMoreInvitations() async throws {
+        try await InvitationsTestEnvironment.run { env in
+            let coach = try await env.coach()
+            let other = try await env.coach("Other Coach")
+            let email = "\(TestEnvironment.uniqueName("quiet"))@example.com"
+            let (created, _) = try await env.invite("Hal", email: email, by: coach)
+            let mail = try #require(try await env.mails(to: email).first)
+            let link = try #require(mail.firstMatch(of: try Regex("List-Unsubscribe: <https://api.test(/v1/invitations/unsubscribe\\?token=[A-Za-z0-9_-]+)>")))
+            let path = String(try #require(link.output[1].substring))
+            let page = try await env.call(.get, path)
+            #expect(page.status == .ok && page.headers[.contentType]?.hasPrefix("text/html") == true && page.text.contains("<form method=\"post\""))
+            #expect(try await env.count("SELECT count(*) FROM unsubscribed_addresses") == 0)
+            let done = try await env.call(.post, path, raw: ByteBuffer(string: "List-Unsubscribe=One-Click"), headers: [.contentType: "application/x-www-form-urlencoded"])
+            #expect(done.status == .ok && done.json["unsubscribed"] as? Bool == true, "\(done.text)")
+            #expect(try await env.call(.post, "/v1/invitations/unsubscribe?token=made-up").status == .notFound)
+
+            let id = try #require(created.json["id"] as? String)
+            #expect(try await env.call(.get, "/v1/clients/\(id)", as: coach).json[path: "invitation.delivery"] as? String == "suppressed")
+            let again = try await env.call(.post, "/v1/clients", as: other, json: ["name": "Hal", "email": email.uppercased()])
+            #expect(again.status == .created && again.json[path: "invitation.delivery"] as? String == "suppressed")
+            #expect(try await env.call(.post, "/v1/clients/\(id)/invitation/resend", as: coach).json[path: "invitation.delivery"] as? String == "suppressed")
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await env.mails(to: email).count == 1)
+        }
+    }
+
+    /// The app finds the invitations to a verified address, each with a new code that works (the
+    /// mailed one stops); an unverified address finds none.
+    @Test func theAppFindsInvitationsToTheCallersVerifiedAddress() async throws {
+        try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let coach = try await env.coach("Sam Strong")
+            let email = "\(TestEnvironment.uniqueName("lost"))@example.com"
+            let (_, mailed) = try await env.invite("Ivy", email: email, by: coach)
+            let unverified = try await env.user(email: email, emailVerified: false)
+            #expect(try await env.call(.get, "/v1/invitations/mine", as: unverified).code == "email_unverified")
+            let ivy = try await env.user(email: email)
+            let mine = try await env.call(.get, "/v1/invitations/mine", as: ivy)
+            #expect(mine.status == .ok && mine.items.count == 1, "\(mine.text)")
+            let code = try #require(mine.items.first?["code"] as? String)
+            #expect((mine.items.first?["coach"] as? [String: Any])?["display_name"] as? String == "Sam Strong")
+            #expect(try await env.call(.get, "/v1/invitations/\(mailed)").code == "invitation_not_found")
+            #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: ivy).status == .accepted)
+            #expect(try await env.call(.get, "/v1/invitations/mine", as: ivy).items.isEmpty)
+        }
+    }
+
+    /// A deleted coach: every client unlinked, the roster gone. A deleted client: the coach's roster
+    /// keeps `left` without their name, address, phone or notes.
+    @Test func deletedAccountsLeaveNothingBehind() async throws {
+        try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let coach = try await env.coach()
+            let email = "\(TestEnvironment.uniqueName("del"))@example.com"
+            let (created, code) = try await env.invite("Jo", email: email, by: coach, extra: ["phone": "555 0199", "notes": "private"])
+            let jo = try await env.user(email: email)
+            #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: jo).status == .accepted)
+            try await env.publish(UserDeleted(userID: jo.id), userID: jo.id)
+            let id = try #require(created.json["id"] as? String)
+            try await waitUntil(.seconds(10)) { try await env.call(.get, "/v1/clients/\(id)", as: coach).json["status"] as? String == "left" }
+            let left = try await env.call(.get, "/v1/clients/\(id)", as: coach)
+            #expect(left.json["name"] is NSNull && left.json["email"] is NSNull && left.json["phone"] is NSNull && left.json["notes"] is NSNull)
+
+            let other = try await env.coach("Leaving Coach")
+            let address = "\(TestEnvironment.uniqueName("kim"))@example.com"
+            let (_, kimCode) = try await env.invite("Kim", email: address, by: other)
+            let kim = try await env.user(email: address)
+            #expect(try await env.call(.post, "/v1/invitations/\(kimCode)/accept", as: kim).status == .accepted)
+            _ = try await env.invite("Lee", email: "\(TestEnvironment.uniqueName("lee"))@example.com", by: other)
+            try await env.publish(UserDeleted(userID: other.id), userID: other.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(other.id)'") == 0 }
+            #expect(try await env.call(.get, "/v1/coach", as: kim).code == "no_coach")
+            #expect(try await env.events("client.unlinked").contains { $0["reason"] as? String == "coach_deleted" })
+            #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(other.id)'") == 0)
+        }
+    }
+
+    @Test func likelyTyposOfCommonDomainsAreNamed() {
+        #expect(EmailSuggestion.suggestion(for: "a@gmial.com") == "a@gmail.com")
+        #expect(EmailSuggestion.suggestion(for: "a@yaho.com") == "a@yahoo.com")
+        #expect(EmailSuggestion.suggestion(for: "a@hotmial.com") == "a@hotmail.com")
+        #expect(EmailSuggestion.suggestion(for: "a@gmail.con") == "a@gmail.com")
+        #expect(EmailSuggestion.suggestion(for: "a@outlok.com") == "a@outlook.com")
+        for fine in ["a@gmail.com", "a@example.com", "a@gmx.at", "a@company.io", "a@icloud.com", "a@uni-heidelberg.de"] {
+            #expect(EmailSuggestion.suggestion(for: fine) == nil, "\(fine)")
+        }
+    }
+
+    @Test func invitationCodesInPathsAreNeverLogged() {
+        #expect(RequestLog.redacted("/v1/invitations/SECRETcode123/accept") == "/v1/invitations/[redacted]/accept")
+        #expect(RequestLog.redacted("/v1/invitations/SECRETcode123") == "/v1/invitations/[redacted]")
+        #expect(RequestLog.redacted("/v1/invitations/mine") == "/v1/invitations/mine")
+        #expect(RequestLog.redacted("/v1/invitations/unsubscribe") == "/v1/invitations/unsubscribe")
+        #expect(RequestLog.redacted("/v1/clients/abc") == "/v1/clients/abc")
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+@testable import Invitations
+import Logging
+import Models
+import NIOCore
+import PostgresNIO
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
+import Testing
+import TestSupport
+
+/// One running invitations service for a test: its own database and Redis stream, an SMTP sink the
+/// mail really goes to, access tokens from a test issuer, and auth's events put on the stream as
+/// auth would.
+struct InvitationsTestEnvironment: Sendable {
+    let client: any TestClientProtocol
+    let issuer: TestIssuer
+    let database: TestDatabase
+    let config: ServiceConfig
+    let redis: RedisClient
+    let mail: MailSink
+
+    static func run(_ environment: [String: String] = [:], _ body: @Sendable (InvitationsTestEnvironment) async throws -> Void) async throws {
+        let database = try await TestDatabase.create(services: ["invitations"])
+        let mail = try await MailSink.start()
+        defer { mail.stop() }
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        let settings = [
+            "SMTP_URL": "smtp://127.0.0.1:\(mail.port)", "APP_NAME": "Test Gym", "APP_BASE_URL": "https://app.test", "APP_STORE_URL": "https://apps.apple.com/app/id123",
+            "PUBLIC_API_URL": "https://api.test", "ACCEPT_ROLE_WAIT_MS": "3000",
+        ].merging(environment) { $1 }
+        var settingsConfig = ServiceConfig.test(
+            name: "invitations", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL,
+            environment: settings)
+        settingsConfig.tokens = issuer.tokenConfig
+        let config = settingsConfig
+        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+        let app = try buildApplication(config)
+        try await app.test(.live) { client in
+            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }
+            try await body(InvitationsTestEnvironment(client: client, issuer: issuer, database: database, config: config, redis: redis, mail: mail))
+        }
+        await redis.close()
+    }
+
+    // MARK: accounts and events
+
+    struct User: Sendable {
+        let id: UUID
+        let email: String
+        let token: String
+        var path: String { id.uuidString.lowercased() }
+    }
+
+    /// An account as auth makes one: `user.registered` (and the roles) on the stream, awaited here.
+    func user(_ name: String? = nil, email: String? = nil, roles: [Role] = [.user], emailVerified: Bool = true) async throws -> User {
+        let id = UUID()
+        let address = email ?? "\(TestEnvironment.uniqueName("u"))@example.com"
+        try await publish(UserRegistered(userID: id, email: address, displayName: name, provider: "email"), userID: id)
+        if roles != [.user] { try await publish(UserRolesChanged(userID: id, roles: roles, added: roles.filter { $0 != .user }, removed: []), userID: id) }
+        try await waitUntil(.seconds(15)) { try await count("SELECT count(*) FROM accounts WHERE user_id = '\(id)' AND roles = \(Self.sqlArray(roles))") == 1 }
+        return User(id: id, email: address, token: try await issuer.token(userID: id, roles: roles, emailVerified: emailVerified))
+    }
+
+    func coach(_ name: String = "Sam Strong") async throws -> User {
+        try await user(name, roles: [.user, .coach])
+    }
+
+    static func sqlArray(_ roles: [Role]) -> String {
+        "ARRAY[" + roles.map { "'\($0.rawValue)'" }.joined(separator: ",") + "]::text[]"
+    }
+
+    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "auth") async throws {
+        let envelope = try EventEnvelope(payload, producer: producer, userID: userID)
+        _ = try await redis.xadd(
+            config.events.stream, maxLength: nil, fields: [("id", envelope.id.uuidString.lowercased()), ("type", envelope.type), ("envelope", envelope.json)])
+    }
+
+    /// Events the service has put on the stream, of one type, as their `data`.
+    func events(_ type: String) async throws -> [[String: Any]] {
+        try await redis.xrange(config.events.stream, count: 100_000).compactMap { entry in
+            guard entry.fields["type"] == type, let json = entry.fields["envelope"],
+                let envelope = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any]
+            else { return nil }
+            return envelope["data"] as? [String: Any]
+        }
+    }
+
+    /// What auth does on `invitation.accepted` for `user`: `client` granted, `user.roles_changed` sent.
+    func actAsAuth(granting user: User) -> Task<Void, any Error> {
+        Task {
+            try await waitUntil(.seconds(15)) { try await events("invitation.accepted").contains { ($0["client_id"] as? String)?.lowercased() == user.path } }
+            try await publish(UserRolesChanged(userID: user.id, roles: [.user, .client], added: [.client], removed: []), userID: user.id)
+        }
+    }
+
+    // MARK: HTTP
+
+    typealias Reply = APIReply
+
+    @discardableResult
+    func call(_ method: HTTPRequest.Method, _ path: String, as user: User? = nil, json: Any? = nil, raw: ByteBuffer? = nil, headers extra: HTTPFields = [:]) async throws -> Reply {
+        var headers = extra
+        if let user { headers[.authorization] = "Bearer \(user.token)" }
+        var body = raw
+        if let json {
+            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
+            headers[.contentType] = "application/json"
+        }
+        let response = try await client.execute(uri: path, method: method, headers: headers, body: body)
+        return Reply(status: response.status, headers: response.headers, body: response.body)
+    }
+
+    /// A call that really overlaps with others (see `ConcurrentClient`).
+    func concurrentCall(_ method: HTTPRequest.Method, _ path: String, as user: User, json: Any? = nil) async throws -> HTTPResponse.Status {
+        let reply = try await ConcurrentClient.send(port: client.port!, method.rawValue, path, headers: [("Authorization", "Bearer \(user.token)")], json: json)
+        return HTTPResponse.Status(code: reply.status)
+    }
+
+    /// Adds a client and returns it with the code from the mail that really arrived.
+    func invite(_ name: String, email: String, by coach: User, extra: [String: Any] = [:]) async throws -> (client: Reply, code: String) {
+        let before = mail.messages().filter { $0.lowercased().contains("to: \(email.lowercased())") }.count
+        let created = try await call(.post, "/v1/clients", as: coach, json: ["name": name, "email": email].merging(extra) { $1 })
+        try #require(created.status == .created, "invite: \(created.text)")
+        return (created, try await code(mailedTo: email, count: before + 1))
+    }
+
+    /// The code in the newest invitation mail to `email`.
+    func code(mailedTo email: String, count: Int = 1) async throws -> String {
+        let mails = try await mails(to: email, count: count)
+        return try Self.code(in: mails.last!)
+    }
+
+    func mails(to address: String, count: Int = 1) async throws -> [String] {
+        let matching: @Sendable () -> [String] = { mail.messages().filter { $0.lowercased().contains("to: \(address.lowercased())") } }
+        try await waitUntil(.seconds(15)) { matching().count >= count }
+        return matching()
+    }
+
+    static func code(in message: String) throws -> String {
+        let match = try #require(message.firstMatch(of: try Regex("https://app.test/invite\\?code=([A-Za-z0-9_-]{20,})")))
+        return String(try #require(match.output[1].substring))
+    }
+
+    // MARK: database
+
+    func count(_ sql: String) async throws -> Int {
+        try await withClient(database.config(for: "invitations")) { client in
+            var result = 0
+            for try await value in try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).decode(Int64.self) { result = Int(value) }
+            return result
+        }
+    }
+
+    func execute(_ sql: String) async throws {
+        try await withClient(database.config(for: "invitations")) { client in
+            _ = try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).collect()
+        }
+    }
+}
