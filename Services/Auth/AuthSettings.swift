@@ -32,8 +32,8 @@ struct AuthSettings: Sendable {
     var apple: IdentityProviderConfig?
     var google: IdentityProviderConfig?
     /// Whether a provider sign-in must carry a nonce this service issued (`PROVIDER_NONCE_REQUIRED`).
-    /// Off only for app versions already shipped without one: such a sign-in is then spent under its
-    /// ID token instead, which must therefore be a fresh one each time.
+    /// Off only for app versions already shipped without one: such a sign-in is then spent under what
+    /// its ID token's issuer signed instead, so each needs a fresh token.
     var providerNonceRequired: Bool
     var issuer: String
     var audience: String

@@ -23,7 +23,14 @@ static void start(void) {
 
 static image_scrub_status fail(image_scrub_result *result, image_scrub_status status, const char *reason) {
     snprintf(result->reason, sizeof result->reason, "%s", reason);
-    vips_error_clear();
+    return status;
+}
+
+/// libvips' error buffer is shared by every thread: take (and clear) it in one step.
+static image_scrub_status fail_with_vips_error(image_scrub_result *result, image_scrub_status status) {
+    char *reason = vips_error_buffer_copy();
+    fail(result, status, reason != NULL ? reason : "libvips failed");
+    g_free(reason);
     return status;
 }
 
@@ -48,7 +55,7 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
     default:
         return fail(result, IMAGE_SCRUB_UNREADABLE, "unknown format");
     }
-    if (loaded != 0 || image == NULL) return fail(result, IMAGE_SCRUB_UNREADABLE, vips_error_buffer());
+    if (loaded != 0 || image == NULL) return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
 
     result->width = vips_image_get_width(image);
     result->height = vips_image_get_height(image);
@@ -60,7 +67,7 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
     VipsImage *upright = NULL;
     if (vips_autorot(image, &upright, NULL) != 0) {
         g_object_unref(image);
-        return fail(result, IMAGE_SCRUB_UNREADABLE, vips_error_buffer());
+        return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
     }
     g_object_unref(image);
 
@@ -72,7 +79,7 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
             g_object_unref(upright);
             upright = srgb;
         } else {
-            vips_error_clear();
+            g_free(vips_error_buffer_copy());
         }
     }
 
@@ -81,7 +88,7 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
     VipsImage *bare = NULL;
     if (vips_copy(upright, &bare, NULL) != 0) {
         g_object_unref(upright);
-        return fail(result, IMAGE_SCRUB_FAILED, vips_error_buffer());
+        return fail_with_vips_error(result, IMAGE_SCRUB_FAILED);
     }
     g_object_unref(upright);
     upright = bare;
@@ -109,7 +116,7 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
     result->width = vips_image_get_width(upright);
     result->height = vips_image_get_height(upright);
     g_object_unref(upright);
-    if (saved != 0 || output == NULL) return fail(result, IMAGE_SCRUB_UNREADABLE, vips_error_buffer());
+    if (saved != 0 || output == NULL) return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
     result->data = output;
     result->length = output_length;
     return IMAGE_SCRUB_OK;

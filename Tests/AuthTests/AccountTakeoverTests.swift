@@ -20,6 +20,7 @@ import TestSupport
         let victim = "\(TestEnvironment.uniqueName("victim"))@example.com"
         try await AuthTestEnvironment.run(["ADMIN_EMAILS": victim]) { env in
             let attacker = try await env.signUp(victim, password: "attacker's own password", name: "Totally The Owner")
+            #expect(try await env.call(.post, "/v1/auth/roles/coach", token: attacker.accessToken).status == .ok)
             let mail = try #require(try await env.mails(to: victim).first)
             let unfolded = mail.replacingOccurrences(of: "=\r\n", with: "").replacingOccurrences(of: "=\n", with: "").replacingOccurrences(of: "=3D", with: "=")
             #expect(unfolded.contains("If you did not sign up"))
@@ -124,8 +125,9 @@ import TestSupport
         }
     }
 
-    /// Google vouches for an address only on its own domains or the token's hosted domain: elsewhere
-    /// its `email_verified` makes an account whose address is proven by mail, and never an admin.
+    /// Google vouches for an address only on its own domains or the token's hosted domain, Apple only
+    /// on its own: elsewhere their `email_verified` makes an account whose address is proven by mail,
+    /// and never an admin.
     @Test func googleVouchesOnlyForItsOwnAndHostedDomains() async throws {
         let configured = "\(TestEnvironment.uniqueName("boss"))@gmail.com"
         try await AuthTestEnvironment.run(["ADMIN_EMAILS": configured]) { env in
@@ -140,9 +142,12 @@ import TestSupport
             #expect(workspace.json[path: "user.email_verified"] as? Bool == true)
             let googlemail = try await env.signIn(with: .google, subject: "g-\(UUID())", email: "\(TestEnvironment.uniqueName("gm"))@googlemail.com")
             #expect(googlemail.json[path: "user.email_verified"] as? Bool == true)
-            // Apple answers for every address it verified.
-            let apple = try await env.signIn(with: .apple, subject: "a-\(UUID())", email: "\(TestEnvironment.uniqueName("ap"))@company.example", emailVerified: "true")
-            #expect(apple.json[path: "user.email_verified"] as? Bool == true)
+            // Apple the same way: its own iCloud addresses, not a company address it once checked.
+            let icloud = try await env.signIn(with: .apple, subject: "a-\(UUID())", email: "\(TestEnvironment.uniqueName("ap"))@icloud.com", emailVerified: "true")
+            #expect(icloud.json[path: "user.email_verified"] as? Bool == true)
+            let appleElsewhere = try await env.signIn(
+                with: .apple, subject: "a-\(UUID())", email: "\(TestEnvironment.uniqueName("ap"))@company.example", emailVerified: "true")
+            #expect(appleElsewhere.status == .ok && appleElsewhere.json[path: "user.email_verified"] as? Bool == false)
 
             // The configured admin address, claimed by Google, is verified but not admin: only a
             // mail proof (here, a password reset) is.

@@ -53,7 +53,7 @@ import TestSupport
 
             let unverified = try await env.signUp()
             let refused = try await createAdmin([unverified.email])
-            #expect(refused.status == 1 && refused.output.contains("is not verified"), "\(refused)")
+            #expect(refused.status == 1 && refused.output.contains("is not proven by mail"), "\(refused)")
             #expect(try await createAdmin(["not-an-address"]).status == 1)
 
             let verified = try await Self.verifiedAccount(env)
@@ -251,7 +251,17 @@ import TestSupport
         }
     }
 
-    @Test func coachIsSelfServeByDefaultAndAnAcceptedInvitationMakesAClient() async throws {
+    /// An event on the stream as the invitations service's relay puts it there.
+    static func publish<Payload: EventPayload>(_ env: AuthTestEnvironment, _ payload: Payload, userID: UUID, occurredAt: Date) async throws {
+        let envelope = try EventEnvelope(payload, producer: "invitations", userID: userID, occurredAt: occurredAt)
+        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+        _ = try await redis.xadd(
+            env.config.events.stream, maxLength: nil,
+            fields: [("id", envelope.id.uuidString.lowercased()), ("type", envelope.type), ("envelope", envelope.json)])
+        await redis.close()
+    }
+
+    @Test func coachIsSelfServeByDefaultAndAClientsRoleFollowsTheirCoachLinks() async throws {
         try await AuthTestEnvironment.run { env in
             let coach = try await env.signUp()
             let became = try await env.call(.post, "/v1/auth/roles/coach", token: coach.accessToken)
@@ -260,22 +270,26 @@ import TestSupport
 
             // invitation.accepted, as the invitations service would emit it, reaches auth's consumer.
             let client = try await env.signUp()
-            let envelope = try EventEnvelope(
-                InvitationAccepted(invitationID: UUID(), coachID: UUID(uuidString: coach.id)!, clientID: UUID(uuidString: client.id)!),
-                producer: "invitations", userID: UUID(uuidString: client.id)!)
-            let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
-            _ = try await redis.xadd(
-                env.config.events.stream, maxLength: nil,
-                fields: [
-                    ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
-                    ("envelope", envelope.json),
-                ])
-            await redis.close()
+            let clientID = UUID(uuidString: client.id)!, coachID = UUID(uuidString: coach.id)!
+            let now = Date()
+            try await Self.publish(env, InvitationAccepted(invitationID: UUID(), coachID: coachID, clientID: clientID), userID: clientID, occurredAt: now)
             try await waitUntil(.seconds(10)) {
                 try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user", "client"]
             }
             // A client cannot become a coach.
             #expect(try await env.call(.post, "/v1/auth/roles/coach", token: client.accessToken).code == "role_conflict")
+
+            // An unlink from before that acceptance, delivered late, changes nothing; a switch keeps
+            // the role; leaving the last coach takes it away.
+            try await Self.publish(env, ClientUnlinked(coachID: UUID(), clientID: clientID, reason: "left", hasOtherCoach: false), userID: clientID, occurredAt: now - 60)
+            try await Self.publish(env, ClientUnlinked(coachID: coachID, clientID: clientID, reason: "switched", hasOtherCoach: true), userID: clientID, occurredAt: now + 1)
+            try await waitUntil(.seconds(10)) { try await env.eventTypes(for: client.id).filter { $0 == "client.unlinked" }.count == 2 }
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user", "client"])
+            try await Self.publish(env, ClientUnlinked(coachID: coachID, clientID: clientID, reason: "left", hasOtherCoach: false), userID: clientID, occurredAt: now + 2)
+            try await waitUntil(.seconds(10)) {
+                try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user"]
+            }
         }
         try await AuthTestEnvironment.run(["COACH_SELF_SERVE": "false"]) { env in
             let user = try await env.signUp()

@@ -316,7 +316,7 @@ import TestSupport
             let clock = ContinuousClock()
             let started = clock.now
             do {
-                try await DatabaseBudget.$current.withValue(DatabaseBudget(deadline: .now + .milliseconds(400), watch: nil)) {
+                try await DatabaseBudget.$current.withValue(DatabaseBudget(maxWait: .milliseconds(400), watch: nil)) {
                     try await client.checkedQuery("SELECT 1", logger: TestEnvironment.logger)
                 }
                 Issue.record("leased a connection the other query holds")
@@ -327,7 +327,7 @@ import TestSupport
             #expect(waited >= .milliseconds(350) && waited < .milliseconds(1500), "\(waited)")
             try await busy.value
             for _ in 0..<3 {
-                let rows = try await DatabaseBudget.$current.withValue(DatabaseBudget(deadline: .now + .seconds(2), watch: nil)) {
+                let rows = try await DatabaseBudget.$current.withValue(DatabaseBudget(maxWait: .seconds(2), watch: nil)) {
                     try await client.checkedQuery("SELECT 7", decoding: Int32.self, logger: TestEnvironment.logger)
                 }
                 #expect(rows == [7])
@@ -348,7 +348,7 @@ import TestSupport
             let clock = ContinuousClock()
             let started = clock.now
             do {
-                try await DatabaseBudget.$current.withValue(DatabaseBudget(deadline: .now + .seconds(30), watch: watch)) {
+                try await DatabaseBudget.$current.withValue(DatabaseBudget(maxWait: .seconds(30), watch: watch)) {
                     try await client.checkedQuery("SELECT 1", logger: TestEnvironment.logger)
                 }
                 Issue.record("a query reached a port where nothing listens")

@@ -118,16 +118,16 @@ struct Accounts: Sendable {
         return updated
     }
 
-    /// Makes an account whose address was never proven the mailbox owner's, who has just proven it
-    /// (through a provider that answers for the address): every session ends, and the password, the
-    /// provider sign-ins, the chosen name and the outstanding mail links go, since whoever set them
-    /// may not be that owner.
-    func takeOverUnproven(_ user: UserRecord, on connection: PostgresConnection) async throws -> UserRecord {
+    /// Makes an account the mailbox owner's, who has just proven the address without having set the
+    /// account up (a disowning verification, or a provider that answers for the address): every
+    /// session ends, and the password, the provider sign-ins, the chosen name, the roles taken (coach)
+    /// and the outstanding mail links go, since whoever set them may not be that owner.
+    func takeOver(_ user: UserRecord, on connection: PostgresConnection) async throws -> UserRecord {
         try await sessions.endAll(of: user.id, on: connection, logger: logger)
         try await users.removeCredentials(of: user.id, on: connection, logger: logger)
         try await outbox.write(UserPasswordChanged(userID: user.id, method: "disowned"), userID: user.id, on: connection, logger: logger)
-        logger.notice("unproven account taken over by its address's owner", metadata: ["user_id": "\(user.id)"])
-        var clean = user
+        logger.notice("account taken over by its address's owner", metadata: ["user_id": "\(user.id)"])
+        var clean = try await changeRoles(of: user, removing: user.roles.filter { $0 != .user }, on: connection)
         clean.passwordHash = nil
         clean.displayName = nil
         return clean

@@ -22,9 +22,10 @@ enum CreateAdmin {
             let outcome = try await context.postgres.transaction(logger: logger) { connection -> String in
                 if let user = try await users.find(email: email, forUpdate: true, on: connection, logger: logger) {
                     guard !user.roles.contains(.admin) else { return "\(user.email) is already an admin" }
-                    // Anyone can sign up with an address they do not own: only a proven one becomes admin.
-                    guard user.emailVerified else {
-                        throw ConfigurationError(problems: ["\(user.email) exists but is not verified; verify it (or reset its password by mail) first"])
+                    // Anyone can sign up with an address they do not own: only one proven by mail, with
+                    // nothing kept that someone else set, becomes admin.
+                    guard user.emailProvenByMail else {
+                        throw ConfigurationError(problems: ["\(user.email) is not proven by mail; verify it from the app (or reset its password by mail) first"])
                     }
                     let roles = Role.ordered(user.roles + [.admin])
                     try await users.setRoles(roles, of: user.id, on: connection, logger: logger)

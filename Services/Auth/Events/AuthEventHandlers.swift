@@ -26,13 +26,20 @@ struct AuthEventHandlers {
                 context.logger.warning("invitation accepted by a coach; client role not granted", metadata: ["user_id": "\(user.id)", "invitation_id": "\(event.invitationID)"])
                 return
             }
+            try await context.connection.checkedRun(
+                "UPDATE users SET client_since = greatest(coalesce(client_since, \(context.envelope.occurredAt)), \(context.envelope.occurredAt)) WHERE id = \(user.id)",
+                logger: context.logger)
             _ = try await accounts.changeRoles(of: user, adding: [.client], on: context.connection)
         }
-        // A client with no coach left is no longer a client.
+        // A client with no coach left is no longer a client; an unlink from before the latest
+        // acceptance (delivered late, after a retry) changes nothing.
         handlers.on(ClientUnlinked.self) { event, context in
             guard !event.hasOtherCoach, let user = try await accounts.users.find(id: event.clientID, forUpdate: true, on: context.connection, logger: context.logger),
                 user.roles.contains(.client)
             else { return }
+            let acceptedLater = try await context.connection.returnsRow(
+                "SELECT 1 FROM users WHERE id = \(user.id) AND client_since > \(context.envelope.occurredAt)", logger: context.logger)
+            guard !acceptedLater else { return }
             _ = try await accounts.changeRoles(of: user, removing: [.client], on: context.connection)
         }
         return handlers

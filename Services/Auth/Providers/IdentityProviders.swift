@@ -26,14 +26,19 @@ struct IdentityProviderConfig: Sendable {
     var clientIDs: [String]
     var jwksURL: String
     var nonceStyle: NonceStyle
-    /// Whether the provider answers for every address it marks verified (Apple), or only for its
-    /// own domains and the token's hosted domain (Google).
-    var vouchesForEveryVerifiedAddress: Bool
+    /// The mail domains the provider runs, whose addresses it answers for. Elsewhere its
+    /// `email_verified` says only that the address was checked once, when the account was made with
+    /// it: someone who has since lost a company address still signs in with it.
+    var ownDomains: Set<String>
+    /// Google: the Workspace domain named in the token's `hd` is answered for too.
+    var trustsHostedDomain: Bool
 
     /// `APPLE_CLIENT_IDS` (bundle ids and service ids, comma-separated) turns Apple sign-in on;
     /// `APPLE_ISSUER`, `APPLE_JWKS_URL` default to Apple's.
     static func apple(reading env: inout EnvironmentReader) -> IdentityProviderConfig? {
-        provider("APPLE", name: "apple", issuers: "https://appleid.apple.com", jwks: "https://appleid.apple.com/auth/keys", nonce: .sha256, vouches: true, env: &env)
+        provider(
+            "APPLE", name: "apple", issuers: "https://appleid.apple.com", jwks: "https://appleid.apple.com/auth/keys", nonce: .sha256,
+            ownDomains: ["icloud.com", "me.com", "mac.com", "privaterelay.appleid.com"], trustsHostedDomain: false, env: &env)
     }
 
     /// `GOOGLE_CLIENT_IDS` (the OAuth client ids of the apps) turns Google sign-in on;
@@ -41,17 +46,31 @@ struct IdentityProviderConfig: Sendable {
     static func google(reading env: inout EnvironmentReader) -> IdentityProviderConfig? {
         provider(
             "GOOGLE", name: "google", issuers: "https://accounts.google.com,accounts.google.com",
-            jwks: "https://www.googleapis.com/oauth2/v3/certs", nonce: .plain, vouches: false, env: &env)
+            jwks: "https://www.googleapis.com/oauth2/v3/certs", nonce: .plain,
+            ownDomains: ["gmail.com", "googlemail.com"], trustsHostedDomain: true, env: &env)
     }
 
-    private static func provider(_ prefix: String, name: String, issuers: String, jwks: String, nonce: NonceStyle, vouches: Bool, env: inout EnvironmentReader) -> IdentityProviderConfig? {
+    private static func provider(
+        _ prefix: String, name: String, issuers: String, jwks: String, nonce: NonceStyle, ownDomains: Set<String>, trustsHostedDomain: Bool,
+        env: inout EnvironmentReader
+    ) -> IdentityProviderConfig? {
         let clientIDs = list(env.optionalString("\(prefix)_CLIENT_IDS"))
         let issuerList = list(env.string("\(prefix)_ISSUER", default: issuers))
         let url = env.url("\(prefix)_JWKS_URL", default: jwks, schemes: ["https", "http"])
         guard !clientIDs.isEmpty, url != nil else { return nil }
         return IdentityProviderConfig(
             name: name, issuers: issuerList, clientIDs: clientIDs, jwksURL: env.values["\(prefix)_JWKS_URL"] ?? jwks, nonceStyle: nonce,
-            vouchesForEveryVerifiedAddress: vouches)
+            ownDomains: ownDomains, trustsHostedDomain: trustsHostedDomain)
+    }
+
+    /// Whether the provider answers for `email`: one of its own domains, or (Google) the Workspace
+    /// domain the token names in `hd`.
+    func answersFor(_ email: String, hostedDomain: String?) -> Bool {
+        guard let at = email.lastIndex(of: "@") else { return false }
+        let domain = email[email.index(after: at)...].lowercased()
+        if ownDomains.contains(domain) { return true }
+        guard trustsHostedDomain, let hostedDomain = hostedDomain?.lowercased(), !hostedDomain.isEmpty else { return false }
+        return domain == hostedDomain
     }
 
     private static func list(_ text: String?) -> [String] {
@@ -65,11 +84,11 @@ struct VerifiedIdentity: Sendable, Equatable {
     var subject: String
     var email: String?
     var emailVerified: Bool
-    /// The provider verified the address *and* answers for it: Apple for every address it verified;
-    /// Google only for its own (`@gmail.com`, `@googlemail.com`) or a Workspace domain's, named by
-    /// the token's `hd`. Google verifies any address once, when the Google account is made with it,
-    /// and keeps saying so after the person has left the company that gave it. Only a vouched
-    /// address finds or proves an account by email.
+    /// The provider verified the address *and* answers for it: an address on a mail domain it runs
+    /// (Apple: iCloud and the private relay; Google: Gmail), or Google's Workspace domain named by the
+    /// token's `hd`. A provider marks any address verified once, when the account is made with it,
+    /// and keeps saying so after the person has lost it (left the company that gave it). Only a
+    /// vouched address finds or proves an account by email.
     var emailVouched: Bool
     var isPrivateRelay: Bool
     var name: String?
@@ -212,19 +231,11 @@ final class IdentityTokenVerifier: Sendable {
         let verified = claims.emailVerified ?? false
         return VerifiedIdentity(
             provider: config.name, subject: claims.sub, email: email, emailVerified: verified,
-            emailVouched: verified && (config.vouchesForEveryVerifiedAddress || email.map { Self.isGoogleOwned($0, hostedDomain: claims.hd) } ?? false),
+            emailVouched: verified && (email.map { config.answersFor($0, hostedDomain: claims.hd) } ?? false),
             isPrivateRelay: claims.isPrivateEmail ?? (email?.lowercased().hasSuffix("@privaterelay.appleid.com") ?? false),
             name: claims.name, usableUntil: claims.exp.addingTimeInterval(leeway),
             signedPart: token[..<segments[1].endIndex]
         )
     }
 
-    /// An address Google answers for: its own mail domains, or the Workspace domain the token names.
-    static func isGoogleOwned(_ email: String, hostedDomain: String?) -> Bool {
-        guard let at = email.lastIndex(of: "@") else { return false }
-        let domain = email[email.index(after: at)...].lowercased()
-        if domain == "gmail.com" || domain == "googlemail.com" { return true }
-        guard let hostedDomain = hostedDomain?.lowercased(), !hostedDomain.isEmpty else { return false }
-        return domain == hostedDomain
-    }
 }

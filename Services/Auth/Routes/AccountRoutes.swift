@@ -171,20 +171,17 @@ struct AccountRoutes {
             }
             try await accounts.emailTokens.invalidate(.verifyEmail, userID: userID, on: connection, logger: context.logger)
             var response = VerifiedResponse(emailVerified: true)
+            var verified = user
             if case .disown = proof {
-                try await accounts.sessions.endAll(of: userID, on: connection, logger: context.logger)
-                try await accounts.users.removeCredentials(of: userID, on: connection, logger: context.logger)
+                verified = try await accounts.takeOver(user, on: connection)
                 let token = try await accounts.emailTokens.issue(.resetPassword, userID: userID, email: user.email, on: connection, logger: context.logger)
                 response.passwordToken = token.value
                 response.passwordTokenExpiresAt = Date().addingTimeInterval(TimeInterval(EmailTokenStore.Purpose.resetPassword.lifetimeSeconds))
-                try await accounts.outbox.write(UserPasswordChanged(userID: userID, method: "disowned"), userID: userID, on: connection, logger: context.logger)
-                context.logger.notice("account disowned by its address's owner", metadata: ["user_id": "\(userID)"])
             }
             try await accounts.users.markVerified(userID, byMail: true, on: connection, logger: context.logger)
             if !user.emailVerified {
                 try await accounts.outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, live: true, on: connection, logger: context.logger)
             }
-            var verified = user
             verified.emailVerified = true
             verified.emailProvenByMail = true
             _ = try await accounts.grantConfiguredAdmin(verified, on: connection)

@@ -90,6 +90,9 @@ struct ProviderRoutes {
         let client = context.client(request)
         let accounts = self.accounts
         let provider = identity.provider
+        // A password sent to link is checked before the transaction (throttled, and bcrypt's work
+        // holds no lock or connection); the transaction then links only if it is still that hash.
+        let confirmedHash = try await confirmLinkPassword(body.password, email: identity.email, client: client, context: context)
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
             try await accounts.nonces.spend(nonce: body.nonce, expiresAt: nonceExpiry, identity: identity, on: connection, logger: context.logger)
             // Known identity: sign in.
@@ -112,17 +115,15 @@ struct ProviderRoutes {
             if let existing = try await accounts.users.find(email: email, forUpdate: true, on: connection, logger: context.logger) {
                 guard !existing.isDisabled else { throw AuthErrors.disabled }
                 var user = existing
-                if let password = body.password {
-                    try await accounts.throttle.begin(account: EmailAddress.normalize(existing.email), ip: client.ip)
-                    guard try await accounts.hasher.verify(password, hash: existing.passwordHash) else {
+                if body.password != nil {
+                    guard let confirmedHash, existing.passwordHash == confirmedHash else {
                         throw APIError.unauthorized("The password is wrong.", code: "invalid_credentials")
                     }
-                    await accounts.throttle.succeeded(account: EmailAddress.normalize(existing.email), ip: client.ip)
                     try await accounts.users.link(
                         provider: provider, subject: identity.subject, email: email, proven: existing.emailVerified, to: existing.id, on: connection, logger: context.logger)
                 } else if identity.emailVouched {
                     if !existing.emailVerified {
-                        user = try await accounts.takeOverUnproven(existing, on: connection)
+                        user = try await accounts.takeOver(existing, on: connection)
                         try await accounts.users.markVerified(existing.id, byMail: false, on: connection, logger: context.logger)
                         user.emailVerified = true
                         try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, on: connection, logger: context.logger)
@@ -163,6 +164,25 @@ struct ProviderRoutes {
             let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)
             return SignInResponse(user: UserView(signedIn, providers: [provider]), session: session, created: true)
         }
+    }
+}
+
+extension ProviderRoutes {
+    /// The hash of the password of the account at `email`, when `password` matches it; nil when no
+    /// password came. Counted as a sign-in attempt.
+    func confirmLinkPassword(_ password: String?, email: String?, client: Accounts.Client, context: ServiceRequestContext) async throws -> String? {
+        guard let password, let email else { return nil }
+        let normalized = EmailAddress.normalize(email)
+        try await accounts.throttle.begin(account: normalized, ip: client.ip)
+        let accounts = self.accounts
+        let hash = try await accounts.postgres.withConnectionOnItsLoop { connection in
+            try await accounts.users.find(email: email, on: connection, logger: context.logger)?.passwordHash
+        }
+        guard try await accounts.hasher.verify(password, hash: hash) else {
+            throw APIError.unauthorized("The password is wrong.", code: "invalid_credentials")
+        }
+        await accounts.throttle.succeeded(account: normalized, ip: client.ip)
+        return hash
     }
 }
 

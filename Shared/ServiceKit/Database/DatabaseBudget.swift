@@ -1,7 +1,7 @@
 import PostgresNIO
 import Synchronization
 
-/// How long a request may wait for a pooled connection, set by the HTTP layer for the request's
+/// How long a request may wait for each pooled connection, set by the HTTP layer for the request's
 /// task (`DatabaseGateMiddleware`). PostgresNIO's pool queues a lease while it retries connections
 /// to a PostgreSQL that went away, for as long as the outage lasts: a request that arrived just
 /// before the watch noticed would wait with it. With a budget, the wait ends at the deadline, or as
@@ -11,11 +11,13 @@ import Synchronization
 /// The statements themselves are bounded by PostgreSQL's `statement_timeout`, and a statement on a
 /// connection the server ends fails at once, so the budget covers the one wait nothing else bounds.
 public struct DatabaseBudget: Sendable {
-    public var deadline: ContinuousClock.Instant
+    /// The longest wait for one lease, counted from when it is asked for: a request that spent its
+    /// first seconds elsewhere (a slow upload, a password hash) still gets the whole wait.
+    public var maxWait: Duration
     public var watch: DatabaseWatch?
 
-    public init(deadline: ContinuousClock.Instant, watch: DatabaseWatch?) {
-        self.deadline = deadline
+    public init(maxWait: Duration, watch: DatabaseWatch?) {
+        self.maxWait = maxWait
         self.watch = watch
     }
 
@@ -46,6 +48,7 @@ extension PostgresClient {
                     handoff.fail(error)
                 }
             }
+            let deadline = ContinuousClock.now + budget.maxWait
             group.addTask {
                 let clock = ContinuousClock()
                 // Checked every 50 ms while waiting; the child is cancelled as soon as the lease comes.
@@ -55,11 +58,11 @@ extension PostgresClient {
                         return
                     }
                     let now = clock.now
-                    guard now < budget.deadline else {
+                    guard now < deadline else {
                         handoff.fail(DatabaseWaitExceeded(unreachable: false))
                         return
                     }
-                    try await Task.sleep(until: min(budget.deadline, now.advanced(by: .milliseconds(50))), clock: clock)
+                    try await Task.sleep(until: min(deadline, now.advanced(by: .milliseconds(50))), clock: clock)
                 }
             }
             let connection: PostgresConnection

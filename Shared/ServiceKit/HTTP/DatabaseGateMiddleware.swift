@@ -22,7 +22,7 @@ public struct DatabaseGateMiddleware<Context: IdentifiedRequestContext>: RouterM
         if !watch.isReachable && !Self.answersWithoutDatabase(request.uri.path) {
             throw APIError.databaseUnavailable
         }
-        return try await DatabaseBudget.$current.withValue(DatabaseBudget(deadline: .now + budget, watch: watch)) {
+        return try await DatabaseBudget.$current.withValue(DatabaseBudget(maxWait: budget, watch: watch)) {
             try await next(request, context)
         }
     }
