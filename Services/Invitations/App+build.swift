@@ -17,16 +17,20 @@ enum InvitationsService {
         migrations: { MailOutbox.migrations + (try ServiceDefinition.bundledMigrations(.module)) },
         setup: { config in
             let settings = try InvitationsSettings(config)
-            return ServiceSetup(build: { router, dependencies in
-                let invitations = Invitations(dependencies: dependencies, settings: settings)
-                ClientRoutes(invitations: invitations).add(to: router)
-                InvitationRoutes(invitations: invitations).add(to: router)
-                CoachRoutes(invitations: invitations).add(to: router)
-                return ServiceComponents(
-                    handlers: InvitationsEventHandlers(invitations: invitations).handlers,
-                    services: [MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), logger: dependencies.logger)]
-                )
-            })
+            // An acceptance's path holds the code: never kept with an idempotency key (a second
+            // acceptance is `409 invitation_used` anyway).
+            return ServiceSetup(
+                idempotencyExcluded: ["/v1/invitations/"],
+                build: { router, dependencies in
+                    let invitations = Invitations(dependencies: dependencies, settings: settings)
+                    ClientRoutes(invitations: invitations).add(to: router)
+                    InvitationRoutes(invitations: invitations).add(to: router)
+                    CoachRoutes(invitations: invitations).add(to: router)
+                    return ServiceComponents(
+                        handlers: InvitationsEventHandlers(invitations: invitations).handlers,
+                        services: [MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), logger: dependencies.logger)]
+                    )
+                })
         }
     )
 }

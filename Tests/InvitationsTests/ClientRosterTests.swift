@@ -32,6 +32,9 @@ import TestSupport
                 #expect(foreign.status == .notFound && foreign.headers[.contentType] == "application/problem+json", "\(method) \(path): \(foreign.text)")
             }
             #expect(try await env.call(.get, "/v1/clients", as: plain).status == .forbidden)
+            // Mail goes out only for a coach whose own address is proven.
+            let unproven = try await env.user("New Coach", roles: [.user, .coach], emailVerified: false)
+            #expect(try await env.call(.post, "/v1/clients", as: unproven, json: ["name": "Z", "email": "z@example.com"]).code == "email_unverified")
             #expect(try await env.call(.get, "/v1/clients", as: other).items.isEmpty)
             #expect(try await env.call(.get, "/v1/clients/not-a-uuid", as: coach).status == .notFound)
             #expect(try await env.call(.get, "/v1/clients?status=lost", as: coach).code == "validation_failed")

@@ -63,6 +63,9 @@ import TestSupport
             let event = try #require(try await env.events("invitation.accepted").first)
             #expect((event["coach_id"] as? String)?.lowercased() == coach.path && (event["client_id"] as? String)?.lowercased() == ana.path)
             #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: ana).code == "invitation_used")
+            // An old link shows no more of the person.
+            let afterwards = try await env.call(.get, "/v1/invitations/\(code)")
+            #expect(afterwards.json["status"] as? String == "accepted" && afterwards.json["client_name"] is NSNull)
 
             // The roster: accepted, and the last sign-in from auth's event.
             try await env.publish(UserSignedIn(userID: ana.id, sessionID: UUID(), provider: "password"), userID: ana.id)

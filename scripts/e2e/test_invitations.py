@@ -9,7 +9,7 @@ import jwt
 import requests
 
 from conftest import problem
-from test_auth import wait_for_mail
+from test_auth import link_token, wait_for_mail
 
 
 def sign_up(stack, email, password):
@@ -36,6 +36,9 @@ def test_a_coach_invites_and_the_client_accepts_from_the_mail(stack):
     gw = stack.gateway
     coach_email = f"e2e-coach-{uuid.uuid4().hex[:10]}@example.com"
     coach = sign_up(stack, coach_email, "e2e coach password")
+    # Invitation mail goes out only for a coach whose address is proven: verify it from the app.
+    verify = requests.post(f"{gw}/v1/auth/email/verify", headers=bearer(coach), json={"token": link_token(wait_for_mail(stack, coach_email)[0])}, timeout=10)
+    assert verify.status_code == 200, verify.text
     assert requests.post(f"{gw}/v1/auth/roles/coach", headers=bearer(coach), timeout=10).status_code == 200
     coach = refresh(stack, coach)
     assert "coach" in roles(coach)

@@ -142,6 +142,12 @@ struct ClientStore: Sendable {
         return code
     }
 
+    /// The client's invitation mail not sent yet is not sent: its code is dead, or its address changed.
+    func dropUnsentMail(of id: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "DELETE FROM mail_outbox m USING clients c WHERE c.id = \(id) AND m.id = c.mail_id AND m.status = 'pending'", logger: logger)
+    }
+
     func setMail(_ mailID: UUID?, of id: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("UPDATE clients SET mail_id = \(mailID) WHERE id = \(id)", logger: logger)
     }

@@ -44,6 +44,8 @@ struct InvitationsEventHandlers {
         for client in try await ClientStore.decode(rows) where client.status == .accepted {
             try await invitations.unlink(client, reason: "coach_deleted", on: connection, logger: logger)
         }
+        try await connection.checkedRun(
+            "DELETE FROM mail_outbox m USING clients c WHERE c.coach_id = \(user) AND m.id = c.mail_id AND m.status = 'pending'", logger: logger)
         try await connection.checkedRun("DELETE FROM clients WHERE coach_id = \(user)", logger: logger)
         if let linked = try await invitations.clients.linked(to: user, forUpdate: true, on: connection, logger: logger) {
             try await invitations.unlink(linked, reason: "client_deleted", forget: true, on: connection, logger: logger)

@@ -36,6 +36,7 @@ struct ClientRoutes {
     /// The client and its invitation in one transaction, and the mail with them.
     @Sendable func create(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<ClientView> {
         try context.require(anyOf: .coach)
+        try ClientFields.requireVerifiedSender(context)
         let body = try await request.decode(as: CreateRequest.self, context: context)
         let fields = try ClientFields.validate(name: body.name, email: body.email, phone: body.phone, notes: body.notes, confirmEmail: body.confirmEmail == true)
         let invitations = self.invitations
@@ -47,11 +48,7 @@ struct ClientRoutes {
             guard try await !invitations.clients.hasLiveClient(coach: coach.userID, email: fields.email, on: connection, logger: context.logger) else {
                 throw APIError.conflict("You already invited \(fields.email); resend that invitation instead.", code: "client_exists")
             }
-            let sent = try await invitations.clients.recentInvitations(coach: coach.userID, on: connection, logger: context.logger)
-            guard sent.count < settings.invitationsPerCoachPerDay else {
-                throw APIError.tooManyRequests(
-                    "A coach may invite \(settings.invitationsPerCoachPerDay) clients a day.", code: "invite_limit", retryAfterSeconds: sent.secondsUntilOneFrees)
-            }
+            try await ClientFields.checkInviteLimit(coach.userID, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
             let (id, code) = try await invitations.clients.insert(
                 .init(name: fields.name, email: fields.email, phone: fields.phone ?? nil, notes: fields.notes ?? nil), coach: coach.userID,
                 ttlDays: settings.invitationTTLDays, on: connection, logger: context.logger)
@@ -105,6 +102,7 @@ struct ClientRoutes {
         let phone = try patch.phone.map { try $0.flatMap { try ClientFields.phone($0) } }
         let notes = try patch.notes.map { try $0.flatMap { try ClientFields.notes($0) } }
         let email = try patch.email.map { try ClientFields.email($0, confirmed: patch.confirmEmail == true) }
+        if email != nil { try ClientFields.requireVerifiedSender(context) }
         let invitations = self.invitations
         let coachID = context.caller.userID
         let coach = email == nil ? nil : try await invitations.account(coachID, logger: context.logger)
@@ -123,6 +121,9 @@ struct ClientRoutes {
                     throw APIError.conflict("You already invited \(email).", code: "client_exists")
                 }
                 try await ClientFields.checkMailLimit(client.id, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
+                // Mail to a new address is a new invitation, for the coach's daily limit too.
+                try await ClientFields.checkInviteLimit(coachID, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
+                try await invitations.clients.dropUnsentMail(of: id, on: connection, logger: context.logger)
                 newAddress = email
             }
             try await invitations.clients.update(id, name: name, phone: phone, notes: notes, email: newAddress, on: connection, logger: context.logger)
@@ -130,7 +131,7 @@ struct ClientRoutes {
                 let code = try await invitations.clients.renewCode(id, countAsResend: false, ttlDays: settings.invitationTTLDays, on: connection, logger: context.logger)
                 let renewed = try await invitations.clients.find(id, coach: coachID, on: connection, logger: context.logger)!
                 try await invitations.mailInvitation(
-                    clientID: id, name: renewed.name ?? "", email: newAddress, coach: coach, code: code, expiresAt: renewed.expiresAt, kind: "resend",
+                    clientID: id, name: renewed.name ?? "", email: newAddress, coach: coach, code: code, expiresAt: renewed.expiresAt, kind: "invite",
                     on: connection, logger: context.logger)
             }
             return ClientView(try await invitations.clients.find(id, coach: coachID, on: connection, logger: context.logger)!)
@@ -149,6 +150,7 @@ struct ClientRoutes {
             if client.status == .accepted {
                 try await invitations.unlink(client, reason: "removed", on: connection, logger: context.logger)
             }
+            try await invitations.clients.dropUnsentMail(of: id, on: connection, logger: context.logger)
             try await invitations.clients.delete(id, on: connection, logger: context.logger)
         }
         return .noContent
@@ -158,6 +160,7 @@ struct ClientRoutes {
     /// expired or revoked invitation. At most `INVITATION_MAILS_PER_CLIENT_PER_DAY` mails a day.
     @Sendable func resend(_ request: Request, context: AuthenticatedContext) async throws -> ClientView {
         try context.require(anyOf: .coach)
+        try ClientFields.requireVerifiedSender(context)
         let id = try context.clientID()
         let invitations = self.invitations
         let coach = try await invitations.account(context.caller.userID, logger: context.logger)
@@ -168,6 +171,7 @@ struct ClientRoutes {
             }
             guard client.status != .accepted, client.status != .left, let email = client.email else { throw ClientFields.used }
             try await ClientFields.checkMailLimit(client.id, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
+            try await invitations.clients.dropUnsentMail(of: id, on: connection, logger: context.logger)
             let code = try await invitations.clients.renewCode(id, countAsResend: true, ttlDays: settings.invitationTTLDays, on: connection, logger: context.logger)
             let renewed = try await invitations.clients.find(id, coach: coach.userID, on: connection, logger: context.logger)!
             try await invitations.mailInvitation(
@@ -188,6 +192,7 @@ struct ClientRoutes {
             }
             guard client.status != .accepted, client.status != .left else { throw ClientFields.used }
             try await invitations.clients.revoke(id, on: connection, logger: context.logger)
+            try await invitations.clients.dropUnsentMail(of: id, on: connection, logger: context.logger)
             return ClientView(try await invitations.clients.find(id, coach: context.caller.userID, on: connection, logger: context.logger)!)
         }
     }
@@ -285,6 +290,23 @@ enum ClientFields {
             throw APIError.validation([.init(field: "notes", message: "must be at most 2000 characters without control or invisible formatting characters")])
         }
         return notes
+    }
+
+    /// Invitation mail goes out only for a coach whose own address is proven: the mail names the coach
+    /// and replies go to that address.
+    static func requireVerifiedSender(_ context: AuthenticatedContext) throws {
+        guard context.caller.emailVerified else {
+            throw APIError(.forbidden, code: "email_unverified", detail: "Verify your email address before you send invitations.")
+        }
+    }
+
+    /// `429 invite_limit` once the coach has sent the day's invitations.
+    static func checkInviteLimit(_ coach: UUID, settings: InvitationsSettings, clients: ClientStore, on connection: PostgresConnection, logger: Logger) async throws {
+        let sent = try await clients.recentInvitations(coach: coach, on: connection, logger: logger)
+        guard sent.count < settings.invitationsPerCoachPerDay else {
+            throw APIError.tooManyRequests(
+                "A coach may invite \(settings.invitationsPerCoachPerDay) clients a day.", code: "invite_limit", retryAfterSeconds: sent.secondsUntilOneFrees)
+        }
     }
 
     /// `429 resend_limit` once the client has had its mails for the day.

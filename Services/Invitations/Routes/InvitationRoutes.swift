@@ -50,6 +50,14 @@ struct InvitationRoutes {
         var expiresAt: Date
         var status: String
         enum CodingKeys: String, CodingKey { case clientName = "client_name", coach, expiresAt = "expires_at", status }
+
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: CodingKeys.self)
+            try json.encode(clientName, forKey: .clientName)
+            try json.encode(coach, forKey: .coach)
+            try json.encode(expiresAt, forKey: .expiresAt)
+            try json.encode(status, forKey: .status)
+        }
     }
 
     /// Enough for "You've been invited by Sam". Reading consumes nothing (mail scanners open links);
@@ -65,7 +73,9 @@ struct InvitationRoutes {
             return (client, try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger))
         }
         guard let (client, coach) = found else { throw InvitationErrors.notFound }
-        return PreviewResponse(clientName: client.name, coach: CoachCard(id: client.coachID, account: coach), expiresAt: client.expiresAt, status: client.status.rawValue)
+        // The invited name only while the invitation can still be taken: an old link shows no more.
+        return PreviewResponse(
+            clientName: client.status == .pending ? client.name : nil, coach: CoachCard(id: client.coachID, account: coach), expiresAt: client.expiresAt, status: client.status.rawValue)
     }
 
     struct AcceptRequest: StrictJSONBody {
@@ -103,6 +113,9 @@ struct InvitationRoutes {
             guard !caller.has(.coach), !account.roles.contains(Role.coach.rawValue) else {
                 throw APIError.conflict("A coach cannot also be someone's client.", code: "role_conflict")
             }
+            // One acceptance per person at a time: two invitations accepted at once must not both find
+            // the person without a coach.
+            try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.client:' || \(caller.userID.uuidString)))", logger: context.logger)
             var switching: ClientRecord?
             if let current = try await invitations.clients.linked(to: caller.userID, forUpdate: true, on: connection, logger: context.logger) {
                 guard body.switchCoach == true else {
@@ -148,6 +161,15 @@ struct InvitationRoutes {
         var expiresAt: Date
         var status: String
         enum CodingKeys: String, CodingKey { case clientName = "client_name", code, coach, expiresAt = "expires_at", status }
+
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: CodingKeys.self)
+            try json.encode(clientName, forKey: .clientName)
+            try json.encode(code, forKey: .code)
+            try json.encode(coach, forKey: .coach)
+            try json.encode(expiresAt, forKey: .expiresAt)
+            try json.encode(status, forKey: .status)
+        }
     }
 
     struct MineResponse: ResponseEncodable {
