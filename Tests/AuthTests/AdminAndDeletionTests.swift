@@ -253,11 +253,8 @@ import TestSupport
 
     /// An event on the stream as the invitations service's relay puts it there.
     static func publish<Payload: EventPayload>(_ env: AuthTestEnvironment, _ payload: Payload, userID: UUID, occurredAt: Date) async throws {
-        let envelope = try EventEnvelope(payload, producer: "invitations", userID: userID, occurredAt: occurredAt)
         let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
-        _ = try await redis.xadd(
-            env.config.events.stream, maxLength: nil,
-            fields: [("id", envelope.id.uuidString.lowercased()), ("type", envelope.type), ("envelope", envelope.json)])
+        try await EventStream(redis: redis, name: env.config.events.stream).publish(payload, producer: "invitations", userID: userID, occurredAt: occurredAt)
         await redis.close()
     }
 

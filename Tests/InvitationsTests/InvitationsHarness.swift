@@ -81,19 +81,12 @@ struct InvitationsTestEnvironment: Sendable {
     }
 
     func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "auth") async throws {
-        let envelope = try EventEnvelope(payload, producer: producer, userID: userID)
-        _ = try await redis.xadd(
-            config.events.stream, maxLength: nil, fields: [("id", envelope.id.uuidString.lowercased()), ("type", envelope.type), ("envelope", envelope.json)])
+        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID)
     }
 
     /// Events the service has put on the stream, of one type, as their `data`.
     func events(_ type: String) async throws -> [[String: Any]] {
-        try await redis.xrange(config.events.stream, count: 100_000).compactMap { entry in
-            guard entry.fields["type"] == type, let json = entry.fields["envelope"],
-                let envelope = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any]
-            else { return nil }
-            return envelope["data"] as? [String: Any]
-        }
+        try await EventStream(redis: redis, name: config.events.stream).envelopes(type).compactMap { $0["data"] as? [String: Any] }
     }
 
     /// What auth does on `invitation.accepted` for `user`: `client` granted, `user.roles_changed` sent.

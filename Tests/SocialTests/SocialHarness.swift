@@ -67,21 +67,12 @@ struct SocialTestEnvironment: Sendable {
 
     /// Puts an event on the service's stream exactly as a producer's relay does.
     func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?) async throws {
-        let envelope = try EventEnvelope(payload, producer: "auth", userID: userID)
-        _ = try await redis.xadd(
-            config.events.stream, maxLength: nil,
-            fields: [
-                ("id", envelope.id.uuidString.lowercased()), ("type", envelope.type),
-                ("envelope", envelope.json),
-            ])
+        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: "auth", userID: userID)
     }
 
     /// Events the service has relayed to the stream, of one type.
     func events(_ type: String) async throws -> [[String: Any]] {
-        try await redis.xrange(config.events.stream, count: 100_000).compactMap { entry in
-            guard entry.fields["type"] == type, let json = entry.fields["envelope"] else { return nil }
-            return (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any]
-        }
+        try await EventStream(redis: redis, name: config.events.stream).envelopes(type)
     }
 
     // MARK: HTTP
