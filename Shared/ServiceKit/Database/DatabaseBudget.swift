@@ -1,3 +1,4 @@
+import NIOCore
 import PostgresNIO
 import Synchronization
 
@@ -35,48 +36,51 @@ public struct DatabaseWaitExceeded: Error, CustomStringConvertible {
 
 extension PostgresClient {
     /// `withConnection` with the lease wait bounded by `budget`. The lease is taken in a child task
-    /// that hands the connection to this task and holds the lease until `body` is done; a second
-    /// child ends the wait at the deadline, or when the watch reports the database unreachable, and
-    /// cancelling the group withdraws the queued lease from the pool.
+    /// (`async let`) that hands the connection to this task and holds the lease until `body` is done;
+    /// a timer on an event loop (cheaper than a task) ends the wait at the deadline, or when the watch
+    /// reports the database unreachable, and leaving the scope then cancels the child, which
+    /// withdraws the queued lease from the pool.
     func withConnection<Result: Sendable>(within budget: DatabaseBudget, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
         let handoff = LeaseHandoff()
-        return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
-            group.addTask {
-                do {
-                    try await self.withConnection { connection in await handoff.hold(connection) }
-                } catch {
-                    handoff.fail(error)
-                }
+        let deadline = NIODeadline.now() + TimeAmount(budget.maxWait)
+        let watch = budget.watch
+        // Checked every 50 ms while the lease is awaited; cancelled as soon as it comes.
+        let timer = PostgresClient.defaultEventLoopGroup.any().scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .milliseconds(50)) { task in
+            if let watch, !watch.isReachable {
+                handoff.fail(DatabaseWaitExceeded(unreachable: true))
+                task.cancel()
+            } else if NIODeadline.now() >= deadline {
+                handoff.fail(DatabaseWaitExceeded(unreachable: false))
+                task.cancel()
             }
-            let deadline = ContinuousClock.now + budget.maxWait
-            group.addTask {
-                let clock = ContinuousClock()
-                // Checked every 50 ms while waiting; the child is cancelled as soon as the lease comes.
-                while !handoff.isSettled {
-                    if let watch = budget.watch, !watch.isReachable {
-                        handoff.fail(DatabaseWaitExceeded(unreachable: true))
-                        return
-                    }
-                    let now = clock.now
-                    guard now < deadline else {
-                        handoff.fail(DatabaseWaitExceeded(unreachable: false))
-                        return
-                    }
-                    try await Task.sleep(until: min(deadline, now.advanced(by: .milliseconds(50))), clock: clock)
-                }
-            }
-            let connection: PostgresConnection
-            do {
-                connection = try await handoff.connection()
-            } catch {
-                group.cancelAll()
-                throw error
-            }
-            // The timer is not needed any more; the holder is not waiting on anything cancellable.
-            group.cancelAll()
-            defer { handoff.release() }
-            return try await body(connection)
         }
+        async let leasing: Void = {
+            do {
+                try await self.withConnection { connection in await handoff.hold(connection) }
+            } catch {
+                handoff.fail(error)
+            }
+        }()
+        let connection: PostgresConnection
+        do {
+            connection = try await handoff.connection()
+        } catch {
+            timer.cancel()
+            // Leaving the scope cancels `leasing` (the pool drops the queued request) and awaits it.
+            throw error
+        }
+        timer.cancel()
+        let result: Result
+        do {
+            result = try await body(connection)
+        } catch {
+            handoff.release()
+            await leasing
+            throw error
+        }
+        handoff.release()
+        await leasing
+        return result
     }
 }
 
