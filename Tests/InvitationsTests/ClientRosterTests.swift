@@ -185,6 +185,23 @@ import TestSupport
         }
     }
 
+    /// An account taken over by its address's owner (`user.password_changed`, `disowned`): the roster
+    /// the person who signed it up built is gone, its clients unlinked; the account stays known.
+    @Test func aDisownedCoachAccountLosesItsRoster() async throws {
+        try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let squatter = try await env.coach("Squatter")
+            let address = "\(TestEnvironment.uniqueName("mo"))@example.com"
+            let (_, code) = try await env.invite("Mo", email: address, by: squatter)
+            let mo = try await env.user(email: address)
+            #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: mo).status == .accepted)
+            try await env.publish(UserPasswordChanged(userID: squatter.id, method: "disowned"), userID: squatter.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(squatter.id)'") == 0 }
+            #expect(try await env.call(.get, "/v1/coach", as: mo).code == "no_coach")
+            #expect(try await env.events("client.unlinked").contains { $0["reason"] as? String == "coach_deleted" })
+            #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(squatter.id)'") == 1)
+        }
+    }
+
     @Test func likelyTyposOfCommonDomainsAreNamed() {
         #expect(EmailSuggestion.suggestion(for: "a@gmial.com") == "a@gmail.com")
         #expect(EmailSuggestion.suggestion(for: "a@yaho.com") == "a@yahoo.com")

@@ -11,6 +11,31 @@ import Testing
 import TestSupport
 
 @Suite struct DeletionTests {
+    /// An account taken over by its address's owner (`user.password_changed`, `disowned`) keeps a
+    /// blank profile: nothing the person who signed it up made stays, and counts elsewhere are right.
+    @Test func aDisownedAccountKeepsABlankProfile() async throws {
+        try await SocialTestEnvironment.run { env in
+            let squatter = try await env.user("Totally The Owner")
+            let friend = try await env.user()
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: squatter, json: ["username": "owner\(Int.random(in: 1000...9999))", "bio": "mine now"]).status == .ok)
+            #expect(try await env.call(.put, "/v1/profiles/me/avatar", as: squatter, raw: .init(bytes: ProfileTests.png)).status == .ok)
+            _ = try await env.follow(friend, as: squatter)
+            _ = try await env.follow(squatter, as: friend)
+            try await env.publish(UserPasswordChanged(userID: squatter.id, method: "disowned"), userID: squatter.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(squatter.id)' OR followee_id = '\(squatter.id)'") == 0 }
+            let profile = try await env.call(.get, "/v1/profiles/me", as: squatter)
+            #expect(profile.status == .ok)
+            #expect(profile.json["username"] is NSNull && profile.json["display_name"] is NSNull && profile.json["avatar_url"] is NSNull)
+            #expect(profile.json["bio"] == nil || profile.json["bio"] is NSNull)
+            #expect(profile.json["followers_count"] as? Int == 0 && profile.json["following_count"] as? Int == 0)
+            #expect(try await env.profile(friend, as: friend).json["followers_count"] as? Int == 0)
+            // Any other password change leaves the profile alone.
+            try await env.publish(UserPasswordChanged(userID: friend.id, method: "change"), userID: friend.id)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(friend.id)'") == 1)
+        }
+    }
+
     @Test func userDeletedLeavesNoRowMentioningTheUserAndFixesOthersCounts() async throws {
         try await SocialTestEnvironment.run { env in
             let leaving = try await env.user("Leaving")

@@ -33,13 +33,19 @@ struct InvitationsEventHandlers {
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, invitations: invitations, on: context.connection, logger: context.logger)
         }
+        // The address's owner took the account over from whoever signed it up: that person's roster
+        // and coach link go (auth has taken the roles away); the account stays.
+        handlers.on(UserPasswordChanged.self) { event, context in
+            guard event.method == "disowned" else { return }
+            try await Self.purge(event.userID, invitations: invitations, keepingAccount: true, on: context.connection, logger: context.logger)
+        }
         return handlers
     }
 
     /// A deleted coach: every client is unlinked (they lose `client`) and the roster is gone, which
     /// revokes every invitation. A deleted client: the link ends, and the coach's roster keeps the
     /// entry as `left` without the person's name, address or phone.
-    static func purge(_ user: UUID, invitations: Invitations, on connection: PostgresConnection, logger: Logger) async throws {
+    static func purge(_ user: UUID, invitations: Invitations, keepingAccount: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
         let rows = try await connection.checkedQuery("\(unescaped: ClientStore.select) WHERE c.coach_id = \(user) FOR UPDATE OF c", logger: logger)
         for client in try await ClientStore.decode(rows) where client.status == .accepted {
             try await invitations.unlink(client, reason: "coach_deleted", on: connection, logger: logger)
@@ -56,6 +62,6 @@ struct InvitationsEventHandlers {
             UPDATE clients SET name = NULL, email = NULL, email_normalized = NULL, phone = NULL, notes = NULL, updated_at = now()
             WHERE client_user_id = \(user)
             """, logger: logger)
-        try await invitations.accounts.delete(user, on: connection, logger: logger)
+        if !keepingAccount { try await invitations.accounts.delete(user, on: connection, logger: logger) }
     }
 }

@@ -27,17 +27,24 @@ struct SocialEventHandlers {
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, on: context.connection, logger: context.logger)
         }
+        // The address's owner took the account over from whoever signed it up: nothing that person
+        // made here stays (follows, blocks, the profile's name, bio and avatar); a blank profile does.
+        handlers.on(UserPasswordChanged.self) { event, context in
+            guard event.method == "disowned" else { return }
+            try await Self.purge(event.userID, keepingAccount: true, on: context.connection, logger: context.logger)
+        }
         return handlers
     }
 
     /// Removes every row that mentions the user, correcting the counts of the people they followed
-    /// and who followed them, and remembers (by hash) that the account is gone.
+    /// and who followed them, and remembers (by hash) that the account is gone; `keepingAccount`
+    /// leaves a blank profile instead (the account lives on with another owner).
     ///
     /// The profile row is locked first: every follow, request and block takes a key-share lock on both
     /// profiles before it reads them, so none is in flight while this runs and none starts until it
     /// commits (they then find no profile: 404). Counts are corrected from the rows this statement
     /// actually deleted, so a concurrent unfollow cannot be subtracted twice.
-    static func purge(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+    static func purge(_ user: UUID, keepingAccount: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("SELECT 1 FROM profiles WHERE user_id = \(user) FOR UPDATE", logger: logger)
         var followed: [UUID] = []
         for try await id in try await connection.checkedQuery("DELETE FROM follows WHERE follower_id = \(user) RETURNING followee_id", logger: logger).decode(UUID.self) {
@@ -64,7 +71,9 @@ struct SocialEventHandlers {
             "DELETE FROM warnings WHERE user_id = \(user)",
             "DELETE FROM avatars WHERE user_id = \(user)",
             "DELETE FROM profiles WHERE user_id = \(user)",
-            "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
+            keepingAccount
+                ? "INSERT INTO profiles (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING"
+                : "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
         ] {
             try await connection.checkedRun(statement, logger: logger)
         }
