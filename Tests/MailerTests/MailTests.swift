@@ -138,7 +138,9 @@ import TestSupport
                 try await MailOutbox().enqueue(MailMessage(to: "ana@example.com", subject: "Waits", text: "t"), template: "test", on: connection, logger: TestEnvironment.logger)
             }
             let refused = Task { try await sender(password: "wrong").run() }
-            try await waitUntil { try await state(id).error?.contains("credentials refused") == true }
+            // Generous waits: with the whole suite running on two cores, a TLS handshake with the
+            // sink has taken seconds.
+            try await waitUntil(.seconds(30)) { try await state(id).error?.contains("credentials refused") == true }
             try await Task.sleep(for: .milliseconds(2_500))  // two more tries, a second apart
             let waiting = try await state(id)
             #expect(waiting.status == "pending" && waiting.attempts == 0, "\(waiting)")
@@ -147,8 +149,8 @@ import TestSupport
 
             let fixed = Task { try await sender(password: "right").run() }
             defer { fixed.cancel() }
-            try await waitUntil { try await state(id).status == "sent" }
-            #expect(try await sink.waitForMessages(1).first?.contains("Subject: Waits") == true)
+            try await waitUntil(.seconds(30)) { try await state(id).status == "sent" }
+            #expect(try await sink.waitForMessages(1, within: .seconds(30)).first?.contains("Subject: Waits") == true)
             // Sent, the body is not kept (it may carry a link): the row says to whom and when.
             let kept = try await client.query("SELECT body_text, body_html, recipient FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
             for try await (text, html, recipient) in kept.decode((String, String?, String).self) {
