@@ -35,11 +35,10 @@ public struct DatabaseWaitExceeded: Error, CustomStringConvertible {
 }
 
 extension PostgresClient {
-    /// `withConnection` with the lease wait bounded by `budget`. The lease is taken in a child task
-    /// (`async let`) that hands the connection to this task and holds the lease until `body` is done;
-    /// a timer on an event loop (cheaper than a task) ends the wait at the deadline, or when the watch
-    /// reports the database unreachable, and leaving the scope then cancels the child, which
-    /// withdraws the queued lease from the pool.
+    /// `withConnection` with the lease wait bounded by `budget`. The lease is taken in a task of its
+    /// own that hands the connection to this task and holds the lease until `body` is done; a timer
+    /// on an event loop ends the wait at the deadline, or when the watch reports the database
+    /// unreachable.
     func withConnection<Result: Sendable>(within budget: DatabaseBudget, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
         let handoff = LeaseHandoff()
         let deadline = NIODeadline.now() + TimeAmount(budget.maxWait)
@@ -54,33 +53,26 @@ extension PostgresClient {
                 task.cancel()
             }
         }
-        async let leasing: Void = {
+        // Unstructured, and never cancelled: a lease the wait gave up on stays queued in the pool and
+        // goes straight back when it comes, rather than being withdrawn while the pool is busy
+        // replacing connections PostgreSQL ended (a path of its state machine best left alone).
+        Task {
             do {
                 try await self.withConnection { connection in await handoff.hold(connection) }
             } catch {
                 handoff.fail(error)
             }
-        }()
+        }
         let connection: PostgresConnection
         do {
             connection = try await handoff.connection()
         } catch {
             timer.cancel()
-            // Leaving the scope cancels `leasing` (the pool drops the queued request) and awaits it.
             throw error
         }
         timer.cancel()
-        let result: Result
-        do {
-            result = try await body(connection)
-        } catch {
-            handoff.release()
-            await leasing
-            throw error
-        }
-        handoff.release()
-        await leasing
-        return result
+        defer { handoff.release() }
+        return try await body(connection)
     }
 }
 
