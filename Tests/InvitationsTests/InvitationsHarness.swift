@@ -20,7 +20,8 @@ import TestSupport
 /// One running invitations service for a test: its own database and Redis stream, an SMTP sink the
 /// mail really goes to, access tokens from a test issuer, and auth's events put on the stream as
 /// auth would.
-struct InvitationsTestEnvironment: Sendable {
+struct InvitationsTestEnvironment: ServiceHarness {
+    let serviceName = "invitations"
     let client: any TestClientProtocol
     let issuer: TestIssuer
     let database: TestDatabase
@@ -55,7 +56,7 @@ struct InvitationsTestEnvironment: Sendable {
 
     // MARK: accounts and events
 
-    struct User: Sendable {
+    struct User: BearerHolder {
         let id: UUID
         let email: String
         let token: String
@@ -101,25 +102,6 @@ struct InvitationsTestEnvironment: Sendable {
 
     typealias Reply = APIReply
 
-    @discardableResult
-    func call(_ method: HTTPRequest.Method, _ path: String, as user: User? = nil, json: Any? = nil, raw: ByteBuffer? = nil, headers extra: HTTPFields = [:]) async throws -> Reply {
-        var headers = extra
-        if let user { headers[.authorization] = "Bearer \(user.token)" }
-        var body = raw
-        if let json {
-            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
-            headers[.contentType] = "application/json"
-        }
-        let response = try await client.execute(uri: path, method: method, headers: headers, body: body)
-        return Reply(status: response.status, headers: response.headers, body: response.body)
-    }
-
-    /// A call that really overlaps with others (see `ConcurrentClient`).
-    func concurrentCall(_ method: HTTPRequest.Method, _ path: String, as user: User, json: Any? = nil) async throws -> HTTPResponse.Status {
-        let reply = try await ConcurrentClient.send(port: client.port!, method.rawValue, path, headers: [("Authorization", "Bearer \(user.token)")], json: json)
-        return HTTPResponse.Status(code: reply.status)
-    }
-
     /// Adds a client and returns it with the code from the mail that really arrived.
     func invite(_ name: String, email: String, by coach: User, extra: [String: Any] = [:]) async throws -> (client: Reply, code: String) {
         let before = mail.messages().filter { $0.lowercased().contains("to: \(email.lowercased())") }.count
@@ -147,17 +129,4 @@ struct InvitationsTestEnvironment: Sendable {
 
     // MARK: database
 
-    func count(_ sql: String) async throws -> Int {
-        try await withClient(database.config(for: "invitations")) { client in
-            var result = 0
-            for try await value in try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).decode(Int64.self) { result = Int(value) }
-            return result
-        }
-    }
-
-    func execute(_ sql: String) async throws {
-        try await withClient(database.config(for: "invitations")) { client in
-            _ = try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).collect()
-        }
-    }
 }

@@ -19,7 +19,8 @@ import TestSupport
 
 /// One running social service for a test: its own database and Redis stream, access tokens from a
 /// test issuer whose JWKS the service fetches over HTTP, events put on the stream as auth would.
-struct SocialTestEnvironment: Sendable {
+struct SocialTestEnvironment: ServiceHarness {
+    let serviceName = "social"
     let client: any TestClientProtocol
     let issuer: TestIssuer
     let database: TestDatabase
@@ -47,7 +48,7 @@ struct SocialTestEnvironment: Sendable {
 
     // MARK: users and events
 
-    struct User: Sendable {
+    struct User: BearerHolder {
         let id: UUID
         let token: String
         /// The id as the API writes it in paths.
@@ -79,25 +80,6 @@ struct SocialTestEnvironment: Sendable {
 
     typealias Reply = APIReply
 
-    @discardableResult
-    func call(_ method: HTTPRequest.Method, _ path: String, as user: User?, json: Any? = nil, raw: ByteBuffer? = nil, headers extra: HTTPFields = [:]) async throws -> Reply {
-        var headers = extra
-        if let user { headers[.authorization] = "Bearer \(user.token)" }
-        var body = raw
-        if let json {
-            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
-            headers[.contentType] = "application/json"
-        }
-        let response = try await client.execute(uri: path, method: method, headers: headers, body: body)
-        return Reply(status: response.status, headers: response.headers, body: response.body)
-    }
-
-    /// A call that really overlaps with others (see `ConcurrentClient`).
-    func concurrentCall(_ method: HTTPRequest.Method, _ path: String, as user: User, json: Any? = nil) async throws -> HTTPResponse.Status {
-        let reply = try await ConcurrentClient.send(port: client.port!, method.rawValue, path, headers: [("Authorization", "Bearer \(user.token)")], json: json)
-        return HTTPResponse.Status(code: reply.status)
-    }
-
     func profile(_ target: User, as viewer: User) async throws -> Reply {
         try await call(.get, "/v1/profiles/\(target.path)", as: viewer)
     }
@@ -108,11 +90,4 @@ struct SocialTestEnvironment: Sendable {
 
     // MARK: database
 
-    func count(_ sql: String) async throws -> Int {
-        try await withClient(database.config(for: "social")) { client in
-            var result = 0
-            for try await value in try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).decode(Int64.self) { result = Int(value) }
-            return result
-        }
-    }
 }
