@@ -13,13 +13,19 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public var detail: String
     public var errors: [Problem.FieldError]?
     public var headers: HTTPFields
+    /// Members written beside the standard ones (RFC 9457 extensions).
+    public var extensions: [String: JSONValue]
 
-    public init(_ status: HTTPResponse.Status, code: String, detail: String, errors: [Problem.FieldError]? = nil, headers: HTTPFields = [:]) {
+    public init(
+        _ status: HTTPResponse.Status, code: String, detail: String, errors: [Problem.FieldError]? = nil, headers: HTTPFields = [:],
+        extensions: [String: JSONValue] = [:]
+    ) {
         self.status = status
         self.code = code
         self.detail = detail
         self.errors = errors
         self.headers = headers
+        self.extensions = extensions
     }
 
     public var description: String { "\(status.code) \(code): \(detail)" }

@@ -25,8 +25,11 @@ public struct ProblemMiddleware<Context: IdentifiedRequestContext>: RouterMiddle
         let requestID = context.requestID
         switch error {
         case let error as APIError:
-            return Problem(status: Int(error.status.code), code: error.code, title: error.status.reasonPhrase, detail: error.detail, errors: error.errors, requestID: requestID)
-                .response(status: error.status, headers: error.headers)
+            return Problem(
+                status: Int(error.status.code), code: error.code, title: error.status.reasonPhrase, detail: error.detail, errors: error.errors, requestID: requestID,
+                extensions: error.extensions
+            )
+            .response(status: error.status, headers: error.headers)
         case let error as HTTPError:
             let status = error.status
             var headers = error.headers
