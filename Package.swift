@@ -15,7 +15,10 @@ let services: [(target: String, folder: String, extra: [Target.Dependency], reso
     ),
     ("Social", "Social", ["CImageScrub", .product(name: "NIOPosix", package: "swift-nio")], []),
     ("Invitations", "Invitations", ["Mailer"], []),
-    ("Entitlements", "Entitlements", [], []),
+    (
+        "Entitlements", "Entitlements",
+        ["AppStoreServer", .product(name: "X509", package: "swift-certificates"), .product(name: "JWTKit", package: "jwt-kit")], ["Resources"]
+    ),
     ("Nutrition", "Nutrition", [], []),
 ]
 
@@ -149,6 +152,18 @@ var targets: [Target] = [
         path: "Shared/ServiceKit/Bootstrap",
         swiftSettings: swiftSettings
     ),
+    // App Store signed data (StoreKit 2 transactions, Server Notifications V2) verified as Apple's
+    // own server library does: jwt-kit's x5c verifier with swift-certificates and Apple's policy on top.
+    .target(
+        name: "AppStoreServer",
+        dependencies: [
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+        ],
+        path: "Shared/AppStoreServer",
+        swiftSettings: swiftSettings
+    ),
     // Mail goes in a library of its own: only services that send mail load libcurl.
     .target(
         name: "Mailer",
@@ -187,6 +202,9 @@ var targets: [Target] = [
             "CGlibcExtras",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
             .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -199,6 +217,12 @@ var targets: [Target] = [
         name: "EventBench",
         dependencies: kit,
         path: "Tests/Benchmarks/EventBench",
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "AppStoreBench",
+        dependencies: ["AppStoreServer", "TestSupport", .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Crypto", package: "swift-crypto")],
+        path: "Tests/Benchmarks/AppStoreBench",
         swiftSettings: swiftSettings
     ),
     .executableTarget(
@@ -272,6 +296,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
     ],
     targets: targets
 )

@@ -4,14 +4,34 @@ import ServiceKit
 import ServiceKitDatabase
 import ServiceKitEvents
 
-/// The entitlements service: tiers, purchases, feature gates. It runs as the kit's process:
-/// config, its own schema and migrations, the event relay and consumer, health and metrics.
+/// The entitlements service: tiers and feature gates, usage limits, App Store purchases and
+/// server notifications, administrators' grants, and shared spaces with their permissions.
 enum EntitlementsService {
-    static let definition = ServiceDefinition(
-        name: "entitlements",
-        defaultPort: 8084,
-        migrations: { try ServiceDefinition.bundledMigrations(.module) }
-    )
+    static let definition = configured(clock: { Date() })
+
+    /// The service with its clock: tests pass one they can move.
+    static func configured(clock: @escaping @Sendable () -> Date) -> ServiceDefinition {
+        ServiceDefinition(
+            name: "entitlements",
+            defaultPort: 8084,
+            migrations: { try ServiceDefinition.bundledMigrations(.module) },
+            setup: { config in
+                let settings = try EntitlementsSettings(config)
+                let catalog = try Catalog.load(path: settings.catalogPath)
+                return ServiceSetup(build: { router, dependencies in
+                    let entitlements = try Entitlements(dependencies: dependencies, settings: settings, catalog: catalog, clock: clock)
+                    let spaces = SpaceStore()
+                    EntitlementRoutes(entitlements: entitlements).add(to: router)
+                    UsageRoutes(entitlements: entitlements).add(to: router)
+                    PurchaseRoutes(entitlements: entitlements).add(to: router)
+                    WebhookRoutes(entitlements: entitlements).add(to: router)
+                    AdminRoutes(entitlements: entitlements).add(to: router)
+                    SpaceRoutes(entitlements: entitlements).add(to: router)
+                    return ServiceComponents(handlers: EntitlementsEventHandlers(entitlements: entitlements, spaces: spaces).handlers)
+                })
+            }
+        )
+    }
 }
 
 /// Builds the entitlements application; `main` and the tests both call this.

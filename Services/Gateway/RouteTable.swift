@@ -5,7 +5,7 @@ struct RouteTable: Sendable {
         ("/v1/auth", "auth"), ("/v1/admin/users", "auth"), ("/.well-known/jwks.json", "auth"),
         ("/v1/profiles", "social"), ("/v1/follow-requests", "social"), ("/v1/blocks", "social"),
         ("/v1/mutes", "social"), ("/v1/notifications", "social"), ("/v1/moderation", "social"),
-        ("/v1/clients", "invitations"), ("/v1/invitations", "invitations"), ("/v1/coach", "invitations"),
+        ("/v1/clients", "invitations"), ("/v1/invitations", "invitations"), ("/v1/coach", "invitations"), ("/v1/admin/entitlements", "entitlements"),
         ("/v1/entitlements", "entitlements"), ("/v1/tiers", "entitlements"), ("/v1/usage", "entitlements"),
         ("/v1/purchases", "entitlements"), ("/v1/webhooks/app-store", "entitlements"), ("/v1/spaces", "entitlements"),
         ("/v1/nutrition", "nutrition"), ("/v1/meals", "nutrition"), ("/v1/metrics", "nutrition"),

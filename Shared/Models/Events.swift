@@ -312,3 +312,24 @@ public struct NotificationCreated: EventPayload, Equatable {
         case notificationID = "notification_id", userID = "user_id", kind, actorID = "actor_id"
     }
 }
+
+/// A user's entitlement changed (a purchase, a renewal, an expiry seen, a grant): other services
+/// that cache "may this user do this?" drop what they hold for the user.
+public struct EntitlementChanged: EventPayload, Equatable {
+    public static let eventType = "entitlement.changed"
+    public var userID: UUID
+    public var tier: String
+    public var state: String
+    public var features: [String: Bool]
+
+    public init(userID: UUID, tier: String, state: String, features: [String: Bool]) {
+        self.userID = userID
+        self.tier = tier
+        self.state = state
+        self.features = features
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", tier, state, features
+    }
+}

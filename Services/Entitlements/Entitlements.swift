@@ -1,0 +1,77 @@
+import AppStoreServer
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+import ServiceKitHTTP
+
+/// The entitlements domain: the catalogue, the stores, the App Store verifier, the clock, and the
+/// rules the routes share.
+struct Entitlements: Sendable {
+    let postgres: PostgresClient
+    let outbox: EventOutbox
+    let settings: EntitlementsSettings
+    let catalog: Catalog
+    let verifier: SignedDataVerifier
+    let logger: Logger
+    /// Now, injectable so tests can move time past an expiry or a grace period.
+    let clock: @Sendable () -> Date
+    let store = EntitlementStore()
+    let subscriptions = SubscriptionStore()
+    let usage = UsageStore()
+    let grants = GrantStore()
+
+    init(dependencies: ServiceDependencies, settings: EntitlementsSettings, catalog: Catalog, clock: @escaping @Sendable () -> Date) throws {
+        postgres = dependencies.postgres
+        outbox = dependencies.outbox
+        self.settings = settings
+        self.catalog = catalog
+        verifier = try SignedDataVerifier(settings.appStore)
+        logger = dependencies.logger
+        self.clock = clock
+    }
+
+    /// The user's entitlement now, derived at read time.
+    func current(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Entitlement {
+        try await snapshot(user, on: connection, logger: logger).entitlement
+    }
+
+    /// The entitlement with the inputs it came from (token, usage).
+    func snapshot(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (entitlement: Entitlement, inputs: EntitlementInputs) {
+        let inputs = try await store.inputs(user, on: connection, logger: logger)
+        return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, now: clock()), inputs)
+    }
+
+    /// Runs `change` and announces `entitlement.changed` for each of `users` whose tier, state or
+    /// features it changed, in the same transaction.
+    func announcingChanges<Result: Sendable>(
+        for users: [UUID], on connection: PostgresConnection, logger: Logger, _ change: () async throws -> Result
+    ) async throws -> Result {
+        var before: [UUID: EntitlementSummary] = [:]
+        for user in Set(users) { before[user] = try await current(user, on: connection, logger: logger).summary }
+        let result = try await change()
+        for user in Set(users) {
+            let after = try await current(user, on: connection, logger: logger)
+            if after.summary != before[user] {
+                try await outbox.write(
+                    EntitlementChanged(userID: user, tier: after.tier, state: after.state.rawValue, features: after.features), userID: user, on: connection,
+                    logger: logger)
+            }
+        }
+        return result
+    }
+
+    /// `403 requires_upgrade` for a feature the caller's tier lacks, in the catalogue's words.
+    func upgradeProblem(feature: String) -> APIError {
+        let name = catalog.features[feature]?.name ?? feature
+        let tierID = catalog.features[feature]?.upgradeTier ?? catalog.lowestTier(with: feature)?.id ?? "pro"
+        let tierName = catalog.tier(tierID)?.name ?? tierID
+        return APIError(
+            .forbidden, code: "requires_upgrade", detail: "\(name) requires \(tierName). Upgrade to unlock.",
+            extensions: ["feature": .string(feature), "required_tier": .string(tierID)])
+    }
+}

@@ -1,0 +1,69 @@
+import AppStoreServer
+import Foundation
+import ServiceKit
+import ServiceKitCore
+import X509
+
+/// The entitlements service's own settings, read with the common ones.
+struct EntitlementsSettings: Sendable {
+    /// The catalogue file (`ENTITLEMENTS_CATALOG`); empty means the shipped one.
+    var catalogPath: String?
+    /// How App Store payloads are checked (roots, bundle, app, environment).
+    var appStore: SignedDataVerifier.Configuration
+    /// What happens to a transaction whose `appAccountToken` is another user's: `refuse` (409) or
+    /// `transfer` (it moves to the caller).
+    var transferPolicy: TransferPolicy
+
+    enum TransferPolicy: String, Sendable { case refuse, transfer }
+
+    init(_ config: ServiceConfig) throws {
+        var env = EnvironmentReader(config.environment)
+        catalogPath = env.optionalString("ENTITLEMENTS_CATALOG")
+        let rootPaths = env.optionalString("APPLE_ROOT_CERTIFICATES")
+        let bundleID = env.string("APPLE_BUNDLE_ID", default: "com.researchapp.app", requiredInProduction: true)
+        let appAppleIDText = env.optionalString("APPLE_APP_APPLE_ID")
+        let environment = env.oneOf("APPLE_ENVIRONMENT", default: "sandbox", allowed: ["production", "sandbox"]) == "production" ? "Production" : "Sandbox"
+        let maxAgeDays = env.int("APPLE_NOTIFICATION_MAX_AGE_DAYS", default: 7, range: 1...365)
+        transferPolicy = TransferPolicy(rawValue: env.oneOf("APPLE_TRANSFER_POLICY", default: "refuse", allowed: ["refuse", "transfer"])) ?? .refuse
+        var appAppleID: Int64?
+        if let appAppleIDText, !appAppleIDText.isEmpty {
+            if let value = Int64(appAppleIDText), value > 0 { appAppleID = value } else { env.report("APPLE_APP_APPLE_ID must be the app's numeric Apple id, got \"\(appAppleIDText)\"") }
+        } else if environment == "Production" {
+            env.report("APPLE_APP_APPLE_ID is required when APPLE_ENVIRONMENT is Production (production notifications are checked against it)")
+        }
+        var roots: [Certificate] = []
+        do {
+            roots = try Self.roots(rootPaths)
+        } catch {
+            env.report("APPLE_ROOT_CERTIFICATES: \(error)")
+        }
+        appStore = SignedDataVerifier.Configuration(
+            rootCertificates: roots, bundleID: bundleID, appAppleID: appAppleID, environment: AppStoreEnvironment(rawValue: environment) ?? .sandbox,
+            acceptsLocalEnvironments: !config.isProduction, notificationMaxAge: TimeInterval(maxAgeDays) * 86_400)
+        try env.finish()
+    }
+
+    struct RootProblem: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The trusted roots: each path a PEM (one or more certificates) or DER file; none given means
+    /// Apple Root CA - G3, shipped with the service.
+    static func roots(_ paths: String?) throws -> [Certificate] {
+        let files = (paths ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        if files.isEmpty {
+            guard let url = Bundle.module.url(forResource: "AppleRootCA-G3", withExtension: "pem", subdirectory: "Resources") else {
+                throw RootProblem(description: "Apple Root CA - G3 is missing from the bundle")
+            }
+            return [try Certificate(pemEncoded: try String(contentsOf: url, encoding: .utf8))]
+        }
+        return try files.flatMap { path -> [Certificate] in
+            guard let data = FileManager.default.contents(atPath: path) else { throw RootProblem(description: "cannot read \(path)") }
+            if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
+                let pems = text.components(separatedBy: "-----END CERTIFICATE-----").filter { $0.contains("-----BEGIN CERTIFICATE-----") }
+                return try pems.map { try Certificate(pemEncoded: $0 + "-----END CERTIFICATE-----") }
+            }
+            do { return [try Certificate(derEncoded: [UInt8](data))] } catch { throw RootProblem(description: "\(path) is neither PEM nor DER certificate") }
+        }
+    }
+}

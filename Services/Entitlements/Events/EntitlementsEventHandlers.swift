@@ -1,0 +1,41 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitEvents
+
+/// Events from auth: who exists (and at which address, for memberships by email), and nothing
+/// personal left of a deleted account.
+struct EntitlementsEventHandlers {
+    let entitlements: Entitlements
+    let spaces: SpaceStore
+
+    var handlers: EventHandlers {
+        var handlers = EventHandlers()
+        let entitlements = self.entitlements
+        let spaces = self.spaces
+        handlers.on(UserRegistered.self) { event, context in
+            let email = EmailAddress.normalize(event.email)
+            try await entitlements.store.ensureCustomer(event.userID, email: email, on: context.connection, logger: context.logger)
+            // An address typed at sign-up is not proven yet: its space invitations wait for
+            // `user.email_verified`, or anyone could register a colleague's address and take them.
+            // Apple and Google vouch for theirs.
+            if event.provider != "email" {
+                try await spaces.attachPending(user: event.userID, emailNormalized: email, on: context.connection, logger: context.logger)
+            }
+        }
+        handlers.on(UserEmailVerified.self) { event, context in
+            let email = EmailAddress.normalize(event.email)
+            try await entitlements.store.ensureCustomer(event.userID, email: email, on: context.connection, logger: context.logger)
+            try await spaces.attachPending(user: event.userID, emailNormalized: email, on: context.connection, logger: context.logger)
+        }
+        handlers.on(UserDeleted.self) { event, context in
+            try await spaces.userDeleted(event.userID, on: context.connection, logger: context.logger)
+            try await entitlements.store.forget(event.userID, on: context.connection, logger: context.logger)
+        }
+        return handlers
+    }
+}

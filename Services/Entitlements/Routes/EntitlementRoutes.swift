@@ -1,0 +1,152 @@
+import Foundation
+import Hummingbird
+import Models
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
+
+/// The catalogue, the caller's entitlement, and the one question every app and service asks.
+struct EntitlementRoutes {
+    let entitlements: Entitlements
+
+    func add(to router: Router<ServiceRequestContext>) {
+        router.get("v1/tiers", use: tiers)
+        let me = router.group("v1/entitlements", context: AuthenticatedContext.self)
+        me.get("me", use: current)
+        me.post("check", use: check)
+    }
+
+    struct TierView: Encodable, Sendable {
+        var id: String
+        var name: String
+        var priceText: String
+        var features: [String]
+        var limits: [String: Int?]
+        var products: [String]
+
+        enum CodingKeys: String, CodingKey { case id, name, priceText = "price_text", features, limits, products }
+
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: CodingKeys.self)
+            try json.encode(id, forKey: .id)
+            try json.encode(name, forKey: .name)
+            try json.encode(priceText, forKey: .priceText)
+            try json.encode(features, forKey: .features)
+            // `null` is unlimited and must be written, not left out.
+            var limitsJSON = json.nestedContainer(keyedBy: AnyKey.self, forKey: .limits)
+            for (name, cap) in limits.sorted(by: { $0.key < $1.key }) { try limitsJSON.encode(cap, forKey: AnyKey(name)) }
+            try json.encode(products, forKey: .products)
+        }
+    }
+
+    struct TierList: ResponseEncodable {
+        var items: [TierView]
+    }
+
+    @Sendable func tiers(_ request: Request, context: ServiceRequestContext) async throws -> TierList {
+        TierList(
+            items: entitlements.catalog.tiers.sorted { $0.rank < $1.rank }.map {
+                TierView(id: $0.id, name: $0.name, priceText: $0.priceText, features: $0.features, limits: $0.limits, products: $0.products)
+            })
+    }
+
+    @Sendable func current(_ request: Request, context: AuthenticatedContext) async throws -> EntitlementView {
+        let entitlements = self.entitlements
+        return try await entitlements.postgres.withConnectionOnItsLoop { connection in
+            let (entitlement, inputs) = try await entitlements.snapshot(context.caller.userID, on: connection, logger: context.logger)
+            return EntitlementView(entitlement, inputs: inputs)
+        }
+    }
+
+    struct CheckRequest: StrictJSONBody {
+        var feature: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case feature }
+    }
+
+    struct Allowed: ResponseEncodable {
+        var allowed: Bool
+    }
+
+    /// `200 {allowed: true}` or `403 requires_upgrade`; a feature the catalogue does not know is 404.
+    @Sendable func check(_ request: Request, context: AuthenticatedContext) async throws -> Allowed {
+        let body = try await request.decode(as: CheckRequest.self, context: context)
+        let entitlements = self.entitlements
+        guard entitlements.catalog.features[body.feature] != nil else {
+            throw APIError(
+                .notFound, code: "unknown_feature", detail: "There is no feature \"\(body.feature)\"; known: \(entitlements.catalog.features.keys.sorted().joined(separator: ", ")).")
+        }
+        let entitlement = try await entitlements.postgres.withConnectionOnItsLoop { connection in
+            try await entitlements.current(context.caller.userID, on: connection, logger: context.logger)
+        }
+        guard entitlement.has(body.feature) else { throw entitlements.upgradeProblem(feature: body.feature) }
+        return Allowed(allowed: true)
+    }
+}
+
+/// `GET /v1/entitlements/me`, also what a purchase answers.
+struct EntitlementView: ResponseEncodable, Sendable {
+    struct LimitView: Encodable, Sendable {
+        var limit: Int?
+        var used: Int
+        enum CodingKeys: String, CodingKey { case limit, used }
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: CodingKeys.self)
+            try json.encode(limit, forKey: .limit)
+            try json.encode(used, forKey: .used)
+        }
+    }
+
+    var tier: String
+    var source: String
+    var state: String
+    var expiresAt: Date?
+    var willRenew: Bool?
+    var billingIssue: Bool
+    var isSandbox: Bool
+    var features: [String: Bool]
+    var limits: [String: LimitView]
+    var appAccountToken: UUID
+
+    init(_ entitlement: Entitlement, inputs: EntitlementInputs) {
+        tier = entitlement.tier
+        source = entitlement.source.rawValue
+        state = entitlement.state.rawValue
+        expiresAt = entitlement.expiresAt
+        willRenew = entitlement.willRenew
+        billingIssue = entitlement.billingIssue
+        isSandbox = entitlement.isSandbox
+        features = entitlement.features
+        limits = entitlement.caps.mapValues { _ in LimitView(limit: nil, used: 0) }
+        for (name, cap) in entitlement.caps { limits[name] = LimitView(limit: cap, used: inputs.used[name] ?? 0) }
+        appAccountToken = inputs.appAccountToken
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case tier, source, state, expiresAt = "expires_at", willRenew = "will_renew", billingIssue = "billing_issue", isSandbox = "is_sandbox", features, limits
+        case appAccountToken = "app_account_token"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: CodingKeys.self)
+        try json.encode(tier, forKey: .tier)
+        try json.encode(source, forKey: .source)
+        try json.encode(state, forKey: .state)
+        try json.encode(expiresAt, forKey: .expiresAt)
+        try json.encode(willRenew, forKey: .willRenew)
+        try json.encode(billingIssue, forKey: .billingIssue)
+        try json.encode(isSandbox, forKey: .isSandbox)
+        try json.encode(features, forKey: .features)
+        try json.encode(limits, forKey: .limits)
+        try json.encode(appAccountToken, forKey: .appAccountToken)
+    }
+}
+
+/// A key named at run time (a limit's name).
+struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ name: String) { stringValue = name }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}

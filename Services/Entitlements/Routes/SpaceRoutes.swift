@@ -1,0 +1,431 @@
+import Foundation
+import Hummingbird
+import Logging
+import Models
+import PostgresNIO
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
+
+/// Shared spaces: a space, its members and their permissions (`SpaceAccess` has the matrix and
+/// what the owner's `collaboration` feature gates), invitations by address, and ownership moved in
+/// two steps. Someone who is not a member gets `404 space_not_found` on every route, never 403:
+/// whether a space exists is not revealed. Every change locks the space's row first.
+struct SpaceRoutes {
+    let entitlements: Entitlements
+    let spaces = SpaceStore()
+
+    static let collaboration = "collaboration"
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let group = router.group("v1/spaces", context: AuthenticatedContext.self)
+        group.post(use: create)
+        group.get(use: list)
+        group.get(":id", use: space)
+        group.patch(":id", use: rename)
+        group.delete(":id", use: delete)
+        group.get(":id/permissions", use: permission)
+        group.get(":id/members", use: members)
+        group.post(":id/members", use: addMember)
+        group.patch(":id/members/:member", use: changeMember)
+        group.delete(":id/members/:member", use: removeMember)
+        group.post(":id/transfer", use: transfer)
+        group.post(":id/transfer/accept", use: acceptTransfer)
+    }
+
+    // MARK: bodies
+
+    struct NameRequest: StrictJSONBody {
+        var name: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case name }
+    }
+
+    struct AddMemberRequest: StrictJSONBody {
+        var userID: UUID?
+        var email: String?
+        var permission: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case userID = "user_id", email, permission }
+    }
+
+    struct PermissionRequest: StrictJSONBody {
+        var permission: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case permission }
+    }
+
+    struct TransferRequest: StrictJSONBody {
+        var userID: UUID
+        enum CodingKeys: String, CodingKey, CaseIterable { case userID = "user_id" }
+    }
+
+    // MARK: spaces
+
+    @Sendable func create(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<SpaceView> {
+        let body = try await request.decode(as: NameRequest.self, context: context)
+        let name = try SpaceFields.name(body.name)
+        let spaces = self.spaces
+        let me = context.caller.userID
+        let view = try await entitlements.postgres.transaction(logger: context.logger) { connection -> SpaceView in
+            let id = try await spaces.create(name: name, owner: me, on: connection, logger: context.logger)
+            return SpaceView(try await spaces.find(id, member: me, on: connection, logger: context.logger)!)
+        }
+        return EditedResponse(status: .created, response: view)
+    }
+
+    /// The spaces the caller owns or was given, newest first, each with the caller's permission.
+    @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> Page<SpaceView> {
+        let page = try PageRequest(query: request)
+        let after = try page.position(SpaceCursor.self)
+        let spaces = self.spaces
+        let rows = try await entitlements.postgres.withConnectionOnItsLoop { connection in
+            try await spaces.list(member: context.caller.userID, limit: page.limit, after: after, on: connection, logger: context.logger)
+        }
+        let (items, next) = Cursor.page(rows, limit: page.limit) { SpaceCursor(createdAt: $0.createdAt, id: $0.id) }
+        return Page(items: items.map(SpaceView.init), nextCursor: next)
+    }
+
+    @Sendable func space(_ request: Request, context: AuthenticatedContext) async throws -> SpaceView {
+        let id = try context.spaceID()
+        let spaces = self.spaces
+        let found = try await entitlements.postgres.withConnectionOnItsLoop { connection in
+            try await spaces.find(id, member: context.caller.userID, on: connection, logger: context.logger)
+        }
+        guard let found else { throw SpaceFields.notFound }
+        return SpaceView(found)
+    }
+
+    /// Renames the space (`edit`: the owner, or an editor while the owner has collaboration).
+    @Sendable func rename(_ request: Request, context: AuthenticatedContext) async throws -> SpaceView {
+        let id = try context.spaceID()
+        let body = try await request.decode(as: NameRequest.self, context: context)
+        let name = try SpaceFields.name(body.name)
+        let me = context.caller.userID
+        return try await changing(id, context: context) { (space, connection) -> SpaceView in
+            try await authorize(space, .edit, on: connection, logger: context.logger)
+            try await spaces.rename(id, to: name, on: connection, logger: context.logger)
+            return SpaceView(try await spaces.find(id, member: me, on: connection, logger: context.logger)!)
+        }
+    }
+
+    /// Deletes the space with its members and invitations (the owner only).
+    @Sendable func delete(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        let id = try context.spaceID()
+        try await changing(id, context: context) { (space, connection) -> Void in
+            try await authorize(space, .delete, on: connection, logger: context.logger)
+            try await spaces.delete(id, on: connection, logger: context.logger)
+        }
+        return .noContent
+    }
+
+    /// `?action=`: `200 {allowed: true}`, or the 403 the action itself would answer.
+    @Sendable func permission(_ request: Request, context: AuthenticatedContext) async throws -> PermissionAnswer {
+        let id = try context.spaceID()
+        guard let text = request.uri.queryParameters["action"].map(String.init), let action = SpaceAction(rawValue: text) else {
+            throw APIError.validation([
+                .init(field: "action", message: "must be one of \(SpaceAction.allCases.map(\.rawValue).joined(separator: ", "))")
+            ])
+        }
+        let spaces = self.spaces
+        try await entitlements.postgres.withConnectionOnItsLoop { connection -> Void in
+            guard let space = try await spaces.find(id, member: context.caller.userID, on: connection, logger: context.logger) else {
+                throw SpaceFields.notFound
+            }
+            try await authorize(space, action, on: connection, logger: context.logger)
+        }
+        return PermissionAnswer(allowed: true)
+    }
+
+    // MARK: members
+
+    /// The members (the owner first) and the invitations by address waiting for an account; to any member.
+    @Sendable func members(_ request: Request, context: AuthenticatedContext) async throws -> MemberList {
+        let id = try context.spaceID()
+        let spaces = self.spaces
+        let rows = try await entitlements.postgres.withConnectionOnItsLoop { connection -> [SpaceMemberRecord] in
+            guard try await spaces.find(id, member: context.caller.userID, on: connection, logger: context.logger) != nil else {
+                throw SpaceFields.notFound
+            }
+            return try await spaces.members(of: id, on: connection, logger: context.logger)
+        }
+        return MemberList(items: rows.map(MemberView.init))
+    }
+
+    /// Adds a member by `user_id` or by `email` (the owner, with collaboration). An address with no
+    /// account becomes an invitation that turns into a membership when the address registers.
+    @Sendable func addMember(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<MemberView> {
+        let id = try context.spaceID()
+        let body = try await request.decode(as: AddMemberRequest.self, context: context)
+        let permission = try SpaceFields.grantable(body.permission)
+        let address: String?
+        switch (body.userID, body.email) {
+        case (.some, nil): address = nil
+        case (nil, .some(let email)): address = try SpaceFields.email(email)
+        default: throw APIError.validation([.init(field: "user_id", message: "give either user_id or email, not both")])
+        }
+        let me = context.caller.userID
+        let view = try await changing(id, context: context, lockingAddress: address) { (space, connection) -> MemberView in
+            try await authorize(space, .invite, on: connection, logger: context.logger)
+            var target = body.userID
+            if let address {
+                if try await spaces.email(of: me, on: connection, logger: context.logger) == address { throw SpaceFields.cannotAddSelf }
+                target = try await spaces.account(emailNormalized: address, on: connection, logger: context.logger)
+            } else if let user = target, user != me, try await !spaces.accountExists(user, on: connection, logger: context.logger) {
+                throw APIError.notFound("No account has that id.", code: "user_not_found")
+            }
+            if let user = target {
+                guard user != me else { throw SpaceFields.cannotAddSelf }
+                guard try await spaces.addMember(user, to: id, permission: permission, on: connection, logger: context.logger) else {
+                    throw SpaceFields.alreadyMember
+                }
+                return MemberView(try await spaces.member(user, of: id, on: connection, logger: context.logger)!)
+            }
+            guard let address else { throw SpaceFields.notFound }
+            guard try await spaces.invite(address, to: id, permission: permission, by: me, on: connection, logger: context.logger) else {
+                throw APIError.conflict("That address is already invited to this space.", code: "already_member")
+            }
+            return MemberView(try await spaces.invitation(address, to: id, on: connection, logger: context.logger)!)
+        }
+        return EditedResponse(status: .created, response: view)
+    }
+
+    /// Changes a member's permission (the owner, with collaboration); the owner's own changes only by transfer.
+    @Sendable func changeMember(_ request: Request, context: AuthenticatedContext) async throws -> MemberView {
+        let id = try context.spaceID()
+        let body = try await request.decode(as: PermissionRequest.self, context: context)
+        let permission = try SpaceFields.grantable(body.permission)
+        return try await changing(id, context: context) { (space, connection) -> MemberView in
+            try await authorize(space, .invite, on: connection, logger: context.logger)
+            let user = try context.memberID()
+            guard user != space.ownerID else { throw SpaceFields.ownerFixed }
+            guard try await spaces.member(user, of: id, on: connection, logger: context.logger) != nil else { throw SpaceFields.memberNotFound }
+            try await spaces.setPermission(user, of: id, to: permission, on: connection, logger: context.logger)
+            return MemberView(try await spaces.member(user, of: id, on: connection, logger: context.logger)!)
+        }
+    }
+
+    /// The owner removes a member, or a member leaves (their own `user_id`). The owner cannot leave:
+    /// they transfer ownership first. Removing needs no collaboration, so a lapsed owner can stop sharing.
+    @Sendable func removeMember(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        let id = try context.spaceID()
+        let me = context.caller.userID
+        try await changing(id, context: context) { (space, connection) -> Void in
+            let user = try context.memberID()
+            if user == me {
+                guard space.permission != .owner else {
+                    throw APIError.conflict("The owner cannot leave the space; transfer ownership first.", code: "owner_cannot_leave")
+                }
+            } else {
+                guard space.permission == .owner else { throw SpaceFields.ownerOnly }
+            }
+            guard try await spaces.removeMember(user, from: id, on: connection, logger: context.logger) else { throw SpaceFields.memberNotFound }
+        }
+        return .noContent
+    }
+
+    // MARK: ownership
+
+    /// The owner offers ownership to a member; a new offer replaces the old one.
+    @Sendable func transfer(_ request: Request, context: AuthenticatedContext) async throws -> SpaceView {
+        let id = try context.spaceID()
+        let body = try await request.decode(as: TransferRequest.self, context: context)
+        let me = context.caller.userID
+        return try await changing(id, context: context) { (space, connection) -> SpaceView in
+            guard space.permission == .owner else { throw SpaceFields.ownerOnly }
+            guard body.userID != me else {
+                throw APIError.validation([.init(field: "user_id", message: "is you; name another member of the space")])
+            }
+            guard try await spaces.member(body.userID, of: id, on: connection, logger: context.logger) != nil else { throw SpaceFields.memberNotFound }
+            try await spaces.offerOwnership(of: id, to: body.userID, on: connection, logger: context.logger)
+            return SpaceView(try await spaces.find(id, member: me, on: connection, logger: context.logger)!)
+        }
+    }
+
+    /// The member offered ownership takes it; the old owner becomes an editor.
+    @Sendable func acceptTransfer(_ request: Request, context: AuthenticatedContext) async throws -> SpaceView {
+        let id = try context.spaceID()
+        let me = context.caller.userID
+        return try await changing(id, context: context) { (space, connection) -> SpaceView in
+            guard space.pendingOwnerID == me, space.permission != .owner else {
+                throw APIError.conflict("There is no transfer of this space waiting for you.", code: "no_pending_transfer")
+            }
+            try await spaces.acceptOwnership(of: id, by: me, on: connection, logger: context.logger)
+            return SpaceView(try await spaces.find(id, member: me, on: connection, logger: context.logger)!)
+        }
+    }
+
+    // MARK: helpers
+
+    /// A transaction that locks the space's row and reads it as the caller sees it (404 for a
+    /// non-member), then runs `body`. `lockingAddress` first takes the address's lock (see
+    /// `SpaceStore.lockAddress`), before the row's, as `attachPending` does.
+    func changing<Result: Sendable>(
+        _ id: UUID, context: AuthenticatedContext, lockingAddress address: String? = nil,
+        _ body: (SpaceRecord, PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let spaces = self.spaces
+        let me = context.caller.userID
+        return try await entitlements.postgres.transaction(logger: context.logger) { connection -> Result in
+            if let address { try await spaces.lockAddress(address, on: connection, logger: context.logger) }
+            guard try await spaces.lock(id, on: connection, logger: context.logger),
+                let space = try await spaces.find(id, member: me, on: connection, logger: context.logger)
+            else { throw SpaceFields.notFound }
+            return try await body(space, connection)
+        }
+    }
+
+    /// Throws the problem that refuses `action` to the member, if any: `permission_denied`,
+    /// `owner_only`, or `requires_upgrade` when the owner's `collaboration` is needed and missing.
+    /// The owner's entitlement is read only when the decision depends on it.
+    func authorize(_ space: SpaceRecord, _ action: SpaceAction, on connection: PostgresConnection, logger: Logger) async throws {
+        var collaboration = true
+        if SpaceAccess.permits(space.permission, action), SpaceAccess.needsCollaboration(space.permission, action) {
+            collaboration = try await entitlements.current(space.ownerID, on: connection, logger: logger).has(Self.collaboration)
+        }
+        switch SpaceAccess.decide(space.permission, action, ownerHasCollaboration: collaboration) {
+        case .allowed: return
+        case .permissionDenied: throw SpaceFields.permissionDenied
+        case .ownerOnly: throw SpaceFields.ownerOnly
+        case .requiresUpgrade: throw entitlements.upgradeProblem(feature: Self.collaboration)
+        }
+    }
+}
+
+// MARK: views
+
+/// A space as the caller sees it, with the caller's permission.
+struct SpaceView: Codable, Sendable {
+    var id: UUID
+    var name: String
+    var permission: String
+    var ownerID: UUID
+    var pendingOwnerID: UUID?
+    var createdAt: Date
+    var updatedAt: Date
+
+    init(_ space: SpaceRecord) {
+        id = space.id
+        name = space.name
+        permission = space.permission.rawValue
+        ownerID = space.ownerID
+        pendingOwnerID = space.pendingOwnerID
+        createdAt = space.createdAt
+        updatedAt = space.updatedAt
+    }
+
+    // In the order of their names, so that `APIJSON` has nothing to sort.
+    enum CodingKeys: String, CodingKey {
+        case createdAt = "created_at", id, name, ownerID = "owner_id", pendingOwnerID = "pending_owner_id", permission, updatedAt = "updated_at"
+    }
+
+    /// Every field present, `pending_owner_id` null when no transfer waits.
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: CodingKeys.self)
+        try json.encode(createdAt, forKey: .createdAt)
+        try json.encode(id, forKey: .id)
+        try json.encode(name, forKey: .name)
+        try json.encode(ownerID, forKey: .ownerID)
+        try json.encode(pendingOwnerID, forKey: .pendingOwnerID)
+        try json.encode(permission, forKey: .permission)
+        try json.encode(updatedAt, forKey: .updatedAt)
+    }
+}
+
+extension SpaceView: ResponseEncodable {}
+
+/// A member (`status: active`, `user_id` and `joined_at`) or an invitation by address waiting for
+/// its account (`status: pending`, `email` and `invited_at`); the other fields null.
+struct MemberView: Codable, Sendable {
+    var email: String?
+    var invitedAt: Date?
+    var joinedAt: Date?
+    var permission: String
+    var status: String
+    var userID: UUID?
+
+    init(_ member: SpaceMemberRecord) {
+        email = member.email
+        invitedAt = member.isPending ? member.since : nil
+        joinedAt = member.isPending ? nil : member.since
+        permission = member.permission.rawValue
+        status = member.isPending ? "pending" : "active"
+        userID = member.userID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case email, invitedAt = "invited_at", joinedAt = "joined_at", permission, status, userID = "user_id"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: CodingKeys.self)
+        try json.encode(email, forKey: .email)
+        try json.encode(invitedAt, forKey: .invitedAt)
+        try json.encode(joinedAt, forKey: .joinedAt)
+        try json.encode(permission, forKey: .permission)
+        try json.encode(status, forKey: .status)
+        try json.encode(userID, forKey: .userID)
+    }
+}
+
+extension MemberView: ResponseEncodable {}
+
+struct MemberList: Codable, Sendable, ResponseEncodable {
+    var items: [MemberView]
+}
+
+struct PermissionAnswer: Codable, Sendable, ResponseEncodable {
+    var allowed: Bool
+}
+
+// MARK: rules and problems
+
+/// The rules of a space's fields, and the problems the space routes share.
+enum SpaceFields {
+    static let notFound = APIError.notFound("No such space.", code: "space_not_found")
+    static let memberNotFound = APIError.notFound("That user is not a member of this space.", code: "member_not_found")
+    static let permissionDenied = APIError(.forbidden, code: "permission_denied", detail: "You don't have permission for this action.")
+    static let ownerOnly = APIError(.forbidden, code: "owner_only", detail: "Only the owner can perform this action.")
+    static let alreadyMember = APIError.conflict("That person is already a member of this space.", code: "already_member")
+    static let cannotAddSelf = APIError(.badRequest, code: "cannot_add_self", detail: "You are already in this space; add someone else.")
+    static let ownerFixed = APIError.conflict(
+        "The owner's permission changes only by a transfer of ownership.", code: "owner_cannot_change")
+
+    /// 1 to 100 characters after trimming, without control or invisible formatting characters.
+    static func name(_ text: String) throws -> String {
+        let name = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !name.isEmpty, name.codePoints <= 100, !name.hasInvisibleCharacters() else {
+            throw APIError.validation([.init(field: "name", message: "must be 1 to 100 characters without control or invisible formatting characters")])
+        }
+        return name
+    }
+
+    /// A permission the owner can give: editor, commenter or viewer (ownership moves by transfer).
+    static func grantable(_ text: String) throws -> SpacePermission {
+        guard let permission = SpacePermission(rawValue: text), SpacePermission.grantable.contains(permission) else {
+            throw APIError.validation([
+                .init(field: "permission", message: "must be one of \(SpacePermission.grantable.map(\.rawValue).joined(separator: ", "))")
+            ])
+        }
+        return permission
+    }
+
+    /// The address, normalized.
+    static func email(_ text: String) throws -> String {
+        let email = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard EmailAddress.isValid(email) else { throw APIError.validation([.init(field: "email", message: "is not a valid email address")]) }
+        return EmailAddress.normalize(email)
+    }
+}
+
+extension AuthenticatedContext {
+    /// The UUID in the `:id` path segment; anything else is 404 like an unknown space.
+    func spaceID() throws -> UUID {
+        guard let id = parameters.get("id").flatMap(UUID.init(parsing:)) else { throw SpaceFields.notFound }
+        return id
+    }
+
+    /// The UUID in the `:member` path segment; anything else is 404 like a user who is not a member.
+    func memberID() throws -> UUID {
+        guard let id = parameters.get("member").flatMap(UUID.init(parsing:)) else { throw SpaceFields.memberNotFound }
+        return id
+    }
+}

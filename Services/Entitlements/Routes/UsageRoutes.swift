@@ -1,0 +1,112 @@
+import Foundation
+import Hummingbird
+import Models
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
+
+/// Usage counted against the tier's limits. The count is as honest as its callers: the app or a
+/// service acquires before it creates a thing and releases the acquisitions of what it removes;
+/// a caller can only release its own acquisitions, never an arbitrary amount.
+struct UsageRoutes {
+    let entitlements: Entitlements
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let usage = router.group("v1/usage", context: AuthenticatedContext.self)
+        usage.post(":counter/acquire", use: acquire)
+        usage.post(":counter/release", use: release)
+    }
+
+    struct AcquireRequest: StrictJSONBody {
+        var amount: Int?
+        enum CodingKeys: String, CodingKey, CaseIterable { case amount }
+    }
+
+    struct Acquired: ResponseEncodable {
+        var acquisitionID: UUID
+        var used: Int
+        var limit: Int?
+        enum CodingKeys: String, CodingKey { case acquisitionID = "acquisition_id", used, limit }
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: CodingKeys.self)
+            try json.encode(acquisitionID, forKey: .acquisitionID)
+            try json.encode(used, forKey: .used)
+            try json.encode(limit, forKey: .limit)
+        }
+    }
+
+    func counter(_ context: AuthenticatedContext) throws -> String {
+        guard let name = context.parameters.get("counter"), entitlements.catalog.limits[name] != nil else {
+            throw APIError.notFound("There is no such usage counter; known: \(entitlements.catalog.limits.keys.sorted().joined(separator: ", ")).", code: "unknown_counter")
+        }
+        return name
+    }
+
+    /// Takes `amount` (default 1) of the counter if the tier's limit allows; `Idempotency-Key` makes
+    /// a retried acquisition answer as the first did instead of counting twice.
+    @Sendable func acquire(_ request: Request, context: AuthenticatedContext) async throws -> Acquired {
+        let counter = try counter(context)
+        let body = try await request.decodeIfPresent(as: AcquireRequest.self, context: context)
+        let amount = body?.amount ?? 1
+        guard (1...10_000).contains(amount) else { throw APIError.validation([.init(field: "amount", message: "must be 1 to 10000")]) }
+        let entitlements = self.entitlements
+        let user = context.caller.userID
+        return try await entitlements.postgres.transaction(logger: context.logger) { connection in
+            let (entitlement, inputs) = try await entitlements.snapshot(user, on: connection, logger: context.logger)
+            let cap = entitlement.caps[counter] ?? nil
+            guard let (id, used) = try await entitlements.usage.acquire(amount, of: counter, by: user, cap: cap, on: connection, logger: context.logger) else {
+                throw entitlements.limitProblem(counter, cap: cap ?? 0, used: inputs.used[counter] ?? 0)
+            }
+            return Acquired(acquisitionID: id, used: used, limit: cap)
+        }
+    }
+
+    struct ReleaseRequest: StrictJSONBody {
+        var acquisitionIDs: [UUID]
+        enum CodingKeys: String, CodingKey, CaseIterable { case acquisitionIDs = "acquisition_ids" }
+    }
+
+    struct Released: ResponseEncodable {
+        var released: [UUID]
+        var used: Int
+        var limit: Int?
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: AnyKey.self)
+            try json.encode(released, forKey: AnyKey("released"))
+            try json.encode(used, forKey: AnyKey("used"))
+            try json.encode(limit, forKey: AnyKey("limit"))
+        }
+    }
+
+    /// Gives back exactly those acquisitions of the caller's; others (another user's, released
+    /// already, unknown) are left out of `released`.
+    @Sendable func release(_ request: Request, context: AuthenticatedContext) async throws -> Released {
+        let counter = try counter(context)
+        let body = try await request.decode(as: ReleaseRequest.self, context: context)
+        guard (1...100).contains(body.acquisitionIDs.count) else {
+            throw APIError.validation([.init(field: "acquisition_ids", message: "must list 1 to 100 acquisitions")])
+        }
+        let entitlements = self.entitlements
+        let user = context.caller.userID
+        return try await entitlements.postgres.transaction(logger: context.logger) { connection in
+            let (released, used) = try await entitlements.usage.release(Array(Set(body.acquisitionIDs)), of: counter, by: user, on: connection, logger: context.logger)
+            let cap = try await entitlements.current(user, on: connection, logger: context.logger).caps[counter] ?? nil
+            return Released(released: released, used: used, limit: cap)
+        }
+    }
+}
+
+extension Entitlements {
+    /// `403 limit_exceeded`, in the catalogue's words.
+    func limitProblem(_ counter: String, cap: Int, used: Int) -> APIError {
+        let limit = catalog.limits[counter]
+        let tierID = limit?.upgradeTier ?? "pro"
+        let tierName = catalog.tier(tierID)?.name ?? tierID
+        let upgraded = catalog.tier(tierID).map { catalog.cap(counter, in: $0) }
+        let what = upgraded.map { $0 == nil ? "unlimited" : "more" } ?? "more"
+        return APIError(
+            .forbidden, code: "limit_exceeded", detail: "You've reached the limit of \(cap) \(limit?.name ?? counter). Upgrade to \(tierName) for \(what).",
+            extensions: ["limit": .number(Double(cap)), "used": .number(Double(used)), "upgrade_tier": .string(tierID), "counter": .string(counter)])
+    }
+}

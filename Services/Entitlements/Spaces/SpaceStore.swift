@@ -1,0 +1,298 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKitCore
+import ServiceKitDatabase
+
+/// A space as one member sees it: the space, its owner, and the member's own permission.
+struct SpaceRecord: Sendable {
+    var id: UUID
+    var name: String
+    var createdAt: Date
+    var updatedAt: Date
+    var pendingOwnerID: UUID?
+    var ownerID: UUID
+    var permission: SpacePermission
+    var joinedAt: Date
+}
+
+/// A member, or an invitation by address waiting for its account (`userID` nil, `email` set).
+struct SpaceMemberRecord: Sendable {
+    var userID: UUID?
+    var email: String?
+    var permission: SpacePermission
+    /// When they joined, or for an invitation when it was made.
+    var since: Date
+    var isPending: Bool { userID == nil }
+}
+
+/// The position in "my spaces" (newest first).
+struct SpaceCursor: Codable, Sendable {
+    var createdAt: Date
+    var id: UUID
+    enum CodingKeys: String, CodingKey { case createdAt = "c", id = "i" }
+}
+
+/// The queries on `spaces`, `space_members` and `space_invitations`. Every function runs on the
+/// caller's connection, so a route composes them in one transaction; routes that change a space
+/// call `lock` first.
+struct SpaceStore: Sendable {
+    /// A space with the owner and one member's permission; `m` is the member's row.
+    static let select = """
+        SELECT s.id, s.name, s.created_at, s.updated_at, s.pending_owner_id, o.user_id, m.permission, m.joined_at
+        FROM space_members m
+        JOIN spaces s ON s.id = m.space_id
+        JOIN space_members o ON o.space_id = s.id AND o.permission = 'owner'
+        """
+
+    typealias Row = (UUID, String, Date, Date, UUID?, UUID, String, Date)
+
+    static func decode(_ rows: PostgresRowSequence) async throws -> [SpaceRecord] {
+        var spaces: [SpaceRecord] = []
+        for try await row in rows.decode(Row.self) {
+            let (id, name, created, updated, pendingOwner, owner, permission, joined) = row
+            spaces.append(
+                SpaceRecord(
+                    id: id, name: name, createdAt: created, updatedAt: updated, pendingOwnerID: pendingOwner, ownerID: owner,
+                    permission: SpacePermission(rawValue: permission) ?? .viewer, joinedAt: joined))
+        }
+        return spaces
+    }
+
+    /// Locks the space's row for the rest of the transaction: changes of one space's members and
+    /// ownership run one after the other. False if there is no such space.
+    ///
+    /// A statement of its own, before `find`: in READ COMMITTED, a statement that waited for the lock
+    /// re-reads the locked row but not the rows joined to it, so the membership is read afterwards
+    /// by a new statement, which sees what the transaction it waited for committed.
+    func lock(_ id: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM spaces WHERE id = \(id) FOR UPDATE", logger: logger)
+    }
+
+    /// The space as `member` sees it; nil when they are not a member (or there is no such space).
+    func find(_ id: UUID, member: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpaceRecord? {
+        try await Self.decode(connection.checkedQuery("\(unescaped: Self.select) WHERE s.id = \(id) AND m.user_id = \(member)", logger: logger)).first
+    }
+
+    /// A page of the spaces `member` belongs to (owned and shared), newest first.
+    func list(member: UUID, limit: Int, after cursor: SpaceCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [SpaceRecord] {
+        try await Self.decode(
+            connection.checkedQuery(
+                """
+                \(unescaped: Self.select)
+                WHERE m.user_id = \(member)
+                  AND (\(cursor == nil) OR (s.created_at, s.id) < (\(cursor?.createdAt ?? Date()), \(cursor?.id ?? UUID())))
+                ORDER BY s.created_at DESC, s.id DESC
+                LIMIT \(limit + 1)
+                """, logger: logger))
+    }
+
+    /// A new space with `owner` as its owner.
+    func create(name: String, owner: UUID, on connection: PostgresConnection, logger: Logger) async throws -> UUID {
+        let id = UUID()
+        try await connection.checkedRun("INSERT INTO spaces (id, name) VALUES (\(id), \(name))", logger: logger)
+        try await connection.checkedRun(
+            "INSERT INTO space_members (space_id, user_id, permission) VALUES (\(id), \(owner), 'owner')", logger: logger)
+        return id
+    }
+
+    func rename(_ id: UUID, to name: String, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("UPDATE spaces SET name = \(name), updated_at = now() WHERE id = \(id)", logger: logger)
+    }
+
+    /// The space, its members and invitations (cascade).
+    func delete(_ id: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM spaces WHERE id = \(id)", logger: logger)
+    }
+
+    // MARK: members
+
+    /// The members, the owner first then by joining, and after them the invitations by address.
+    func members(of space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [SpaceMemberRecord] {
+        var members: [SpaceMemberRecord] = []
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT user_id, permission, joined_at FROM space_members WHERE space_id = \(space)
+            ORDER BY (permission = 'owner') DESC, joined_at, user_id
+            """, logger: logger)
+        for try await (user, permission, joined) in rows.decode((UUID, String, Date).self) {
+            members.append(SpaceMemberRecord(userID: user, email: nil, permission: SpacePermission(rawValue: permission) ?? .viewer, since: joined))
+        }
+        let invitations = try await connection.checkedQuery(
+            "SELECT email_normalized, permission, created_at FROM space_invitations WHERE space_id = \(space) ORDER BY created_at, email_normalized",
+            logger: logger)
+        for try await (email, permission, created) in invitations.decode((String, String, Date).self) {
+            members.append(SpaceMemberRecord(userID: nil, email: email, permission: SpacePermission(rawValue: permission) ?? .viewer, since: created))
+        }
+        return members
+    }
+
+    /// One member's row, if they are a member.
+    func member(_ user: UUID, of space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpaceMemberRecord? {
+        let rows = try await connection.checkedQuery(
+            "SELECT permission, joined_at FROM space_members WHERE space_id = \(space) AND user_id = \(user)", logger: logger)
+        var found: SpaceMemberRecord?
+        for try await (permission, joined) in rows.decode((String, Date).self) {
+            found = SpaceMemberRecord(userID: user, email: nil, permission: SpacePermission(rawValue: permission) ?? .viewer, since: joined)
+        }
+        return found
+    }
+
+    /// Adds a member; false if they already are one.
+    func addMember(_ user: UUID, to space: UUID, permission: SpacePermission, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow(
+            """
+            INSERT INTO space_members (space_id, user_id, permission) VALUES (\(space), \(user), \(permission.rawValue))
+            ON CONFLICT (space_id, user_id) DO NOTHING RETURNING 1
+            """, logger: logger)
+    }
+
+    /// Invites an address that has no account yet; false if it is already invited to the space.
+    func invite(_ emailNormalized: String, to space: UUID, permission: SpacePermission, by inviter: UUID, on connection: PostgresConnection, logger: Logger)
+        async throws -> Bool
+    {
+        try await connection.returnsRow(
+            """
+            INSERT INTO space_invitations (space_id, email_normalized, permission, invited_by)
+            VALUES (\(space), \(emailNormalized), \(permission.rawValue), \(inviter))
+            ON CONFLICT (space_id, email_normalized) DO NOTHING RETURNING 1
+            """, logger: logger)
+    }
+
+    /// The invitation just made, for the answer.
+    func invitation(_ emailNormalized: String, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpaceMemberRecord? {
+        let rows = try await connection.checkedQuery(
+            "SELECT permission, created_at FROM space_invitations WHERE space_id = \(space) AND email_normalized = \(emailNormalized)", logger: logger)
+        var found: SpaceMemberRecord?
+        for try await (permission, created) in rows.decode((String, Date).self) {
+            found = SpaceMemberRecord(userID: nil, email: emailNormalized, permission: SpacePermission(rawValue: permission) ?? .viewer, since: created)
+        }
+        return found
+    }
+
+    func setPermission(_ user: UUID, of space: UUID, to permission: SpacePermission, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "UPDATE space_members SET permission = \(permission.rawValue) WHERE space_id = \(space) AND user_id = \(user)", logger: logger)
+    }
+
+    /// Removes a member (never call it for the owner); a transfer offered to them lapses. False if
+    /// they were not a member.
+    func removeMember(_ user: UUID, from space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let removed = try await connection.returnsRow(
+            "DELETE FROM space_members WHERE space_id = \(space) AND user_id = \(user) AND permission <> 'owner' RETURNING 1", logger: logger)
+        if removed {
+            try await connection.checkedRun(
+                "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE id = \(space) AND pending_owner_id = \(user)", logger: logger)
+        }
+        return removed
+    }
+
+    // MARK: ownership
+
+    /// Offers ownership to a member; an earlier offer is replaced.
+    func offerOwnership(of space: UUID, to user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "UPDATE spaces SET pending_owner_id = \(user), transfer_offered_at = now(), updated_at = now() WHERE id = \(space)", logger: logger)
+    }
+
+    /// `newOwner` becomes the owner and the old owner an editor. The caller holds the space's lock
+    /// and checked the offer. The old owner is demoted first: the partial unique index allows one
+    /// owner at any moment.
+    func acceptOwnership(of space: UUID, by newOwner: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "UPDATE space_members SET permission = 'editor' WHERE space_id = \(space) AND permission = 'owner' AND user_id <> \(newOwner)", logger: logger)
+        try await connection.checkedRun(
+            "UPDATE space_members SET permission = 'owner' WHERE space_id = \(space) AND user_id = \(newOwner)", logger: logger)
+        try await connection.checkedRun(
+            "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL, updated_at = now() WHERE id = \(space)", logger: logger)
+    }
+
+    // MARK: accounts
+
+    /// Whether auth announced the account (`user.registered`).
+    func accountExists(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM customers WHERE user_id = \(user)", logger: logger)
+    }
+
+    /// The account registered with the address, if any (the earliest, should two share it).
+    func account(emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws -> UUID? {
+        var found: UUID?
+        let rows = try await connection.checkedQuery(
+            "SELECT user_id FROM customers WHERE email_normalized = \(emailNormalized) ORDER BY created_at, user_id LIMIT 1", logger: logger)
+        for try await user in rows.decode(UUID.self) { found = user }
+        return found
+    }
+
+    /// The user's own address as auth announced it.
+    func email(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> String? {
+        var found: String?
+        let rows = try await connection.checkedQuery("SELECT email_normalized FROM customers WHERE user_id = \(user)", logger: logger)
+        for try await email in rows.decode(String?.self) { found = email }
+        return found
+    }
+
+    /// Serializes an invitation by address with that address's registration: the route adding a
+    /// member by email and `attachPending` both take it first, so either the route sees the new
+    /// account (and adds a member) or the registration sees the invitation (and attaches it).
+    /// Taken before the space's row lock, in both, so the two never wait on each other in a cycle.
+    func lockAddress(_ emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "SELECT pg_advisory_xact_lock(hashtext('entitlements.space_address:' || \(emailNormalized)))", logger: logger)
+    }
+
+    // MARK: events
+
+    /// `user.registered`: the invitations to the address become memberships with their permission
+    /// (a space they already belong to keeps its membership), and are gone. Call it in the
+    /// transaction that records the account in `customers`.
+    func attachPending(user: UUID, emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws {
+        let email = EmailAddress.normalize(emailNormalized)
+        guard !email.isEmpty else { return }
+        try await lockAddress(email, on: connection, logger: logger)
+        try await connection.checkedRun(
+            """
+            INSERT INTO space_members (space_id, user_id, permission)
+            SELECT space_id, \(user), permission FROM space_invitations WHERE email_normalized = \(email) ORDER BY space_id
+            ON CONFLICT (space_id, user_id) DO NOTHING
+            """, logger: logger)
+        try await connection.checkedRun("DELETE FROM space_invitations WHERE email_normalized = \(email)", logger: logger)
+    }
+
+    /// `user.deleted`: each space they own passes to its earliest editor (by `joined_at`), else its
+    /// earliest member, and with no other member is deleted; their other memberships and the
+    /// transfers offered to them go. Idempotent, for a redelivered event.
+    func userDeleted(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        // The spaces they own, locked in id order (two deletions at once cannot deadlock).
+        var owned: [UUID] = []
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT s.id FROM spaces s JOIN space_members m ON m.space_id = s.id
+            WHERE m.user_id = \(user) AND m.permission = 'owner' ORDER BY s.id FOR UPDATE OF s
+            """, logger: logger)
+        for try await id in rows.decode(UUID.self) { owned.append(id) }
+        for space in owned {
+            // Still theirs once locked (a transfer may have committed while this waited).
+            guard try await member(user, of: space, on: connection, logger: logger)?.permission == .owner else { continue }
+            var successor: UUID?
+            let candidates = try await connection.checkedQuery(
+                """
+                SELECT user_id FROM space_members WHERE space_id = \(space) AND user_id <> \(user)
+                ORDER BY (permission = 'editor') DESC, joined_at, user_id LIMIT 1
+                """, logger: logger)
+            for try await candidate in candidates.decode(UUID.self) { successor = candidate }
+            if let successor {
+                try await connection.checkedRun("DELETE FROM space_members WHERE space_id = \(space) AND user_id = \(user)", logger: logger)
+                try await connection.checkedRun(
+                    "UPDATE space_members SET permission = 'owner' WHERE space_id = \(space) AND user_id = \(successor)", logger: logger)
+                try await connection.checkedRun(
+                    "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL, updated_at = now() WHERE id = \(space)", logger: logger)
+            } else {
+                try await delete(space, on: connection, logger: logger)
+            }
+        }
+        try await connection.checkedRun("DELETE FROM space_members WHERE user_id = \(user) AND permission <> 'owner'", logger: logger)
+        try await connection.checkedRun(
+            "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE pending_owner_id = \(user)", logger: logger)
+    }
+}

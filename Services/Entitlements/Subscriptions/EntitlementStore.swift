@@ -1,0 +1,85 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKitDatabase
+
+/// Everything one user's entitlement is derived from, read in one round trip: the customer's
+/// token, their subscriptions, their grants and their usage.
+struct EntitlementInputs: Sendable {
+    var appAccountToken: UUID
+    var subscriptions: [SubscriptionRecord]
+    var grants: [GrantRecord]
+    var used: [String: Int]
+}
+
+/// The reads behind `/me` and every check, and the customer rows they start from.
+struct EntitlementStore: Sendable {
+    /// Subscriptions and grants as JSON arrays beside the customer row: one query, however many
+    /// a user has. Dates travel as epoch seconds.
+    static let inputsQuery = """
+        SELECT c.app_account_token,
+          (SELECT coalesce(json_agg(json_build_object(
+              'originalTransactionID', s.original_transaction_id, 'productID', s.product_id, 'environment', s.environment,
+              'purchasedAt', extract(epoch FROM s.purchased_at), 'expiresAt', extract(epoch FROM s.expires_at),
+              'revokedAt', extract(epoch FROM s.revoked_at), 'willRenew', s.will_renew, 'renewalProductID', s.renewal_product_id,
+              'billingRetry', s.billing_retry, 'gracePeriodEndsAt', extract(epoch FROM s.grace_period_ends_at),
+              'signedAt', extract(epoch FROM s.signed_at))), '[]')::text
+           FROM subscriptions s WHERE s.user_id = c.user_id),
+          (SELECT coalesce(json_agg(json_build_object(
+              'id', g.id, 'tier', g.tier, 'until', extract(epoch FROM g.until), 'reason', g.reason, 'grantedBy', g.granted_by,
+              'createdAt', extract(epoch FROM g.created_at), 'revokedAt', extract(epoch FROM g.revoked_at))), '[]')::text
+           FROM grants g WHERE g.user_id = c.user_id AND g.revoked_at IS NULL),
+          (SELECT coalesce(json_object_agg(u.counter, u.used), '{}')::text FROM usage_counters u WHERE u.user_id = c.user_id)
+        FROM customers c
+        """
+
+    static let decoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        return decoder
+    }()
+
+    /// The user's inputs; the customer row (and its `appAccountToken`) is made on first sight.
+    func inputs(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> EntitlementInputs {
+        if let found = try await read(user, on: connection, logger: logger) { return found }
+        try await ensureCustomer(user, on: connection, logger: logger)
+        return try await read(user, on: connection, logger: logger)!
+    }
+
+    private func read(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> EntitlementInputs? {
+        let rows = try await connection.checkedQuery("\(unescaped: Self.inputsQuery) WHERE c.user_id = \(user)", logger: logger)
+        for try await (token, subscriptions, grants, used) in rows.decode((UUID, String, String, String).self) {
+            return EntitlementInputs(
+                appAccountToken: token,
+                subscriptions: try Self.decoder.decode([SubscriptionRecord].self, from: Data(subscriptions.utf8)),
+                grants: try Self.decoder.decode([GrantRecord].self, from: Data(grants.utf8)),
+                used: try JSONDecoder().decode([String: Int].self, from: Data(used.utf8)))
+        }
+        return nil
+    }
+
+    func ensureCustomer(_ user: UUID, email: String? = nil, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            INSERT INTO customers (user_id, app_account_token, email_normalized) VALUES (\(user), \(UUID()), \(email))
+            ON CONFLICT (user_id) DO UPDATE SET email_normalized = coalesce(EXCLUDED.email_normalized, customers.email_normalized)
+            """, logger: logger)
+    }
+
+    /// Whose `appAccountToken` this is, if anyone's.
+    func customer(withToken token: UUID, on connection: PostgresConnection, logger: Logger) async throws -> UUID? {
+        let rows = try await connection.checkedQuery("SELECT user_id FROM customers WHERE app_account_token = \(token)", logger: logger)
+        for try await user in rows.decode(UUID.self) { return user }
+        return nil
+    }
+
+    func forget(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM usage_acquisitions WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM usage_counters WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM grants WHERE user_id = \(user)", logger: logger)
+        // Purchases stay for accounting, without the person: no user, no token.
+        try await connection.checkedRun("UPDATE subscriptions SET user_id = NULL, app_account_token = NULL WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("UPDATE transactions SET user_id = NULL WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM customers WHERE user_id = \(user)", logger: logger)
+    }
+}

@@ -1,0 +1,154 @@
+import AppStoreServer
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKitDatabase
+
+/// The App Store's side: subscriptions, the transactions that set them, the notifications received.
+struct SubscriptionStore: Sendable {
+    struct Holder: Sendable {
+        var user: UUID?
+        var signedAt: Date
+    }
+
+    /// The subscription's current holder, locked until the transaction ends: the payloads of one
+    /// subscription apply one after the other.
+    func holder(_ originalTransactionID: String, on connection: PostgresConnection, logger: Logger) async throws -> Holder? {
+        let rows = try await connection.checkedQuery(
+            "SELECT user_id, signed_at FROM subscriptions WHERE original_transaction_id = \(originalTransactionID) FOR UPDATE", logger: logger)
+        for try await (user, signedAt) in rows.decode((UUID?, Date).self) { return Holder(user: user, signedAt: signedAt) }
+        return nil
+    }
+
+    /// Applies a verified transaction (and the renewal info that came with it) to its subscription,
+    /// unless what set the subscription was signed at or after `signedAt`: a late or repeated
+    /// payload changes nothing. Returns whether it applied. Device transactions carry no renewal
+    /// info; the renewal fields then stay as they were.
+    func apply(
+        _ transaction: AppStoreTransaction, renewal: AppStoreRenewalInfo?, signedAt: Date, user: UUID?, via: String,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> Bool {
+        try await connection.checkedRun(
+            """
+            INSERT INTO transactions (transaction_id, signed_at, original_transaction_id, user_id, product_id, purchased_at, expires_at, revoked_at, environment, received_via)
+            VALUES (\(transaction.transactionID), \(transaction.signedDate), \(transaction.originalTransactionID), \(user), \(transaction.productID),
+                    \(transaction.purchaseDate), \(transaction.expiresDate), \(transaction.revocationDate), \(transaction.environment.rawValue), \(via))
+            ON CONFLICT DO NOTHING
+            """, logger: logger)
+        let inserted = try await connection.returnsRow(
+            """
+            INSERT INTO subscriptions (original_transaction_id, user_id, product_id, environment, app_account_token, transaction_id, purchased_at, expires_at,
+                                       revoked_at, revocation_reason, will_renew, renewal_product_id, billing_retry, grace_period_ends_at, signed_at)
+            VALUES (\(transaction.originalTransactionID), \(user), \(transaction.productID), \(transaction.environment.rawValue), \(transaction.appAccountToken),
+                    \(transaction.transactionID), \(transaction.purchaseDate), \(transaction.expiresDate), \(transaction.revocationDate), \(transaction.revocationReason),
+                    \(renewal.map { $0.autoRenewStatus == 1 }), \(renewal?.autoRenewProductID), \(renewal?.isInBillingRetryPeriod ?? false),
+                    \(renewal?.gracePeriodExpiresDate), \(signedAt))
+            ON CONFLICT (original_transaction_id) DO NOTHING
+            RETURNING 1
+            """, logger: logger)
+        if inserted { return true }
+        let renewalKnown = renewal != nil
+        return try await connection.returnsRow(
+            """
+            UPDATE subscriptions SET
+              user_id = coalesce(user_id, \(user)), product_id = \(transaction.productID), environment = \(transaction.environment.rawValue),
+              app_account_token = coalesce(\(transaction.appAccountToken), app_account_token), transaction_id = \(transaction.transactionID),
+              purchased_at = \(transaction.purchaseDate), expires_at = \(transaction.expiresDate), revoked_at = \(transaction.revocationDate),
+              revocation_reason = \(transaction.revocationReason),
+              will_renew = CASE WHEN \(renewalKnown) THEN \(renewal.map { $0.autoRenewStatus == 1 }) ELSE will_renew END,
+              renewal_product_id = CASE WHEN \(renewalKnown) THEN \(renewal?.autoRenewProductID) ELSE renewal_product_id END,
+              billing_retry = CASE WHEN \(renewalKnown) THEN \(renewal?.isInBillingRetryPeriod ?? false) ELSE billing_retry END,
+              grace_period_ends_at = CASE WHEN \(renewalKnown) THEN \(renewal?.gracePeriodExpiresDate) ELSE grace_period_ends_at END,
+              signed_at = \(signedAt), updated_at = now()
+            WHERE original_transaction_id = \(transaction.originalTransactionID) AND signed_at < \(signedAt)
+            RETURNING 1
+            """, logger: logger)
+    }
+
+    /// Only renewal info (a notification whose transaction did not change): the renewal fields.
+    func applyRenewal(_ renewal: AppStoreRenewalInfo, signedAt: Date, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow(
+            """
+            UPDATE subscriptions SET will_renew = \(renewal.autoRenewStatus == 1), renewal_product_id = \(renewal.autoRenewProductID),
+              billing_retry = \(renewal.isInBillingRetryPeriod ?? false), grace_period_ends_at = \(renewal.gracePeriodExpiresDate), signed_at = \(signedAt),
+              updated_at = now()
+            WHERE original_transaction_id = \(renewal.originalTransactionID) AND signed_at < \(signedAt)
+            RETURNING 1
+            """, logger: logger)
+    }
+
+    /// Moves a subscription (and its transactions) to `user`.
+    func transfer(_ originalTransactionID: String, to user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "UPDATE subscriptions SET user_id = \(user), updated_at = now() WHERE original_transaction_id = \(originalTransactionID)", logger: logger)
+        try await connection.checkedRun("UPDATE transactions SET user_id = \(user) WHERE original_transaction_id = \(originalTransactionID)", logger: logger)
+    }
+
+    /// Records a notification by its UUID; false when it was already recorded (a redelivery).
+    func record(_ notification: AppStoreNotification, originalTransactionID: String?, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow(
+            """
+            INSERT INTO notifications (notification_uuid, notification_type, subtype, original_transaction_id, environment, signed_at, applied)
+            VALUES (\(notification.notificationUUID), \(notification.notificationType), \(notification.subtype), \(originalTransactionID),
+                    \(notification.data?.environment.rawValue), \(notification.signedDate), false)
+            ON CONFLICT (notification_uuid) DO NOTHING
+            RETURNING 1
+            """, logger: logger)
+    }
+
+    func markApplied(_ notificationUUID: String, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("UPDATE notifications SET applied = true WHERE notification_uuid = \(notificationUUID)", logger: logger)
+    }
+
+    struct HistoryEntry: Sendable, Encodable {
+        var at: Date
+        var kind: String
+        var detail: [String: String]
+    }
+
+    /// What happened to a user's purchases, oldest first: transactions received and notifications
+    /// about their subscriptions.
+    func history(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [HistoryEntry] {
+        var entries: [HistoryEntry] = []
+        let transactions = try await connection.checkedQuery(
+            """
+            SELECT t.signed_at, t.transaction_id, t.original_transaction_id, t.product_id, t.expires_at, t.revoked_at, t.environment, t.received_via
+            FROM transactions t WHERE t.original_transaction_id IN (SELECT original_transaction_id FROM subscriptions WHERE user_id = \(user))
+            ORDER BY t.signed_at
+            """, logger: logger)
+        for try await (signed, id, original, product, expires, revoked, environment, via) in transactions.decode(
+            (Date, String, String, String, Date?, Date?, String, String).self)
+        {
+            var detail = ["transaction_id": id, "original_transaction_id": original, "product_id": product, "environment": environment, "received_via": via]
+            if let expires { detail["expires_at"] = ISO8601DateFormatter().string(from: expires) }
+            if let revoked { detail["revoked_at"] = ISO8601DateFormatter().string(from: revoked) }
+            entries.append(HistoryEntry(at: signed, kind: "transaction", detail: detail))
+        }
+        let notifications = try await connection.checkedQuery(
+            """
+            SELECT n.signed_at, n.notification_uuid, n.notification_type, n.subtype, n.original_transaction_id, n.applied
+            FROM notifications n WHERE n.original_transaction_id IN (SELECT original_transaction_id FROM subscriptions WHERE user_id = \(user))
+            ORDER BY n.signed_at
+            """, logger: logger)
+        for try await (signed, id, type, subtype, original, applied) in notifications.decode((Date, String, String, String?, String?, Bool).self) {
+            var detail = ["notification_uuid": id, "type": type, "applied": applied ? "true" : "false (older than what was already applied)"]
+            if let subtype { detail["subtype"] = subtype }
+            if let original { detail["original_transaction_id"] = original }
+            entries.append(HistoryEntry(at: signed, kind: "notification", detail: detail))
+        }
+        let grants = try await connection.checkedQuery(
+            "SELECT id, tier, until, reason, granted_by, created_at, revoked_at, revoked_by FROM grants WHERE user_id = \(user)", logger: logger)
+        for try await (id, tier, until, reason, by, created, revoked, revokedBy) in grants.decode((UUID, String, Date, String, UUID, Date, Date?, UUID?).self) {
+            let grant = id.uuidString.lowercased()
+            entries.append(
+                HistoryEntry(
+                    at: created, kind: "grant",
+                    detail: ["grant_id": grant, "tier": tier, "until": ISO8601DateFormatter().string(from: until), "reason": reason, "granted_by": by.uuidString.lowercased()]))
+            if let revoked {
+                entries.append(
+                    HistoryEntry(at: revoked, kind: "grant_revoked", detail: ["grant_id": grant, "revoked_by": revokedBy?.uuidString.lowercased() ?? "unknown"]))
+            }
+        }
+        return entries.sorted { $0.at < $1.at }
+    }
+}

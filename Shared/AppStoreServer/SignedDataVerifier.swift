@@ -1,0 +1,172 @@
+import Foundation
+import JWTKit
+import X509
+
+/// Why a signed App Store payload was refused. Every case is the sender's fault (`400`).
+public struct AppStoreVerificationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Reason: String, Sendable {
+        case malformed, algorithm, chain, signature, bundle, environment, appAppleID, stale, future
+    }
+    public var reason: Reason
+    public var message: String
+    public init(_ reason: Reason, _ message: String) {
+        self.reason = reason
+        self.message = message
+    }
+    public var description: String { "\(reason.rawValue): \(message)" }
+}
+
+/// Verifies what the App Store signs, as Apple's app-store-server-library does: `alg` ES256 only,
+/// an `x5c` of exactly three certificates, the leaf and intermediate chained to a configured root
+/// (never to `x5c[2]` itself) under Apple's OID rules, the chain valid at the payload's
+/// `signedDate`, the signature by the leaf's key; then the bundle id, the environment and, for
+/// production notifications, the app's Apple id.
+public struct SignedDataVerifier: Sendable {
+    public struct Configuration: Sendable {
+        public var rootCertificates: [Certificate]
+        public var bundleID: String
+        /// Required to accept production notifications.
+        public var appAppleID: Int64?
+        /// `production` also accepts sandbox payloads (App Review buys in the sandbox).
+        public var environment: AppStoreEnvironment
+        /// Xcode and StoreKit-testing payloads, for development only.
+        public var acceptsLocalEnvironments: Bool
+        /// Notifications signed longer ago than this are refused.
+        public var notificationMaxAge: TimeInterval
+        /// How far in the future a `signedDate` may lie (clock skew).
+        public var clockSkew: TimeInterval
+
+        public init(
+            rootCertificates: [Certificate], bundleID: String, appAppleID: Int64?, environment: AppStoreEnvironment, acceptsLocalEnvironments: Bool,
+            notificationMaxAge: TimeInterval, clockSkew: TimeInterval = 300
+        ) {
+            self.rootCertificates = rootCertificates
+            self.bundleID = bundleID
+            self.appAppleID = appAppleID
+            self.environment = environment
+            self.acceptsLocalEnvironments = acceptsLocalEnvironments
+            self.notificationMaxAge = notificationMaxAge
+            self.clockSkew = clockSkew
+        }
+
+        /// The environments whose payloads are accepted.
+        public var acceptedEnvironments: Set<AppStoreEnvironment> {
+            var accepted: Set<AppStoreEnvironment> = environment == .production ? [.production, .sandbox] : [environment]
+            if acceptsLocalEnvironments { accepted.formUnion([.xcode, .localTesting]) }
+            return accepted
+        }
+    }
+
+    /// A notification with its signed parts verified.
+    public struct VerifiedNotification: Sendable {
+        public var notification: AppStoreNotification
+        public var transaction: AppStoreTransaction?
+        public var renewalInfo: AppStoreRenewalInfo?
+    }
+
+    public let configuration: Configuration
+    private let verifier: X5CVerifier
+
+    public init(_ configuration: Configuration) throws {
+        self.configuration = configuration
+        verifier = try X5CVerifier(rootCertificates: configuration.rootCertificates)
+    }
+
+    /// A transaction from a device (a purchase or a restore). Not held to a freshness window:
+    /// restores carry old `signedDate`s.
+    public func verifyTransaction(_ jws: String, now: Date) async throws -> AppStoreTransaction {
+        let transaction = try await verify(jws, as: AppStoreTransaction.self, now: now)
+        try check(bundle: transaction.bundleID, environment: transaction.environment)
+        return transaction
+    }
+
+    public func verifyRenewalInfo(_ jws: String, now: Date) async throws -> AppStoreRenewalInfo {
+        let info = try await verify(jws, as: AppStoreRenewalInfo.self, now: now)
+        try check(environment: info.environment)
+        return info
+    }
+
+    /// A server notification, then the transaction and renewal info inside it, each checked the
+    /// same way and against the notification's environment.
+    public func verifyNotification(_ jws: String, now: Date) async throws -> VerifiedNotification {
+        let notification = try await verify(jws, as: AppStoreNotification.self, now: now)
+        if now.timeIntervalSince(notification.signedDate) > configuration.notificationMaxAge {
+            throw AppStoreVerificationError(.stale, "the notification was signed more than \(Int(configuration.notificationMaxAge / 86_400)) days ago")
+        }
+        guard let data = notification.data else { return VerifiedNotification(notification: notification) }
+        try check(bundle: data.bundleID, environment: data.environment)
+        if data.environment == .production {
+            guard let expected = configuration.appAppleID, data.appAppleID == expected else {
+                throw AppStoreVerificationError(.appAppleID, "the notification is for another app (appAppleId)")
+            }
+        }
+        var verified = VerifiedNotification(notification: notification)
+        if let signed = data.signedTransactionInfo {
+            let transaction = try await verifyTransaction(signed, now: now)
+            guard transaction.environment == data.environment else { throw AppStoreVerificationError(.environment, "the transaction's environment differs") }
+            verified.transaction = transaction
+        }
+        if let signed = data.signedRenewalInfo {
+            let info = try await verifyRenewalInfo(signed, now: now)
+            guard info.environment == data.environment else { throw AppStoreVerificationError(.environment, "the renewal info's environment differs") }
+            verified.renewalInfo = info
+        }
+        return verified
+    }
+
+    private func check(bundle: String? = nil, environment: AppStoreEnvironment) throws {
+        if let bundle, bundle != configuration.bundleID {
+            throw AppStoreVerificationError(.bundle, "the payload is for bundle \(bundle), not \(configuration.bundleID)")
+        }
+        guard configuration.acceptedEnvironments.contains(environment) else {
+            throw AppStoreVerificationError(.environment, "payloads from the \(environment.rawValue) environment are not accepted here")
+        }
+    }
+
+    struct Header: Decodable {
+        var alg: String?
+        var x5c: [String]?
+    }
+
+    struct SignedDateOnly: Decodable {
+        var signedDate: Int64
+    }
+
+    /// The signature and chain of `jws`, checked before its payload is believed. The payload's
+    /// `signedDate` (read unverified first) is the time the chain must be valid at, as Apple's
+    /// library does offline; a date in the future is refused.
+    func verify<Payload: JWTPayload>(_ jws: String, as type: Payload.Type, now: Date) async throws -> Payload {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerData = Self.base64URL(parts[0]), let payloadData = Self.base64URL(parts[1]),
+            let header = try? JSONDecoder().decode(Header.self, from: headerData)
+        else { throw AppStoreVerificationError(.malformed, "not a compact JWS") }
+        guard header.alg == "ES256" else { throw AppStoreVerificationError(.algorithm, "alg must be ES256") }
+        guard let x5c = header.x5c, x5c.count == 3 else {
+            throw AppStoreVerificationError(.chain, "x5c must hold exactly three certificates (leaf, intermediate, root)")
+        }
+        guard let dated = try? JSONDecoder().decode(SignedDateOnly.self, from: payloadData) else {
+            throw AppStoreVerificationError(.malformed, "the payload has no signedDate")
+        }
+        let signedDate = Date(timeIntervalSince1970: Double(dated.signedDate) / 1000)
+        guard signedDate.timeIntervalSince(now) <= configuration.clockSkew else { throw AppStoreVerificationError(.future, "signedDate is in the future") }
+        do {
+            return try await verifier.verifyJWS(Array(jws.utf8), as: Payload.self, jsonDecoder: JSONDecoder(), validationTime: .fixed(signedDate), policy: { AppleChainPolicy() })
+        } catch let error as JWTError {
+            switch error.errorType {
+            case .invalidX5CChain, .missingX5CHeader: throw AppStoreVerificationError(.chain, "the certificate chain is not Apple's: \(error.reason ?? "invalid")")
+            case .signatureVerificationFailed: throw AppStoreVerificationError(.signature, "the signature does not verify")
+            default: throw AppStoreVerificationError(.malformed, "the payload could not be read: \(error.reason ?? "\(error.errorType)")")
+            }
+        } catch let error as AppStoreVerificationError {
+            throw error
+        } catch {
+            throw AppStoreVerificationError(.malformed, "the payload could not be read")
+        }
+    }
+
+    static func base64URL(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
+    }
+}

@@ -1,0 +1,176 @@
+import Crypto
+import Foundation
+import HTTPTypes
+@testable import Entitlements
+import Models
+import Testing
+import TestSupport
+
+/// Tiers, `/me`, the feature check, usage limits and administrators' grants, through HTTP.
+@Suite struct EntitlementTests {
+    @Test func theCatalogueIsPublicAndShippedAsData() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let reply = try await env.call(.get, "/v1/tiers")
+            #expect(reply.status == .ok)
+            #expect(reply.items.map { $0["id"] as? String } == ["free", "academic", "pro", "team"])
+            let free = try #require(reply.items.first)
+            #expect((free["limits"] as? [String: Any])?["sources"] as? Int == 50)
+            let pro = try #require(reply.items.first { $0["id"] as? String == "pro" })
+            #expect(pro["price_text"] as? String == "$14.99/month")
+            #expect((pro["limits"] as? [String: Any])?["sources"] is NSNull)
+            #expect(pro["products"] as? [String] == ["com.researchapp.pro.monthly", "com.researchapp.pro.yearly"])
+            let team = try #require(reply.items.first { $0["id"] as? String == "team" })
+            #expect(Set(team["features"] as? [String] ?? []) == ["ai_suggestions", "cloud_sync", "collaboration"])
+        }
+    }
+
+    @Test func aCatalogueThatContradictsItselfStopsTheService() throws {
+        var catalog = try Catalog.load(path: nil)
+        catalog.tiers[1].features.append("teleportation")
+        catalog.tiers[2].products.append("com.researchapp.academic.monthly")
+        #expect(throws: Catalog.Invalid.self) { try catalog.validate() }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(UUID()).json")
+        try Data("{\"tiers\": []}".utf8).write(to: file)
+        #expect(throws: Catalog.Invalid.self) { try Catalog.load(path: file.path) }
+    }
+
+    /// The shipped default root is Apple Root CA - G3, by its published SHA-256 fingerprint.
+    @Test func theShippedRootIsAppleRootCAG3() throws {
+        let roots = try EntitlementsSettings.roots(nil)
+        #expect(roots.count == 1)
+        let der = try AppStoreIssuer.der(try #require(roots.first))
+        let fingerprint = SHA256.hash(data: der).map { String(format: "%02X", $0) }.joined(separator: ":")
+        #expect(fingerprint == "63:34:3A:BF:B8:9A:6A:03:EB:B5:7E:9B:3F:5F:A7:BE:7C:4F:5C:75:6F:30:17:B3:A8:C4:88:C3:65:3E:91:79")
+    }
+
+    @Test func aNewUserIsFreeWithAStableAccountToken() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            let me = try await env.me(user)
+            #expect(me["tier"] as? String == "free" && me["source"] as? String == "free" && me["state"] as? String == "active")
+            #expect(me["expires_at"] is NSNull && me["billing_issue"] as? Bool == false && me["is_sandbox"] as? Bool == false)
+            #expect(me["features"] as? [String: Bool] == ["ai_suggestions": false, "cloud_sync": false, "collaboration": false])
+            #expect((me[path: "limits.sources"] as? [String: Any])?["limit"] as? Int == 50)
+            let token = try #require(me["app_account_token"] as? String)
+            #expect(UUID(uuidString: token) != nil)
+            #expect(try await env.me(user)["app_account_token"] as? String == token)
+            #expect(try await env.call(.get, "/v1/entitlements/me").status == .unauthorized)
+            let expired = try await env.issuer.token(userID: user.id, issuedAt: Date() - 3600, expiresIn: 60)
+            #expect(try await env.call(.get, "/v1/entitlements/me", headers: [.authorization: "Bearer \(expired)"]).status == .unauthorized)
+        }
+    }
+
+    @Test func theCheckAnswersAllowedOrRequiresUpgradeInTheCataloguesWords() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            let refused = try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": "ai_suggestions"])
+            #expect(refused.status == .forbidden && refused.code == "requires_upgrade")
+            #expect(refused.json["feature"] as? String == "ai_suggestions" && refused.json["required_tier"] as? String == "pro")
+            #expect(refused.json["detail"] as? String == "AI Suggestions requires Pro. Upgrade to unlock.")
+            #expect(refused.headers[.contentType] == "application/problem+json")
+            try await env.grant(user, tier: "pro")
+            let allowed = try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": "ai_suggestions"])
+            #expect(allowed.status == .ok && allowed.json["allowed"] as? Bool == true)
+            let team = try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": "collaboration"])
+            #expect(team.code == "requires_upgrade" && team.json["required_tier"] as? String == "team")
+            #expect(try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": "flying"]).code == "unknown_feature")
+            #expect(try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": 7]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": "cloud_sync", "tier": "team"]).status == .badRequest)
+            let malformed = try await env.call(.post, "/v1/entitlements/check", as: user, raw: .init(string: "{\"feature\":"), headers: [.contentType: "application/json"])
+            #expect(malformed.status == .badRequest && malformed.code == "malformed_json")
+            #expect(try await env.call(.post, "/v1/entitlements/check", json: ["feature": "cloud_sync"]).status == .unauthorized)
+        }
+    }
+
+    @Test func aGrantGivesTheTierUntilItIsTakenBackAndEveryChangeIsAnnounced() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            let id = try await env.grant(user, tier: "team", days: 1)
+            var me = try await env.me(user)
+            #expect(me["tier"] as? String == "team" && me["source"] as? String == "grant")
+            try await waitUntil(.seconds(15)) { try await env.events("entitlement.changed").contains { $0["user_id"] as? String == user.path && $0["tier"] as? String == "team" } }
+            env.clock.advance(2 * 86_400)
+            me = try await env.me(user)
+            #expect(me["tier"] as? String == "free", "a grant ends at its date, decided when read")
+            env.clock.advance(-2 * 86_400)
+            let reply = try await env.call(.delete, "/v1/admin/entitlements/\(user.path)/grants/\(id)", as: env.admin)
+            #expect(reply.status == .noContent)
+            #expect(try await env.me(user)["tier"] as? String == "free")
+            #expect(try await env.call(.delete, "/v1/admin/entitlements/\(user.path)/grants/\(id)", as: env.admin).code == "grant_not_found")
+            let explain = try await env.call(.get, "/v1/admin/entitlements/\(user.path)/explain", as: env.admin)
+            #expect(explain.status == .ok)
+            let kinds = (explain.json["history"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }
+            #expect(kinds == ["grant", "grant_revoked"])
+            // Only administrators, and only sensible grants.
+            #expect(try await env.call(.post, "/v1/admin/entitlements/\(user.path)/grants", as: user, json: ["tier": "pro", "until": "2030-01-01T00:00:00Z", "reason": "me"]).status == .forbidden)
+            #expect(try await env.call(.get, "/v1/admin/entitlements/\(user.path)/explain", as: user).status == .forbidden)
+            let bad = try await env.call(.post, "/v1/admin/entitlements/\(user.path)/grants", as: env.admin, json: ["tier": "free", "until": "2001-01-01T00:00:00Z", "reason": ""])
+            #expect(Set(bad.fieldErrors) == ["tier", "until", "reason"])
+            #expect(try await env.call(.post, "/v1/admin/entitlements/not-a-user/grants", as: env.admin, json: ["tier": "pro", "until": "2030-01-01T00:00:00Z", "reason": "x"]).status == .notFound)
+        }
+    }
+
+    @Test func usageStopsAtTheLimitAndReleasesOnlyTheCallersAcquisitions() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            let other = try await env.user()
+            var ids: [String] = []
+            let first = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 48])
+            #expect(first.status == .ok && first.json["used"] as? Int == 48 && first.json["limit"] as? Int == 50)
+            ids.append(try #require(first.json["acquisition_id"] as? String))
+            let more = try await env.call(.post, "/v1/usage/sources/acquire", as: user)
+            #expect(more.json["used"] as? Int == 49)
+            ids.append(try #require(more.json["acquisition_id"] as? String))
+            let tooMany = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 2])
+            #expect(tooMany.status == .forbidden && tooMany.code == "limit_exceeded")
+            #expect(tooMany.json["detail"] as? String == "You've reached the limit of 50 sources. Upgrade to Pro for unlimited.")
+            #expect(tooMany.json["limit"] as? Int == 50 && tooMany.json["upgrade_tier"] as? String == "pro")
+            // Another user cannot release these; the owner releases exactly what was acquired.
+            let foreign = try await env.call(.post, "/v1/usage/sources/release", as: other, json: ["acquisition_ids": ids])
+            #expect(foreign.status == .ok && (foreign.json["released"] as? [String] ?? []).isEmpty)
+            let released = try await env.call(.post, "/v1/usage/sources/release", as: user, json: ["acquisition_ids": [ids[1]]])
+            #expect(released.json["used"] as? Int == 48)
+            let again = try await env.call(.post, "/v1/usage/sources/release", as: user, json: ["acquisition_ids": [ids[1]]])
+            #expect(again.json["used"] as? Int == 48, "a release counts once")
+            #expect(try await env.call(.post, "/v1/usage/sources/release", as: user, json: ["amount": 48]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 0]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": "1"]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/usage/planets/acquire", as: user).code == "unknown_counter")
+            // A retried acquisition with the same Idempotency-Key counts once.
+            let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "acquire-\(UUID())"]
+            let once = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 1], headers: key)
+            let twice = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 1], headers: key)
+            #expect(once.json["acquisition_id"] as? String == twice.json["acquisition_id"] as? String)
+            #expect(try await env.me(user)[path: "limits.sources.used"] as? Int == 49)
+        }
+    }
+
+    /// A hundred acquisitions at once at 49 of 50: exactly one succeeds.
+    @Test func parallelAcquisitionsAtTheEdgeGiveExactlyOneSuccess() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 49]).status == .ok)
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for _ in 0..<100 { group.addTask { try await env.concurrentCall(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 1]) } }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .ok }.count == 1)
+            #expect(statuses.filter { $0 == .forbidden }.count == 99)
+            #expect(try await env.count("SELECT used FROM usage_counters WHERE user_id = '\(user.id)'") == 50)
+        }
+    }
+
+    /// Downgrading below what is used keeps it all and refuses more.
+    @Test func aDowngradeBelowUsageKeepsWhatExistsAndRefusesMore() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            try await env.grant(user, tier: "pro")
+            let big = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 70])
+            #expect(big.status == .ok && big.json["limit"] is NSNull)
+            try await env.revokeGrants(user)
+            let me = try await env.me(user)
+            #expect(me[path: "limits.sources.used"] as? Int == 70 && me[path: "limits.sources.limit"] as? Int == 50)
+            #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: user).code == "limit_exceeded")
+        }
+    }
+}
