@@ -27,7 +27,7 @@ extension ServiceHarness {
         if let user { headers[.authorization] = "Bearer \(user.token)" }
         var body = raw
         if let json {
-            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
+            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys]))
             headers[.contentType] = "application/json"
         }
         let response = try await client.execute(uri: path, method: method, headers: headers, body: body)

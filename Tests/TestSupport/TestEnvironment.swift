@@ -91,7 +91,7 @@ public struct TestDatabase: Sendable {
                     return try await withDeadline(.seconds(30), "creating a test database") { try await createOnce(services: services) }
                 } catch {
                     attempt += 1
-                    TestEnvironment.logger.warning("test database creation failed; retrying", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
+                    TestEnvironment.logger.warning("test database creation failed; retrying", metadata: ["attempt": "\(attempt)", "error": "\(String(reflecting: error))"])
                     if attempt >= 5 { throw DatabaseSetupError(detail: String(reflecting: error)) }
                     try await Task.sleep(for: .milliseconds(200 * attempt))
                 }
@@ -115,12 +115,17 @@ public struct TestDatabase: Sendable {
         try await withClient(adminConfig) { client in
             try await client.query("CREATE DATABASE \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger)
         }
-        var inDatabase = adminConfig
-        inDatabase.database = name
-        try await withClient(inDatabase) { client in
-            for service in services {
-                try await DatabaseProvisioner(admin: client, logger: TestEnvironment.logger)
-                    .provision(role: service, password: service, schema: service, database: name)
+        var databaseConfig = adminConfig
+        databaseConfig.database = name
+        let inDatabase = databaseConfig
+        // Roles belong to the whole cluster while the provisioner's advisory lock belongs to one
+        // database: provisionings in different new databases take turns here instead.
+        try await DatabaseCreation.roles.run {
+            try await withClient(inDatabase) { client in
+                for service in services {
+                    try await DatabaseProvisioner(admin: client, logger: TestEnvironment.logger)
+                        .provision(role: service, password: service, schema: service, database: name)
+                }
             }
         }
         return TestDatabase(name: name, host: host, port: port)
@@ -175,20 +180,23 @@ extension ServiceConfig {
     }
 }
 
-/// Runs database creation one at a time within this process.
+/// Runs database creations a few at a time within this process. PostgreSQL copies several
+/// databases from the template at once without trouble; one at a time, a run of some 250 tests
+/// queued for longer than a test's time limit on a loaded two-core machine. Roles are shared by the
+/// whole cluster, so provisionings take turns (`roles`).
 actor DatabaseCreation {
-    static let shared = DatabaseCreation()
-    private var busy = false
+    static let shared = DatabaseCreation(slots: 3)
+    static let roles = DatabaseCreation(slots: 1)
+    private var free: Int
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
+    init(slots: Int) { free = slots }
+
     func run<T: Sendable>(_ work: @Sendable () async throws -> T) async throws -> T {
-        // Actors are re-entrant across awaits, so hold an explicit turn.
-        if busy {
-            await withCheckedContinuation { waiters.append($0) }
-        }
-        busy = true
+        // Actors are re-entrant across awaits, so a slot is taken and handed on explicitly.
+        if free > 0 { free -= 1 } else { await withCheckedContinuation { waiters.append($0) } }
         defer {
-            if waiters.isEmpty { busy = false } else { waiters.removeFirst().resume() }
+            if waiters.isEmpty { free += 1 } else { waiters.removeFirst().resume() }
         }
         return try await work()
     }

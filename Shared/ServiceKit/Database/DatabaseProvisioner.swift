@@ -17,7 +17,9 @@ public struct DatabaseProvisioner: Sendable {
     public func provision(role: String, password: String, schema: String, database: String) async throws {
         let logger = self.logger
         try await admin.withConnectionOnItsLoop { connection in
-            // Roles are cluster-wide; two provisioners racing must not both try to create one.
+            // Roles are cluster-wide; two provisioners racing in one database must not both try to create
+            // one (an advisory lock is per database: provisioners of different databases take turns
+            // themselves).
             let script = """
                 BEGIN;
                 SELECT pg_advisory_xact_lock(hashtext('provision-roles'));
