@@ -25,6 +25,10 @@ STACK_SERVICE_BASE_PORT=$(service_base_port 5)
 # The internal listeners' block: the gateway, then five services with up to three processes each.
 STACK_ADMIN_BASE_PORT=$(service_base_port 16)
 
+# A local App Store issuer: the entitlements service trusts its root, the tests sign with its leaf.
+"$PYTHON" scripts/e2e/appstore.py init "$STACK_DIR/appstore"
+export STACK_ENV="$STACK_ENV APPLE_ROOT_CERTIFICATES=$STACK_DIR/appstore/root.pem APPLE_BUNDLE_ID=com.researchapp.app"
+
 cleanup() {
   scripts/stack down >/dev/null 2>&1 || true
   if [ "${KEEP_E2E:-0}" != 1 ]; then rm -rf "$STACK_DIR"; else echo "kept $STACK_DIR" >&2; fi
