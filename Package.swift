@@ -19,7 +19,7 @@ let services: [(target: String, folder: String, extra: [Target.Dependency], reso
         "Entitlements", "Entitlements",
         ["AppStoreServer", .product(name: "X509", package: "swift-certificates"), .product(name: "JWTKit", package: "jwt-kit")], ["Resources"]
     ),
-    ("Nutrition", "Nutrition", [], []),
+    ("Nutrition", "Nutrition", ["CShareCard", .product(name: "NIOPosix", package: "swift-nio")], []),
 ]
 
 let swiftSettings: [SwiftSetting] = [
@@ -48,6 +48,10 @@ var targets: [Target] = [
     // variadic arguments, so a few lines of C (CImageScrub) call it, and Swift calls those.
     .systemLibrary(name: "CVips", path: "Shared/CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
     .target(name: "CImageScrub", dependencies: ["CVips"], path: "Shared/CImageScrub"),
+    // Share cards: Cairo draws them and Pango lays out their text (wrapping, ellipsising, any UTF-8).
+    // Both are pointer-heavy C APIs, so CShareCard's C draws the whole card and Swift makes one call.
+    .systemLibrary(name: "CCairo", path: "Shared/CCairo", pkgConfig: "pangocairo", providers: [.apt(["libcairo2-dev", "libpango1.0-dev"])]),
+    .target(name: "CShareCard", dependencies: ["CCairo"], path: "Shared/CShareCard", linkerSettings: [.linkedLibrary("m")]),
     // The kit, in layers: each imports only the layers it declares below, so a wrong-way import does
     // not compile (docs/ARCHITECTURE.md has the diagram): Core; Redis and Database on Core; Events on
     // those three; HTTP on Core and Database; Tokens on Core and HTTP; ServiceKit (the bootstrap

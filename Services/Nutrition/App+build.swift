@@ -1,16 +1,30 @@
 import Foundation
 import Hummingbird
+import NIOPosix
 import ServiceKit
 import ServiceKitDatabase
 import ServiceKitEvents
 
-/// The nutrition service: meals, metrics, trends. It runs as the kit's process:
-/// config, its own schema and migrations, the event relay and consumer, health and metrics.
+/// The nutrition service: the diet profile, meals with an explained diet score, daily weight and
+/// ketones, trends, share links with a share card, and a coach's read-only view of a client.
 enum NutritionService {
     static let definition = ServiceDefinition(
         name: "nutrition",
         defaultPort: 8085,
-        migrations: { try ServiceDefinition.bundledMigrations(.module) }
+        migrations: { try ServiceDefinition.bundledMigrations(.module) },
+        setup: { config in
+            let settings = try NutritionSettings(config)
+            return ServiceSetup(build: { router, dependencies in
+                let nutrition = Nutrition(dependencies: dependencies, settings: settings, drawing: .singleton)
+                DietProfileRoutes(nutrition: nutrition).add(to: router)
+                MealRoutes(nutrition: nutrition).add(to: router)
+                ShareRoutes(nutrition: nutrition).add(to: router)
+                MetricRoutes(nutrition: nutrition).add(to: router)
+                TrendRoutes(nutrition: nutrition).add(to: router)
+                CoachViewRoutes(nutrition: nutrition).add(to: router)
+                return ServiceComponents(handlers: NutritionEventHandlers(nutrition: nutrition).handlers)
+            })
+        }
     )
 }
 

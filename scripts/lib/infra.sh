@@ -94,12 +94,18 @@ ensure_packages() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
     PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   fi
-  # libvips decodes and re-encodes avatars (social); without its recommends (GUI tools, docs).
-  if [ ! -f /usr/include/vips/vips.h ]; then
-    log "installing Debian packages: libvips-dev"
+  # Without their recommends (GUI tools, docs): libvips decodes and re-encodes avatars (social);
+  # Cairo and Pango draw share cards (nutrition), in DejaVu Sans (without it, letters are boxes).
+  local images=()
+  [ -f /usr/include/vips/vips.h ] || images+=(libvips-dev)
+  [ -f /usr/include/cairo/cairo.h ] || images+=(libcairo2-dev)
+  [ -f /usr/include/pango-1.0/pango/pangocairo.h ] || images+=(libpango1.0-dev)
+  [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || images+=(fonts-dejavu-core)
+  if [ ${#images[@]} -gt 0 ]; then
+    log "installing Debian packages: ${images[*]}"
     local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
     $sudo apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends libvips-dev >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${images[@]}" >/dev/null
   fi
   ensure_python_tools
 }

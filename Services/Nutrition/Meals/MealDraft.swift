@@ -1,0 +1,92 @@
+import Foundation
+import Models
+import ServiceKitHTTP
+
+/// A meal as written (`POST` or `PUT`): validated, totalled, scored against the profile's diet,
+/// checked against the user's allergies, with the local day it counts for.
+struct MealDraft: Sendable {
+    struct Body: StrictJSONBody {
+        var name: String
+        var eatenAt: Date
+        var items: [MealItem]
+        var notes: String?
+        var photoURL: String?
+        enum CodingKeys: String, CodingKey, CaseIterable { case name, eatenAt = "eaten_at", items, notes, photoURL = "photo_url" }
+    }
+
+    struct AllergyWarning: Codable, Sendable, Equatable {
+        var item: String
+        var allergy: String
+        var severity: String
+    }
+
+    struct Warning: Codable, Sendable, Equatable {
+        var code: String
+        var item: Int
+        var message: String
+    }
+
+    static let maxItems = 50
+
+    var name: String
+    var eatenAt: Date
+    var localDay: LocalDay
+    var items: [MealItem]
+    var totals: NutrientTotals
+    var diet: Diet
+    var score: DietScoreResult
+    var allergyWarnings: [AllergyWarning]
+    var warnings: [Warning]
+    var notes: String?
+    var photoURL: String?
+
+    init(_ body: Body, profile: DietProfile) throws {
+        var problems: [Problem.FieldError] = []
+        let name = body.name.trimmingCharacters(in: .whitespacesAndNewlines)
+        if name.isEmpty || name.count > 200 { problems.append(.init(field: "name", message: "must be 1 to 200 characters")) }
+        if body.items.isEmpty || body.items.count > Self.maxItems { problems.append(.init(field: "items", message: "must hold 1 to \(Self.maxItems) items")) }
+        for (index, item) in body.items.prefix(Self.maxItems).enumerated() { problems += item.problems(at: index) }
+        if let notes = body.notes, notes.count > 2000 { problems.append(.init(field: "notes", message: "must be at most 2000 characters")) }
+        if let photo = body.photoURL, photo.count > 2048 || !(photo.hasPrefix("https://") || photo.hasPrefix("http://") || photo.hasPrefix("/")) {
+            problems.append(.init(field: "photo_url", message: "must be an http(s) URL or a path on this API, at most 2048 characters"))
+        }
+        if abs(body.eatenAt.timeIntervalSinceNow) > 5 * 366 * 86_400 { problems.append(.init(field: "eaten_at", message: "must be within five years of now")) }
+        if !problems.isEmpty { throw APIError.validation(problems) }
+        self.name = name
+        eatenAt = body.eatenAt
+        localDay = profile.localDay(of: body.eatenAt)
+        items = body.items
+        totals = body.items.map(\.totals).reduce(.zero, +)
+        diet = profile.diet
+        score = DietScore.score(body.items.map(\.scored), diet: profile.diet, custom: profile.customMacros)
+        notes = body.notes
+        photoURL = body.photoURL
+        allergyWarnings = Self.allergyWarnings(body.items, allergies: profile.allergies)
+        warnings = body.items.enumerated().compactMap { index, item in
+            let expected = item.energyFromMacros
+            let allowed = max(MealItem.energyTolerance.kcal, expected * MealItem.energyTolerance.share)
+            guard abs(item.calories - expected) > allowed else { return nil }
+            return Warning(
+                code: "nutrition_inconsistent", item: index,
+                message: "\(item.name): \(Int(item.calories.rounded())) kcal stated, \(Int(expected.rounded())) kcal from its protein, carbs and fat")
+        }
+    }
+
+    /// Items whose name or tags name one of the user's allergies (case and accents aside).
+    static func allergyWarnings(_ items: [MealItem], allergies: [Allergy]) -> [AllergyWarning] {
+        func fold(_ text: String) -> String { text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil) }
+        var warnings: [AllergyWarning] = []
+        for item in items {
+            let name = fold(item.name)
+            let tags = Set((item.tags ?? []).map(fold))
+            for allergy in allergies {
+                let allergen = fold(allergy.name).trimmingCharacters(in: .whitespaces)
+                guard !allergen.isEmpty else { continue }
+                if name.contains(allergen) || tags.contains(allergen) || tags.contains(allergen.replacingOccurrences(of: " ", with: "_")) {
+                    warnings.append(AllergyWarning(item: item.name, allergy: allergy.name, severity: allergy.severity.rawValue))
+                }
+            }
+        }
+        return warnings
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKitDatabase
+import ServiceKitHTTP
+
+/// A stored meal as the API shows it.
+struct MealRecord: Sendable {
+    var id: UUID
+    var userID: UUID
+    var name: String
+    var eatenAt: Date
+    var localDate: String
+    var items: [MealItem]
+    var totals: NutrientTotals
+    var diet: String
+    var score: DietScoreResult
+    var allergyWarnings: [MealDraft.AllergyWarning]
+    var warnings: [MealDraft.Warning]
+    var notes: String?
+    var photoURL: String?
+    var consumed: Bool
+    var consumedAt: Date?
+    var consumedNotes: String?
+    var edited: Bool
+    var viewCount: Int
+    var version: Int64
+    var createdAt: Date
+    var updatedAt: Date
+}
+
+/// The queries on `meals`. Each runs on the caller's connection; a meal of another user is nil, as
+/// if it did not exist.
+struct MealStore: Sendable {
+    static let select = """
+        SELECT id, user_id, name, eaten_at, local_date::text, items::text, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
+               diet, score::text, allergy_warnings::text, warnings::text, notes, photo_url, consumed, consumed_at, consumed_notes, edited, view_count, version,
+               created_at, updated_at
+        FROM meals
+        """
+
+    static func decode(_ rows: PostgresRowSequence) async throws -> [MealRecord] {
+        var meals: [MealRecord] = []
+        let json = JSONDecoder()
+        for try await row in rows {
+            let c = row.makeRandomAccess()
+            func v<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws -> T { try c[index].decode(T.self) }
+            meals.append(
+                MealRecord(
+                    id: try v(0, UUID.self), userID: try v(1, UUID.self), name: try v(2, String.self), eatenAt: try v(3, Date.self), localDate: try v(4, String.self),
+                    items: try json.decode([MealItem].self, from: Data(try v(5, String.self).utf8)),
+                    totals: NutrientTotals(
+                        calories: try v(6, Double.self), proteinG: try v(7, Double.self), carbsG: try v(8, Double.self), fatG: try v(9, Double.self),
+                        fiberG: try v(10, Double.self), sugarG: try v(11, Double.self), saturatedFatG: try v(12, Double.self), sodiumMg: try v(13, Double.self)),
+                    diet: try v(14, String.self), score: try json.decode(DietScoreResult.self, from: Data(try v(15, String.self).utf8)),
+                    allergyWarnings: try json.decode([MealDraft.AllergyWarning].self, from: Data(try v(16, String.self).utf8)),
+                    warnings: try json.decode([MealDraft.Warning].self, from: Data(try v(17, String.self).utf8)), notes: try v(18, String?.self),
+                    photoURL: try v(19, String?.self), consumed: try v(20, Bool.self), consumedAt: try v(21, Date?.self), consumedNotes: try v(22, String?.self),
+                    edited: try v(23, Bool.self), viewCount: try v(24, Int.self), version: try v(25, Int64.self), createdAt: try v(26, Date.self),
+                    updatedAt: try v(27, Date.self)))
+        }
+        return meals
+    }
+
+    static func json(_ value: some Encodable) throws -> String { String(decoding: try JSONEncoder().encode(value), as: UTF8.self) }
+
+    func find(_ id: UUID, of user: UUID, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> MealRecord? {
+        try await Self.decode(
+            connection.checkedQuery("\(unescaped: Self.select) WHERE id = \(id) AND user_id = \(user) \(unescaped: forUpdate ? "FOR UPDATE" : "")", logger: logger)
+        ).first
+    }
+
+    func insert(_ draft: MealDraft, id: UUID, user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        let t = draft.totals
+        try await connection.checkedRun(
+            """
+            INSERT INTO meals (id, user_id, name, eaten_at, local_date, items, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
+                               diet, diet_score, score_band, score, algorithm_version, allergy_warnings, warnings, notes, photo_url)
+            VALUES (\(id), \(user), \(draft.name), \(draft.eatenAt), \(draft.localDay.description)::date, \(try Self.json(draft.items))::jsonb,
+                    \(t.calories), \(t.proteinG), \(t.carbsG), \(t.fatG), \(t.fiberG), \(t.sugarG), \(t.saturatedFatG), \(t.sodiumMg),
+                    \(draft.diet.rawValue), \(draft.score.score), \(draft.score.band), \(try Self.json(draft.score))::jsonb, \(draft.score.algorithmVersion),
+                    \(try Self.json(draft.allergyWarnings))::jsonb, \(try Self.json(draft.warnings))::jsonb, \(draft.notes), \(draft.photoURL))
+            """, logger: logger)
+    }
+
+    /// Rewrites the meal from `draft` (rescored with the current algorithm), marked edited.
+    func replace(_ id: UUID, with draft: MealDraft, on connection: PostgresConnection, logger: Logger) async throws {
+        let t = draft.totals
+        try await connection.checkedRun(
+            """
+            UPDATE meals SET name = \(draft.name), eaten_at = \(draft.eatenAt), local_date = \(draft.localDay.description)::date,
+              items = \(try Self.json(draft.items))::jsonb, calories = \(t.calories), protein_g = \(t.proteinG), carbs_g = \(t.carbsG), fat_g = \(t.fatG),
+              fiber_g = \(t.fiberG), sugar_g = \(t.sugarG), saturated_fat_g = \(t.saturatedFatG), sodium_mg = \(t.sodiumMg), diet = \(draft.diet.rawValue),
+              diet_score = \(draft.score.score), score_band = \(draft.score.band), score = \(try Self.json(draft.score))::jsonb,
+              algorithm_version = \(draft.score.algorithmVersion), allergy_warnings = \(try Self.json(draft.allergyWarnings))::jsonb,
+              warnings = \(try Self.json(draft.warnings))::jsonb, notes = \(draft.notes), photo_url = \(draft.photoURL), edited = true,
+              version = version + 1, updated_at = now()
+            WHERE id = \(id)
+            """, logger: logger)
+    }
+
+    func setConsumed(_ id: UUID, _ consumed: Bool, notes: String?, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            UPDATE meals SET consumed = \(consumed), consumed_at = CASE WHEN \(consumed) THEN coalesce(consumed_at, now()) END,
+              consumed_notes = CASE WHEN \(consumed) THEN \(notes) END, version = version + 1, updated_at = now()
+            WHERE id = \(id)
+            """, logger: logger)
+    }
+
+    func delete(_ id: UUID, of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("DELETE FROM meals WHERE id = \(id) AND user_id = \(user) RETURNING 1", logger: logger)
+    }
+
+    struct ListQuery: Sendable {
+        var consumed: Bool?
+        var from: LocalDay?
+        var to: LocalDay?
+        var limit: Int
+        var after: MealCursor?
+    }
+
+    /// A page of `user`'s meals, newest first.
+    func list(_ user: UUID, _ query: ListQuery, on connection: PostgresConnection, logger: Logger) async throws -> [MealRecord] {
+        try await Self.decode(
+            connection.checkedQuery(
+                """
+                \(unescaped: Self.select)
+                WHERE user_id = \(user) AND (\(query.consumed)::boolean IS NULL OR consumed = \(query.consumed))
+                  AND (\(query.from?.description)::date IS NULL OR local_date >= \(query.from?.description)::date)
+                  AND (\(query.to?.description)::date IS NULL OR local_date <= \(query.to?.description)::date)
+                  AND (\(query.after == nil) OR (eaten_at, id) < (\(query.after?.eatenAt ?? Date()), \(query.after?.id ?? UUID())))
+                ORDER BY eaten_at DESC, id DESC
+                LIMIT \(query.limit + 1)
+                """, logger: logger))
+    }
+}
+
+struct MealCursor: Codable, Sendable {
+    var eatenAt: Date
+    var id: UUID
+    enum CodingKeys: String, CodingKey { case eatenAt = "e", id = "i" }
+}

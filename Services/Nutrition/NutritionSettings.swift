@@ -1,0 +1,21 @@
+import ServiceKit
+import ServiceKitCore
+
+/// The nutrition service's own settings, read with the common ones.
+struct NutritionSettings: Sendable {
+    /// The name on share cards.
+    var appName: String
+    /// Where the API is reached from outside (the gateway): share links point there.
+    var publicAPIURL: String
+    /// How long a share link works.
+    var shareTTLDays: Int
+
+    init(_ config: ServiceConfig) throws {
+        var env = EnvironmentReader(config.environment)
+        appName = env.string("APP_NAME", default: "Food Backend")
+        let url = env.string("PUBLIC_API_URL", default: env.string("APP_BASE_URL", default: "http://127.0.0.1:8080"), requiredInProduction: true)
+        publicAPIURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+        shareTTLDays = env.int("SHARE_TTL_DAYS", default: 7, range: 1...365)
+        try env.finish()
+    }
+}

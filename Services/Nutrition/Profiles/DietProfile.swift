@@ -1,0 +1,25 @@
+import Foundation
+import Models
+
+/// What meals are scored against and how their day is found.
+struct DietProfile: Sendable, Equatable {
+    var diet: Diet
+    var customMacros: MacroSplit?
+    var dailyCalorieGoal: Int
+    var weightUnit: WeightUnit
+    var timeZone: String
+    var dayStartsAt: Int
+    var allergies: [Allergy]
+
+    static let defaultCalorieGoal = 2000
+
+    var zone: TimeZone { TimeZone(identifier: timeZone) ?? TimeZone(identifier: "UTC")! }
+
+    func localDay(of moment: Date) -> LocalDay { LocalDay(moment, in: zone, dayStartsAt: dayStartsAt) }
+}
+
+enum WeightUnit: String, Codable, Sendable {
+    case kg, lbs
+    /// Exactly, by definition.
+    static let kilogramsPerPound = "0.45359237"
+}

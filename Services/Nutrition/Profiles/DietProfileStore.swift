@@ -1,0 +1,73 @@
+import Foundation
+import Logging
+import Models
+import PostgresNIO
+import ServiceKitDatabase
+import ServiceKitHTTP
+
+/// The queries on `profiles` and `calorie_goals`.
+struct DietProfileStore: Sendable {
+    /// The profile with the goal of `day` (today when nil); made with defaults on first sight (the
+    /// event may still be on its way).
+    func find(_ user: UUID, asOf day: LocalDay? = nil, on connection: PostgresConnection, logger: Logger) async throws -> DietProfile {
+        if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
+        try await ensure(user, on: connection, logger: logger)
+        if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
+        throw APIError(.internalServerError, code: "profile_missing", detail: "The diet profile could not be read.")
+    }
+
+    private func read(_ user: UUID, asOf day: LocalDay?, on connection: PostgresConnection, logger: Logger) async throws -> DietProfile? {
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT p.diet, p.custom_protein::float8, p.custom_carbs::float8, p.custom_fat::float8, p.weight_unit, p.time_zone, p.day_starts_at, p.allergies::text,
+                   (SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = p.user_id AND g.effective_from <= coalesce(\(day?.description)::date, (now() AT TIME ZONE p.time_zone)::date)
+                    ORDER BY g.effective_from DESC LIMIT 1)
+            FROM profiles p WHERE p.user_id = \(user)
+            """, logger: logger)
+        for try await (diet, protein, carbs, fat, unit, zone, start, allergies, goal) in rows.decode((String, Double?, Double?, Double?, String, String, Int16, String, Int?).self) {
+            var custom: MacroSplit?
+            if let protein, let carbs, let fat { custom = MacroSplit(protein: protein, carbs: carbs, fat: fat) }
+            return DietProfile(
+                diet: Diet(rawValue: diet) ?? .balanced, customMacros: custom, dailyCalorieGoal: goal ?? DietProfile.defaultCalorieGoal,
+                weightUnit: WeightUnit(rawValue: unit) ?? .kg, timeZone: zone, dayStartsAt: Int(start),
+                allergies: (try? JSONDecoder().decode([Allergy].self, from: Data(allergies.utf8))) ?? [])
+        }
+        return nil
+    }
+
+    /// A profile with defaults and the default goal from the start of time, if there is none.
+    func ensure(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        let made = try await connection.returnsRow(
+            "INSERT INTO profiles (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING RETURNING 1", logger: logger)
+        if made {
+            try await connection.checkedRun(
+                """
+                INSERT INTO calorie_goals (user_id, effective_from, daily_calories) VALUES (\(user), '-infinity', \(DietProfile.defaultCalorieGoal))
+                ON CONFLICT DO NOTHING
+                """, logger: logger)
+        }
+    }
+
+    /// Replaces the profile; a new calorie goal counts from `today` (a past day keeps its goal).
+    func replace(_ user: UUID, with profile: DietProfile, today: LocalDay, on connection: PostgresConnection, logger: Logger) async throws {
+        try await ensure(user, on: connection, logger: logger)
+        try await connection.checkedRun(
+            """
+            UPDATE profiles SET diet = \(profile.diet.rawValue), custom_protein = \(profile.customMacros?.protein), custom_carbs = \(profile.customMacros?.carbs),
+              custom_fat = \(profile.customMacros?.fat), weight_unit = \(profile.weightUnit.rawValue), time_zone = \(profile.timeZone),
+              day_starts_at = \(Int16(profile.dayStartsAt)), updated_at = now()
+            WHERE user_id = \(user)
+            """, logger: logger)
+        try await connection.checkedRun(
+            """
+            INSERT INTO calorie_goals (user_id, effective_from, daily_calories) VALUES (\(user), \(today.description)::date, \(profile.dailyCalorieGoal))
+            ON CONFLICT (user_id, effective_from) DO UPDATE SET daily_calories = EXCLUDED.daily_calories
+            """, logger: logger)
+    }
+
+    func setAllergies(_ user: UUID, _ allergies: [Allergy], on connection: PostgresConnection, logger: Logger) async throws {
+        try await ensure(user, on: connection, logger: logger)
+        let json = String(decoding: try JSONEncoder().encode(allergies), as: UTF8.self)
+        try await connection.checkedRun("UPDATE profiles SET allergies = \(json)::jsonb, updated_at = now() WHERE user_id = \(user)", logger: logger)
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import Hummingbird
+import Models
+import PostgresNIO
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
+
+/// The caller's meals: log, list, read, correct, delete, mark eaten.
+struct MealRoutes {
+    let nutrition: Nutrition
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let meals = router.group("v1/meals", context: AuthenticatedContext.self)
+        meals.post(use: create)
+        meals.get(use: list)
+        meals.get(":id", use: meal)
+        meals.put(":id", use: replace)
+        meals.delete(":id", use: remove)
+        meals.post(":id/consume", use: consume)
+        meals.delete(":id/consume", use: unconsume)
+    }
+
+    static let notFound = APIError.notFound("No such meal.", code: "meal_not_found")
+
+    /// Logs a meal, scored against the diet the profile has now; `Idempotency-Key` makes a retried
+    /// post answer as the first did instead of logging it twice.
+    @Sendable func create(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<MealView> {
+        let body = try await request.decode(as: MealDraft.Body.self, context: context)
+        let nutrition = self.nutrition
+        let user = context.caller.userID
+        let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
+            let profile = try await nutrition.profiles.find(user, on: connection, logger: context.logger)
+            let draft = try MealDraft(body, profile: profile)
+            let id = UUID()
+            try await nutrition.meals.insert(draft, id: id, user: user, on: connection, logger: context.logger)
+            return try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger)!
+        }
+        return EditedResponse(status: .created, headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
+    }
+
+    @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> MealPage {
+        let nutrition = self.nutrition
+        return try await nutrition.postgres.withConnectionOnItsLoop { connection in
+            let owner = try await nutrition.diaryOwner(context, on: connection)
+            return try await Self.page(of: owner, request: request, nutrition: nutrition, on: connection, logger: context.logger)
+        }
+    }
+
+    static func page(of owner: UUID, request: Request, nutrition: Nutrition, on connection: PostgresConnection, logger: Logger) async throws -> MealPage {
+        let page = try PageRequest(query: request)
+        let query = request.uri.queryParameters
+        var problems: [Problem.FieldError] = []
+        var consumed: Bool?
+        if let text = query["consumed"].map(String.init), !text.isEmpty {
+            if text == "true" { consumed = true } else if text == "false" { consumed = false } else { problems.append(.init(field: "consumed", message: "must be true or false")) }
+        }
+        func day(_ name: String) -> LocalDay? {
+            guard let text = query[name[...]].map(String.init), !text.isEmpty else { return nil }
+            guard let day = LocalDay(text) else {
+                problems.append(.init(field: name, message: "must be a date, YYYY-MM-DD"))
+                return nil
+            }
+            return day
+        }
+        let from = day("from")
+        let to = day("to")
+        if !problems.isEmpty { throw APIError.validation(problems) }
+        let rows = try await nutrition.meals.list(
+            owner, .init(consumed: consumed, from: from, to: to, limit: page.limit, after: try page.position(MealCursor.self)), on: connection, logger: logger)
+        let (items, next) = Cursor.page(rows, limit: page.limit) { MealCursor(eatenAt: $0.eatenAt, id: $0.id) }
+        return MealPage(items: items.map(MealView.init), nextCursor: next)
+    }
+
+    @Sendable func meal(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<MealView> {
+        let id = try context.mealID()
+        let nutrition = self.nutrition
+        let meal = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+            try await nutrition.meals.find(id, of: context.caller.userID, on: connection, logger: context.logger)
+        }
+        guard let meal else { throw Self.notFound }
+        return EditedResponse(headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
+    }
+
+    /// Corrects a meal: rescored, `edited: true`. With `If-Match`, only if it is still that version.
+    @Sendable func replace(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<MealView> {
+        let id = try context.mealID()
+        let body = try await request.decode(as: MealDraft.Body.self, context: context)
+        let nutrition = self.nutrition
+        let user = context.caller.userID
+        let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
+            guard let before = try await nutrition.meals.find(id, of: user, forUpdate: true, on: connection, logger: context.logger) else { throw Self.notFound }
+            try EntityTag(version: before.version).check(ifMatchOf: request)
+            let profile = try await nutrition.profiles.find(user, on: connection, logger: context.logger)
+            try await nutrition.meals.replace(id, with: try MealDraft(body, profile: profile), on: connection, logger: context.logger)
+            return try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger)!
+        }
+        return EditedResponse(headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
+    }
+
+    /// Deletes the meal; its share links answer `410` from then on.
+    @Sendable func remove(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        let id = try context.mealID()
+        let nutrition = self.nutrition
+        let user = context.caller.userID
+        try await nutrition.postgres.transaction(logger: context.logger) { connection in
+            guard try await nutrition.meals.delete(id, of: user, on: connection, logger: context.logger) else { throw Self.notFound }
+            try await nutrition.shares.forgetMeal(id, on: connection, logger: context.logger)
+        }
+        return .noContent
+    }
+
+    struct ConsumeBody: StrictJSONBody {
+        var notes: String?
+        enum CodingKeys: String, CodingKey, CaseIterable { case notes }
+    }
+
+    /// Marks the meal eaten: only eaten meals count in trends.
+    @Sendable func consume(_ request: Request, context: AuthenticatedContext) async throws -> MealView {
+        let id = try context.mealID()
+        let body = try await request.decodeIfPresent(as: ConsumeBody.self, context: context)
+        if let notes = body?.notes, notes.count > 2000 { throw APIError.validation([.init(field: "notes", message: "must be at most 2000 characters")]) }
+        return try await setConsumed(id, true, notes: body?.notes, context: context)
+    }
+
+    @Sendable func unconsume(_ request: Request, context: AuthenticatedContext) async throws -> MealView {
+        try await setConsumed(try context.mealID(), false, notes: nil, context: context)
+    }
+
+    func setConsumed(_ id: UUID, _ consumed: Bool, notes: String?, context: AuthenticatedContext) async throws -> MealView {
+        let nutrition = self.nutrition
+        let user = context.caller.userID
+        let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
+            guard try await nutrition.meals.find(id, of: user, forUpdate: true, on: connection, logger: context.logger) != nil else { throw Self.notFound }
+            try await nutrition.meals.setConsumed(id, consumed, notes: notes, on: connection, logger: context.logger)
+            return try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger)!
+        }
+        return MealView(meal)
+    }
+}
+
+extension AuthenticatedContext {
+    /// The UUID in the `:id` path segment; anything else is 404 like an unknown id.
+    func mealID() throws -> UUID {
+        guard let id = parameters.get("id").flatMap(UUID.init(parsing:)) else { throw MealRoutes.notFound }
+        return id
+    }
+}
+
+/// A page of meals, newest first.
+struct MealPage: ResponseEncodable {
+    var items: [MealView]
+    var nextCursor: String?
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: AnyKey.self)
+        try json.encode(items, forKey: AnyKey("items"))
+        try json.encode(nextCursor, forKey: AnyKey("next_cursor"))
+    }
+}

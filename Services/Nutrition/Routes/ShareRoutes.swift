@@ -1,0 +1,99 @@
+import Foundation
+import Hummingbird
+import Models
+import NIOCore
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
+
+/// Share links to a meal: made and revoked by its owner, opened by anyone with the link.
+struct ShareRoutes {
+    let nutrition: Nutrition
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let meals = router.group("v1/meals", context: AuthenticatedContext.self)
+        meals.post(":id/share", use: share)
+        meals.delete(":id/share", use: unshare)
+        router.get("v1/shared/:token", use: open)
+        router.get("v1/shared/:token/card.png", use: card)
+    }
+
+    struct ShareLink: ResponseEncodable {
+        var token: String
+        var url: String
+        var expiresAt: Date
+        enum CodingKeys: String, CodingKey { case token, url, expiresAt = "expires_at" }
+    }
+
+    /// A link to a snapshot of the meal as it is now, working for `SHARE_TTL_DAYS`.
+    @Sendable func share(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<ShareLink> {
+        let id = try context.mealID()
+        let nutrition = self.nutrition
+        let user = context.caller.userID
+        let (token, expires) = try await nutrition.postgres.transaction(logger: context.logger) { connection in
+            guard let meal = try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger) else { throw MealRoutes.notFound }
+            return try await nutrition.shares.create(for: meal, ttlDays: nutrition.settings.shareTTLDays, on: connection, logger: context.logger)
+        }
+        return EditedResponse(
+            status: .created,
+            response: ShareLink(token: token.value, url: "\(nutrition.settings.publicAPIURL)/v1/shared/\(token.value)", expiresAt: expires))
+    }
+
+    @Sendable func unshare(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        let id = try context.mealID()
+        let nutrition = self.nutrition
+        let user = context.caller.userID
+        try await nutrition.postgres.transaction(logger: context.logger) { connection in
+            guard try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger) != nil else { throw MealRoutes.notFound }
+            guard try await nutrition.shares.revoke(meal: id, on: connection, logger: context.logger) else {
+                throw APIError.notFound("The meal has no live share link.", code: "share_not_found")
+            }
+        }
+        return .noContent
+    }
+
+    static let unknown = APIError.notFound("No such share link.", code: "share_not_found")
+    static let gone = APIError(.gone, code: "share_gone", detail: "This share link expired, was revoked, or its meal was deleted.")
+
+    struct SharedMeal: ResponseEncodable {
+        var snapshot: ShareSnapshot
+        var expiresAt: Date
+        func encode(to encoder: any Encoder) throws {
+            try snapshot.encode(to: encoder)
+            var json = encoder.container(keyedBy: AnyKey.self)
+            try json.encode(snapshot.photoURL, forKey: AnyKey("photo_url"))
+            try json.encode(expiresAt, forKey: AnyKey("expires_at"))
+        }
+    }
+
+    /// The meal as it was shared: no user id, address or notes.
+    @Sendable func open(_ request: Request, context: ServiceRequestContext) async throws -> SharedMeal {
+        let (snapshot, expires) = try await lookup(context, counting: true)
+        return SharedMeal(snapshot: snapshot, expiresAt: expires)
+    }
+
+    /// The share card: a 1200×630 PNG for link previews and the app's share sheet.
+    @Sendable func card(_ request: Request, context: ServiceRequestContext) async throws -> Response {
+        let (snapshot, _) = try await lookup(context, counting: false)
+        let png = try await ShareCard.render(
+            .init(
+                mealName: snapshot.name, calories: snapshot.totals.calories, proteinG: snapshot.totals.proteinG, carbsG: snapshot.totals.carbsG,
+                fatG: snapshot.totals.fatG, score: snapshot.dietScore, band: snapshot.scoreBand, appName: nutrition.settings.appName), on: nutrition.drawing)
+        return Response(
+            status: .ok, headers: [.contentType: "image/png", .cacheControl: "public, max-age=300"], body: .init(byteBuffer: ByteBuffer(bytes: png)))
+    }
+
+    func lookup(_ context: ServiceRequestContext, counting: Bool) async throws -> (ShareSnapshot, Date) {
+        guard let token = context.parameters.get("token") else { throw Self.unknown }
+        let nutrition = self.nutrition
+        let found = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+            try await nutrition.shares.open(token, counting: counting, on: connection, logger: context.logger)
+        }
+        switch found {
+        case .live(let snapshot, let expires): return (snapshot, expires)
+        case .gone: throw Self.gone
+        case .unknown: throw Self.unknown
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import HTTPTypes
+import Models
+@testable import Nutrition
+import Testing
+import TestSupport
+
+/// Weight, ketones, trends, share links and the coach's view through HTTP.
+@Suite struct DiaryTests {
+    typealias Env = NutritionTestEnvironment
+
+    /// Now minus `days` days, as RFC 3339 in UTC: today's meals for the trend.
+    static func daysAgo(_ days: Int, hour: Int = 12) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let day = calendar.date(byAdding: .day, value: -days, to: calendar.startOfDay(for: Date()))!
+        return ISO8601DateFormatter().string(from: day.addingTimeInterval(Double(hour) * 3600))
+    }
+
+    static func date(_ daysAgo: Int) -> String { String(Self.daysAgo(daysAgo).prefix(10)) }
+
+    @Test func weightIsStoredExactlyAndReadBackInEitherUnit() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let logged = try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 180, "unit": "lbs", "date": Self.date(2)])
+            #expect(logged.status == .created && logged.json["date"] as? String == Self.date(2))
+            let lbs = try await env.call(.get, "/v1/metrics/weight?days=30&unit=lbs", as: user)
+            #expect((lbs.json["days"] as? [[String: Any]])?.first?["value"] as? Double == 180)
+            let kg = try await env.call(.get, "/v1/metrics/weight?unit=kg", as: user)
+            #expect((kg.json["days"] as? [[String: Any]])?.first?["value"] as? Double == 81.647)
+            #expect(try await env.count("SELECT count(*) FROM body_metrics WHERE weight_kg = 81.64662660") == 1)
+            // The same day again replaces it; two more days give an average and a slope.
+            _ = try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 80, "unit": "kg", "date": Self.date(2)])
+            _ = try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 79.5, "unit": "kg", "date": Self.date(1)])
+            _ = try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 79, "unit": "kg"])
+            let series = try await env.call(.get, "/v1/metrics/weight?days=7&unit=kg", as: user)
+            #expect((series.json["days"] as? [Any])?.count == 3)
+            #expect(series.json["moving_average_7d"] as? Double == 79.5)
+            #expect(series.json["slope_per_week"] as? Double == -3.5)
+            #expect(try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 19, "unit": "kg"]).fieldErrors == ["value"])
+            #expect(try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 80, "unit": "stone"]).status == .badRequest)
+            #expect(try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 80, "unit": "kg", "date": "yesterday"]).fieldErrors == ["date"])
+            #expect(try await env.call(.delete, "/v1/metrics/\(Self.date(1))", as: user).status == .noContent)
+            #expect(try await env.call(.delete, "/v1/metrics/\(Self.date(1))", as: user).status == .notFound)
+        }
+    }
+
+    @Test func ketonesAreFlaggedByLevel() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            for (ago, level) in [(2, 0.4), (1, 1.2), (0, 3.1)] {
+                #expect(try await env.call(.post, "/v1/metrics/ketones", as: user, json: ["mmol_per_l": level, "date": Self.date(ago)]).status == .created)
+            }
+            let days = try #require(try await env.call(.get, "/v1/metrics/ketones?days=7", as: user).json["days"] as? [[String: Any]])
+            #expect(days.map { $0["in_ketosis"] as? Bool } == [false, true, true])
+            #expect(days.map { $0["high"] as? Bool } == [false, false, true])
+            #expect(days.last?["message"] is String && days.first?["message"] is NSNull)
+            #expect(try await env.call(.post, "/v1/metrics/ketones", as: user, json: ["mmol_per_l": -1]).fieldErrors == ["mmol_per_l"])
+        }
+    }
+
+    /// Trends count consumed meals only, leave empty days null, average over logged days, and judge
+    /// each day by the goal it had.
+    @Test func trendsComeFromConsumedMealsByLocalDay() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            _ = try await env.meal(user, name: "Today", at: Self.daysAgo(0), items: [Env.item(calories: 300)], consume: true)
+            _ = try await env.meal(user, name: "Yesterday", at: Self.daysAgo(1), items: [Env.item(calories: 500)], consume: true)
+            _ = try await env.meal(user, name: "Not eaten", at: Self.daysAgo(1), items: [Env.item(calories: 900)])
+            _ = try await env.meal(
+                user, name: "Long ago", at: Self.daysAgo(4), items: [Env.item("Cake", grams: 100, calories: 400, protein: 5, carbs: 50, fat: 20, sugar: 35, saturated: 10, tags: ["processed_sugar"])],
+                consume: true)
+            // An earlier goal for days before today.
+            try await env.execute("INSERT INTO calorie_goals (user_id, effective_from, daily_calories) VALUES ('\(user.id)', '\(Self.date(3))', 1500)")
+            try await env.setProfile(user, goal: 2200)
+            let trend = try await env.call(.get, "/v1/trends?period=7d", as: user)
+            #expect(trend.status == .ok, "\(trend.text)")
+            let days = try #require(trend.json["days"] as? [[String: Any]])
+            #expect(days.count == 7 && days.last?["date"] as? String == Self.date(0))
+            #expect(days.last?["calories"] as? Double == 300 && days[5]["calories"] as? Double == 500)
+            #expect(days[4]["calories"] is NSNull, "a day with nothing logged is null")
+            #expect(days.last?["calorie_goal"] as? Int == 2200 && days[5]["calorie_goal"] as? Int == 1500 && days[0]["calorie_goal"] as? Int == 2000)
+            #expect(trend.json["days_logged"] as? Int == 3)
+            #expect(trend.json[path: "averages.calories"] as? Double == 400)
+            #expect(trend.json["streak"] as? Int == 2)
+            let scores = try await env.call(.get, "/v1/meals?consumed=true", as: user).items.compactMap { $0["diet_score"] as? Int }
+            #expect(trend.json[path: "worst_meal.diet_score"] as? Int == scores.min() && trend.json[path: "best_meal.diet_score"] as? Int == scores.max())
+            #expect(try await env.call(.get, "/v1/trends?period=1y", as: user).fieldErrors == ["period"])
+        }
+    }
+
+    @Test func aShareLinkShowsASnapshotUntilItEnds() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let meal = try await env.meal(
+                user, name: "Crème brûlée & café",
+                items: [Env.item("Crème brûlée", grams: 120, calories: 330, protein: 5, carbs: 30, fat: 21, sugar: 28, saturated: 12, tags: ["dairy", "egg", "processed_sugar"])])
+            let id = try #require(meal["id"] as? String)
+            let share = try await env.call(.post, "/v1/meals/\(id)/share", as: user)
+            #expect(share.status == .created)
+            let token = try #require(share.json["token"] as? String)
+            #expect(token.count >= 22 && share.json["url"] as? String == "https://api.test/v1/shared/\(token)")
+            let opened = try await env.call(.get, "/v1/shared/\(token)")
+            #expect(opened.status == .ok && opened.json["name"] as? String == "Crème brûlée & café")
+            #expect(opened.json[path: "totals.calories"] as? Double == 330 && opened.json["diet_score"] as? Int == meal["diet_score"] as? Int)
+            #expect(!opened.text.contains(user.path) && opened.json["notes"] == nil && opened.json["user_id"] == nil)
+            #expect(try await env.call(.get, "/v1/meals/\(id)", as: user).json["view_count"] as? Int == 1)
+            // The snapshot does not follow later edits.
+            _ = try await env.call(.put, "/v1/meals/\(id)", as: user, json: ["name": "Renamed", "eaten_at": "2025-06-01T19:30:00Z", "items": [Env.item()]])
+            #expect(try await env.call(.get, "/v1/shared/\(token)").json["name"] as? String == "Crème brûlée & café")
+            let card = try await env.call(.get, "/v1/shared/\(token)/card.png")
+            #expect(card.status == .ok && card.headers[.contentType] == "image/png")
+            let png = Array(card.body.readableBytesView)
+            #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))
+            #expect(png.count > 24 && Array(png[16..<24]) == [0, 0, 0x04, 0xB0, 0, 0, 0x02, 0x76], "1200 × 630")
+            #expect(try await env.call(.delete, "/v1/meals/\(id)/share", as: user).status == .noContent)
+            #expect(try await env.call(.get, "/v1/shared/\(token)").code == "share_gone")
+            #expect(try await env.call(.get, "/v1/shared/\(token)/card.png").status == .gone)
+            #expect(try await env.call(.get, "/v1/shared/not-a-token").status == .notFound)
+            // Expiry and a deleted meal answer 410 too.
+            let second = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            try await env.execute("UPDATE shares SET expires_at = now() - interval '1 second' WHERE meal_id = '\(id)' AND revoked_at IS NULL")
+            #expect(try await env.call(.get, "/v1/shared/\(second)").status == .gone)
+            let third = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            #expect(try await env.call(.get, "/v1/shared/\(third)").status == .ok)
+            #expect(try await env.call(.delete, "/v1/meals/\(id)", as: user).status == .noContent)
+            #expect(try await env.call(.get, "/v1/shared/\(third)").code == "share_gone")
+        }
+    }
+
+    /// A linked coach reads, never writes; anyone else and the coach after unlinking get 404.
+    @Test func aLinkedCoachReadsTheClientsDiaryOnly() async throws {
+        try await Env.run { env in
+            let client = try await env.user()
+            let coach = try await env.user()
+            let stranger = try await env.user()
+            _ = try await env.meal(client, at: Self.daysAgo(0), consume: true)
+            _ = try await env.call(.post, "/v1/metrics/weight", as: client, json: ["value": 70, "unit": "kg"])
+            let base = "/v1/nutrition/clients/\(client.path)"
+            #expect(try await env.call(.get, "\(base)/meals", as: coach).status == .notFound)
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id), userID: client.id, producer: "invitations")
+            try await waitUntil(.seconds(15)) { try await env.call(.get, "\(base)/meals", as: coach).status == .ok }
+            #expect(try await env.call(.get, "\(base)/meals", as: coach).items.count == 1)
+            #expect((try await env.call(.get, "\(base)/metrics/weight", as: coach).json["days"] as? [Any])?.count == 1)
+            #expect(try await env.call(.get, "\(base)/metrics/ketones", as: coach).status == .ok)
+            #expect(try await env.call(.get, "\(base)/trends?period=30d", as: coach).json["days_logged"] as? Int == 1)
+            #expect([.notFound, .methodNotAllowed].contains(try await env.call(.post, "\(base)/meals", as: coach, json: ["name": "x"]).status), "no writing")
+            for path in ["meals", "metrics/weight", "metrics/ketones", "trends"] {
+                #expect(try await env.call(.get, "\(base)/\(path)", as: stranger).status == .notFound, "\(path)")
+            }
+            #expect(try await env.call(.get, "/v1/nutrition/clients/not-a-uuid/meals", as: coach).status == .notFound)
+            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: "left", hasOtherCoach: false), userID: client.id, producer: "invitations")
+            try await waitUntil(.seconds(15)) { try await env.call(.get, "\(base)/meals", as: coach).status == .notFound }
+        }
+    }
+
+    @Test func aDeletedUserLeavesNothingAndTheirLinksAreGone() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let id = try #require(try await env.meal(user)["id"] as? String)
+            let token = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            _ = try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 70, "unit": "kg"])
+            try await env.publish(UserDeleted(userID: user.id), userID: user.id)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(user.id)'") == 0 }
+            #expect(try await env.count("SELECT count(*) FROM meals WHERE user_id = '\(user.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM body_metrics WHERE user_id = '\(user.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM calorie_goals WHERE user_id = '\(user.id)'") == 0)
+            #expect(try await env.call(.get, "/v1/shared/\(token)").code == "share_gone")
+        }
+    }
+}

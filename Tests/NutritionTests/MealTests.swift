@@ -1,0 +1,205 @@
+import Foundation
+import HTTPTypes
+import Models
+@testable import Nutrition
+import Testing
+import TestSupport
+
+/// The diet profile and meals through HTTP: validation, scoring fields, local days, versions, and
+/// that no one reaches another user's meal.
+@Suite struct MealTests {
+    typealias Env = NutritionTestEnvironment
+
+    @Test func theProfileHasDefaultsAndRefusesWhatIsNotADiet() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let profile = try await env.call(.get, "/v1/nutrition/profile", as: user)
+            #expect(profile.json["diet"] as? String == "balanced" && profile.json["daily_calorie_goal"] as? Int == 2000)
+            #expect(profile.json["time_zone"] as? String == "UTC" && profile.json["day_starts_at"] as? Int == 0 && profile.json["custom_macros"] is NSNull)
+            let keto = try await env.setProfile(user, diet: "keto", zone: "Europe/Paris", goal: 1800, unit: "lbs", dayStartsAt: 2)
+            #expect(keto.json["diet"] as? String == "keto" && keto.json["weight_unit"] as? String == "lbs" && keto.json["day_starts_at"] as? Int == 2)
+            func put(_ body: [String: Any]) async throws -> APIReply {
+                try await env.call(
+                    .put, "/v1/nutrition/profile", as: user,
+                    json: ["diet": "balanced", "daily_calorie_goal": 2000, "weight_unit": "kg", "time_zone": "UTC"].merging(body) { $1 })
+            }
+            #expect(try await put(["diet": "carnivore"]).fieldErrors == ["diet"])
+            #expect(try await put(["diet": "custom", "custom_macros": ["protein": 30, "carbs": 40, "fat": 29]]).fieldErrors == ["custom_macros"])
+            #expect(try await put(["diet": "custom"]).fieldErrors == ["custom_macros"])
+            #expect(try await put(["diet": "custom", "custom_macros": ["protein": 30, "carbs": 40, "fat": 30]]).status == .ok)
+            #expect(try await put(["time_zone": "Mars/Olympus"]).code == "invalid_time_zone")
+            #expect(try await put(["daily_calorie_goal": 799]).fieldErrors == ["daily_calorie_goal"])
+            #expect(try await put(["day_starts_at": 7]).fieldErrors == ["day_starts_at"])
+            #expect(try await put(["weight_unit": "stone"]).fieldErrors == ["weight_unit"])
+            #expect(try await put(["diet": 7]).status == .badRequest)
+            #expect(try await put(["favourite": "cake"]).status == .badRequest)
+            #expect(try await env.call(.get, "/v1/nutrition/profile").status == .unauthorized)
+        }
+    }
+
+    @Test func aMealIsTotalledScoredAndExplained() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let meal = try await env.meal(
+                user,
+                items: [
+                    Env.item(), Env.item("Broccoli", grams: 100, calories: 34, protein: 2.8, carbs: 7, fat: 0.4, fiber: 2.6, sugar: 1.7, sodium: 33, tags: ["vegetable"]),
+                ])
+            #expect(meal[path: "totals.calories"] as? Double == 314)
+            #expect(meal[path: "totals.protein_g"] as? Double == 32.8)
+            #expect((meal["items"] as? [[String: Any]])?.last?[path: "totals.fiber_g"] as? Double == 2.6)
+            let score = try #require(meal["diet_score"] as? Int)
+            #expect((0...100).contains(score))
+            #expect(meal["score_band"] as? String == (score >= 80 ? "great" : score >= 60 ? "ok" : "poor"))
+            #expect(meal["algorithm_version"] as? String == DietScore.algorithmVersion)
+            let components = try #require(meal[path: "score_explanation.components"] as? [[String: Any]])
+            #expect(components.contains { $0["part"] as? String == "fit" } && components.contains { $0["part"] as? String == "quality" })
+            #expect(components.allSatisfy { $0["sentence"] is String && $0["max"] is Double })
+            #expect(meal["consumed"] as? Bool == false && meal["edited"] as? Bool == false && meal["local_date"] as? String == "2025-06-01")
+            #expect((meal["warnings"] as? [Any])?.isEmpty == true)
+        }
+    }
+
+    @Test func badMealsAreRefusedNamingTheField() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            func post(_ items: [[String: Any]], eatenAt: String = "2025-06-01T12:00:00Z", extra: [String: Any] = [:]) async throws -> APIReply {
+                try await env.call(.post, "/v1/meals", as: user, json: ["name": "Lunch", "eaten_at": eatenAt, "items": items].merging(extra) { $1 })
+            }
+            #expect(try await post([Env.item(protein: -1)]).fieldErrors == ["items[0].protein_g"])
+            #expect(try await post([Env.item(grams: 20, protein: 30)]).fieldErrors.contains("items[0].protein_g"))
+            #expect(try await post(Array(repeating: Env.item(), count: 51)).fieldErrors == ["items"])
+            #expect(try await post([]).fieldErrors == ["items"])
+            #expect(try await post([Env.item(tags: ["unicorn"])]).fieldErrors == ["items[0].tags"])
+            #expect(try await post([Env.item(grams: 0)]).fieldErrors.contains("items[0].grams"))
+            #expect(try await post([Env.item()], eatenAt: "2025-06-01T12:00:00").status == .badRequest, "a time without an offset")
+            #expect(try await post([Env.item()], extra: ["calories": 3]).status == .badRequest, "an unknown field")
+            let nan = try await env.call(
+                .post, "/v1/meals", as: user,
+                raw: .init(string: #"{"name":"x","eaten_at":"2025-06-01T12:00:00Z","items":[{"name":"a","grams":NaN,"calories":1,"protein_g":0,"carbs_g":0,"fat_g":0}]}"#),
+                headers: [.contentType: "application/json"])
+            #expect(nan.status == .badRequest)
+            var wrongType = Env.item()
+            wrongType["grams"] = "100"
+            #expect(try await post([wrongType]).status == .badRequest)
+            // Energy far from the macros is kept, with a warning: real labels round.
+            let odd = try await post([Env.item(calories: 900)])
+            #expect(odd.status == .created && (odd.json["warnings"] as? [[String: Any]])?.first?["code"] as? String == "nutrition_inconsistent")
+            #expect(try await env.call(.post, "/v1/meals", json: ["name": "x"]).status == .unauthorized)
+        }
+    }
+
+    /// In Europe/Paris, 23:30 on 2025-03-29 counts for the 29th and 00:30 for the 30th; a meal keeps
+    /// its day when the profile's zone changes later; a day starting at 02:00 takes a 01:30 snack
+    /// into the evening before.
+    @Test func mealsCountForTheLocalDayTheyWereEatenOn() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            try await env.setProfile(user, zone: "Europe/Paris")
+            #expect(try await env.meal(user, at: "2025-03-29T23:30:00+01:00")["local_date"] as? String == "2025-03-29")
+            let early = try await env.meal(user, at: "2025-03-30T00:30:00+01:00")
+            #expect(early["local_date"] as? String == "2025-03-30")
+            #expect(try await env.meal(user, at: "2025-03-29T22:30:00Z")["local_date"] as? String == "2025-03-29")
+            #expect(try await env.meal(user, at: "2025-03-29T23:30:00Z")["local_date"] as? String == "2025-03-30")
+            try await env.setProfile(user, zone: "America/Los_Angeles")
+            let id = try #require(early["id"] as? String)
+            #expect(try await env.call(.get, "/v1/meals/\(id)", as: user).json["local_date"] as? String == "2025-03-30", "a past meal keeps its day")
+            #expect(try await env.meal(user, at: "2025-03-30T00:30:00+01:00")["local_date"] as? String == "2025-03-29")
+            try await env.setProfile(user, zone: "Europe/Paris", dayStartsAt: 2)
+            #expect(try await env.meal(user, at: "2025-06-02T01:30:00+02:00")["local_date"] as? String == "2025-06-01")
+        }
+    }
+
+    /// The daylight-saving day in Paris has 23 hours.
+    @Test func theDaylightSavingDayHasTwentyThreeHours() throws {
+        let paris = try #require(TimeZone(identifier: "Europe/Paris"))
+        func day(_ iso: String) -> String { LocalDay(ISO8601DateFormatter().date(from: iso)!, in: paris, dayStartsAt: 0).description }
+        #expect(day("2025-03-29T22:59:59Z") == "2025-03-29")
+        #expect(day("2025-03-29T23:00:00Z") == "2025-03-30")
+        #expect(day("2025-03-30T21:59:59Z") == "2025-03-30")
+        #expect(day("2025-03-30T22:00:00Z") == "2025-03-31")
+        // From 23:00Z on the 29th to 22:00Z on the 30th: 23 hours.
+        #expect(LocalDay("2025-02-29") == nil && LocalDay("2025-3-1") == nil && LocalDay("2024-02-29") != nil)
+    }
+
+    @Test func aRepeatedIdempotencyKeyLogsOneMeal() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "meal-\(UUID())"]
+            let body: [String: Any] = ["name": "Breakfast", "eaten_at": "2025-06-01T08:00:00Z", "items": [Env.item()]]
+            let first = try await env.call(.post, "/v1/meals", as: user, json: body, headers: key)
+            let second = try await env.call(.post, "/v1/meals", as: user, json: body, headers: key)
+            #expect(first.status == .created && second.status == .created, "\(second.status) \(second.text)")
+            #expect(first.json["id"] as? String == second.json["id"] as? String)
+            #expect(try await env.count("SELECT count(*) FROM meals WHERE user_id = '\(user.id)'") == 1)
+        }
+    }
+
+    @Test func aStaleIfMatchIs412AndAnEditIsRescored() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let meal = try await env.meal(user)
+            let id = try #require(meal["id"] as? String)
+            let read = try await env.call(.get, "/v1/meals/\(id)", as: user)
+            let tag = try #require(read.headers[.eTag])
+            let body: [String: Any] = ["name": "Dinner, corrected", "eaten_at": "2025-06-01T19:30:00+02:00", "items": [Env.item(grams: 200, calories: 373, protein: 40, fat: 24)]]
+            let edited = try await env.call(.put, "/v1/meals/\(id)", as: user, json: body, headers: [.ifMatch: tag])
+            #expect(edited.status == .ok && edited.json["edited"] as? Bool == true && edited.json["name"] as? String == "Dinner, corrected")
+            #expect(edited.json[path: "totals.calories"] as? Double == 373)
+            let stale = try await env.call(.put, "/v1/meals/\(id)", as: user, json: body, headers: [.ifMatch: tag])
+            #expect(stale.status == .preconditionFailed && stale.code == "precondition_failed")
+        }
+    }
+
+    /// Another user's meal is 404 on every route, as an unknown id is.
+    @Test func noOneReachesAnotherUsersMeal() async throws {
+        try await Env.run { env in
+            let owner = try await env.user()
+            let other = try await env.user()
+            let id = try #require(try await env.meal(owner)["id"] as? String)
+            let body: [String: Any] = ["name": "Mine now", "eaten_at": "2025-06-01T12:00:00Z", "items": [Env.item()]]
+            for (method, path, json) in [
+                (HTTPRequest.Method.get, "/v1/meals/\(id)", nil), (.put, "/v1/meals/\(id)", body), (.delete, "/v1/meals/\(id)", nil),
+                (.post, "/v1/meals/\(id)/consume", nil), (.delete, "/v1/meals/\(id)/consume", nil), (.post, "/v1/meals/\(id)/share", nil),
+                (.delete, "/v1/meals/\(id)/share", nil),
+            ] as [(HTTPRequest.Method, String, [String: Any]?)] {
+                let reply = try await env.call(method, path, as: other, json: json)
+                #expect(reply.status == .notFound && reply.code == "meal_not_found", "\(method) \(path): \(reply.text)")
+            }
+            #expect(try await env.call(.get, "/v1/meals/not-a-uuid", as: owner).status == .notFound)
+            #expect(try await env.call(.get, "/v1/meals", as: other).items.isEmpty)
+            #expect(try await env.call(.get, "/v1/meals/\(id)", as: owner).status == .ok)
+        }
+    }
+
+    @Test func theListFiltersAndPages() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            for day in 1...5 { _ = try await env.meal(user, at: "2025-06-0\(day)T12:00:00Z", consume: day % 2 == 1) }
+            let consumed = try await env.call(.get, "/v1/meals?consumed=true", as: user)
+            #expect(consumed.items.count == 3)
+            let window = try await env.call(.get, "/v1/meals?from=2025-06-02&to=2025-06-04&limit=2", as: user)
+            #expect(window.items.compactMap { $0["local_date"] as? String } == ["2025-06-04", "2025-06-03"])
+            let next = try #require(window.json["next_cursor"] as? String)
+            let rest = try await env.call(.get, "/v1/meals?from=2025-06-02&to=2025-06-04&limit=2&cursor=\(next)", as: user)
+            #expect(rest.items.compactMap { $0["local_date"] as? String } == ["2025-06-02"])
+            #expect(try await env.call(.get, "/v1/meals?from=June", as: user).fieldErrors == ["from"])
+            #expect(try await env.call(.get, "/v1/meals?consumed=maybe", as: user).fieldErrors == ["consumed"])
+            #expect(try await env.call(.get, "/v1/meals?cursor=nonsense", as: user).code == "invalid_cursor")
+        }
+    }
+
+    /// Allergies come from social's `profile.updated`; a matching item is warned about with its severity.
+    @Test func allergiesFromTheProfileWarnOnMatchingItems() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            try await env.publish(
+                ProfileUpdated(userID: user.id, dietaryPreferences: [], allergies: [.init(name: "Peanut", severity: .lifeThreatening)], displayName: nil, avatarURL: nil),
+                userID: user.id, producer: "social")
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(user.id)' AND allergies <> '[]'") == 1 }
+            let meal = try await env.meal(user, items: [Env.item("Peanut butter toast", grams: 60, calories: 250, protein: 9, carbs: 20, fat: 15, tags: ["nuts", "grain"])])
+            let warning = try #require((meal["allergy_warnings"] as? [[String: Any]])?.first)
+            #expect(warning["allergy"] as? String == "Peanut" && warning["severity"] as? String == "life_threatening")
+        }
+    }
+}
