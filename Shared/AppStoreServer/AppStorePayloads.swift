@@ -167,6 +167,23 @@ public struct AppStoreNotification: JWTPayload, Equatable {
     public var version: String?
     public var signedDate: Date
     public var data: NotificationData?
+    /// In place of `data` for summary notifications (a renewal-date extension's outcome).
+    public var summary: AppIdentity?
+    /// In place of `data` for external purchase token notifications.
+    public var externalPurchaseToken: AppIdentity?
+
+    /// The app fields of a `summary` or `externalPurchaseToken`.
+    public struct AppIdentity: Codable, Sendable, Equatable {
+        public var bundleID: String
+        public var environment: AppStoreEnvironment?
+        public var appAppleID: Int64?
+        public init(bundleID: String, environment: AppStoreEnvironment?, appAppleID: Int64?) {
+            self.bundleID = bundleID
+            self.environment = environment
+            self.appAppleID = appAppleID
+        }
+        enum CodingKeys: String, CodingKey { case bundleID = "bundleId", environment, appAppleID = "appAppleId" }
+    }
 
     public struct NotificationData: Codable, Sendable, Equatable {
         public var appAppleID: Int64?
@@ -205,7 +222,7 @@ public struct AppStoreNotification: JWTPayload, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case notificationType, subtype, notificationUUID, version, signedDate, data
+        case notificationType, subtype, notificationUUID, version, signedDate, data, summary, externalPurchaseToken
     }
 
     public init(from decoder: any Decoder) throws {
@@ -216,6 +233,8 @@ public struct AppStoreNotification: JWTPayload, Equatable {
         version = try c.decodeIfPresent(String.self, forKey: .version)
         signedDate = try c.decode(AppleDate.self, forKey: .signedDate).date
         data = try c.decodeIfPresent(NotificationData.self, forKey: .data)
+        summary = try c.decodeIfPresent(AppIdentity.self, forKey: .summary)
+        externalPurchaseToken = try c.decodeIfPresent(AppIdentity.self, forKey: .externalPurchaseToken)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -226,6 +245,8 @@ public struct AppStoreNotification: JWTPayload, Equatable {
         try c.encodeIfPresent(version, forKey: .version)
         try c.encode(AppleDate(signedDate), forKey: .signedDate)
         try c.encodeIfPresent(data, forKey: .data)
+        try c.encodeIfPresent(summary, forKey: .summary)
+        try c.encodeIfPresent(externalPurchaseToken, forKey: .externalPurchaseToken)
     }
 
     public func verify(using algorithm: some JWTAlgorithm) async throws {}

@@ -6,6 +6,22 @@ import X509
 public struct AppStoreVerificationError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Reason: String, Sendable {
         case malformed, algorithm, chain, signature, bundle, environment, appAppleID, stale, future
+
+        /// What a client is told: fixed words, so nothing of the verifier's internals or this
+        /// server's configuration leaks (the full message is for the log).
+        public var sentence: String {
+            switch self {
+            case .malformed: "it is not a signed App Store payload."
+            case .algorithm: "it is not signed with ES256."
+            case .chain: "its certificate chain is not Apple's."
+            case .signature: "its signature does not verify."
+            case .bundle: "it is for another app."
+            case .environment: "its environment is not accepted here."
+            case .appAppleID: "it is for another app."
+            case .stale: "it was signed too long ago."
+            case .future: "its signing date is in the future."
+            }
+        }
     }
     public var reason: Reason
     public var message: String
@@ -93,7 +109,19 @@ public struct SignedDataVerifier: Sendable {
         if now.timeIntervalSince(notification.signedDate) > configuration.notificationMaxAge {
             throw AppStoreVerificationError(.stale, "the notification was signed more than \(Int(configuration.notificationMaxAge / 86_400)) days ago")
         }
-        guard let data = notification.data else { return VerifiedNotification(notification: notification) }
+        guard let data = notification.data else {
+            // Summary and external-purchase-token notifications name their app elsewhere; one that
+            // names no app at all is no notification for this one.
+            guard let app = notification.summary ?? notification.externalPurchaseToken else {
+                throw AppStoreVerificationError(.bundle, "the notification names no app")
+            }
+            let environment = app.environment ?? configuration.environment
+            try check(bundle: app.bundleID, environment: environment)
+            if environment == .production, let expected = configuration.appAppleID, app.appAppleID != expected {
+                throw AppStoreVerificationError(.appAppleID, "the notification is for another app (appAppleId)")
+            }
+            return VerifiedNotification(notification: notification)
+        }
         try check(bundle: data.bundleID, environment: data.environment)
         if data.environment == .production {
             guard let expected = configuration.appAppleID, data.appAppleID == expected else {

@@ -249,6 +249,54 @@ import TestSupport
         }
     }
 
+    /// A purchase a notification recorded first (no token: an offer code, Family Sharing) is the
+    /// first account's to send it from the device, even though its device copy was signed earlier.
+    @Test func aSubscriptionNobodyHoldsIsClaimedByTheDevice() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let other = try await env.user()
+            let signedOnDevice = env.clock.now() - 120
+            let onDevice = try await env.transaction(original: "2000000110", id: "3000000110", token: nil, signed: signedOnDevice)
+            let notified = try await env.transaction(original: "2000000110", id: "3000000110", token: nil)
+            #expect(try await env.deliver(try env.notification("SUBSCRIBED", subtype: "INITIAL_BUY", transaction: notified, renewal: env.renewal(notified))).status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM subscriptions WHERE user_id IS NULL") == 1)
+            let claimed = try await env.buy(onDevice, as: user)
+            #expect(claimed.status == .ok && claimed.json["tier"] as? String == "pro", "\(claimed.text)")
+            #expect(try await env.buy(onDevice, as: other).code == "purchase_owned_elsewhere")
+        }
+    }
+
+    /// A restore sends the subscription's history: an older period signed again later leaves the
+    /// current one (and its expiry) alone.
+    @Test func anOlderPeriodSignedLaterDoesNotReplaceTheCurrentOne() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let current = try await env.transaction("com.researchapp.team.monthly", original: "2000000120", id: "3000000121", for: user, days: 30)
+            #expect(try await env.buy(current, as: user).json["tier"] as? String == "team")
+            env.clock.advance(60)
+            let past = try await env.transaction(
+                original: "2000000120", id: "3000000120", for: user, days: 30, purchased: env.clock.now() - 40 * 86_400)
+            let restored = try await env.call(.post, "/v1/purchases/apple/restore", as: user, json: ["signed_transactions": [try env.appStore.sign(past)]])
+            #expect(restored.status == .ok && restored.json["tier"] as? String == "team", "\(restored.text)")
+        }
+    }
+
+    /// A notification without `data` must still name this app (`summary`), or it is refused.
+    @Test func aNotificationThatNamesNoAppIsRefused() async throws {
+        try await Env.run { env in
+            let nameless = try env.appStore.sign(
+                AppStoreNotification(notificationType: "RENEWAL_EXTENSION", subtype: "SUMMARY", notificationUUID: UUID().uuidString, signedDate: env.clock.now(), data: nil))
+            let refused = try await env.deliver(nameless)
+            #expect(refused.status == .badRequest && refused.json["reason"] as? String == "bundle")
+            var summary = AppStoreNotification(notificationType: "RENEWAL_EXTENSION", subtype: "SUMMARY", notificationUUID: UUID().uuidString, signedDate: env.clock.now(), data: nil)
+            summary.summary = .init(bundleID: Env.bundleID, environment: .production, appAppleID: Env.appAppleID)
+            #expect(try await env.deliver(try env.appStore.sign(summary)).status == .ok)
+            summary.notificationUUID = UUID().uuidString
+            summary.summary = .init(bundleID: "com.other.app", environment: .production, appAppleID: Env.appAppleID)
+            #expect(try await env.deliver(try env.appStore.sign(summary)).json["reason"] as? String == "bundle")
+        }
+    }
+
     /// A deleted user's purchases are kept for accounting without the person.
     @Test func aDeletedUsersPurchasesStayWithoutThePerson() async throws {
         try await Env.run { env in

@@ -192,14 +192,21 @@ import TestSupport
             #expect(listed.items.first?["user_id"] as? String == owner.path && listed.items.first?["permission"] as? String == "owner")
             #expect(listed.items.contains { $0["email"] as? String == address && $0["status"] as? String == "pending" })
 
-            // The address registers: the membership attaches with its permission.
+            // Someone registers the address without proving it: it is not found by address, and the
+            // invitation waits.
+            let squatter = try await env.user(email: "\(TestEnvironment.uniqueName("squat"))@example.com", verified: false)
+            let squatted = try await env.call(.post, members, as: owner, json: ["email": squatter.email, "permission": "editor"])
+            #expect(squatted.status == .created && squatted.json["status"] as? String == "pending", "\(squatted.text)")
+            #expect(try await env.call(.get, "/v1/spaces/\(id)", as: squatter).status == .notFound)
+
+            // The address registers and is proven: the membership attaches with its permission.
             let later = try await env.user(email: address)
             try await waitUntil(.seconds(15)) {
                 try await env.call(.get, "/v1/spaces/\(id)", as: later).json["permission"] as? String == "viewer"
             }
-            #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE space_id = '\(id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE space_id = '\(id)' AND email_normalized = '\(address)'") == 0)
             let after = try await env.call(.get, members, as: later)
-            #expect(after.items.count == 4 && after.items.allSatisfy { $0["status"] as? String == "active" }, "\(after.text)")
+            #expect(after.items.filter { $0["status"] as? String == "active" }.count == 4, "\(after.text)")
             #expect(try await env.call(.get, "/v1/spaces", as: later).ids == [id])
         }
     }

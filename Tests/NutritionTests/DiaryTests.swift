@@ -151,6 +151,13 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/nutrition/clients/not-a-uuid/meals", as: coach).status == .notFound)
             try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: "left", hasOtherCoach: false), userID: client.id, producer: "invitations")
             try await waitUntil(.seconds(15)) { try await env.call(.get, "\(base)/meals", as: coach).status == .notFound }
+            // An acceptance older than the unlink, redelivered late, does not give the diary back.
+            try await env.publish(
+                InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id), userID: client.id, producer: "invitations",
+                occurredAt: Date() - 3600)
+            let marker = try await env.user()
+            _ = marker
+            #expect(try await env.call(.get, "\(base)/meals", as: coach).status == .notFound)
         }
     }
 
@@ -166,6 +173,10 @@ import TestSupport
             #expect(try await env.count("SELECT count(*) FROM body_metrics WHERE user_id = '\(user.id)'") == 0)
             #expect(try await env.count("SELECT count(*) FROM calorie_goals WHERE user_id = '\(user.id)'") == 0)
             #expect(try await env.call(.get, "/v1/shared/\(token)").code == "share_gone")
+            // A profile update about the deleted account, arriving late, makes nothing again.
+            try await env.publish(ProfileUpdated(userID: user.id, dietaryPreferences: [], allergies: [], displayName: nil, avatarURL: nil), userID: user.id, producer: "social")
+            _ = try await env.user()
+            #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(user.id)'") == 0)
         }
     }
 }

@@ -60,8 +60,8 @@ struct NutritionTestEnvironment: ServiceHarness {
         return User(id: id, token: try await issuer.token(userID: id))
     }
 
-    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "auth") async throws {
-        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID)
+    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "auth", occurredAt: Date = Date()) async throws {
+        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID, occurredAt: occurredAt)
     }
 
     /// Sets the diet profile; the answer must be 200.

@@ -3,6 +3,7 @@ StoreKit transaction, the limit lifts; Apple's EXPIRED notification brings it ba
 that arrives while PostgreSQL is stopped is refused with 503 and applied when Apple retries."""
 import os
 import subprocess
+import time
 import uuid
 
 import requests
@@ -32,15 +33,17 @@ def test_the_limit_lifts_with_pro_and_returns_when_it_expires(stack):
     assert problem(refused)["detail"] == "You've reached the limit of 50 sources. Upgrade to Pro for unlimited."
 
     original = str(uuid.uuid4().int % 10**15)
-    bought = issuer.transaction(original, token=me["app_account_token"])
+    # A short period, so that it runs out during the test as a month would.
+    bought = issuer.transaction(original, token=me["app_account_token"], expires_ms=issuer.now_ms() + 8000)
     purchase = requests.post(f"{gw}/v1/purchases/apple", headers=user, json={"signed_transaction": issuer.sign(bought)}, timeout=10)
     assert purchase.status_code == 200, purchase.text
     assert purchase.json()["tier"] == "pro" and purchase.json()["limits"]["sources"]["limit"] is None
     lifted = requests.post(f"{gw}/v1/usage/sources/acquire", headers=user, json={"amount": 1}, timeout=10)
     assert lifted.status_code == 200 and lifted.json()["used"] == 51
 
-    # The subscription lapses: Apple's notification carries the transaction with its past expiry.
-    lapsed = issuer.transaction(original, token=me["app_account_token"], expires_ms=issuer.now_ms() - 1000, signed_ms=issuer.now_ms())
+    # The period runs out without a renewal; Apple's EXPIRED carries the same transaction, signed now.
+    time.sleep(max(0, (bought["expiresDate"] - issuer.now_ms()) / 1000 + 0.5))
+    lapsed = dict(bought, signedDate=issuer.now_ms())
     expired = requests.post(f"{gw}/v1/webhooks/app-store", json={"signedPayload": issuer.notification("EXPIRED", lapsed, subtype="VOLUNTARY", renews=False)},
                             timeout=10)
     assert expired.status_code == 200 and expired.json()["applied"] is True, expired.text

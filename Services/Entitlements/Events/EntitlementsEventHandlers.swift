@@ -18,18 +18,21 @@ struct EntitlementsEventHandlers {
         let entitlements = self.entitlements
         let spaces = self.spaces
         handlers.on(UserRegistered.self) { event, context in
+            guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
             let email = EmailAddress.normalize(event.email)
-            try await entitlements.store.ensureCustomer(event.userID, email: email, on: context.connection, logger: context.logger)
-            // An address typed at sign-up is not proven yet: its space invitations wait for
-            // `user.email_verified`, or anyone could register a colleague's address and take them.
-            // Apple and Google vouch for theirs.
-            if event.provider != "email" {
+            // An address typed at sign-up is not proven yet: it is not found by address, and its
+            // space invitations wait for `user.email_verified`, or anyone could register a
+            // colleague's address and take them. Apple and Google vouch for theirs.
+            let proven = event.provider != "email"
+            try await entitlements.store.ensureCustomer(event.userID, email: email, verified: proven, on: context.connection, logger: context.logger)
+            if proven {
                 try await spaces.attachPending(user: event.userID, emailNormalized: email, on: context.connection, logger: context.logger)
             }
         }
         handlers.on(UserEmailVerified.self) { event, context in
+            guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
             let email = EmailAddress.normalize(event.email)
-            try await entitlements.store.ensureCustomer(event.userID, email: email, on: context.connection, logger: context.logger)
+            try await entitlements.store.ensureCustomer(event.userID, email: email, verified: true, on: context.connection, logger: context.logger)
             try await spaces.attachPending(user: event.userID, emailNormalized: email, on: context.connection, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in

@@ -58,7 +58,7 @@ struct AdminRoutes {
         let now = entitlements.clock()
         if body.until <= now || body.until > now + 10 * 366 * 86_400 { problems.append(.init(field: "until", message: "must be in the future, within ten years")) }
         let reason = body.reason.trimmingCharacters(in: .whitespacesAndNewlines)
-        if reason.isEmpty || reason.count > 500 { problems.append(.init(field: "reason", message: "must be 1 to 500 characters")) }
+        if reason.isEmpty || body.reason.unicodeScalars.count > 500 { problems.append(.init(field: "reason", message: "must be 1 to 500 characters")) }
         if !problems.isEmpty { throw APIError.validation(problems) }
         let admin = context.caller.userID
         let grant = try await entitlements.postgres.transaction(logger: context.logger) { connection in

@@ -63,14 +63,17 @@ struct PurchaseRoutes {
 }
 
 extension Entitlements {
+    static let ownedElsewhere = APIError.conflict("This purchase belongs to another account; sign in with that account to use it.", code: "purchase_owned_elsewhere")
+
     /// A signed transaction from a device, verified; refused as `400 invalid_signed_transaction`.
     func verifiedTransaction(_ jws: String, field: String) async throws -> AppStoreTransaction {
         guard jws.utf8.count <= 64 * 1024 else { throw APIError.validation([.init(field: field, message: "is longer than a signed transaction can be")]) }
         do {
             return try await verifier.verifyTransaction(jws, now: clock())
         } catch let error as AppStoreVerificationError {
+            logger.notice("signed transaction refused", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.message)"])
             throw APIError(
-                .badRequest, code: "invalid_signed_transaction", detail: "The signed transaction was refused: \(error.message).",
+                .badRequest, code: "invalid_signed_transaction", detail: "The signed transaction was refused: \(error.reason.sentence)",
                 extensions: ["reason": .string(error.reason.rawValue)])
         }
     }
@@ -85,18 +88,22 @@ extension Entitlements {
             claimant = try await store.customer(withToken: token, on: connection, logger: logger)
         }
         if let claimant, claimant != caller {
-            guard settings.transferPolicy == .transfer else {
-                throw APIError.conflict("This purchase belongs to another account; sign in with that account to use it.", code: "purchase_owned_elsewhere")
-            }
+            guard settings.transferPolicy == .transfer else { throw Self.ownedElsewhere }
             try await announcingChanges(for: [claimant, caller], on: connection, logger: logger) {
                 if holder != nil { try await subscriptions.transfer(transaction.originalTransactionID, to: caller, on: connection, logger: logger) }
+                let moved = holder.map { SubscriptionStore.Holder(user: caller, signedAt: $0.signedAt, transactionID: $0.transactionID, expiresAt: $0.expiresAt) }
                 _ = try await subscriptions.apply(
-                    transaction, renewal: nil, signedAt: transaction.signedDate, user: caller, via: "device", on: connection, logger: logger)
+                    transaction, renewal: nil, signedAt: transaction.signedDate, user: caller, via: "device", current: moved, on: connection, logger: logger)
             }
             return
         }
         try await announcingChanges(for: [caller], on: connection, logger: logger) {
-            _ = try await subscriptions.apply(transaction, renewal: nil, signedAt: transaction.signedDate, user: caller, via: "device", on: connection, logger: logger)
+            _ = try await subscriptions.apply(
+                transaction, renewal: nil, signedAt: transaction.signedDate, user: caller, via: "device", current: holder, on: connection, logger: logger)
+            // Two accounts sending one new purchase at once: the first to write it holds it.
+            guard try await subscriptions.holder(transaction.originalTransactionID, on: connection, logger: logger)?.user == caller else {
+                throw Self.ownedElsewhere
+            }
         }
     }
 }

@@ -392,7 +392,7 @@ enum SpaceFields {
     /// 1 to 100 characters after trimming, without control or invisible formatting characters.
     static func name(_ text: String) throws -> String {
         let name = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !name.isEmpty, name.codePoints <= 100, !name.hasInvisibleCharacters() else {
+        guard !name.isEmpty, text.unicodeScalars.count <= 100, !name.hasInvisibleCharacters() else {
             throw APIError.validation([.init(field: "name", message: "must be 1 to 100 characters without control or invisible formatting characters")])
         }
         return name

@@ -41,7 +41,7 @@ struct WebhookRoutes {
         } catch let error as AppStoreVerificationError {
             context.logger.warning("app store notification refused", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.message)"])
             throw APIError(
-                .badRequest, code: "invalid_notification", detail: "The notification was refused: \(error.message).",
+                .badRequest, code: "invalid_notification", detail: "The notification was refused: \(error.reason.sentence)",
                 extensions: ["reason": .string(error.reason.rawValue)])
         }
         let notification = verified.notification
@@ -59,7 +59,8 @@ struct WebhookRoutes {
             let applied = try await entitlements.announcingChanges(for: user.map { [$0] } ?? [], on: connection, logger: context.logger) {
                 if let transaction = verified.transaction {
                     return try await entitlements.subscriptions.apply(
-                        transaction, renewal: verified.renewalInfo, signedAt: notification.signedDate, user: user, via: "notification", on: connection,
+                        transaction, renewal: verified.renewalInfo, signedAt: notification.signedDate, user: user, via: "notification", current: holder,
+                        on: connection,
                         logger: context.logger)
                 }
                 guard let renewal = verified.renewalInfo else { return false }

@@ -219,7 +219,7 @@ struct SpaceStore: Sendable {
     func account(emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws -> UUID? {
         var found: UUID?
         let rows = try await connection.checkedQuery(
-            "SELECT user_id FROM customers WHERE email_normalized = \(emailNormalized) ORDER BY created_at, user_id LIMIT 1", logger: logger)
+            "SELECT user_id FROM customers WHERE email_normalized = \(emailNormalized) AND email_verified ORDER BY created_at, user_id LIMIT 1", logger: logger)
         for try await user in rows.decode(UUID.self) { found = user }
         return found
     }

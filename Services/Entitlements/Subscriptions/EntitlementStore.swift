@@ -58,12 +58,23 @@ struct EntitlementStore: Sendable {
         return nil
     }
 
-    func ensureCustomer(_ user: UUID, email: String? = nil, on connection: PostgresConnection, logger: Logger) async throws {
+    /// The customer row, made on first sight; an address given replaces the one known, and is proven
+    /// when `verified` (a proven address stays proven until it changes).
+    func ensureCustomer(_ user: UUID, email: String? = nil, verified: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
-            INSERT INTO customers (user_id, app_account_token, email_normalized) VALUES (\(user), \(UUID()), \(email))
-            ON CONFLICT (user_id) DO UPDATE SET email_normalized = coalesce(EXCLUDED.email_normalized, customers.email_normalized)
+            INSERT INTO customers (user_id, app_account_token, email_normalized, email_verified) VALUES (\(user), \(UUID()), \(email), \(verified && email != nil))
+            ON CONFLICT (user_id) DO UPDATE SET
+              email_verified = CASE WHEN EXCLUDED.email_normalized IS NULL THEN customers.email_verified
+                                    WHEN EXCLUDED.email_normalized IS DISTINCT FROM customers.email_normalized THEN EXCLUDED.email_verified
+                                    ELSE customers.email_verified OR EXCLUDED.email_verified END,
+              email_normalized = coalesce(EXCLUDED.email_normalized, customers.email_normalized)
             """, logger: logger)
+    }
+
+    /// Whether auth deleted the account: a late event about it makes nothing again.
+    func isDeleted(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM deleted_accounts WHERE user_id = \(user)", logger: logger)
     }
 
     /// Whose `appAccountToken` this is, if anyone's.
@@ -81,5 +92,6 @@ struct EntitlementStore: Sendable {
         try await connection.checkedRun("UPDATE subscriptions SET user_id = NULL, app_account_token = NULL WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("UPDATE transactions SET user_id = NULL WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM customers WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("INSERT INTO deleted_accounts (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING", logger: logger)
     }
 }

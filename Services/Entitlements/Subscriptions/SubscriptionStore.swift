@@ -6,26 +6,35 @@ import ServiceKitDatabase
 
 /// The App Store's side: subscriptions, the transactions that set them, the notifications received.
 struct SubscriptionStore: Sendable {
+    /// A subscription's holder and the transaction that set its state.
     struct Holder: Sendable {
         var user: UUID?
         var signedAt: Date
+        var transactionID: String
+        var expiresAt: Date?
     }
 
     /// The subscription's current holder, locked until the transaction ends: the payloads of one
     /// subscription apply one after the other.
     func holder(_ originalTransactionID: String, on connection: PostgresConnection, logger: Logger) async throws -> Holder? {
         let rows = try await connection.checkedQuery(
-            "SELECT user_id, signed_at FROM subscriptions WHERE original_transaction_id = \(originalTransactionID) FOR UPDATE", logger: logger)
-        for try await (user, signedAt) in rows.decode((UUID?, Date).self) { return Holder(user: user, signedAt: signedAt) }
+            "SELECT user_id, signed_at, transaction_id, expires_at FROM subscriptions WHERE original_transaction_id = \(originalTransactionID) FOR UPDATE",
+            logger: logger)
+        for try await (user, signedAt, transaction, expires) in rows.decode((UUID?, Date, String, Date?).self) {
+            return Holder(user: user, signedAt: signedAt, transactionID: transaction, expiresAt: expires)
+        }
         return nil
     }
 
     /// Applies a verified transaction (and the renewal info that came with it) to its subscription,
     /// unless what set the subscription was signed at or after `signedAt`: a late or repeated
     /// payload changes nothing. Returns whether it applied. Device transactions carry no renewal
-    /// info; the renewal fields then stay as they were.
+    /// info; the renewal fields then stay as they were. Another transaction of the subscription
+    /// replaces the current one only if it runs at least as long: an older period signed again
+    /// later (a restore's history, a refund of a past renewal) leaves the current period alone.
+    /// `current` is the subscription as `holder` read and locked it.
     func apply(
-        _ transaction: AppStoreTransaction, renewal: AppStoreRenewalInfo?, signedAt: Date, user: UUID?, via: String,
+        _ transaction: AppStoreTransaction, renewal: AppStoreRenewalInfo?, signedAt: Date, user: UUID?, via: String, current: Holder?,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> Bool {
         try await connection.checkedRun(
@@ -47,11 +56,25 @@ struct SubscriptionStore: Sendable {
             RETURNING 1
             """, logger: logger)
         if inserted { return true }
+        // Whoever claims a subscription nobody holds (one a notification made first, without a
+        // token) takes it, whatever the dates.
+        if let user, current?.user == nil {
+            try await connection.checkedRun(
+                "UPDATE subscriptions SET user_id = \(user) WHERE original_transaction_id = \(transaction.originalTransactionID) AND user_id IS NULL", logger: logger)
+            try await connection.checkedRun(
+                "UPDATE transactions SET user_id = \(user) WHERE original_transaction_id = \(transaction.originalTransactionID) AND user_id IS NULL", logger: logger)
+        }
+        let takesTransaction =
+            current.map { $0.transactionID == transaction.transactionID || (transaction.expiresDate ?? .distantFuture) >= ($0.expiresAt ?? .distantPast) } ?? true
+        guard takesTransaction else {
+            guard let renewal else { return false }
+            return try await applyRenewal(renewal, signedAt: signedAt, on: connection, logger: logger)
+        }
         let renewalKnown = renewal != nil
         return try await connection.returnsRow(
             """
             UPDATE subscriptions SET
-              user_id = coalesce(user_id, \(user)), product_id = \(transaction.productID), environment = \(transaction.environment.rawValue),
+              product_id = \(transaction.productID), environment = \(transaction.environment.rawValue),
               app_account_token = coalesce(\(transaction.appAccountToken), app_account_token), transaction_id = \(transaction.transactionID),
               purchased_at = \(transaction.purchaseDate), expires_at = \(transaction.expiresDate), revoked_at = \(transaction.revocationDate),
               revocation_reason = \(transaction.revocationReason),

@@ -15,17 +15,26 @@ struct NutritionEventHandlers {
     var handlers: EventHandlers {
         var handlers = EventHandlers()
         let nutrition = self.nutrition
+        // A late event about a deleted account makes nothing again.
+        @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
+            try await context.connection.returnsRow("SELECT 1 FROM deleted_accounts WHERE user_id = \(user)", logger: context.logger)
+        }
         handlers.on(UserRegistered.self) { event, context in
+            guard try await !deleted(event.userID, context) else { return }
             try await nutrition.profiles.ensure(event.userID, on: context.connection, logger: context.logger)
         }
         handlers.on(ProfileUpdated.self) { event, context in
+            guard try await !deleted(event.userID, context) else { return }
             try await nutrition.profiles.setAllergies(event.userID, event.allergies, on: context.connection, logger: context.logger)
         }
         handlers.on(InvitationAccepted.self) { event, context in
-            try await nutrition.coaching.link(coach: event.coachID, client: event.clientID, on: context.connection, logger: context.logger)
+            guard try await !deleted(event.clientID, context), try await !deleted(event.coachID, context) else { return }
+            try await nutrition.coaching.link(
+                coach: event.coachID, client: event.clientID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
         handlers.on(ClientUnlinked.self) { event, context in
-            try await nutrition.coaching.unlink(coach: event.coachID, client: event.clientID, on: context.connection, logger: context.logger)
+            try await nutrition.coaching.unlink(
+                coach: event.coachID, client: event.clientID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, nutrition: nutrition, on: context.connection, logger: context.logger)
@@ -42,5 +51,6 @@ struct NutritionEventHandlers {
         try await connection.checkedRun("DELETE FROM calorie_goals WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM profiles WHERE user_id = \(user)", logger: logger)
         try await nutrition.coaching.forget(user, on: connection, logger: logger)
+        try await connection.checkedRun("INSERT INTO deleted_accounts (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING", logger: logger)
     }
 }

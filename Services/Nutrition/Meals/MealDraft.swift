@@ -43,11 +43,11 @@ struct MealDraft: Sendable {
     init(_ body: Body, profile: DietProfile) throws {
         var problems: [Problem.FieldError] = []
         let name = body.name.trimmingCharacters(in: .whitespacesAndNewlines)
-        if name.isEmpty || name.count > 200 { problems.append(.init(field: "name", message: "must be 1 to 200 characters")) }
+        if name.isEmpty || body.name.unicodeScalars.count > 200 { problems.append(.init(field: "name", message: "must be 1 to 200 characters")) }
         if body.items.isEmpty || body.items.count > Self.maxItems { problems.append(.init(field: "items", message: "must hold 1 to \(Self.maxItems) items")) }
         for (index, item) in body.items.prefix(Self.maxItems).enumerated() { problems += item.problems(at: index) }
-        if let notes = body.notes, notes.count > 2000 { problems.append(.init(field: "notes", message: "must be at most 2000 characters")) }
-        if let photo = body.photoURL, photo.count > 2048 || !(photo.hasPrefix("https://") || photo.hasPrefix("http://") || photo.hasPrefix("/")) {
+        if let notes = body.notes, notes.unicodeScalars.count > 2000 { problems.append(.init(field: "notes", message: "must be at most 2000 characters")) }
+        if let photo = body.photoURL, photo.unicodeScalars.count > 2048 || !(photo.hasPrefix("https://") || photo.hasPrefix("http://") || photo.hasPrefix("/")) {
             problems.append(.init(field: "photo_url", message: "must be an http(s) URL or a path on this API, at most 2048 characters"))
         }
         if abs(body.eatenAt.timeIntervalSinceNow) > 5 * 366 * 86_400 { problems.append(.init(field: "eaten_at", message: "must be within five years of now")) }

@@ -50,7 +50,7 @@ struct MealItem: Codable, Sendable, Equatable {
         var problems: [Problem.FieldError] = []
         func fail(_ field: String, _ message: String) { problems.append(.init(field: "items[\(index)].\(field)", message: message)) }
         let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.isEmpty || trimmed.count > 200 { fail("name", "must be 1 to 200 characters") }
+        if trimmed.isEmpty || name.unicodeScalars.count > 200 { fail("name", "must be 1 to 200 characters") }
         let amounts: [(String, Double?)] = [
             ("grams", grams), ("calories", calories), ("protein_g", proteinG), ("carbs_g", carbsG), ("fat_g", fatG), ("fiber_g", fiberG), ("sugar_g", sugarG),
             ("saturated_fat_g", saturatedFatG), ("sodium_mg", sodiumMg), ("alcohol_g", alcoholG),

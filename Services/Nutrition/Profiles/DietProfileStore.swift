@@ -17,20 +17,32 @@ struct DietProfileStore: Sendable {
     }
 
     private func read(_ user: UUID, asOf day: LocalDay?, on connection: PostgresConnection, logger: Logger) async throws -> DietProfile? {
+        // The goals come along (a handful of rows) and the day's is picked here: "today" is found
+        // with Foundation's time zones, the same ones the zone was checked against.
         let rows = try await connection.checkedQuery(
             """
             SELECT p.diet, p.custom_protein::float8, p.custom_carbs::float8, p.custom_fat::float8, p.weight_unit, p.time_zone, p.day_starts_at, p.allergies::text,
-                   (SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = p.user_id AND g.effective_from <= coalesce(\(day?.description)::date, (now() AT TIME ZONE p.time_zone)::date)
-                    ORDER BY g.effective_from DESC LIMIT 1)
+                   (SELECT coalesce(json_agg(json_build_array(g.effective_from::text, g.daily_calories) ORDER BY g.effective_from DESC), '[]')::text
+                    FROM calorie_goals g WHERE g.user_id = p.user_id)
             FROM profiles p WHERE p.user_id = \(user)
             """, logger: logger)
-        for try await (diet, protein, carbs, fat, unit, zone, start, allergies, goal) in rows.decode((String, Double?, Double?, Double?, String, String, Int16, String, Int?).self) {
+        for try await (diet, protein, carbs, fat, unit, zone, start, allergies, goals) in rows.decode((String, Double?, Double?, Double?, String, String, Int16, String, String).self) {
             var custom: MacroSplit?
             if let protein, let carbs, let fat { custom = MacroSplit(protein: protein, carbs: carbs, fat: fat) }
-            return DietProfile(
-                diet: Diet(rawValue: diet) ?? .balanced, customMacros: custom, dailyCalorieGoal: goal ?? DietProfile.defaultCalorieGoal,
+            var profile = DietProfile(
+                diet: Diet(rawValue: diet) ?? .balanced, customMacros: custom, dailyCalorieGoal: DietProfile.defaultCalorieGoal,
                 weightUnit: WeightUnit(rawValue: unit) ?? .kg, timeZone: zone, dayStartsAt: Int(start),
                 allergies: (try? JSONDecoder().decode([Allergy].self, from: Data(allergies.utf8))) ?? [])
+            let asOf = day ?? profile.localDay(of: Date())
+            // Newest first; `-infinity` (the default from the start) reads as no date, the earliest.
+            let entries = (try? JSONSerialization.jsonObject(with: Data(goals.utf8))) as? [[Any]] ?? []
+            for entry in entries {
+                guard entry.count == 2, let from = entry[0] as? String, let goal = entry[1] as? Int else { continue }
+                if let starts = LocalDay(from), starts > asOf { continue }
+                profile.dailyCalorieGoal = goal
+                break
+            }
+            return profile
         }
         return nil
     }

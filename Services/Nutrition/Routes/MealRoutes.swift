@@ -53,11 +53,11 @@ struct MealRoutes {
         let query = request.uri.queryParameters
         var problems: [Problem.FieldError] = []
         var consumed: Bool?
-        if let text = query["consumed"].map(String.init), !text.isEmpty {
+        if let text = query["consumed"].map(String.init) {
             if text == "true" { consumed = true } else if text == "false" { consumed = false } else { problems.append(.init(field: "consumed", message: "must be true or false")) }
         }
         func day(_ name: String) -> LocalDay? {
-            guard let text = query[name[...]].map(String.init), !text.isEmpty else { return nil }
+            guard let text = query[name[...]].map(String.init) else { return nil }
             guard let day = LocalDay(text) else {
                 problems.append(.init(field: name, message: "must be a date, YYYY-MM-DD"))
                 return nil
@@ -120,7 +120,7 @@ struct MealRoutes {
     @Sendable func consume(_ request: Request, context: AuthenticatedContext) async throws -> MealView {
         let id = try context.mealID()
         let body = try await request.decodeIfPresent(as: ConsumeBody.self, context: context)
-        if let notes = body?.notes, notes.count > 2000 { throw APIError.validation([.init(field: "notes", message: "must be at most 2000 characters")]) }
+        if let notes = body?.notes, notes.unicodeScalars.count > 2000 { throw APIError.validation([.init(field: "notes", message: "must be at most 2000 characters")]) }
         return try await setConsumed(id, true, notes: body?.notes, context: context)
     }
 

@@ -53,7 +53,7 @@ struct MetricRoutes {
     }
 
     static func notes(_ notes: String?) throws {
-        if let notes, notes.count > 500 { throw APIError.validation([.init(field: "notes", message: "must be at most 500 characters")]) }
+        if let notes, notes.unicodeScalars.count > 500 { throw APIError.validation([.init(field: "notes", message: "must be at most 500 characters")]) }
     }
 
     @Sendable func logWeight(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<Logged> {
@@ -90,7 +90,7 @@ struct MetricRoutes {
     }
 
     static func days(_ request: Request) throws -> Int {
-        guard let text = request.uri.queryParameters["days"].map(String.init), !text.isEmpty else { return 30 }
+        guard let text = request.uri.queryParameters["days"].map(String.init) else { return 30 }
         guard let days = Int(text), (1...366).contains(days) else { throw APIError.validation([.init(field: "days", message: "must be 1 to 366")]) }
         return days
     }
@@ -124,7 +124,7 @@ struct MetricRoutes {
     @Sendable func weights(_ request: Request, context: AuthenticatedContext) async throws -> WeightSeries {
         let days = try Self.days(request)
         var unit: WeightUnit?
-        if let text = request.uri.queryParameters["unit"].map(String.init), !text.isEmpty {
+        if let text = request.uri.queryParameters["unit"].map(String.init) {
             guard let value = WeightUnit(rawValue: text) else { throw APIError.validation([.init(field: "unit", message: "must be kg or lbs")]) }
             unit = value
         }

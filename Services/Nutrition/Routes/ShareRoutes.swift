@@ -81,7 +81,7 @@ struct ShareRoutes {
                 mealName: snapshot.name, calories: snapshot.totals.calories, proteinG: snapshot.totals.proteinG, carbsG: snapshot.totals.carbsG,
                 fatG: snapshot.totals.fatG, score: snapshot.dietScore, band: snapshot.scoreBand, appName: nutrition.settings.appName), on: nutrition.drawing)
         return Response(
-            status: .ok, headers: [.contentType: "image/png", .cacheControl: "public, max-age=300"], body: .init(byteBuffer: ByteBuffer(bytes: png)))
+            status: .ok, headers: [.contentType: "image/png", .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(bytes: png)))
     }
 
     func lookup(_ context: ServiceRequestContext, counting: Bool) async throws -> (ShareSnapshot, Date) {
