@@ -47,15 +47,29 @@ struct EntitlementStore: Sendable {
     }
 
     private func read(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> EntitlementInputs? {
-        let rows = try await connection.checkedQuery("\(unescaped: Self.inputsQuery) WHERE c.user_id = \(user)", logger: logger)
-        for try await (token, subscriptions, grants, used) in rows.decode((UUID, String, String, String).self) {
+        for try await inputs in try await connection.checkedExecute(InputsByUser(user: user), logger: logger) { return inputs }
+        return nil
+    }
+
+    /// `inputsQuery` prepared once per connection: every `/me` and check runs it, and as an unnamed
+    /// statement PostgreSQL parsed and planned its three subqueries on each call.
+    struct InputsByUser: OneParameterStatement {
+        static let name = "entitlements.inputs_by_user"
+        static let sql = EntitlementStore.inputsQuery + " WHERE c.user_id = $1"
+        static let bindingDataTypes: [PostgresDataType] = [.uuid]
+        typealias Row = EntitlementInputs
+
+        var user: UUID
+        var parameter: UUID { user }
+
+        func decodeRow(_ row: PostgresRow) throws -> EntitlementInputs {
+            let (token, subscriptions, grants, used) = try row.decode((UUID, String, String, String).self)
             return EntitlementInputs(
                 appAccountToken: token,
-                subscriptions: try Self.decoder.decode([SubscriptionRecord].self, from: Data(subscriptions.utf8)),
-                grants: try Self.decoder.decode([GrantRecord].self, from: Data(grants.utf8)),
+                subscriptions: try EntitlementStore.decoder.decode([SubscriptionRecord].self, from: Data(subscriptions.utf8)),
+                grants: try EntitlementStore.decoder.decode([GrantRecord].self, from: Data(grants.utf8)),
                 used: try JSONDecoder().decode([String: Int].self, from: Data(used.utf8)))
         }
-        return nil
     }
 
     /// The customer row, made on first sight; an address given replaces the one known, and is proven
