@@ -89,6 +89,29 @@ import TestSupport
         }
     }
 
+    /// The day sums follow every change to an eaten meal: uneaten, corrected, moved, deleted.
+    @Test func theDaySumsFollowEveryChange() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            func today() async throws -> [String: Any] {
+                try #require((try await env.call(.get, "/v1/trends?period=7d", as: user).json["days"] as? [[String: Any]])?.last)
+            }
+            let first = try #require(try await env.meal(user, at: Self.daysAgo(0, hour: 8), items: [Env.item(calories: 300)], consume: true)["id"] as? String)
+            let second = try #require(try await env.meal(user, at: Self.daysAgo(0, hour: 13), items: [Env.item(calories: 500)], consume: true)["id"] as? String)
+            #expect(try await today()["calories"] as? Double == 800)
+            #expect(try await env.call(.delete, "/v1/meals/\(first)/consume", as: user).status == .ok)
+            #expect(try await today()["calories"] as? Double == 500)
+            let corrected: [String: Any] = ["name": "Lunch", "eaten_at": Self.daysAgo(0, hour: 13), "items": [Env.item(calories: 280, fat: 18)]]
+            #expect(try await env.call(.put, "/v1/meals/\(second)", as: user, json: corrected).status == .ok)
+            #expect(try await today()["calories"] as? Double == 280)
+            let moved: [String: Any] = ["name": "Lunch", "eaten_at": Self.daysAgo(1, hour: 13), "items": [Env.item(calories: 280, fat: 18)]]
+            #expect(try await env.call(.put, "/v1/meals/\(second)", as: user, json: moved).status == .ok)
+            #expect(try await today()["calories"] is NSNull)
+            #expect(try await env.call(.delete, "/v1/meals/\(second)", as: user).status == .noContent)
+            #expect(try await env.count("SELECT count(*) FROM meal_days WHERE user_id = '\(user.id)'") == 0)
+        }
+    }
+
     @Test func aShareLinkShowsASnapshotUntilItEnds() async throws {
         try await Env.run { env in
             let user = try await env.user()

@@ -70,9 +70,10 @@ struct MealStore: Sendable {
         ).first
     }
 
-    func insert(_ draft: MealDraft, id: UUID, user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+    /// The new meal as stored, made from the draft and what the insert returned: no second read.
+    func insert(_ draft: MealDraft, id: UUID, user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> MealRecord {
         let t = draft.totals
-        try await connection.checkedRun(
+        let rows = try await connection.checkedQuery(
             """
             INSERT INTO meals (id, user_id, name, eaten_at, local_date, items, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
                                diet, diet_score, score_band, score, algorithm_version, allergy_warnings, warnings, notes, photo_url)
@@ -80,7 +81,16 @@ struct MealStore: Sendable {
                     \(t.calories), \(t.proteinG), \(t.carbsG), \(t.fatG), \(t.fiberG), \(t.sugarG), \(t.saturatedFatG), \(t.sodiumMg),
                     \(draft.diet.rawValue), \(draft.score.score), \(draft.score.band), \(try Self.json(draft.score))::jsonb, \(draft.score.algorithmVersion),
                     \(try Self.json(draft.allergyWarnings))::jsonb, \(try Self.json(draft.warnings))::jsonb, \(draft.notes), \(draft.photoURL))
+            RETURNING local_date::text, created_at
             """, logger: logger)
+        var stored: (String, Date)?
+        for try await row in rows.decode((String, Date).self) { stored = row }
+        let (localDate, created) = stored ?? (draft.localDay.description, Date())
+        return MealRecord(
+            id: id, userID: user, name: draft.name, eatenAt: draft.eatenAt, localDate: localDate, items: draft.items, totals: draft.totals,
+            diet: draft.diet.rawValue, score: draft.score, allergyWarnings: draft.allergyWarnings, warnings: draft.warnings, notes: draft.notes,
+            photoURL: draft.photoURL, consumed: false, consumedAt: nil, consumedNotes: nil, edited: false, viewCount: 0, version: 1, createdAt: created,
+            updatedAt: created)
     }
 
     /// Rewrites the meal from `draft` (rescored with the current algorithm), marked edited.

@@ -23,14 +23,3 @@ enum WeightTrend {
         return sxy / sxx * 7
     }
 }
-
-extension LocalDay {
-    /// Whole days from this one to `other`.
-    func distance(to other: LocalDay) -> Int {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let a = calendar.date(from: DateComponents(year: year, month: month, day: day))!
-        let b = calendar.date(from: DateComponents(year: other.year, month: other.month, day: other.day))!
-        return calendar.dateComponents([.day], from: a, to: b).day ?? 0
-    }
-}

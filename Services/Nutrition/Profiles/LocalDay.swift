@@ -15,40 +15,63 @@ struct LocalDay: Sendable, Equatable, Comparable, CustomStringConvertible {
     }
 
     init(_ moment: Date, in zone: TimeZone, dayStartsAt: Int) {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = zone
-        // The wall-clock time shifted back by the day's start hour: 01:30 with days starting at 02
-        // is 23:30 of the day before.
-        let shifted = calendar.date(byAdding: .hour, value: -dayStartsAt, to: moment) ?? moment
-        let parts = calendar.dateComponents([.year, .month, .day], from: shifted)
-        self.init(year: parts.year ?? 1970, month: parts.month ?? 1, day: parts.day ?? 1)
+        // The wall-clock time there, shifted back by the day's start hour: 01:30 with days starting
+        // at 02 is 23:30 of the day before.
+        let local = moment.timeIntervalSince1970 + Double(zone.secondsFromGMT(for: moment) - dayStartsAt * 3600)
+        self.init(dayNumber: Int((local / 86_400).rounded(.down)))
     }
 
     /// `YYYY-MM-DD`, as PostgreSQL's `date` reads and writes it.
     init?(_ text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2])
-        else { return nil }
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        guard let date = calendar.date(from: DateComponents(year: year, month: month, day: day)),
-            calendar.dateComponents([.year, .month, .day], from: date) == DateComponents(year: year, month: month, day: day)
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]),
+            (1...12).contains(month), (1...Self.daysIn(month: month, year: year)).contains(day)
         else { return nil }
         self.init(year: year, month: month, day: day)
     }
 
-    var description: String { String(format: "%04d-%02d-%02d", year, month, day) }
+    static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    var description: String {
+        let y = String(year), m = String(month), d = String(day)
+        return String(repeating: "0", count: max(0, 4 - y.count)) + y + "-" + (m.count < 2 ? "0" : "") + m + "-" + (d.count < 2 ? "0" : "") + d
+    }
+
+    /// Days since 1970-01-01 (the proleptic Gregorian calendar's civil-days algorithm): day
+    /// arithmetic without building a `Calendar`, which costs more than the rest of a trend.
+    var dayNumber: Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    init(dayNumber: Int) {
+        let z = dayNumber + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        self.init(year: yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month: month, day: day)
+    }
 
     /// The day `days` after this one (before, when negative).
-    func adding(days: Int) -> LocalDay {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let date = calendar.date(from: DateComponents(year: year, month: month, day: day))!
-        let moved = calendar.date(byAdding: .day, value: days, to: date)!
-        let parts = calendar.dateComponents([.year, .month, .day], from: moved)
-        return LocalDay(year: parts.year!, month: parts.month!, day: parts.day!)
-    }
+    func adding(days: Int) -> LocalDay { LocalDay(dayNumber: dayNumber + days) }
+
+    /// Whole days from this one to `other`.
+    func distance(to other: LocalDay) -> Int { other.dayNumber - dayNumber }
 
     static func < (lhs: LocalDay, rhs: LocalDay) -> Bool { (lhs.year, lhs.month, lhs.day) < (rhs.year, rhs.month, rhs.day) }
 }

@@ -33,9 +33,7 @@ struct MealRoutes {
         let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
             let profile = try await nutrition.profiles.find(user, on: connection, logger: context.logger)
             let draft = try MealDraft(body, profile: profile)
-            let id = UUID()
-            try await nutrition.meals.insert(draft, id: id, user: user, on: connection, logger: context.logger)
-            return try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger)!
+            return try await nutrition.meals.insert(draft, id: UUID(), user: user, on: connection, logger: context.logger)
         }
         return EditedResponse(status: .created, headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
     }

@@ -16,7 +16,6 @@ struct TrendRoutes {
 
     struct TrendView: ResponseEncodable {
         var trend: TrendStore.Trend
-        var today: LocalDay
 
         func encode(to encoder: any Encoder) throws {
             func round(_ value: Double?) -> Double? { value.map { ($0 * 10).rounded() / 10 } }
@@ -46,20 +45,7 @@ struct TrendRoutes {
             try averages.encode(round(mean(logged.map(\.averageScore))), forKey: AnyKey("score"))
             try json.encode(trend.best, forKey: AnyKey("best_meal"))
             try json.encode(trend.worst, forKey: AnyKey("worst_meal"))
-            try json.encode(Self.streak(trend.loggedDays, today: today), forKey: AnyKey("streak"))
-        }
-
-        /// Consecutive logged days ending today, or yesterday while today has nothing yet (a
-        /// streak is not broken before the day is over).
-        static func streak(_ loggedNewestFirst: [String], today: LocalDay) -> Int {
-            let logged = Set(loggedNewestFirst)
-            var day = logged.contains(today.description) ? today : today.adding(days: -1)
-            var count = 0
-            while logged.contains(day.description) {
-                count += 1
-                day = day.adding(days: -1)
-            }
-            return count
+            try json.encode(trend.streak, forKey: AnyKey("streak"))
         }
     }
 
@@ -72,7 +58,7 @@ struct TrendRoutes {
             let profile = try await nutrition.profiles.find(owner, on: connection, logger: context.logger)
             let today = profile.localDay(of: Date())
             let trend = try await nutrition.trends.trend(owner, from: today.adding(days: 1 - length), to: today, on: connection, logger: context.logger)
-            return TrendView(trend: trend, today: today)
+            return TrendView(trend: trend)
         }
     }
 }

@@ -3,9 +3,8 @@ import Logging
 import PostgresNIO
 import ServiceKitDatabase
 
-/// Trends from consumed meals, computed by PostgreSQL over the stored local days (the index on
-/// `(user_id, local_date) WHERE consumed` covers the sums), one round trip for the days, the goal
-/// each day had, the best and worst meals and the logged days behind the streak.
+/// Trends from eaten meals: one round trip, prepared once per connection, over `meal_days` (the
+/// meals summed by local day, kept by a trigger), so a month reads 30 rows whatever the diary holds.
 struct TrendStore: Sendable {
     struct Day: Sendable {
         var date: String
@@ -29,47 +28,71 @@ struct TrendStore: Sendable {
         var days: [Day]
         var best: MealRef?
         var worst: MealRef?
-        /// Logged days up to `to`, newest first (at most a year's).
-        var loggedDays: [String]
+        /// Consecutive logged days ending on the last day, or the day before while the last day has
+        /// nothing yet (a streak is not broken before the day is over).
+        var streak: Int
+    }
+
+    /// The period's days, oldest first, each with what was eaten and the goal it had; on the first
+    /// row, the best and worst meals and the streak.
+    struct PeriodQuery: PostgresPreparedStatement {
+        static let name = "nutrition.trend_period"
+        static let sql = """
+            WITH span AS (SELECT generate_series($2::date, $3::date, interval '1 day')::date AS day)
+            SELECT span.day::text, d.calories, d.protein_g, d.carbs_g, d.fat_g, d.score_sum::float8 / nullif(d.meals, 0),
+                   (SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = $1 AND g.effective_from <= span.day ORDER BY g.effective_from DESC LIMIT 1),
+                   CASE WHEN span.day = $2::date THEN json_build_object(
+                     'best', (SELECT json_build_object('id', id, 'name', name, 'diet_score', diet_score, 'local_date', local_date::text)
+                              FROM meals WHERE user_id = $1 AND consumed AND local_date BETWEEN $2::date AND $3::date
+                              ORDER BY diet_score DESC, eaten_at DESC LIMIT 1),
+                     'worst', (SELECT json_build_object('id', id, 'name', name, 'diet_score', diet_score, 'local_date', local_date::text)
+                               FROM meals WHERE user_id = $1 AND consumed AND local_date BETWEEN $2::date AND $3::date
+                               ORDER BY diet_score ASC, eaten_at DESC LIMIT 1),
+                     'streak', (WITH start AS (
+                                  SELECT CASE WHEN EXISTS (SELECT 1 FROM meal_days WHERE user_id = $1 AND local_date = $3::date) THEN $3::date
+                                              ELSE $3::date - 1 END AS day)
+                                SELECT count(*) FROM (
+                                  SELECT local_date, row_number() OVER (ORDER BY local_date DESC) AS rank
+                                  FROM meal_days, start WHERE user_id = $1 AND local_date <= start.day) logged, start
+                                WHERE logged.local_date = start.day - (logged.rank - 1)::integer))::text
+                   END
+            FROM span LEFT JOIN meal_days d ON d.user_id = $1 AND d.local_date = span.day
+            ORDER BY span.day
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text]
+        typealias Row = (Day, String?)
+
+        var user: UUID
+        var from: LocalDay
+        var to: LocalDay
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(user)
+            bindings.append(from.description)
+            bindings.append(to.description)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> (Day, String?) {
+            let (day, calories, protein, carbs, fat, score, goal, extra) = try row.decode((String, Double?, Double?, Double?, Double?, Double?, Int?, String?).self)
+            return (Day(date: day, calories: calories, proteinG: protein, carbsG: carbs, fatG: fat, averageScore: score, calorieGoal: goal), extra)
+        }
     }
 
     func trend(_ user: UUID, from: LocalDay, to: LocalDay, on connection: PostgresConnection, logger: Logger) async throws -> Trend {
-        let rows = try await connection.checkedQuery(
-            """
-            WITH span AS (SELECT generate_series(\(from.description)::date, \(to.description)::date, interval '1 day')::date AS day),
-            totals AS (
-              SELECT local_date, sum(calories) AS calories, sum(protein_g) AS protein, sum(carbs_g) AS carbs, sum(fat_g) AS fat, avg(diet_score)::float8 AS score
-              FROM meals WHERE user_id = \(user) AND consumed AND local_date BETWEEN \(from.description)::date AND \(to.description)::date
-              GROUP BY local_date)
-            SELECT span.day::text, t.calories, t.protein, t.carbs, t.fat, t.score,
-                   (SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = \(user) AND g.effective_from <= span.day ORDER BY g.effective_from DESC LIMIT 1),
-                   CASE WHEN span.day = \(from.description)::date THEN (
-                     SELECT json_build_object('best', (SELECT json_build_object('id', id, 'name', name, 'diet_score', diet_score, 'local_date', local_date::text)
-                                                       FROM meals WHERE user_id = \(user) AND consumed AND local_date BETWEEN \(from.description)::date AND \(to.description)::date
-                                                       ORDER BY diet_score DESC, eaten_at DESC LIMIT 1),
-                                              'worst', (SELECT json_build_object('id', id, 'name', name, 'diet_score', diet_score, 'local_date', local_date::text)
-                                                        FROM meals WHERE user_id = \(user) AND consumed AND local_date BETWEEN \(from.description)::date AND \(to.description)::date
-                                                        ORDER BY diet_score ASC, eaten_at DESC LIMIT 1),
-                                              'logged', (SELECT coalesce(json_agg(d ORDER BY d DESC), '[]') FROM (
-                                                           SELECT DISTINCT local_date::text AS d FROM meals
-                                                           WHERE user_id = \(user) AND consumed AND local_date <= \(to.description)::date
-                                                             AND local_date > \(to.description)::date - 366) logged))::text)
-                   END
-            FROM span LEFT JOIN totals t ON t.local_date = span.day
-            ORDER BY span.day
-            """, logger: logger)
         var days: [Day] = []
         var extra: String?
-        for try await (day, calories, protein, carbs, fat, score, goal, json) in rows.decode((String, Double?, Double?, Double?, Double?, Double?, Int?, String?).self) {
-            days.append(Day(date: day, calories: calories, proteinG: protein, carbsG: carbs, fatG: fat, averageScore: score, calorieGoal: goal))
+        for try await (day, json) in try await connection.checkedExecute(PeriodQuery(user: user, from: from, to: to), logger: logger) {
+            days.append(day)
             if let json { extra = json }
         }
         struct Extra: Decodable {
             var best: MealRef?
             var worst: MealRef?
-            var logged: [String]
+            var streak: Int
         }
         let parsed = try extra.map { try JSONDecoder().decode(Extra.self, from: Data($0.utf8)) }
-        return Trend(days: days, best: parsed?.best, worst: parsed?.worst, loggedDays: parsed?.logged ?? [])
+        return Trend(days: days, best: parsed?.best, worst: parsed?.worst, streak: parsed?.streak ?? 0)
     }
 }
