@@ -162,6 +162,7 @@ var targets: [Target] = [
         name: "AppStoreServer",
         dependencies: [
             .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
         ],

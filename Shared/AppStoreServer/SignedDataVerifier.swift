@@ -1,5 +1,7 @@
+import Crypto
 import Foundation
 import JWTKit
+import Synchronization
 import X509
 
 /// Why a signed App Store payload was refused. Every case is the sender's fault (`400`).
@@ -82,6 +84,7 @@ public struct SignedDataVerifier: Sendable {
 
     public let configuration: Configuration
     private let verifier: X5CVerifier
+    private let chains = VerifiedChains()
 
     public init(_ configuration: Configuration) throws {
         self.configuration = configuration
@@ -177,8 +180,22 @@ public struct SignedDataVerifier: Sendable {
         }
         let signedDate = Date(timeIntervalSince1970: Double(dated.signedDate) / 1000)
         guard signedDate.timeIntervalSince(now) <= configuration.clockSkew else { throw AppStoreVerificationError(.future, "signedDate is in the future") }
+        if let key = chains.key(for: x5c, at: signedDate) {
+            // This very chain passed the whole check before, and every certificate in it (and every
+            // configured root) is valid at this date: only the payload's own signature is left.
+            guard let signature = Self.base64URL(parts[2]), let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+                key.isValidSignature(ecdsa, for: Data(jws.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)))
+            else { throw AppStoreVerificationError(.signature, "the signature does not verify") }
+            do {
+                return try JSONDecoder().decode(Payload.self, from: payloadData)
+            } catch {
+                throw AppStoreVerificationError(.malformed, "the payload could not be read")
+            }
+        }
         do {
-            return try await verifier.verifyJWS(Array(jws.utf8), as: Payload.self, jsonDecoder: JSONDecoder(), validationTime: .fixed(signedDate), policy: { AppleChainPolicy() })
+            let payload = try await verifier.verifyJWS(Array(jws.utf8), as: Payload.self, jsonDecoder: JSONDecoder(), validationTime: .fixed(signedDate), policy: { AppleChainPolicy() })
+            chains.remember(x5c, roots: configuration.rootCertificates)
+            return payload
         } catch let error as JWTError {
             switch error.errorType {
             case .invalidX5CChain, .missingX5CHeader: throw AppStoreVerificationError(.chain, "the certificate chain is not Apple's: \(error.reason ?? "invalid")")
@@ -192,9 +209,50 @@ public struct SignedDataVerifier: Sendable {
         }
     }
 
+    /// Base64url without padding, as JWS writes it, decoded byte by byte: the header carries three
+    /// certificates, and string replacements over it cost more than the signature check.
     static func base64URL(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(text.utf8.count + 3)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "-"): bytes.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): bytes.append(UInt8(ascii: "/"))
+            default: bytes.append(byte)
+            }
+        }
+        while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(bytes))
+    }
+}
+
+/// Chains that passed the whole check, by their `x5c`: the App Store signs with a handful of
+/// certificates that change a few times a year, so most payloads arrive with a chain already
+/// verified. An entry gives the leaf's key and the dates every certificate of the chain, and every
+/// configured root, is valid for; outside them the chain is checked again in full.
+final class VerifiedChains: Sendable {
+    struct Entry: Sendable {
+        var key: P256.Signing.PublicKey
+        var from: Date
+        var until: Date
+    }
+
+    private let entries = Mutex<[[String]: Entry]>([:])
+    static let capacity = 32
+
+    func key(for x5c: [String], at date: Date) -> P256.Signing.PublicKey? {
+        guard let entry = entries.withLock({ $0[x5c] }), entry.from <= date, date <= entry.until else { return nil }
+        return entry.key
+    }
+
+    func remember(_ x5c: [String], roots: [Certificate]) {
+        let certificates = x5c.compactMap { Data(base64Encoded: $0) }.compactMap { try? Certificate(derEncoded: [UInt8]($0)) }
+        guard certificates.count == x5c.count, let leaf = certificates.first, let key = P256.Signing.PublicKey(leaf.publicKey) else { return }
+        let all = certificates + roots
+        let entry = Entry(key: key, from: all.map(\.notValidBefore).max() ?? .distantFuture, until: all.map(\.notValidAfter).min() ?? .distantPast)
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll() }
+            entries[x5c] = entry
+        }
     }
 }

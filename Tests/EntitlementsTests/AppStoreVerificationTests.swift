@@ -59,6 +59,38 @@ import X509
         }
     }
 
+    /// A chain verified once is remembered, and the rest of the check still holds for it: a tampered
+    /// payload, another key, another algorithm, a date outside the certificates' are all refused.
+    @Test func aRememberedChainStillRefusesWhatTheFullCheckRefuses() async throws {
+        var options = AppStoreIssuer.Options()
+        options.leafValidity = (Date() - 400 * 86_400, Date() - 30 * 86_400)
+        let issuer = try AppStoreIssuer(options)
+        let verifier = try SignedDataVerifier(
+            .init(
+                rootCertificates: [issuer.root], bundleID: EntitlementsTestEnvironment.bundleID, appAppleID: 1, environment: .production,
+                acceptsLocalEnvironments: false, notificationMaxAge: 86_400))
+        let old = Date() - 60 * 86_400
+        let transaction = AppStoreTransaction(
+            transactionID: "1", originalTransactionID: "1", bundleID: EntitlementsTestEnvironment.bundleID, productID: "com.researchapp.pro.monthly",
+            purchaseDate: old, expiresDate: old + 30 * 86_400, appAccountToken: nil, environment: .production, signedDate: old)
+        let good = try issuer.sign(transaction)
+        for _ in 0..<2 { #expect(try await verifier.verifyTransaction(good, now: Date()).transactionID == "1") }
+        func reason(_ jws: String) async -> AppStoreVerificationError.Reason? {
+            do {
+                _ = try await verifier.verifyTransaction(jws, now: Date())
+                return nil
+            } catch {
+                return (error as? AppStoreVerificationError)?.reason
+            }
+        }
+        #expect(await reason(Self.tampered(good)) == .signature)
+        #expect(await reason(try issuer.sign(transaction, key: P256.Signing.PrivateKey())) == .signature)
+        #expect(await reason(try issuer.sign(transaction, alg: "ES384")) == .algorithm)
+        var late = transaction
+        late.signedDate = Date()
+        #expect(await reason(try issuer.sign(late)) == .chain, "signed after the leaf expired")
+    }
+
     /// A payload signed while the leaf was valid still verifies after the leaf expired: the chain
     /// is checked at the payload's `signedDate`, as Apple's library does.
     @Test func theChainIsCheckedAtSignedDate() async throws {
