@@ -38,6 +38,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     router.add(middleware: ProxyMiddleware(table: .standard, pools: pools, timeout: config.upstreamTimeout))
     let health = GatewayHealthRoutes(pools: pools, metrics: registry)
     health.add(to: router)
+    config.appLinks.add(to: router)
     routeIndex.record(router)
     let adminRouter = Router(context: ServiceRequestContext.self)
     adminRouter.add(middleware: ProblemMiddleware())

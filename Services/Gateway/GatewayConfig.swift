@@ -26,6 +26,8 @@ struct GatewayConfig: Sendable {
     /// Above the idle timeout of a load balancer in front (60 s for many), so that the balancer, not
     /// the gateway, ends an idle connection: one closing under a request it just sent is its 502.
     var clientTimeout: Duration = .seconds(75)
+    /// The apps that open the pages mails and share links point to (`AppLinks`).
+    var appLinks = AppLinks()
 
     static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
 
@@ -50,7 +52,8 @@ struct GatewayConfig: Sendable {
             upstreamTimeout: env.milliseconds("UPSTREAM_TIMEOUT_MS", default: 30_000, range: 10...600_000),
             connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000),
             trustedProxies: env.trustedProxies("TRUSTED_PROXIES", default: .none),
-            clientTimeout: env.milliseconds("CLIENT_TIMEOUT_MS", default: 75_000, range: 100...3_600_000)
+            clientTimeout: env.milliseconds("CLIENT_TIMEOUT_MS", default: 75_000, range: 100...3_600_000),
+            appLinks: AppLinks(reading: &env)
         )
         ProcessTuning.readEventLoopThreads(&env)
         try env.finish()
