@@ -46,10 +46,6 @@ struct EntitlementsTestEnvironment: ServiceHarness {
     static func run(
         _ environment: [String: String] = [:], appStore: AppStoreIssuer? = nil, _ body: @Sendable (EntitlementsTestEnvironment) async throws -> Void
     ) async throws {
-        let database = try await TestDatabase.create(services: ["entitlements"])
-        let issuer = TestIssuer()
-        try await issuer.start()
-        defer { issuer.stop() }
         let appStore = try appStore ?? AppStoreIssuer()
         let rootFile = FileManager.default.temporaryDirectory.appendingPathComponent("\(TestEnvironment.uniqueName("apple-root")).pem")
         try appStore.rootPEM.write(to: rootFile, atomically: true, encoding: .utf8)
@@ -57,23 +53,16 @@ struct EntitlementsTestEnvironment: ServiceHarness {
         let settings = [
             "APPLE_ROOT_CERTIFICATES": rootFile.path, "APPLE_BUNDLE_ID": bundleID, "APPLE_APP_APPLE_ID": String(appAppleID), "APPLE_ENVIRONMENT": "Production",
         ].merging(environment) { $1 }
-        var settingsConfig = ServiceConfig.test(
-            name: "entitlements", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL,
-            environment: settings)
-        settingsConfig.tokens = issuer.tokenConfig
-        let config = settingsConfig
-        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
         let clock = TestClock()
-        let app = try buildServiceApplication(EntitlementsService.configured(clock: { clock.now() }), config: config)
-        let adminID = UUID()
-        let admin = User(id: adminID, email: "admin@example.com", token: try await issuer.token(userID: adminID, roles: [.user, .admin]))
-        try await app.test(.live) { client in
-            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }
+        try await runService("entitlements", environment: settings, build: { try buildServiceApplication(EntitlementsService.configured(clock: { clock.now() }), config: $0) }) {
+            service in
+            let adminID = UUID()
+            let admin = User(id: adminID, email: "admin@example.com", token: try await service.issuer.token(userID: adminID, roles: [.user, .admin]))
             try await body(
                 EntitlementsTestEnvironment(
-                    client: client, issuer: issuer, appStore: appStore, database: database, config: config, redis: redis, clock: clock, admin: admin))
+                    client: service.client, issuer: service.issuer, appStore: appStore, database: service.database, config: service.config, redis: service.redis,
+                    clock: clock, admin: admin))
         }
-        await redis.close()
     }
 
     // MARK: accounts and events

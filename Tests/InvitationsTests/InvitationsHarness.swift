@@ -30,28 +30,16 @@ struct InvitationsTestEnvironment: ServiceHarness {
     let mail: MailSink
 
     static func run(_ environment: [String: String] = [:], _ body: @Sendable (InvitationsTestEnvironment) async throws -> Void) async throws {
-        let database = try await TestDatabase.create(services: ["invitations"])
         let mail = try await MailSink.start()
         defer { mail.stop() }
-        let issuer = TestIssuer()
-        try await issuer.start()
-        defer { issuer.stop() }
         let settings = [
             "SMTP_URL": "smtp://127.0.0.1:\(mail.port)", "APP_NAME": "Test Gym", "APP_BASE_URL": "https://app.test", "APP_STORE_URL": "https://apps.apple.com/app/id123",
             "PUBLIC_API_URL": "https://api.test", "ACCEPT_ROLE_WAIT_MS": "3000",
         ].merging(environment) { $1 }
-        var settingsConfig = ServiceConfig.test(
-            name: "invitations", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL,
-            environment: settings)
-        settingsConfig.tokens = issuer.tokenConfig
-        let config = settingsConfig
-        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
-        let app = try buildApplication(config)
-        try await app.test(.live) { client in
-            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }
-            try await body(InvitationsTestEnvironment(client: client, issuer: issuer, database: database, config: config, redis: redis, mail: mail))
+        try await runService("invitations", environment: settings, build: buildApplication) { service in
+            try await body(
+                InvitationsTestEnvironment(client: service.client, issuer: service.issuer, database: service.database, config: service.config, redis: service.redis, mail: mail))
         }
-        await redis.close()
     }
 
     // MARK: accounts and events

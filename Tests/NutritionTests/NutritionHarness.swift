@@ -28,22 +28,10 @@ struct NutritionTestEnvironment: ServiceHarness {
     let redis: RedisClient
 
     static func run(_ environment: [String: String] = [:], _ body: @Sendable (NutritionTestEnvironment) async throws -> Void) async throws {
-        let database = try await TestDatabase.create(services: ["nutrition"])
-        let issuer = TestIssuer()
-        try await issuer.start()
-        defer { issuer.stop() }
-        var settings = ServiceConfig.test(
-            name: "nutrition", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL,
-            environment: ["APP_NAME": "Test Tracker", "PUBLIC_API_URL": "https://api.test"].merging(environment) { $1 })
-        settings.tokens = issuer.tokenConfig
-        let config = settings
-        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
-        let app = try buildApplication(config)
-        try await app.test(.live) { client in
-            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }
-            try await body(NutritionTestEnvironment(client: client, issuer: issuer, database: database, config: config, redis: redis))
+        let settings = ["APP_NAME": "Test Tracker", "PUBLIC_API_URL": "https://api.test"].merging(environment) { $1 }
+        try await runService("nutrition", environment: settings, build: buildApplication) { service in
+            try await body(NutritionTestEnvironment(client: service.client, issuer: service.issuer, database: service.database, config: service.config, redis: service.redis))
         }
-        await redis.close()
     }
 
     struct User: BearerHolder {

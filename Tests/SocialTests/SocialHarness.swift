@@ -28,22 +28,9 @@ struct SocialTestEnvironment: ServiceHarness {
     let redis: RedisClient
 
     static func run(_ environment: [String: String] = [:], _ body: @Sendable (SocialTestEnvironment) async throws -> Void) async throws {
-        let database = try await TestDatabase.create(services: ["social"])
-        let issuer = TestIssuer()
-        try await issuer.start()
-        defer { issuer.stop() }
-        var settings = ServiceConfig.test(
-            name: "social", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL,
-            environment: environment)
-        settings.tokens = issuer.tokenConfig
-        let config = settings
-        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
-        let app = try buildApplication(config)
-        try await app.test(.live) { client in
-            try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }
-            try await body(SocialTestEnvironment(client: client, issuer: issuer, database: database, config: config, redis: redis))
+        try await runService("social", environment: environment, build: buildApplication) { service in
+            try await body(SocialTestEnvironment(client: service.client, issuer: service.issuer, database: service.database, config: service.config, redis: service.redis))
         }
-        await redis.close()
     }
 
     // MARK: users and events

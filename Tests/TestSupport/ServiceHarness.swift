@@ -1,8 +1,11 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import PostgresNIO
+import ServiceKit
+import ServiceKitRedis
 
 /// Someone a test calls a service as: what goes in `Authorization: Bearer`.
 public protocol BearerHolder: Sendable {
@@ -63,4 +66,37 @@ extension ServiceHarness {
             _ = try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).collect()
         }
     }
+}
+
+/// What a running service under test is reached and checked through.
+public struct RunningService: Sendable {
+    public let client: any TestClientProtocol
+    public let issuer: TestIssuer
+    public let database: TestDatabase
+    public let config: ServiceConfig
+    public let redis: RedisClient
+}
+
+/// Boots one service for a test as it runs in production: its own database and Redis stream, access
+/// tokens from a test issuer whose JWKS it fetches over HTTP, the application `build` makes (the
+/// service's own `buildApplication`), waited for until `/healthz` answers.
+public func runService<App: ApplicationProtocol>(
+    _ name: String, environment: [String: String], build: (ServiceConfig) throws -> App, _ body: @Sendable (RunningService) async throws -> Void
+) async throws {
+    let database = try await TestDatabase.create(services: [name])
+    let issuer = TestIssuer()
+    try await issuer.start()
+    defer { issuer.stop() }
+    var settings = ServiceConfig.test(
+        name: name, database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL,
+        environment: environment)
+    settings.tokens = issuer.tokenConfig
+    let config = settings
+    let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+    let app = try build(config)
+    try await app.test(.live) { client in
+        try await waitUntil(.seconds(20)) { try await client.execute(uri: "/healthz", method: .get).status == .ok }
+        try await body(RunningService(client: client, issuer: issuer, database: database, config: config, redis: redis))
+    }
+    await redis.close()
 }
