@@ -54,8 +54,9 @@ struct EntitlementsTestEnvironment: ServiceHarness {
             "APPLE_ROOT_CERTIFICATES": rootFile.path, "APPLE_BUNDLE_ID": bundleID, "APPLE_APP_APPLE_ID": String(appAppleID), "APPLE_ENVIRONMENT": "Production",
         ].merging(environment) { $1 }
         let clock = TestClock()
-        try await runService("entitlements", environment: settings, build: { try buildServiceApplication(EntitlementsService.configured(clock: { clock.now() }), config: $0) }) {
-            service in
+        let definition = EntitlementsService.configured(clock: { clock.now() })
+        func build(_ config: ServiceConfig) throws -> some ApplicationProtocol { try buildServiceApplication(definition, config: config) }
+        try await runService("entitlements", environment: settings, build: build) { service in
             let adminID = UUID()
             let admin = User(id: adminID, email: "admin@example.com", token: try await service.issuer.token(userID: adminID, roles: [.user, .admin]))
             try await body(
