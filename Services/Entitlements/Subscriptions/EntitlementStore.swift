@@ -88,7 +88,7 @@ struct EntitlementStore: Sendable {
 
     /// Whether auth deleted the account: a late event about it makes nothing again.
     func isDeleted(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow("SELECT 1 FROM deleted_accounts WHERE user_id = \(user)", logger: logger)
+        try await connection.returnsRow("SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))", logger: logger)
     }
 
     /// Whose `appAccountToken` this is, if anyone's.
@@ -106,6 +106,6 @@ struct EntitlementStore: Sendable {
         try await connection.checkedRun("UPDATE subscriptions SET user_id = NULL, app_account_token = NULL WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("UPDATE transactions SET user_id = NULL WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM customers WHERE user_id = \(user)", logger: logger)
-        try await connection.checkedRun("INSERT INTO deleted_accounts (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING", logger: logger)
+        try await connection.checkedRun("INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING", logger: logger)
     }
 }

@@ -56,10 +56,12 @@ struct InvitationsEventHandlers {
         if let linked = try await invitations.clients.linked(to: user, forUpdate: true, on: connection, logger: logger) {
             try await invitations.unlink(linked, reason: "client_deleted", forget: true, on: connection, logger: logger)
         }
-        // Entries the person left earlier keep nothing that identifies them either.
+        // Entries the person left earlier keep nothing that identifies them either; once the account
+        // is gone, not even its id (a disowned address keeps its account, and its id here).
         try await connection.checkedRun(
             """
-            UPDATE clients SET name = NULL, email = NULL, email_normalized = NULL, phone = NULL, notes = NULL, updated_at = now()
+            UPDATE clients SET name = NULL, email = NULL, email_normalized = NULL, phone = NULL, notes = NULL, updated_at = now(),
+                client_user_id = CASE WHEN \(keepingAccount) THEN client_user_id END
             WHERE client_user_id = \(user)
             """, logger: logger)
         if !keepingAccount { try await invitations.accounts.delete(user, on: connection, logger: logger) }

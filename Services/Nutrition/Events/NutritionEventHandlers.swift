@@ -17,7 +17,7 @@ struct NutritionEventHandlers {
         let nutrition = self.nutrition
         // A late event about a deleted account makes nothing again.
         @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
-            try await context.connection.returnsRow("SELECT 1 FROM deleted_accounts WHERE user_id = \(user)", logger: context.logger)
+            try await context.connection.returnsRow("SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))", logger: context.logger)
         }
         handlers.on(UserRegistered.self) { event, context in
             guard try await !deleted(event.userID, context) else { return }
@@ -33,6 +33,9 @@ struct NutritionEventHandlers {
                 coach: event.coachID, client: event.clientID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
         handlers.on(ClientUnlinked.self) { event, context in
+            // A deleted account's purge removed its links, and its tombstone keeps a late acceptance
+            // from linking again: nothing is recorded that would name it.
+            guard try await !deleted(event.clientID, context), try await !deleted(event.coachID, context) else { return }
             try await nutrition.coaching.unlink(
                 coach: event.coachID, client: event.clientID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
@@ -51,6 +54,6 @@ struct NutritionEventHandlers {
         try await connection.checkedRun("DELETE FROM calorie_goals WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM profiles WHERE user_id = \(user)", logger: logger)
         try await nutrition.coaching.forget(user, on: connection, logger: logger)
-        try await connection.checkedRun("INSERT INTO deleted_accounts (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING", logger: logger)
+        try await connection.checkedRun("INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING", logger: logger)
     }
 }
