@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/infra.sh
 ensure_python_tools
+ensure_browser
 
 export STACK_NATIVE=1
 # The end-to-end tests run the release build, built as the Dockerfile builds it: what ships is what
@@ -29,7 +30,23 @@ STACK_ADMIN_BASE_PORT=$(service_base_port 16)
 "$PYTHON" scripts/e2e/appstore.py init "$STACK_DIR/appstore"
 export STACK_ENV="$STACK_ENV APPLE_ROOT_CERTIFICATES=$STACK_DIR/appstore/root.pem APPLE_BUNDLE_ID=com.researchapp.app"
 
+# The kernel's log lines from before this run are not this run's.
+DMESG_LINES=$(dmesg 2>/dev/null | wc -l || echo 0)
 cleanup() {
+  # A process that died during the run is named with the end of its log, before its files go.
+  local pidfile name
+  for pidfile in "$STACK_DIR"/pids/*.pid; do
+    [ -e "$pidfile" ] || continue
+    name=$(basename "$pidfile" .pid)
+    case "$name" in postgres | redis) continue ;; esac
+    if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      echo "== $name exited during the run; the end of its log:" >&2
+      tail -n 40 "$STACK_DIR/logs/$name.log" >&2 || true
+    fi
+  done
+  # A Swift trap in a release build prints nothing; the kernel names the binary and the offset
+  # (`addr2line -f -i -e .build/release/NAME 0xOFFSET` says where).
+  dmesg 2>/dev/null | tail -n +$((DMESG_LINES + 1)) | grep -E "(traps|segfault).* in (auth|social|invitations|entitlements|nutrition|gateway)\[" | tail -n 5 >&2 || true
   scripts/stack down >/dev/null 2>&1 || true
   if [ "${KEEP_E2E:-0}" != 1 ]; then rm -rf "$STACK_DIR"; else echo "kept $STACK_DIR" >&2; fi
 }

@@ -111,13 +111,14 @@ ensure_packages() {
 }
 
 # ensure_python_tools: sets PYTHON to an interpreter that has aiosmtpd, pytest, requests, PyJWT (the
-# end-to-end tests check tokens with a third-party JWT library) and schemathesis (the contract run,
+# end-to-end tests check tokens with a third-party JWT library), PyYAML (scripts/openapi), Selenium
+# (the pages are driven in Chromium) and schemathesis (the contract run,
 # pinned: its configuration format is the one scripts/e2e/schemathesis.toml is written in): the one on
 # PATH (installing with pip when it may), else Debian's python3 with Debian's packages and pip.
 SCHEMATHESIS_VERSION=4.32.5
 ensure_python_tools() {
-  local tools="import aiosmtpd, pytest, requests, jwt, cryptography, schemathesis; assert schemathesis.__version__ == '$SCHEMATHESIS_VERSION'"
-  local packages=(aiosmtpd pytest requests 'pyjwt[crypto]' "schemathesis==$SCHEMATHESIS_VERSION")
+  local tools="import aiosmtpd, pytest, requests, jwt, cryptography, yaml, selenium, schemathesis; assert schemathesis.__version__ == '$SCHEMATHESIS_VERSION'"
+  local packages=(aiosmtpd pytest requests 'pyjwt[crypto]' pyyaml selenium "schemathesis==$SCHEMATHESIS_VERSION")
   PYTHON=python3
   "$PYTHON" -c "$tools" 2>/dev/null && return 0
   log "installing Python tools: ${packages[*]}"
@@ -126,10 +127,20 @@ ensure_python_tools() {
   "$PYTHON" -c "$tools" 2>/dev/null && return 0
   local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-pip python3-aiosmtpd python3-pytest python3-requests python3-jwt python3-cryptography >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-pip python3-aiosmtpd python3-pytest python3-requests python3-jwt python3-cryptography python3-yaml python3-selenium >/dev/null
   PYTHON=/usr/bin/python3
   "$PYTHON" -m pip install -q --break-system-packages "schemathesis==$SCHEMATHESIS_VERSION" >/dev/null 2>&1 || true
   "$PYTHON" -c "$tools"
+}
+
+# ensure_browser: headless Chromium and its driver from Debian's packages, for the page tests
+# (Selenium drives them; nothing is downloaded at run time).
+ensure_browser() {
+  command -v chromium >/dev/null && command -v chromedriver >/dev/null && return 0
+  log "installing chromium and chromium-driver"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
 }
 
 # free_port: a free loopback port below the kernel's ephemeral range (scripts/lib/ports.py says why).
