@@ -11,15 +11,15 @@ let services: [(target: String, folder: String, extra: [Target.Dependency], reso
             "Mailer", .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"), .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
-        ], ["Resources"]
+        ], ["Resources", "Pages"]
     ),
     ("Social", "Social", ["CImageScrub", .product(name: "NIOPosix", package: "swift-nio")], []),
-    ("Invitations", "Invitations", ["Mailer"], []),
+    ("Invitations", "Invitations", ["Mailer"], ["Pages"]),
     (
         "Entitlements", "Entitlements",
         ["AppStoreServer", .product(name: "X509", package: "swift-certificates"), .product(name: "JWTKit", package: "jwt-kit")], ["Resources"]
     ),
-    ("Nutrition", "Nutrition", ["CShareCard", .product(name: "NIOPosix", package: "swift-nio")], []),
+    ("Nutrition", "Nutrition", ["CShareCard", .product(name: "NIOPosix", package: "swift-nio")], ["Pages"]),
 ]
 
 let swiftSettings: [SwiftSetting] = [
@@ -27,7 +27,7 @@ let swiftSettings: [SwiftSetting] = [
 ]
 
 /// The kit's layers, bottom first; a service links them all and imports what it uses.
-let kitLayers: [Target.Dependency] = ["ServiceKitCore", "ServiceKitRedis", "ServiceKitDatabase", "ServiceKitEvents", "ServiceKitHTTP", "ServiceKitTokens"]
+let kitLayers: [Target.Dependency] = ["ServiceKitCore", "ServiceKitRedis", "ServiceKitDatabase", "ServiceKitEvents", "ServiceKitHTTP", "ServiceKitTokens", "ServiceKitPages"]
 
 let kit: [Target.Dependency] =
     kitLayers + [
@@ -141,6 +141,19 @@ var targets: [Target] = [
         path: "Shared/ServiceKit/Tokens",
         swiftSettings: swiftSettings
     ),
+    // The HTML pages mails and share links open: Mustache templates in one layout, one set of headers.
+    .target(
+        name: "ServiceKitPages",
+        dependencies: [
+            "ServiceKitCore", "ServiceKitHTTP",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "Mustache", package: "swift-mustache"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ],
+        path: "Shared/ServiceKit/Pages",
+        swiftSettings: swiftSettings
+    ),
     .target(
         name: "ServiceKit",
         dependencies: kitLayers + [
@@ -167,6 +180,19 @@ var targets: [Target] = [
             .product(name: "SwiftASN1", package: "swift-asn1"),
         ],
         path: "Shared/AppStoreServer",
+        swiftSettings: swiftSettings
+    ),
+    // The services' OpenAPI documents merged into one (the gateway's GET /openapi.json).
+    .target(
+        name: "OpenAPIMerge",
+        dependencies: ["Models", .product(name: "Yams", package: "Yams")],
+        path: "Shared/OpenAPIMerge",
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "OpenAPIMergeTests",
+        dependencies: ["OpenAPIMerge", "Models"],
+        path: "Tests/OpenAPIMergeTests",
         swiftSettings: swiftSettings
     ),
     // Mail goes in a library of its own: only services that send mail load libcurl.
@@ -196,9 +222,13 @@ var targets: [Target] = [
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            "OpenAPIMerge",
+            // The live event stream checks access tokens against auth's JWKS.
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ],
         path: "Services/Gateway",
-        exclude: ["openapi.yaml"],
+        // Its own openapi.yaml, merged with the services' at GET /openapi.json.
+        resources: [.copy("openapi.yaml")],
         swiftSettings: swiftSettings
     ),
     .target(
@@ -253,8 +283,10 @@ var targets: [Target] = [
     .testTarget(
         name: "GatewayTests",
         dependencies: kit + [
-            "Gateway", "TestSupport",
+            "Gateway", "TestSupport", "OpenAPIMerge",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
+            // The live event tests read streams through the gateway over HTTP.
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ],
         path: "Tests/GatewayTests",
         swiftSettings: swiftSettings
@@ -274,8 +306,8 @@ for service in services {
             name: service.target,
             dependencies: kit + service.extra,
             path: "Services/\(service.folder)",
-            exclude: ["openapi.yaml"],
-            resources: [.copy("Migrations")] + service.resources.map { .copy($0) },
+            // openapi.yaml is served at GET /openapi.yaml (the kit's OpenAPIDocumentRoute).
+            resources: [.copy("Migrations"), .copy("openapi.yaml")] + service.resources.map { .copy($0) },
             swiftSettings: swiftSettings
         ))
 }
@@ -303,6 +335,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: targets
 )

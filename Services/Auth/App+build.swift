@@ -8,6 +8,7 @@ import ServiceKitCore
 import ServiceKitDatabase
 import ServiceKitEvents
 import ServiceKitHTTP
+import ServiceKitPages
 import ServiceKitRedis
 import ServiceKitTokens
 
@@ -18,22 +19,26 @@ enum AuthService {
         name: "auth",
         defaultPort: 8081,
         migrations: { MailOutbox.migrations + (try ServiceDefinition.bundledMigrations(.module)) },
+        openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
         setup: { config in
             let settings = try AuthSettings(config)
             let common = try CommonPasswordList()
+            let pages = try PageRenderer(directory: PageRenderer.bundledDirectory(.module), settings: settings.pages, expecting: PageRoutes.templates)
             return ServiceSetup(
                 // auth checks its own tokens with its own keys: no HTTP round trip to itself.
                 tokenSource: SigningKeys.Source(keys: settings.signing),
                 commands: ["create-admin": CreateAdmin.command(settings: settings, common: common)],
                 // Sign-ins, refreshes and password changes answer with tokens and carry passwords:
-                // never kept for a replay. auth's other POSTs change state idempotently by themselves.
-                idempotencyExcluded: ["/v1/auth/"],
+                // never kept for a replay, nor are the pages' forms. auth's other POSTs change state
+                // idempotently by themselves.
+                idempotencyExcluded: ["/v1/auth/", "/verify-email", "/reset-password"],
                 build: { router, dependencies in
                     let accounts = try Accounts(settings: settings, common: common, dependencies: dependencies)
                     SessionRoutes(accounts: accounts).add(to: router)
                     AccountRoutes(accounts: accounts).add(to: router)
                     ProviderRoutes(accounts: accounts).add(to: router)
                     AdminRoutes(accounts: accounts).add(to: router)
+                    PageRoutes(accounts: accounts, pages: pages).add(to: router)
                     return ServiceComponents(
                         handlers: AuthEventHandlers(accounts: accounts).handlers,
                         services: [

@@ -7,6 +7,7 @@ import ServiceKitCore
 import ServiceKitDatabase
 import ServiceKitEvents
 import ServiceKitHTTP
+import ServiceKitPages
 import ServiceKitRedis
 import ServiceKitTokens
 
@@ -28,6 +29,8 @@ struct AuthSettings: Sendable {
     /// How recent a provider sign-in must be to delete an account that has no password.
     var reauthWindow: Duration
     var mail: MailSettings
+    /// The pages the mails' links open (`APP_NAME`, `PAGE_ACCENT_COLOR`).
+    var pages: PageSettings
     var smtp: SMTPConfig
     var apple: IdentityProviderConfig?
     var google: IdentityProviderConfig?
@@ -60,6 +63,7 @@ struct AuthSettings: Sendable {
         coachSelfServe = env.bool("COACH_SELF_SERVE", default: true)
         reauthWindow = .seconds(env.int("REAUTH_WINDOW_SECONDS", default: 300, range: 10...86_400))
         mail = MailSettings(reading: &env)
+        pages = PageSettings(reading: &env)
         smtp = SMTPConfig(reading: &env)
         apple = IdentityProviderConfig.apple(reading: &env)
         google = IdentityProviderConfig.google(reading: &env)

@@ -15,6 +15,7 @@ enum EntitlementsService {
             name: "entitlements",
             defaultPort: 8084,
             migrations: { try ServiceDefinition.bundledMigrations(.module) },
+            openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
             setup: { config in
                 let settings = try EntitlementsSettings(config)
                 let catalog = try Catalog.load(path: settings.catalogPath)

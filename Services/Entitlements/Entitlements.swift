@@ -57,9 +57,10 @@ struct Entitlements: Sendable {
         for user in Set(users) {
             let after = try await current(user, on: connection, logger: logger)
             if after.summary != before[user] {
+                // Live too: the user's apps unlock (or lock) features without polling.
                 try await outbox.write(
-                    EntitlementChanged(userID: user, tier: after.tier, state: after.state.rawValue, features: after.features), userID: user, on: connection,
-                    logger: logger)
+                    EntitlementChanged(userID: user, tier: after.tier, state: after.state.rawValue, features: after.features), userID: user, live: true,
+                    on: connection, logger: logger)
             }
         }
         return result

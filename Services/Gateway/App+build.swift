@@ -11,8 +11,9 @@ import ServiceKitEvents
 import ServiceKitHTTP
 import ServiceKitRedis
 
-/// Builds the gateway: the kit's request id, logging and problem middleware around the proxy, and
-/// the gateway's own health; readiness (one line per upstream) and metrics on its internal listener.
+/// Builds the gateway: the kit's request id, logging and problem middleware around the proxy, the
+/// gateway's own health, app-link files and merged API document; readiness (one line per upstream)
+/// and metrics on its internal listener.
 func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtocol {
     var logger = Logger(label: "gateway")
     logger.logLevel = config.logLevel
@@ -39,6 +40,13 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     let health = GatewayHealthRoutes(pools: pools, metrics: registry)
     health.add(to: router)
     config.appLinks.add(to: router)
+    // The gateway's own openapi.yaml and each upstream's, merged (`GET /openapi.json`).
+    let openAPI = MergedOpenAPIDocument(
+        own: try MergedOpenAPIDocument.ownDocument(), pools: pools, lifetime: config.openAPILifetime, timeout: config.upstreamTimeout, logger: logger)
+    openAPI.add(to: router)
+    // The live event stream (`GET /v1/events`): one Redis subscription for the process.
+    let live = LiveEventsSetup(config, logger: logger)
+    LiveEventRoutes(events: live.events).add(to: router)
     routeIndex.record(router)
     let adminRouter = Router(context: ServiceRequestContext.self)
     adminRouter.add(middleware: ProblemMiddleware())
@@ -51,6 +59,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
         childChannel: { responder in GatewayHTTP1Channel(http1: HTTP1Channel(responder: responder), proxy: proxy) },
         services: [
             Closer { for pool in pools.values { pool.shutdown() } },
+            live.service,
             AdminListener(router: adminRouter, options: config.admin, serverName: ProxyChannelHandler.serverName, logger: logger),
             ShutdownNotice(logger: logger),
         ],

@@ -28,6 +28,15 @@ struct GatewayConfig: Sendable {
     var clientTimeout: Duration = .seconds(75)
     /// The apps that open the pages mails and share links point to (`AppLinks`).
     var appLinks = AppLinks()
+    /// How long `GET /openapi.json` keeps a merge before it fetches the services' documents again
+    /// (`MergedOpenAPIDocument`); also its `Cache-Control: max-age`.
+    var openAPILifetime: Duration = .seconds(60)
+    /// Redis (`REDIS_URL`), for the live event stream: its subscription, tickets and limits.
+    var redis = RedisConfiguration()
+    /// How `GET /v1/events` checks access tokens, as the services do (`JWT_ISSUER`, `JWT_AUDIENCE`);
+    /// the keys come from `JWKS_URL`, by default auth's (`AUTH_URL`).
+    var tokens = TokenConfig(jwksURL: "http://127.0.0.1:8081/.well-known/jwks.json", issuer: "http://127.0.0.1:8080", audience: "foodbackend")
+    var liveEvents = LiveEventsConfig()
 
     static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
 
@@ -53,7 +62,10 @@ struct GatewayConfig: Sendable {
             connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000),
             trustedProxies: env.trustedProxies("TRUSTED_PROXIES", default: .none),
             clientTimeout: env.milliseconds("CLIENT_TIMEOUT_MS", default: 75_000, range: 100...3_600_000),
-            appLinks: AppLinks(reading: &env)
+            appLinks: AppLinks(reading: &env),
+            redis: Self.redis(reading: &env),
+            tokens: Self.tokens(reading: &env, authURL: upstreams["auth"]),
+            liveEvents: LiveEventsConfig(reading: &env)
         )
         ProcessTuning.readEventLoopThreads(&env)
         try env.finish()

@@ -1,5 +1,7 @@
 /// Which service answers which path prefix (the table in ARCHITECTURE.md). A prefix matches whole
-/// path segments: `/v1/auth` takes `/v1/auth` and `/v1/auth/login`, never `/v1/authors`.
+/// path segments: `/v1/auth` takes `/v1/auth` and `/v1/auth/login`, never `/v1/authors`. The pages
+/// the mails and share links open go to the service that owns their data: `/shared` is the page,
+/// `/v1/shared` the API, and neither takes the other.
 struct RouteTable: Sendable {
     static let standard = RouteTable(routes: [
         ("/v1/auth", "auth"), ("/v1/admin/users", "auth"), ("/.well-known/jwks.json", "auth"),
@@ -10,6 +12,7 @@ struct RouteTable: Sendable {
         ("/v1/purchases", "entitlements"), ("/v1/webhooks/app-store", "entitlements"), ("/v1/spaces", "entitlements"),
         ("/v1/nutrition", "nutrition"), ("/v1/meals", "nutrition"), ("/v1/metrics", "nutrition"),
         ("/v1/trends", "nutrition"), ("/v1/shared", "nutrition"),
+        ("/verify-email", "auth"), ("/reset-password", "auth"), ("/invite", "invitations"), ("/shared", "nutrition"),
     ])
 
     /// Longest prefix first, so a more specific route wins.

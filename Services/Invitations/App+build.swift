@@ -6,6 +6,7 @@ import ServiceKitCore
 import ServiceKitDatabase
 import ServiceKitEvents
 import ServiceKitHTTP
+import ServiceKitPages
 
 /// The invitations service: a coach's clients and their invitations by mail, accepting one from a
 /// link or from the app, the link between client and coach. Accounts come from auth's events; an
@@ -15,8 +16,10 @@ enum InvitationsService {
         name: "invitations",
         defaultPort: 8083,
         migrations: { MailOutbox.migrations + (try ServiceDefinition.bundledMigrations(.module)) },
+        openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
         setup: { config in
             let settings = try InvitationsSettings(config)
+            let pages = try PageRenderer(directory: PageRenderer.bundledDirectory(.module), settings: settings.pages, expecting: InvitePageRoutes.templates)
             // An acceptance's path holds the code: never kept with an idempotency key (a second
             // acceptance is `409 invitation_used` anyway).
             return ServiceSetup(
@@ -26,6 +29,7 @@ enum InvitationsService {
                     ClientRoutes(invitations: invitations).add(to: router)
                     InvitationRoutes(invitations: invitations).add(to: router)
                     CoachRoutes(invitations: invitations).add(to: router)
+                    InvitePageRoutes(invitations: invitations, pages: pages).add(to: router)
                     return ServiceComponents(
                         handlers: InvitationsEventHandlers(invitations: invitations).handlers,
                         services: [MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), logger: dependencies.logger)]

@@ -1,6 +1,7 @@
 import Mailer
 import ServiceKit
 import ServiceKitCore
+import ServiceKitPages
 
 /// The invitations service's own settings, read with the common ones.
 struct InvitationsSettings: Sendable {
@@ -20,6 +21,10 @@ struct InvitationsSettings: Sendable {
     /// `<APP_SCHEME>://invite?code=…` opens the app where Universal Links do not.
     var appScheme: String
     var appStoreURL: String
+    /// The app's Apple id (`APP_STORE_ID`, digits): the invitation page's Smart App Banner, none without it.
+    var appStoreID: String?
+    /// The invitation page's look (`APP_NAME`, `PAGE_ACCENT_COLOR`).
+    var pages: PageSettings
     /// Where the API is reached from outside (the gateway): the unsubscribe link points there.
     var publicAPIURL: String
     var smtp: SMTPConfig
@@ -36,9 +41,14 @@ struct InvitationsSettings: Sendable {
         appScheme = env.string("APP_SCHEME", default: "pfa")
         appStoreURL = env.string("APP_STORE_URL", default: "https://apps.apple.com/app/id0000000000", requiredInProduction: true)
         publicAPIURL = Self.trimmed(env.string("PUBLIC_API_URL", default: appBaseURL, requiredInProduction: true))
+        appStoreID = env.optionalString("APP_STORE_ID")
+        pages = PageSettings(reading: &env)
         smtp = SMTPConfig(reading: &env)
         if appScheme.isEmpty || !appScheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }) {
             env.report("APP_SCHEME must be a URL scheme (letters, digits, +, -, .), got \"\(appScheme)\"")
+        }
+        if let appStoreID, appStoreID.isEmpty || !appStoreID.allSatisfy({ $0.isASCII && $0.isNumber }) {
+            env.report("APP_STORE_ID must be the app's Apple id (digits only), got \"\(appStoreID)\"")
         }
         try env.finish()
     }

@@ -4,6 +4,7 @@ import NIOPosix
 import ServiceKit
 import ServiceKitDatabase
 import ServiceKitEvents
+import ServiceKitPages
 
 /// The nutrition service: the diet profile, meals with an explained diet score, daily weight and
 /// ketones, trends, share links with a share card, and a coach's read-only view of a client.
@@ -12,13 +13,16 @@ enum NutritionService {
         name: "nutrition",
         defaultPort: 8085,
         migrations: { try ServiceDefinition.bundledMigrations(.module) },
+        openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
         setup: { config in
             let settings = try NutritionSettings(config)
+            let pages = try PageRenderer(directory: PageRenderer.bundledDirectory(.module), settings: settings.pages, expecting: SharedPageRoutes.templates)
             return ServiceSetup(build: { router, dependencies in
                 let nutrition = Nutrition(dependencies: dependencies, settings: settings, drawing: .singleton)
                 DietProfileRoutes(nutrition: nutrition).add(to: router)
                 MealRoutes(nutrition: nutrition).add(to: router)
                 ShareRoutes(nutrition: nutrition).add(to: router)
+                SharedPageRoutes(nutrition: nutrition, pages: pages).add(to: router)
                 MetricRoutes(nutrition: nutrition).add(to: router)
                 TrendRoutes(nutrition: nutrition).add(to: router)
                 CoachViewRoutes(nutrition: nutrition).add(to: router)

@@ -1,5 +1,6 @@
 import ServiceKit
 import ServiceKitCore
+import ServiceKitPages
 
 /// The nutrition service's own settings, read with the common ones.
 struct NutritionSettings: Sendable {
@@ -7,6 +8,8 @@ struct NutritionSettings: Sendable {
     var appName: String
     /// Where the API is reached from outside (the gateway): share links point there.
     var publicAPIURL: String
+    /// The shared meal's page (`APP_NAME`, `PAGE_ACCENT_COLOR`).
+    var pages: PageSettings
     /// How long a share link works.
     var shareTTLDays: Int
 
@@ -16,6 +19,7 @@ struct NutritionSettings: Sendable {
         let url = env.string("PUBLIC_API_URL", default: env.string("APP_BASE_URL", default: "http://127.0.0.1:8080"), requiredInProduction: true)
         publicAPIURL = url.hasSuffix("/") ? String(url.dropLast()) : url
         shareTTLDays = env.int("SHARE_TTL_DAYS", default: 7, range: 1...365)
+        pages = PageSettings(reading: &env)
         try env.finish()
     }
 }

@@ -12,6 +12,7 @@ enum SocialService {
         name: "social",
         defaultPort: 8082,
         migrations: { try ServiceDefinition.bundledMigrations(.module) },
+        openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
         setup: { config in
             let settings = try SocialSettings(config)
             return ServiceSetup(build: { router, dependencies in

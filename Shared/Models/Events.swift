@@ -333,3 +333,25 @@ public struct EntitlementChanged: EventPayload, Equatable {
         case userID = "user_id", tier, state, features
     }
 }
+
+/// Sessions of `userID` ended: a sign-out, one ended from the session list, all of them (`all`:
+/// sign-out everywhere, a password reset, a disabled account, a takeover), or those a password change
+/// leaves behind. Their access tokens still verify until they expire; the gateway closes the live
+/// event streams opened with them, and refuses new ones (docs/ARCHITECTURE.md, live events).
+public struct SessionsEnded: EventPayload, Equatable {
+    public static let eventType = "user.sessions_ended"
+    public var userID: UUID
+    public var sessionIDs: [UUID]
+    /// Every session the user had ended; `sessionIDs` still lists them.
+    public var all: Bool
+
+    public init(userID: UUID, sessionIDs: [UUID], all: Bool) {
+        self.userID = userID
+        self.sessionIDs = sessionIDs
+        self.all = all
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", sessionIDs = "session_ids", all
+    }
+}

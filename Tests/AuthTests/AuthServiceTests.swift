@@ -29,7 +29,9 @@ import TestSupport
             for (method, template) in operations {
                 let path = template.replacingOccurrences(of: "{id}", with: UUID().uuidString).replacingOccurrences(of: "{role}", with: "creator")
                 let reply = try await env.call(HTTPRequest.Method(rawValue: method.uppercased())!, path)
-                #expect(reply.status != .notFound && reply.status != .methodNotAllowed, "\(method) \(template): \(reply.status)")
+                // A page's own 404 (an HTML page for a link without its token) is the route answering.
+                let page = reply.headers[.contentType]?.hasPrefix("text/html") == true
+                #expect((reply.status != .notFound || page) && reply.status != .methodNotAllowed, "\(method) \(template): \(reply.status)")
                 #expect(reply.status.code < 500, "\(method) \(template): \(reply.text)")
             }
         }

@@ -395,9 +395,13 @@ final class EchoUpstream: Sendable {
             "/v1/entitlements": "entitlements", "/v1/tiers": "entitlements", "/v1/usage": "entitlements", "/v1/purchases": "entitlements",
             "/v1/webhooks/app-store": "entitlements", "/v1/spaces/x": "entitlements",
             "/v1/nutrition/diet": "nutrition", "/v1/meals": "nutrition", "/v1/metrics/weight": "nutrition", "/v1/trends": "nutrition", "/v1/shared/x": "nutrition",
+            // The pages mails and share links open.
+            "/verify-email": "auth", "/reset-password": "auth", "/invite": "invitations", "/shared/x": "nutrition",
         ]
         for (path, service) in expected { #expect(table.service(for: path) == service, "\(path)") }
-        for path in ["/metrics", "/healthz", "/v1/events", "/openapi.json", "/v1", "/v1/authx"] { #expect(table.service(for: path) == nil, "\(path)") }
+        for path in ["/metrics", "/healthz", "/v1/events", "/openapi.json", "/v1", "/v1/authx", "/invites", "/sharedx", "/verify-emails"] {
+            #expect(table.service(for: path) == nil, "\(path)")
+        }
     }
 }
 

@@ -122,7 +122,7 @@ import TestSupport
             let share = try await env.call(.post, "/v1/meals/\(id)/share", as: user)
             #expect(share.status == .created)
             let token = try #require(share.json["token"] as? String)
-            #expect(token.count >= 22 && share.json["url"] as? String == "https://api.test/v1/shared/\(token)")
+            #expect(token.count >= 22 && share.json["url"] as? String == "https://api.test/shared/\(token)")
             let opened = try await env.call(.get, "/v1/shared/\(token)")
             #expect(opened.status == .ok && opened.json["name"] as? String == "Crème brûlée & café")
             #expect(opened.json[path: "totals.calories"] as? Double == 330 && opened.json["diet_score"] as? Int == meal["diet_score"] as? Int)

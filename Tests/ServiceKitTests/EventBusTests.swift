@@ -220,13 +220,51 @@ final class BusHarness: Sendable {
                 UserRegistered(userID: userID, email: "a@b.c", displayName: "A", provider: "email"), userID: userID, live: true, on: connection, logger: TestEnvironment.logger)
         }
         bus.startRelay()
-        var received: EventEnvelope?
+        var received: LiveStream.Message?
         for await message in messages where message.text != "{}" {
-            received = try EventEnvelope(json: String(decoding: message.payload, as: UTF8.self))
+            received = LiveStream.Message(payload: message.payload)
             break
         }
-        #expect(received?.type == "user.registered")
-        #expect(try received?.decode(UserRegistered.self).displayName == "A")
+        let message = try #require(received)
+        let envelope = try EventEnvelope(json: message.envelope)
+        #expect(envelope.type == "user.registered")
+        #expect(try envelope.decode(UserRegistered.self).displayName == "A")
+        // The message names the entry the relay added to the user's live stream.
+        let entries = try await bus.redis.xrange(LiveStream.key(for: userID))
+        #expect(entries.map(\.id) == [message.id.description])
+        #expect(entries.first?.fields["envelope"] == envelope.json && entries.first?.fields["type"] == "user.registered")
+        await bus.stop()
+    }
+
+    /// `liveTo`: the live copy goes to another user than the event's (an accepted invitation is the
+    /// client's event, and the coach's news); events not marked live have no live copy.
+    @Test func aLiveCopyGoesToTheUserItIsFor() async throws {
+        let config = try TestEnvironment.redis()
+        let bus = try await BusHarness(redis: config)
+        let subscriber = RedisSubscriber(configuration: config, logger: TestEnvironment.logger)
+        bus.launch { try await subscriber.run() }
+        let (coach, client) = (UUID(), UUID())
+        let messages = subscriber.subscribe(LiveStream.channel(for: coach))
+        try await waitUntil { try await bus.redis.publish(LiveStream.channel(for: coach), "probe") > 0 }
+        let accepted = InvitationAccepted(invitationID: UUID(), coachID: coach, clientID: client)
+        try await bus.producer.transaction(logger: TestEnvironment.logger) { connection in
+            let outbox = EventOutbox(producer: "invitations")
+            try await outbox.write(accepted, userID: client, liveTo: coach, on: connection, logger: TestEnvironment.logger)
+            try await outbox.write(UserRegistered(userID: client, email: "c@d.e", displayName: nil, provider: "email"), userID: client, on: connection, logger: TestEnvironment.logger)
+        }
+        bus.startRelay()
+        var received: LiveStream.Message?
+        for await message in messages where message.text != "probe" {
+            received = LiveStream.Message(payload: message.payload)
+            break
+        }
+        let message = try #require(received)
+        let envelope = try EventEnvelope(json: message.envelope)
+        #expect(envelope.userID == client)
+        #expect(try envelope.decode(InvitationAccepted.self) == accepted)
+        try await waitUntil { try await bus.redis.xlen(bus.stream) == 2 }
+        #expect(try await bus.redis.xrange(LiveStream.key(for: coach)).map(\.id) == [message.id.description])
+        #expect(try await bus.redis.xlen(LiveStream.key(for: client)) == 0)
         await bus.stop()
     }
 

@@ -7,6 +7,7 @@ import ServiceKitEvents
 import ServiceKitHTTP
 import ServiceKitRedis
 import ServiceKitTokens
+import Synchronization
 import Testing
 import TestSupport
 
@@ -71,6 +72,37 @@ import TestSupport
         #expect(received.last == "hello")
     }
 
+    /// `PSUBSCRIBE`: every channel the pattern matches, with the channel's name, and a call each time
+    /// Redis confirms the subscription, again after the server comes back.
+    @Test func patternSubscriptionsReceiveEveryMatchingChannel() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
+        let subscriber = RedisSubscriber(configuration: server.configuration, logger: TestEnvironment.logger)
+        let runner = Task { try await subscriber.run() }
+        defer { runner.cancel(); Task { await redis.close() } }
+        let confirmations = Confirmations()
+        let messages = subscriber.psubscribe("room:*") { _ = confirmations.count.add(1, ordering: .relaxed) }
+        #expect(subscriber.patternCount == 1 && subscriber.channelCount == 0)
+        try await waitUntil { confirmations.count.load(ordering: .relaxed) == 1 }
+        try await redis.publish("room:a", "one")
+        try await redis.publish("hall:a", "elsewhere")
+        try await redis.publish("room:b", "two")
+
+        try await server.stop()
+        try await server.start()
+        try await waitUntil { confirmations.count.load(ordering: .relaxed) == 2 }
+        try await waitUntil { (try? await redis.send("PING").string) == "PONG" }
+        try await redis.publish("room:c", "three")
+        var received: [RedisMessage] = []
+        for await message in messages {
+            received.append(message)
+            if received.count == 3 { break }
+        }
+        #expect(received.map(\.channel) == ["room:a", "room:b", "room:c"] && received.map(\.text) == ["one", "two", "three"])
+        try await server.stop()
+    }
+
     @Test func countersExpireAndScriptsRun() async throws {
         let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
         defer { Task { await redis.close() } }
@@ -107,4 +139,9 @@ import TestSupport
         #expect(sawAfter)
         try await server.stop()
     }
+}
+
+/// Counts a subscription's confirmations from the subscriber's callback.
+private final class Confirmations: Sendable {
+    let count = Atomic<Int>(0)
 }

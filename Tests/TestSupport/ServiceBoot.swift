@@ -58,22 +58,30 @@ public func assertServiceServesHealth(name: String, build: (ServiceConfig) throw
     return failures
 }
 
+/// Routes the kit gives every service that no service's document lists: the document itself
+/// (`GET /openapi.yaml`, which the gateway merges into its `/openapi.json`).
+let undocumentedKitRoutes: Set<String> = ["GET /openapi.yaml"]
+
 /// Every route the application serves is in its service's OpenAPI document, and every documented
-/// operation is served (method and path; parameter names aside).
+/// operation is served (method and path; parameter names aside), the kit's `undocumentedKitRoutes`
+/// aside.
 func routesAgainstDocument(name: String, app: some ApplicationProtocol) -> [String] {
     guard let index = (app as? any RouteIndexed)?.routeIndex else { return ["\(name): the application does not list its routes"] }
     func normalized(_ method: String, _ path: String) -> String {
         "\(method.uppercased()) " + path.replacing(#/\{[^}]*\}/#, with: "{}")
     }
-    let served = Set(index.routes.map { normalized($0.method, $0.path) })
+    let all = Set(index.routes.map { normalized($0.method, $0.path) })
+    var failures = undocumentedKitRoutes.subtracting(all).sorted().map { "\(name): does not serve \($0)" }
+    let served = all.subtracting(undocumentedKitRoutes)
     let documented: Set<String>
     do {
         documented = Set(try OpenAPIDocument.operations(of: name.prefix(1).uppercased() + name.dropFirst()).map { normalized($0.method, $0.path) })
     } catch {
         return ["\(name): no OpenAPI document: \(error)"]
     }
-    return served.subtracting(documented).sorted().map { "\(name): serves \($0), which its document lacks" }
-        + documented.subtracting(served).sorted().map { "\(name): documents \($0), which it does not serve" }
+    failures += served.subtracting(documented).sorted().map { "\(name): serves \($0), which its document lacks" }
+    failures += documented.subtracting(served).sorted().map { "\(name): documents \($0), which it does not serve" }
+    return failures
 }
 
 /// What every process answers, once its port is open: on the internal port readiness and metrics, on
@@ -98,6 +106,13 @@ private func checkProcessEndpoints(name: String, port: Int, adminPort: Int) asyn
     if !String(buffer: metrics.body).contains("events_outbox_backlog") { failures.append("\(name): /metrics lacks event bus metrics") }
     for path in ["/readyz", "/metrics"] where try await ConcurrentClient.send(port: port, "GET", path).status != 404 {
         failures.append("\(name): the public port serves \(path)")
+    }
+    // Its own OpenAPI document, as the repository has it, for the gateway to merge.
+    let document = try await ConcurrentClient.send(port: port, "GET", "/openapi.yaml")
+    let file = TestEnvironment.packageRoot.appendingPathComponent("Services/\(name.prefix(1).uppercased() + name.dropFirst())/openapi.yaml")
+    let repositoryText = try String(contentsOf: file, encoding: .utf8)
+    if document.status != 200 || String(buffer: document.body) != repositoryText {
+        failures.append("\(name): /openapi.yaml is \(document.status), not the repository's openapi.yaml")
     }
     let missing = try await ConcurrentClient.send(port: port, "GET", "/v1/nothing-here", headers: [("X-Request-ID", "boot-test")])
     if missing.status != 404 || missing.headers["Content-Type"].first != Problem.mediaType || missing.headers["X-Request-ID"].first != "boot-test" {

@@ -39,7 +39,7 @@ struct Accounts: Sendable {
         redis = dependencies.redis
         outbox = dependencies.outbox
         logger = dependencies.logger
-        sessions = SessionStore(idleDays: settings.sessionIdleDays)
+        sessions = SessionStore(idleDays: settings.sessionIdleDays, outbox: dependencies.outbox)
         hasher = PasswordHasher(cost: settings.bcryptCost)
         policy = PasswordPolicy(common: common)
         throttle = LoginThrottle(redis: dependencies.redis, limits: settings.throttle, logger: dependencies.logger)

@@ -114,79 +114,13 @@ struct AccountRoutes {
         }
     }
 
-    /// How whoever follows the verification link shows they are also the one who set the account up.
-    enum VerifyProof {
-        /// The app opened the link and sent the account's access token.
-        case session(UUID)
-        /// The page asked for the account's password.
-        case password
-        /// They did not set it up: the account keeps the address and loses what its maker set.
-        case disown
-    }
-
-    /// Whoever proves the mailbox owns the account, and a proof alone does not vouch for what someone
-    /// else set before it: the mailed token verifies only together with the account's live session or
-    /// its password (everything is kept), or with `disown` (sessions end; the password, the provider
-    /// sign-ins and the chosen name go; a password-setting token comes back). Anyone may sign up with
-    /// an address they do not hold, keep the session, and wait for its owner to click.
+    /// The rules are `Accounts.verifyEmail`'s, shared with the page the link opens.
     @Sendable func verifyEmail(_ request: Request, context: ServiceRequestContext) async throws -> VerifiedResponse {
         let body = try await request.decode(as: VerifyRequest.self, context: context)
-        let accounts = self.accounts
-        let checked = try await accounts.postgres.withConnectionOnItsLoop { connection in
-            try await accounts.emailTokens.check(body.token, purpose: .verifyEmail, on: connection, logger: context.logger)
-        }
-        guard case .valid(let userID, _) = checked else { throw AuthErrors.mailToken(checked) }
-        let proof: VerifyProof
-        if body.disown == true {
-            guard body.password == nil else {
-                throw APIError.validation([.init(field: "password", message: "is not sent when disowning the account: its password is what goes")])
-            }
-            proof = .disown
-        } else if let caller = context.caller, caller.userID == userID, let sessionID = caller.sessionID {
-            proof = .session(sessionID)
-        } else if let password = body.password {
-            let ip = context.clientAddress
-            try await accounts.reauthThrottle.begin(account: userID.uuidString, ip: ip)
-            let hash = try await accounts.postgres.withConnectionOnItsLoop { connection in
-                try await accounts.users.find(id: userID, on: connection, logger: context.logger)?.passwordHash
-            }
-            guard try await accounts.hasher.verify(password, hash: hash) else {
-                throw APIError.unauthorized("The password is wrong.", code: "invalid_credentials")
-            }
-            await accounts.reauthThrottle.succeeded(account: userID.uuidString, ip: ip)
-            proof = .password
-        } else {
-            throw AuthErrors.proofRequired
-        }
-        return try await accounts.postgres.transaction(logger: context.logger) { connection in
-            let consumed = try await accounts.emailTokens.consume(body.token, purpose: .verifyEmail, on: connection, logger: context.logger)
-            guard case .valid(userID, let email) = consumed else { throw AuthErrors.mailToken(consumed) }
-            guard let user = try await accounts.users.find(id: userID, forUpdate: true, on: connection, logger: context.logger),
-                EmailAddress.normalize(user.email) == EmailAddress.normalize(email)
-            else {
-                throw AuthErrors.mailToken(.unknown)
-            }
-            if case .session(let sessionID) = proof {
-                guard try await accounts.sessions.isLive(sessionID, userID: userID, on: connection, logger: context.logger) else { throw AuthErrors.proofRequired }
-            }
-            try await accounts.emailTokens.invalidate(.verifyEmail, userID: userID, on: connection, logger: context.logger)
-            var response = VerifiedResponse(emailVerified: true)
-            var verified = user
-            if case .disown = proof {
-                verified = try await accounts.takeOver(user, on: connection)
-                let token = try await accounts.emailTokens.issue(.resetPassword, userID: userID, email: user.email, on: connection, logger: context.logger)
-                response.passwordToken = token.value
-                response.passwordTokenExpiresAt = Date().addingTimeInterval(TimeInterval(EmailTokenStore.Purpose.resetPassword.lifetimeSeconds))
-            }
-            try await accounts.users.markVerified(userID, byMail: true, on: connection, logger: context.logger)
-            if !user.emailVerified {
-                try await accounts.outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, live: true, on: connection, logger: context.logger)
-            }
-            verified.emailVerified = true
-            verified.emailProvenByMail = true
-            _ = try await accounts.grantConfiguredAdmin(verified, on: connection)
-            return response
-        }
+        let verified = try await accounts.verifyEmail(
+            token: body.token, password: body.password, disown: body.disown == true, caller: context.caller, clientAddress: context.clientAddress,
+            logger: context.logger)
+        return VerifiedResponse(emailVerified: true, passwordToken: verified.passwordToken, passwordTokenExpiresAt: verified.passwordTokenExpiresAt)
     }
 
     @Sendable func resendVerification(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
@@ -247,40 +181,11 @@ struct AccountRoutes {
         enum CodingKeys: String, CodingKey, CaseIterable { case token, password }
     }
 
-    /// Sets the password, proves the address (the link came to it), and ends every session.
+    /// Sets the password, proves the address (the link came to it), and ends every session: the rules
+    /// are `Accounts.resetPassword`'s, shared with the page the link opens.
     @Sendable func resetPassword(_ request: Request, context: ServiceRequestContext) async throws -> HTTPResponse.Status {
         let body = try await request.decode(as: ResetRequest.self, context: context)
-        try checkPassword(body.password, email: nil)
-        let accounts = self.accounts
-        // The link first: a made-up token must not cost the server a password hash (bcrypt's
-        // threads are the sign-ins' too). It is consumed, and checked again, in the transaction.
-        let checked = try await accounts.postgres.withConnectionOnItsLoop { connection in
-            try await accounts.emailTokens.check(body.token, purpose: .resetPassword, on: connection, logger: context.logger)
-        }
-        guard case .valid = checked else { throw AuthErrors.mailToken(checked) }
-        let hash = try await accounts.hasher.hash(body.password)
-        try await accounts.postgres.transaction(logger: context.logger) { connection in
-            let consumed = try await accounts.emailTokens.consume(body.token, purpose: .resetPassword, on: connection, logger: context.logger)
-            guard case .valid(let userID, _) = consumed else { throw AuthErrors.mailToken(consumed) }
-            guard let user = try await accounts.users.find(id: userID, forUpdate: true, on: connection, logger: context.logger) else { throw AuthErrors.mailToken(.unknown) }
-            if let violation = accounts.policy.violation(body.password, email: user.email) { throw AuthErrors.weakPassword(violation) }
-            try await accounts.users.setPassword(hash: hash, of: userID, on: connection, logger: context.logger)
-            try await accounts.emailTokens.invalidate(.resetPassword, userID: userID, on: connection, logger: context.logger)
-            try await accounts.sessions.endAll(of: userID, on: connection, logger: context.logger)
-            // Whoever signed in with Apple or Google under this address before anyone had proven it
-            // (the provider had not verified it) may not be its owner, who has just proven it: those
-            // sign-ins go, so an account claimed in someone else's name is not theirs to keep. Even
-            // if the address was verified by mail since: the owner may have followed that link.
-            try await accounts.users.unlinkUnproven(userID, on: connection, logger: context.logger)
-            // The reset proved the address and left only credentials its owner set (or linked once the
-            // address was proven): good enough for ADMIN_EMAILS.
-            try await accounts.users.markVerified(userID, byMail: true, on: connection, logger: context.logger)
-            try await accounts.emailTokens.invalidate(.verifyEmail, userID: userID, on: connection, logger: context.logger)
-            if !user.emailVerified {
-                try await accounts.outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, on: connection, logger: context.logger)
-            }
-            try await accounts.outbox.write(UserPasswordChanged(userID: userID, method: "reset"), userID: userID, on: connection, logger: context.logger)
-        }
+        try await accounts.resetPassword(token: body.token, password: body.password, logger: context.logger)
         return .noContent
     }
 
@@ -356,7 +261,8 @@ struct AccountRoutes {
             guard let current = try await accounts.users.find(id: user.id, forUpdate: true, on: connection, logger: context.logger) else { return }
             if current.roles.contains(.admin) { try await accounts.requireAnotherAdmin(than: current.id, on: connection) }
             try await accounts.users.delete(current, on: connection, logger: context.logger)
-            try await accounts.outbox.write(UserDeleted(userID: user.id), userID: user.id, on: connection, logger: context.logger)
+            // Live too: the gateway ends the account's event streams, whose tokens still verify for a while.
+            try await accounts.outbox.write(UserDeleted(userID: user.id), userID: user.id, live: true, on: connection, logger: context.logger)
         }
         return EditedResponse(status: .accepted, response: DeletedResponse(id: user.id, status: "deleted"))
     }

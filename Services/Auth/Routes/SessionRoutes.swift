@@ -135,7 +135,8 @@ struct SessionRoutes {
         let accounts = self.accounts
         // A token whose session already ended cannot end the sessions made since.
         _ = try await accounts.liveUser(context)
-        try await accounts.postgres.withConnectionOnItsLoop { connection in
+        // A transaction: the sessions end together with their announcement (`SessionStore`).
+        try await accounts.postgres.transaction(logger: context.logger) { connection in
             if scope == "all" {
                 try await accounts.sessions.endAll(of: caller.userID, on: connection, logger: context.logger)
             } else if let sessionID = caller.sessionID {
@@ -181,7 +182,7 @@ struct SessionRoutes {
         let accounts = self.accounts
         _ = try await accounts.liveUser(context)
         let caller = context.caller
-        let ended = try await accounts.postgres.withConnectionOnItsLoop { connection in
+        let ended = try await accounts.postgres.transaction(logger: context.logger) { connection in
             try await accounts.sessions.end(id, of: caller.userID, on: connection, logger: context.logger)
         }
         guard ended else { throw APIError.notFound("No such session.") }

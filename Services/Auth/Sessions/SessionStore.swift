@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Logging
+import Models
 import PostgresNIO
 import ServiceKit
 import ServiceKitCore
@@ -31,8 +32,13 @@ enum RefreshOutcome: Sendable {
 }
 
 /// Sessions and their refresh tokens. A session lives `idleDays` from its last use.
+/// Every way a session is ended before its time goes through `end` or `endAll`, which announce it
+/// live (`user.sessions_ended`) in the same transaction: the gateway closes the event streams opened
+/// with the ended sessions' tokens, which still verify until they expire. (Sessions the janitor
+/// removes had no live token left; a deleted account's go with it, and `user.deleted` says so.)
 struct SessionStore: Sendable {
     let idleDays: Int
+    let outbox: EventOutbox
 
     static let columns = "id, user_id, method, user_agent, ip, created_at, last_used_at, expires_at"
 
@@ -69,11 +75,11 @@ struct SessionStore: Sendable {
         for try await row in try await connection.checkedExecute(FindRefreshToken(hash: presentedHash), logger: logger) { found = row }
         guard let found else { return .unknown }
         if found.usedAt != nil {
-            try await end(found.sessionID, on: connection, logger: logger)
+            try await end(found.sessionID, of: found.userID, on: connection, logger: logger)
             return .reused(sessionID: found.sessionID, userID: found.userID)
         }
         if found.expired {
-            try await end(found.sessionID, on: connection, logger: logger)
+            try await end(found.sessionID, of: found.userID, on: connection, logger: logger)
             return .expired
         }
         let token = OpaqueToken()
@@ -181,12 +187,10 @@ struct SessionStore: Sendable {
     @discardableResult
     func end(_ sessionID: UUID, of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let rows = try await connection.checkedQuery("DELETE FROM sessions WHERE id = \(sessionID) AND user_id = \(userID) RETURNING id", logger: logger)
-        for try await _ in rows { return true }
-        return false
-    }
-
-    private func end(_ sessionID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("DELETE FROM sessions WHERE id = \(sessionID)", logger: logger)
+        var ended = false
+        for try await _ in rows { ended = true }
+        if ended { try await announce([sessionID], of: userID, all: false, on: connection, logger: logger) }
+        return ended
     }
 
     /// Ends every session of a user (optionally but one); returns how many.
@@ -196,8 +200,15 @@ struct SessionStore: Sendable {
             """
             DELETE FROM sessions WHERE user_id = \(userID) AND (\(keep == nil) OR id <> \(keep ?? UUID())) RETURNING id
             """, logger: logger)
-        var count = 0
-        for try await _ in rows { count += 1 }
-        return count
+        var ended: [UUID] = []
+        for try await id in rows.decode(UUID.self) { ended.append(id) }
+        if !ended.isEmpty { try await announce(ended, of: userID, all: keep == nil, on: connection, logger: logger) }
+        return ended.count
+    }
+
+    /// `user.sessions_ended`, live for the user: not news for their apps, which learn it at their
+    /// next call, but for the gateway, which ends the streams the sessions opened.
+    private func announce(_ sessionIDs: [UUID], of userID: UUID, all: Bool, on connection: PostgresConnection, logger: Logger) async throws {
+        try await outbox.write(SessionsEnded(userID: userID, sessionIDs: sessionIDs, all: all), userID: userID, live: true, on: connection, logger: logger)
     }
 }

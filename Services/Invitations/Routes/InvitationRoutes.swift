@@ -139,9 +139,10 @@ struct InvitationRoutes {
             guard try await invitations.clients.accept(client.id, code: code, by: caller.userID, viaRelay: viaRelay, on: connection, logger: context.logger) else {
                 throw ClientFields.used
             }
+            // The client's event (auth grants them `client`); its live copy is the coach's news.
             try await invitations.outbox.write(
-                InvitationAccepted(invitationID: client.invitationID, coachID: client.coachID, clientID: caller.userID), userID: caller.userID, on: connection,
-                logger: context.logger)
+                InvitationAccepted(invitationID: client.invitationID, coachID: client.coachID, clientID: caller.userID), userID: caller.userID,
+                liveTo: client.coachID, on: connection, logger: context.logger)
             let coach = try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger)
             if viaRelay, let email = client.email {
                 try await invitations.mailer.sendRelayNotice(to: email, coachName: coach.map(Invitations.coachName) ?? "your coach", on: connection, logger: context.logger)

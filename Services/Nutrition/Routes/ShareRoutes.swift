@@ -26,7 +26,8 @@ struct ShareRoutes {
         enum CodingKeys: String, CodingKey { case token, url, expiresAt = "expires_at" }
     }
 
-    /// A link to a snapshot of the meal as it is now, working for `SHARE_TTL_DAYS`.
+    /// A link to a snapshot of the meal as it is now, working for `SHARE_TTL_DAYS`: the page
+    /// (`SharedPageRoutes`), which a browser shows and a link preview reads.
     @Sendable func share(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<ShareLink> {
         let id = try context.mealID()
         let nutrition = self.nutrition
@@ -37,7 +38,7 @@ struct ShareRoutes {
         }
         return EditedResponse(
             status: .created,
-            response: ShareLink(token: token.value, url: "\(nutrition.settings.publicAPIURL)/v1/shared/\(token.value)", expiresAt: expires))
+            response: ShareLink(token: token.value, url: "\(nutrition.settings.publicAPIURL)/shared/\(token.value)", expiresAt: expires))
     }
 
     @Sendable func unshare(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {

@@ -43,6 +43,9 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     router.add(middleware: DatabaseGateMiddleware(watch: databaseWatch, budget: config.database.statementTimeout))
     let health = HealthRoutes<ServiceRequestContext>(postgres: postgres, redis: redis, readiness: readiness, metrics: registry)
     health.add(to: router)
+    if let document = definition.openAPIDocument {
+        try OpenAPIDocumentRoute(contentsOf: document).add(to: router)
+    }
     let adminRouter = Router(context: ServiceRequestContext.self)
     adminRouter.add(middleware: ProblemMiddleware())
     health.addAdmin(to: adminRouter)

@@ -31,6 +31,9 @@ public struct ServiceDefinition: Sendable {
     public var name: String
     public var defaultPort: Int
     public var migrations: @Sendable () throws -> [Migration]
+    /// The service's `openapi.yaml` (`bundledOpenAPIDocument(.module)`), served at `GET /openapi.yaml`
+    /// by `OpenAPIDocumentRoute`; `nil` serves none.
+    public var openAPIDocument: URL?
     /// Reads the service's own settings (throwing `ConfigurationError` naming every problem) and
     /// returns its parts. Called once per process, before anything starts.
     public var setup: @Sendable (ServiceConfig) throws -> ServiceSetup
@@ -38,11 +41,13 @@ public struct ServiceDefinition: Sendable {
     public init(
         name: String, defaultPort: Int,
         migrations: @escaping @Sendable () throws -> [Migration],
+        openAPIDocument: URL? = nil,
         setup: @escaping @Sendable (ServiceConfig) throws -> ServiceSetup = { _ in ServiceSetup() }
     ) {
         self.name = name
         self.defaultPort = defaultPort
         self.migrations = migrations
+        self.openAPIDocument = openAPIDocument
         self.setup = setup
     }
 
@@ -55,6 +60,11 @@ public struct ServiceDefinition: Sendable {
     public static func bundledMigrations(_ bundle: Bundle) throws -> [Migration] {
         guard let url = bundle.url(forResource: "Migrations", withExtension: nil) else { return [] }
         return try Migration.load(directory: url)
+    }
+
+    /// The service's `openapi.yaml` in its resource bundle (`Package.swift` copies it there).
+    public static func bundledOpenAPIDocument(_ bundle: Bundle) -> URL? {
+        bundle.url(forResource: "openapi", withExtension: "yaml")
     }
 }
 

@@ -4,7 +4,7 @@ import ServiceKitRedis
 /// The tables the event bus needs in every service's schema. The migration runner applies these before
 /// the service's own files, so each service gets the same outbox and inbox without copying the SQL.
 public enum EventBusSchema {
-    public static let migrations = [created, notifyDropped]
+    public static let migrations = [created, notifyDropped, liveRecipient]
 
     static let created = Migration(
         name: "0000_event_bus",
@@ -45,5 +45,13 @@ public enum EventBusSchema {
         sql: """
             DROP TRIGGER outbox_notify ON outbox;
             DROP FUNCTION outbox_notify();
+            """)
+
+    /// Who receives a row's live copy, when not the event's own user (`EventOutbox.write(liveTo:)`).
+    /// The relay reads `coalesce(live_to, user_id)` for live rows, so rows written before stay right.
+    static let liveRecipient = Migration(
+        name: "0000_event_bus_live_recipient",
+        sql: """
+            ALTER TABLE outbox ADD COLUMN live_to uuid;
             """)
 }

@@ -18,19 +18,24 @@ public struct EventOutbox: Sendable {
         self.producer = producer
     }
 
-    /// Records one event. `live` also publishes it on `user:<user_id>` for the realtime stream.
+    /// Records one event. `live` also sends a live copy to the event's user (`LiveStream`: their
+    /// live stream and `user:<user_id>`), for the clients they have connected; `liveTo` sends it to
+    /// another user instead (an accepted invitation is the client's event, and news for the coach).
+    /// Which clients exist is the gateway's business: a service only says whom an event is for.
     @discardableResult
     public func write<Payload: EventPayload>(
-        _ payload: Payload, userID: UUID?, live: Bool = false,
+        _ payload: Payload, userID: UUID?, live: Bool = false, liveTo: UUID? = nil,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> EventEnvelope {
         let envelope = try EventEnvelope(payload, producer: producer, userID: userID)
-        try await write(envelope, live: live, on: connection, logger: logger)
+        try await write(envelope, live: live, liveTo: liveTo, on: connection, logger: logger)
         return envelope
     }
 
-    public func write(_ envelope: EventEnvelope, live: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
-        for try await _ in try await connection.checkedExecute(Insert(envelope: envelope, live: live && envelope.userID != nil), logger: logger) {}
+    /// `liveTo` implies `live`.
+    public func write(_ envelope: EventEnvelope, live: Bool = false, liveTo: UUID? = nil, on connection: PostgresConnection, logger: Logger) async throws {
+        let recipient = liveTo ?? (live ? envelope.userID : nil)
+        for try await _ in try await connection.checkedExecute(Insert(envelope: envelope, liveTo: recipient), logger: logger) {}
         WorkBell.ringAfterCommit(Self.bell)
     }
 
@@ -39,19 +44,21 @@ public struct EventOutbox: Sendable {
     /// connection's `search_path`, the service's own schema.
     struct Insert: PostgresPreparedStatement {
         static let name = "event_outbox.insert"
-        static let sql = "INSERT INTO outbox (id, type, user_id, live, envelope) VALUES ($1, $2, $3, $4, $5)"
-        static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .uuid, .bool, .text]
+        static let sql = "INSERT INTO outbox (id, type, user_id, live, live_to, envelope) VALUES ($1, $2, $3, $4, $5, $6)"
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .uuid, .bool, .uuid, .text]
         typealias Row = Void
 
         let envelope: EventEnvelope
-        let live: Bool
+        /// Who gets the live copy; nil for none.
+        let liveTo: UUID?
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 5)
+            var bindings = PostgresBindings(capacity: 6)
             bindings.append(envelope.id)
             bindings.append(envelope.type)
             if let user = envelope.userID { bindings.append(user) } else { bindings.appendNull() }
-            bindings.append(live)
+            bindings.append(liveTo != nil)
+            if let liveTo { bindings.append(liveTo) } else { bindings.appendNull() }
             bindings.append(envelope.json)
             return bindings
         }

@@ -6,7 +6,8 @@ import ServiceKitDatabase
 import ServiceKitRedis
 import ServiceLifecycle
 
-/// Moves committed outbox rows to the Redis stream (and live ones to `user:<id>`), oldest first.
+/// Moves committed outbox rows to the Redis stream (and the live copies of live ones to their
+/// user's `LiveStream`), oldest first.
 /// Woken when a transaction of this process that wrote events commits (`WorkBell`), with a slow poll
 /// as the net for rows written elsewhere.
 /// A row is deleted only in the transaction that saw Redis take it, so if Redis is down the rows wait
@@ -77,23 +78,24 @@ public final class OutboxRelay: Service, Sendable {
     /// Sends up to one batch; returns how many rows it moved, or nil when another relay of this schema
     /// holds the lock. One relay per schema works at a time
     /// (a transaction-scoped advisory lock), so replicas cannot interleave batches and the stream keeps
-    /// commit order. Live notifications go out after the commit, so a retried batch does not push twice.
+    /// commit order. Live copies go out after the commit, so a retried batch does not send them twice,
+    /// one at a time in commit order (each is one script: the user's live stream and their channel).
     func relayBatch() async throws -> Int? {
         let logger = self.logger
         let batchSize = self.batchSize
         let redis = self.redis
         let config = self.config
         let lockKey = schema + ".outbox-relay"
-        let (moved, live) = try await client.transaction(logger: logger) { connection -> (Int?, [(String, String)]) in
+        let (moved, live) = try await client.transaction(logger: logger) { connection -> (Int?, [LiveCopy]) in
             var haveLock = false
             for try await value in try await connection.checkedExecute(TryLock(key: lockKey), logger: logger) { haveLock = value }
             guard haveLock else { return (nil, []) }
             // Taken out of the outbox in the same statement that reads them: if Redis refuses the batch
             // the transaction rolls back and the rows are still there.
-            var taken: [(seq: Int64, id: UUID, type: String, userID: UUID?, live: Bool, envelope: String)] = []
+            var taken: [Take.Row] = []
             for try await row in try await connection.checkedExecute(Take(limit: batchSize), logger: logger) { taken.append(row) }
             taken.sort { $0.seq < $1.seq }  // RETURNING has no order of its own; the stream keeps commit order
-            var live: [(String, String)] = []
+            var live: [LiveCopy] = []
             var commands: [[RedisArgument]] = []
             for row in taken {
                 commands.append(
@@ -102,8 +104,8 @@ public final class OutboxRelay: Service, Sendable {
                         fields: [
                             ("id", row.id.uuidString.lowercased()), ("type", row.type), ("envelope", row.envelope),
                         ]))
-                if row.live, let userID = row.userID {
-                    live.append(("user:\(userID.uuidString.lowercased())", row.envelope))
+                if let recipient = row.liveTo {
+                    live.append(LiveCopy(recipient: recipient, type: row.type, envelope: row.envelope))
                 }
             }
             // One pipelined round trip for the batch, in commit order.
@@ -112,14 +114,21 @@ public final class OutboxRelay: Service, Sendable {
             }
             return (taken.count, live)
         }
-        for (channel, envelope) in live {
-            // Live pushes are best effort: the durable stream already has the event.
-            do { try await redis.publish(channel, envelope) } catch {
-                logger.warning("live notification not published", metadata: ["channel": "\(channel)", "error": "\(error)"])
+        for copy in live {
+            // Live copies are best effort: the durable stream already has the event.
+            do { try await LiveStream.publish(envelope: copy.envelope, type: copy.type, to: copy.recipient, redis: redis) } catch {
+                logger.warning("live copy not published", metadata: ["user_id": "\(copy.recipient)", "type": "\(copy.type)", "error": "\(error)"])
             }
         }
         if let moved, moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         return moved
+    }
+
+    /// An event to send to one user live, once the batch is committed.
+    struct LiveCopy: Sendable {
+        var recipient: UUID
+        var type: String
+        var envelope: String
     }
 
     // The relay's two statements run for every batch of every service, so they are prepared once
@@ -140,15 +149,15 @@ public final class OutboxRelay: Service, Sendable {
     }
 
     /// Up to `limit` of the oldest rows, taken out of the outbox (the table on the connection's
-    /// `search_path`, the service's own schema).
+    /// `search_path`, the service's own schema), each with who gets its live copy (nil: nobody).
     struct Take: OneParameterStatement {
-        static let name = "outbox_relay.take"
+        static let name = "outbox_relay.take_live_to"
         static let sql = """
             DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT $1)
-            RETURNING seq, id, type, user_id, live, envelope
+            RETURNING seq, id, type, CASE WHEN live THEN coalesce(live_to, user_id) END, envelope
             """
         static let bindingDataTypes: [PostgresDataType] = [.int8]
-        typealias Row = (seq: Int64, id: UUID, type: String, userID: UUID?, live: Bool, envelope: String)
+        typealias Row = (seq: Int64, id: UUID, type: String, liveTo: UUID?, envelope: String)
 
         let limit: Int
 
@@ -158,7 +167,7 @@ public final class OutboxRelay: Service, Sendable {
             let cells = row.makeRandomAccess()
             return (
                 try cells[0].decode(Int64.self), try cells[1].decode(UUID.self), try cells[2].decode(String.self),
-                try cells[3].decode(UUID?.self), try cells[4].decode(Bool.self), try cells[5].decode(String.self)
+                try cells[3].decode(UUID?.self), try cells[4].decode(String.self)
             )
         }
     }

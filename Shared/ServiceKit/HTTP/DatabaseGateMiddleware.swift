@@ -6,9 +6,9 @@ import ServiceKitDatabase
 
 /// Refuses requests with `503 service_unavailable` while the `DatabaseWatch` says PostgreSQL is out
 /// of reach. Health, readiness and metrics still answer (they say why), and so do the well-known
-/// documents, which come from memory. Requests it lets through get a `DatabaseBudget`: a wait for a
-/// pooled connection ends after `budget` (the statement timeout), or as soon as the watch sees an
-/// outage, with the same 503.
+/// documents and `/openapi.yaml`, which come from memory. Requests it lets through get a
+/// `DatabaseBudget`: a wait for a pooled connection ends after `budget` (the statement timeout), or as
+/// soon as the watch sees an outage, with the same 503.
 public struct DatabaseGateMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
     let watch: DatabaseWatch
     let budget: Duration
@@ -28,6 +28,6 @@ public struct DatabaseGateMiddleware<Context: IdentifiedRequestContext>: RouterM
     }
 
     static func answersWithoutDatabase(_ path: String) -> Bool {
-        ["/healthz", "/readyz", "/metrics"].contains(path) || path.hasPrefix("/.well-known/")
+        ["/healthz", "/readyz", "/metrics", "/openapi.yaml"].contains(path) || path.hasPrefix("/.well-known/")
     }
 }

@@ -58,11 +58,28 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
 /// The one line logged per request, by `TelemetryMiddleware` and by the gateway's proxy alike.
 public enum RequestLog {
     /// Paths whose next segment is a secret, with the words that are not: an invitation's code is
-    /// the key to the invitation, and logs are read by more people than the database.
-    static let secretSegments: [(prefix: String, words: Set<String>)] = [("/v1/invitations/", ["mine", "unsubscribe"])]
+    /// the key to the invitation, a share link's token the key to the meal, and logs are read by
+    /// more people than the database.
+    static let secretSegments: [(prefix: String, words: Set<String>)] = [
+        ("/v1/invitations/", ["mine", "unsubscribe"]), ("/v1/shared/", []), ("/shared/", []),
+    ]
 
-    /// `path` with every secret segment written `[redacted]`.
+    /// Query parameters whose value is a secret: the event stream's ticket stands for an access
+    /// token for a minute. The line logs the path alone, without the query; this holds should a
+    /// caller pass the whole target.
+    static let secretParameters: Set<Substring> = ["ticket"]
+
+    /// `path` with every secret segment and secret query value written `[redacted]`.
     public static func redacted(_ path: String) -> String {
+        guard let mark = path.firstIndex(of: "?") else { return redactedSegments(path) }
+        let query = path[path.index(after: mark)...].split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+            let name = pair.prefix { $0 != "=" }
+            return secretParameters.contains(name) && name.count < pair.count ? String(name) + "=[redacted]" : String(pair)
+        }
+        return redactedSegments(String(path[..<mark])) + "?" + query.joined(separator: "&")
+    }
+
+    static func redactedSegments(_ path: String) -> String {
         for (prefix, words) in secretSegments where path.hasPrefix(prefix) {
             let rest = path.dropFirst(prefix.count)
             let segment = rest.prefix { $0 != "/" }

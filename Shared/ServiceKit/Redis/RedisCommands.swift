@@ -138,7 +138,7 @@ extension RedisClient {
         }
     }
 
-    static func entry(_ value: RESPValue) -> StreamEntry? {
+    package static func entry(_ value: RESPValue) -> StreamEntry? {
         guard let parts = value.array, parts.count == 2, let id = parts[0].string else { return nil }
         var fields: [String: String] = [:]
         let flat = parts[1].array ?? []

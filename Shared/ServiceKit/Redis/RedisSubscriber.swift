@@ -12,17 +12,21 @@ public struct RedisMessage: Sendable, Equatable {
     public var text: String { String(decoding: payload, as: UTF8.self) }
 }
 
-/// The dedicated pub/sub connection. It keeps the set of subscribed channels and, whenever the
-/// connection is lost, reconnects with backoff and subscribes to all of them again, so subscribers
+/// The dedicated pub/sub connection. It keeps the set of subscribed channels and patterns and,
+/// whenever the connection is lost, reconnects with backoff and subscribes to all of them again, so subscribers
 /// only see a gap, never a dead stream. Run it as a `Service`.
 public final class RedisSubscriber: Service, Sendable {
     private struct Listener: Sendable {
         var id: Int
         var continuation: AsyncStream<RedisMessage>.Continuation
+        /// Called each time Redis confirms the subscription (pattern listeners; see `psubscribe`).
+        var onSubscribed: (@Sendable () -> Void)?
     }
 
     private struct State {
         var listeners: [String: [Listener]] = [:]
+        /// Pattern subscriptions (`PSUBSCRIBE`), by pattern.
+        var patternListeners: [String: [Listener]] = [:]
         var connection: RedisConnection?
         var nextID = 0
     }
@@ -54,8 +58,42 @@ public final class RedisSubscriber: Service, Sendable {
         return stream
     }
 
+    /// Messages on every channel matching `pattern` (`PSUBSCRIBE`, `user:*`) from now on, until the
+    /// stream is dropped. `onSubscribed` runs each time Redis confirms the pattern's subscription (when
+    /// its first listener asks, and after every reconnection), before any message of that subscription
+    /// is yielded: what was published while the connection was down is lost to pub/sub, and a listener
+    /// that keeps a durable copy elsewhere reads it again from there.
+    public func psubscribe(
+        _ pattern: String, bufferingNewest limit: Int = 10_000, onSubscribed: (@Sendable () -> Void)? = nil
+    ) -> AsyncStream<RedisMessage> {
+        let (stream, continuation) = AsyncStream.makeStream(of: RedisMessage.self, bufferingPolicy: .bufferingNewest(limit))
+        let id = state.withLock { state in
+            state.nextID += 1
+            if state.patternListeners[pattern, default: []].isEmpty {
+                state.connection?.write(["PSUBSCRIBE", RedisArgument(pattern)])
+            }
+            state.patternListeners[pattern, default: []].append(Listener(id: state.nextID, continuation: continuation, onSubscribed: onSubscribed))
+            return state.nextID
+        }
+        continuation.onTermination = { [weak self] _ in self?.remove(pattern: pattern, id: id) }
+        return stream
+    }
+
     /// Number of channels with at least one listener.
     public var channelCount: Int { state.withLock { $0.listeners.count } }
+
+    /// Number of patterns with at least one listener.
+    public var patternCount: Int { state.withLock { $0.patternListeners.count } }
+
+    private func remove(pattern: String, id: Int) {
+        state.withLock { state in
+            state.patternListeners[pattern]?.removeAll { $0.id == id }
+            if state.patternListeners[pattern]?.isEmpty ?? false {
+                state.patternListeners[pattern] = nil
+                state.connection?.write(["PUNSUBSCRIBE", RedisArgument(pattern)])
+            }
+        }
+    }
 
     private func remove(channel: String, id: Int) {
         state.withLock { state in
@@ -67,13 +105,29 @@ public final class RedisSubscriber: Service, Sendable {
         }
     }
 
+    /// Everything a subscriber connection receives: `message` (channel, payload), `pmessage`
+    /// (pattern, channel, payload), and the confirmations of `subscribe` and `psubscribe`.
     private func push(_ value: RESPValue) {
-        guard let parts = value.array, parts.count == 3, parts[0].string == "message",
-            let channel = parts[1].string, case .bulkString(let payload) = parts[2]
-        else { return }
-        let listeners = state.withLock { $0.listeners[channel] ?? [] }
-        for listener in listeners {
-            listener.continuation.yield(RedisMessage(channel: channel, payload: payload))
+        guard let parts = value.array, let kind = parts.first?.string else { return }
+        switch kind {
+        case "message":
+            guard parts.count == 3, let channel = parts[1].string, case .bulkString(let payload) = parts[2] else { return }
+            let listeners = state.withLock { $0.listeners[channel] ?? [] }
+            for listener in listeners {
+                listener.continuation.yield(RedisMessage(channel: channel, payload: payload))
+            }
+        case "pmessage":
+            guard parts.count == 4, let pattern = parts[1].string, let channel = parts[2].string, case .bulkString(let payload) = parts[3] else { return }
+            let listeners = state.withLock { $0.patternListeners[pattern] ?? [] }
+            for listener in listeners {
+                listener.continuation.yield(RedisMessage(channel: channel, payload: payload))
+            }
+        case "subscribe", "psubscribe":
+            guard parts.count == 3, let name = parts[1].string else { return }
+            let listeners = state.withLock { kind == "subscribe" ? $0.listeners[name] ?? [] : $0.patternListeners[name] ?? [] }
+            for listener in listeners { listener.onSubscribed?() }
+        default:
+            return
         }
     }
 
@@ -87,7 +141,8 @@ public final class RedisSubscriber: Service, Sendable {
                 let channels = state.withLock { state in
                     state.connection = connection
                     for channel in state.listeners.keys { connection.write(["SUBSCRIBE", RedisArgument(channel)]) }
-                    return state.listeners.count
+                    for pattern in state.patternListeners.keys { connection.write(["PSUBSCRIBE", RedisArgument(pattern)]) }
+                    return state.listeners.count + state.patternListeners.count
                 }
                 if failures > 0 { logger.info("redis subscriber reconnected", metadata: ["channels": "\(channels)"]) }
                 let connectedAt = ContinuousClock.now
@@ -105,20 +160,28 @@ public final class RedisSubscriber: Service, Sendable {
                 if ContinuousClock.now - connectedAt > .seconds(5) { failures = 0 }
                 failures += 1
                 logger.warning("redis subscriber connection lost; reconnecting")
-                try? await Task.sleep(for: min(configuration.backoffBase * (1 << min(failures - 1, 16)), configuration.backoffMax))
+                await Self.pause(for: min(configuration.backoffBase * (1 << min(failures - 1, 16)), configuration.backoffMax))
             } catch {
                 state.withLock { $0.connection = nil }
                 if Task.isShuttingDownGracefully || Task.isCancelled { break }
                 failures += 1
                 let wait = min(configuration.backoffBase * (1 << min(failures - 1, 16)), configuration.backoffMax)
                 logger.warning("redis subscriber cannot connect", metadata: ["error": "\(error)", "retry_in": "\(wait)"])
-                try? await Task.sleep(for: wait)
+                await Self.pause(for: wait)
             }
         }
         let listeners = state.withLock { state in
-            defer { state.listeners = [:] }
-            return state.listeners.values.flatMap { $0 }
+            defer {
+                state.listeners = [:]
+                state.patternListeners = [:]
+            }
+            return state.listeners.values.flatMap { $0 } + state.patternListeners.values.flatMap { $0 }
         }
         for listener in listeners { listener.continuation.finish() }
+    }
+
+    /// A backoff that a graceful shutdown cuts short: a process whose Redis is away stops at once.
+    private static func pause(for duration: Duration) async {
+        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
     }
 }

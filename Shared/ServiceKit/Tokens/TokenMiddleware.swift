@@ -38,7 +38,7 @@ public struct TokenMiddleware<Context: IdentifiedRequestContext>: RouterMiddlewa
     /// The token of `Bearer <token>` (scheme in any case, blanks around the token ignored). Works on
     /// the UTF-8 bytes: this runs on every request, and Character iteration over a 600-byte token
     /// (grapheme breaking) cost more than checking its signature.
-    static func bearerToken(_ header: String) -> String? {
+    public static func bearerToken(_ header: String) -> String? {
         let bytes = header.utf8
         guard let space = bytes.firstIndex(of: UInt8(ascii: " ")) else { return nil }
         let scheme = bytes[..<space]

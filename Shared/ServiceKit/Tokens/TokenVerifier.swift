@@ -100,13 +100,19 @@ public final class TokenVerifier: Sendable {
     /// minutes, so a token verified in the last minute is not verified again (the signature check
     /// and two JSON decodes were a quarter of a profile read); its expiry is still checked each time.
     public func verify(_ token: String, now: Date = Date()) async throws(TokenError) -> Caller {
+        try await verifyExpiring(token, now: now).caller
+    }
+
+    /// `verify`, with the token's expiry: for what stays open as long as the token is good (the
+    /// gateway's event stream ends at it).
+    public func verifyExpiring(_ token: String, now: Date = Date()) async throws(TokenError) -> (caller: Caller, expiresAt: Date) {
         if let (caller, expiresAt) = verified.lookup(token) {
             guard now.timeIntervalSince(expiresAt) < leeway else { throw .expired }
-            return caller
+            return (caller, expiresAt)
         }
         let (caller, expiresAt) = try await verifyFully(token, now: now)
         verified.store(token, caller: caller, expiresAt: expiresAt)
-        return caller
+        return (caller, expiresAt)
     }
 
     private var leeway: TimeInterval {

@@ -1,0 +1,58 @@
+import Foundation
+import Models
+
+/// What reaches a client's event stream, in one table: the envelope types services publish live
+/// (`EventOutbox.write(live:)`) and the SSE event name each goes out as. A type not here is not sent.
+enum LiveEventNames {
+    static let byType: [String: String] = [
+        NotificationCreated.eventType: "notification",
+        UserRolesChanged.eventType: "roles_changed",
+        EntitlementChanged.eventType: "entitlement_changed",
+        InvitationAccepted.eventType: "client_accepted",
+        UserEmailVerified.eventType: "email_verified",
+    ]
+
+    /// Sent to a client whose missed events are gone (or whose `Last-Event-ID` was never given):
+    /// it reloads what it shows, then reads on.
+    static let reset = "reset"
+
+    /// Types that end streams rather than reach them.
+    static let ending = [SessionsEnded.eventType, UserDeleted.eventType]
+}
+
+/// Which of a user's streams a live entry ends: those of the sessions that ended, or all of them
+/// when the account is gone.
+struct LiveEnding: Sendable {
+    var sessionIDs: Set<UUID>
+    /// Every stream of the user, whatever its session.
+    var everyStream: Bool
+    /// Streams opened with a token that names no session (never issued by auth today).
+    var sessionless: Bool
+
+    /// The ending an envelope announces, or nil when it announces none.
+    init?(type: String, envelope: String) {
+        switch type {
+        case UserDeleted.eventType:
+            self.init(sessionIDs: [], everyStream: true, sessionless: true)
+        case SessionsEnded.eventType:
+            guard let ended = try? EventEnvelope(json: envelope).decode(SessionsEnded.self) else { return nil }
+            self.init(sessionIDs: Set(ended.sessionIDs), everyStream: false, sessionless: ended.all)
+        default:
+            return nil
+        }
+    }
+
+    init(sessionIDs: Set<UUID>, everyStream: Bool, sessionless: Bool) {
+        self.sessionIDs = sessionIDs
+        self.everyStream = everyStream
+        self.sessionless = sessionless
+    }
+
+    /// Matched by session id, never by time: a user who signed out everywhere and then in again has
+    /// a new session, which an old `all` must not end.
+    func ends(session: UUID?) -> Bool {
+        if everyStream { return true }
+        guard let session else { return sessionless }
+        return sessionIDs.contains(session)
+    }
+}

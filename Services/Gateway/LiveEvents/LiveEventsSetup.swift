@@ -1,0 +1,40 @@
+import AsyncHTTPClient
+import Logging
+import ServiceKitRedis
+import ServiceKitTokens
+import ServiceLifecycle
+
+/// The live event stream's parts, built from the gateway's configuration: the routes' `LiveEvents`
+/// and the service that runs its Redis subscription for as long as the gateway runs.
+struct LiveEventsSetup {
+    let events: LiveEvents
+    let service: LiveEventsService
+
+    init(_ config: GatewayConfig, logger: Logger) {
+        let redis = RedisClient(configuration: config.redis, logger: logger)
+        var subscriberConfig = config.redis
+        subscriberConfig.poolSize = 1
+        let hub = LiveHub(subscriber: RedisSubscriber(configuration: subscriberConfig, logger: logger), logger: logger)
+        // The process-wide HTTP client, which needs no shutdown: the keys are fetched rarely.
+        let tokens = TokenVerifier(source: HTTPJWKSSource(url: config.tokens.jwksURL, httpClient: .shared), config: config.tokens, logger: logger)
+        events = LiveEvents(hub: hub, redis: redis, tokens: tokens, config: config.liveEvents, logger: logger)
+        service = LiveEventsService(hub: hub, redis: redis)
+    }
+}
+
+/// Runs the hub's subscription; once it stops (after the server, which ends the streams first),
+/// closes the Redis connections the streams used.
+struct LiveEventsService: Service {
+    let hub: LiveHub
+    let redis: RedisClient
+
+    func run() async throws {
+        do {
+            try await hub.run()
+        } catch {
+            await redis.close()
+            throw error
+        }
+        await redis.close()
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import Logging
+import Models
+import NIOCore
+import ServiceKitEvents
+import ServiceKitRedis
+import ServiceLifecycle
+import Synchronization
+
+/// This process's open event streams, by user, and the one Redis subscription that feeds them
+/// (`PSUBSCRIBE user:*`): each message goes to the streams of the user its channel names, and to no
+/// other. One subscription per process, not one per stream: Redis keeps one connection for the
+/// gateway whatever the number of clients.
+final class LiveHub: Service, Sendable {
+    /// What a stream is told, in order.
+    enum Signal: Sendable {
+        /// A live entry for the client, as its frame.
+        case event(StreamID, ByteBuffer)
+        /// The subscription (re)started: messages published before it may have been missed, and the
+        /// stream reads them from the user's live stream.
+        case resync
+        /// Time for a heartbeat.
+        case heartbeat
+    }
+
+    /// A stream's place in the hub.
+    struct Registration: Sendable {
+        let user: UUID
+        let id: Int
+        let signals: AsyncStream<Signal>
+        let continuation: AsyncStream<Signal>.Continuation
+    }
+
+    private struct Listener: Sendable {
+        var session: UUID?
+        var continuation: AsyncStream<Signal>.Continuation
+    }
+
+    /// Signals a stream may have waiting (a slow client's); past it the stream ends and its client
+    /// resumes from the live stream, so nothing is lost by it.
+    static let bufferLimit = 1_000
+
+    private let subscriber: RedisSubscriber
+    private let logger: Logger
+    private let listeners = Mutex<[UUID: [Int: Listener]]>([:])
+    private let nextID = Atomic<Int>(0)
+    private let openStreams = Atomic<Int>(0)
+
+    init(subscriber: RedisSubscriber, logger: Logger) {
+        self.subscriber = subscriber
+        self.logger = logger
+    }
+
+    /// Streams open in this process.
+    var streamCount: Int { openStreams.load(ordering: .relaxed) }
+
+    /// Counts a new stream in, unless `limit` are open.
+    func reserve(limit: Int) -> Bool {
+        var current = openStreams.load(ordering: .relaxed)
+        while current < limit {
+            let (exchanged, original) = openStreams.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    func unreserve() {
+        openStreams.subtract(1, ordering: .relaxed)
+    }
+
+    /// Starts taking `user`'s messages for a stream opened with `session`'s token. Messages wait in
+    /// the registration until the stream reads them.
+    func register(user: UUID, session: UUID?) -> Registration {
+        let (signals, continuation) = AsyncStream.makeStream(of: Signal.self, bufferingPolicy: .bufferingOldest(Self.bufferLimit))
+        let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
+        listeners.withLock { $0[user, default: [:]][id] = Listener(session: session, continuation: continuation) }
+        return Registration(user: user, id: id, signals: signals, continuation: continuation)
+    }
+
+    func unregister(_ registration: Registration) {
+        listeners.withLock { listeners in
+            listeners[registration.user]?[registration.id] = nil
+            if listeners[registration.user]?.isEmpty == true { listeners[registration.user] = nil }
+        }
+        registration.continuation.finish()
+    }
+
+    func run() async throws {
+        let messages = subscriber.psubscribe(LiveStream.channelPattern, bufferingNewest: 100_000) { [weak self] in self?.resyncAll() }
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await self.subscriber.run() }
+            // Ends when the subscriber stops (graceful shutdown).
+            for await message in messages { dispatch(message) }
+        }
+        // Streams end with the process: their clients reconnect to another one.
+        let all = listeners.withLock { listeners in
+            defer { listeners = [:] }
+            return listeners.values.flatMap { $0.values }
+        }
+        for listener in all { listener.continuation.finish() }
+    }
+
+    /// Sends a message to the streams of the user its channel names.
+    func dispatch(_ message: RedisMessage) {
+        guard let user = LiveStream.user(ofChannel: message.channel) else { return }
+        let targets = listeners.withLock { $0[user] ?? [:] }
+        // Most messages are for users with no stream here: nothing is parsed for them.
+        guard !targets.isEmpty, let live = LiveStream.Message(payload: message.payload), let type = Self.type(of: live.envelope) else { return }
+        if let ending = LiveEnding(type: type, envelope: live.envelope) {
+            for (_, listener) in targets where ending.ends(session: listener.session) { listener.continuation.finish() }
+            return
+        }
+        guard let frame = SSEFrame.of(id: live.id, type: type, envelope: live.envelope) else { return }
+        for (_, listener) in targets {
+            if case .dropped = listener.continuation.yield(.event(live.id, frame)) {
+                logger.notice("live stream too far behind; closed for its client to resume", metadata: ["user_id": "\(user)"])
+                listener.continuation.finish()
+            }
+        }
+    }
+
+    /// Every stream reads what it may have missed while the subscription was down.
+    private func resyncAll() {
+        let all = listeners.withLock { $0.values.flatMap { $0.values } }
+        for listener in all {
+            if case .dropped = listener.continuation.yield(.resync) { listener.continuation.finish() }
+        }
+    }
+
+    static func type(of envelope: String) -> String? {
+        (try? EventEnvelope(json: envelope))?.type
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import Hummingbird
+import ServiceKit
+import ServiceKitCore
+import ServiceKitDatabase
+import ServiceKitHTTP
+import ServiceKitPages
+
+/// The page the invitation mail's "Get started" link opens (`<APP_BASE_URL>/invite?code=…`) where
+/// the app does not take the link itself: who invites, a button into the app, the App Store. It
+/// reads the invitation as the preview does and takes nothing: accepting is the app's, signed in.
+struct InvitePageRoutes {
+    let invitations: Invitations
+    let pages: PageRenderer
+
+    /// The templates in `Services/Invitations/Pages` these routes render.
+    static let templates = ["invite"]
+
+    func add(to router: Router<ServiceRequestContext>) {
+        router.get("invite", use: invitePage)
+    }
+
+    @Sendable func invitePage(_ request: Request, context: ServiceRequestContext) async throws -> Response {
+        let invitations = self.invitations
+        // The preview's limit and counter: guessing codes through the page counts as through the API.
+        do {
+            try await RateLimit(max: invitations.settings.previewsPerMinute, per: .seconds(60), whenUnavailable: .allow).count(
+                "invitations:preview:\(TrustedProxies.limitKey(context.clientAddress))", detail: "Too many invitation look-ups from this address.",
+                redis: invitations.redis, logger: context.logger)
+        } catch let error as APIError {
+            return pages.message(status: error.status, title: "Please wait a moment", text: error.detail, headers: error.headers)
+        }
+        let code = request.uri.queryParameters["code"].map(String.init) ?? ""
+        // A code is 43 characters; anything far longer was not made here and costs no query.
+        guard !code.isEmpty, code.utf8.count <= 256 else { return notFound() }
+        let found = try await invitations.postgres.withConnectionOnItsLoop { connection -> (ClientRecord, AccountRecord?)? in
+            guard let client = try await invitations.clients.find(code: code, on: connection, logger: context.logger) else { return nil }
+            return (client, try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger))
+        }
+        guard let (client, coach) = found else { return notFound() }
+        let newOne = "Ask your coach to send you a new invitation."
+        switch client.status {
+        case .revoked:
+            return pages.message(status: .gone, title: "This invitation was withdrawn", text: "Your coach withdrew it, so it no longer works.", hint: newOne)
+        case .expired:
+            return pages.message(status: .gone, title: "This invitation has expired", text: "It no longer works.", hint: newOne)
+        case .accepted, .left:
+            return pages.message(
+                status: .gone, title: "This invitation was already used", text: "It was accepted, and no longer works.", hint: "Open the app to see your coach.")
+        case .pending:
+            break
+        }
+        let settings = invitations.settings
+        let values: [String: Any] = [
+            "coach_name": coach.map(Invitations.coachName) ?? "your coach",
+            "client_name": client.name as Any,
+            "app_link": "\(settings.appScheme)://invite?code=\(code)",
+            "app_store_url": settings.appStoreURL,
+            "app_store_id": settings.appStoreID as Any,
+            // The Smart App Banner hands the app the page's own address, as a Universal Link would.
+            "invite_url": "\(settings.appBaseURL)/invite?code=\(code)",
+            "expires": InvitationMailer.day(client.expiresAt),
+        ]
+        return pages.page("invite", title: "You're invited", values: values)
+    }
+
+    func notFound() -> Response {
+        pages.message(
+            status: .notFound, title: "This invitation link is not valid", text: "Check that the whole link was opened: some mail apps cut long links.",
+            hint: "Or ask your coach to send the invitation again.")
+    }
+}

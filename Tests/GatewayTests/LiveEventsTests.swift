@@ -1,0 +1,441 @@
+import Foundation
+@testable import Gateway
+import Logging
+import Models
+import NIOCore
+import ServiceKitCore
+import ServiceKitEvents
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
+import ServiceLifecycle
+import Synchronization
+import Testing
+import TestSupport
+
+/// A gateway with its live event stream on the tests' Redis and a token issuer of the tests' own.
+/// Events are put on users' live streams with the very script the outbox relay runs
+/// (`LiveStream.publish`); ServiceKitTests checks that the relay runs it.
+struct LiveGateway: Sendable {
+    let issuer: TestIssuer
+    let redis: RedisClient
+    let port: Int
+
+    /// Someone signed in: their id, their session and an access token for it.
+    struct Person: Sendable {
+        let id: UUID
+        let session: UUID
+        let token: String
+    }
+
+    func person(expiresIn: TimeInterval = 900) async throws -> Person {
+        let id = UUID()
+        let session = UUID()
+        return Person(id: id, session: session, token: try await issuer.token(userID: id, sessionID: session, expiresIn: expiresIn))
+    }
+
+    /// Another token of the same person and session.
+    func token(for person: Person, expiresIn: TimeInterval = 900) async throws -> String {
+        try await issuer.token(userID: person.id, sessionID: person.session, expiresIn: expiresIn)
+    }
+
+    func open(_ person: Person, lastEventID: String? = nil) async throws -> SSEStream {
+        try await SSEStream.open(port: port, token: person.token, lastEventID: lastEventID)
+    }
+
+    /// Publishes `payload` live to `to`, as the relay does; the event's own user is `eventUser`.
+    @discardableResult
+    func publish<Payload: EventPayload>(_ payload: Payload, to user: UUID, eventUser: UUID? = nil) async throws -> StreamID {
+        let envelope = try EventEnvelope(payload, producer: "test", userID: eventUser ?? user)
+        return try await LiveStream.publish(envelope: envelope.json, type: envelope.type, to: user, redis: redis)
+    }
+
+    /// A notification for `user`, with its id to recognise it by.
+    @discardableResult
+    func notify(_ user: UUID, id: UUID = UUID()) async throws -> (streamID: StreamID, notification: UUID) {
+        (try await publish(NotificationCreated(notificationID: id, userID: user, kind: "follow", actorID: UUID()), to: user), id)
+    }
+
+    func ticket(for person: Person) async throws -> ConcurrentClient.Reply {
+        try await ConcurrentClient.send(port: port, "POST", "/v1/events/ticket", headers: [("Authorization", "Bearer \(person.token)")])
+    }
+}
+
+@Suite struct LiveEventsTests {
+    static func withLiveGateway(
+        heartbeat: Duration = .seconds(15), maxPerUser: Int = 5, maxConnections: Int = 10_000, clientTimeout: Duration = .seconds(60),
+        _ body: @escaping @Sendable (LiveGateway) async throws -> Void
+    ) async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        let redisConfig = try TestEnvironment.redis()
+        let redis = RedisClient(configuration: redisConfig, logger: TestEnvironment.logger)
+        var config = GatewayTests.config(everyServiceAt: "http://127.0.0.1:\(try RedisServer.freePort())", timeout: .seconds(5))
+        config.redis = redisConfig
+        config.tokens = issuer.tokenConfig
+        config.liveEvents = LiveEventsConfig(heartbeat: heartbeat, maxPerUser: maxPerUser, maxConnections: maxConnections)
+        config.clientTimeout = clientTimeout
+        do {
+            try await buildApplication(config).test(.live) { client in
+                try await body(LiveGateway(issuer: issuer, redis: redis, port: try #require(client.port)))
+            }
+        } catch {
+            await redis.close()
+            throw error
+        }
+        await redis.close()
+    }
+
+    @Test func settingsAreReadFromTheEnvironment() throws {
+        let config = try GatewayConfig.load(environment: [
+            "AUTH_URL": "http://auth.internal:8080/", "REDIS_URL": "redis://:secret@redis.internal:6380/2", "SSE_HEARTBEAT_S": "1",
+            "SSE_MAX_PER_USER": "2", "SSE_MAX_CONNECTIONS": "50", "JWT_ISSUER": "https://api.example.com",
+        ])
+        #expect(config.liveEvents.heartbeat == .seconds(1) && config.liveEvents.maxPerUser == 2 && config.liveEvents.maxConnections == 50)
+        #expect(config.redis.host == "redis.internal" && config.redis.port == 6380 && config.redis.password == "secret" && config.redis.database == 2)
+        // auth's keys, found from AUTH_URL unless JWKS_URL says otherwise.
+        #expect(config.tokens.jwksURL == "http://auth.internal:8080/.well-known/jwks.json" && config.tokens.issuer == "https://api.example.com")
+        let defaults = try GatewayConfig.load(environment: [:])
+        #expect(defaults.liveEvents.heartbeat == .seconds(15) && defaults.liveEvents.maxPerUser == 5 && defaults.liveEvents.maxConnections == 10_000)
+        #expect(throws: ConfigurationError.self) { try GatewayConfig.load(environment: ["SSE_HEARTBEAT_S": "0"]) }
+        // In production the gateway must be told its Redis and its tokens' issuer.
+        var production: [String: String] = ["APP_ENV": "production"]
+        for service in GatewayConfig.services.keys { production["\(service.uppercased())_URL"] = "http://\(service):8080" }
+        do {
+            _ = try GatewayConfig.load(environment: production)
+            Issue.record("a production gateway without REDIS_URL and JWT_ISSUER started")
+        } catch let error as ConfigurationError {
+            #expect(error.problems.contains { $0.hasPrefix("REDIS_URL") } && error.problems.contains { $0.hasPrefix("JWT_ISSUER") }, "\(error)")
+        }
+    }
+
+    @Test func eventsArriveWithTheirIDNameAndData() async throws {
+        try await Self.withLiveGateway { gateway in
+            let coach = try await gateway.person()
+            let stream = try await gateway.open(coach)
+            defer { stream.close() }
+            #expect(stream.status == 200)
+            #expect(stream.headers["content-type"] == "text/event-stream")
+            #expect(stream.headers["cache-control"] == "no-cache, no-transform")
+            #expect(stream.headers["x-accel-buffering"] == "no")
+
+            let client = UUID()
+            let (notified, notification) = try await gateway.notify(coach.id)
+            let roles = try await gateway.publish(UserRolesChanged(userID: coach.id, roles: [.user, .coach], added: [.coach], removed: []), to: coach.id)
+            // Not sent to clients: not in the table.
+            try await gateway.publish(FollowCreated(followerID: UUID(), followeeID: coach.id), to: coach.id)
+            let entitlement = try await gateway.publish(
+                EntitlementChanged(userID: coach.id, tier: "pro", state: "active", features: ["ai_suggestions": true]), to: coach.id)
+            // The client's event, delivered to the coach.
+            let accepted = try await gateway.publish(
+                InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client), to: coach.id, eventUser: client)
+
+            let events = try await stream.events(count: 4)
+            #expect(events.map(\.event) == ["notification", "roles_changed", "entitlement_changed", "client_accepted"])
+            #expect(events.compactMap(\.id) == [notified, roles, entitlement, accepted].map(\.description))
+            #expect(stream.messages.first?.retry == "3000")
+            let data = events[0].json
+            #expect(data["notification_id"] as? String == notification.uuidString.lowercased())
+            #expect(data["user_id"] as? String == coach.id.uuidString.lowercased() && data["kind"] as? String == "follow")
+            #expect((data["occurred_at"] as? String).flatMap(RFC3339.date(from:)) != nil)
+            #expect(events[1].json["added"] as? [String] == ["coach"])
+            #expect((events[2].json["features"] as? [String: Bool])?["ai_suggestions"] == true)
+            #expect(events[3].json["client_id"] as? String == client.uuidString.lowercased())
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(stream.events.count == 4)
+        }
+    }
+
+    /// A client that reconnects with `Last-Event-ID` gets what it missed, then live events, each
+    /// once, in order, even while events keep coming as it connects.
+    @Test func resumingReplaysExactlyWhatWasMissed() async throws {
+        // Closed streams count until the gateway's next heartbeat sees them gone.
+        try await Self.withLiveGateway(maxPerUser: 20) { gateway in
+            let person = try await gateway.person()
+            let first = try await gateway.open(person)
+            var published: [StreamID] = []
+            for _ in 0..<5 { published.append(try await gateway.notify(person.id).streamID) }
+            let seen = try await first.events(count: 5)
+            #expect(seen.compactMap(\.id) == published.map(\.description))
+            first.close()
+
+            for _ in 0..<3 { published.append(try await gateway.notify(person.id).streamID) }
+            // More while the second connection opens: some before its read, some after.
+            let more = Task {
+                var ids: [StreamID] = []
+                for _ in 0..<22 { ids.append(try await gateway.notify(person.id).streamID) }
+                return ids
+            }
+            let second = try await gateway.open(person, lastEventID: seen.last?.id)
+            defer { second.close() }
+            published += try await more.value
+            let resumed = try await second.events(count: 25)
+            #expect(resumed.compactMap(\.id) == published.dropFirst(5).map(\.description))
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(second.events.count == 25)
+
+            // The same through a ticket, with the id as a query parameter.
+            let ticket = try #require(try await gateway.ticket(for: person).json["ticket"] as? String)
+            let third = try await SSEStream.open(port: gateway.port, query: "?ticket=\(ticket)&last_event_id=\(published[27])")
+            defer { third.close() }
+            #expect(try await third.events(count: 2).compactMap(\.id) == published.suffix(2).map(\.description))
+        }
+    }
+
+    /// An id whose successors were trimmed away, one the stream never gave, and one that is not an id
+    /// at all: `event: reset`, then live events.
+    @Test func lostOrUnknownIDsGetAReset() async throws {
+        // Closed streams count until the gateway's next heartbeat sees them gone.
+        try await Self.withLiveGateway(maxPerUser: 20) { gateway in
+            let person = try await gateway.person()
+            var published: [StreamID] = []
+            for _ in 0..<10 { published.append(try await gateway.notify(person.id).streamID) }
+            // Trimmed to the last five, as the cap does to a busy stream.
+            try await gateway.redis.send("XTRIM", RedisArgument(LiveStream.key(for: person.id)), "MAXLEN", "5")
+
+            // Right before the first kept entry: nothing lost.
+            let kept = try await gateway.open(person, lastEventID: published[4].description)
+            #expect(try await kept.events(count: 5).compactMap(\.id) == published.suffix(5).map(\.description))
+            kept.close()
+
+            for asked in [published[3].description, "99999999999999-0", "nonsense", "12-ab"] {
+                let stream = try await gateway.open(person, lastEventID: asked)
+                defer { stream.close() }
+                let reset = try #require(try await stream.events(count: 1).first, "\(asked)")
+                #expect(reset.event == "reset" && reset.data == "{}", "\(asked)")
+                // It says where the stream stands, for the next reconnection.
+                #expect(reset.id == published.last?.description, "\(asked)")
+                let live = try await gateway.notify(person.id)
+                published.append(live.streamID)
+                let after = try await stream.events(count: 2)
+                #expect(after.last?.event == "notification" && after.last?.id == live.streamID.description, "\(asked)")
+            }
+        }
+    }
+
+    @Test func ticketsAreSingleUseShortLivedAndBoundToTheirSession() async throws {
+        try await Self.withLiveGateway { gateway in
+            let person = try await gateway.person()
+            let unsigned = try await ConcurrentClient.send(port: gateway.port, "POST", "/v1/events/ticket")
+            #expect(unsigned.status == 401 && unsigned.json["code"] as? String == "unauthorized")
+
+            let reply = try await gateway.ticket(for: person)
+            #expect(reply.status == 200)
+            let ticket = try #require(reply.json["ticket"] as? String)
+            let expiresAt = try #require((reply.json["expires_at"] as? String).flatMap(RFC3339.date(from:)))
+            #expect(expiresAt.timeIntervalSinceNow > 50 && expiresAt.timeIntervalSinceNow <= 61)
+            // Kept hashed, for 60 s.
+            #expect(try await gateway.redis.send("EXISTS", RedisArgument("sse:ticket:\(ticket)")).int == 0)
+            let ttl = try #require(try await gateway.redis.pttl(LiveTickets.key(ticket)))
+            #expect(ttl > 50_000 && ttl <= 60_000)
+
+            let stream = try await SSEStream.open(port: gateway.port, query: "?ticket=\(ticket)")
+            defer { stream.close() }
+            #expect(stream.status == 200)
+            let (id, _) = try await gateway.notify(person.id)
+            #expect(try await stream.events(count: 1).first?.id == id.description)
+
+            // Once only; a made-up one, a malformed one, and one past its minute are no better.
+            let again = try await SSEStream.open(port: gateway.port, query: "?ticket=\(ticket)")
+            #expect(again.status == 401 && again.problem["code"] as? String == "invalid_ticket")
+            let madeUp = try await SSEStream.open(port: gateway.port, query: "?ticket=\(OpaqueToken().value)")
+            #expect(madeUp.status == 401 && madeUp.problem["code"] as? String == "invalid_ticket")
+            let malformed = try await SSEStream.open(port: gateway.port, query: "?ticket=nope")
+            #expect(malformed.status == 401 && malformed.problem["code"] as? String == "invalid_ticket")
+            let late = try #require(try await gateway.ticket(for: person).json["ticket"] as? String)
+            try await gateway.redis.send("PEXPIRE", RedisArgument(LiveTickets.key(late)), "1")
+            try await Task.sleep(for: .milliseconds(20))
+            let expired = try await SSEStream.open(port: gateway.port, query: "?ticket=\(late)")
+            #expect(expired.status == 401 && expired.problem["code"] as? String == "invalid_ticket")
+
+            // A ticket stands for its session: once the session ends, it opens nothing.
+            let bound = try #require(try await gateway.ticket(for: person).json["ticket"] as? String)
+            try await gateway.publish(SessionsEnded(userID: person.id, sessionIDs: [person.session], all: false), to: person.id)
+            try await stream.waitUntilEnded()
+            let revoked = try await SSEStream.open(port: gateway.port, query: "?ticket=\(bound)")
+            #expect(revoked.status == 401 && revoked.problem["code"] as? String == "session_revoked")
+        }
+    }
+
+    @Test func aStreamNeedsAGoodToken() async throws {
+        try await Self.withLiveGateway { gateway in
+            let anonymous = try await SSEStream.open(port: gateway.port)
+            #expect(anonymous.status == 401 && anonymous.problem["code"] as? String == "unauthorized")
+            #expect(anonymous.headers["content-type"] == Problem.mediaType)
+            let expired = try await SSEStream.open(port: gateway.port, token: try await gateway.issuer.token(expiresIn: -120))
+            #expect(expired.status == 401 && expired.problem["code"] as? String == "token_expired")
+            // Past its expiry but within the verifier's leeway: a stream would end at once.
+            let ending = try await SSEStream.open(port: gateway.port, token: try await gateway.issuer.token(expiresIn: -1))
+            #expect(ending.status == 401 && ending.problem["code"] as? String == "token_expired")
+            let forged = try await SSEStream.open(port: gateway.port, token: try await gateway.issuer.token(issuer: "https://elsewhere.test"))
+            #expect(forged.status == 401 && forged.problem["code"] as? String == "invalid_token")
+            let garbage = try await SSEStream.open(port: gateway.port, token: "not-a-token")
+            #expect(garbage.status == 401 && garbage.problem["code"] as? String == "invalid_token")
+        }
+    }
+
+    @Test func aStreamEndsWhenItsTokenExpires() async throws {
+        try await Self.withLiveGateway { gateway in
+            let person = try await gateway.person(expiresIn: 2)
+            let opened = ContinuousClock.now
+            let stream = try await gateway.open(person)
+            defer { stream.close() }
+            #expect(stream.status == 200)
+            try await stream.waitUntilEnded(within: .seconds(10))
+            let lasted = try #require(stream.endedAt) - opened
+            // `exp` is in whole seconds: the token lasts between one and two.
+            #expect(lasted > .milliseconds(500) && lasted < .seconds(6), "\(lasted)")
+        }
+    }
+
+    /// Ending a session ends the streams its tokens opened, and no other; a new one is refused.
+    @Test func anEndedSessionEndsItsStreamsOnly() async throws {
+        try await Self.withLiveGateway { gateway in
+            let phone = try await gateway.person()
+            let laptop = try await gateway.issuer.token(userID: phone.id, sessionID: UUID())
+            let onPhone = try await gateway.open(phone)
+            let onLaptop = try await SSEStream.open(port: gateway.port, token: laptop)
+            defer { onPhone.close(); onLaptop.close() }
+
+            try await gateway.publish(SessionsEnded(userID: phone.id, sessionIDs: [phone.session], all: false), to: phone.id)
+            try await onPhone.waitUntilEnded()
+            // Not an event the client sees.
+            #expect(onPhone.events.isEmpty)
+            let (id, _) = try await gateway.notify(phone.id)
+            #expect(try await onLaptop.events(count: 1).first?.id == id.description)
+            #expect(!onLaptop.ended)
+
+            let again = try await SSEStream.open(port: gateway.port, token: try await gateway.token(for: phone))
+            #expect(again.status == 401 && again.problem["code"] as? String == "session_revoked")
+        }
+    }
+
+    @Test func aDeletedAccountsStreamsEnd() async throws {
+        try await Self.withLiveGateway { gateway in
+            let person = try await gateway.person()
+            let first = try await gateway.open(person)
+            let second = try await gateway.open(person)
+            defer { first.close(); second.close() }
+            try await gateway.publish(UserDeleted(userID: person.id), to: person.id)
+            try await first.waitUntilEnded()
+            try await second.waitUntilEnded()
+            let again = try await gateway.open(person)
+            #expect(again.status == 401 && again.problem["code"] as? String == "session_revoked")
+        }
+    }
+
+    @Test func aUserHasAtMostMaxPerUserStreams() async throws {
+        try await Self.withLiveGateway(heartbeat: .seconds(1), maxPerUser: 2) { gateway in
+            let person = try await gateway.person()
+            let first = try await gateway.open(person)
+            let second = try await gateway.open(person)
+            defer { first.close(); second.close() }
+            let third = try await gateway.open(person)
+            #expect(third.status == 429 && third.problem["code"] as? String == "too_many_streams")
+            #expect(third.headers["content-type"] == Problem.mediaType && third.headers["retry-after"] != nil)
+            // Someone else is not counted with them.
+            let other = try await gateway.open(try await gateway.person())
+            defer { other.close() }
+            #expect(other.status == 200)
+            // Once one ends (the gateway sees it at its next heartbeat), there is room again.
+            first.close()
+            try await waitUntil(.seconds(10)) {
+                let next = try await gateway.open(person)
+                defer { next.close() }
+                return next.status == 200
+            }
+        }
+    }
+
+    @Test func aProcessHoldsAtMostMaxConnectionsStreams() async throws {
+        try await Self.withLiveGateway(maxConnections: 1) { gateway in
+            let first = try await gateway.open(try await gateway.person())
+            defer { first.close() }
+            let second = try await gateway.open(try await gateway.person())
+            #expect(second.status == 503 && second.problem["code"] as? String == "too_many_connections")
+        }
+    }
+
+    /// Twenty users, fifty events each, all published at once: each stream gets its own fifty, in
+    /// order, and nobody else's.
+    @Test func everyStreamGetsItsOwnEventsOnly() async throws {
+        try await Self.withLiveGateway { gateway in
+            var people: [LiveGateway.Person] = []
+            for _ in 0..<20 { people.append(try await gateway.person()) }
+            var streams: [SSEStream] = []
+            for person in people { streams.append(try await gateway.open(person)) }
+            defer { for stream in streams { stream.close() } }
+            let sent = try await withThrowingTaskGroup(of: (Int, [UUID]).self) { group in
+                for (index, person) in people.enumerated() {
+                    group.addTask {
+                        var ids: [UUID] = []
+                        for _ in 0..<50 { ids.append(try await gateway.notify(person.id).notification) }
+                        return (index, ids)
+                    }
+                }
+                var sent: [Int: [UUID]] = [:]
+                for try await (index, ids) in group { sent[index] = ids }
+                return sent
+            }
+            for (index, stream) in streams.enumerated() {
+                let received = try await stream.events(count: 50, within: .seconds(60))
+                let ids = received.compactMap { ($0.json["notification_id"] as? String).flatMap { UUID(uuidString: $0) } }
+                #expect(ids == sent[index], "stream \(index)")
+                #expect(received.allSatisfy { $0.json["user_id"] as? String == people[index].id.uuidString.lowercased() })
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(streams.map(\.events.count) == Array(repeating: 50, count: 20))
+        }
+    }
+
+    @Test func heartbeatsKeepTheStreamAlive() async throws {
+        try await Self.withLiveGateway(heartbeat: .seconds(1)) { gateway in
+            let person = try await gateway.person()
+            let stream = try await gateway.open(person)
+            defer { stream.close() }
+            try await waitUntil(.seconds(5)) { stream.messages.contains { $0.comment == "ping" } }
+            // The stream's slot is kept fresh with each beat.
+            let open = try await gateway.redis.send("ZCARD", RedisArgument(StreamSlots.key(for: person.id))).int
+            #expect(open == 1)
+        }
+    }
+
+    /// The client timeout times what the gateway waits for from a client; a stream is the gateway
+    /// writing, and outlives it.
+    @Test func aStreamOutlivesTheClientTimeout() async throws {
+        try await Self.withLiveGateway(clientTimeout: .milliseconds(300)) { gateway in
+            let person = try await gateway.person()
+            let stream = try await gateway.open(person)
+            defer { stream.close() }
+            try await Task.sleep(for: .milliseconds(1_200))
+            let (id, _) = try await gateway.notify(person.id)
+            #expect(try await stream.events(count: 1).first?.id == id.description)
+            #expect(!stream.ended)
+        }
+    }
+
+    /// A graceful shutdown does not wait for open streams: they end, and the gateway stops.
+    @Test func aShutdownEndsOpenStreams() async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        let port = try RedisServer.freePort()
+        var config = GatewayTests.config(everyServiceAt: "http://127.0.0.1:\(try RedisServer.freePort())", port: port, timeout: .seconds(5))
+        config.redis = try TestEnvironment.redis()
+        config.tokens = issuer.tokenConfig
+        let group = ServiceGroup(services: [try buildApplication(config)], gracefulShutdownSignals: [], logger: Logger(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await waitUntil(.seconds(20)) { await RedisServer.accepts(port: port) }
+            let stream = try await SSEStream.open(port: port, token: try await issuer.token())
+            defer { stream.close() }
+            #expect(stream.status == 200)
+            let started = ContinuousClock.now
+            await group.triggerGracefulShutdown()
+            try await stream.waitUntilEnded(within: .seconds(10))
+            try await tasks.waitForAll()
+            #expect(ContinuousClock.now - started < .seconds(10))
+        }
+    }
+}
