@@ -125,7 +125,7 @@ extension Accounts {
             try await users.markVerified(userID, byMail: true, on: connection, logger: logger)
             try await emailTokens.invalidate(.verifyEmail, userID: userID, on: connection, logger: logger)
             if !user.emailVerified {
-                try await outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, on: connection, logger: logger)
+                try await outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, live: true, on: connection, logger: logger)
             }
             try await outbox.write(UserPasswordChanged(userID: userID, method: "reset"), userID: userID, on: connection, logger: logger)
         }

@@ -126,7 +126,7 @@ struct ProviderRoutes {
                         user = try await accounts.takeOver(existing, on: connection)
                         try await accounts.users.markVerified(existing.id, byMail: false, on: connection, logger: context.logger)
                         user.emailVerified = true
-                        try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, on: connection, logger: context.logger)
+                        try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, live: true, on: connection, logger: context.logger)
                     }
                     try await accounts.users.link(provider: provider, subject: identity.subject, email: email, proven: true, to: existing.id, on: connection, logger: context.logger)
                 } else {
@@ -155,7 +155,7 @@ struct ProviderRoutes {
                 UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: provider),
                 userID: user.id, on: connection, logger: context.logger)
             if identity.emailVouched {
-                try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, on: connection, logger: context.logger)
+                try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, live: true, on: connection, logger: context.logger)
             } else {
                 // The provider does not answer for the address: prove it the usual way.
                 let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)

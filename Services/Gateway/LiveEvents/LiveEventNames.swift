@@ -12,8 +12,8 @@ enum LiveEventNames {
         UserEmailVerified.eventType: "email_verified",
     ]
 
-    /// Sent to a client whose missed events are gone (or whose `Last-Event-ID` was never given):
-    /// it reloads what it shows, then reads on.
+    /// Sent to a client whose missed events are gone (or whose `Last-Event-ID` is not an id): it
+    /// reloads what it shows, then reads on.
     static let reset = "reset"
 
     /// Types that end streams rather than reach them.

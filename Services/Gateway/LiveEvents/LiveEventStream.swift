@@ -49,7 +49,6 @@ extension LiveEvents {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: heartbeat)
                         if Task.isCancelled { return }
-                        await slots.touch(user: user, stream: slot)
                         continuation.yield(.heartbeat)
                     }
                 }
@@ -65,6 +64,9 @@ extension LiveEvents {
                         position = id
                     case .heartbeat:
                         try await writer.write(SSEFrame.ping)
+                        // Only once the ping is written: a client that stopped reading (a phone that
+                        // changed networks) stops renewing its slot, which lapses after three beats.
+                        await slots.touch(user: user, stream: slot)
                     case .resync:
                         // Whatever the subscription missed is in the live stream. If Redis cannot be
                         // read, the stream ends and the client resumes from `position`.

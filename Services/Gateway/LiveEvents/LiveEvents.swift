@@ -40,7 +40,7 @@ struct LiveEvents: Sendable {
     enum Start: Sendable {
         /// The entries the client missed (none for a new client), then live ones after `from`.
         case replay([LiveStream.Entry], from: StreamID)
-        /// The client's missed events are gone, or its id was never given: `event: reset`, then
+        /// The client's missed events are gone, or its id is not one: `event: reset`, then
         /// live entries after `at`.
         case reset(at: StreamID)
     }

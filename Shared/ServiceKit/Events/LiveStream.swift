@@ -48,6 +48,17 @@ public enum LiveStream {
         return id
     }
 
+    /// The same step as a command, for a pipeline: the relay sends it with the batch it moves, so
+    /// a live copy is sent (again, at worst) until the batch commits, never lost after it.
+    /// Plain `EVAL`: a pipeline cannot fall back from `EVALSHA` when Redis lost its scripts.
+    public static func publishCommand(envelope: String, type: String, to user: UUID) -> [RedisArgument] {
+        [
+            "EVAL", RedisArgument(publishScript), RedisArgument(1), RedisArgument(key(for: user)),
+            RedisArgument(channel(for: user)), RedisArgument(type), RedisArgument(envelope), RedisArgument(maxLength),
+            RedisArgument(Int(retentionMilliseconds)),
+        ]
+    }
+
     /// The server's clock (`TIME`) sets the horizon, so every process trims alike whatever its own
     /// clock says. `prev` is read before the entry is added; a stream that does not exist (never
     /// written, or expired a day after its last entry) starts from the horizon.

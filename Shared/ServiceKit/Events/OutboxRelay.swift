@@ -78,24 +78,25 @@ public final class OutboxRelay: Service, Sendable {
     /// Sends up to one batch; returns how many rows it moved, or nil when another relay of this schema
     /// holds the lock. One relay per schema works at a time
     /// (a transaction-scoped advisory lock), so replicas cannot interleave batches and the stream keeps
-    /// commit order. Live copies go out after the commit, so a retried batch does not send them twice,
-    /// one at a time in commit order (each is one script: the user's live stream and their channel).
+    /// commit order. Live copies go in the same pipeline, in the same order (each is one script: the
+    /// user's live stream and their channel): a batch Redis refuses stays in the outbox with its live
+    /// copies, so a session's end is never lost to a hiccup; a retried batch may send one twice, which
+    /// a stream's reader takes as the hint to refresh it is.
     func relayBatch() async throws -> Int? {
         let logger = self.logger
         let batchSize = self.batchSize
         let redis = self.redis
         let config = self.config
         let lockKey = schema + ".outbox-relay"
-        let (moved, live) = try await client.transaction(logger: logger) { connection -> (Int?, [LiveCopy]) in
+        let moved = try await client.transaction(logger: logger) { connection -> Int? in
             var haveLock = false
             for try await value in try await connection.checkedExecute(TryLock(key: lockKey), logger: logger) { haveLock = value }
-            guard haveLock else { return (nil, []) }
+            guard haveLock else { return nil }
             // Taken out of the outbox in the same statement that reads them: if Redis refuses the batch
             // the transaction rolls back and the rows are still there.
             var taken: [Take.Row] = []
             for try await row in try await connection.checkedExecute(Take(limit: batchSize), logger: logger) { taken.append(row) }
             taken.sort { $0.seq < $1.seq }  // RETURNING has no order of its own; the stream keeps commit order
-            var live: [LiveCopy] = []
             var commands: [[RedisArgument]] = []
             for row in taken {
                 commands.append(
@@ -105,30 +106,17 @@ public final class OutboxRelay: Service, Sendable {
                             ("id", row.id.uuidString.lowercased()), ("type", row.type), ("envelope", row.envelope),
                         ]))
                 if let recipient = row.liveTo {
-                    live.append(LiveCopy(recipient: recipient, type: row.type, envelope: row.envelope))
+                    commands.append(LiveStream.publishCommand(envelope: row.envelope, type: row.type, to: recipient))
                 }
             }
             // One pipelined round trip for the batch, in commit order.
             if !commands.isEmpty {
                 for reply in try await redis.pipeline(commands) { try reply.checked() }
             }
-            return (taken.count, live)
-        }
-        for copy in live {
-            // Live copies are best effort: the durable stream already has the event.
-            do { try await LiveStream.publish(envelope: copy.envelope, type: copy.type, to: copy.recipient, redis: redis) } catch {
-                logger.warning("live copy not published", metadata: ["user_id": "\(copy.recipient)", "type": "\(copy.type)", "error": "\(error)"])
-            }
+            return taken.count
         }
         if let moved, moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         return moved
-    }
-
-    /// An event to send to one user live, once the batch is committed.
-    struct LiveCopy: Sendable {
-        var recipient: UUID
-        var type: String
-        var envelope: String
     }
 
     // The relay's two statements run for every batch of every service, so they are prepared once
