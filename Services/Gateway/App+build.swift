@@ -24,7 +24,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     // Nearly every proxied request is answered in the channel pipeline, before the router.
     let proxy = GatewayProxy(
         table: .standard, pools: pools, timeout: config.upstreamTimeout, metrics: metrics,
-        trustedProxies: config.trustedProxies, logger: logger, clientTimeout: config.clientTimeout)
+        trustedProxies: config.trustedProxies, logger: logger, clientTimeout: config.clientTimeout, bodyLimits: config.bodyLimits, cors: config.cors)
 
     let router = Router(context: ServiceRequestContext.self)
     // Proxied requests are counted per upstream (`route="proxy:social"`).
@@ -32,6 +32,8 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
         middleware: TelemetryMiddleware(
             metrics: metrics, trustedProxies: config.trustedProxies,
             routeOutsideRouter: { proxy.routeLabel(for: $0.uri.path) }))
+    // CORS preflights and headers, body limits: what the channel handler does for the requests it proxies.
+    router.add(middleware: EdgeMiddleware(cors: config.cors, bodyLimits: config.bodyLimits))
     router.add(middleware: ProblemMiddleware())
     let routeIndex = RouteIndex()
     router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))

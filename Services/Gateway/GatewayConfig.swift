@@ -37,6 +37,10 @@ struct GatewayConfig: Sendable {
     /// the keys come from `JWKS_URL`, by default auth's (`AUTH_URL`).
     var tokens = TokenConfig(jwksURL: "http://127.0.0.1:8081/.well-known/jwks.json", issuer: "http://127.0.0.1:8080", audience: "foodbackend")
     var liveEvents = LiveEventsConfig()
+    /// Request body limits by path (`BODY_LIMITS`).
+    var bodyLimits = BodyLimits.standard
+    /// Web origins that may call the API from a browser (`CORS_ALLOWED_ORIGINS`).
+    var cors = CORSPolicy()
 
     static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
 
@@ -65,7 +69,9 @@ struct GatewayConfig: Sendable {
             appLinks: AppLinks(reading: &env),
             redis: Self.redis(reading: &env),
             tokens: Self.tokens(reading: &env, authURL: upstreams["auth"]),
-            liveEvents: LiveEventsConfig(reading: &env)
+            liveEvents: LiveEventsConfig(reading: &env),
+            bodyLimits: BodyLimits(reading: &env),
+            cors: CORSPolicy(reading: &env)
         )
         ProcessTuning.readEventLoopThreads(&env)
         try env.finish()

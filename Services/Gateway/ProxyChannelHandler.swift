@@ -26,11 +26,16 @@ struct GatewayProxy: Sendable {
     let clientTimeout: Duration
     /// `proxy:<service>` per service, the metrics' route label, made once.
     let routeLabels: [String: String]
+    /// The edge's rules, as `EdgeMiddleware` applies them on the router's path.
+    let bodyLimits: BodyLimits
+    let cors: CORSPolicy
 
     init(
         table: RouteTable, pools: [String: UpstreamPool], timeout: Duration, metrics: HTTPMetrics, trustedProxies: TrustedProxies, logger: Logger,
-        clientTimeout: Duration
+        clientTimeout: Duration, bodyLimits: BodyLimits = .standard, cors: CORSPolicy = CORSPolicy()
     ) {
+        self.bodyLimits = bodyLimits
+        self.cors = cors
         self.table = table
         self.pools = pools
         self.timeout = timeout
@@ -88,6 +93,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         /// Whether the client framed the request with a Content-Length (0 included).
         var hasLength: Bool
         var closeAfter: Bool
+        /// The request's `Origin`, for the CORS headers of its answer.
+        var origin: String?
     }
 
     private enum State {
@@ -374,10 +381,13 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             ?? target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target.utf8.distance(from: target.utf8.startIndex, to: $0) }
         let path = cut.map { target[..<target.utf8.index(target.utf8.startIndex, offsetBy: $0)] } ?? target[...]
         guard let service = proxy.table.service(for: path), let pool = proxy.pools[service] else { return nil }
+        // Preflights are the router's (`EdgeMiddleware`), which answers them without a service.
+        if request.method == .OPTIONS, proxy.cors.isEnabled { return nil }
         // One pass over the headers for all that decides the path and the request's identity.
         var length: String?
         var requestIDs: [String] = []
         var forwardedFor: [String] = []
+        var origin: String?
         for (name, value) in request.headers {
             guard let known = KnownHeader.of(name) else { continue }
             switch known.name {
@@ -386,11 +396,13 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case "x-request-id": requestIDs.append(value)
             // Every line of it: a load balancer may add its own rather than append to the client's.
             case "x-forwarded-for": forwardedFor.append(value)
+            case "origin": if origin == nil { origin = value }
             default: break
             }
         }
         if let length {
-            guard let bytes = Int(length), bytes <= UpstreamExchangeHandler.bufferedBodyLimit else { return nil }
+            // Over its route's limit: the router's `EdgeMiddleware` answers 413 without reading it.
+            guard let bytes = Int(length), bytes <= min(UpstreamExchangeHandler.bufferedBodyLimit, proxy.bodyLimits.limit(for: path)) else { return nil }
         }
         let requestID = RequestIDs.id(from: requestIDs.isEmpty ? nil : requestIDs.joined(separator: ", "))
         if peer == nil {
@@ -402,7 +414,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return Proxied(
             request: request, path: path, service: service, pool: pool, requestID: requestID,
             client: forwardedFor.isEmpty ? peerClient : proxy.trustedProxies.client(peer: peerAddress, forwardedFor: forwardedFor.joined(separator: ", ")),
-            started: .now, body: nil, hasLength: length != nil, closeAfter: !request.isKeepAlive)
+            started: .now, body: nil, hasLength: length != nil, closeAfter: !request.isKeepAlive, origin: origin)
     }
 
     private func forward(_ proxied: Proxied, context: ChannelHandlerContext) {
@@ -442,6 +454,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // What the gateway sets on every answer, the upstream's or its own problem.
         var added = [("X-Request-ID", proxied.requestID), ("Server", Self.serverName)]
         if proxied.closeAfter { added.append(("Connection", "close")) }
+        if proxy.cors.isEnabled { added += proxy.cors.answerHeaders(origin: proxied.origin) }
         switch result {
         case .success(let response):
             let headers = ProxyMiddleware.answerHeaders(response.head.headers, adding: added)

@@ -93,15 +93,20 @@ final class EchoUpstream: Sendable {
         upstreams.merge(upstreamOverrides) { $1 }
         let config = GatewayConfig(
             listener: .init(host: "127.0.0.1", port: 0), admin: .init(host: "127.0.0.1", port: adminPort), logLevel: .warning, upstreams: upstreams,
-            upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies, clientTimeout: clientTimeout)
+            upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies, clientTimeout: clientTimeout,
+            bodyLimits: Self.roomyLimits)
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
+
+    /// These tests are about carrying bodies, large ones included; `EdgePolicyTests` has the limits.
+    static let roomyLimits = BodyLimits(limits: ["/": 64 << 20])
 
     /// A gateway that sends every service's routes to one upstream.
     static func config(everyServiceAt url: String, port: Int = 0, timeout: Duration) -> GatewayConfig {
         let upstreams = Dictionary(uniqueKeysWithValues: GatewayConfig.services.keys.map { ($0, url) })
         return GatewayConfig(
-            listener: .init(host: "127.0.0.1", port: port), admin: .init(host: "127.0.0.1", port: 0), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1))
+            listener: .init(host: "127.0.0.1", port: port), admin: .init(host: "127.0.0.1", port: 0), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1),
+            bodyLimits: roomyLimits)
     }
 
     static func echo(_ response: TestResponse) throws -> EchoUpstream.Echo {

@@ -1,0 +1,185 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Models
+import NIOCore
+import ServiceKitCore
+import ServiceKitHTTP
+
+/// How large a request body may be, by path prefix (whole segments, longest first, as routes
+/// match): `BODY_LIMITS`, `prefix=size` pairs, `/` for every other path. Avatars take images,
+/// everything else JSON. A body over its limit is `413 payload_too_large` before the gateway reads
+/// past the limit: at once when its `Content-Length` says so, else as its chunks add up.
+struct BodyLimits: Sendable, Equatable {
+    static let standard = BodyLimits(limits: ["/": 256 * 1024, "/v1/profiles/me/avatar": 5 * 1024 * 1024])
+
+    /// Prefix → bytes, longest prefix first.
+    let limits: [(prefix: String, bytes: Int)]
+
+    init(limits: [String: Int]) {
+        self.limits = limits.map { (prefix: $0.key, bytes: $0.value) }.sorted { $0.prefix.count > $1.prefix.count }
+    }
+
+    static func == (a: BodyLimits, b: BodyLimits) -> Bool {
+        a.limits.map(\.prefix) == b.limits.map(\.prefix) && a.limits.map(\.bytes) == b.limits.map(\.bytes)
+    }
+
+    /// The limit of `path`: its longest configured prefix's, or the `/` entry's.
+    func limit(for path: some StringProtocol) -> Int {
+        for (prefix, bytes) in limits where prefix != "/" && path.hasPrefix(prefix) {
+            let rest = path.dropFirst(prefix.count)
+            if rest.isEmpty || rest.first == "/" || rest.first == "?" { return bytes }
+        }
+        return limits.first { $0.prefix == "/" }?.bytes ?? Self.fallback
+    }
+
+    private static let fallback = 256 * 1024
+
+    /// `BODY_LIMITS`: `/v1/profiles/me/avatar=5MiB,/=256KiB` (sizes in B, KiB or MiB); entries given
+    /// replace the defaults' of the same prefix, the others stay.
+    init(reading env: inout EnvironmentReader) {
+        var limits = Dictionary(uniqueKeysWithValues: Self.standard.limits.map { ($0.prefix, $0.bytes) })
+        if let text = env.optionalString("BODY_LIMITS") {
+            for entry in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !entry.isEmpty {
+                let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                guard parts.count == 2, parts[0].hasPrefix("/"), let bytes = Self.bytes(parts[1]), bytes > 0 else {
+                    env.report("BODY_LIMITS: each entry is /path=size (size in B, KiB or MiB), got \"\(entry)\"")
+                    continue
+                }
+                limits[parts[0].count > 1 && parts[0].hasSuffix("/") ? String(parts[0].dropLast()) : parts[0]] = bytes
+            }
+        }
+        self.init(limits: limits)
+    }
+
+    static func bytes(_ text: String) -> Int? {
+        let units: [(String, Int)] = [("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
+        for (unit, factor) in units where text.hasSuffix(unit) {
+            return Int(text.dropLast(unit.count).trimmingCharacters(in: .whitespaces)).flatMap { $0 <= Int.max / factor ? $0 * factor : nil }
+        }
+        return Int(text)
+    }
+
+    static func tooLarge(_ limit: Int) -> APIError {
+        var error = APIError(.contentTooLarge, code: "payload_too_large", detail: "The request body is over this route's limit of \(Self.describe(limit)).")
+        // The rest of the body is not read: the connection cannot carry another request.
+        error.headers[.connection] = "close"
+        return error
+    }
+
+    static func describe(_ bytes: Int) -> String {
+        bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : bytes % (1 << 10) == 0 ? "\(bytes >> 10) KiB" : "\(bytes) bytes"
+    }
+}
+
+/// Cross-origin requests from the web origins in `CORS_ALLOWED_ORIGINS` (none by default: the apps
+/// are native and need none). Preflights are answered here and never reach a service; a listed
+/// origin gets its own name back with credentials allowed, any other origin no CORS header at all
+/// (and `403` to a preflight), so a browser keeps its pages from reading the answers.
+struct CORSPolicy: Sendable, Equatable {
+    var allowedOrigins: Set<String> = []
+
+    static let methods = "GET, POST, PUT, PATCH, DELETE"
+    static let requestHeaders = "Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, Last-Event-ID, X-Request-ID"
+    static let exposedHeaders = "ETag, Location, Retry-After, RateLimit, RateLimit-Policy, X-Request-ID"
+    static let maxAgeSeconds = 600
+
+    var isEnabled: Bool { !allowedOrigins.isEmpty }
+
+    func allows(_ origin: String?) -> Bool {
+        guard let origin else { return false }
+        return allowedOrigins.contains(origin)
+    }
+
+    /// What an answer to a request from `origin` carries: the origin's own name when listed, and
+    /// `Vary: Origin` whenever CORS is on, so a cache never gives one origin's answer to another.
+    func answerHeaders(origin: String?) -> [(String, String)] {
+        guard isEnabled else { return [] }
+        guard let origin, allows(origin) else { return [("Vary", "Origin")] }
+        return [
+            ("Access-Control-Allow-Origin", origin), ("Access-Control-Allow-Credentials", "true"),
+            ("Access-Control-Expose-Headers", Self.exposedHeaders), ("Vary", "Origin"),
+        ]
+    }
+
+    /// `CORS_ALLOWED_ORIGINS`: comma-separated origins, each `scheme://host[:port]` exactly as a
+    /// browser sends it (no path, no `*`: credentials are allowed, which a wildcard cannot be).
+    init(reading env: inout EnvironmentReader) {
+        guard let text = env.optionalString("CORS_ALLOWED_ORIGINS") else { return }
+        for origin in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !origin.isEmpty {
+            guard Self.isOrigin(origin) else {
+                env.report("CORS_ALLOWED_ORIGINS: each entry is an origin such as https://app.example.com (no path, no *), got \"\(origin)\"")
+                continue
+            }
+            allowedOrigins.insert(origin)
+        }
+    }
+
+    init(allowedOrigins: Set<String> = []) {
+        self.allowedOrigins = allowedOrigins
+    }
+
+    static func isOrigin(_ text: String) -> Bool {
+        guard let schemeEnd = text.range(of: "://") else { return false }
+        let scheme = text[..<schemeEnd.lowerBound]
+        let authority = text[schemeEnd.upperBound...]
+        guard scheme == "https" || scheme == "http", !authority.isEmpty else { return false }
+        return !authority.contains(where: { "/?#*@ ".contains($0) })
+    }
+}
+
+/// The edge's rules for requests the router sees (the gateway's own routes and the proxied
+/// requests whose body streams; `ProxyChannelHandler` applies the same rules to the rest):
+/// CORS preflights answered here, CORS headers on answers, and body limits.
+struct EdgeMiddleware: RouterMiddleware {
+    typealias Context = ServiceRequestContext
+
+    let cors: CORSPolicy
+    let bodyLimits: BodyLimits
+
+    /// Outside `ProblemMiddleware`, so every answer, problems and 404s included, gets its CORS
+    /// headers; its own refusals it turns into problems itself.
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let origin = request.headers[.origin]
+        var response: Response
+        do {
+            response = try await answer(request, context: context, origin: origin, next: next)
+        } catch {
+            response = ProblemMiddleware<Context>.response(for: error, request: request, context: context)
+        }
+        for (name, value) in cors.answerHeaders(origin: origin) { response.headers[HTTPField.Name(name)!] = value }
+        return response
+    }
+
+    private func answer(_ request: Request, context: Context, origin: String?, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if request.method == .options, cors.isEnabled, origin != nil, request.headers[.accessControlRequestMethod] != nil {
+            return try preflight(request, origin: origin)
+        }
+        var request = request
+        let limit = bodyLimits.limit(for: request.uri.path)
+        if let length = request.headers[.contentLength].flatMap(Int.init) {
+            guard length <= limit else { throw BodyLimits.tooLarge(limit) }
+        } else if request.headers[.transferEncoding] != nil {
+            // Chunks add up to a length no header announced: read them up to the limit, no further.
+            let whole: ByteBuffer
+            do {
+                whole = try await request.body.collect(upTo: limit)
+            } catch is NIOTooManyBytesError {
+                throw BodyLimits.tooLarge(limit)
+            }
+            request.body = RequestBody(buffer: whole)
+        }
+        return try await next(request, context)
+    }
+
+    private func preflight(_ request: Request, origin: String?) throws -> Response {
+        guard cors.allows(origin) else {
+            throw APIError(.forbidden, code: "origin_not_allowed", detail: "This origin may not call the API from a browser.")
+        }
+        var headers = HTTPFields()
+        headers[.accessControlAllowMethods] = CORSPolicy.methods
+        headers[.accessControlAllowHeaders] = CORSPolicy.requestHeaders
+        headers[.accessControlMaxAge] = String(CORSPolicy.maxAgeSeconds)
+        return Response(status: .noContent, headers: headers)
+    }
+}

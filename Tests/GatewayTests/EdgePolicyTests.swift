@@ -1,0 +1,166 @@
+import Foundation
+@testable import Gateway
+#if canImport(Glibc)
+import Glibc
+#endif
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Models
+import NIOCore
+import ServiceKitCore
+import ServiceKitHTTP
+import Testing
+import TestSupport
+
+/// The edge's rules: body limits per route and CORS for listed web origins, on both of the
+/// gateway's paths (the channel handler's and the router's).
+@Suite struct EdgePolicyTests {
+    static let origin = "https://app.example.com"
+
+    static func withGateway(cors: CORSPolicy = CORSPolicy(), bodyLimits: BodyLimits = .standard, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let auth = EchoUpstream(name: "auth")
+        let social = EchoUpstream(name: "social")
+        try await auth.start()
+        try await social.start()
+        defer { auth.stop(); social.stop() }
+        var config = GatewayTests.config(everyServiceAt: social.baseURL, timeout: .seconds(5))
+        config.upstreams["auth"] = auth.baseURL
+        config.cors = cors
+        config.bodyLimits = bodyLimits
+        try await buildApplication(config).test(.live) { client in try await body(client) }
+    }
+
+    /// Sends a request head announcing `contentLength` bytes and none of them, and reads what comes
+    /// back within two seconds.
+    static func headOnly(port: Int, _ requestLine: String, contentLength: Int) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXFailure(call: "socket") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw POSIXFailure(call: "connect") }
+        let head = "\(requestLine) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(contentLength)\r\n\r\n"
+        _ = head.withCString { send(fd, $0, strlen($0), 0) }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            received += buffer[0..<count]
+            // The whole problem is small: once its body's end is in, stop waiting.
+            if let text = String(bytes: received, encoding: .utf8), text.contains("\r\n\r\n"), text.hasSuffix("}") { break }
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    struct POSIXFailure: Error {
+        var call: String
+    }
+
+    @Test func limitsAreByTheLongestPrefixOnWholeSegments() throws {
+        let limits = BodyLimits.standard
+        #expect(limits.limit(for: "/v1/profiles/me/avatar") == 5 << 20)
+        #expect(limits.limit(for: "/v1/profiles/me/avatars") == 256 << 10)
+        #expect(limits.limit(for: "/v1/meals") == 256 << 10)
+        var env = EnvironmentReader(["BODY_LIMITS": "/v1/meals=1KiB, /=64KiB"])
+        let configured = BodyLimits(reading: &env)
+        #expect(env.problems.isEmpty)
+        #expect(configured.limit(for: "/v1/meals/x") == 1024 && configured.limit(for: "/v1/auth/login") == 64 << 10)
+        #expect(configured.limit(for: "/v1/profiles/me/avatar") == 5 << 20)
+        var bad = EnvironmentReader(["BODY_LIMITS": "meals=1KiB,/v1/x=lots"])
+        _ = BodyLimits(reading: &bad)
+        #expect(bad.problems.count == 2)
+    }
+
+    @Test func aBodyOverItsRoutesLimitIs413AndNeverReachesTheService() async throws {
+        try await Self.withGateway { client in
+            let port = try #require(client.port)
+            // Only the head is sent: the answer comes without the gateway waiting for a body.
+            let refused = try Self.headOnly(port: port, "POST /v1/auth/signup", contentLength: (256 << 10) + 1)
+            #expect(refused.hasPrefix("HTTP/1.1 413"), "\(refused)")
+            #expect(refused.contains("\"code\":\"payload_too_large\"") && refused.lowercased().contains("connection: close"), "\(refused)")
+            // Up to the limit it goes on (the router's path: over the channel handler's buffer).
+            let atLimit = try await client.execute(uri: "/v1/auth/signup", method: .post, body: ByteBuffer(repeating: UInt8(ascii: "a"), count: 256 << 10))
+            #expect(try GatewayTests.echo(atLimit).bodyBytes == 256 << 10)
+            // An avatar may be larger.
+            let avatar = try await client.execute(uri: "/v1/profiles/me/avatar", method: .post, body: ByteBuffer(repeating: 0xFF, count: 2 << 20))
+            #expect(try GatewayTests.echo(avatar).bodyBytes == 2 << 20)
+            let hugeAvatar = try Self.headOnly(port: port, "POST /v1/profiles/me/avatar", contentLength: (5 << 20) + 1)
+            #expect(hugeAvatar.hasPrefix("HTTP/1.1 413"), "\(hugeAvatar)")
+        }
+    }
+
+    @Test func aSmallerLimitHoldsOnTheChannelHandlersPathToo() async throws {
+        try await Self.withGateway(bodyLimits: BodyLimits(limits: ["/": 256 << 10, "/v1/auth/login": 100])) { client in
+            let small = try await client.execute(uri: "/v1/auth/login", method: .post, body: ByteBuffer(repeating: UInt8(ascii: "a"), count: 100))
+            #expect(try GatewayTests.echo(small).bodyBytes == 100)
+            let over = try Self.headOnly(port: try #require(client.port), "POST /v1/auth/login", contentLength: 101)
+            #expect(over.hasPrefix("HTTP/1.1 413"), "\(over)")
+        }
+    }
+
+    @Test func aListedOriginsPreflightIsAnsweredAtTheEdge() async throws {
+        try await Self.withGateway(cors: CORSPolicy(allowedOrigins: [Self.origin])) { client in
+            let preflight = try await client.execute(
+                uri: "/v1/meals", method: .options,
+                headers: [.origin: Self.origin, .accessControlRequestMethod: "POST", .accessControlRequestHeaders: "authorization, content-type"])
+            #expect(preflight.status == .noContent)
+            #expect(preflight.headers[.accessControlAllowOrigin] == Self.origin)
+            #expect(preflight.headers[.accessControlAllowCredentials] == "true")
+            #expect(preflight.headers[.accessControlAllowMethods]?.contains("POST") == true)
+            #expect(preflight.headers[.accessControlAllowHeaders]?.contains("Authorization") == true)
+            #expect(preflight.headers[.vary] == "Origin")
+
+            let stranger = try await client.execute(
+                uri: "/v1/meals", method: .options, headers: [.origin: "https://evil.example", .accessControlRequestMethod: "POST"])
+            #expect(stranger.status == .forbidden)
+            #expect(try GatewayTests.problem(stranger).code == "origin_not_allowed")
+            #expect(stranger.headers[.accessControlAllowOrigin] == nil)
+        }
+    }
+
+    @Test func answersNameOnlyAListedOrigin() async throws {
+        try await Self.withGateway(cors: CORSPolicy(allowedOrigins: [Self.origin])) { client in
+            // Proxied in the channel handler.
+            let listed = try await client.execute(uri: "/v1/auth/me", method: .get, headers: [.origin: Self.origin])
+            #expect(try GatewayTests.echo(listed).service == "auth")
+            #expect(listed.headers[.accessControlAllowOrigin] == Self.origin && listed.headers[.accessControlAllowCredentials] == "true")
+            #expect(listed.headers[.accessControlExposeHeaders]?.contains("X-Request-ID") == true)
+            let other = try await client.execute(uri: "/v1/auth/me", method: .get, headers: [.origin: "https://evil.example"])
+            #expect(other.status == .ok && other.headers[.accessControlAllowOrigin] == nil && other.headers[.vary] == "Origin")
+            // The gateway's own routes and its problems (the router's path).
+            let health = try await client.execute(uri: "/healthz", method: .get, headers: [.origin: Self.origin])
+            #expect(health.headers[.accessControlAllowOrigin] == Self.origin)
+            let missing = try await client.execute(uri: "/v1/nowhere", method: .get, headers: [.origin: Self.origin])
+            #expect(missing.status == .notFound && missing.headers[.accessControlAllowOrigin] == Self.origin)
+        }
+    }
+
+    @Test func withNoOriginsListedNothingChanges() async throws {
+        try await Self.withGateway { client in
+            let answer = try await client.execute(uri: "/v1/auth/me", method: .get, headers: [.origin: Self.origin])
+            #expect(answer.headers[.accessControlAllowOrigin] == nil && answer.headers[.vary] == nil)
+            // A preflight is the service's to answer, as any OPTIONS is (the echo serves no OPTIONS).
+            let preflight = try await client.execute(uri: "/v1/auth/me", method: .options, headers: [.origin: Self.origin, .accessControlRequestMethod: "GET"])
+            #expect(preflight.headers[.accessControlAllowOrigin] == nil)
+        }
+    }
+
+    @Test func originsAreCheckedWhenRead() {
+        var env = EnvironmentReader(["CORS_ALLOWED_ORIGINS": "https://app.example.com, http://localhost:3000"])
+        #expect(CORSPolicy(reading: &env).allowedOrigins == ["https://app.example.com", "http://localhost:3000"] && env.problems.isEmpty)
+        for wrong in ["*", "https://app.example.com/", "app.example.com", "ftp://x.example"] {
+            var bad = EnvironmentReader(["CORS_ALLOWED_ORIGINS": wrong])
+            _ = CORSPolicy(reading: &bad)
+            #expect(bad.problems.count == 1, "\(wrong)")
+        }
+    }
+}
