@@ -10,6 +10,10 @@ public enum ConcurrentClient {
     static let client: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        // A request waits for one of the 64 connections at most this long (AsyncHTTPClient counts
+        // the wait as connecting). 200 requests in a storm, on a machine running the whole suite,
+        // waited past the default 10 s.
+        configuration.timeout.connect = .seconds(60)
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
