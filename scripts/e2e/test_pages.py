@@ -3,6 +3,7 @@ owns their data and routed by the gateway, loaded in headless Chromium (Debian's
 Selenium). Each page renders with its security headers, its buttons carry the right links, and its
 forms work: a password reset in the page, then a sign-in with the new password; an address confirmed
 in the page; the invitation page's app links; the shared meal's card."""
+import datetime
 import re
 import struct
 import uuid
@@ -176,8 +177,9 @@ def test_a_shared_meal_page_with_its_card_then_gone(stack, browser):
     profile = requests.put(f"{gw}/v1/nutrition/profile", headers=user, json={"diet": "keto", "daily_calorie_goal": 1800, "weight_unit": "kg",
                            "time_zone": "Europe/Paris", "day_starts_at": 0}, timeout=10)
     assert profile.status_code == 200, profile.text
+    eaten_at = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)).isoformat()
     meal = requests.post(f"{gw}/v1/meals", headers=user, json={
-        "name": "Salmon & <avocado> bowl",
+        "name": "Salmon & <avocado> bowl", "eaten_at": eaten_at,
         "items": [{"name": "salmon", "grams": 150, "calories": 310, "protein_g": 31, "carbs_g": 0, "fat_g": 20},
                   {"name": "avocado", "grams": 100, "calories": 160, "protein_g": 2, "carbs_g": 9, "fat_g": 15}],
     }, timeout=10)
