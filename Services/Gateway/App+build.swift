@@ -21,10 +21,16 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     let pools = try config.upstreams.mapValues { try UpstreamPool(baseURL: $0, connectTimeout: config.connectTimeout) }
 
     let metrics = HTTPMetrics(registry: registry)
+    // The live stream's token checks and the rate limits' share one verifier and its cache.
+    let live = LiveEventsSetup(config, logger: logger)
+    let limiter = EdgeRateLimiter(
+        table: config.rateLimits, redis: config.rateLimits.isEmpty ? nil : RedisClient(configuration: config.redis, logger: logger),
+        verifier: live.events.tokens, logger: logger)
     // Nearly every proxied request is answered in the channel pipeline, before the router.
     let proxy = GatewayProxy(
         table: .standard, pools: pools, timeout: config.upstreamTimeout, metrics: metrics,
-        trustedProxies: config.trustedProxies, logger: logger, clientTimeout: config.clientTimeout, bodyLimits: config.bodyLimits, cors: config.cors)
+        trustedProxies: config.trustedProxies, logger: logger, clientTimeout: config.clientTimeout, bodyLimits: config.bodyLimits, cors: config.cors,
+        limiter: limiter)
 
     let router = Router(context: ServiceRequestContext.self)
     // Proxied requests are counted per upstream (`route="proxy:social"`).
@@ -33,7 +39,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
             metrics: metrics, trustedProxies: config.trustedProxies,
             routeOutsideRouter: { proxy.routeLabel(for: $0.uri.path) }))
     // CORS preflights and headers, body limits: what the channel handler does for the requests it proxies.
-    router.add(middleware: EdgeMiddleware(cors: config.cors, bodyLimits: config.bodyLimits))
+    router.add(middleware: EdgeMiddleware(cors: config.cors, bodyLimits: config.bodyLimits, limiter: limiter))
     router.add(middleware: ProblemMiddleware())
     let routeIndex = RouteIndex()
     router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))
@@ -47,7 +53,6 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
         own: try MergedOpenAPIDocument.ownDocument(), pools: pools, lifetime: config.openAPILifetime, timeout: config.upstreamTimeout, logger: logger)
     openAPI.add(to: router)
     // The live event stream (`GET /v1/events`): one Redis subscription for the process.
-    let live = LiveEventsSetup(config, logger: logger)
     LiveEventRoutes(events: live.events).add(to: router)
     routeIndex.record(router)
     let adminRouter = Router(context: ServiceRequestContext.self)
@@ -62,6 +67,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
         services: [
             Closer { for pool in pools.values { pool.shutdown() } },
             live.service,
+            limiter,
             AdminListener(router: adminRouter, options: config.admin, serverName: ProxyChannelHandler.serverName, logger: logger),
             ShutdownNotice(logger: logger),
         ],

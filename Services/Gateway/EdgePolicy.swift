@@ -136,18 +136,21 @@ struct EdgeMiddleware: RouterMiddleware {
 
     let cors: CORSPolicy
     let bodyLimits: BodyLimits
+    var limiter: EdgeRateLimiter? = nil
 
     /// Outside `ProblemMiddleware`, so every answer, problems and 404s included, gets its CORS
     /// headers; its own refusals it turns into problems itself.
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let origin = request.headers[.origin]
         var response: Response
+        let rate = limiter?.decide(path: request.uri.path, authorization: request.headers[.authorization], client: context.clientAddress)
         do {
+            if let rate, !rate.allowed { throw rate.problem }
             response = try await answer(request, context: context, origin: origin, next: next)
         } catch {
             response = ProblemMiddleware<Context>.response(for: error, request: request, context: context)
         }
-        for (name, value) in cors.answerHeaders(origin: origin) { response.headers[HTTPField.Name(name)!] = value }
+        for (name, value) in cors.answerHeaders(origin: origin) + (rate?.headers ?? []) { response.headers[HTTPField.Name(name)!] = value }
         return response
     }
 

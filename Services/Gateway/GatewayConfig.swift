@@ -41,6 +41,8 @@ struct GatewayConfig: Sendable {
     var bodyLimits = BodyLimits.standard
     /// Web origins that may call the API from a browser (`CORS_ALLOWED_ORIGINS`).
     var cors = CORSPolicy()
+    /// Requests per window by path prefix and caller (`RATE_LIMITS`).
+    var rateLimits = RateLimitTable.standard
 
     static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
 
@@ -71,7 +73,8 @@ struct GatewayConfig: Sendable {
             tokens: Self.tokens(reading: &env, authURL: upstreams["auth"]),
             liveEvents: LiveEventsConfig(reading: &env),
             bodyLimits: BodyLimits(reading: &env),
-            cors: CORSPolicy(reading: &env)
+            cors: CORSPolicy(reading: &env),
+            rateLimits: RateLimitTable(reading: &env)
         )
         ProcessTuning.readEventLoopThreads(&env)
         try env.finish()

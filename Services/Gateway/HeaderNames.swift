@@ -12,7 +12,7 @@ struct KnownHeader: Sendable {
 
     /// The known names by length: a header is compared with the few of its own length only.
     private static let byLength: [[KnownHeader]] = {
-        let names = Set(ProxyMiddleware.hopByHop + ProxyMiddleware.gatewaySets + ["content-length", "origin"])
+        let names = Set(ProxyMiddleware.hopByHop + ProxyMiddleware.gatewaySets + ["content-length", "origin", "authorization"])
         var table = [[KnownHeader]](repeating: [], count: (names.map(\.utf8.count).max() ?? 0) + 1)
         for name in names.sorted() {
             table[name.utf8.count].append(

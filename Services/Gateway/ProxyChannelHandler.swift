@@ -29,11 +29,13 @@ struct GatewayProxy: Sendable {
     /// The edge's rules, as `EdgeMiddleware` applies them on the router's path.
     let bodyLimits: BodyLimits
     let cors: CORSPolicy
+    let limiter: EdgeRateLimiter?
 
     init(
         table: RouteTable, pools: [String: UpstreamPool], timeout: Duration, metrics: HTTPMetrics, trustedProxies: TrustedProxies, logger: Logger,
-        clientTimeout: Duration, bodyLimits: BodyLimits = .standard, cors: CORSPolicy = CORSPolicy()
+        clientTimeout: Duration, bodyLimits: BodyLimits = .standard, cors: CORSPolicy = CORSPolicy(), limiter: EdgeRateLimiter? = nil
     ) {
+        self.limiter = limiter
         self.bodyLimits = bodyLimits
         self.cors = cors
         self.table = table
@@ -95,6 +97,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var closeAfter: Bool
         /// The request's `Origin`, for the CORS headers of its answer.
         var origin: String?
+        /// The rate limit's decision, taken on its head: refused, or the headers of its answer.
+        var rate: RateDecision?
     }
 
     private enum State {
@@ -388,6 +392,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var requestIDs: [String] = []
         var forwardedFor: [String] = []
         var origin: String?
+        var authorization: String?
         for (name, value) in request.headers {
             guard let known = KnownHeader.of(name) else { continue }
             switch known.name {
@@ -397,6 +402,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // Every line of it: a load balancer may add its own rather than append to the client's.
             case "x-forwarded-for": forwardedFor.append(value)
             case "origin": if origin == nil { origin = value }
+            case "authorization": if authorization == nil { authorization = value }
             default: break
             }
         }
@@ -411,13 +417,17 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             peer = (address, proxy.trustedProxies.client(peer: address, forwardedFor: nil))
         }
         let (peerAddress, peerClient) = peer!
+        let client = forwardedFor.isEmpty ? peerClient : proxy.trustedProxies.client(peer: peerAddress, forwardedFor: forwardedFor.joined(separator: ", "))
         return Proxied(
-            request: request, path: path, service: service, pool: pool, requestID: requestID,
-            client: forwardedFor.isEmpty ? peerClient : proxy.trustedProxies.client(peer: peerAddress, forwardedFor: forwardedFor.joined(separator: ", ")),
-            started: .now, body: nil, hasLength: length != nil, closeAfter: !request.isKeepAlive, origin: origin)
+            request: request, path: path, service: service, pool: pool, requestID: requestID, client: client,
+            started: .now, body: nil, hasLength: length != nil, closeAfter: !request.isKeepAlive, origin: origin,
+            rate: proxy.limiter?.decide(path: path, authorization: authorization, client: client))
     }
 
     private func forward(_ proxied: Proxied, context: ChannelHandlerContext) {
+        if let rate = proxied.rate, !rate.allowed {
+            return answer(proxied, with: .failure(rate.problem), context: context)
+        }
         let request = proxied.request
         // `claim` took only requests framed by a Content-Length, or by nothing at all.
         let bytes = proxied.body?.readableBytes ?? 0
@@ -455,6 +465,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var added = [("X-Request-ID", proxied.requestID), ("Server", Self.serverName)]
         if proxied.closeAfter { added.append(("Connection", "close")) }
         if proxy.cors.isEnabled { added += proxy.cors.answerHeaders(origin: proxied.origin) }
+        if let rate = proxied.rate { added += rate.headers }
         switch result {
         case .success(let response):
             let headers = ProxyMiddleware.answerHeaders(response.head.headers, adding: added)

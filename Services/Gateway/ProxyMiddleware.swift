@@ -157,6 +157,8 @@ struct ProxyMiddleware: RouterMiddleware {
 
     /// An upstream that cannot be reached is 503, one that broke the exchange 502, one too slow 504.
     static func problem(for error: any Error, service: String, logger: Logger) -> APIError {
+        // The gateway's own refusal (a rate limit), not the upstream's failure.
+        if let refused = error as? APIError { return refused }
         logger.warning("upstream failed", metadata: ["upstream": "\(service)", "error": "\(error)"])
         switch error as? UpstreamError {
         case .unreachable:

@@ -94,19 +94,21 @@ final class EchoUpstream: Sendable {
         let config = GatewayConfig(
             listener: .init(host: "127.0.0.1", port: 0), admin: .init(host: "127.0.0.1", port: adminPort), logLevel: .warning, upstreams: upstreams,
             upstreamTimeout: timeout, connectTimeout: .seconds(1), trustedProxies: trustedProxies, clientTimeout: clientTimeout,
-            bodyLimits: Self.roomyLimits)
+            bodyLimits: Self.roomyLimits, rateLimits: Self.noRateLimits)
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
 
     /// These tests are about carrying bodies, large ones included; `EdgePolicyTests` has the limits.
     static let roomyLimits = BodyLimits(limits: ["/": 64 << 20])
+    /// Nor about rate limits: `EdgeRateLimitTests` has them.
+    static let noRateLimits = RateLimitTable(rules: [])
 
     /// A gateway that sends every service's routes to one upstream.
     static func config(everyServiceAt url: String, port: Int = 0, timeout: Duration) -> GatewayConfig {
         let upstreams = Dictionary(uniqueKeysWithValues: GatewayConfig.services.keys.map { ($0, url) })
         return GatewayConfig(
             listener: .init(host: "127.0.0.1", port: port), admin: .init(host: "127.0.0.1", port: 0), logLevel: .warning, upstreams: upstreams, upstreamTimeout: timeout, connectTimeout: .seconds(1),
-            bodyLimits: roomyLimits)
+            bodyLimits: roomyLimits, rateLimits: noRateLimits)
     }
 
     static func echo(_ response: TestResponse) throws -> EchoUpstream.Echo {

@@ -115,6 +115,13 @@ public final class TokenVerifier: Sendable {
         return (caller, expiresAt)
     }
 
+    /// The caller of a token verified within the last minute and not expired, without checking
+    /// anything now: for decisions that may not wait for a check (the gateway's rate limits).
+    public func cachedCaller(_ token: String, now: Date = Date()) -> Caller? {
+        guard let (caller, expiresAt) = verified.lookup(token), now.timeIntervalSince(expiresAt) < leeway else { return nil }
+        return caller
+    }
+
     private var leeway: TimeInterval {
         TimeInterval(config.leeway.components.seconds) + TimeInterval(config.leeway.components.attoseconds) / 1e18
     }

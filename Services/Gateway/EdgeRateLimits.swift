@@ -1,0 +1,257 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOCore
+import ServiceKitCore
+import ServiceKitHTTP
+import ServiceKitRedis
+import ServiceKitTokens
+import ServiceLifecycle
+import Synchronization
+
+/// One line of `RATE_LIMITS`: at most `max` requests per `window` to paths under `prefix`, per
+/// key (the signed-in user, else the client's address).
+struct RateLimitRule: Sendable, Equatable {
+    var prefix: String
+    var max: Int
+    var window: Duration
+
+    /// The policy's name in the `RateLimit` headers: `default` for `/`, else the prefix's last segment.
+    var name: String { prefix == "/" ? "default" : String(prefix.split(separator: "/").last ?? "default") }
+
+    var windowMilliseconds: Int64 { window.components.seconds * 1000 + window.components.attoseconds / 1_000_000_000_000_000 }
+}
+
+/// `RATE_LIMITS`: `prefix=max/window` entries (`/v1/auth=300/60s,/=1200/60s`), the longest prefix
+/// winning on whole segments. The defaults suit apps behind carrier NAT, where one address is many
+/// people: generous per address, and per user once signed in. Apple's server notifications
+/// (`/v1/webhooks/app-store`) come from a few addresses of Apple's and are never limited by address.
+struct RateLimitTable: Sendable, Equatable {
+    static let standard = RateLimitTable(rules: [
+        RateLimitRule(prefix: "/v1/auth", max: 300, window: .seconds(60)),
+        RateLimitRule(prefix: "/", max: 1200, window: .seconds(60)),
+    ])
+    static let exemptFromAddressLimits = ["/v1/webhooks/app-store"]
+
+    /// Longest prefix first.
+    let rules: [RateLimitRule]
+
+    init(rules: [RateLimitRule]) {
+        self.rules = rules.sorted { $0.prefix.count > $1.prefix.count }
+    }
+
+    var isEmpty: Bool { rules.isEmpty }
+
+    func rule(for path: some StringProtocol) -> RateLimitRule? {
+        for rule in rules where rule.prefix == "/" || Self.covers(rule.prefix, path) { return rule }
+        return nil
+    }
+
+    static func covers(_ prefix: String, _ path: some StringProtocol) -> Bool {
+        guard path.hasPrefix(prefix) else { return false }
+        let rest = path.dropFirst(prefix.count)
+        return rest.isEmpty || rest.first == "/"
+    }
+
+    /// `RATE_LIMITS`, replacing the defaults when set; `off` turns limiting off.
+    init(reading env: inout EnvironmentReader) {
+        guard let text = env.optionalString("RATE_LIMITS") else {
+            self = .standard
+            return
+        }
+        if text.trimmingCharacters(in: .whitespaces) == "off" {
+            self.init(rules: [])
+            return
+        }
+        var rules: [RateLimitRule] = []
+        for entry in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !entry.isEmpty {
+            guard let rule = Self.rule(parsing: entry) else {
+                env.report("RATE_LIMITS: each entry is /prefix=max/window (window in s or m, e.g. /v1/auth=300/60s), got \"\(entry)\"")
+                continue
+            }
+            rules.append(rule)
+        }
+        self.init(rules: rules)
+    }
+
+    static func rule(parsing entry: String) -> RateLimitRule? {
+        let sides = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard sides.count == 2, sides[0].hasPrefix("/") else { return nil }
+        let amount = sides[1].split(separator: "/", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard amount.count == 2, let max = Int(amount[0]), max > 0 else { return nil }
+        let window: Int?
+        if amount[1].hasSuffix("m") {
+            window = Int(amount[1].dropLast()).map { $0 * 60 }
+        } else if amount[1].hasSuffix("s") {
+            window = Int(amount[1].dropLast())
+        } else {
+            window = nil
+        }
+        guard let seconds = window, (1...86_400).contains(seconds) else { return nil }
+        let prefix = sides[0].count > 1 && sides[0].hasSuffix("/") ? String(sides[0].dropLast()) : sides[0]
+        return RateLimitRule(prefix: prefix, max: max, window: .seconds(seconds))
+    }
+}
+
+/// What the limiter decided for one request, and the headers its answer carries.
+struct RateDecision: Sendable {
+    var allowed: Bool
+    var rule: RateLimitRule
+    var remaining: Int
+    /// Seconds until the window ends.
+    var reset: Int
+
+    /// The IETF `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers).
+    var headers: [(String, String)] {
+        [
+            ("RateLimit-Policy", "\"\(rule.name)\";q=\(rule.max);w=\(rule.window.components.seconds)"),
+            ("RateLimit", "\"\(rule.name)\";r=\(remaining);t=\(reset)"),
+        ]
+    }
+
+    var problem: APIError {
+        var error = APIError.tooManyRequests(
+            "Too many requests to this part of the API (\(rule.max) every \(rule.window.components.seconds) s).", retryAfterSeconds: reset)
+        error.detail += " Try again in \(max(1, reset)) s."
+        for (name, value) in headers { error.headers[HTTPField.Name(name)!] = value }
+        return error
+    }
+}
+
+/// Counts requests per rule and key in fixed windows shared by every gateway process through
+/// Redis. A request is decided at once, on the event loop, from this process's count plus the
+/// others' as last read; every `syncInterval` the process adds its new requests to Redis
+/// (`INCRBY` on `ratelimit:<rule>:<key>:<window>`) and reads the total back. So no request waits for
+/// Redis, and across processes a limit holds to within one sync interval's requests. While Redis is
+/// out of reach each process still limits on its own count.
+final class EdgeRateLimiter: Service, Sendable {
+    let table: RateLimitTable
+    private let redis: RedisClient?
+    private let verifier: TokenVerifier?
+    private let logger: Logger
+    let syncInterval: Duration
+    private let counters = Mutex<[String: Counter]>([:])
+
+    /// Keys held at most: beyond it the oldest windows go first (a flood of addresses cannot grow it).
+    static let capacity = 100_000
+
+    private struct Counter {
+        var rule: RateLimitRule
+        var window: Int64
+        /// Counted here and not yet added to Redis.
+        var pending: Int
+        /// The total in Redis as last read, this process's synced requests included.
+        var shared: Int
+    }
+
+    init(table: RateLimitTable, redis: RedisClient?, verifier: TokenVerifier?, logger: Logger, syncInterval: Duration = .milliseconds(250)) {
+        self.table = table
+        self.redis = redis
+        self.verifier = verifier
+        self.logger = logger
+        self.syncInterval = syncInterval
+    }
+
+    /// Decides one request: nil when no rule applies (no limits, or Apple's webhook by address).
+    func decide(path: some StringProtocol, authorization: String?, client: String, now: Date = Date()) -> RateDecision? {
+        guard let rule = table.rule(for: path) else { return nil }
+        let who: String
+        if let user = signedIn(authorization, now: now) {
+            who = "u:" + user
+        } else {
+            if RateLimitTable.exemptFromAddressLimits.contains(where: { RateLimitTable.covers($0, path) }) { return nil }
+            who = "a:" + TrustedProxies.limitKey(client)
+        }
+        let windowMs = rule.windowMilliseconds
+        let nowMs = Int64(now.timeIntervalSince1970 * 1000)
+        let window = nowMs / windowMs
+        let reset = Int((window + 1) * windowMs - nowMs + 999) / 1000
+        let key = "ratelimit:\(rule.name):\(who):\(window)"
+        return counters.withLock { counters in
+            var counter = counters[key] ?? Counter(rule: rule, window: window, pending: 0, shared: 0)
+            let used = counter.shared + counter.pending
+            guard used < rule.max else {
+                return RateDecision(allowed: false, rule: rule, remaining: 0, reset: reset)
+            }
+            counter.pending += 1
+            if counters.count >= Self.capacity, counters[key] == nil { Self.evict(&counters, before: window) }
+            counters[key] = counter
+            return RateDecision(allowed: true, rule: rule, remaining: rule.max - used - 1, reset: reset)
+        }
+    }
+
+    /// The signed-in user of a bearer token this process has verified already; a token it has not
+    /// seen counts by address this once, while it is checked off the request's path.
+    private func signedIn(_ authorization: String?, now: Date) -> String? {
+        guard let verifier, let authorization, let token = TokenMiddleware<ServiceRequestContext>.bearerToken(authorization) else { return nil }
+        if let caller = verifier.cachedCaller(token, now: now) { return caller.userID.uuidString.lowercased() }
+        Task { _ = try? await verifier.verify(token) }
+        return nil
+    }
+
+    private static func evict(_ counters: inout [String: Counter], before window: Int64) {
+        counters = counters.filter { $0.value.window >= window }
+        if counters.count >= capacity { counters.removeAll(keepingCapacity: true) }
+    }
+
+    func run() async throws {
+        guard redis != nil, !table.isEmpty else {
+            // Nothing to share; a service that returns would stop the gateway.
+            try? await gracefulShutdown()
+            return
+        }
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: self.syncInterval)
+                await self.sync()
+            }
+        }
+        await redis?.close()
+    }
+
+    /// Adds this process's new requests to Redis and reads each total back, in one round trip.
+    func sync(now: Date = Date()) async {
+        guard let redis else { return }
+        let nowMs = Int64(now.timeIntervalSince1970 * 1000)
+        let batch: [(key: String, count: Int, ttl: Int64)] = counters.withLock { counters in
+            var batch: [(String, Int, Int64)] = []
+            for (key, counter) in counters {
+                // A finished window is forgotten; its count in Redis expires on its own.
+                if (counter.window + 1) * counter.rule.windowMilliseconds <= nowMs {
+                    counters[key] = nil
+                    continue
+                }
+                guard counter.pending > 0 else { continue }
+                batch.append((key, counter.pending, 2 * counter.rule.windowMilliseconds))
+                counters[key]?.shared += counter.pending
+                counters[key]?.pending = 0
+            }
+            return batch
+        }
+        guard !batch.isEmpty else { return }
+        var commands: [[RedisArgument]] = []
+        for (key, count, ttl) in batch {
+            commands.append(["INCRBY", RedisArgument(key), RedisArgument(count)])
+            commands.append(["PEXPIRE", RedisArgument(key), RedisArgument(Int(ttl))])
+        }
+        do {
+            let replies = try await redis.pipeline(commands)
+            counters.withLock { counters in
+                for (index, item) in batch.enumerated() {
+                    guard let total = replies[2 * index].int, var counter = counters[item.key] else { continue }
+                    counter.shared = max(counter.shared, total)
+                    counters[item.key] = counter
+                }
+            }
+        } catch {
+            // Counted here all the same (already in `shared`); the next sync adds them to Redis.
+            counters.withLock { counters in
+                for item in batch {
+                    counters[item.key]?.shared -= item.count
+                    counters[item.key]?.pending += item.count
+                }
+            }
+            logger.debug("rate limit counts not shared", metadata: ["error": "\(error)"])
+        }
+    }
+}

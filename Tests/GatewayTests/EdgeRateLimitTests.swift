@@ -1,0 +1,110 @@
+import Foundation
+@testable import Gateway
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import ServiceKitCore
+import ServiceKitHTTP
+import ServiceKitRedis
+import Testing
+import TestSupport
+
+/// Rate limits at the edge: the table, the count per caller and window, what the answers say, and
+/// the count shared between gateway processes through Redis.
+@Suite struct EdgeRateLimitTests {
+    static let noon = Date(timeIntervalSince1970: 1_800_000_000)  // a whole minute
+
+    @Test func theTableIsReadAndTheLongestPrefixWins() throws {
+        var env = EnvironmentReader(["RATE_LIMITS": "/v1/auth=5/60s, /v1/meals=100/2m, /=50/10s"])
+        let table = RateLimitTable(reading: &env)
+        #expect(env.problems.isEmpty)
+        #expect(table.rule(for: "/v1/auth/login")?.max == 5 && table.rule(for: "/v1/authors")?.max == 50)
+        #expect(table.rule(for: "/v1/meals/x")?.window == .seconds(120) && table.rule(for: "/v1/meals")?.name == "meals")
+        #expect(table.rule(for: "/healthz")?.name == "default")
+        var off = EnvironmentReader(["RATE_LIMITS": "off"])
+        #expect(RateLimitTable(reading: &off).isEmpty)
+        var bad = EnvironmentReader(["RATE_LIMITS": "/v1/auth=5, v1=3/60s, /x=0/60s, /y=3/9h"])
+        _ = RateLimitTable(reading: &bad)
+        #expect(bad.problems.count == 4, "\(bad.problems)")
+        #expect(RateLimitTable.standard.rule(for: "/v1/auth/signup")?.max == 300)
+    }
+
+    @Test func eachCallerHasItsOwnCountForItsWindow() {
+        let limiter = EdgeRateLimiter(
+            table: RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 3, window: .seconds(60))]), redis: nil, verifier: nil, logger: TestEnvironment.logger)
+        let decisions = (0..<4).map { _ in limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.7", now: Self.noon)! }
+        #expect(decisions.map(\.allowed) == [true, true, true, false])
+        #expect(decisions.map(\.remaining) == [2, 1, 0, 0])
+        #expect(decisions[0].reset == 60)
+        let headers = Dictionary(uniqueKeysWithValues: decisions[0].headers)
+        #expect(headers["RateLimit-Policy"] == "\"default\";q=3;w=60" && headers["RateLimit"] == "\"default\";r=2;t=60")
+        let problem = decisions[3].problem
+        #expect(problem.status == .tooManyRequests && problem.code == "rate_limited" && problem.headers[.retryAfter] == "60")
+        // Another address, and the next window, start afresh.
+        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.8", now: Self.noon)?.allowed == true)
+        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.7", now: Self.noon + 60)?.allowed == true)
+        // A token this gateway has not verified counts by address.
+        #expect(limiter.decide(path: "/v1/meals", authorization: "Bearer not.a.token", client: "198.51.100.7", now: Self.noon)?.allowed == false)
+    }
+
+    @Test func applesNotificationsAreNeverLimitedByAddress() {
+        let limiter = EdgeRateLimiter(
+            table: RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 1, window: .seconds(60))]), redis: nil, verifier: nil, logger: TestEnvironment.logger)
+        for _ in 0..<5 { #expect(limiter.decide(path: "/v1/webhooks/app-store", authorization: nil, client: "17.0.0.1", now: Self.noon) == nil) }
+        #expect(limiter.decide(path: "/v1/webhooks/other", authorization: nil, client: "17.0.0.1", now: Self.noon)?.allowed == true)
+    }
+
+    /// Two gateway processes share one count through Redis: once each has synced, the limit holds
+    /// across both, to within one sync's requests.
+    @Test func processesShareTheirCountThroughRedis() async throws {
+        let table = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 10, window: .seconds(3600))])
+        let client = "203.0.113.\(Int.random(in: 1...250))-\(UUID().uuidString.prefix(8))"
+        let first = EdgeRateLimiter(table: table, redis: RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger), verifier: nil, logger: TestEnvironment.logger)
+        let second = EdgeRateLimiter(table: table, redis: RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger), verifier: nil, logger: TestEnvironment.logger)
+        for _ in 0..<6 { #expect(first.decide(path: "/v1/meals", authorization: nil, client: client)?.allowed == true) }
+        await first.sync()
+        for _ in 0..<4 { #expect(second.decide(path: "/v1/meals", authorization: nil, client: client)?.allowed == true) }
+        await second.sync()
+        // The second has read the total (10): it refuses.
+        #expect(second.decide(path: "/v1/meals", authorization: nil, client: client)?.allowed == false)
+        // The first had read 6: one more goes through before its next sync tells it.
+        #expect(first.decide(path: "/v1/meals", authorization: nil, client: client)?.allowed == true)
+        await first.sync()
+        #expect(first.decide(path: "/v1/meals", authorization: nil, client: client)?.allowed == false)
+    }
+
+    @Test func theGatewayAnswers429WithTheHeadersOnBothPaths() async throws {
+        let auth = EchoUpstream(name: "auth")
+        let social = EchoUpstream(name: "social")
+        try await auth.start()
+        try await social.start()
+        defer { auth.stop(); social.stop() }
+        var config = GatewayTests.config(everyServiceAt: social.baseURL, timeout: .seconds(5))
+        config.upstreams["auth"] = auth.baseURL
+        config.redis = try TestEnvironment.redis()
+        config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/v1/auth", max: 2, window: .seconds(3600)), RateLimitRule(prefix: "/", max: 1000, window: .seconds(3600))])
+        // A client of its own behind a trusted balancer: counts in Redis outlive the test run.
+        config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
+        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::1"
+        let from: HTTPFields = [.forwardedFor: address]
+        try await buildApplication(config).test(.live) { client in
+            // Proxied in the channel handler.
+            let first = try await client.execute(uri: "/v1/auth/me", method: .get, headers: from)
+            #expect(first.status == .ok && first.headers[HTTPField.Name("RateLimit")!]?.hasPrefix("\"auth\";r=1;t=") == true)
+            #expect(first.headers[HTTPField.Name("RateLimit-Policy")!] == "\"auth\";q=2;w=3600")
+            _ = try await client.execute(uri: "/v1/auth/me", method: .get, headers: from)
+            let refused = try await client.execute(uri: "/v1/auth/me", method: .get, headers: from)
+            #expect(refused.status == .tooManyRequests)
+            #expect(try GatewayTests.problem(refused).code == "rate_limited")
+            #expect(refused.headers[.retryAfter].flatMap(Int.init).map { $0 > 0 && $0 <= 3600 } == true)
+            // The router's path (an OPTIONS goes there) counts in the same place.
+            let routed = try await client.execute(uri: "/v1/auth/me", method: .options, headers: from)
+            #expect(routed.status == .tooManyRequests)
+            // Another group has its own count.
+            let other = try await client.execute(uri: "/v1/profiles/me", method: .get, headers: from)
+            #expect(other.status == .ok && other.headers[HTTPField.Name("RateLimit")!]?.hasPrefix("\"default\";r=999;") == true)
+        }
+    }
+}
