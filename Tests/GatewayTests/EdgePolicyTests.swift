@@ -18,7 +18,12 @@ import TestSupport
 @Suite struct EdgePolicyTests {
     static let origin = "https://app.example.com"
 
-    static func withGateway(cors: CORSPolicy = CORSPolicy(), bodyLimits: BodyLimits = .standard, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    /// A gateway in front of two echoing upstreams (auth's, and one for every other service), with
+    /// `configure` having the last word on its configuration.
+    static func withGateway(
+        cors: CORSPolicy = CORSPolicy(), bodyLimits: BodyLimits = .standard, configure: (inout GatewayConfig) throws -> Void = { _ in },
+        _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void
+    ) async throws {
         let auth = EchoUpstream(name: "auth")
         let social = EchoUpstream(name: "social")
         try await auth.start()
@@ -28,6 +33,7 @@ import TestSupport
         config.upstreams["auth"] = auth.baseURL
         config.cors = cors
         config.bodyLimits = bodyLimits
+        try configure(&config)
         try await buildApplication(config).test(.live) { client in try await body(client) }
     }
 

@@ -76,20 +76,18 @@ import TestSupport
     }
 
     @Test func theGatewayAnswers429WithTheHeadersOnBothPaths() async throws {
-        let auth = EchoUpstream(name: "auth")
-        let social = EchoUpstream(name: "social")
-        try await auth.start()
-        try await social.start()
-        defer { auth.stop(); social.stop() }
-        var config = GatewayTests.config(everyServiceAt: social.baseURL, timeout: .seconds(5))
-        config.upstreams["auth"] = auth.baseURL
-        config.redis = try TestEnvironment.redis()
-        config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/v1/auth", max: 2, window: .seconds(3600)), RateLimitRule(prefix: "/", max: 1000, window: .seconds(3600))])
         // A client of its own behind a trusted balancer: counts in Redis outlive the test run.
-        config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
         let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::1"
         let from: HTTPFields = [.forwardedFor: address]
-        try await buildApplication(config).test(.live) { client in
+        let redis = try TestEnvironment.redis()
+        @Sendable func limited(_ config: inout GatewayConfig) throws {
+            config.redis = redis
+            config.rateLimits = RateLimitTable(rules: [
+                RateLimitRule(prefix: "/v1/auth", max: 2, window: .seconds(3600)), RateLimitRule(prefix: "/", max: 1000, window: .seconds(3600)),
+            ])
+            config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
+        }
+        try await EdgePolicyTests.withGateway(configure: limited) { client in
             // Proxied in the channel handler.
             let first = try await client.execute(uri: "/v1/auth/me", method: .get, headers: from)
             #expect(first.status == .ok && first.headers[HTTPField.Name("RateLimit")!]?.hasPrefix("\"auth\";r=1;t=") == true)

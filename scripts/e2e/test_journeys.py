@@ -25,9 +25,9 @@ import requests
 from selenium.webdriver.common.by import By
 
 from appstore import Issuer
-from test_auth import link_token, wait_for_mail
+from test_auth import wait_for_mail
 from test_invitations import bearer, refresh, roles, sign_up
-from test_pages import browser, submit_form_with  # noqa: F401 (browser is a fixture)
+from test_pages import browser, submit_form_with, verified_coach  # noqa: F401 (browser is a fixture)
 
 SCHEMAS = ["auth", "social", "invitations", "entitlements", "nutrition"]
 
@@ -65,13 +65,7 @@ def test_a_deleted_account_leaves_no_row_naming_it_in_any_service(stack):
     assert requests.post(f"{gw}/v1/profiles/{friend_id}/follow", headers=user, timeout=10).status_code == 200
 
     # Invitations: a coach invites the user's address, and the user accepts.
-    coach_email = f"e2e-journey-coach-{uuid.uuid4().hex[:10]}@example.com"
-    coach = sign_up(stack, coach_email, "e2e journey coach password")
-    verified = requests.post(f"{gw}/v1/auth/email/verify", headers=bearer(coach),
-                             json={"token": link_token(wait_for_mail(stack, coach_email)[0])}, timeout=10)
-    assert verified.status_code == 200, verified.text
-    assert requests.post(f"{gw}/v1/auth/roles/coach", headers=bearer(coach), timeout=10).status_code == 200
-    coach = refresh(stack, coach)
+    coach = verified_coach(stack)
     created = requests.post(f"{gw}/v1/clients", headers=bearer(coach), json={"name": "Journey Client", "email": email}, timeout=10)
     assert created.status_code == 201, created.text
     invite = [m for m in wait_for_mail(stack, email, 2) if "invited" in m["Subject"]][0]
@@ -202,13 +196,7 @@ def test_a_new_account_confirmed_in_the_page_hears_of_its_first_follower(stack, 
 
 def test_a_coach_hears_the_client_accept_and_reads_the_clients_week(stack, browser):  # noqa: F811
     gw = stack.gateway
-    coach_email = f"e2e-journey-coach2-{uuid.uuid4().hex[:10]}@example.com"
-    coach = sign_up(stack, coach_email, "e2e journey coach password")
-    verified = requests.post(f"{gw}/v1/auth/email/verify", headers=bearer(coach),
-                             json={"token": link_token(wait_for_mail(stack, coach_email)[0])}, timeout=10)
-    assert verified.status_code == 200, verified.text
-    assert requests.post(f"{gw}/v1/auth/roles/coach", headers=bearer(coach), timeout=10).status_code == 200
-    coach = refresh(stack, coach)
+    coach = verified_coach(stack)
     assert "coach" in roles(coach)
     stream = LiveStream(gw, coach)
     try:
