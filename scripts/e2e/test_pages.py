@@ -13,6 +13,8 @@ import requests
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 from test_auth import link_token, wait_for_mail
 from test_invitations import bearer, refresh, sign_up
@@ -44,9 +46,11 @@ def assert_page_headers(url, status):
 
 
 def submit_form_with(browser, field):
-    """Submits the form holding the input named `field`, as a click on its submit button would."""
+    """Submits the form holding the input named `field` with a click on its submit button, and waits
+    for the answer's page to replace it (until then the old page's elements are still found)."""
     form = browser.find_element(By.XPATH, f"//form[.//input[@name='{field}']]")
     form.find_element(By.CSS_SELECTOR, "button[type=submit], input[type=submit], button:not([type])").click()
+    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(form))
 
 
 def body_text(browser):
