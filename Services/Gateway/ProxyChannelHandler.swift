@@ -75,7 +75,8 @@ struct GatewayProxy: Sendable {
 /// each part of a body within it of the one before, and an answer it is slow to read within it of
 /// being written. Otherwise a client sending a byte at a time (slowloris), or none at all, holds a
 /// connection and its buffers for ever. While the gateway waits for an upstream or the router
-/// answers, the client is not timed.
+/// answers, the client is not timed, except that an answer of the router's the client has stopped
+/// reading (the connection unwritable) must be read on within it.
 final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -176,7 +177,11 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // A body read here, or one the router streams on: the upstream timeout, shorter by default,
         // ends an exchange whose upstream stops taking the body before this deadline could.
         case .collecting, .passing(requestEnded: false, _): wanted = .body
-        case .passing(requestEnded: true, _), .proxying, .closed: wanted = nil
+        // The router's answer (an event stream above all) is timed only while the client's side is
+        // full: a client that stopped reading holds its connection, its buffers and its stream's
+        // place until it is cut, and a stream blocked in a write can end no other way.
+        case .passing(requestEnded: true, _): wanted = context.channel.isWritable ? nil : .answer
+        case .proxying, .closed: wanted = nil
         }
         guard let wanted else {
             clientDeadline = nil
@@ -216,6 +221,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             awaitingWritable = false
             drain(context: context)
         }
+        if case .passing(requestEnded: true, _) = state { watchClient(context: context, progressed: false) }
         context.fireChannelWritabilityChanged()
     }
 

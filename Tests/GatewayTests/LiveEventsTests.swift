@@ -416,6 +416,33 @@ struct LiveGateway: Sendable {
         }
     }
 
+    /// A client that stops reading while its events keep coming is cut once its side has stayed full
+    /// for the client timeout: its stream ends and gives its place back, although the gateway's write
+    /// to it never completes (so that neither its token's expiry nor anything else could end it).
+    @Test func aStreamWhoseClientStopsReadingIsCut() async throws {
+        try await Self.withLiveGateway(maxConnections: 1, clientTimeout: .milliseconds(500)) { gateway in
+            let person = try await gateway.person()
+            let stalled = try StalledClient(port: gateway.port, token: person.token)
+            defer { stalled.close() }
+            #expect(stalled.head.hasPrefix("HTTP/1.1 200"), "\(stalled.head)")
+            let crowded = try await gateway.open(try await gateway.person())
+            #expect(crowded.status == 503)
+            // 20 MB of events, far more than the sockets' buffers hold (4 MB at most on the gateway's
+            // side here, a few KiB on the client's).
+            let bulky = String(repeating: "x", count: 100_000)
+            for _ in 0..<200 {
+                try await gateway.publish(NotificationCreated(notificationID: UUID(), userID: person.id, kind: bulky, actorID: nil), to: person.id)
+            }
+            try await waitUntil(.seconds(30)) {
+                let next = try await gateway.open(try await gateway.person())
+                defer { next.close() }
+                return next.status == 200
+            }
+            let open = try await gateway.redis.send("ZCARD", RedisArgument(StreamSlots.key(for: person.id))).int
+            #expect(open == 0)
+        }
+    }
+
     /// A graceful shutdown does not wait for open streams: they end, and the gateway stops.
     @Test func aShutdownEndsOpenStreams() async throws {
         let issuer = TestIssuer()

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Glibc
 import NIOCore
 import Synchronization
 import TestSupport
@@ -127,5 +128,48 @@ final class SSEStream: Sendable {
 
     deinit {
         reader.withLock { $0?.cancel() }
+    }
+}
+
+/// A client of `GET /v1/events` that reads the answer's head and then nothing, as an app that froze
+/// with its connection open. Its receive buffer is made small, so that the gateway's side fills soon.
+final class StalledClient: Sendable {
+    private let fd: Int32
+    /// What it read: the answer's head, and perhaps the start of its body.
+    let head: String
+
+    init(port: Int, token: String) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw EdgePolicyTests.POSIXFailure(call: "socket") }
+        self.fd = fd
+        var size: Int32 = 4_096
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(fd)
+            throw EdgePolicyTests.POSIXFailure(call: "connect")
+        }
+        let request = "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+        _ = request.withCString { send(fd, $0, strlen($0), 0) }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1_024)
+        while !String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            received += buffer[0..<count]
+        }
+        head = String(decoding: received, as: UTF8.self)
+    }
+
+    func close() {
+        Glibc.close(fd)
     }
 }

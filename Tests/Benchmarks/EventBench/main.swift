@@ -14,6 +14,9 @@ import ServiceKitRedis
 ///                         when each event was handled;
 ///   EventBench produce --rate N --seconds S — a producer service ("auth"): events written through
 ///                         the outbox in their own transactions at a fixed rate, moved by OutboxRelay.
+///   EventBench produce … --live-to FILE — the same, each event a notification sent live to the users
+///                         in FILE (one id a line) in turn, as a follow's is: load for the gateway's
+///                         event streams (`scripts/bench/gateway`), which no consumer reads.
 /// `scripts/bench/events` runs both and reads the figures from the database.
 
 struct BenchPayload: EventPayload {
@@ -26,6 +29,10 @@ ProcessTuning.apply()
 
 let arguments = CommandLine.arguments
 let mode = arguments.dropFirst().first ?? ""
+func textOption(_ name: String) -> String? {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}
 func option(_ name: String, _ fallback: Int) -> Int {
     guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count, let value = Int(arguments[index + 1]) else { return fallback }
     return value
@@ -78,6 +85,16 @@ case "produce":
     let relayTask = Task { try await relay.run() }
     let outbox = EventOutbox(producer: service)
     let total = rate * seconds
+    // The users live copies go to, when the events are a stream's load; none otherwise.
+    let recipients: [UUID] = try {
+        guard let path = textOption("--live-to") else { return [] }
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        return text.split(whereSeparator: \.isNewline).compactMap { UUID(uuidString: String($0)) }
+    }()
+    if let path = textOption("--live-to"), recipients.isEmpty {
+        print("no user id in \(path)", to: &standardError)
+        exit(2)
+    }
     let writers = 32  // requests commit concurrently in a real service; so do these
     let interval = Duration.seconds(1) / rate
     let start = ContinuousClock.now
@@ -92,7 +109,12 @@ case "produce":
                 while sequence < total {
                     try await Task.sleep(until: start + interval * sequence, clock: .continuous)
                     let envelope = try await postgres.transaction(logger: logger) { connection in
-                        try await outbox.write(BenchPayload(sequence: sequence), userID: nil, on: connection, logger: logger)
+                        if recipients.isEmpty {
+                            return try await outbox.write(BenchPayload(sequence: sequence), userID: nil, on: connection, logger: logger)
+                        }
+                        let recipient = recipients[sequence % recipients.count]
+                        let notification = NotificationCreated(notificationID: UUID(), userID: recipient, kind: "bench", actorID: nil)
+                        return try await outbox.write(notification, userID: recipient, live: true, on: connection, logger: logger)
                     }
                     ids.append(envelope.id)
                     sequence += writers
@@ -116,7 +138,7 @@ case "produce":
     relayTask.cancel()
 
 default:
-    print("usage: EventBench consume | produce [--rate N] [--seconds S]", to: &standardError)
+    print("usage: EventBench consume | produce [--rate N] [--seconds S] [--live-to FILE]", to: &standardError)
     exit(2)
 }
 postgresTask.cancel()
