@@ -256,6 +256,20 @@ struct AuthTestEnvironment: Sendable {
     }
 }
 
+extension AuthTestEnvironment {
+    /// The `user.sessions_ended` events on `userID`'s live stream, oldest first: which sessions each
+    /// ended, and whether it ended all of them.
+    func sessionsEnded(for userID: String) async throws -> [(sessions: Set<String>, all: Bool)] {
+        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+        defer { Task { await redis.close() } }
+        let backlog = try await LiveStream.read(for: try #require(UUID(uuidString: userID)), after: nil, matching: [SessionsEnded.eventType], redis: redis)
+        return try backlog.matching.map { entry in
+            let ended = try EventEnvelope(json: entry.envelope).decode(SessionsEnded.self)
+            return (Set(ended.sessionIDs.map { $0.uuidString.lowercased() }), ended.all)
+        }
+    }
+}
+
 extension HTTPFields {
     /// The address the gateway would put in `X-Forwarded-For` (tests reach the service from loopback).
     static func from(_ ip: String) -> HTTPFields { [HTTPField.Name("X-Forwarded-For")!: ip] }

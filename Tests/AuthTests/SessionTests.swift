@@ -191,6 +191,65 @@ import TestSupport
         }
     }
 
+    /// Every way sessions end is announced on the user's live stream with the sessions it ended (and
+    /// whether that was all of them): the gateway ends the event streams those sessions opened, and
+    /// no other.
+    @Test func everyWaySessionsEndIsAnnouncedLive() async throws {
+        let boss = "\(TestEnvironment.uniqueName("boss"))@example.com"
+        try await AuthTestEnvironment.run(["ADMIN_EMAILS": boss]) { env in
+            let admin = try await AdminAndDeletionTests.verifiedAccount(env, email: boss)
+            var account = try await AdminAndDeletionTests.verifiedAccount(env)
+            let other = try await env.signUp()
+            let session: @Sendable (String) async throws -> AuthTestEnvironment.Account = { [account] password in
+                try AuthTestEnvironment.account(try await env.logIn(account.email, password), email: account.email, password: password)
+            }
+            var expected: [(sessions: Set<String>, all: Bool)] = []
+
+            let phone = try await session(account.password)
+            #expect(try await env.call(.delete, "/v1/auth/sessions/\(phone.sessionID)", token: account.accessToken).status == .noContent)
+            expected.append(([phone.sessionID], false))
+
+            let tablet = try await session(account.password)
+            #expect(try await env.call(.post, "/v1/auth/logout", token: tablet.accessToken).status == .noContent)
+            expected.append(([tablet.sessionID], false))
+
+            let stolen = try await session(account.password)
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": stolen.refreshToken]).status == .ok)
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": stolen.refreshToken]).code == "refresh_token_reused")
+            expected.append(([stolen.sessionID], false))
+
+            // A password change ends the other sessions, not the one that changed it.
+            let laptop = try await session(account.password)
+            let changed = try await env.call(
+                .post, "/v1/auth/password/change", json: ["current_password": account.password, "password": "a newer horse battery"], token: account.accessToken)
+            #expect(changed.status == .noContent, "\(changed.text)")
+            account.password = "a newer horse battery"
+            expected.append(([laptop.sessionID], false))
+
+            let watch = try await session(account.password)
+            #expect(try await env.call(.post, "/v1/auth/logout", json: ["scope": "all"], token: watch.accessToken).status == .noContent)
+            expected.append(([account.sessionID, watch.sessionID], true))
+
+            let kitchen = try await session(account.password)
+            #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": account.email]).status == .accepted)
+            let resetToken = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: account.email, count: 3).last))
+            #expect(try await env.call(.post, "/v1/auth/password/reset", json: ["token": resetToken, "password": "the newest horse battery"]).status == .noContent)
+            expected.append(([kitchen.sessionID], true))
+
+            let car = try await session("the newest horse battery")
+            #expect(try await env.call(.post, "/v1/admin/users/\(account.id)/disable", token: admin.accessToken).status == .ok)
+            expected.append(([car.sessionID], true))
+
+            let (user, count) = (account.id, expected.count)
+            try await waitUntil(.seconds(10)) { try await env.sessionsEnded(for: user).count >= count }
+            let announced = try await env.sessionsEnded(for: account.id)
+            #expect(announced.map(\.sessions) == expected.map(\.sessions))
+            #expect(announced.map(\.all) == expected.map(\.all))
+            // Nothing of it reached anyone else's stream.
+            #expect(try await env.sessionsEnded(for: other.id).isEmpty)
+        }
+    }
+
     @Test func meDescribesTheAccount() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp(name: "Chef Dee")
