@@ -64,12 +64,12 @@ struct LiveGateway: Sendable {
 @Suite struct LiveEventsTests {
     static func withLiveGateway(
         heartbeat: Duration = .seconds(15), maxPerUser: Int = 5, maxConnections: Int = 10_000, clientTimeout: Duration = .seconds(60),
-        _ body: @escaping @Sendable (LiveGateway) async throws -> Void
+        redis redisServer: RedisConfiguration? = nil, _ body: @escaping @Sendable (LiveGateway) async throws -> Void
     ) async throws {
         let issuer = TestIssuer()
         try await issuer.start()
         defer { issuer.stop() }
-        let redisConfig = try TestEnvironment.redis()
+        let redisConfig = try redisServer ?? TestEnvironment.redis()
         let redis = RedisClient(configuration: redisConfig, logger: TestEnvironment.logger)
         var config = GatewayTests.config(everyServiceAt: "http://127.0.0.1:\(try RedisServer.freePort())", timeout: .seconds(5))
         config.redis = redisConfig
@@ -441,6 +441,39 @@ struct LiveGateway: Sendable {
             let open = try await gateway.redis.send("ZCARD", RedisArgument(StreamSlots.key(for: person.id))).int
             #expect(open == 0)
         }
+    }
+
+    /// Redis restarts under an open stream: what the subscription could not hear meanwhile is read
+    /// from the user's live stream once the gateway has subscribed again, and the stream goes on.
+    @Test func anOpenStreamGetsWhatItMissedWhileRedisWasAway() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        try await Self.withLiveGateway(redis: server.configuration) { gateway in
+            let person = try await gateway.person()
+            let stream = try await gateway.open(person)
+            defer { stream.close() }
+            let (first, _) = try await gateway.notify(person.id)
+            #expect(try await stream.events(count: 1).map(\.id) == [first.description])
+            // An entry the subscription never hears of (added without the relay's PUBLISH), as one
+            // published while it was down would be; kept across the restart (the server's AOF).
+            let missed = UUID()
+            let envelope = try EventEnvelope(NotificationCreated(notificationID: missed, userID: person.id, kind: "follow", actorID: UUID()), producer: "test", userID: person.id)
+            let added = try await gateway.redis.xadd(
+                LiveStream.key(for: person.id), maxLength: nil, fields: [("type", envelope.type), ("prev", first.description), ("envelope", envelope.json)])
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(stream.events.count == 1)
+
+            try await server.stop()
+            try await server.start()
+            let received = try await stream.events(count: 2, within: .seconds(30))
+            #expect(received.last?.id == added)
+            #expect(received.last?.json["notification_id"] as? String == missed.uuidString.lowercased())
+            // And the subscription carries new events again.
+            let (next, _) = try await gateway.notify(person.id)
+            #expect(try await stream.events(count: 3, within: .seconds(30)).last?.id == next.description)
+            #expect(!stream.ended)
+        }
+        try await server.stop()
     }
 
     /// A graceful shutdown does not wait for open streams: they end, and the gateway stops.
