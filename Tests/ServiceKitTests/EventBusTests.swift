@@ -268,6 +268,23 @@ final class BusHarness: Sendable {
         await bus.stop()
     }
 
+    /// A live row written before the outbox had `live_to` (and so without it) still has its copy
+    /// sent to its own user.
+    @Test func aLiveRowWithoutLiveToGoesToItsOwnUser() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        let user = UUID()
+        let envelope = try EventEnvelope(UserEmailVerified(userID: user, email: "a@b.c"), producer: "auth", userID: user)
+        try await bus.producer.query(
+            "INSERT INTO outbox (id, type, user_id, live, envelope) VALUES (\(envelope.id), \(envelope.type), \(user), true, \(envelope.json))",
+            logger: TestEnvironment.logger)
+        bus.startRelay()
+        try await waitUntil { try await bus.redis.xlen(LiveStream.key(for: user)) == 1 }
+        let entry = try #require(try await bus.redis.xrange(LiveStream.key(for: user)).first)
+        #expect(entry.fields["type"] == UserEmailVerified.eventType)
+        #expect(try EventEnvelope(json: try #require(entry.fields["envelope"])).id == envelope.id)
+        await bus.stop()
+    }
+
     @Test func anEventIsHandledOnceInEffectWhenAConsumerCrashesBeforeAck() async throws {
         let bus = try await BusHarness(redis: try TestEnvironment.redis())
         try await bus.redis.xgroupCreate(bus.stream, group: "social")
