@@ -46,6 +46,21 @@ struct Invitations: Sendable {
         }
     }
 
+    /// An invitation looked up by its code, as the API's preview and the page both do: counted against
+    /// the client address's look-ups (guessing codes costs the same either way), then the invitation
+    /// and its coach, or nil for a code that names none.
+    func lookUp(code: String, clientAddress: String, logger: Logger) async throws -> (client: ClientRecord, coach: AccountRecord?)? {
+        try await RateLimit(max: settings.previewsPerMinute, per: .seconds(60), whenUnavailable: .allow).count(
+            "invitations:preview:\(TrustedProxies.limitKey(clientAddress))", detail: "Too many invitation look-ups from this address.",
+            redis: redis, logger: logger)
+        // A code is 43 characters; anything far longer was not made here and costs no query.
+        guard !code.isEmpty, code.utf8.count <= 256 else { return nil }
+        return try await postgres.withConnectionOnItsLoop { connection -> (ClientRecord, AccountRecord?)? in
+            guard let client = try await clients.find(code: code, on: connection, logger: logger) else { return nil }
+            return (client, try await accounts.find(client.coachID, on: connection, logger: logger))
+        }
+    }
+
     /// The name a coach's clients see: the profile's, else the local part of the address.
     static func coachName(_ coach: AccountRecord) -> String {
         if let name = coach.displayName, !name.isEmpty { return name }

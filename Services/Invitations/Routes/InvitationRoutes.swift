@@ -63,16 +63,10 @@ struct InvitationRoutes {
     /// Enough for "You've been invited by Sam". Reading consumes nothing (mail scanners open links);
     /// guesses are limited per client address, and the code is never logged.
     @Sendable func preview(_ request: Request, context: ServiceRequestContext) async throws -> PreviewResponse {
-        let invitations = self.invitations
-        try await RateLimit(max: invitations.settings.previewsPerMinute, per: .seconds(60), whenUnavailable: .allow).count(
-            "invitations:preview:\(TrustedProxies.limitKey(context.clientAddress))", detail: "Too many invitation look-ups from this address.",
-            redis: invitations.redis, logger: context.logger)
         let code = context.parameters.get("code") ?? ""
-        let found = try await invitations.postgres.withConnectionOnItsLoop { connection -> (ClientRecord, AccountRecord?)? in
-            guard let client = try await invitations.clients.find(code: code, on: connection, logger: context.logger) else { return nil }
-            return (client, try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger))
+        guard let (client, coach) = try await invitations.lookUp(code: code, clientAddress: context.clientAddress, logger: context.logger) else {
+            throw InvitationErrors.notFound
         }
-        guard let (client, coach) = found else { throw InvitationErrors.notFound }
         // The invited name only while the invitation can still be taken: an old link shows no more.
         return PreviewResponse(
             clientName: client.status == .pending ? client.name : nil, coach: CoachCard(id: client.coachID, account: coach), expiresAt: client.expiresAt, status: client.status.rawValue)
