@@ -33,7 +33,7 @@ import TestSupport
             #expect(mail.contains("pfa://invite?code=\(code)"))
             #expect(mail.contains("https://apps.apple.com/app/id123"))
             #expect(mail.contains("Hello Ana Lima,"))
-            let day = InvitationMailer.day(try #require(try? Date(expires, strategy: .iso8601)))
+            let day = DisplayDate.day(try #require(try? Date(expires, strategy: .iso8601)))
             #expect(mail.contains("works until \(day)"), "\(day)")
             try await waitUntil(.seconds(10)) {
                 try await env.call(.get, "/v1/clients/\(clientID)", as: coach).json[path: "invitation.delivery"] as? String == "sent"

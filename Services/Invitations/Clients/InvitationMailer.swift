@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Mailer
 import PostgresNIO
+import ServiceKitCore
 import ServiceKitTokens
 
 /// The invitation mail and the acceptance notice, committed to the mail outbox in the caller's
@@ -18,7 +19,7 @@ struct InvitationMailer: Sendable {
         to email: String, clientName: String, coachName: String, coachEmail: String?, code: OpaqueToken, expiresAt: Date, unsubscribe: OpaqueToken,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> UUID {
-        let expiry = Self.day(expiresAt)
+        let expiry = DisplayDate.day(expiresAt)
         let message = layout.message(
             to: email, subject: "You're invited to \(coachName)'s program", greeting: clientName,
             paragraphs: [
@@ -45,14 +46,5 @@ struct InvitationMailer: Sendable {
             ],
             footer: "If that was not you, tell \(coachName): the invitation link was opened by someone else.")
         _ = try await outbox.enqueue(message, template: "invitation_relay_notice", on: connection, logger: logger)
-    }
-
-    /// "26 December 2026" (UTC).
-    static func day(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "d MMMM yyyy"
-        return formatter.string(from: date)
     }
 }

@@ -21,21 +21,12 @@ struct InvitePageRoutes {
     }
 
     @Sendable func invitePage(_ request: Request, context: ServiceRequestContext) async throws -> Response {
-        let invitations = self.invitations
-        // The preview's limit and counter: guessing codes through the page counts as through the API.
-        do {
-            try await RateLimit(max: invitations.settings.previewsPerMinute, per: .seconds(60), whenUnavailable: .allow).count(
-                "invitations:preview:\(TrustedProxies.limitKey(context.clientAddress))", detail: "Too many invitation look-ups from this address.",
-                redis: invitations.redis, logger: context.logger)
-        } catch let error as APIError {
-            return pages.message(status: error.status, title: "Please wait a moment", text: error.detail, headers: error.headers)
-        }
         let code = request.uri.queryParameters["code"].map(String.init) ?? ""
-        // A code is 43 characters; anything far longer was not made here and costs no query.
-        guard !code.isEmpty, code.utf8.count <= 256 else { return notFound() }
-        let found = try await invitations.postgres.withConnectionOnItsLoop { connection -> (ClientRecord, AccountRecord?)? in
-            guard let client = try await invitations.clients.find(code: code, on: connection, logger: context.logger) else { return nil }
-            return (client, try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger))
+        let found: (client: ClientRecord, coach: AccountRecord?)?
+        do {
+            found = try await invitations.lookUp(code: code, clientAddress: context.clientAddress, logger: context.logger)
+        } catch let error as APIError where error.status == .tooManyRequests {
+            return pages.message(status: error.status, title: "Please wait a moment", text: error.detail, headers: error.headers)
         }
         guard let (client, coach) = found else { return notFound() }
         let newOne = "Ask your coach to send you a new invitation."
@@ -59,7 +50,7 @@ struct InvitePageRoutes {
             "app_store_id": settings.appStoreID as Any,
             // The Smart App Banner hands the app the page's own address, as a Universal Link would.
             "invite_url": "\(settings.appBaseURL)/invite?code=\(code)",
-            "expires": InvitationMailer.day(client.expiresAt),
+            "expires": DisplayDate.day(client.expiresAt),
         ]
         return pages.page("invite", title: "You're invited", values: values)
     }

@@ -55,7 +55,7 @@ struct SharedPageRoutes {
                 "fat": Self.number(totals.fatG),
                 "score": snapshot.dietScore,
                 "band": snapshot.scoreBand,
-                "expires": Self.day(expires),
+                "expires": DisplayDate.day(expires),
             ]
             return pages.page("shared-meal", title: snapshot.name, values: values)
         }
@@ -73,15 +73,6 @@ struct SharedPageRoutes {
         parser.timeZone = TimeZone(identifier: "UTC")
         parser.dateFormat = "yyyy-MM-dd"
         guard let date = parser.date(from: localDate) else { return localDate }
-        return day(date)
-    }
-
-    /// "26 November 2026" (UTC).
-    static func day(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "d MMMM yyyy"
-        return formatter.string(from: date)
+        return DisplayDate.day(date)
     }
 }
