@@ -41,19 +41,8 @@ import TestSupport
     /// back. The wait ends with the answer's body; its 30 s bound is only for a gateway that never
     /// answers (on a loaded machine the answer took over 2 s).
     static func headOnly(port: Int, _ requestLine: String, contentLength: Int) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXFailure(call: "socket") }
+        let fd = try LoopbackSocket.connect(port: port)
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 30, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw POSIXFailure(call: "connect") }
         let head = "\(requestLine) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(contentLength)\r\n\r\n"
         _ = head.withCString { send(fd, $0, strlen($0), 0) }
         var received: [UInt8] = []
@@ -66,10 +55,6 @@ import TestSupport
             if let text = String(bytes: received, encoding: .utf8), text.contains("\r\n\r\n"), text.hasSuffix("}") { break }
         }
         return String(decoding: received, as: UTF8.self)
-    }
-
-    struct POSIXFailure: Error {
-        var call: String
     }
 
     @Test func limitsAreByTheLongestPrefixOnWholeSegments() throws {

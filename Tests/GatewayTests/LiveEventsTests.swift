@@ -420,7 +420,10 @@ struct LiveGateway: Sendable {
     /// for the client timeout: its stream ends and gives its place back, although the gateway's write
     /// to it never completes (so that neither its token's expiry nor anything else could end it).
     @Test func aStreamWhoseClientStopsReadingIsCut() async throws {
-        try await Self.withLiveGateway(maxConnections: 1, clientTimeout: .milliseconds(500)) { gateway in
+        // A Redis of its own: every gateway of the other tests would hear these 20 MB on the shared one.
+        let server = try RedisServer()
+        try await server.start()
+        try await Self.withLiveGateway(maxConnections: 1, clientTimeout: .milliseconds(500), redis: server.configuration) { gateway in
             let person = try await gateway.person()
             let stalled = try StalledClient(port: gateway.port, token: person.token)
             defer { stalled.close() }
@@ -441,6 +444,7 @@ struct LiveGateway: Sendable {
             let open = try await gateway.redis.send("ZCARD", RedisArgument(StreamSlots.key(for: person.id))).int
             #expect(open == 0)
         }
+        try await server.stop()
     }
 
     /// Redis restarts under an open stream: what the subscription could not hear meanwhile is read

@@ -139,24 +139,8 @@ final class StalledClient: Sendable {
     let head: String
 
     init(port: Int, token: String) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw EdgePolicyTests.POSIXFailure(call: "socket") }
+        let fd = try LoopbackSocket.connect(port: port, receiveBuffer: 4_096)
         self.fd = fd
-        var size: Int32 = 4_096
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        var timeout = timeval(tv_sec: 30, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            Glibc.close(fd)
-            throw EdgePolicyTests.POSIXFailure(call: "connect")
-        }
         let request = "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), 0) }
         var received: [UInt8] = []

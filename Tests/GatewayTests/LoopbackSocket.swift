@@ -1,0 +1,34 @@
+import Foundation
+import Glibc
+
+/// A blocking TCP socket to a loopback port, for tests that speak HTTP byte by byte where a client
+/// library would hide what they test: a head sent without its body, a client that stops reading.
+enum LoopbackSocket {
+    struct Failure: Error {
+        var call: String
+    }
+
+    /// A connected socket whose reads give up after 30 s. `receiveBuffer` shrinks its receive buffer,
+    /// before connecting, as the window is agreed then.
+    static func connect(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(call: "socket") }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw Failure(call: "connect")
+        }
+        return fd
+    }
+}
