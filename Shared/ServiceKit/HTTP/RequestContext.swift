@@ -106,23 +106,39 @@ public struct APIRequestDecoder: RequestDecoder {
 
     static func decode<T: Decodable>(_ type: T.Type, from buffer: ByteBuffer) throws -> T {
         let data = Data(buffer.readableBytesView)
-        let value: T
+        let decoded: KeyedBody<T>
         do {
-            value = try JSONDecoder.api.decode(T.self, from: data)
+            decoded = try JSONDecoder.api.decode(KeyedBody<T>.self, from: data)
         } catch let error as DecodingError {
             throw APIError.decoding(error)
         }
-        if let body = T.self as? any StrictJSONBody.Type {
-            // The text decoded as T, so it is JSON; T took it, so it is an object if T is keyed.
-            if case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: data) {
-                let unknown = object.keys.filter { !body.keys.contains($0) }.sorted()
-                if !unknown.isEmpty {
-                    let known = body.keys.sorted().joined(separator: ", ")
-                    throw APIError.validation(unknown.map { .init(field: $0, message: "is not a field of this request; its fields are \(known)") })
-                }
+        if let body = T.self as? any StrictJSONBody.Type, let keys = decoded.keys {
+            let unknown = keys.filter { !body.keys.contains($0) }.sorted()
+            if !unknown.isEmpty {
+                let known = body.keys.sorted().joined(separator: ", ")
+                throw APIError.validation(unknown.map { .init(field: $0, message: "is not a field of this request; its fields are \(known)") })
             }
         }
-        return value
+        return decoded.value
+    }
+
+    /// A body decoded as `T`, with the keys of its top-level object when `T` is a `StrictJSONBody`
+    /// (nil when it is not an object), read in the same pass: the JSON text is parsed once.
+    struct KeyedBody<T: Decodable>: Decodable {
+        let value: T
+        let keys: [String]?
+
+        init(from decoder: any Decoder) throws {
+            value = try T(from: decoder)
+            keys = T.self is any StrictJSONBody.Type ? (try? decoder.container(keyedBy: AnyKey.self))?.allKeys.map(\.stringValue) : nil
+        }
+    }
+
+    struct AnyKey: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 }
 
