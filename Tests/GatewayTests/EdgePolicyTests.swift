@@ -40,7 +40,11 @@ import TestSupport
     /// Sends a request head announcing `contentLength` bytes and none of them, and reads what comes
     /// back. The wait ends with the answer's body; its 30 s bound is only for a gateway that never
     /// answers (on a loaded machine the answer took over 2 s).
-    static func headOnly(port: Int, _ requestLine: String, contentLength: Int) throws -> String {
+    static func headOnly(port: Int, _ requestLine: String, contentLength: Int) async throws -> String {
+        try await LoopbackSocket.blocking { try headOnlyBlocking(port: port, requestLine, contentLength: contentLength) }
+    }
+
+    private static func headOnlyBlocking(port: Int, _ requestLine: String, contentLength: Int) throws -> String {
         let fd = try LoopbackSocket.connect(port: port)
         defer { close(fd) }
         let head = "\(requestLine) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(contentLength)\r\n\r\n"
@@ -76,7 +80,7 @@ import TestSupport
         try await Self.withGateway { client in
             let port = try #require(client.port)
             // Only the head is sent: the answer comes without the gateway waiting for a body.
-            let refused = try Self.headOnly(port: port, "POST /v1/auth/signup", contentLength: (256 << 10) + 1)
+            let refused = try await Self.headOnly(port: port, "POST /v1/auth/signup", contentLength: (256 << 10) + 1)
             #expect(refused.hasPrefix("HTTP/1.1 413"), "\(refused)")
             #expect(refused.contains("\"code\":\"payload_too_large\"") && refused.lowercased().contains("connection: close"), "\(refused)")
             // Up to the limit it goes on (the router's path: over the channel handler's buffer).
@@ -85,7 +89,7 @@ import TestSupport
             // An avatar may be larger.
             let avatar = try await client.execute(uri: "/v1/profiles/me/avatar", method: .post, body: ByteBuffer(repeating: 0xFF, count: 2 << 20))
             #expect(try GatewayTests.echo(avatar).bodyBytes == 2 << 20)
-            let hugeAvatar = try Self.headOnly(port: port, "POST /v1/profiles/me/avatar", contentLength: (5 << 20) + 1)
+            let hugeAvatar = try await Self.headOnly(port: port, "POST /v1/profiles/me/avatar", contentLength: (5 << 20) + 1)
             #expect(hugeAvatar.hasPrefix("HTTP/1.1 413"), "\(hugeAvatar)")
         }
     }
@@ -94,7 +98,7 @@ import TestSupport
         try await Self.withGateway(bodyLimits: BodyLimits(limits: ["/": 256 << 10, "/v1/auth/login": 100])) { client in
             let small = try await client.execute(uri: "/v1/auth/login", method: .post, body: ByteBuffer(repeating: UInt8(ascii: "a"), count: 100))
             #expect(try GatewayTests.echo(small).bodyBytes == 100)
-            let over = try Self.headOnly(port: try #require(client.port), "POST /v1/auth/login", contentLength: 101)
+            let over = try await Self.headOnly(port: try #require(client.port), "POST /v1/auth/login", contentLength: 101)
             #expect(over.hasPrefix("HTTP/1.1 413"), "\(over)")
         }
     }

@@ -3,6 +3,7 @@ import Glibc
 
 /// A blocking TCP socket to a loopback port, for tests that speak HTTP byte by byte where a client
 /// library would hide what they test: a head sent without its body, a client that stops reading.
+/// Its calls block, so tests make them in `blocking`, off the tasks' threads.
 enum LoopbackSocket {
     struct Failure: Error {
         var call: String
@@ -30,5 +31,14 @@ enum LoopbackSocket {
             throw Failure(call: "connect")
         }
         return fd
+    }
+
+    /// Runs `body` on a thread of its own. On the tasks' pool (two threads on a two-core machine), two
+    /// tests waiting in `recv` at once would hold every thread, and the servers they wait for (whose
+    /// routes run as tasks) could not answer until the reads timed out.
+    static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try body() }) }.start()
+        }
     }
 }

@@ -138,19 +138,25 @@ final class StalledClient: Sendable {
     /// What it read: the answer's head, and perhaps the start of its body.
     let head: String
 
-    init(port: Int, token: String) throws {
-        let fd = try LoopbackSocket.connect(port: port, receiveBuffer: 4_096)
+    private init(fd: Int32, head: String) {
         self.fd = fd
-        let request = "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
-        _ = request.withCString { send(fd, $0, strlen($0), 0) }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 1_024)
-        while !String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            received += buffer[0..<count]
+        self.head = head
+    }
+
+    static func open(port: Int, token: String) async throws -> StalledClient {
+        try await LoopbackSocket.blocking {
+            let fd = try LoopbackSocket.connect(port: port, receiveBuffer: 4_096)
+            let request = "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+            _ = request.withCString { send(fd, $0, strlen($0), 0) }
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 1_024)
+            while !String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                received += buffer[0..<count]
+            }
+            return StalledClient(fd: fd, head: String(decoding: received, as: UTF8.self))
         }
-        head = String(decoding: received, as: UTF8.self)
     }
 
     func close() {
