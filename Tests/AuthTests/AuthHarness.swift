@@ -258,13 +258,16 @@ struct AuthTestEnvironment: Sendable {
 
 extension AuthTestEnvironment {
     /// The `user.sessions_ended` events on `userID`'s live stream, oldest first: which sessions each
-    /// ended, and whether it ended all of them.
+    /// ended, and whether it ended all of them. A copy the relay sent twice (a retried batch) counts once.
     func sessionsEnded(for userID: String) async throws -> [(sessions: Set<String>, all: Bool)] {
         let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
         defer { Task { await redis.close() } }
         let backlog = try await LiveStream.read(for: try #require(UUID(uuidString: userID)), after: nil, matching: [SessionsEnded.eventType], redis: redis)
-        return try backlog.matching.map { entry in
-            let ended = try EventEnvelope(json: entry.envelope).decode(SessionsEnded.self)
+        var seen: Set<UUID> = []
+        return try backlog.matching.compactMap { entry in
+            let envelope = try EventEnvelope(json: entry.envelope)
+            guard seen.insert(envelope.id).inserted else { return nil }
+            let ended = try envelope.decode(SessionsEnded.self)
             return (Set(ended.sessionIDs.map { $0.uuidString.lowercased() }), ended.all)
         }
     }
