@@ -137,6 +137,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// One timer per connection, which re-arms itself for a later deadline rather than being
     /// scheduled and cancelled per request (a task per request is measurable here).
     private var clientTimer: Scheduled<Void>?
+    /// While an answer waits for the client to read it: the bytes it had left to take when last timed.
+    private var answerBacklog: Int?
 
     private enum ClientPart { case head, body, answer }
 
@@ -190,6 +192,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let current = clientDeadline, current.waitingFor == wanted, !(wanted == .body && progressed) { return }
         let deadline = NIODeadline.now() + TimeAmount(proxy.clientTimeout)
         clientDeadline = (wanted, deadline)
+        answerBacklog = wanted == .answer ? Self.backlog(context) : nil
         if clientTimer == nil { scheduleClientTimer(at: deadline, context: context) }
     }
 
@@ -200,12 +203,26 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             handler.clientTimer = nil
             guard let (part, by) = handler.clientDeadline else { return }
             guard NIODeadline.now() >= by else { return handler.scheduleClientTimer(at: by, context: context) }
+            // A client still reading an answer, however slowly, is not cut: what it has taken since the
+            // deadline was set gives it another one. A client that took nothing is.
+            if part == .answer, let before = handler.answerBacklog, let now = Self.backlog(context), now < before {
+                let next = NIODeadline.now() + TimeAmount(handler.proxy.clientTimeout)
+                handler.clientDeadline = (.answer, next)
+                handler.answerBacklog = now
+                return handler.scheduleClientTimer(at: next, context: context)
+            }
             handler.proxy.logger.debug("client too slow; connection closed", metadata: ["waiting_for": "\(part)"])
             handler.clientDeadline = nil
             handler.state = .closed
             handler.waiting.removeAll()
             context.close(promise: nil)
         }
+    }
+
+    /// The bytes written to the connection that the kernel has not yet taken: they go down only as the
+    /// client reads.
+    private static func backlog(_ context: ChannelHandlerContext) -> Int? {
+        try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)
     }
 
     func read(context: ChannelHandlerContext) {
@@ -233,6 +250,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // Hummingbird ends the connection after this answer: what waits here goes nowhere.
             state = .closed
             waiting.removeAll()
+            clientDeadline = nil
         } else if requestEnded {
             state = .idle
             // Not from inside the router's write: the next request starts on a fresh stack.
