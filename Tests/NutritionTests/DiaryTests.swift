@@ -112,6 +112,70 @@ import TestSupport
         }
     }
 
+    /// The period's best and worst meals (kept per day by the trigger) follow every change: a meal
+    /// logged, uneaten, deleted, rescored, moved out of the period, or only moved in time on a tie.
+    @Test func theBestAndWorstMealsFollowEveryChange() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let salmon = Env.item()
+            let cake = Env.item("Cake", grams: 100, calories: 400, protein: 5, carbs: 50, fat: 20, sugar: 35, saturated: 10, tags: ["processed_sugar"])
+            let salad = Env.item("Salad", grams: 300, calories: 150, protein: 8, carbs: 12, fat: 7, fiber: 9, sugar: 4, tags: ["vegetable"])
+            var ids: [String] = []
+            for (days, hour, items) in [(0, 8, [salmon]), (0, 13, [cake]), (1, 9, [salad]), (1, 19, [salmon]), (2, 12, [cake]), (3, 7, [salad, cake])] {
+                ids.append(try #require(try await env.meal(user, name: "Meal \(ids.count)", at: Self.daysAgo(days, hour: hour), items: items, consume: true)["id"] as? String))
+            }
+            /// The trend's best and worst against its eaten meals of the last 7 days, ranked as it ranks them.
+            func check(_ step: String) async throws {
+                let trend = try await env.call(.get, "/v1/trends?period=7d", as: user)
+                let eaten = try await env.call(.get, "/v1/meals?consumed=true&limit=100", as: user).items.filter { ($0["local_date"] as? String ?? "") >= Self.date(6) }
+                func rank(_ a: [String: Any], _ b: [String: Any], scoreFirst: (Int, Int) -> Bool) -> Bool {
+                    let (sa, sb) = (a["diet_score"] as? Int ?? 0, b["diet_score"] as? Int ?? 0)
+                    if sa != sb { return scoreFirst(sa, sb) }
+                    let (ta, tb) = (a["eaten_at"] as? String ?? "", b["eaten_at"] as? String ?? "")
+                    return ta != tb ? ta > tb : (a["id"] as? String ?? "") > (b["id"] as? String ?? "")
+                }
+                let best = eaten.sorted { rank($0, $1, scoreFirst: >) }.first?["id"] as? String
+                let worst = eaten.sorted { rank($0, $1, scoreFirst: <) }.first?["id"] as? String
+                #expect(trend.json[path: "best_meal.id"] as? String == best, "\(step): best")
+                #expect(trend.json[path: "worst_meal.id"] as? String == worst, "\(step): worst")
+                // Every day row, in the period or not, names what its meals rank first.
+                let stale = try await env.count(
+                    """
+                    SELECT count(*) FROM meal_days d WHERE user_id = '\(user.id)' AND (
+                      best_meal IS DISTINCT FROM (SELECT id FROM meals WHERE user_id = d.user_id AND local_date = d.local_date AND consumed
+                                                  ORDER BY diet_score DESC, eaten_at DESC, id DESC LIMIT 1)
+                      OR worst_meal IS DISTINCT FROM (SELECT id FROM meals WHERE user_id = d.user_id AND local_date = d.local_date AND consumed
+                                                      ORDER BY diet_score ASC, eaten_at DESC, id DESC LIMIT 1))
+                    """)
+                #expect(stale == 0, "\(step): day rows")
+            }
+            try await check("logged")
+            let best = try #require(try await env.call(.get, "/v1/trends?period=7d", as: user).json[path: "best_meal.id"] as? String)
+            #expect(try await env.call(.delete, "/v1/meals/\(best)/consume", as: user).status == .ok)
+            try await check("best uneaten")
+            let worst = try #require(try await env.call(.get, "/v1/trends?period=7d", as: user).json[path: "worst_meal.id"] as? String)
+            #expect(try await env.call(.delete, "/v1/meals/\(worst)", as: user).status == .noContent)
+            try await check("worst deleted")
+            // The salad of day 1 becomes cake: rescored down.
+            let rescored: [String: Any] = ["name": "Meal 2", "eaten_at": Self.daysAgo(1, hour: 9), "items": [cake, cake]]
+            #expect(try await env.call(.put, "/v1/meals/\(ids[2])", as: user, json: rescored).status == .ok)
+            try await check("rescored")
+            // Day 3's meal leaves the period.
+            let moved: [String: Any] = ["name": "Meal 5", "eaten_at": Self.daysAgo(10, hour: 7), "items": [salad, cake]]
+            #expect(try await env.call(.put, "/v1/meals/\(ids[5])", as: user, json: moved).status == .ok)
+            try await check("moved out")
+            // Two salads on day 2 tie on score: the later eaten ranks first, until it moves before the other.
+            _ = try await env.meal(user, name: "Early salad", at: Self.daysAgo(2, hour: 6), items: [salad], consume: true)
+            let late = try #require(try await env.meal(user, name: "Late salad", at: Self.daysAgo(2, hour: 10), items: [salad], consume: true)["id"] as? String)
+            try await check("tied")
+            let earlier: [String: Any] = ["name": "Late salad", "eaten_at": Self.daysAgo(2, hour: 5), "items": [salad]]
+            #expect(try await env.call(.put, "/v1/meals/\(late)", as: user, json: earlier).status == .ok)
+            try await check("moved in time")
+            _ = try await env.meal(user, name: "Another salad", at: Self.daysAgo(0, hour: 20), items: [salad], consume: true)
+            try await check("logged again")
+        }
+    }
+
     @Test func aShareLinkShowsASnapshotUntilItEnds() async throws {
         try await Env.run { env in
             let user = try await env.user()

@@ -4,7 +4,8 @@ import PostgresNIO
 import ServiceKitDatabase
 
 /// Trends from eaten meals: one round trip, prepared once per connection, over `meal_days` (the
-/// meals summed by local day, kept by a trigger), so a month reads 30 rows whatever the diary holds.
+/// meals summed by local day, with each day's best and worst meal, kept by a trigger), so a month
+/// reads 30 rows whatever the diary holds.
 struct TrendStore: Sendable {
     struct Day: Sendable {
         var date: String
@@ -42,12 +43,14 @@ struct TrendStore: Sendable {
             SELECT span.day::text, d.calories, d.protein_g, d.carbs_g, d.fat_g, d.score_sum::float8 / nullif(d.meals, 0),
                    (SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = $1 AND g.effective_from <= span.day ORDER BY g.effective_from DESC LIMIT 1),
                    CASE WHEN span.day = $2::date THEN json_build_object(
-                     'best', (SELECT json_build_object('id', id, 'name', name, 'diet_score', diet_score, 'local_date', local_date::text)
-                              FROM meals WHERE user_id = $1 AND consumed AND local_date BETWEEN $2::date AND $3::date
-                              ORDER BY diet_score DESC, eaten_at DESC LIMIT 1),
-                     'worst', (SELECT json_build_object('id', id, 'name', name, 'diet_score', diet_score, 'local_date', local_date::text)
-                               FROM meals WHERE user_id = $1 AND consumed AND local_date BETWEEN $2::date AND $3::date
-                               ORDER BY diet_score ASC, eaten_at DESC LIMIT 1),
+                     'best', (SELECT json_build_object('id', m.id, 'name', m.name, 'diet_score', m.diet_score, 'local_date', m.local_date::text)
+                              FROM meal_days b JOIN meals m ON m.id = b.best_meal
+                              WHERE b.user_id = $1 AND b.local_date BETWEEN $2::date AND $3::date
+                              ORDER BY b.best_score DESC, b.best_eaten_at DESC, b.best_meal DESC LIMIT 1),
+                     'worst', (SELECT json_build_object('id', m.id, 'name', m.name, 'diet_score', m.diet_score, 'local_date', m.local_date::text)
+                               FROM meal_days w JOIN meals m ON m.id = w.worst_meal
+                               WHERE w.user_id = $1 AND w.local_date BETWEEN $2::date AND $3::date
+                               ORDER BY w.worst_score ASC, w.worst_eaten_at DESC, w.worst_meal DESC LIMIT 1),
                      'streak', (WITH start AS (
                                   SELECT CASE WHEN EXISTS (SELECT 1 FROM meal_days WHERE user_id = $1 AND local_date = $3::date) THEN $3::date
                                               ELSE $3::date - 1 END AS day)

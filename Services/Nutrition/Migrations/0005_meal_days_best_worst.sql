@@ -1,0 +1,64 @@
+-- Each logged day also names its best and worst eaten meal (by diet score; on a tie the later
+-- eaten, then the larger id), so that a trend takes its best and worst meals from its day rows (30
+-- for a month) instead of sorting every meal of the period twice.
+ALTER TABLE meal_days
+    ADD COLUMN best_meal uuid, ADD COLUMN best_score integer, ADD COLUMN best_eaten_at timestamptz,
+    ADD COLUMN worst_meal uuid, ADD COLUMN worst_score integer, ADD COLUMN worst_eaten_at timestamptz;
+
+-- The day's best and worst, read again from its meals: after a change to one that was either.
+CREATE FUNCTION meal_days_pick(u uuid, d date) RETURNS void LANGUAGE sql AS $$
+    UPDATE meal_days SET
+        (best_meal, best_score, best_eaten_at) = (
+            SELECT id, diet_score, eaten_at FROM meals WHERE user_id = u AND local_date = d AND consumed
+            ORDER BY diet_score DESC, eaten_at DESC, id DESC LIMIT 1),
+        (worst_meal, worst_score, worst_eaten_at) = (
+            SELECT id, diet_score, eaten_at FROM meals WHERE user_id = u AND local_date = d AND consumed
+            ORDER BY diet_score ASC, eaten_at DESC, id DESC LIMIT 1)
+    WHERE user_id = u AND local_date = d;
+$$;
+
+-- A meal newly eaten on a day becomes its best or worst if it beats the one there: no read of the
+-- day's other meals, and no write at all for a meal that is neither, as logging a meal is the
+-- common write.
+CREATE FUNCTION meal_days_offer(m meals) RETURNS void LANGUAGE sql AS $$
+    UPDATE meal_days SET
+        best_meal = CASE WHEN better THEN m.id ELSE best_meal END,
+        best_score = CASE WHEN better THEN m.diet_score ELSE best_score END,
+        best_eaten_at = CASE WHEN better THEN m.eaten_at ELSE best_eaten_at END,
+        worst_meal = CASE WHEN worse THEN m.id ELSE worst_meal END,
+        worst_score = CASE WHEN worse THEN m.diet_score ELSE worst_score END,
+        worst_eaten_at = CASE WHEN worse THEN m.eaten_at ELSE worst_eaten_at END
+    FROM (
+        SELECT logged.best_meal IS NULL OR (m.diet_score, m.eaten_at, m.id) > (logged.best_score, logged.best_eaten_at, logged.best_meal) AS better,
+               logged.worst_meal IS NULL OR m.diet_score < logged.worst_score
+                 OR (m.diet_score = logged.worst_score AND (m.eaten_at, m.id) > (logged.worst_eaten_at, logged.worst_meal)) AS worse
+        FROM meal_days logged WHERE logged.user_id = m.user_id AND logged.local_date = m.local_date
+    ) offered
+    WHERE user_id = m.user_id AND local_date = m.local_date AND (better OR worse);
+$$;
+
+CREATE OR REPLACE FUNCTION meals_roll_up() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.consumed THEN
+        PERFORM meal_days_add(OLD.user_id, OLD.local_date, -1, OLD.calories, OLD.protein_g, OLD.carbs_g, OLD.fat_g, OLD.diet_score);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.consumed THEN
+        PERFORM meal_days_add(NEW.user_id, NEW.local_date, 1, NEW.calories, NEW.protein_g, NEW.carbs_g, NEW.fat_g, NEW.diet_score);
+    END IF;
+    -- The meal that left a day (deleted, uneaten, moved, rescored) may have been its best or worst.
+    IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.consumed THEN
+        PERFORM meal_days_pick(OLD.user_id, OLD.local_date)
+        FROM meal_days WHERE user_id = OLD.user_id AND local_date = OLD.local_date AND OLD.id IN (best_meal, worst_meal);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.consumed THEN
+        PERFORM meal_days_offer(NEW);
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- When it was eaten orders a tie, so a change of time alone now counts too.
+DROP TRIGGER meals_roll_up ON meals;
+CREATE TRIGGER meals_roll_up AFTER INSERT OR DELETE OR UPDATE OF consumed, local_date, eaten_at, calories, protein_g, carbs_g, fat_g, diet_score, user_id
+ON meals FOR EACH ROW EXECUTE FUNCTION meals_roll_up();
+
+SELECT meal_days_pick(user_id, local_date) FROM meal_days;
