@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Models
+import PostgresNIO
 @testable import Nutrition
 import Testing
 import TestSupport
@@ -173,6 +174,63 @@ import TestSupport
             try await check("moved in time")
             _ = try await env.meal(user, name: "Another salad", at: Self.daysAgo(0, hour: 20), items: [salad], consume: true)
             try await check("logged again")
+        }
+    }
+
+    /// The streak (each day's run of logged days, kept by the trigger) follows days logged in any
+    /// order, runs joined and split, a day emptied, and two devices logging neighbouring days at once.
+    @Test func theStreakFollowsEveryChange() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            var meals: [Int: String] = [:]
+            func log(_ days: Int) async throws {
+                meals[days] = try #require(try await env.meal(user, at: Self.daysAgo(days, hour: 6), consume: true)["id"] as? String)
+            }
+            func check(_ streak: Int, _ step: String) async throws {
+                #expect(try await env.call(.get, "/v1/trends?period=7d", as: user).json["streak"] as? Int == streak, "\(step)")
+                // Every day's run is what its island says: consecutive days share `day - rank`.
+                let wrong = try await env.count(
+                    """
+                    SELECT count(*) FROM meal_days d JOIN (
+                      SELECT local_date, row_number() OVER (PARTITION BY start ORDER BY local_date) AS run FROM (
+                        SELECT local_date, local_date - (row_number() OVER (ORDER BY local_date))::integer AS start
+                        FROM meal_days WHERE user_id = '\(user.id)') ranked) islands USING (local_date)
+                    WHERE d.user_id = '\(user.id)' AND d.run <> islands.run
+                    """)
+                #expect(wrong == 0, "\(step): runs")
+            }
+            for days in [2, 1, 0] { try await log(days) }
+            try await check(3, "three days")
+            for days in [5, 4] { try await log(days) }
+            try await check(3, "a run before a gap")
+            try await log(3)
+            try await check(6, "the gap filled")
+            #expect(try await env.call(.delete, "/v1/meals/\(try #require(meals[1]))", as: user).status == .noContent)
+            try await check(1, "a day emptied")
+            #expect(try await env.call(.delete, "/v1/meals/\(try #require(meals[0]))/consume", as: user).status == .ok)
+            try await check(0, "today uneaten and yesterday empty")
+            try await log(1)
+            try await check(5, "counted from yesterday while today is empty")
+            // Two devices eat on neighbouring days not yet logged, the second while the first's
+            // transaction is still open: it waits for it, and so counts its day.
+            let first = try #require(try await env.meal(user, at: Self.daysAgo(11, hour: 6))["id"] as? String)
+            let second = try #require(try await env.meal(user, at: Self.daysAgo(10, hour: 6))["id"] as? String)
+            let config = env.database.config(for: env.serviceName)
+            let other = try await withClient(config) { client in
+                try await client.withTransaction(logger: TestEnvironment.logger) { connection in
+                    _ = try await connection.query("UPDATE meals SET consumed = true, consumed_at = now() WHERE id = \(first)::uuid", logger: TestEnvironment.logger)
+                    let other = Task {
+                        try await withClient(config) { other in
+                            _ = try await other.query("UPDATE meals SET consumed = true, consumed_at = now() WHERE id = \(second)::uuid", logger: TestEnvironment.logger)
+                        }
+                    }
+                    try await Task.sleep(for: .milliseconds(300))
+                    return other
+                }
+            }
+            try await other.value
+            try await check(5, "logged at once")
+            #expect(try await env.count("SELECT run FROM meal_days WHERE user_id = '\(user.id)' AND local_date = '\(Self.date(10))'") == 2)
         }
     }
 

@@ -4,8 +4,8 @@ import PostgresNIO
 import ServiceKitDatabase
 
 /// Trends from eaten meals: one round trip, prepared once per connection, over `meal_days` (the
-/// meals summed by local day, with each day's best and worst meal, kept by a trigger), so a month
-/// reads 30 rows whatever the diary holds.
+/// meals summed by local day, with each day's best and worst meal and the run of logged days it
+/// ends, kept by a trigger), so a month reads 30 rows and a streak one, whatever the diary holds.
 struct TrendStore: Sendable {
     struct Day: Sendable {
         var date: String
@@ -44,22 +44,15 @@ struct TrendStore: Sendable {
                    (SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = $1 AND g.effective_from <= span.day ORDER BY g.effective_from DESC LIMIT 1),
                    CASE WHEN span.day = $2::date THEN json_build_object(
                      'best', (SELECT json_build_object('id', m.id, 'name', m.name, 'diet_score', m.diet_score, 'local_date', m.local_date::text)
-                              FROM meal_days b JOIN meals m ON m.id = b.best_meal
-                              WHERE b.user_id = $1 AND b.local_date BETWEEN $2::date AND $3::date
-                              ORDER BY b.best_score DESC, b.best_eaten_at DESC, b.best_meal DESC LIMIT 1),
+                              FROM (SELECT best_meal FROM meal_days WHERE user_id = $1 AND local_date BETWEEN $2::date AND $3::date
+                                    ORDER BY best_score DESC, best_eaten_at DESC, best_meal DESC LIMIT 1) b JOIN meals m ON m.id = b.best_meal),
                      'worst', (SELECT json_build_object('id', m.id, 'name', m.name, 'diet_score', m.diet_score, 'local_date', m.local_date::text)
-                               FROM meal_days w JOIN meals m ON m.id = w.worst_meal
-                               WHERE w.user_id = $1 AND w.local_date BETWEEN $2::date AND $3::date
-                               ORDER BY w.worst_score ASC, w.worst_eaten_at DESC, w.worst_meal DESC LIMIT 1),
-                     'streak', (WITH start AS (
-                                  SELECT CASE WHEN EXISTS (SELECT 1 FROM meal_days WHERE user_id = $1 AND local_date = $3::date) THEN $3::date
-                                              ELSE $3::date - 1 END AS day)
-                                SELECT count(*) FROM (
-                                  SELECT local_date, row_number() OVER (ORDER BY local_date DESC) AS rank
-                                  FROM meal_days, start WHERE user_id = $1 AND local_date <= start.day) logged, start
-                                WHERE logged.local_date = start.day - (logged.rank - 1)::integer))::text
+                               FROM (SELECT worst_meal FROM meal_days WHERE user_id = $1 AND local_date BETWEEN $2::date AND $3::date
+                                     ORDER BY worst_score ASC, worst_eaten_at DESC, worst_meal DESC LIMIT 1) w JOIN meals m ON m.id = w.worst_meal),
+                     'streak', coalesce((SELECT run FROM meal_days WHERE user_id = $1 AND local_date = $3::date),
+                                        (SELECT run FROM meal_days WHERE user_id = $1 AND local_date = $3::date - 1), 0))::text
                    END
-            FROM span LEFT JOIN meal_days d ON d.user_id = $1 AND d.local_date = span.day
+            FROM span LEFT JOIN meal_days d ON d.user_id = $1 AND d.local_date = span.day AND d.local_date BETWEEN $2::date AND $3::date
             ORDER BY span.day
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text]
