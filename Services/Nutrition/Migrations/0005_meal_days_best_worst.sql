@@ -37,14 +37,9 @@ CREATE FUNCTION meal_days_offer(m meals) RETURNS void LANGUAGE sql AS $$
     WHERE user_id = m.user_id AND local_date = m.local_date AND (better OR worse);
 $$;
 
-CREATE OR REPLACE FUNCTION meals_roll_up() RETURNS trigger LANGUAGE plpgsql AS $$
+-- After `meals_roll_up` (triggers fire in name order), which has made or removed the day's row.
+CREATE FUNCTION meals_roll_up_best_worst() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.consumed THEN
-        PERFORM meal_days_add(OLD.user_id, OLD.local_date, -1, OLD.calories, OLD.protein_g, OLD.carbs_g, OLD.fat_g, OLD.diet_score);
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.consumed THEN
-        PERFORM meal_days_add(NEW.user_id, NEW.local_date, 1, NEW.calories, NEW.protein_g, NEW.carbs_g, NEW.fat_g, NEW.diet_score);
-    END IF;
     -- The meal that left a day (deleted, uneaten, moved, rescored) may have been its best or worst.
     IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.consumed THEN
         PERFORM meal_days_pick(OLD.user_id, OLD.local_date)
@@ -56,9 +51,8 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- When it was eaten orders a tie, so a change of time alone now counts too.
-DROP TRIGGER meals_roll_up ON meals;
-CREATE TRIGGER meals_roll_up AFTER INSERT OR DELETE OR UPDATE OF consumed, local_date, eaten_at, calories, protein_g, carbs_g, fat_g, diet_score, user_id
-ON meals FOR EACH ROW EXECUTE FUNCTION meals_roll_up();
+-- When a meal was eaten orders a tie, so a change of time alone counts here too.
+CREATE TRIGGER meals_roll_up_best_worst AFTER INSERT OR DELETE OR UPDATE OF consumed, local_date, eaten_at, diet_score, user_id
+ON meals FOR EACH ROW EXECUTE FUNCTION meals_roll_up_best_worst();
 
 SELECT meal_days_pick(user_id, local_date) FROM meal_days;
