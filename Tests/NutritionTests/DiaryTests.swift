@@ -174,6 +174,13 @@ import TestSupport
             try await check("moved in time")
             _ = try await env.meal(user, name: "Another salad", at: Self.daysAgo(0, hour: 20), items: [salad], consume: true)
             try await check("logged again")
+            // Changes made in SQL alone, column by column: a day's only meal corrected (its day row is
+            // remade), and a meal moved in time only.
+            let alone = try #require(try await env.meal(user, name: "Alone", at: Self.daysAgo(5, hour: 12), items: [salmon], consume: true)["id"] as? String)
+            try await env.execute("UPDATE meals SET calories = calories + 1 WHERE id = '\(alone)'")
+            try await check("a day's only meal corrected")
+            try await env.execute("UPDATE meals SET eaten_at = eaten_at + interval '3 hours' WHERE id = '\(late)'")
+            try await check("moved in time alone")
         }
     }
 

@@ -1,6 +1,10 @@
 -- Each logged day also names its best and worst eaten meal (by diet score; on a tie the later
 -- eaten, then the larger id), so that a trend takes its best and worst meals from its day rows (30
 -- for a month) instead of sorting every meal of the period twice.
+-- `meals` first: a meal write running meanwhile holds it and its trigger then wants `meal_days`, so
+-- taking `meal_days` first (ALTER) and `meals` second (CREATE TRIGGER) could deadlock with it.
+LOCK TABLE meals IN SHARE ROW EXCLUSIVE MODE;
+
 ALTER TABLE meal_days
     ADD COLUMN best_meal uuid, ADD COLUMN best_score integer, ADD COLUMN best_eaten_at timestamptz,
     ADD COLUMN worst_meal uuid, ADD COLUMN worst_score integer, ADD COLUMN worst_eaten_at timestamptz;
@@ -40,6 +44,14 @@ $$;
 -- After `meals_roll_up` (triggers fire in name order), which has made or removed the day's row.
 CREATE FUNCTION meals_roll_up_best_worst() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    -- A user's day rows change one transaction at a time, under this lock (`meal_days_add` takes it
+    -- too): an edit of the time alone comes here without passing through the sums.
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('nutrition.meal_days:' || OLD.user_id::text, 0));
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('nutrition.meal_days:' || NEW.user_id::text, 0));
+    END IF;
     -- The meal that left a day (deleted, uneaten, moved, rescored) may have been its best or worst.
     IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.consumed THEN
         PERFORM meal_days_pick(OLD.user_id, OLD.local_date)
@@ -51,8 +63,9 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- When a meal was eaten orders a tie, so a change of time alone counts here too.
-CREATE TRIGGER meals_roll_up_best_worst AFTER INSERT OR DELETE OR UPDATE OF consumed, local_date, eaten_at, diet_score, user_id
+-- Every column the sums follow (a change to any of them may remake the day's row, its best and
+-- worst then unset), and when a meal was eaten, which orders a tie.
+CREATE TRIGGER meals_roll_up_best_worst AFTER INSERT OR DELETE OR UPDATE OF consumed, local_date, eaten_at, calories, protein_g, carbs_g, fat_g, diet_score, user_id
 ON meals FOR EACH ROW EXECUTE FUNCTION meals_roll_up_best_worst();
 
 SELECT meal_days_pick(user_id, local_date) FROM meal_days;

@@ -45,10 +45,10 @@ struct TrendStore: Sendable {
                    CASE WHEN span.day = $2::date THEN json_build_object(
                      'best', (SELECT json_build_object('id', m.id, 'name', m.name, 'diet_score', m.diet_score, 'local_date', m.local_date::text)
                               FROM (SELECT best_meal FROM meal_days WHERE user_id = $1 AND local_date BETWEEN $2::date AND $3::date
-                                    ORDER BY best_score DESC, best_eaten_at DESC, best_meal DESC LIMIT 1) b JOIN meals m ON m.id = b.best_meal),
+                                    ORDER BY best_score DESC NULLS LAST, best_eaten_at DESC, best_meal DESC LIMIT 1) b JOIN meals m ON m.id = b.best_meal),
                      'worst', (SELECT json_build_object('id', m.id, 'name', m.name, 'diet_score', m.diet_score, 'local_date', m.local_date::text)
                                FROM (SELECT worst_meal FROM meal_days WHERE user_id = $1 AND local_date BETWEEN $2::date AND $3::date
-                                     ORDER BY worst_score ASC, worst_eaten_at DESC, worst_meal DESC LIMIT 1) w JOIN meals m ON m.id = w.worst_meal),
+                                     ORDER BY worst_score ASC NULLS LAST, worst_eaten_at DESC, worst_meal DESC LIMIT 1) w JOIN meals m ON m.id = w.worst_meal),
                      'streak', coalesce((SELECT run FROM meal_days WHERE user_id = $1 AND local_date = $3::date),
                                         (SELECT run FROM meal_days WHERE user_id = $1 AND local_date = $3::date - 1), 0))::text
                    END
