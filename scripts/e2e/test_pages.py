@@ -13,7 +13,7 @@ import requests
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.support.ui import WebDriverWait
 
 from test_auth import link_token, wait_for_mail
@@ -50,7 +50,21 @@ def submit_form_with(browser, field):
     for the answer's page to replace it (until then the old page's elements are still found)."""
     form = browser.find_element(By.XPATH, f"//form[.//input[@name='{field}']]")
     form.find_element(By.CSS_SELECTOR, "button[type=submit], input[type=submit], button:not([type])").click()
-    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(form))
+    WebDriverWait(browser, 20).until(lambda _: replaced(form))
+
+
+def replaced(element):
+    """Whether `element`'s page is gone. Chromium reports a node of a replaced page either as stale
+    or, while the new page is being attached, as one that "does not belong to the document"."""
+    try:
+        element.is_enabled()
+        return False
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        if "does not belong to the document" in str(error):
+            return True
+        raise
 
 
 def body_text(browser):
