@@ -23,3 +23,13 @@ enum WeightUnit: String, Codable, Sendable {
     /// Exactly, by definition.
     static let kilogramsPerPound = "0.45359237"
 }
+
+/// A user's calorie goals, newest first: each holds from its day (`nil`: from the start) until the
+/// next one's.
+struct CalorieGoals: Sendable {
+    var newestFirst: [(from: LocalDay?, calories: Int)]
+
+    func goal(on day: LocalDay) -> Int? {
+        newestFirst.first { $0.from.map { $0 <= day } ?? true }?.calories
+    }
+}

@@ -10,39 +10,53 @@ struct DietProfileStore: Sendable {
     /// The profile with the goal of `day` (today when nil); made with defaults on first sight (the
     /// event may still be on its way).
     func find(_ user: UUID, asOf day: LocalDay? = nil, on connection: PostgresConnection, logger: Logger) async throws -> DietProfile {
+        try await findWithGoals(user, asOf: day, on: connection, logger: logger).profile
+    }
+
+    /// `find`, with every calorie goal the user has had (for a period of days, each with its own).
+    func findWithGoals(_ user: UUID, asOf day: LocalDay? = nil, on connection: PostgresConnection, logger: Logger) async throws -> (profile: DietProfile, goals: CalorieGoals) {
         if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
         try await ensure(user, on: connection, logger: logger)
         if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
         throw APIError(.internalServerError, code: "profile_missing", detail: "The diet profile could not be read.")
     }
 
-    private func read(_ user: UUID, asOf day: LocalDay?, on connection: PostgresConnection, logger: Logger) async throws -> DietProfile? {
-        // The goals come along (a handful of rows) and the day's is picked here: "today" is found
-        // with Foundation's time zones, the same ones the zone was checked against.
-        let rows = try await connection.checkedQuery(
+    /// A profile and its goals, prepared once per connection: most requests read it first. Arrays
+    /// rather than JSON, which cost more to decode than the row.
+    struct ProfileByUser: OneParameterStatement {
+        static let name = "nutrition.profile_by_user"
+        static let sql = """
+            SELECT p.diet, p.custom_protein::float8, p.custom_carbs::float8, p.custom_fat::float8, p.weight_unit, p.time_zone, p.day_starts_at,
+                   ARRAY(SELECT a->>'name' FROM jsonb_array_elements(p.allergies) a), ARRAY(SELECT a->>'severity' FROM jsonb_array_elements(p.allergies) a),
+                   ARRAY(SELECT g.effective_from::text FROM calorie_goals g WHERE g.user_id = p.user_id ORDER BY g.effective_from DESC),
+                   ARRAY(SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = p.user_id ORDER BY g.effective_from DESC)
+            FROM profiles p WHERE p.user_id = $1
             """
-            SELECT p.diet, p.custom_protein::float8, p.custom_carbs::float8, p.custom_fat::float8, p.weight_unit, p.time_zone, p.day_starts_at, p.allergies::text,
-                   (SELECT coalesce(json_agg(json_build_array(g.effective_from::text, g.daily_calories) ORDER BY g.effective_from DESC), '[]')::text
-                    FROM calorie_goals g WHERE g.user_id = p.user_id)
-            FROM profiles p WHERE p.user_id = \(user)
-            """, logger: logger)
-        for try await (diet, protein, carbs, fat, unit, zone, start, allergies, goals) in rows.decode((String, Double?, Double?, Double?, String, String, Int16, String, String).self) {
+        static let bindingDataTypes: [PostgresDataType] = [.uuid]
+        typealias Row = (DietProfile, CalorieGoals)
+
+        var user: UUID
+        var parameter: UUID { user }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (diet, protein, carbs, fat, unit, zone, start, allergyNames, severities, goalStarts, goalCalories) = try row.decode(
+                (String, Double?, Double?, Double?, String, String, Int16, [String], [String], [String], [Int]).self)
             var custom: MacroSplit?
             if let protein, let carbs, let fat { custom = MacroSplit(protein: protein, carbs: carbs, fat: fat) }
-            var profile = DietProfile(
+            let allergies = zip(allergyNames, severities).compactMap { name, severity in Allergy.Severity(rawValue: severity).map { Allergy(name: name, severity: $0) } }
+            let profile = DietProfile(
                 diet: Diet(rawValue: diet) ?? .balanced, customMacros: custom, dailyCalorieGoal: DietProfile.defaultCalorieGoal,
-                weightUnit: WeightUnit(rawValue: unit) ?? .kg, timeZone: zone, dayStartsAt: Int(start),
-                allergies: (try? JSONDecoder().decode([Allergy].self, from: Data(allergies.utf8))) ?? [])
-            let asOf = day ?? profile.localDay(of: Date())
-            // Newest first; `-infinity` (the default from the start) reads as no date, the earliest.
-            let entries = (try? JSONSerialization.jsonObject(with: Data(goals.utf8))) as? [[Any]] ?? []
-            for entry in entries {
-                guard entry.count == 2, let from = entry[0] as? String, let goal = entry[1] as? Int else { continue }
-                if let starts = LocalDay(from), starts > asOf { continue }
-                profile.dailyCalorieGoal = goal
-                break
-            }
-            return profile
+                weightUnit: WeightUnit(rawValue: unit) ?? .kg, timeZone: zone, dayStartsAt: Int(start), allergies: allergies)
+            // `-infinity` (the default from the start) reads as no date, the earliest.
+            return (profile, CalorieGoals(newestFirst: zip(goalStarts, goalCalories).map { (LocalDay($0), $1) }))
+        }
+    }
+
+    private func read(_ user: UUID, asOf day: LocalDay?, on connection: PostgresConnection, logger: Logger) async throws -> (profile: DietProfile, goals: CalorieGoals)? {
+        for try await (found, goals) in try await connection.checkedExecute(ProfileByUser(user: user), logger: logger) {
+            var profile = found
+            if let goal = goals.goal(on: day ?? profile.localDay(of: Date())) { profile.dailyCalorieGoal = goal }
+            return (profile, goals)
         }
         return nil
     }

@@ -17,35 +17,43 @@ struct TrendRoutes {
     struct TrendView: ResponseEncodable {
         var trend: TrendStore.Trend
 
+        /// Keys in the order of their names, as the encoder writes them: an object whose keys come
+        /// in another order is sorted when it closes, which for 30 days cost more than their values.
         func encode(to encoder: any Encoder) throws {
-            func round(_ value: Double?) -> Double? { value.map { ($0 * 10).rounded() / 10 } }
             var json = encoder.container(keyedBy: AnyKey.self)
-            var days = json.nestedUnkeyedContainer(forKey: AnyKey("days"))
-            for day in trend.days {
-                var entry = days.nestedContainer(keyedBy: AnyKey.self)
-                try entry.encode(day.date, forKey: AnyKey("date"))
-                try entry.encode(round(day.calories), forKey: AnyKey("calories"))
-                try entry.encode(round(day.proteinG), forKey: AnyKey("protein_g"))
-                try entry.encode(round(day.carbsG), forKey: AnyKey("carbs_g"))
-                try entry.encode(round(day.fatG), forKey: AnyKey("fat_g"))
-                try entry.encode(day.calorieGoal, forKey: AnyKey("calorie_goal"))
-                try entry.encode(round(day.averageScore), forKey: AnyKey("average_score"))
-            }
             let logged = trend.days.filter { $0.calories != nil }
-            try json.encode(logged.count, forKey: AnyKey("days_logged"))
             func mean(_ values: [Double?]) -> Double? {
                 let present = values.compactMap { $0 }
                 return present.isEmpty ? nil : present.reduce(0, +) / Double(present.count)
             }
             var averages = json.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("averages"))
-            try averages.encode(round(mean(logged.map(\.calories))), forKey: AnyKey("calories"))
-            try averages.encode(round(mean(logged.map(\.proteinG))), forKey: AnyKey("protein_g"))
-            try averages.encode(round(mean(logged.map(\.carbsG))), forKey: AnyKey("carbs_g"))
-            try averages.encode(round(mean(logged.map(\.fatG))), forKey: AnyKey("fat_g"))
-            try averages.encode(round(mean(logged.map(\.averageScore))), forKey: AnyKey("score"))
+            try Self.encode(mean(logged.map(\.calories)), forKey: "calories", in: &averages)
+            try Self.encode(mean(logged.map(\.carbsG)), forKey: "carbs_g", in: &averages)
+            try Self.encode(mean(logged.map(\.fatG)), forKey: "fat_g", in: &averages)
+            try Self.encode(mean(logged.map(\.proteinG)), forKey: "protein_g", in: &averages)
+            try Self.encode(mean(logged.map(\.averageScore)), forKey: "score", in: &averages)
             try json.encode(trend.best, forKey: AnyKey("best_meal"))
-            try json.encode(trend.worst, forKey: AnyKey("worst_meal"))
+            var days = json.nestedUnkeyedContainer(forKey: AnyKey("days"))
+            for day in trend.days {
+                var entry = days.nestedContainer(keyedBy: AnyKey.self)
+                try Self.encode(day.averageScore, forKey: "average_score", in: &entry)
+                if let goal = day.calorieGoal { try entry.encode(goal, forKey: AnyKey("calorie_goal")) } else { try entry.encodeNil(forKey: AnyKey("calorie_goal")) }
+                try Self.encode(day.calories, forKey: "calories", in: &entry)
+                try Self.encode(day.carbsG, forKey: "carbs_g", in: &entry)
+                try entry.encode(day.date, forKey: AnyKey("date"))
+                try Self.encode(day.fatG, forKey: "fat_g", in: &entry)
+                try Self.encode(day.proteinG, forKey: "protein_g", in: &entry)
+            }
+            try json.encode(logged.count, forKey: AnyKey("days_logged"))
             try json.encode(trend.streak, forKey: AnyKey("streak"))
+            try json.encode(trend.worst, forKey: AnyKey("worst_meal"))
+        }
+
+        /// A figure to one decimal, or `null`: written directly rather than as an `Optional`, whose
+        /// generic path was most of the answer's cost.
+        private static func encode(_ value: Double?, forKey key: String, in container: inout KeyedEncodingContainer<AnyKey>) throws {
+            guard let value else { return try container.encodeNil(forKey: AnyKey(key)) }
+            try container.encode((value * 10).rounded() / 10, forKey: AnyKey(key))
         }
     }
 
@@ -55,9 +63,9 @@ struct TrendRoutes {
         let nutrition = self.nutrition
         return try await nutrition.postgres.withConnectionOnItsLoop { connection in
             let owner = try await nutrition.diaryOwner(context, on: connection)
-            let profile = try await nutrition.profiles.find(owner, on: connection, logger: context.logger)
+            let (profile, goals) = try await nutrition.profiles.findWithGoals(owner, on: connection, logger: context.logger)
             let today = profile.localDay(of: Date())
-            let trend = try await nutrition.trends.trend(owner, from: today.adding(days: 1 - length), to: today, on: connection, logger: context.logger)
+            let trend = try await nutrition.trends.trend(owner, from: today.adding(days: 1 - length), to: today, goals: goals, on: connection, logger: context.logger)
             return TrendView(trend: trend)
         }
     }

@@ -5,7 +5,8 @@ import ServiceKitDatabase
 
 /// Trends from eaten meals: one round trip, prepared once per connection, over `meal_days` (the
 /// meals summed by local day, with each day's best and worst meal and the run of logged days it
-/// ends, kept by a trigger), so a month reads 30 rows and a streak one, whatever the diary holds.
+/// ends, kept by a trigger), so a month reads at most 30 rows and two meals, whatever the diary
+/// holds.
 struct TrendStore: Sendable {
     struct Day: Sendable {
         var date: String
@@ -17,12 +18,12 @@ struct TrendStore: Sendable {
         var calorieGoal: Int?
     }
 
-    struct MealRef: Sendable, Codable {
-        var id: UUID
-        var name: String
+    struct MealRef: Sendable, Encodable {
         var dietScore: Int
+        var id: UUID
         var localDate: String
-        enum CodingKeys: String, CodingKey { case id, name, dietScore = "diet_score", localDate = "local_date" }
+        var name: String
+        enum CodingKeys: String, CodingKey { case dietScore = "diet_score", id, localDate = "local_date", name }
     }
 
     struct Trend: Sendable {
@@ -34,29 +35,31 @@ struct TrendStore: Sendable {
         var streak: Int
     }
 
-    /// The period's days, oldest first, each with what was eaten and the goal it had; on the first
-    /// row, the best and worst meals and the streak.
+    /// One row per logged day of the period (kind 0, with its run), then the period's best meal
+    /// (kind 1) and worst (kind 2). The days left out are the ones with nothing eaten; the goals
+    /// come with the profile, which the caller has read to know what today is.
     struct PeriodQuery: PostgresPreparedStatement {
-        static let name = "nutrition.trend_period"
+        static let name = "nutrition.trend_days"
         static let sql = """
-            WITH span AS (SELECT generate_series($2::date, $3::date, interval '1 day')::date AS day)
-            SELECT span.day::text, d.calories, d.protein_g, d.carbs_g, d.fat_g, d.score_sum::float8 / nullif(d.meals, 0),
-                   (SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = $1 AND g.effective_from <= span.day ORDER BY g.effective_from DESC LIMIT 1),
-                   CASE WHEN span.day = $2::date THEN json_build_object(
-                     'best', (SELECT json_build_object('id', m.id, 'name', m.name, 'diet_score', m.diet_score, 'local_date', m.local_date::text)
-                              FROM (SELECT best_meal FROM meal_days WHERE user_id = $1 AND local_date BETWEEN $2::date AND $3::date
-                                    ORDER BY best_score DESC NULLS LAST, best_eaten_at DESC, best_meal DESC LIMIT 1) b JOIN meals m ON m.id = b.best_meal),
-                     'worst', (SELECT json_build_object('id', m.id, 'name', m.name, 'diet_score', m.diet_score, 'local_date', m.local_date::text)
-                               FROM (SELECT worst_meal FROM meal_days WHERE user_id = $1 AND local_date BETWEEN $2::date AND $3::date
-                                     ORDER BY worst_score ASC NULLS LAST, worst_eaten_at DESC, worst_meal DESC LIMIT 1) w JOIN meals m ON m.id = w.worst_meal),
-                     'streak', coalesce((SELECT run FROM meal_days WHERE user_id = $1 AND local_date = $3::date),
-                                        (SELECT run FROM meal_days WHERE user_id = $1 AND local_date = $3::date - 1), 0))::text
-                   END
-            FROM span LEFT JOIN meal_days d ON d.user_id = $1 AND d.local_date = span.day AND d.local_date BETWEEN $2::date AND $3::date
-            ORDER BY span.day
+            WITH d AS MATERIALIZED (
+              SELECT local_date, calories, protein_g, carbs_g, fat_g, score_sum, meals, run,
+                     best_meal, best_score, best_eaten_at, worst_meal, worst_score, worst_eaten_at
+              FROM meal_days WHERE user_id = $1 AND local_date BETWEEN $2::date AND $3::date)
+            SELECT 0, d.local_date::text, d.calories, d.protein_g, d.carbs_g, d.fat_g, d.score_sum::float8 / d.meals, d.run, NULL::uuid, NULL::text
+            FROM d
+            UNION ALL
+            SELECT 1, m.local_date::text, NULL, NULL, NULL, NULL, NULL, m.diet_score, m.id, m.name
+            FROM (SELECT best_meal FROM d ORDER BY best_score DESC NULLS LAST, best_eaten_at DESC, best_meal DESC LIMIT 1) b
+            JOIN meals m ON m.id = b.best_meal
+            UNION ALL
+            SELECT 2, m.local_date::text, NULL, NULL, NULL, NULL, NULL, m.diet_score, m.id, m.name
+            FROM (SELECT worst_meal FROM d ORDER BY worst_score ASC NULLS LAST, worst_eaten_at DESC, worst_meal DESC LIMIT 1) w
+            JOIN meals m ON m.id = w.worst_meal
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text]
-        typealias Row = (Day, String?)
+        /// The kind, the day, its sums and average score, and either the day's run or the meal's
+        /// score with the meal's id and name.
+        typealias Row = (Int, String, Double?, Double?, Double?, Double?, Double?, Int, UUID?, String?)
 
         var user: UUID
         var from: LocalDay
@@ -70,25 +73,40 @@ struct TrendStore: Sendable {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> (Day, String?) {
-            let (day, calories, protein, carbs, fat, score, goal, extra) = try row.decode((String, Double?, Double?, Double?, Double?, Double?, Int?, String?).self)
-            return (Day(date: day, calories: calories, proteinG: protein, carbsG: carbs, fatG: fat, averageScore: score, calorieGoal: goal), extra)
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Row.self)
         }
     }
 
-    func trend(_ user: UUID, from: LocalDay, to: LocalDay, on connection: PostgresConnection, logger: Logger) async throws -> Trend {
+    func trend(_ user: UUID, from: LocalDay, to: LocalDay, goals: CalorieGoals, on connection: PostgresConnection, logger: Logger) async throws -> Trend {
+        var logged: [String: Day] = [:]
+        var runs: [String: Int] = [:]
+        var best: MealRef?
+        var worst: MealRef?
+        for try await (kind, date, calories, protein, carbs, fat, score, number, meal, name) in try await connection.checkedExecute(
+            PeriodQuery(user: user, from: from, to: to), logger: logger)
+        {
+            switch kind {
+            case 0:
+                logged[date] = Day(date: date, calories: calories, proteinG: protein, carbsG: carbs, fatG: fat, averageScore: score)
+                runs[date] = number
+            default:
+                guard let meal, let name else { continue }
+                let ref = MealRef(dietScore: number, id: meal, localDate: date, name: name)
+                if kind == 1 { best = ref } else { worst = ref }
+            }
+        }
         var days: [Day] = []
-        var extra: String?
-        for try await (day, json) in try await connection.checkedExecute(PeriodQuery(user: user, from: from, to: to), logger: logger) {
-            days.append(day)
-            if let json { extra = json }
+        days.reserveCapacity(from.distance(to: to) + 1)
+        var day = from
+        while day <= to {
+            let date = day.description
+            var entry = logged[date] ?? Day(date: date)
+            entry.calorieGoal = goals.goal(on: day)
+            days.append(entry)
+            day = day.adding(days: 1)
         }
-        struct Extra: Decodable {
-            var best: MealRef?
-            var worst: MealRef?
-            var streak: Int
-        }
-        let parsed = try extra.map { try JSONDecoder().decode(Extra.self, from: Data($0.utf8)) }
-        return Trend(days: days, best: parsed?.best, worst: parsed?.worst, streak: parsed?.streak ?? 0)
+        let streak = runs[to.description] ?? (from < to ? runs[to.adding(days: -1).description] : nil) ?? 0
+        return Trend(days: days, best: best, worst: worst, streak: streak)
     }
 }
