@@ -241,6 +241,49 @@ import TestSupport
         }
     }
 
+    /// Only a write that involves an eaten meal takes the user's day-row lock (held to its commit):
+    /// logging a meal not yet eaten, or correcting one, changes no day row and waits for no one.
+    @Test func onlyWritesOfEatenMealsTakeTheDayRowLock() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let meal = try #require(try await env.meal(user, at: Self.daysAgo(1, hour: 6))["id"] as? String)
+            let locks = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+            func held(after statements: [String]) async throws -> Int {
+                try await withClient(env.database.config(for: env.serviceName)) { client in
+                    try await client.withTransaction(logger: TestEnvironment.logger) { connection in
+                        for sql in statements { _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger) }
+                        var count = 0
+                        for try await value in try await connection.query(PostgresQuery(unsafeSQL: locks), logger: TestEnvironment.logger).decode(Int64.self) {
+                            count = Int(value)
+                        }
+                        throw Rollback(count: count)
+                    }
+                }
+            }
+            struct Rollback: Error { var count: Int }
+            func locksHeld(_ statements: String...) async throws -> Int {
+                do {
+                    return try await held(after: statements)
+                } catch let error as PostgresTransactionError {
+                    guard let rollback = error.closureError as? Rollback else { throw error }
+                    return rollback.count
+                }
+            }
+            let copy = [
+                "CREATE TEMP TABLE copied ON COMMIT DROP AS SELECT * FROM meals WHERE id = '\(meal)'",
+                "UPDATE copied SET id = gen_random_uuid()",
+            ]
+            #expect(try await locksHeld(copy[0], copy[1], "INSERT INTO meals SELECT * FROM copied") == 0, "an uneaten meal logged")
+            #expect(try await locksHeld("UPDATE meals SET eaten_at = eaten_at + interval '1 minute', calories = calories + 1 WHERE id = '\(meal)'") == 0, "an uneaten meal corrected")
+            #expect(try await locksHeld("DELETE FROM meals WHERE id = '\(meal)'") == 0, "an uneaten meal deleted")
+            #expect(try await locksHeld(copy[0], copy[1], "UPDATE copied SET consumed = true, consumed_at = now()", "INSERT INTO meals SELECT * FROM copied") == 1, "an eaten meal logged")
+            #expect(try await locksHeld("UPDATE meals SET consumed = true, consumed_at = now() WHERE id = '\(meal)'") == 1, "a meal eaten")
+            try #require(try await env.call(.post, "/v1/meals/\(meal)/consume", as: user).status == .ok)
+            #expect(try await locksHeld("UPDATE meals SET eaten_at = eaten_at + interval '1 minute' WHERE id = '\(meal)'") == 1, "an eaten meal's time corrected")
+            #expect(try await locksHeld("DELETE FROM meals WHERE id = '\(meal)'") == 1, "an eaten meal deleted")
+        }
+    }
+
     @Test func aShareLinkShowsASnapshotUntilItEnds() async throws {
         try await Env.run { env in
             let user = try await env.user()
