@@ -19,6 +19,10 @@ struct Nutrition: Sendable {
     let meals = MealStore()
     let metrics = BodyMetricStore()
     let trends = TrendStore()
+    /// Trend answers by diary, period and day, for the diary version they were computed from: read
+    /// again while nothing in them changed, they cost one profile read. Two generations of
+    /// `TREND_CACHE_SIZE` (1,000: about 3.5 KB for a month, so at most about 7 MB); none at 0.
+    let trendAnswers: VersionedCache<TrendRoutes.AnswerKey, EncodedJSON>?
     let shares = ShareStore()
     let coaching = CoachLinkStore()
     /// Cairo draws off the event loops.
@@ -27,6 +31,7 @@ struct Nutrition: Sendable {
     init(dependencies: ServiceDependencies, settings: NutritionSettings, drawing: NIOThreadPool) {
         postgres = dependencies.postgres
         self.settings = settings
+        trendAnswers = settings.trendCacheSize > 0 ? VersionedCache(capacity: settings.trendCacheSize) : nil
         logger = dependencies.logger
         self.drawing = drawing
     }

@@ -12,6 +12,8 @@ struct NutritionSettings: Sendable {
     var pages: PageSettings
     /// How long a share link works.
     var shareTTLDays: Int
+    /// Trend answers kept per process, in each of two generations; 0 keeps none.
+    var trendCacheSize: Int
 
     init(_ config: ServiceConfig) throws {
         var env = EnvironmentReader(config.environment)
@@ -19,6 +21,7 @@ struct NutritionSettings: Sendable {
         let url = env.string("PUBLIC_API_URL", default: env.string("APP_BASE_URL", default: "http://127.0.0.1:8080"), requiredInProduction: true)
         publicAPIURL = url.hasSuffix("/") ? String(url.dropLast()) : url
         shareTTLDays = env.int("SHARE_TTL_DAYS", default: 7, range: 1...365)
+        trendCacheSize = env.int("TREND_CACHE_SIZE", default: 1_000, range: 0...100_000)
         pages = PageSettings(reading: &env)
         try env.finish()
     }

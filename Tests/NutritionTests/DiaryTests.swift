@@ -90,6 +90,39 @@ import TestSupport
         }
     }
 
+    /// A trend is computed once per diary version and kept. Every change it shows makes a new
+    /// version, whether it comes through the API or from elsewhere (another replica, SQL), and the
+    /// next read shows it; what it does not show (a meal not yet eaten, a shared page's views)
+    /// leaves the version alone.
+    @Test func aKeptTrendFollowsEveryChangeItShows() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let meal = try #require(
+                try await env.meal(user, name: "Porridge", at: Self.daysAgo(0, hour: 8), items: [Env.item(calories: 300)], consume: true)["id"] as? String)
+            func trend() async throws -> [String: Any] { try await env.call(.get, "/v1/trends?period=7d", as: user).json }
+            func today() async throws -> [String: Any] { try #require((try await trend()["days"] as? [[String: Any]])?.last) }
+            func version() async throws -> Int { try await env.count("SELECT diary_version FROM profiles WHERE user_id = '\(user.id)'") }
+            let first = try await env.call(.get, "/v1/trends?period=7d", as: user)
+            #expect(first.json[path: "best_meal.name"] as? String == "Porridge")
+            #expect(try await env.call(.get, "/v1/trends?period=7d", as: user).text == first.text, "read again, unchanged")
+
+            let before = try await version()
+            _ = try await env.meal(user, name: "Not eaten", at: Self.daysAgo(0, hour: 9))
+            try await env.execute("UPDATE meals SET view_count = view_count + 1 WHERE id = '\(meal)'")
+            #expect(try await version() == before, "nothing a trend shows changed")
+
+            try await env.execute("UPDATE meals SET name = 'Oats' WHERE id = '\(meal)'")
+            #expect(try await trend()[path: "best_meal.name"] as? String == "Oats", "renamed")
+            try await env.execute("UPDATE meals SET calories = 350 WHERE id = '\(meal)'")
+            #expect(try await today()["calories"] as? Double == 350, "corrected")
+            try await env.setProfile(user, goal: 2300)
+            #expect(try await today()["calorie_goal"] as? Int == 2300, "a new goal")
+            #expect(try await env.call(.delete, "/v1/meals/\(meal)/consume", as: user).status == .ok)
+            #expect(try await trend()["days_logged"] as? Int == 0, "uneaten")
+            #expect(try await version() != before)
+        }
+    }
+
     /// The day sums follow every change to an eaten meal: uneaten, corrected, moved, deleted.
     @Test func theDaySumsFollowEveryChange() async throws {
         try await Env.run { env in

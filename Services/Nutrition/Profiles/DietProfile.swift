@@ -24,6 +24,14 @@ enum WeightUnit: String, Codable, Sendable {
     static let kilogramsPerPound = "0.45359237"
 }
 
+/// A profile as stored: the profile (with the goal of the day asked for), every calorie goal it has
+/// had, and its diary's version, which changes with anything a trend shows.
+struct ProfileRecord: Sendable {
+    var profile: DietProfile
+    var goals: CalorieGoals
+    var diaryVersion: Int64
+}
+
 /// A user's calorie goals, newest first: each holds from its day (`nil`: from the start) until the
 /// next one's.
 struct CalorieGoals: Sendable {

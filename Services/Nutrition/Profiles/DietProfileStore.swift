@@ -10,37 +10,39 @@ struct DietProfileStore: Sendable {
     /// The profile with the goal of `day` (today when nil); made with defaults on first sight (the
     /// event may still be on its way).
     func find(_ user: UUID, asOf day: LocalDay? = nil, on connection: PostgresConnection, logger: Logger) async throws -> DietProfile {
-        try await findWithGoals(user, asOf: day, on: connection, logger: logger).profile
+        try await record(user, asOf: day, on: connection, logger: logger).profile
     }
 
-    /// `find`, with every calorie goal the user has had (for a period of days, each with its own).
-    func findWithGoals(_ user: UUID, asOf day: LocalDay? = nil, on connection: PostgresConnection, logger: Logger) async throws -> (profile: DietProfile, goals: CalorieGoals) {
+    /// `find`, with every calorie goal the user has had (for a period of days, each with its own) and
+    /// the diary's version.
+    func record(_ user: UUID, asOf day: LocalDay? = nil, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord {
         if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
         try await ensure(user, on: connection, logger: logger)
         if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
         throw APIError(.internalServerError, code: "profile_missing", detail: "The diet profile could not be read.")
     }
 
-    /// A profile and its goals, prepared once per connection: most requests read it first. Arrays
-    /// rather than JSON, which cost more to decode than the row.
+    /// A profile, its goals and its diary's version, prepared once per connection: most requests read
+    /// it first. Arrays rather than JSON, which cost more to decode than the row.
     struct ProfileByUser: OneParameterStatement {
         static let name = "nutrition.profile_by_user"
         static let sql = """
             SELECT p.diet, p.custom_protein::float8, p.custom_carbs::float8, p.custom_fat::float8, p.weight_unit, p.time_zone, p.day_starts_at,
                    ARRAY(SELECT a->>'name' FROM jsonb_array_elements(p.allergies) a), ARRAY(SELECT a->>'severity' FROM jsonb_array_elements(p.allergies) a),
                    ARRAY(SELECT g.effective_from::text FROM calorie_goals g WHERE g.user_id = p.user_id ORDER BY g.effective_from DESC),
-                   ARRAY(SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = p.user_id ORDER BY g.effective_from DESC)
+                   ARRAY(SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = p.user_id ORDER BY g.effective_from DESC),
+                   p.diary_version
             FROM profiles p WHERE p.user_id = $1
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid]
-        typealias Row = (DietProfile, CalorieGoals)
+        typealias Row = ProfileRecord
 
         var user: UUID
         var parameter: UUID { user }
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
-            let (diet, protein, carbs, fat, unit, zone, start, allergyNames, severities, goalStarts, goalCalories) = try row.decode(
-                (String, Double?, Double?, Double?, String, String, Int16, [String], [String], [String], [Int]).self)
+            let (diet, protein, carbs, fat, unit, zone, start, allergyNames, severities, goalStarts, goalCalories, version) = try row.decode(
+                (String, Double?, Double?, Double?, String, String, Int16, [String], [String], [String], [Int], Int64).self)
             var custom: MacroSplit?
             if let protein, let carbs, let fat { custom = MacroSplit(protein: protein, carbs: carbs, fat: fat) }
             let allergies = zip(allergyNames, severities).compactMap { name, severity in Allergy.Severity(rawValue: severity).map { Allergy(name: name, severity: $0) } }
@@ -48,15 +50,16 @@ struct DietProfileStore: Sendable {
                 diet: Diet(rawValue: diet) ?? .balanced, customMacros: custom, dailyCalorieGoal: DietProfile.defaultCalorieGoal,
                 weightUnit: WeightUnit(rawValue: unit) ?? .kg, timeZone: zone, dayStartsAt: Int(start), allergies: allergies)
             // `-infinity` (the default from the start) reads as no date, the earliest.
-            return (profile, CalorieGoals(newestFirst: zip(goalStarts, goalCalories).map { (LocalDay($0), $1) }))
+            return ProfileRecord(
+                profile: profile, goals: CalorieGoals(newestFirst: zip(goalStarts, goalCalories).map { (LocalDay($0), $1) }), diaryVersion: version)
         }
     }
 
-    private func read(_ user: UUID, asOf day: LocalDay?, on connection: PostgresConnection, logger: Logger) async throws -> (profile: DietProfile, goals: CalorieGoals)? {
-        for try await (found, goals) in try await connection.checkedExecute(ProfileByUser(user: user), logger: logger) {
-            var profile = found
-            if let goal = goals.goal(on: day ?? profile.localDay(of: Date())) { profile.dailyCalorieGoal = goal }
-            return (profile, goals)
+    private func read(_ user: UUID, asOf day: LocalDay?, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord? {
+        for try await found in try await connection.checkedExecute(ProfileByUser(user: user), logger: logger) {
+            var record = found
+            if let goal = record.goals.goal(on: day ?? record.profile.localDay(of: Date())) { record.profile.dailyCalorieGoal = goal }
+            return record
         }
         return nil
     }

@@ -3,7 +3,7 @@ import Foundation
 /// The day a moment counts for in someone's diary: its date in their time zone, where a day starts
 /// at `dayStartsAt` o'clock (a night owl's 01:30 snack counts for the evening before). Found when a
 /// meal is written and stored with it, so a later change of zone never moves past meals.
-struct LocalDay: Sendable, Equatable, Comparable, CustomStringConvertible {
+struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible {
     var year: Int
     var month: Int
     var day: Int

@@ -14,7 +14,7 @@ struct TrendRoutes {
         router.group("v1/trends", context: AuthenticatedContext.self).get(use: trend)
     }
 
-    struct TrendView: ResponseEncodable {
+    struct TrendView: Encodable {
         var trend: TrendStore.Trend
 
         /// Keys in the order of their names, as the encoder writes them: an object whose keys come
@@ -57,16 +57,28 @@ struct TrendRoutes {
         }
     }
 
-    @Sendable func trend(_ request: Request, context: AuthenticatedContext) async throws -> TrendView {
+    /// Whose trend, over how many days, ending on which day.
+    struct AnswerKey: Hashable, Sendable {
+        var owner: UUID
+        var length: Int
+        var today: LocalDay
+    }
+
+    /// Computed once per diary version (see `Nutrition.trendAnswers`).
+    @Sendable func trend(_ request: Request, context: AuthenticatedContext) async throws -> EncodedJSON {
         let period = request.uri.queryParameters["period"].map(String.init) ?? "7d"
         guard let length = ["7d": 7, "30d": 30][period] else { throw APIError.validation([.init(field: "period", message: "must be 7d or 30d")]) }
         let nutrition = self.nutrition
         return try await nutrition.postgres.withConnectionOnItsLoop { connection in
             let owner = try await nutrition.diaryOwner(context, on: connection)
-            let (profile, goals) = try await nutrition.profiles.findWithGoals(owner, on: connection, logger: context.logger)
-            let today = profile.localDay(of: Date())
-            let trend = try await nutrition.trends.trend(owner, from: today.adding(days: 1 - length), to: today, goals: goals, on: connection, logger: context.logger)
-            return TrendView(trend: trend)
+            let record = try await nutrition.profiles.record(owner, on: connection, logger: context.logger)
+            let today = record.profile.localDay(of: Date())
+            let key = AnswerKey(owner: owner, length: length, today: today)
+            if let answer = nutrition.trendAnswers?.value(for: key, version: record.diaryVersion) { return answer }
+            let trend = try await nutrition.trends.trend(owner, from: today.adding(days: 1 - length), to: today, goals: record.goals, on: connection, logger: context.logger)
+            let answer = try EncodedJSON(TrendView(trend: trend))
+            nutrition.trendAnswers?.store(answer, for: key, version: record.diaryVersion)
+            return answer
         }
     }
 }

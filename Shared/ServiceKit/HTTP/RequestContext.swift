@@ -182,7 +182,26 @@ extension Request {
 public struct APIResponseEncoder: ResponseEncoder {
     public init() {}
     public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
-        let body = ByteBuffer(bytes: try APIJSON.encodeOrFoundation(value))
-        return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"], body: .init(byteBuffer: body))
+        EncodedJSON(body: ByteBuffer(bytes: try APIJSON.encodeOrFoundation(value))).response
     }
+}
+
+/// An answer encoded once and kept (by a `VersionedCache`), sent again as `APIResponseEncoder` sends
+/// every answer.
+public struct EncodedJSON: ResponseGenerator, Sendable {
+    public let body: ByteBuffer
+
+    public init(_ value: some Encodable) throws {
+        body = ByteBuffer(bytes: try APIJSON.encodeOrFoundation(value))
+    }
+
+    init(body: ByteBuffer) {
+        self.body = body
+    }
+
+    var response: Response {
+        Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"], body: .init(byteBuffer: body))
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response { response }
 }
