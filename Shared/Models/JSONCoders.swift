@@ -104,3 +104,12 @@ public enum RFC3339 {
         return formatter.date(from: text)
     }
 }
+
+/// A key named at run time: a limit's, a field's, one of an object the body sent.
+public struct AnyKey: CodingKey, Sendable {
+    public let stringValue: String
+    public var intValue: Int? { nil }
+    public init(_ name: String) { stringValue = name }
+    public init(stringValue: String) { self.stringValue = stringValue }
+    public init?(intValue: Int) { nil }
+}

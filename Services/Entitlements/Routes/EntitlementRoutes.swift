@@ -141,12 +141,3 @@ struct EntitlementView: ResponseEncodable, Sendable {
         try json.encode(appAccountToken, forKey: .appAccountToken)
     }
 }
-
-/// A key named at run time (a limit's name).
-struct AnyKey: CodingKey {
-    var stringValue: String
-    var intValue: Int? { nil }
-    init(_ name: String) { stringValue = name }
-    init?(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { nil }
-}

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Models
 import ServiceKitHTTP
 
 /// A meal as the API writes it.
@@ -48,13 +49,4 @@ struct MealView: Encodable, Sendable, ResponseEncodable {
         try json.encode(meal.createdAt, forKey: AnyKey("created_at"))
         try json.encode(meal.updatedAt, forKey: AnyKey("updated_at"))
     }
-}
-
-/// A key named at run time.
-struct AnyKey: CodingKey {
-    var stringValue: String
-    var intValue: Int? { nil }
-    init(_ name: String) { stringValue = name }
-    init?(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { nil }
 }
