@@ -101,10 +101,16 @@ import TestSupport
                 try await env.meal(user, name: "Porridge", at: Self.daysAgo(0, hour: 8), items: [Env.item(calories: 300)], consume: true)["id"] as? String)
             func trend() async throws -> [String: Any] { try await env.call(.get, "/v1/trends?period=7d", as: user).json }
             func today() async throws -> [String: Any] { try #require((try await trend()["days"] as? [[String: Any]])?.last) }
-            func version() async throws -> Int { try await env.count("SELECT diary_version FROM profiles WHERE user_id = '\(user.id)'") }
-            let first = try await env.call(.get, "/v1/trends?period=7d", as: user)
-            #expect(first.json[path: "best_meal.name"] as? String == "Porridge")
-            #expect(try await env.call(.get, "/v1/trends?period=7d", as: user).text == first.text, "read again, unchanged")
+            func version() async throws -> Int { try await env.count("SELECT version FROM diary_versions WHERE user_id = '\(user.id)'") }
+            #expect(try await trend()[path: "best_meal.name"] as? String == "Porridge")
+            // Kept: a change made behind the triggers' back (to the day row itself) is not seen until
+            // the version moves.
+            try await env.execute("UPDATE meal_days SET calories = calories + 1000 WHERE user_id = '\(user.id)'")
+            #expect(try await today()["calories"] as? Double == 300, "served as kept")
+            try await env.execute("SELECT diary_changed('\(user.id)')")
+            #expect(try await today()["calories"] as? Double == 1300, "computed again for the new version")
+            try await env.execute("UPDATE meal_days SET calories = calories - 1000 WHERE user_id = '\(user.id)'")
+            try await env.execute("SELECT diary_changed('\(user.id)')")
 
             let before = try await version()
             _ = try await env.meal(user, name: "Not eaten", at: Self.daysAgo(0, hour: 9))
@@ -115,8 +121,14 @@ import TestSupport
             #expect(try await trend()[path: "best_meal.name"] as? String == "Oats", "renamed")
             try await env.execute("UPDATE meals SET calories = 350 WHERE id = '\(meal)'")
             #expect(try await today()["calories"] as? Double == 350, "corrected")
+            try await env.execute("UPDATE meals SET diet_score = 7 WHERE id = '\(meal)'")
+            #expect(try await trend()[path: "best_meal.diet_score"] as? Int == 7, "rescored")
             try await env.setProfile(user, goal: 2300)
             #expect(try await today()["calorie_goal"] as? Int == 2300, "a new goal")
+            try await env.execute("DELETE FROM calorie_goals WHERE user_id = '\(user.id)' AND daily_calories = 2300")
+            #expect(try await today()["calorie_goal"] as? Int == 2000, "the goal taken back")
+            try await env.execute("UPDATE meals SET local_date = local_date - 1 WHERE id = '\(meal)'")
+            #expect(try await today()["calories"] is NSNull, "moved to the day before")
             #expect(try await env.call(.delete, "/v1/meals/\(meal)/consume", as: user).status == .ok)
             #expect(try await trend()["days_logged"] as? Int == 0, "uneaten")
             #expect(try await version() != before)
@@ -392,7 +404,7 @@ import TestSupport
     @Test func aDeletedUserLeavesNothingAndTheirLinksAreGone() async throws {
         try await Env.run { env in
             let user = try await env.user()
-            let id = try #require(try await env.meal(user)["id"] as? String)
+            let id = try #require(try await env.meal(user, consume: true)["id"] as? String)
             let token = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
             _ = try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 70, "unit": "kg"])
             try await env.publish(UserDeleted(userID: user.id), userID: user.id)
@@ -400,6 +412,8 @@ import TestSupport
             #expect(try await env.count("SELECT count(*) FROM meals WHERE user_id = '\(user.id)'") == 0)
             #expect(try await env.count("SELECT count(*) FROM body_metrics WHERE user_id = '\(user.id)'") == 0)
             #expect(try await env.count("SELECT count(*) FROM calorie_goals WHERE user_id = '\(user.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM diary_versions WHERE user_id = '\(user.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM meal_days WHERE user_id = '\(user.id)'") == 0)
             #expect(try await env.call(.get, "/v1/shared/\(token)").code == "share_gone")
             // A profile update about the deleted account, arriving late, makes nothing again.
             try await env.publish(ProfileUpdated(userID: user.id, dietaryPreferences: [], allergies: [], displayName: nil, avatarURL: nil), userID: user.id, producer: "social")

@@ -52,6 +52,8 @@ struct NutritionEventHandlers {
         try await connection.checkedRun("DELETE FROM meals WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM body_metrics WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM calorie_goals WHERE user_id = \(user)", logger: logger)
+        // After the meals and goals, whose triggers write it.
+        try await connection.checkedRun("DELETE FROM diary_versions WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM profiles WHERE user_id = \(user)", logger: logger)
         try await nutrition.coaching.forget(user, on: connection, logger: logger)
         try await connection.checkedRun("INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING", logger: logger)

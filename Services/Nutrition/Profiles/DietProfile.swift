@@ -25,11 +25,12 @@ enum WeightUnit: String, Codable, Sendable {
 }
 
 /// A profile as stored: the profile (with the goal of the day asked for), every calorie goal it has
-/// had, and its diary's version, which changes with anything a trend shows.
+/// had, and its diary's version, which changes with anything a trend shows (nil until the diary's
+/// first change).
 struct ProfileRecord: Sendable {
     var profile: DietProfile
     var goals: CalorieGoals
-    var diaryVersion: Int64
+    var diaryVersion: Int64?
 }
 
 /// A user's calorie goals, newest first: each holds from its day (`nil`: from the start) until the

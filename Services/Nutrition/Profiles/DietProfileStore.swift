@@ -28,11 +28,12 @@ struct DietProfileStore: Sendable {
         static let name = "nutrition.profile_by_user"
         static let sql = """
             SELECT p.diet, p.custom_protein::float8, p.custom_carbs::float8, p.custom_fat::float8, p.weight_unit, p.time_zone, p.day_starts_at,
-                   ARRAY(SELECT a->>'name' FROM jsonb_array_elements(p.allergies) a), ARRAY(SELECT a->>'severity' FROM jsonb_array_elements(p.allergies) a),
+                   ARRAY(SELECT coalesce(a->>'name', '') FROM jsonb_array_elements(p.allergies) a),
+                   ARRAY(SELECT coalesce(a->>'severity', '') FROM jsonb_array_elements(p.allergies) a),
                    ARRAY(SELECT g.effective_from::text FROM calorie_goals g WHERE g.user_id = p.user_id ORDER BY g.effective_from DESC),
                    ARRAY(SELECT g.daily_calories FROM calorie_goals g WHERE g.user_id = p.user_id ORDER BY g.effective_from DESC),
-                   p.diary_version
-            FROM profiles p WHERE p.user_id = $1
+                   v.version
+            FROM profiles p LEFT JOIN diary_versions v ON v.user_id = p.user_id WHERE p.user_id = $1
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid]
         typealias Row = ProfileRecord
@@ -42,10 +43,13 @@ struct DietProfileStore: Sendable {
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let (diet, protein, carbs, fat, unit, zone, start, allergyNames, severities, goalStarts, goalCalories, version) = try row.decode(
-                (String, Double?, Double?, Double?, String, String, Int16, [String], [String], [String], [Int], Int64).self)
+                (String, Double?, Double?, Double?, String, String, Int16, [String], [String], [String], [Int], Int64?).self)
             var custom: MacroSplit?
             if let protein, let carbs, let fat { custom = MacroSplit(protein: protein, carbs: carbs, fat: fat) }
-            let allergies = zip(allergyNames, severities).compactMap { name, severity in Allergy.Severity(rawValue: severity).map { Allergy(name: name, severity: $0) } }
+            // An entry that is not an allergy (no name, a severity not known) is left out, not the list.
+            let allergies = zip(allergyNames, severities).compactMap { name, severity in
+                name.isEmpty ? nil : Allergy.Severity(rawValue: severity).map { Allergy(name: name, severity: $0) }
+            }
             let profile = DietProfile(
                 diet: Diet(rawValue: diet) ?? .balanced, customMacros: custom, dailyCalorieGoal: DietProfile.defaultCalorieGoal,
                 weightUnit: WeightUnit(rawValue: unit) ?? .kg, timeZone: zone, dayStartsAt: Int(start), allergies: allergies)

@@ -45,21 +45,21 @@ struct TrendStore: Sendable {
               SELECT local_date, calories, protein_g, carbs_g, fat_g, score_sum, meals, run,
                      best_meal, best_score, best_eaten_at, worst_meal, worst_score, worst_eaten_at
               FROM meal_days WHERE user_id = $1 AND local_date BETWEEN $2::date AND $3::date)
-            SELECT 0, d.local_date::text, d.calories, d.protein_g, d.carbs_g, d.fat_g, d.score_sum::float8 / d.meals, d.run, NULL::uuid, NULL::text
+            SELECT 0, d.local_date - $2::date, NULL::text, d.calories, d.protein_g, d.carbs_g, d.fat_g, d.score_sum::float8 / nullif(d.meals, 0), d.run, NULL::uuid, NULL::text
             FROM d
             UNION ALL
-            SELECT 1, m.local_date::text, NULL, NULL, NULL, NULL, NULL, m.diet_score, m.id, m.name
+            SELECT 1, NULL, m.local_date::text, NULL, NULL, NULL, NULL, NULL, m.diet_score, m.id, m.name
             FROM (SELECT best_meal FROM d ORDER BY best_score DESC NULLS LAST, best_eaten_at DESC, best_meal DESC LIMIT 1) b
             JOIN meals m ON m.id = b.best_meal
             UNION ALL
-            SELECT 2, m.local_date::text, NULL, NULL, NULL, NULL, NULL, m.diet_score, m.id, m.name
+            SELECT 2, NULL, m.local_date::text, NULL, NULL, NULL, NULL, NULL, m.diet_score, m.id, m.name
             FROM (SELECT worst_meal FROM d ORDER BY worst_score ASC NULLS LAST, worst_eaten_at DESC, worst_meal DESC LIMIT 1) w
             JOIN meals m ON m.id = w.worst_meal
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text]
-        /// The kind, the day, its sums and average score, and either the day's run or the meal's
-        /// score with the meal's id and name.
-        typealias Row = (Int, String, Double?, Double?, Double?, Double?, Double?, Int, UUID?, String?)
+        /// The kind; a day's place in the period, or a meal's day; the day's sums and average score;
+        /// and either the day's run or the meal's score, with the meal's id and name.
+        typealias Row = (Int, Int?, String?, Double?, Double?, Double?, Double?, Double?, Int, UUID?, String?)
 
         var user: UUID
         var from: LocalDay
@@ -79,34 +79,27 @@ struct TrendStore: Sendable {
     }
 
     func trend(_ user: UUID, from: LocalDay, to: LocalDay, goals: CalorieGoals, on connection: PostgresConnection, logger: Logger) async throws -> Trend {
-        var logged: [String: Day] = [:]
-        var runs: [String: Int] = [:]
+        var days = (0...from.distance(to: to)).map { offset in
+            let day = from.adding(days: offset)
+            return Day(date: day.description, calorieGoal: goals.goal(on: day))
+        }
+        var runs = [Int?](repeating: nil, count: days.count)
         var best: MealRef?
         var worst: MealRef?
-        for try await (kind, date, calories, protein, carbs, fat, score, number, meal, name) in try await connection.checkedExecute(
+        for try await (kind, offset, mealDay, calories, protein, carbs, fat, score, number, meal, name) in try await connection.checkedExecute(
             PeriodQuery(user: user, from: from, to: to), logger: logger)
         {
-            switch kind {
-            case 0:
-                logged[date] = Day(date: date, calories: calories, proteinG: protein, carbsG: carbs, fatG: fat, averageScore: score)
-                runs[date] = number
-            default:
-                guard let meal, let name else { continue }
-                let ref = MealRef(dietScore: number, id: meal, localDate: date, name: name)
+            if kind == 0, let offset, days.indices.contains(offset) {
+                (days[offset].calories, days[offset].proteinG, days[offset].carbsG, days[offset].fatG) = (calories, protein, carbs, fat)
+                days[offset].averageScore = score
+                runs[offset] = number
+            } else if let meal, let name, let mealDay {
+                let ref = MealRef(dietScore: number, id: meal, localDate: mealDay, name: name)
                 if kind == 1 { best = ref } else { worst = ref }
             }
         }
-        var days: [Day] = []
-        days.reserveCapacity(from.distance(to: to) + 1)
-        var day = from
-        while day <= to {
-            let date = day.description
-            var entry = logged[date] ?? Day(date: date)
-            entry.calorieGoal = goals.goal(on: day)
-            days.append(entry)
-            day = day.adding(days: 1)
-        }
-        let streak = runs[to.description] ?? (from < to ? runs[to.adding(days: -1).description] : nil) ?? 0
+        // Today's run, or yesterday's while today has nothing yet.
+        let streak = runs[runs.count - 1] ?? (runs.count > 1 ? runs[runs.count - 2] : nil) ?? 0
         return Trend(days: days, best: best, worst: worst, streak: streak)
     }
 }
