@@ -6,6 +6,37 @@ import Testing
 /// examples there, one meal for every diet, the bands, Nutri-Score's thresholds at their edges and
 /// its protein rule. Expected values are literals; the comments show how each was derived.
 @Suite struct DietScoreTests {
+    /// Decimals in explanations round as printf rounds (the binary value: 0.15 is 0.1499…, so 0.1),
+    /// without printf: every thousandth from -20 to 20 (each tie among them), 50,000 numbers from a
+    /// fixed sequence, and edge cases, at 0, 1 and 2 places.
+    @Test func decimalsRoundAsPrintfDoes() {
+        var state: UInt64 = 0x1234_5678_9ABC_DEF0
+        func next() -> UInt64 {  // SplitMix64: the same numbers on every run
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        var values = (-20_000...20_000).map { Double($0) / 1000 }
+        values += (0..<50_000).map { _ in Double(Int64(bitPattern: next()) % 100_000_000) / Double(1 << (next() % 24)) }
+        values += [0, -0.0, 0.05, 0.15, 0.25, 0.35, 2.675, 1e-7, -1e-7, 0.0049999, 9.995, 99.95, 999.5, 123_456_789.125, 1e16, 1e22, 5e-324]
+        var wrong: [String] = []
+        for value in values {
+            for places in 0...2 {
+                var expected = String(format: "%.\(places)f", value)
+                if expected.contains(".") {
+                    while expected.hasSuffix("0") { expected.removeLast() }
+                    if expected.hasSuffix(".") { expected.removeLast() }
+                }
+                if expected == "-0" { expected = "0" }
+                let written = DietScore.decimal(value, places: places)
+                if written != expected { wrong.append("\(value) at \(places): \(written), printf \(expected)") }
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.count) differ: \(wrong.prefix(10))")
+    }
+
     private func item(
         _ name: String, _ grams: Double, kcal: Double, protein: Double = 0, carbs: Double = 0, fat: Double = 0,
         fibre: Double? = nil, sugars: Double? = nil, saturatedFat: Double? = nil, sodiumMg: Double? = nil, tags: Set<String> = []

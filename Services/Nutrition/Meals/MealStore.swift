@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Models
 import PostgresNIO
 import ServiceKitDatabase
 import ServiceKitHTTP
@@ -62,7 +63,7 @@ struct MealStore: Sendable {
         return meals
     }
 
-    static func json(_ value: some Encodable) throws -> String { String(decoding: try JSONEncoder().encode(value), as: UTF8.self) }
+    static func json(_ value: some Encodable) throws -> String { String(decoding: try APIJSON.encodeOrFoundation(value), as: UTF8.self) }
 
     func find(_ id: UUID, of user: UUID, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> MealRecord? {
         try await Self.decode(

@@ -30,7 +30,9 @@ struct MealRoutes {
         let body = try await request.decode(as: MealDraft.Body.self, context: context)
         let nutrition = self.nutrition
         let user = context.caller.userID
-        let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
+        // One statement writes: no transaction around it (a profile changed in between scores the
+        // meal as if it were logged a moment before the change).
+        let meal = try await nutrition.postgres.withConnectionOnItsLoop { connection in
             let profile = try await nutrition.profiles.find(user, on: connection, logger: context.logger)
             let draft = try MealDraft(body, profile: profile)
             return try await nutrition.meals.insert(draft, id: UUID(), user: user, on: connection, logger: context.logger)

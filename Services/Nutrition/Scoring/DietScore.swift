@@ -411,14 +411,48 @@ extension DietScore {
 // MARK: - Wording and rounding
 
 extension DietScore {
-    /// At most `places` decimals, trailing zeros dropped, always with a point (no locale).
+    /// At most `places` decimals, trailing zeros dropped, always with a point (no locale), rounded
+    /// as `String(format: "%.*f")` rounds: a score's explanations write dozens, and Foundation's
+    /// formatting was a tenth of a meal post.
     static func decimal(_ value: Double, places: Int = 1) -> String {
-        var text = String(format: "%.\(places)f", value)
+        var text = rounded(value, places: places) ?? String(format: "%.\(places)f", value)
         if text.contains(".") {
             while text.hasSuffix("0") { text.removeLast() }
             if text.hasSuffix(".") { text.removeLast() }
         }
         return text == "-0" ? "0" : text
+    }
+
+    /// `value` to `places` decimals, rounded from its shortest decimal form (`description`), or nil
+    /// where that may differ from rounding the binary value itself, as printf does: a form ending
+    /// exactly half-way (0.15 is 0.1499… in binary) or written with an exponent.
+    static func rounded(_ value: Double, places: Int) -> String? {
+        let zero = UInt8(ascii: "0")
+        let shortest = Array(value.magnitude.description.utf8)
+        guard value.isFinite, !shortest.contains(UInt8(ascii: "e")), let point = shortest.firstIndex(of: UInt8(ascii: ".")) else { return nil }
+        var digits = Array(shortest[..<point]) + shortest[(point + 1)...]
+        var fractionLength = shortest.count - point - 1
+        if fractionLength > places {
+            let cut = point + places
+            let next = digits[cut]
+            let beyond = digits[(cut + 1)...].contains { $0 != zero }
+            digits.removeSubrange(cut...)
+            fractionLength = places
+            if next == UInt8(ascii: "5") && !beyond { return nil }
+            if next >= UInt8(ascii: "5") {
+                var index = digits.count - 1
+                while index >= 0, digits[index] == UInt8(ascii: "9") {
+                    digits[index] = zero
+                    index -= 1
+                }
+                if index >= 0 { digits[index] += 1 } else { digits.insert(UInt8(ascii: "1"), at: 0) }
+            }
+        }
+        digits.append(contentsOf: repeatElement(zero, count: places - fractionLength))
+        var text = value < 0 ? "-" : ""
+        text += String(decoding: digits[..<(digits.count - places)], as: UTF8.self)
+        if places > 0 { text += "." + String(decoding: digits[(digits.count - places)...], as: UTF8.self) }
+        return text
     }
 
     /// The smallest multiple of `step` at or above `value` (float noise forgiven), at least one step.
