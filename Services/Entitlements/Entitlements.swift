@@ -24,6 +24,9 @@ struct Entitlements: Sendable {
     let subscriptions = SubscriptionStore()
     let usage = UsageStore()
     let grants = GrantStore()
+    /// Each user's inputs for the version they were read at (`entitlement_versions`): `/me` and every
+    /// check read one number instead of the subscriptions, grants and usage while nothing changed.
+    let keptInputs: VersionedCache<UUID, EntitlementInputs>?
 
     init(dependencies: ServiceDependencies, settings: EntitlementsSettings, catalog: Catalog, clock: @escaping @Sendable () -> Date) throws {
         postgres = dependencies.postgres
@@ -33,6 +36,7 @@ struct Entitlements: Sendable {
         verifier = try SignedDataVerifier(settings.appStore)
         logger = dependencies.logger
         self.clock = clock
+        keptInputs = settings.inputsCacheSize > 0 ? VersionedCache(capacity: settings.inputsCacheSize) : nil
     }
 
     /// The user's entitlement now, derived at read time.
@@ -43,6 +47,22 @@ struct Entitlements: Sendable {
     /// The entitlement with the inputs it came from (token, usage).
     func snapshot(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (entitlement: Entitlement, inputs: EntitlementInputs) {
         let inputs = try await store.inputs(user, on: connection, logger: logger)
+        return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, now: clock()), inputs)
+    }
+
+    /// `snapshot` from kept inputs when the user's version has not moved since they were read. Only
+    /// outside a transaction: one that wrote reads its own new version, and what it read then could
+    /// be kept under that version before its later writes (which do not move it again).
+    func snapshotOutsideTransaction(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (entitlement: Entitlement, inputs: EntitlementInputs) {
+        guard let keptInputs else { return try await snapshot(user, on: connection, logger: logger) }
+        let version = try await store.version(user, on: connection, logger: logger)
+        let inputs: EntitlementInputs
+        if let version, let kept = keptInputs.value(for: user, version: version) {
+            inputs = kept
+        } else {
+            inputs = try await store.inputs(user, on: connection, logger: logger)
+            if let version { keptInputs.store(inputs, for: user, version: version) }
+        }
         return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, now: clock()), inputs)
     }
 

@@ -13,6 +13,8 @@ struct EntitlementsSettings: Sendable {
     /// What happens to a transaction whose `appAccountToken` is another user's: `refuse` (409) or
     /// `transfer` (it moves to the caller).
     var transferPolicy: TransferPolicy
+    /// Users whose entitlement inputs each process keeps, in each of two generations; 0 keeps none.
+    var inputsCacheSize: Int
 
     enum TransferPolicy: String, Sendable { case refuse, transfer }
 
@@ -25,6 +27,7 @@ struct EntitlementsSettings: Sendable {
         let environment = env.oneOf("APPLE_ENVIRONMENT", default: "sandbox", allowed: ["production", "sandbox"]) == "production" ? "Production" : "Sandbox"
         let maxAgeDays = env.int("APPLE_NOTIFICATION_MAX_AGE_DAYS", default: 7, range: 1...365)
         transferPolicy = TransferPolicy(rawValue: env.oneOf("APPLE_TRANSFER_POLICY", default: "refuse", allowed: ["refuse", "transfer"])) ?? .refuse
+        inputsCacheSize = env.int("ENTITLEMENT_CACHE_SIZE", default: 10_000, range: 0...1_000_000)
         var appAppleID: Int64?
         if let appAppleIDText, !appAppleIDText.isEmpty {
             if let value = Int64(appAppleIDText), value > 0 { appAppleID = value } else { env.report("APPLE_APP_APPLE_ID must be the app's numeric Apple id, got \"\(appAppleIDText)\"") }

@@ -306,6 +306,7 @@ import TestSupport
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(user.id)'") == 0 }
             #expect(try await env.count("SELECT count(*) FROM subscriptions WHERE user_id IS NULL AND app_account_token IS NULL") == 1)
             #expect(try await env.count("SELECT count(*) FROM transactions WHERE user_id IS NULL") == 1)
+            #expect(try await env.count("SELECT count(*) FROM entitlement_versions WHERE user_id = '\(user.id)'") == 0)
         }
     }
 }

@@ -60,6 +60,42 @@ import TestSupport
         }
     }
 
+    /// `/me` and the check read the user's version number and keep the inputs read for it. A change
+    /// made behind the triggers' back is not seen until the version moves; every change to an input
+    /// table (a grant, a usage counter, the customer's token) moves it, so the next read sees it.
+    @Test func keptInputsServeUntilTheirVersionMoves() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            func check() async throws -> HTTPResponse.Status {
+                try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": "ai_suggestions"]).status
+            }
+            try await env.grant(user, tier: "pro")
+            #expect(try await env.me(user)["tier"] as? String == "pro")
+            #expect(try await check() == .ok)
+            try await env.execute("ALTER TABLE grants DISABLE TRIGGER grants_version_inputs")
+            try await env.execute("UPDATE grants SET revoked_at = now() WHERE user_id = '\(user.id)'")
+            try await env.execute("ALTER TABLE grants ENABLE TRIGGER grants_version_inputs")
+            #expect(try await env.me(user)["tier"] as? String == "pro", "kept")
+            #expect(try await check() == .ok, "kept")
+            try await env.execute("SELECT entitlement_inputs_changed('\(user.id)')")
+            #expect(try await env.me(user)["tier"] as? String == "free", "read again for the new version")
+            #expect(try await check() == .forbidden, "read again for the new version")
+
+            try await env.execute(
+                "INSERT INTO grants (id, user_id, tier, until, reason, granted_by) VALUES (gen_random_uuid(), '\(user.id)', 'pro', now() + interval '1 day', 'sql', '\(user.id)')")
+            #expect(try await check() == .ok, "a grant written in SQL")
+            try await env.execute("INSERT INTO usage_counters (user_id, counter, used) VALUES ('\(user.id)', 'sources', 3)")
+            #expect(try await env.me(user)[path: "limits.sources.used"] as? Int == 3, "usage")
+            try await env.execute("UPDATE usage_counters SET used = 5 WHERE user_id = '\(user.id)'")
+            #expect(try await env.me(user)[path: "limits.sources.used"] as? Int == 5, "usage again")
+            let token = try await env.me(user)["app_account_token"] as? String
+            try await env.execute("UPDATE customers SET app_account_token = gen_random_uuid() WHERE user_id = '\(user.id)'")
+            #expect(try await env.me(user)["app_account_token"] as? String != token, "a new token")
+            try await env.execute("DELETE FROM grants WHERE user_id = '\(user.id)'")
+            #expect(try await check() == .forbidden, "the grants gone")
+        }
+    }
+
     @Test func theCheckAnswersAllowedOrRequiresUpgradeInTheCataloguesWords() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let user = try await env.user()

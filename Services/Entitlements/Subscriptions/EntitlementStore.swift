@@ -72,6 +72,24 @@ struct EntitlementStore: Sendable {
         }
     }
 
+    /// The version of the user's inputs (`entitlement_versions`), nil before their first change.
+    func version(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Int64? {
+        for try await version in try await connection.checkedExecute(VersionByUser(user: user), logger: logger) { return version }
+        return nil
+    }
+
+    struct VersionByUser: OneParameterStatement {
+        static let name = "entitlements.version_by_user"
+        static let sql = "SELECT version FROM entitlement_versions WHERE user_id = $1"
+        static let bindingDataTypes: [PostgresDataType] = [.uuid]
+        typealias Row = Int64
+
+        var user: UUID
+        var parameter: UUID { user }
+
+        func decodeRow(_ row: PostgresRow) throws -> Int64 { try row.decode(Int64.self) }
+    }
+
     /// The customer row, made on first sight; an address given replaces the one known, and is proven
     /// when `verified` (a proven address stays proven until it changes).
     func ensureCustomer(_ user: UUID, email: String? = nil, verified: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
@@ -106,6 +124,8 @@ struct EntitlementStore: Sendable {
         try await connection.checkedRun("UPDATE subscriptions SET user_id = NULL, app_account_token = NULL WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("UPDATE transactions SET user_id = NULL WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM customers WHERE user_id = \(user)", logger: logger)
+        // After the rows whose triggers write it.
+        try await connection.checkedRun("DELETE FROM entitlement_versions WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING", logger: logger)
     }
 }
