@@ -48,6 +48,7 @@ import TestSupport
             let other = try await env.user()
             let theirs = try await env.transaction(original: "2000000012", for: owner)
             #expect(try await env.buy(theirs, as: owner).json["tier"] as? String == "pro")
+            #expect(try await env.me(owner)["tier"] as? String == "pro", "read (and kept) before it moves")
             let moved = try await env.buy(theirs, as: other)
             #expect(moved.status == .ok && moved.json["tier"] as? String == "pro")
             #expect(try await env.me(owner)["tier"] as? String == "free")

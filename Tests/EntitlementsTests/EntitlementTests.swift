@@ -96,6 +96,28 @@ import TestSupport
         }
     }
 
+    /// The inputs' version is written when the transaction commits, after every lock it took on the
+    /// way: a purchase, a notification and a deletion lock a user's rows in their own orders, and
+    /// none holds the version row meanwhile.
+    @Test func theInputsVersionIsWrittenAtTheCommit() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            try await env.grant(user, tier: "pro")
+            let version = "SELECT version FROM entitlement_versions WHERE user_id = '\(user.id)'"
+            let before = try await env.count(version)
+            try await withClient(env.database.config(for: env.serviceName)) { client in
+                try await client.withTransaction(logger: TestEnvironment.logger) { connection in
+                    _ = try await connection.query("UPDATE grants SET revoked_at = now() WHERE user_id = \(user.id)", logger: TestEnvironment.logger)
+                    // Another connection takes the row at once: this transaction holds no lock on it.
+                    try await env.execute("SELECT 1 FROM entitlement_versions WHERE user_id = '\(user.id)' FOR UPDATE NOWAIT")
+                    #expect(try await env.count(version) == before, "not yet")
+                }
+            }
+            #expect(try await env.count(version) != before, "written at the commit")
+            #expect(try await env.me(user)["tier"] as? String == "free")
+        }
+    }
+
     @Test func theCheckAnswersAllowedOrRequiresUpgradeInTheCataloguesWords() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let user = try await env.user()

@@ -286,6 +286,27 @@ import TestSupport
         }
     }
 
+    /// The diary's version is written when the transaction commits, after every lock it took on the
+    /// way: a write holds no version row while it goes on to lock a profile or goals, which other
+    /// writes lock in their own order.
+    @Test func theDiaryVersionIsWrittenAtTheCommit() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let meal = try #require(try await env.meal(user, at: Self.daysAgo(1, hour: 6))["id"] as? String)
+            let version = "SELECT version FROM diary_versions WHERE user_id = '\(user.id)'"
+            let before = try await env.count(version)
+            try await withClient(env.database.config(for: env.serviceName)) { client in
+                try await client.withTransaction(logger: TestEnvironment.logger) { connection in
+                    _ = try await connection.query("UPDATE meals SET consumed = true, consumed_at = now() WHERE id = \(meal)::uuid", logger: TestEnvironment.logger)
+                    // Another connection takes the row at once: this transaction holds no lock on it.
+                    try await env.execute("SELECT 1 FROM diary_versions WHERE user_id = '\(user.id)' FOR UPDATE NOWAIT")
+                    #expect(try await env.count(version) == before, "not yet")
+                }
+            }
+            #expect(try await env.count(version) != before, "written at the commit")
+        }
+    }
+
     /// Only a write that involves an eaten meal takes the user's day-row lock (held to its commit):
     /// logging a meal not yet eaten, or correcting one, changes no day row and waits for no one.
     @Test func onlyWritesOfEatenMealsTakeTheDayRowLock() async throws {

@@ -52,7 +52,7 @@ struct NutritionEventHandlers {
         try await connection.checkedRun("DELETE FROM meals WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM body_metrics WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM calorie_goals WHERE user_id = \(user)", logger: logger)
-        // After the meals and goals, whose triggers write it.
+        // Also left out at the commit by the triggers of the deletions above, which find no profile.
         try await connection.checkedRun("DELETE FROM diary_versions WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM profiles WHERE user_id = \(user)", logger: logger)
         try await nutrition.coaching.forget(user, on: connection, logger: logger)
