@@ -188,8 +188,11 @@ import TestSupport
             #expect(foreign.status == .ok && (foreign.json["released"] as? [String] ?? []).isEmpty)
             let released = try await env.call(.post, "/v1/usage/sources/release", as: user, json: ["acquisition_ids": [ids[1]]])
             #expect(released.json["used"] as? Int == 48)
+            let version = "SELECT version FROM entitlement_versions WHERE user_id = '\(user.id)'"
+            let before = try await env.count(version)
             let again = try await env.call(.post, "/v1/usage/sources/release", as: user, json: ["acquisition_ids": [ids[1]]])
             #expect(again.json["used"] as? Int == 48, "a release counts once")
+            #expect(try await env.count(version) == before, "and a release of nothing changes no version")
             #expect(try await env.call(.post, "/v1/usage/sources/release", as: user, json: ["amount": 48]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 0]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": "1"]).status == .badRequest)

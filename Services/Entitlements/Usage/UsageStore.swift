@@ -41,8 +41,12 @@ struct UsageStore: Sendable {
             released.append(id)
             total += amount
         }
-        let used = try await connection.checkedQuery(
-            "UPDATE usage_counters SET used = used - \(total) WHERE user_id = \(user) AND counter = \(counter) RETURNING used", logger: logger)
+        // Nothing released changes no counter (nor the user's inputs' version).
+        let used =
+            total == 0
+            ? try await connection.checkedQuery("SELECT used FROM usage_counters WHERE user_id = \(user) AND counter = \(counter)", logger: logger)
+            : try await connection.checkedQuery(
+                "UPDATE usage_counters SET used = used - \(total) WHERE user_id = \(user) AND counter = \(counter) RETURNING used", logger: logger)
         var now = 0
         for try await value in used.decode(Int.self) { now = value }
         return (released, now)
