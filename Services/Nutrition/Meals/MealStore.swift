@@ -73,25 +73,66 @@ struct MealStore: Sendable {
 
     /// The new meal as stored, made from the draft and what the insert returned: no second read.
     func insert(_ draft: MealDraft, id: UUID, user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> MealRecord {
-        let t = draft.totals
-        let rows = try await connection.checkedQuery(
-            """
-            INSERT INTO meals (id, user_id, name, eaten_at, local_date, items, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
-                               diet, diet_score, score_band, score, algorithm_version, allergy_warnings, warnings, notes, photo_url)
-            VALUES (\(id), \(user), \(draft.name), \(draft.eatenAt), \(draft.localDay.description)::date, \(try Self.json(draft.items))::jsonb,
-                    \(t.calories), \(t.proteinG), \(t.carbsG), \(t.fatG), \(t.fiberG), \(t.sugarG), \(t.saturatedFatG), \(t.sodiumMg),
-                    \(draft.diet.rawValue), \(draft.score.score), \(draft.score.band), \(try Self.json(draft.score))::jsonb, \(draft.score.algorithmVersion),
-                    \(try Self.json(draft.allergyWarnings))::jsonb, \(try Self.json(draft.warnings))::jsonb, \(draft.notes), \(draft.photoURL))
-            RETURNING local_date::text, created_at
-            """, logger: logger)
+        let insert = Insert(
+            id: id, user: user, draft: draft, items: try Self.json(draft.items), score: try Self.json(draft.score),
+            allergyWarnings: try Self.json(draft.allergyWarnings), warnings: try Self.json(draft.warnings))
         var stored: (String, Date)?
-        for try await row in rows.decode((String, Date).self) { stored = row }
+        for try await row in try await connection.checkedExecute(insert, logger: logger) { stored = row }
         let (localDate, created) = stored ?? (draft.localDay.description, Date())
         return MealRecord(
             id: id, userID: user, name: draft.name, eatenAt: draft.eatenAt, localDate: localDate, items: draft.items, totals: draft.totals,
             diet: draft.diet.rawValue, score: draft.score, allergyWarnings: draft.allergyWarnings, warnings: draft.warnings, notes: draft.notes,
             photoURL: draft.photoURL, consumed: false, consumedAt: nil, consumedNotes: nil, edited: false, viewCount: 0, version: 1, createdAt: created,
             updatedAt: created)
+    }
+
+    /// Logging a meal, the commonest write: prepared once per connection rather than parsed and
+    /// planned on every post.
+    struct Insert: PostgresPreparedStatement {
+        static let name = "nutrition.insert_meal"
+        static let sql = """
+            INSERT INTO meals (id, user_id, name, eaten_at, local_date, items, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
+                               diet, diet_score, score_band, score, algorithm_version, allergy_warnings, warnings, notes, photo_url)
+            VALUES ($1, $2, $3, $4, $5::date, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19, $20::jsonb, $21::jsonb, $22, $23)
+            RETURNING local_date::text, created_at
+            """
+        static let bindingDataTypes: [PostgresDataType] = [
+            .uuid, .uuid, .text, .timestamptz, .text, .text, .float8, .float8, .float8, .float8, .float8, .float8, .float8, .float8,
+            .text, .int8, .text, .text, .text, .text, .text, .text, .text,
+        ]
+        typealias Row = (String, Date)
+
+        var id: UUID
+        var user: UUID
+        var draft: MealDraft
+        var items: String
+        var score: String
+        var allergyWarnings: String
+        var warnings: String
+
+        func makeBindings() throws -> PostgresBindings {
+            let t = draft.totals
+            var bindings = PostgresBindings(capacity: 23)
+            bindings.append(id)
+            bindings.append(user)
+            bindings.append(draft.name)
+            bindings.append(draft.eatenAt)
+            bindings.append(draft.localDay.description)
+            bindings.append(items)
+            for value in [t.calories, t.proteinG, t.carbsG, t.fatG, t.fiberG, t.sugarG, t.saturatedFatG, t.sodiumMg] { bindings.append(value) }
+            bindings.append(draft.diet.rawValue)
+            bindings.append(draft.score.score)
+            bindings.append(draft.score.band)
+            bindings.append(score)
+            bindings.append(draft.score.algorithmVersion)
+            bindings.append(allergyWarnings)
+            bindings.append(warnings)
+            bindings.append(draft.notes)
+            bindings.append(draft.photoURL)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
     /// Rewrites the meal from `draft` (rescored with the current algorithm), marked edited.
