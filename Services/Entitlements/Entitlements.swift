@@ -56,13 +56,7 @@ struct Entitlements: Sendable {
     func snapshotOutsideTransaction(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (entitlement: Entitlement, inputs: EntitlementInputs) {
         guard let keptInputs else { return try await snapshot(user, on: connection, logger: logger) }
         let version = try await store.version(user, on: connection, logger: logger)
-        let inputs: EntitlementInputs
-        if let version, let kept = keptInputs.value(for: user, version: version) {
-            inputs = kept
-        } else {
-            inputs = try await store.inputs(user, on: connection, logger: logger)
-            if let version { keptInputs.store(inputs, for: user, version: version) }
-        }
+        let inputs = try await keptInputs.value(for: user, version: version) { try await store.inputs(user, on: connection, logger: logger) }
         return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, now: clock()), inputs)
     }
 

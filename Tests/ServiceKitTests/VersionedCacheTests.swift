@@ -29,4 +29,20 @@ import Testing
         for key in 5..<100 { cache.store(key, for: key, version: 1) }
         #expect(cache.count <= 4)
     }
+
+    /// `orMake` makes a value once per version, and every time for data without a version yet.
+    @Test func aValueIsMadeOncePerVersion() async {
+        let cache = VersionedCache<String, Int>(capacity: 10)
+        var made = 0
+        func make() async -> Int {
+            made += 1
+            return made
+        }
+        #expect(await cache.value(for: "a", version: 1, orMake: make) == 1)
+        #expect(await cache.value(for: "a", version: 1, orMake: make) == 1, "kept")
+        #expect(await cache.value(for: "a", version: 2, orMake: make) == 2, "made again for a new version")
+        #expect(await cache.value(for: "a", version: nil, orMake: make) == 3)
+        #expect(await cache.value(for: "a", version: nil, orMake: make) == 4, "nothing kept without a version")
+        #expect(made == 4 && cache.value(for: "a", version: 2) == 2)
+    }
 }

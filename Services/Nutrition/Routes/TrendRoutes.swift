@@ -74,12 +74,13 @@ struct TrendRoutes {
             let record = try await nutrition.profiles.record(owner, on: connection, logger: context.logger)
             let today = record.profile.localDay(of: Date())
             let key = AnswerKey(owner: owner, length: length, today: today)
+            func compute() async throws -> EncodedJSON {
+                let trend = try await nutrition.trends.trend(owner, from: today.adding(days: 1 - length), to: today, goals: record.goals, on: connection, logger: context.logger)
+                return try EncodedJSON(TrendView(trend: trend))
+            }
             // A diary without a version yet (no change to it seen) is computed on every read.
-            if let answers = nutrition.trendAnswers, let version = record.diaryVersion, let answer = answers.value(for: key, version: version) { return answer }
-            let trend = try await nutrition.trends.trend(owner, from: today.adding(days: 1 - length), to: today, goals: record.goals, on: connection, logger: context.logger)
-            let answer = try EncodedJSON(TrendView(trend: trend))
-            if let answers = nutrition.trendAnswers, let version = record.diaryVersion { answers.store(answer, for: key, version: version) }
-            return answer
+            guard let answers = nutrition.trendAnswers else { return try await compute() }
+            return try await answers.value(for: key, version: record.diaryVersion, orMake: compute)
         }
     }
 }

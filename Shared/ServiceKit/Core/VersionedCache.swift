@@ -53,6 +53,16 @@ public final class VersionedCache<Key: Hashable & Sendable, Value: Sendable>: Se
         }
     }
 
+    /// The value kept for `key` at `version`, or the one `make` makes, kept for it. Without a
+    /// version (the data has none yet) the value is made and not kept.
+    public func value(for key: Key, version: Int64?, orMake make: () async throws -> Value) async rethrows -> Value {
+        guard let version else { return try await make() }
+        if let kept = value(for: key, version: version) { return kept }
+        let made = try await make()
+        store(made, for: key, version: version)
+        return made
+    }
+
     /// How many values are kept (both generations).
     public var count: Int { generations.withLock { $0.newer.count + $0.older.count } }
 }
