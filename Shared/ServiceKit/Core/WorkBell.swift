@@ -1,7 +1,8 @@
 import Synchronization
 
 /// Wakes this process's background workers (the outbox relay, the mail sender) when a transaction
-/// that gave them work has committed. It stands in for the `NOTIFY` the outbox triggers used to send:
+/// that gave them work has committed, and runs what else must follow the commit in this process
+/// (`runAfterCommit`: forgetting what the commit made stale in memory). It stands in for the `NOTIFY` the outbox triggers used to send:
 /// PostgreSQL takes one database-wide lock per notifying commit and holds it through the commit's
 /// WAL flush, so every event-writing transaction of every service queued behind every other (64
 /// clients inserting one row each: 8,170 commits/s without `NOTIFY`, 3,750 with), and the relay
@@ -19,6 +20,13 @@ public enum WorkBell {
     /// back. Outside one (the caller commits on its own) nothing is rung: the worker's poll finds the rows.
     public static func ringAfterCommit(_ name: String) {
         pending?.add(name)
+    }
+
+    /// Runs `action` once the current `PostgresClient.transaction` commits, and not at all if it rolls
+    /// back; outside one, now (call it after the write). For what a commit makes stale in this
+    /// process's memory, which must be dropped before the request that wrote answers.
+    public static func runAfterCommit(_ action: @escaping @Sendable () -> Void) {
+        if let pending { pending.add(action) } else { action() }
     }
 
     /// Wakes every worker waiting on `name` now.
@@ -39,13 +47,17 @@ public enum WorkBell {
     package static func afterCommit<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
         let rings = PendingRings()
         let result = try await $pending.withValue(rings) { try await body() }
+        for action in rings.actions { action() }
         for name in rings.names { ring(name) }
         return result
     }
 
     final class PendingRings: Sendable {
         private let collected = Mutex<Set<String>>([])
+        private let collectedActions = Mutex<[@Sendable () -> Void]>([])
         func add(_ name: String) { _ = collected.withLock { $0.insert(name) } }
+        func add(_ action: @escaping @Sendable () -> Void) { collectedActions.withLock { $0.append(action) } }
         var names: Set<String> { collected.withLock { $0 } }
+        var actions: [@Sendable () -> Void] { collectedActions.withLock { $0 } }
     }
 }
