@@ -28,7 +28,8 @@ enum EntitlementsService {
                     WebhookRoutes(entitlements: entitlements).add(to: router)
                     AdminRoutes(entitlements: entitlements).add(to: router)
                     SpaceRoutes(entitlements: entitlements).add(to: router)
-                    return ServiceComponents(handlers: EntitlementsEventHandlers(entitlements: entitlements, spaces: spaces).handlers)
+                    return ServiceComponents(
+                        handlers: EntitlementsEventHandlers(entitlements: entitlements, spaces: spaces).handlers, services: entitlements.changes.map { [$0] } ?? [])
                 })
             }
         )

@@ -27,6 +27,9 @@ struct Entitlements: Sendable {
     /// Each user's inputs for the version they were read at (`entitlement_versions`): `/me` and every
     /// check read one number instead of the subscriptions, grants and usage while nothing changed.
     let keptInputs: VersionedCache<UUID, EntitlementInputs>?
+    /// Each change of a user's inputs as it commits, in every process: while it vouches, kept inputs
+    /// are served without reading their version.
+    let changes: ChangeFeed?
 
     init(dependencies: ServiceDependencies, settings: EntitlementsSettings, catalog: Catalog, clock: @escaping @Sendable () -> Date) throws {
         postgres = dependencies.postgres
@@ -36,7 +39,25 @@ struct Entitlements: Sendable {
         verifier = try SignedDataVerifier(settings.appStore)
         logger = dependencies.logger
         self.clock = clock
-        keptInputs = settings.inputsCacheSize > 0 ? VersionedCache(capacity: settings.inputsCacheSize) : nil
+        if settings.inputsCacheSize > 0 {
+            let keptInputs = VersionedCache<UUID, EntitlementInputs>(capacity: settings.inputsCacheSize)
+            self.keptInputs = keptInputs
+            // The channel the migration's trigger function names (`0006`), cut as PostgreSQL cuts it.
+            let channel = String(decoding: "\(dependencies.config.database.schema)_entitlement_inputs".utf8.prefix(ChangeFeed.longestChannel), as: UTF8.self)
+            if settings.changeFeed {
+                changes = try ChangeFeed(
+                    channel: channel, database: dependencies.config.database, pool: dependencies.postgres, logger: dependencies.logger,
+                    changed: { user in
+                        // Anything but a user's id is no change this version knows: forget everything.
+                        if let user = UUID(uuidString: user) { keptInputs.forget(user) } else { keptInputs.forgetAll() }
+                    }, gap: keptInputs.forgetAll)
+            } else {
+                changes = nil
+            }
+        } else {
+            keptInputs = nil
+            changes = nil
+        }
     }
 
     /// The user's entitlement now, derived at read time.
@@ -50,14 +71,33 @@ struct Entitlements: Sendable {
         return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, now: clock()), inputs)
     }
 
-    /// `snapshot` from kept inputs when the user's version has not moved since they were read. Only
-    /// outside a transaction: one that wrote reads its own new version, and what it read then could
-    /// be kept under that version before its later writes (which do not move it again).
-    func snapshotOutsideTransaction(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (entitlement: Entitlement, inputs: EntitlementInputs) {
-        guard let keptInputs else { return try await snapshot(user, on: connection, logger: logger) }
-        let version = try await store.version(user, on: connection, logger: logger)
-        let inputs = try await keptInputs.value(for: user, version: version) { try await store.inputs(user, on: connection, logger: logger) }
+    /// `snapshot` from kept inputs: as they are while the change feed vouches that nothing of the
+    /// user's changed since, else when the user's version has not moved since they were read. Only
+    /// outside a transaction (it takes its own connection when it needs one): one that wrote reads
+    /// its own new version, and what it read then could be kept under that version before its later
+    /// writes (which do not move it again).
+    func snapshotOutsideTransaction(_ user: UUID, logger: Logger) async throws -> (entitlement: Entitlement, inputs: EntitlementInputs) {
+        guard let keptInputs else {
+            return try await postgres.withConnectionOnItsLoop { connection in try await snapshot(user, on: connection, logger: logger) }
+        }
+        let inputs: EntitlementInputs
+        if changes?.vouches == true, let kept = keptInputs.latest(for: user) {
+            inputs = kept
+        } else {
+            inputs = try await postgres.withConnectionOnItsLoop { connection in
+                let epoch = keptInputs.epoch(for: user)
+                let version = try await store.version(user, on: connection, logger: logger)
+                return try await keptInputs.value(for: user, version: version, unlessForgottenSince: epoch) { try await store.inputs(user, on: connection, logger: logger) }
+            }
+        }
         return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, now: clock()), inputs)
+    }
+
+    /// Forgets the inputs this process kept for `users` once the current transaction commits, so the
+    /// request that changed them reads the change next, here, without waiting for the change feed.
+    func forgetKeptAfterCommit(_ users: some Sequence<UUID>) {
+        guard let keptInputs else { return }
+        for user in Set(users) { WorkBell.runAfterCommit { keptInputs.forget(user) } }
     }
 
     /// Runs `change` and announces `entitlement.changed` for each of `users` whose tier, state or
@@ -65,6 +105,7 @@ struct Entitlements: Sendable {
     func announcingChanges<Result: Sendable>(
         for users: [UUID], on connection: PostgresConnection, logger: Logger, _ change: () async throws -> Result
     ) async throws -> Result {
+        forgetKeptAfterCommit(users)
         var before: [UUID: EntitlementSummary] = [:]
         for user in Set(users) { before[user] = try await current(user, on: connection, logger: logger).summary }
         let result = try await change()

@@ -15,6 +15,10 @@ struct EntitlementsSettings: Sendable {
     var transferPolicy: TransferPolicy
     /// Users whose entitlement inputs each process keeps, in each of two generations; 0 keeps none.
     var inputsCacheSize: Int
+    /// Whether kept inputs are served without reading their version while the change feed vouches
+    /// (`ENTITLEMENT_CHANGE_FEED`); off behind a pooler that cannot `LISTEN` (PgBouncer in
+    /// transaction mode).
+    var changeFeed: Bool
 
     enum TransferPolicy: String, Sendable { case refuse, transfer }
 
@@ -28,6 +32,7 @@ struct EntitlementsSettings: Sendable {
         let maxAgeDays = env.int("APPLE_NOTIFICATION_MAX_AGE_DAYS", default: 7, range: 1...365)
         transferPolicy = TransferPolicy(rawValue: env.oneOf("APPLE_TRANSFER_POLICY", default: "refuse", allowed: ["refuse", "transfer"])) ?? .refuse
         inputsCacheSize = env.int("ENTITLEMENT_CACHE_SIZE", default: 10_000, range: 0...1_000_000)
+        changeFeed = env.bool("ENTITLEMENT_CHANGE_FEED", default: true)
         var appAppleID: Int64?
         if let appAppleIDText, !appAppleIDText.isEmpty {
             if let value = Int64(appAppleIDText), value > 0 { appAppleID = value } else { env.report("APPLE_APP_APPLE_ID must be the app's numeric Apple id, got \"\(appAppleIDText)\"") }

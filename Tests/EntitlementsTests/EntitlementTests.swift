@@ -60,11 +60,12 @@ import TestSupport
         }
     }
 
-    /// `/me` and the check read the user's version number and keep the inputs read for it. A change
-    /// made behind the triggers' back is not seen until the version moves; every change to an input
-    /// table (a grant, a usage counter, the customer's token) moves it, so the next read sees it.
+    /// Without the change feed, `/me` and the check read the user's version number and keep the
+    /// inputs read for it. A change made behind the triggers' back is not seen until the version
+    /// moves; every change to an input table (a grant, a usage counter, the customer's token) moves
+    /// it, so the next read sees it.
     @Test func keptInputsServeUntilTheirVersionMoves() async throws {
-        try await EntitlementsTestEnvironment.run { env in
+        try await EntitlementsTestEnvironment.run(["ENTITLEMENT_CHANGE_FEED": "off"]) { env in
             let user = try await env.user()
             func check() async throws -> HTTPResponse.Status {
                 try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": "ai_suggestions"]).status
@@ -100,7 +101,7 @@ import TestSupport
     /// way: a purchase, a notification and a deletion lock a user's rows in their own orders, and
     /// none holds the version row meanwhile.
     @Test func theInputsVersionIsWrittenAtTheCommit() async throws {
-        try await EntitlementsTestEnvironment.run { env in
+        try await EntitlementsTestEnvironment.run(["ENTITLEMENT_CHANGE_FEED": "off"]) { env in
             let user = try await env.user()
             try await env.grant(user, tier: "pro")
             let version = "SELECT version FROM entitlement_versions WHERE user_id = '\(user.id)'"
@@ -115,6 +116,59 @@ import TestSupport
             }
             #expect(try await env.count(version) != before, "written at the commit")
             #expect(try await env.me(user)["tier"] as? String == "free")
+        }
+    }
+
+    /// With the change feed, kept inputs are served without reading anything: the version table can
+    /// be gone and `/me` and the check still answer. Each change to an input table, made in SQL, is
+    /// announced at its commit and seen shortly after; one made through the service is seen by its
+    /// next request at once.
+    @Test func theChangeFeedServesKeptInputsUntilAChangeIsAnnounced() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            @Sendable func check() async throws -> HTTPResponse.Status {
+                try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": "ai_suggestions"]).status
+            }
+            try await env.grant(user, tier: "pro")
+            #expect(try await check() == .ok, "seen at once after the grant")
+            // Kept by one read while the table is there, then served with it gone: once the feed
+            // vouches (before that, the version read fails), and when no forgetting refused the keeping.
+            try await waitUntil {
+                try await env.execute("ALTER TABLE IF EXISTS entitlement_versions_away RENAME TO entitlement_versions")
+                guard try await check() == .ok else { return false }
+                try await env.execute("ALTER TABLE entitlement_versions RENAME TO entitlement_versions_away")
+                guard try await check() == .ok else { return false }
+                let me = try await env.call(.get, "/v1/entitlements/me", as: user)
+                return me.status == .ok && me.json["tier"] as? String == "pro"
+            }
+            try await env.execute("ALTER TABLE entitlement_versions_away RENAME TO entitlement_versions")
+
+            try await env.execute("UPDATE grants SET revoked_at = now() WHERE user_id = '\(user.id)'")
+            try await waitUntil { try await check() == .forbidden }
+            try await env.execute(
+                "INSERT INTO grants (id, user_id, tier, until, reason, granted_by) VALUES (gen_random_uuid(), '\(user.id)', 'pro', now() + interval '1 day', 'sql', '\(user.id)')")
+            try await waitUntil { try await check() == .ok }
+            try await env.execute("INSERT INTO usage_counters (user_id, counter, used) VALUES ('\(user.id)', 'sources', 3)")
+            try await waitUntil { try await env.me(user)[path: "limits.sources.used"] as? Int == 3 }
+            let token = try await env.me(user)["app_account_token"] as? String
+            try await env.execute("UPDATE customers SET app_account_token = gen_random_uuid() WHERE user_id = '\(user.id)'")
+            try await waitUntil { try await env.me(user)["app_account_token"] as? String != token }
+
+            // Through the service: its next request sees the change without the feed, since the process
+            // forgets what it kept when the change commits. With the counters' trigger off, nothing is
+            // announced; a count changed in SQL then is not seen, which shows the inputs are kept.
+            try await waitUntil {
+                try await env.execute("ALTER TABLE usage_counters ENABLE TRIGGER usage_counters_version_inputs")
+                try await env.execute("UPDATE usage_counters SET used = 3 WHERE user_id = '\(user.id)'")
+                try await waitUntil { try await env.me(user)[path: "limits.sources.used"] as? Int == 3 }
+                try await env.execute("ALTER TABLE usage_counters DISABLE TRIGGER usage_counters_version_inputs")
+                try await env.execute("UPDATE usage_counters SET used = 10 WHERE user_id = '\(user.id)'")
+                return try await env.me(user)[path: "limits.sources.used"] as? Int == 3
+            }
+            let acquired = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: [:])
+            #expect(acquired.status == .ok && acquired.json["used"] as? Int == 11, "\(acquired.text)")
+            #expect(try await env.me(user)[path: "limits.sources.used"] as? Int == 11)
+            try await env.execute("ALTER TABLE usage_counters ENABLE TRIGGER usage_counters_version_inputs")
         }
     }
 

@@ -38,6 +38,7 @@ struct EntitlementsEventHandlers {
         handlers.on(UserDeleted.self) { event, context in
             try await spaces.userDeleted(event.userID, on: context.connection, logger: context.logger)
             try await entitlements.store.forget(event.userID, on: context.connection, logger: context.logger)
+            entitlements.forgetKeptAfterCommit([event.userID])
         }
         return handlers
     }

@@ -53,10 +53,8 @@ struct EntitlementRoutes {
 
     @Sendable func current(_ request: Request, context: AuthenticatedContext) async throws -> EntitlementView {
         let entitlements = self.entitlements
-        return try await entitlements.postgres.withConnectionOnItsLoop { connection in
-            let (entitlement, inputs) = try await entitlements.snapshotOutsideTransaction(context.caller.userID, on: connection, logger: context.logger)
-            return EntitlementView(entitlement, inputs: inputs)
-        }
+        let (entitlement, inputs) = try await entitlements.snapshotOutsideTransaction(context.caller.userID, logger: context.logger)
+        return EntitlementView(entitlement, inputs: inputs)
     }
 
     struct CheckRequest: StrictJSONBody {
@@ -76,9 +74,7 @@ struct EntitlementRoutes {
             throw APIError(
                 .notFound, code: "unknown_feature", detail: "There is no feature \"\(body.feature)\"; known: \(entitlements.catalog.features.keys.sorted().joined(separator: ", ")).")
         }
-        let entitlement = try await entitlements.postgres.withConnectionOnItsLoop { connection in
-            try await entitlements.snapshotOutsideTransaction(context.caller.userID, on: connection, logger: context.logger).entitlement
-        }
+        let entitlement = try await entitlements.snapshotOutsideTransaction(context.caller.userID, logger: context.logger).entitlement
         guard entitlement.has(body.feature) else { throw entitlements.upgradeProblem(feature: body.feature) }
         return Allowed(allowed: true)
     }

@@ -53,6 +53,7 @@ struct UsageRoutes {
         let entitlements = self.entitlements
         let user = context.caller.userID
         return try await entitlements.postgres.transaction(logger: context.logger) { connection in
+            entitlements.forgetKeptAfterCommit([user])
             let (entitlement, inputs) = try await entitlements.snapshot(user, on: connection, logger: context.logger)
             let cap = entitlement.caps[counter] ?? nil
             guard let (id, used) = try await entitlements.usage.acquire(amount, of: counter, by: user, cap: cap, on: connection, logger: context.logger) else {
@@ -90,6 +91,7 @@ struct UsageRoutes {
         let entitlements = self.entitlements
         let user = context.caller.userID
         return try await entitlements.postgres.transaction(logger: context.logger) { connection in
+            entitlements.forgetKeptAfterCommit([user])
             let (released, used) = try await entitlements.usage.release(Array(Set(body.acquisitionIDs)), of: counter, by: user, on: connection, logger: context.logger)
             let cap = try await entitlements.current(user, on: connection, logger: context.logger).caps[counter] ?? nil
             return Released(released: released, used: used, limit: cap)
