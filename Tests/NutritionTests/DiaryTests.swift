@@ -135,6 +135,29 @@ import TestSupport
         }
     }
 
+    /// A `TRUNCATE` fires no row trigger: emptying `meals` empties the day rows made from them, and
+    /// emptying `meals` or `calorie_goals` moves every diary's version, so no kept trend outlives it.
+    @Test func aTruncateEmptiesTheDayRowsAndMovesEveryVersion() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            _ = try await env.meal(user, name: "Porridge", at: Self.daysAgo(0, hour: 8), items: [Env.item(calories: 300)], consume: true)
+            func trend() async throws -> [String: Any] { try await env.call(.get, "/v1/trends?period=7d", as: user).json }
+            func version() async throws -> Int { try await env.count("SELECT version FROM diary_versions WHERE user_id = '\(user.id)'") }
+            try await env.setProfile(user, goal: 2300)
+            #expect(try await trend()["days_logged"] as? Int == 1)
+            #expect(try await (trend()["days"] as? [[String: Any]])?.last?["calorie_goal"] as? Int == 2300)
+            let before = try await version()
+            try await env.execute("TRUNCATE calorie_goals")
+            #expect(try await version() != before, "goals emptied")
+            #expect(try await (trend()["days"] as? [[String: Any]])?.last?["calorie_goal"] as? Int != 2300, "kept trend not served")
+            let afterGoals = try await version()
+            try await env.execute("TRUNCATE meals CASCADE")
+            #expect(try await version() != afterGoals, "meals emptied")
+            #expect(try await env.count("SELECT count(*) FROM meal_days") == 0)
+            #expect(try await trend()["days_logged"] as? Int == 0)
+        }
+    }
+
     /// The day sums follow every change to an eaten meal: uneaten, corrected, moved, deleted.
     @Test func theDaySumsFollowEveryChange() async throws {
         try await Env.run { env in
