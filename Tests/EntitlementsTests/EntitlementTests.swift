@@ -172,6 +172,35 @@ import TestSupport
         }
     }
 
+    /// A `TRUNCATE` of an input table names no user: every version moves (seen at once by a read of
+    /// the version) and every process forgets what it kept (seen by a process whose feed vouches,
+    /// which reads no version: before the truncate it served kept inputs with the version table gone).
+    @Test(arguments: ["on", "off"]) func aTruncatedInputTableIsSeen(changeFeed: String) async throws {
+        try await EntitlementsTestEnvironment.run(["ENTITLEMENT_CHANGE_FEED": changeFeed]) { env in
+            let user = try await env.user()
+            @Sendable func check() async throws -> HTTPResponse.Status {
+                try await env.call(.post, "/v1/entitlements/check", as: user, json: ["feature": "ai_suggestions"]).status
+            }
+            try await env.grant(user, tier: "pro")
+            #expect(try await check() == .ok)
+            if changeFeed == "on" {
+                try await waitUntil {
+                    try await env.execute("ALTER TABLE IF EXISTS entitlement_versions_away RENAME TO entitlement_versions")
+                    guard try await check() == .ok else { return false }
+                    try await env.execute("ALTER TABLE entitlement_versions RENAME TO entitlement_versions_away")
+                    return try await check() == .ok
+                }
+                try await env.execute("ALTER TABLE entitlement_versions_away RENAME TO entitlement_versions")
+            }
+            try await env.execute("TRUNCATE grants")
+            if changeFeed == "on" {
+                try await waitUntil { try await check() == .forbidden }
+            } else {
+                #expect(try await check() == .forbidden)
+            }
+        }
+    }
+
     @Test func theCheckAnswersAllowedOrRequiresUpgradeInTheCataloguesWords() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let user = try await env.user()
