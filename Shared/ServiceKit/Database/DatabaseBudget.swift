@@ -1,5 +1,7 @@
 import NIOCore
+import NIOPosix
 import PostgresNIO
+import ServiceKitCore
 import Synchronization
 
 /// How long a request may wait for each pooled connection, set by the HTTP layer for the request's
@@ -56,7 +58,10 @@ extension PostgresClient {
         // Unstructured, and never cancelled: a lease the wait gave up on stays queued in the pool and
         // goes straight back when it comes, rather than being withdrawn while the pool is busy
         // replacing connections PostgreSQL ended (a path of its state machine best left alone).
-        Task {
+        // On this thread's event loop: an unstructured task inherits no executor preference, and on
+        // the global executor every lease and release woke a thread of its own and hopped back.
+        let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? PostgresClient.defaultEventLoopGroup.any()
+        Task(executorPreference: EventLoopTaskExecutor.for(loop)) {
             do {
                 try await self.withConnection { connection in await handoff.hold(connection) }
             } catch {
