@@ -18,6 +18,8 @@ struct MealDraft: Sendable {
         var item: String
         var allergy: String
         var severity: String
+        /// In the order of their names (see `MealItem.CodingKeys`).
+        enum CodingKeys: String, CodingKey { case allergy, item, severity }
     }
 
     struct Warning: Codable, Sendable, Equatable {

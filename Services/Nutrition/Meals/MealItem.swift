@@ -17,9 +17,11 @@ struct MealItem: Codable, Sendable, Equatable {
     var alcoholG: Double?
     var tags: [String]?
 
+    /// In the order of their names, which the synthesized `encode(to:)` follows: the API's JSON writer
+    /// then has no keys to sort (`APIJSON`).
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case name, grams, calories, proteinG = "protein_g", carbsG = "carbs_g", fatG = "fat_g", fiberG = "fiber_g", sugarG = "sugar_g"
-        case saturatedFatG = "saturated_fat_g", sodiumMg = "sodium_mg", alcoholG = "alcohol_g", tags
+        case alcoholG = "alcohol_g", calories, carbsG = "carbs_g", fatG = "fat_g", fiberG = "fiber_g", grams, name, proteinG = "protein_g"
+        case saturatedFatG = "saturated_fat_g", sodiumMg = "sodium_mg", sugarG = "sugar_g", tags
     }
 
     var scored: ScoredItem {
@@ -92,9 +94,10 @@ struct NutrientTotals: Codable, Sendable, Equatable {
     var saturatedFatG: Double
     var sodiumMg: Double
 
+    /// In the order of their names (see `MealItem.CodingKeys`).
     enum CodingKeys: String, CodingKey {
-        case calories, proteinG = "protein_g", carbsG = "carbs_g", fatG = "fat_g", fiberG = "fiber_g", sugarG = "sugar_g", saturatedFatG = "saturated_fat_g"
-        case sodiumMg = "sodium_mg"
+        case calories, carbsG = "carbs_g", fatG = "fat_g", fiberG = "fiber_g", proteinG = "protein_g", saturatedFatG = "saturated_fat_g", sodiumMg = "sodium_mg"
+        case sugarG = "sugar_g"
     }
 
     static let zero = NutrientTotals(calories: 0, proteinG: 0, carbsG: 0, fatG: 0, fiberG: 0, sugarG: 0, saturatedFatG: 0, sodiumMg: 0)

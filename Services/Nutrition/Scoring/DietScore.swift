@@ -42,7 +42,8 @@ struct ScoreComponent: Codable, Sendable, Equatable {
     var sentence: String
     /// What would gain a point, with the amount; nil when the component is already at its best.
     var improvement: String?
-    enum CodingKeys: String, CodingKey { case part, name, points, max, sentence, improvement }
+    /// In the order of their names (see `MealItem.CodingKeys`).
+    enum CodingKeys: String, CodingKey { case improvement, max, name, part, points, sentence }
 }
 
 struct DietScoreResult: Codable, Sendable, Equatable {
@@ -52,7 +53,8 @@ struct DietScoreResult: Codable, Sendable, Equatable {
     var quality: Int
     var components: [ScoreComponent]
     var algorithmVersion: String
-    enum CodingKeys: String, CodingKey { case score, band, fit, quality, components, algorithmVersion = "algorithm_version" }
+    /// In the order of their names (see `MealItem.CodingKeys`).
+    enum CodingKeys: String, CodingKey { case algorithmVersion = "algorithm_version", band, components, fit, quality, score }
 }
 
 /// The item tags the API accepts, and the groups the diet rules read.
