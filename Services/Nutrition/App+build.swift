@@ -18,7 +18,7 @@ enum NutritionService {
             let settings = try NutritionSettings(config)
             let pages = try PageRenderer(directory: PageRenderer.bundledDirectory(.module), settings: settings.pages, expecting: SharedPageRoutes.templates)
             return ServiceSetup(build: { router, dependencies in
-                let nutrition = Nutrition(dependencies: dependencies, settings: settings, drawing: .singleton)
+                let nutrition = try Nutrition(dependencies: dependencies, settings: settings, drawing: .singleton)
                 DietProfileRoutes(nutrition: nutrition).add(to: router)
                 MealRoutes(nutrition: nutrition).add(to: router)
                 ShareRoutes(nutrition: nutrition).add(to: router)
@@ -26,7 +26,7 @@ enum NutritionService {
                 MetricRoutes(nutrition: nutrition).add(to: router)
                 TrendRoutes(nutrition: nutrition).add(to: router)
                 CoachViewRoutes(nutrition: nutrition).add(to: router)
-                return ServiceComponents(handlers: NutritionEventHandlers(nutrition: nutrition).handlers)
+                return ServiceComponents(handlers: NutritionEventHandlers(nutrition: nutrition).handlers, services: nutrition.profileChanges.map { [$0] } ?? [])
             })
         }
     )

@@ -15,7 +15,10 @@ struct Nutrition: Sendable {
     let postgres: PostgresClient
     let settings: NutritionSettings
     let logger: Logger
-    let profiles = DietProfileStore()
+    let profiles: DietProfileStore
+    /// Each change of a profile or calorie goal as it commits, in every process: while it vouches,
+    /// kept profiles are served without reading them (`dietProfile`).
+    let profileChanges: ChangeFeed?
     let meals = MealStore()
     let metrics = BodyMetricStore()
     let trends = TrendStore()
@@ -28,12 +31,45 @@ struct Nutrition: Sendable {
     /// Cairo draws off the event loops.
     let drawing: NIOThreadPool
 
-    init(dependencies: ServiceDependencies, settings: NutritionSettings, drawing: NIOThreadPool) {
+    init(dependencies: ServiceDependencies, settings: NutritionSettings, drawing: NIOThreadPool) throws {
         postgres = dependencies.postgres
+        if settings.profileCacheSize > 0 {
+            let kept = VersionedCache<UUID, ProfileRecord>(capacity: settings.profileCacheSize)
+            profiles = DietProfileStore(kept: kept)
+            // The channel the migration's trigger functions name (`0011`), cut as PostgreSQL cuts it.
+            let channel = String(decoding: "\(dependencies.config.database.schema)_diet_profiles".utf8.prefix(ChangeFeed.longestChannel), as: UTF8.self)
+            profileChanges = try ChangeFeed(
+                channel: channel, database: dependencies.config.database, pool: dependencies.postgres, logger: dependencies.logger,
+                changed: { user in
+                    // Anything but a user's id (a `TRUNCATE`'s `*`) names no one: forget everything.
+                    if let user = UUID(uuidString: user) { kept.forget(user) } else { kept.forgetAll() }
+                }, gap: kept.forgetAll)
+        } else {
+            profiles = DietProfileStore()
+            profileChanges = nil
+        }
         self.settings = settings
         trendAnswers = settings.trendCacheSize > 0 ? VersionedCache(capacity: settings.trendCacheSize) : nil
         logger = dependencies.logger
         self.drawing = drawing
+    }
+
+    /// The user's profile, with today's calorie goal, for a request outside a transaction: as kept
+    /// while the change feed vouches that it has not changed since it was read, else read on
+    /// `connection` (and kept). A change made through another replica is seen once its announcement
+    /// arrives, normally within a millisecond of its commit and at most two heartbeats of the feed
+    /// after it; one made here, as soon as it commits.
+    func dietProfile(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> DietProfile {
+        guard let kept = profiles.kept else { return try await profiles.find(user, on: connection, logger: logger) }
+        let record: ProfileRecord
+        if profileChanges?.vouches == true, let found = kept.latest(for: user) {
+            record = found
+        } else {
+            record = try await profiles.recordKeeping(user, on: connection, logger: logger)
+        }
+        var profile = record.profile
+        if let goal = record.goals.goal(on: profile.localDay(of: Date())) { profile.dailyCalorieGoal = goal }
+        return profile
     }
 
     /// Whose diary a route reads: the caller's own, or a client's for their linked coach. Anyone

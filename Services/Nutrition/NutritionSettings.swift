@@ -14,6 +14,9 @@ struct NutritionSettings: Sendable {
     var shareTTLDays: Int
     /// Trend answers kept per process, in each of two generations; 0 keeps none.
     var trendCacheSize: Int
+    /// Diet profiles kept per process, in each of two generations, served while the change feed
+    /// vouches for them; 0 keeps none (every meal post reads its profile).
+    var profileCacheSize: Int
 
     init(_ config: ServiceConfig) throws {
         var env = EnvironmentReader(config.environment)
@@ -22,6 +25,7 @@ struct NutritionSettings: Sendable {
         publicAPIURL = url.hasSuffix("/") ? String(url.dropLast()) : url
         shareTTLDays = env.int("SHARE_TTL_DAYS", default: 7, range: 1...365)
         trendCacheSize = env.int("TREND_CACHE_SIZE", default: 1_000, range: 0...100_000)
+        profileCacheSize = env.int("PROFILE_CACHE_SIZE", default: 10_000, range: 0...1_000_000)
         pages = PageSettings(reading: &env)
         try env.finish()
     }

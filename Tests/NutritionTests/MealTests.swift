@@ -92,6 +92,62 @@ import TestSupport
     /// In Europe/Paris, 23:30 on 2025-03-29 counts for the 29th and 00:30 for the 30th; a meal keeps
     /// its day when the profile's zone changes later; a day starting at 02:00 takes a 01:30 snack
     /// into the evening before.
+    /// A meal post scores against the profile this process keeps while the change feed vouches: with
+    /// the profile table renamed away posts still succeed. A change made in SQL is announced at its
+    /// commit and seen shortly after; one made through the service is seen by the next post at once,
+    /// and a `TRUNCATE` of the goals makes every process forget every profile.
+    @Test func aMealPostUsesTheKeptProfileUntilAChangeIsAnnounced() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            @Sendable func diet() async throws -> String? {
+                let reply = try await env.call(.post, "/v1/meals", as: user, json: ["name": "Lunch", "eaten_at": "2025-06-01T12:00:00Z", "items": [Env.item()]])
+                return reply.status == .created ? reply.json["diet"] as? String : nil
+            }
+            try await env.setProfile(user, diet: "keto")
+            #expect(try await diet() == "keto", "seen at once after the change")
+            // Kept by one post while the table is there, then served with it gone: once the feed
+            // vouches (before that, the read fails), and when no forgetting refused the keeping.
+            try await waitUntil {
+                try await env.execute("ALTER TABLE IF EXISTS profiles_away RENAME TO profiles")
+                guard try await diet() == "keto" else { return false }
+                try await env.execute("ALTER TABLE profiles RENAME TO profiles_away")
+                return try await diet() == "keto"
+            }
+            try await env.execute("ALTER TABLE profiles_away RENAME TO profiles")
+
+            try await env.execute("UPDATE profiles SET diet = 'vegan' WHERE user_id = '\(user.id)'")
+            try await waitUntil { try await diet() == "vegan" }
+
+            // With the announcing trigger off, a change made in SQL is not seen: the profile is kept
+            // (while the feed vouches, hence the retries).
+            try await waitUntil {
+                try await env.execute("ALTER TABLE profiles ENABLE TRIGGER profiles_announce")
+                try await env.execute("ALTER TABLE calorie_goals ENABLE TRIGGER calorie_goals_announce")
+                try await env.execute("UPDATE profiles SET diet = 'vegan' WHERE user_id = '\(user.id)'")
+                try await waitUntil { try await diet() == "vegan" }
+                // A profile change through the service writes its goal too: both announce.
+                try await env.execute("ALTER TABLE profiles DISABLE TRIGGER profiles_announce")
+                try await env.execute("ALTER TABLE calorie_goals DISABLE TRIGGER calorie_goals_announce")
+                try await env.execute("UPDATE profiles SET diet = 'paleo' WHERE user_id = '\(user.id)'")
+                return try await diet() == "vegan"
+            }
+            // A change through the service is seen by the next post: forgotten as it commits.
+            try await env.setProfile(user, diet: "mediterranean")
+            #expect(try await diet() == "mediterranean")
+            try await waitUntil {
+                try await env.setProfile(user, diet: "mediterranean")
+                guard try await diet() == "mediterranean" else { return false }
+                try await env.execute("UPDATE profiles SET diet = 'low_carb' WHERE user_id = '\(user.id)'")
+                return try await diet() == "mediterranean"
+            }
+            // A truncate names no one: every process forgets every profile.
+            try await env.execute("TRUNCATE calorie_goals")
+            try await waitUntil { try await diet() == "low_carb" }
+            try await env.execute("ALTER TABLE profiles ENABLE TRIGGER profiles_announce")
+            try await env.execute("ALTER TABLE calorie_goals ENABLE TRIGGER calorie_goals_announce")
+        }
+    }
+
     @Test func mealsCountForTheLocalDayTheyWereEatenOn() async throws {
         try await Env.run { env in
             let user = try await env.user()

@@ -55,6 +55,7 @@ struct NutritionEventHandlers {
         // Also left out at the commit by the triggers of the deletions above, which find no profile.
         try await connection.checkedRun("DELETE FROM diary_versions WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM profiles WHERE user_id = \(user)", logger: logger)
+        nutrition.profiles.forgetKeptAfterCommit(user)
         try await nutrition.coaching.forget(user, on: connection, logger: logger)
         try await connection.checkedRun("INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING", logger: logger)
     }

@@ -2,11 +2,20 @@ import Foundation
 import Logging
 import Models
 import PostgresNIO
+import ServiceKitCore
 import ServiceKitDatabase
 import ServiceKitHTTP
 
 /// The queries on `profiles` and `calorie_goals`.
 struct DietProfileStore: Sendable {
+    /// Profiles with their goals as last read, per process, served while the change feed vouches
+    /// that none of them changed since (`Nutrition.dietProfile`); nil keeps none.
+    let kept: VersionedCache<UUID, ProfileRecord>?
+
+    init(kept: VersionedCache<UUID, ProfileRecord>? = nil) {
+        self.kept = kept
+    }
+
     /// The profile with the goal of `day` (today when nil); made with defaults on first sight (the
     /// event may still be on its way).
     func find(_ user: UUID, asOf day: LocalDay? = nil, on connection: PostgresConnection, logger: Logger) async throws -> DietProfile {
@@ -73,6 +82,7 @@ struct DietProfileStore: Sendable {
         let made = try await connection.returnsRow(
             "INSERT INTO profiles (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING RETURNING 1", logger: logger)
         if made {
+            forgetKeptAfterCommit(user)
             try await connection.checkedRun(
                 """
                 INSERT INTO calorie_goals (user_id, effective_from, daily_calories) VALUES (\(user), '-infinity', \(DietProfile.defaultCalorieGoal))
@@ -84,6 +94,7 @@ struct DietProfileStore: Sendable {
     /// Replaces the profile; a new calorie goal counts from `today` (a past day keeps its goal).
     func replace(_ user: UUID, with profile: DietProfile, today: LocalDay, on connection: PostgresConnection, logger: Logger) async throws {
         try await ensure(user, on: connection, logger: logger)
+        forgetKeptAfterCommit(user)
         try await connection.checkedRun(
             """
             UPDATE profiles SET diet = \(profile.diet.rawValue), custom_protein = \(profile.customMacros?.protein), custom_carbs = \(profile.customMacros?.carbs),
@@ -100,7 +111,26 @@ struct DietProfileStore: Sendable {
 
     func setAllergies(_ user: UUID, _ allergies: [Allergy], on connection: PostgresConnection, logger: Logger) async throws {
         try await ensure(user, on: connection, logger: logger)
+        forgetKeptAfterCommit(user)
         let json = String(decoding: try JSONEncoder().encode(allergies), as: UTF8.self)
         try await connection.checkedRun("UPDATE profiles SET allergies = \(json)::jsonb, updated_at = now() WHERE user_id = \(user)", logger: logger)
+    }
+
+    /// Forgets the profile this process kept for `user` once the current transaction commits, so the
+    /// request that changed it reads the change next, here, without waiting for the change feed.
+    func forgetKeptAfterCommit(_ user: UUID) {
+        guard let kept else { return }
+        WorkBell.runAfterCommit { kept.forget(user) }
+    }
+
+    /// The profile as `record` reads it, kept for the change feed to vouch for: unless the user was
+    /// forgotten since `epoch`, taken before the read (the profile may have changed after it).
+    func recordKeeping(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord {
+        let epoch = kept?.epoch(for: user)
+        var record = try await record(user, on: connection, logger: logger)
+        // The diary's version moves with meals and is not announced: what is kept leaves it out.
+        record.diaryVersion = nil
+        kept?.store(record, for: user, version: 0, unlessForgottenSince: epoch)
+        return record
     }
 }

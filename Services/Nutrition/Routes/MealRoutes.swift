@@ -31,9 +31,10 @@ struct MealRoutes {
         let nutrition = self.nutrition
         let user = context.caller.userID
         // One statement writes: no transaction around it (a profile changed in between scores the
-        // meal as if it were logged a moment before the change).
+        // meal as if it were logged a moment before the change). The profile is the one this
+        // process keeps while the change feed vouches for it: then the insert is the only statement.
         let meal = try await nutrition.postgres.withConnectionOnItsLoop { connection in
-            let profile = try await nutrition.profiles.find(user, on: connection, logger: context.logger)
+            let profile = try await nutrition.dietProfile(user, on: connection, logger: context.logger)
             let draft = try MealDraft(body, profile: profile)
             return try await nutrition.meals.insert(draft, id: UUID(), user: user, on: connection, logger: context.logger)
         }
