@@ -417,7 +417,8 @@ extension DietScore {
     /// as `String(format: "%.*f")` rounds: a score's explanations write dozens, and Foundation's
     /// formatting was a tenth of a meal post.
     static func decimal(_ value: Double, places: Int = 1) -> String {
-        var text = rounded(value, places: places) ?? String(format: "%.\(places)f", value)
+        if let text = rounded(value, places: places) { return text }
+        var text = String(format: "%.\(places)f", value)
         if text.contains(".") {
             while text.hasSuffix("0") { text.removeLast() }
             if text.hasSuffix(".") { text.removeLast() }
@@ -425,36 +426,52 @@ extension DietScore {
         return text == "-0" ? "0" : text
     }
 
-    /// `value` to `places` decimals, rounded from its shortest decimal form (`description`), or nil
-    /// where that may differ from rounding the binary value itself, as printf does: a form ending
-    /// exactly half-way (0.15 is 0.1499… in binary) or written with an exponent.
+    /// `value` to at most `places` decimals, trailing zeros dropped, rounded from its shortest
+    /// decimal form (`description`), or nil where that may differ from rounding the binary value
+    /// itself, as printf does: a form ending exactly half-way (0.15 is 0.1499… in binary) or written
+    /// with an exponent. Worked on the form's bytes in one buffer: String's own edits (a search, a
+    /// character removed at a time) were most of what a decimal cost.
     static func rounded(_ value: Double, places: Int) -> String? {
+        guard value.isFinite else { return nil }
         let zero = UInt8(ascii: "0")
-        let shortest = Array(value.magnitude.description.utf8)
-        guard value.isFinite, !shortest.contains(UInt8(ascii: "e")), let point = shortest.firstIndex(of: UInt8(ascii: ".")) else { return nil }
-        var digits = Array(shortest[..<point]) + shortest[(point + 1)...]
-        var fractionLength = shortest.count - point - 1
-        if fractionLength > places {
-            let cut = point + places
+        var digits = Array(value.magnitude.description.utf8)
+        guard !digits.contains(UInt8(ascii: "e")), let point = digits.firstIndex(of: UInt8(ascii: ".")) else { return nil }
+        digits.remove(at: point)
+        // The whole part is `digits[..<whole]`, the decimals kept `digits[whole..<end]`.
+        var whole = point
+        var end = digits.count
+        let cut = point + places
+        if end > cut {
             let next = digits[cut]
             let beyond = digits[(cut + 1)...].contains { $0 != zero }
-            digits.removeSubrange(cut...)
-            fractionLength = places
+            end = cut
             if next == UInt8(ascii: "5") && !beyond { return nil }
             if next >= UInt8(ascii: "5") {
-                var index = digits.count - 1
+                var index = end - 1
                 while index >= 0, digits[index] == UInt8(ascii: "9") {
                     digits[index] = zero
                     index -= 1
                 }
-                if index >= 0 { digits[index] += 1 } else { digits.insert(UInt8(ascii: "1"), at: 0) }
+                if index >= 0 {
+                    digits[index] += 1
+                } else {
+                    digits.insert(UInt8(ascii: "1"), at: 0)
+                    whole += 1
+                    end += 1
+                }
             }
         }
-        digits.append(contentsOf: repeatElement(zero, count: places - fractionLength))
-        var text = value < 0 ? "-" : ""
-        text += String(decoding: digits[..<(digits.count - places)], as: UTF8.self)
-        if places > 0 { text += "." + String(decoding: digits[(digits.count - places)...], as: UTF8.self) }
-        return text
+        while end > whole, digits[end - 1] == zero { end -= 1 }
+        var text: [UInt8] = []
+        text.reserveCapacity(end + 2)
+        // A negative value that rounds to zero is written "0", as printf's "-0" trimmed would be.
+        if value < 0, digits[..<end].contains(where: { $0 != zero }) { text.append(UInt8(ascii: "-")) }
+        text.append(contentsOf: digits[..<whole])
+        if end > whole {
+            text.append(UInt8(ascii: "."))
+            text.append(contentsOf: digits[whole..<end])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// The smallest multiple of `step` at or above `value` (float noise forgiven), at least one step.
