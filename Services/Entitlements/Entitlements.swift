@@ -42,15 +42,11 @@ struct Entitlements: Sendable {
         if settings.inputsCacheSize > 0 {
             let keptInputs = VersionedCache<UUID, EntitlementInputs>(capacity: settings.inputsCacheSize)
             self.keptInputs = keptInputs
-            // The channel the migration's trigger function names (`0006`), cut as PostgreSQL cuts it.
-            let channel = String(decoding: "\(dependencies.config.database.schema)_entitlement_inputs".utf8.prefix(ChangeFeed.longestChannel), as: UTF8.self)
             if settings.changeFeed {
+                // The channel the migration's trigger function names (`0006`).
                 changes = try ChangeFeed(
-                    channel: channel, database: dependencies.config.database, pool: dependencies.postgres, logger: dependencies.logger,
-                    changed: { user in
-                        // Anything but a user's id is no change this version knows: forget everything.
-                        if let user = UUID(uuidString: user) { keptInputs.forget(user) } else { keptInputs.forgetAll() }
-                    }, gap: keptInputs.forgetAll)
+                    forgetting: keptInputs, channel: ChangeFeed.channel(schema: dependencies.config.database.schema, "entitlement_inputs"),
+                    database: dependencies.config.database, pool: dependencies.postgres, logger: dependencies.logger)
             } else {
                 changes = nil
             }

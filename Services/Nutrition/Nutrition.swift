@@ -36,14 +36,10 @@ struct Nutrition: Sendable {
         if settings.profileCacheSize > 0 {
             let kept = VersionedCache<UUID, ProfileRecord>(capacity: settings.profileCacheSize)
             profiles = DietProfileStore(kept: kept)
-            // The channel the migration's trigger functions name (`0011`), cut as PostgreSQL cuts it.
-            let channel = String(decoding: "\(dependencies.config.database.schema)_diet_profiles".utf8.prefix(ChangeFeed.longestChannel), as: UTF8.self)
+            // The channel the migration's trigger functions name (`0011`).
             profileChanges = try ChangeFeed(
-                channel: channel, database: dependencies.config.database, pool: dependencies.postgres, logger: dependencies.logger,
-                changed: { user in
-                    // Anything but a user's id (a `TRUNCATE`'s `*`) names no one: forget everything.
-                    if let user = UUID(uuidString: user) { kept.forget(user) } else { kept.forgetAll() }
-                }, gap: kept.forgetAll)
+                forgetting: kept, channel: ChangeFeed.channel(schema: dependencies.config.database.schema, "diet_profiles"),
+                database: dependencies.config.database, pool: dependencies.postgres, logger: dependencies.logger)
         } else {
             profiles = DietProfileStore()
             profileChanges = nil

@@ -161,6 +161,27 @@ public final class ChangeFeed: Service, Sendable {
     }
 }
 
+extension ChangeFeed {
+    /// The channel a migration's `pg_notify(left(current_schema() || '_<suffix>', 63), …)` names in
+    /// `schema`, cut as PostgreSQL cuts it.
+    public static func channel(schema: String, _ suffix: String) -> String {
+        String(decoding: "\(schema)_\(suffix)".utf8.prefix(longestChannel), as: UTF8.self)
+    }
+
+    /// A feed whose keys are users' ids, each forgotten from `kept` as it is announced. A key that is
+    /// no user's id (a `TRUNCATE`'s `*`) names no one, and a gap may have hidden anyone's change:
+    /// both forget everything.
+    public convenience init<Value: Sendable>(
+        forgetting kept: VersionedCache<UUID, Value>, channel: String, database config: DatabaseConfig, pool: PostgresClient, logger: Logger
+    ) throws {
+        try self.init(
+            channel: channel, database: config, pool: pool, logger: logger,
+            changed: { key in
+                if let user = UUID(uuidString: key) { kept.forget(user) } else { kept.forgetAll() }
+            }, gap: kept.forgetAll)
+    }
+}
+
 struct ChangeFeedEnded: Error, CustomStringConvertible {
     var reason: String
     var description: String { "the change feed stopped: \(reason)" }
