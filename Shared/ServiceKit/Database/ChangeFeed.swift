@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOSSL
 import PostgresNIO
 import ServiceKitCore
 import ServiceLifecycle
@@ -54,11 +53,7 @@ public final class ChangeFeed: Service, Sendable {
         changed: @escaping @Sendable (String) -> Void, gap: @escaping @Sendable () -> Void
     ) throws {
         precondition(channel.utf8.count <= Self.longestChannel, "a channel name is at most \(Self.longestChannel) bytes")
-        var configuration = PostgresConnection.Configuration(
-            host: config.host, port: config.port, username: config.user, password: config.password,
-            database: config.database, tls: config.requireTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
-        )
-        configuration.options.connectTimeout = .seconds(2)
+        var configuration = try config.singleConnection(connectTimeout: .seconds(2))
         // Named, so an operator sees which connection in `pg_stat_activity` is the feed.
         configuration.options.additionalStartupParameters = [("application_name", String("feed \(channel)".prefix(63)))]
         self.configuration = configuration

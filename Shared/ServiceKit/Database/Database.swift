@@ -1,4 +1,6 @@
 import Logging
+import NIOCore
+import NIOSSL
 import PostgresNIO
 import ServiceKitCore
 
@@ -122,5 +124,18 @@ public func isDatabaseUnavailable(_ error: any Error) -> Bool {
         }
     default:
         return false
+    }
+}
+
+extension DatabaseConfig {
+    /// One connection of the service's own, outside the pool (the outage probe, the change feed):
+    /// the same role and server, TLS when required, and no pool options.
+    func singleConnection(connectTimeout: Duration) throws -> PostgresConnection.Configuration {
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: user, password: password,
+            database: database, tls: requireTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
+        )
+        configuration.options.connectTimeout = TimeAmount(connectTimeout)
+        return configuration
     }
 }

@@ -1,5 +1,4 @@
 import Logging
-import NIOSSL
 import PostgresNIO
 import ServiceKitCore
 import ServiceLifecycle
@@ -20,12 +19,7 @@ public final class DatabaseWatch: Service, Sendable {
     private let failures = Atomic<Int>(0)
 
     public init(database config: DatabaseConfig, interval: Duration, logger: Logger) throws {
-        var configuration = PostgresConnection.Configuration(
-            host: config.host, port: config.port, username: config.user, password: config.password,
-            database: config.database, tls: config.requireTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
-        )
-        configuration.options.connectTimeout = .seconds(2)
-        self.configuration = configuration
+        configuration = try config.singleConnection(connectTimeout: .seconds(2))
         self.interval = interval
         self.logger = logger
     }
