@@ -35,9 +35,14 @@ struct RateLimitTable: Sendable, Equatable {
 
     /// Longest prefix first.
     let rules: [RateLimitRule]
+    /// For each rule, the first rule of its name: rules of one name count together, as they share
+    /// their Redis key.
+    let counterRule: [Int]
 
     init(rules: [RateLimitRule]) {
-        self.rules = rules.sorted { $0.prefix.count > $1.prefix.count }
+        let rules = rules.sorted { $0.prefix.count > $1.prefix.count }
+        self.rules = rules
+        counterRule = rules.map { rule in rules.firstIndex { $0.name == rule.name }! }
     }
 
     var isEmpty: Bool { rules.isEmpty }
@@ -194,7 +199,7 @@ final class EdgeRateLimiter: Service, Sendable {
         let nowMs = Int64(now.timeIntervalSince1970 * 1000)
         let window = nowMs / windowMs
         let reset = Int((window + 1) * windowMs - nowMs + 999) / 1000
-        let key = CounterKey(rule: index, who: who, window: window)
+        let key = CounterKey(rule: table.counterRule[index], who: who, window: window)
         return counters.withLock { counters in
             var counter = counters[key] ?? Counter(rule: rule, window: window, pending: 0, shared: 0)
             let used = counter.shared + counter.pending

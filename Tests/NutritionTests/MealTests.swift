@@ -89,9 +89,6 @@ import TestSupport
         }
     }
 
-    /// In Europe/Paris, 23:30 on 2025-03-29 counts for the 29th and 00:30 for the 30th; a meal keeps
-    /// its day when the profile's zone changes later; a day starting at 02:00 takes a 01:30 snack
-    /// into the evening before.
     /// A meal post scores against the profile this process keeps while the change feed vouches: with
     /// the profile table renamed away posts still succeed. A change made in SQL is announced at its
     /// commit and seen shortly after; one made through the service is seen by the next post at once,
@@ -135,8 +132,10 @@ import TestSupport
             try await env.setProfile(user, diet: "mediterranean")
             #expect(try await diet() == "mediterranean")
             try await waitUntil {
-                try await env.setProfile(user, diet: "mediterranean")
-                guard try await diet() == "mediterranean" else { return false }
+                let saved = try await env.call(
+                    .put, "/v1/nutrition/profile", as: user,
+                    json: ["diet": "mediterranean", "daily_calorie_goal": 2000, "weight_unit": "kg", "time_zone": "UTC"])
+                guard saved.status == .ok, try await diet() == "mediterranean" else { return false }
                 try await env.execute("UPDATE profiles SET diet = 'low_carb' WHERE user_id = '\(user.id)'")
                 return try await diet() == "mediterranean"
             }
@@ -148,6 +147,9 @@ import TestSupport
         }
     }
 
+    /// In Europe/Paris, 23:30 on 2025-03-29 counts for the 29th and 00:30 for the 30th; a meal keeps
+    /// its day when the profile's zone changes later; a day starting at 02:00 takes a 01:30 snack
+    /// into the evening before.
     @Test func mealsCountForTheLocalDayTheyWereEatenOn() async throws {
         try await Env.run { env in
             let user = try await env.user()

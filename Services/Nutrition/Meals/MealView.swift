@@ -18,6 +18,8 @@ struct MealView: Encodable, Sendable, ResponseEncodable {
         var fit: Int
         var quality: Int
         var components: [ScoreComponent]
+        /// In the order of their names (see `MealItem.CodingKeys`).
+        enum CodingKeys: String, CodingKey { case components, fit, quality }
     }
 
     var meal: MealRecord

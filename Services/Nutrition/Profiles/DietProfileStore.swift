@@ -82,19 +82,18 @@ struct DietProfileStore: Sendable {
         let made = try await connection.returnsRow(
             "INSERT INTO profiles (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING RETURNING 1", logger: logger)
         if made {
-            forgetKeptAfterCommit(user)
             try await connection.checkedRun(
                 """
                 INSERT INTO calorie_goals (user_id, effective_from, daily_calories) VALUES (\(user), '-infinity', \(DietProfile.defaultCalorieGoal))
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
+            forgetKeptAfterCommit(user)
         }
     }
 
     /// Replaces the profile; a new calorie goal counts from `today` (a past day keeps its goal).
     func replace(_ user: UUID, with profile: DietProfile, today: LocalDay, on connection: PostgresConnection, logger: Logger) async throws {
         try await ensure(user, on: connection, logger: logger)
-        forgetKeptAfterCommit(user)
         try await connection.checkedRun(
             """
             UPDATE profiles SET diet = \(profile.diet.rawValue), custom_protein = \(profile.customMacros?.protein), custom_carbs = \(profile.customMacros?.carbs),
@@ -107,30 +106,34 @@ struct DietProfileStore: Sendable {
             INSERT INTO calorie_goals (user_id, effective_from, daily_calories) VALUES (\(user), \(today.description)::date, \(profile.dailyCalorieGoal))
             ON CONFLICT (user_id, effective_from) DO UPDATE SET daily_calories = EXCLUDED.daily_calories
             """, logger: logger)
+        forgetKeptAfterCommit(user)
     }
 
     func setAllergies(_ user: UUID, _ allergies: [Allergy], on connection: PostgresConnection, logger: Logger) async throws {
         try await ensure(user, on: connection, logger: logger)
-        forgetKeptAfterCommit(user)
         let json = String(decoding: try JSONEncoder().encode(allergies), as: UTF8.self)
         try await connection.checkedRun("UPDATE profiles SET allergies = \(json)::jsonb, updated_at = now() WHERE user_id = \(user)", logger: logger)
+        forgetKeptAfterCommit(user)
     }
 
-    /// Forgets the profile this process kept for `user` once the current transaction commits, so the
-    /// request that changed it reads the change next, here, without waiting for the change feed.
+    /// Forgets the profile this process kept for `user` once the current transaction commits (at
+    /// once outside one: call it after the write), so the request that changed it reads the change
+    /// next, here, without waiting for the change feed.
     func forgetKeptAfterCommit(_ user: UUID) {
         guard let kept else { return }
         WorkBell.runAfterCommit { kept.forget(user) }
     }
 
     /// The profile as `record` reads it, kept for the change feed to vouch for: unless the user was
-    /// forgotten since `epoch`, taken before the read (the profile may have changed after it).
+    /// forgotten since `epoch`, taken before the read (the profile may have changed after it), and
+    /// only outside a transaction, whose own writes (not yet committed, perhaps never) it could read.
+    /// Its goals are kept with it, so that what it gives has the goal of the day it is asked on.
     func recordKeeping(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> ProfileRecord {
         let epoch = kept?.epoch(for: user)
         var record = try await record(user, on: connection, logger: logger)
         // The diary's version moves with meals and is not announced: what is kept leaves it out.
         record.diaryVersion = nil
-        kept?.store(record, for: user, version: 0, unlessForgottenSince: epoch)
+        if !WorkBell.inTransaction { kept?.store(record, for: user, version: 0, unlessForgottenSince: epoch) }
         return record
     }
 }

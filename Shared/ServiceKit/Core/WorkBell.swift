@@ -29,6 +29,10 @@ public enum WorkBell {
         if let pending { pending.add(action) } else { action() }
     }
 
+    /// Whether this task runs inside a `PostgresClient.transaction`: what it reads there may be its
+    /// own writes, not committed yet, and must not be kept for others.
+    public static var inTransaction: Bool { pending != nil }
+
     /// Wakes every worker waiting on `name` now.
     public static func ring(_ name: String) {
         for listener in listeners.withLock({ Array(($0[name] ?? [:]).values) }) { listener.yield() }
