@@ -459,6 +459,14 @@ import TestSupport
             #expect(try await env.count("SELECT count(*) FROM diary_versions WHERE user_id = '\(user.id)'") == 0)
             #expect(try await env.count("SELECT count(*) FROM meal_days WHERE user_id = '\(user.id)'") == 0)
             #expect(try await env.call(.get, "/v1/shared/\(token)").code == "share_gone")
+            // Its token outlives it by a few minutes: it makes nothing again either.
+            #expect(try await env.call(.get, "/v1/nutrition/profile", as: user).code == "account_deleted")
+            let late = try await env.call(.post, "/v1/meals", as: user, json: ["name": "Late", "eaten_at": "2025-06-01T12:00:00Z", "items": [Env.item()]])
+            #expect(late.status == .unauthorized && late.code == "account_deleted", "\(late.text)")
+            #expect(try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 70, "unit": "kg"]).code == "account_deleted")
+            #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(user.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM meals WHERE user_id = '\(user.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM calorie_goals WHERE user_id = '\(user.id)'") == 0)
             // A profile update about the deleted account, arriving late, makes nothing again.
             try await env.publish(ProfileUpdated(userID: user.id, dietaryPreferences: [], allergies: [], displayName: nil, avatarURL: nil), userID: user.id, producer: "social")
             _ = try await env.user()

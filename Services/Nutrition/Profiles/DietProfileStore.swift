@@ -17,7 +17,8 @@ struct DietProfileStore: Sendable {
     }
 
     /// The profile with the goal of `day` (today when nil); made with defaults on first sight (the
-    /// event may still be on its way).
+    /// event may still be on its way), except for a deleted account, whose token can outlive it by
+    /// a few minutes: `401 account_deleted`, as social answers it.
     func find(_ user: UUID, asOf day: LocalDay? = nil, on connection: PostgresConnection, logger: Logger) async throws -> DietProfile {
         try await record(user, asOf: day, on: connection, logger: logger).profile
     }
@@ -28,7 +29,7 @@ struct DietProfileStore: Sendable {
         if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
         try await ensure(user, on: connection, logger: logger)
         if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
-        throw APIError(.internalServerError, code: "profile_missing", detail: "The diet profile could not be read.")
+        throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
     }
 
     /// A profile, its goals and its diary's version, prepared once per connection: most requests read
@@ -77,10 +78,15 @@ struct DietProfileStore: Sendable {
         return nil
     }
 
-    /// A profile with defaults and the default goal from the start of time, if there is none.
+    /// A profile with defaults and the default goal from the start of time, if there is none and the
+    /// account was not deleted.
     func ensure(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         let made = try await connection.returnsRow(
-            "INSERT INTO profiles (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING RETURNING 1", logger: logger)
+            """
+            INSERT INTO profiles (user_id) SELECT \(user)
+            WHERE NOT EXISTS (SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8')))
+            ON CONFLICT DO NOTHING RETURNING 1
+            """, logger: logger)
         if made {
             try await connection.checkedRun(
                 """
