@@ -12,12 +12,21 @@ import Synchronization
 /// One line of `RATE_LIMITS`: at most `max` requests per `window` to paths under `prefix`, per
 /// key (the signed-in user, else the client's address).
 struct RateLimitRule: Sendable, Equatable {
-    var prefix: String
-    var max: Int
-    var window: Duration
-
+    let prefix: String
+    let max: Int
+    let window: Duration
     /// The policy's name in the `RateLimit` headers: `default` for `/`, else the prefix's last segment.
-    var name: String { prefix == "/" ? "default" : String(prefix.split(separator: "/").last ?? "default") }
+    let name: String
+    /// The `RateLimit-Policy` field, the same on every answer the rule counts: made once.
+    let policy: String
+
+    init(prefix: String, max: Int, window: Duration) {
+        self.prefix = prefix
+        self.max = max
+        self.window = window
+        name = prefix == "/" ? "default" : String(prefix.split(separator: "/").last ?? "default")
+        policy = "\"\(name)\";q=\(max);w=\(window.components.seconds)"
+    }
 
     var windowMilliseconds: Int64 { window.components.seconds * 1000 + window.components.attoseconds / 1_000_000_000_000_000 }
 }
@@ -113,7 +122,7 @@ struct RateDecision: Sendable {
     /// The IETF `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers).
     var headers: [(String, String)] {
         [
-            ("RateLimit-Policy", "\"\(rule.name)\";q=\(rule.max);w=\(rule.window.components.seconds)"),
+            ("RateLimit-Policy", rule.policy),
             ("RateLimit", "\"\(rule.name)\";r=\(remaining);t=\(reset)"),
         ]
     }
