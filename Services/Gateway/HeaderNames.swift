@@ -1,3 +1,5 @@
+import ServiceKitHTTP
+
 /// A header name the gateway acts on: hop-by-hop, set by the gateway only, or read to route a
 /// request. `KnownHeader.of(_:)` finds one with at most a length check and a comparison or two, where
 /// copying the headers and removing names one by one (each a scan, with a lowercased copy and a set
@@ -27,6 +29,14 @@ struct KnownHeader: Sendable {
         let length = name.utf8.count
         guard length < byLength.count else { return nil }
         for known in byLength[length] where name.isHeaderName(known.name) { return known }
+        return nil
+    }
+
+    /// The known header `field` of an upstream's answer is, read from its bytes.
+    static func of(_ field: HTTP1AnswerHead.Field, in head: HTTP1AnswerHead) -> KnownHeader? {
+        let length = field.name.count
+        guard length < byLength.count else { return nil }
+        for known in byLength[length] where head.field(field, isNamed: known.name) { return known }
         return nil
     }
 }

@@ -139,6 +139,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var clientTimer: Scheduled<Void>?
     /// While an answer waits for the client to read it: the bytes it had left to take when last timed.
     private var answerBacklog: Int?
+    /// The HTTP/1 encoder's context: the answers given here are written as bytes below it (the
+    /// upstream's header lines passed on as they came), never as NIO's head and body parts.
+    private var wire: ChannelHandlerContext?
 
     private enum ClientPart { case head, body, answer }
 
@@ -160,6 +163,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        wire = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
         if context.channel.isActive { watchClient(context: context, progressed: false) }
     }
 
@@ -492,49 +496,60 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let rate = proxied.rate { added += rate.headers }
         switch result {
         case .success(let response):
-            let headers = ProxyMiddleware.answerHeaders(response.head.headers, adding: added)
-            let status = response.head.status
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            let head = response.head
+            // A body without a length goes to the client in chunks (it came in chunks, or until the close).
+            let chunked = head.framing == .chunked || head.framing == .untilClose
+            var bytes = context.channel.allocator.buffer(capacity: head.bytes.readableBytes + 256)
+            AnswerWriter.head(head, adding: added, chunked: chunked, into: &bytes)
             switch response.body {
-            case .complete(let body):
-                if body.readableBytes > 0 { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
-                finish(proxied, status: Int(status.code), context: context)
+            case .complete(var body):
+                // A small body goes in the head's buffer (one write); a large one is not copied.
+                if body.readableBytes <= 16 * 1024 {
+                    bytes.writeBuffer(&body)
+                    finish(proxied, status: head.statusCode, last: bytes, context: context)
+                } else {
+                    wire?.write(NIOAny(IOData.byteBuffer(bytes)), promise: nil)
+                    finish(proxied, status: head.statusCode, last: body, context: context)
+                }
             case .stream(let stream):
-                context.flush()
-                relay(stream, for: proxied, status: Int(status.code), context: context)
+                wire?.writeAndFlush(NIOAny(IOData.byteBuffer(bytes)), promise: nil)
+                relay(stream, for: proxied, status: head.statusCode, chunked: chunked, context: context)
             }
         case .failure(let error):
             let problem = ProxyMiddleware.problem(for: error, service: proxied.service, logger: logger(for: proxied))
-            let (fields, body) = Problem(
+            var (fields, body) = Problem(
                 status: problem.status.code, code: problem.code, title: problem.status.reasonPhrase,
                 detail: problem.detail, errors: problem.errors, requestID: proxied.requestID
             )
             .encoded(headers: problem.headers)
-            let headers = ProxyMiddleware.answerHeaders(HTTPHeaders(fields), adding: added + [("Content-Length", String(body.readableBytes))])
-            let status = HTTPResponseStatus(statusCode: problem.status.code, reasonPhrase: problem.status.reasonPhrase)
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-            finish(proxied, status: problem.status.code, context: context)
+            var bytes = context.channel.allocator.buffer(capacity: 512 + body.readableBytes)
+            AnswerWriter.head(
+                status: problem.status.code, reason: problem.status.reasonPhrase,
+                fields: fields.map { ($0.name.rawName, $0.value) } + added + [("Content-Length", String(body.readableBytes))], into: &bytes)
+            bytes.writeBuffer(&body)
+            finish(proxied, status: problem.status.code, last: bytes, context: context)
         }
     }
 
     /// Writes a streamed answer chunk by chunk, each once the previous one has reached the socket:
     /// a slow client slows the upstream's reads instead of filling the gateway's memory.
-    private func relay(_ stream: UpstreamBodyStream, for proxied: Proxied, status: Int, context: ChannelHandlerContext) {
+    private func relay(_ stream: UpstreamBodyStream, for proxied: Proxied, status: Int, chunked: Bool, context: ChannelHandlerContext) {
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         Task {
             do {
-                for try await chunk in stream {
-                    try await loop.flatSubmit {
+                for try await chunk in stream where chunk.readableBytes > 0 {
+                    try await loop.flatSubmit { () -> EventLoopFuture<Void> in
                         let (handler, context) = bound.value
-                        return context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(chunk))))
+                        guard let wire = handler.wire else { return loop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+                        let bytes = chunked ? AnswerWriter.chunk(chunk, allocator: context.channel.allocator) : chunk
+                        return wire.writeAndFlush(NIOAny(IOData.byteBuffer(bytes)))
                     }.get()
                 }
                 loop.execute {
                     let (handler, context) = bound.value
                     guard case .proxying = handler.state else { return }
-                    handler.finish(proxied, status: status, context: context)
+                    handler.finish(proxied, status: status, last: chunked ? AnswerWriter.lastChunk : ByteBuffer(), context: context)
                 }
             } catch {
                 // The head is out: the client can only learn of a broken answer by the connection ending.
@@ -549,15 +564,21 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func finish(_ proxied: Proxied, status: Int, context: ChannelHandlerContext) {
+    /// Writes the answer's last bytes, then takes the next request (or closes).
+    private func finish(_ proxied: Proxied, status: Int, last: ByteBuffer, context: ChannelHandlerContext) {
         let closing = proxied.closeAfter || stopped || (quiescing && waiting.isEmpty)
         // The answer goes out before it is logged. A promise only when something waits on the write:
         // a future per request is measurable here.
+        guard let wire else {
+            // The encoder is gone: the connection is being torn down.
+            state = .closed
+            return context.close(promise: nil)
+        }
         if closing {
             // Once the answer is out: a close drops what the socket has not taken yet.
-            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            wire.writeAndFlush(NIOAny(IOData.byteBuffer(last))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         } else {
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            wire.writeAndFlush(NIOAny(IOData.byteBuffer(last)), promise: nil)
         }
         record(proxied, status: status)
         if closing {

@@ -71,7 +71,7 @@ struct ProxyMiddleware: RouterMiddleware {
         } catch {
             throw Self.problem(for: error, service: service, logger: context.logger)
         }
-        let status = HTTPResponse.Status(code: Int(response.head.status.code), reasonPhrase: response.head.status.reasonPhrase)
+        let status = HTTPResponse.Status(code: response.head.statusCode, reasonPhrase: response.head.status.reasonPhrase)
         let headers = HTTPFields(Self.answerHeaders(response.head.headers), splitCookie: false)
         switch response.body {
         case .complete(let body):
@@ -129,17 +129,17 @@ struct ProxyMiddleware: RouterMiddleware {
         return HTTPHeaders(kept)
     }
 
-    /// What the client receives of an upstream's headers: all but the hop-by-hop ones and those the
-    /// upstream's `Connection` header names, then `adding` (whose names replace the upstream's).
-    static func answerHeaders(_ incoming: HTTPHeaders, adding: [(String, String)] = []) -> HTTPHeaders {
+    /// What the client receives of an upstream's headers on the router's path: all but the hop-by-hop
+    /// ones and those the upstream's `Connection` header names. (`AnswerWriter` does the same on the
+    /// bytes for the answers `ProxyChannelHandler` gives.)
+    static func answerHeaders(_ incoming: HTTPHeaders) -> HTTPHeaders {
         let named = connectionTokens(incoming)
         var kept: [(String, String)] = []
-        kept.reserveCapacity(incoming.count + adding.count)
+        kept.reserveCapacity(incoming.count)
         for (name, value) in incoming {
-            if KnownHeader.of(name)?.hopByHop == true || named.contains(headerName: name) || adding.contains(where: { name.isHeaderName($0.0) }) { continue }
+            if KnownHeader.of(name)?.hopByHop == true || named.contains(headerName: name) { continue }
             kept.append((name, value))
         }
-        kept.append(contentsOf: adding)
         return HTTPHeaders(kept)
     }
 

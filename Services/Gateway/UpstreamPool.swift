@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import ServiceKitHTTP
 import Synchronization
 
 /// Why an exchange with an upstream failed; `ProxyMiddleware.problem(for:)` turns each into 503, 502
@@ -35,7 +36,9 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
 /// An upstream's answer. Bodies of known, small length are read whole (almost every API answer: one
 /// write to the client instead of a task switch per chunk); others stream with backpressure.
 struct UpstreamResponse: Sendable {
-    var head: HTTPResponseHead
+    /// As it came: `ProxyChannelHandler` passes most of its lines on as they are.
+    var head: HTTP1AnswerHead
+    /// The body as it is, without framing (a chunked one's chunk lines are gone).
     var body: Body
 
     enum Body: Sendable {
@@ -50,6 +53,11 @@ enum OutgoingBody: Sendable {
     case none
     case whole(ByteBuffer)
     case stream(RequestBody)
+
+    var wholeBytes: ByteBuffer? {
+        if case .whole(let bytes) = self { return bytes }
+        return nil
+    }
 
     /// Whether the same bytes can be sent again on another connection.
     var replayable: Bool {
@@ -121,7 +129,6 @@ final class UpstreamPool: Sendable {
             send(head, body: body, deadline: deadline, on: loop) { answer.completeWith($0) }
             return try await answer.futureResult.get()
         }
-        let head = addressed(head)
         let connection: UpstreamConnection
         if let pooled = idleConnection(on: loop) { connection = pooled } else { connection = try await newConnection(deadline: deadline, on: loop).get() }
         do {
@@ -138,7 +145,6 @@ final class UpstreamPool: Sendable {
     /// its generic types, and this path made two per request.
     func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, answer: @escaping UpstreamAnswer) {
         precondition(body.replayable, "a streamed body goes through execute")
-        let head = addressed(head)
         let retriable = Self.idempotent.contains(head.method)
         let pooled = idleConnection(on: loop)
         let reused = pooled != nil
@@ -158,13 +164,6 @@ final class UpstreamPool: Sendable {
         } else {
             sendOnNewConnection(head, body: body, deadline: deadline, on: loop, answer: firstAnswer)
         }
-    }
-
-    /// `head` with the upstream's own `Host`.
-    private func addressed(_ head: HTTPRequestHead) -> HTTPRequestHead {
-        var head = head
-        head.headers.replaceOrAdd(name: "Host", value: hostHeader)
-        return head
     }
 
     private func sendOnNewConnection(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, answer: @escaping UpstreamAnswer) {
@@ -200,7 +199,7 @@ final class UpstreamPool: Sendable {
     private func newConnection(deadline: NIODeadline, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
         let timeout = min(connectTimeout, deadline - .now())
         guard timeout > .zero else { return loop.makeFailedFuture(UpstreamError.timedOut(stage: "no time left to connect")) }
-        let handler = UpstreamExchangeHandler()
+        let handler = UpstreamExchangeHandler(host: hostHeader)
         let tls = self.tls
         let serverHostname = host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) ? nil : host
         return ClientBootstrap(group: loop)
@@ -217,9 +216,9 @@ final class UpstreamPool: Sendable {
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                     }
-                    // The headers were checked when the client's request was parsed; checking them again
-                    // on the way out was a tenth of the gateway's CPU per request.
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
+                    // The handler writes requests and reads answers as bytes: NIO's codec checked every
+                    // header again on the way out (the client's were checked when its request was
+                    // parsed) and made strings of every header of every answer.
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
@@ -274,8 +273,9 @@ final class UpstreamConnection: Sendable {
             // the client's upload instead of filling the gateway's memory. If the exchange already
             // ended (an early answer, a timeout, a broken connection) the writes fail and the answer
             // below says what happened.
-            for try await chunk in stream {
-                try await channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(chunk)))
+            for try await chunk in stream where chunk.readableBytes > 0 {
+                let loop = channel.eventLoop
+                try await loop.flatSubmit { handler.writeBody(chunk, on: loop) }.get()
             }
             let loop = channel.eventLoop
             try await loop.flatSubmit { handler.endRequest(on: loop) }.get()
@@ -291,25 +291,26 @@ final class UpstreamConnection: Sendable {
 }
 
 /// Runs one exchange at a time on its connection (all of its state lives on the channel's event
-/// loop): writes the request head, turns the answer into an `UpstreamResponse`, enforces the
+/// loop): writes the request head, reads the answer's bytes into an `UpstreamResponse`, enforces the
 /// deadline, holds reads while a streamed body's reader is behind, and hands the connection back for
 /// reuse only when the request was sent whole, the answer read whole, and both sides keep it open.
 final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundIn = HTTPClientRequestPart
-    typealias OutboundOut = HTTPClientRequestPart
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     static let bufferedBodyLimit = 256 * 1024
 
     private enum State {
         case idle
         case awaitingHead(UpstreamAnswer)
-        case buffering(HTTPResponseHead, ByteBuffer, UpstreamAnswer)
+        case buffering(HTTP1AnswerHead, ByteBuffer, UpstreamAnswer)
         case streaming(UpstreamBodyStream.Source)
         case closed
     }
 
     private var state = State.idle
+    private var reader = HTTP1AnswerReader()
     private var context: ChannelHandlerContext?
     /// The current exchange's deadline.
     private var deadline = NIODeadline.distantFuture
@@ -321,7 +322,14 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     /// Tells the armed timer from one cancelled too late to stop its run (the loop may have taken it
     /// already), which must not forget the armed one.
     private var timerGeneration = 0
+    /// The request's last bytes reached the socket (known for a streamed body; see `requestWritten`).
     private var requestSent = false
+    /// The current request went out in one write: sent once the channel holds nothing unwritten.
+    private var sentWhole = false
+    /// The current request's body is sent in chunks (a streamed body without a length).
+    private var chunkedBody = false
+    /// The upstream's `Host`, sent with every request.
+    private let host: String
     static let routedMethods: [HTTPMethod] = [.GET, .HEAD, .POST, .PUT, .PATCH, .DELETE, .OPTIONS]
     private var keepAlive = true
     /// A read the channel asked for while the stream's reader had enough: done when it wants more.
@@ -331,6 +339,10 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     private var exchange = 0
     /// Called (on the event loop) when the connection may carry another exchange.
     var onReusable: (@Sendable () -> Void)?
+
+    init(host: String) {
+        self.host = host
+    }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
@@ -349,6 +361,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
             return false
         }
         state = .awaitingHead(answer)
+        reader.expectAnswer(toHEAD: head.method == .HEAD)
         exchange += 1
         requestSent = false
         // An exchange in a method no route serves (TRACE, QUERY …) ends its connection: the upstream
@@ -359,27 +372,75 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         readerWantsMore = true
         self.deadline = deadline
         armTimer(for: deadline, on: context.eventLoop)
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        // Head and body in one buffer: one write, and no framing work of NIO's.
+        var bytes = context.channel.allocator.buffer(capacity: 512 + (body.wholeBytes?.readableBytes ?? 0))
+        chunkedBody = Self.writeHead(head, host: host, into: &bytes)
         switch body {
         case .stream:
-            context.flush()
-        case .whole(let bytes):
-            context.write(wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil)
-            endRequest(on: context.eventLoop)
+            sentWhole = false
+            context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+        case .whole(var whole):
+            bytes.writeBuffer(&whole)
+            sentWhole = true
+            context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
         case .none:
-            endRequest(on: context.eventLoop)
+            sentWhole = true
+            context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
         }
         return true
     }
 
-    /// Ends the request; the exchange may be over already if the upstream answered early.
-    @discardableResult
+    /// Writes `head` as HTTP/1.1 with the upstream's `Host` (any other is dropped); says whether the
+    /// body goes in chunks.
+    static func writeHead(_ head: HTTPRequestHead, host: String, into bytes: inout ByteBuffer) -> Bool {
+        bytes.writeString(head.method.rawValue)
+        bytes.writeStaticString(" ")
+        bytes.writeString(head.uri)
+        bytes.writeStaticString(" HTTP/1.1\r\n")
+        var chunked = false
+        for (name, value) in head.headers {
+            if name.isHeaderName("host") { continue }
+            if name.isHeaderName("transfer-encoding") { chunked = true }
+            bytes.writeString(name)
+            bytes.writeStaticString(": ")
+            bytes.writeString(value)
+            bytes.writeStaticString("\r\n")
+        }
+        bytes.writeStaticString("Host: ")
+        bytes.writeString(host)
+        bytes.writeStaticString("\r\n\r\n")
+        return chunked
+    }
+
+    /// Writes a part of a streamed body, framed as its head said; completes once it reached the socket.
+    func writeBody(_ chunk: ByteBuffer, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        guard let context else { return loop.makeFailedFuture(UpstreamError.closedBeforeResponse) }
+        var framed = chunk
+        if chunkedBody {
+            framed = context.channel.allocator.buffer(capacity: chunk.readableBytes + 20)
+            framed.writeString(String(chunk.readableBytes, radix: 16))
+            framed.writeStaticString("\r\n")
+            framed.writeImmutableBuffer(chunk)
+            framed.writeStaticString("\r\n")
+        }
+        return context.writeAndFlush(wrapOutboundOut(framed))
+    }
+
+    /// Ends a streamed request; the exchange may be over already if the upstream answered early.
     func endRequest(on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard let context else { return loop.makeFailedFuture(UpstreamError.closedBeforeResponse) }
         let written = loop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+        context.writeAndFlush(wrapOutboundOut(chunkedBody ? ByteBuffer(string: "0\r\n\r\n") : ByteBuffer()), promise: written)
         written.futureResult.whenSuccess { [self] in requestSent = true }
         return written.futureResult
+    }
+
+    /// Whether the whole request has reached the socket. A request written in one go is, once the
+    /// channel holds nothing unwritten: asking costs less than a promise per request.
+    private var requestWritten: Bool {
+        if requestSent { return true }
+        guard sentWhole, let context else { return false }
+        return (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) == 0
     }
 
     /// The request body could not be read from the client (or written): the exchange cannot go on.
@@ -391,16 +452,33 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        var bytes = unwrapInboundIn(data)
+        do {
+            while let part = try reader.next(&bytes) {
+                // An upstream that sends more than the answer has lost track of the exchange.
+                if case .end = part, bytes.readableBytes > 0 { return fail(.brokenResponse("bytes after the answer")) }
+                guard receive(part, context: context) else { return }
+            }
+        } catch {
+            fail(.brokenResponse("\(error)"))
+        }
+    }
+
+    /// Takes one part of the answer; false once the exchange has failed.
+    private func receive(_ part: HTTP1AnswerReader.Part, context: ChannelHandlerContext) -> Bool {
+        switch part {
         case .head(let head):
-            guard case .awaitingHead(let answer) = state else { return fail(.brokenResponse("an answer nobody asked for")) }
-            // Interim answers (100 Continue) are not the answer.
-            if head.status.code >= 100 && head.status.code < 200 && head.status != .switchingProtocols { return }
-            keepAlive = keepAlive && head.isKeepAlive
-            let length = head.headers.first(name: "content-length").flatMap(Int.init)
-            if let length, length <= Self.bufferedBodyLimit {
+            guard case .awaitingHead(let answer) = state else {
+                fail(.brokenResponse("an answer nobody asked for"))
+                return false
+            }
+            keepAlive = keepAlive && head.keepAlive
+            switch head.framing {
+            case .none:
+                state = .buffering(head, ByteBuffer(), answer)
+            case .length(let length) where length <= Self.bufferedBodyLimit:
                 state = .buffering(head, context.channel.allocator.buffer(capacity: length), answer)
-            } else {
+            case .length, .chunked, .untilClose:
                 let made = UpstreamBodyStream.makeSequence(
                     backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8), finishOnDeinit: false,
                     delegate: Demand(handler: self, loop: context.eventLoop, exchange: exchange))
@@ -417,6 +495,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
                 if source.yield(part) == .stopProducing { readerWantsMore = false }
             default:
                 fail(.brokenResponse("a body without a head"))
+                return false
             }
         case .end:
             switch state {
@@ -428,8 +507,10 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
                 source.finish()
             default:
                 fail(.brokenResponse("an end without a head"))
+                return false
             }
         }
+        return true
     }
 
     func read(context: ChannelHandlerContext) {
@@ -441,6 +522,8 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // An answer without framing ends with its connection.
+        if case .streaming = state, case .end? = try? reader.closed() { _ = receive(.end, context: context) }
         switch state {
         case .awaitingHead: fail(.closedBeforeResponse)
         case .buffering, .streaming: fail(.brokenResponse("the connection closed"))
@@ -511,7 +594,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     private var stage: String {
         let progress =
             switch state {
-            case .awaitingHead: requestSent ? "request sent, no answer" : "request not yet sent whole"
+            case .awaitingHead: requestWritten ? "request sent, no answer" : "request not yet sent whole"
             case .buffering: "answer head received, body incomplete"
             case .streaming: "answer streaming"
             case .idle, .closed: "exchange over"
@@ -521,7 +604,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
 
     private func finishExchange() {
         state = .idle
-        if keepAlive && requestSent, let onReusable {
+        if keepAlive && requestWritten, let onReusable {
             onReusable()
         } else {
             context?.close(promise: nil)

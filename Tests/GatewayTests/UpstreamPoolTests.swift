@@ -193,7 +193,7 @@ final class ClosesWhenToldServer: Sendable {
     /// thing still fails these tests, after this long.
     static let stallTolerant: TimeAmount = .seconds(40)
 
-    static func get(_ pool: UpstreamPool, _ uri: String, timeout: TimeAmount = .seconds(10)) async throws -> (HTTPResponseHead, ByteBuffer) {
+    static func get(_ pool: UpstreamPool, _ uri: String, timeout: TimeAmount = .seconds(10)) async throws -> (HTTP1AnswerHead, ByteBuffer) {
         let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), body: .none, deadline: .now() + timeout)
         return (response.head, try await Self.body(response))
     }
