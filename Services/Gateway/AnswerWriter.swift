@@ -35,7 +35,7 @@ enum AnswerWriter {
         out.writeStaticString("\r\n")
     }
 
-    /// A chunk of a chunked body (RFC 9112 §7.1).
+    /// A chunk of a chunked body (RFC 9112 §7.1): an answer's to the client, or an upload's to the upstream.
     static func chunk(_ data: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
         var out = allocator.buffer(capacity: data.readableBytes + 20)
         out.writeString(String(data.readableBytes, radix: 16))
