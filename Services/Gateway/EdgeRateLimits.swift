@@ -195,10 +195,15 @@ final class EdgeRateLimiter: Service, Sendable {
 
     /// Decides one request: nil when no rule applies (no limits, or Apple's webhook by address).
     func decide(path: some StringProtocol, authorization: String?, client: String, now: Date = Date()) -> RateDecision? {
+        decide(path: path, user: signedIn(authorization, now: now)?.user, client: client, now: now)
+    }
+
+    /// The decision for a request of `user` (nil: anonymous, or a token not yet verified here).
+    func decide(path: some StringProtocol, user: UUID?, client: String, now: Date = Date()) -> RateDecision? {
         guard let index = table.ruleIndex(for: path) else { return nil }
         let rule = table.rules[index]
         let who: Who
-        if let user = signedIn(authorization, now: now) {
+        if let user {
             who = .user(user)
         } else {
             if RateLimitTable.exemptFromAddressLimits.contains(where: { RateLimitTable.covers($0, path) }) { return nil }
@@ -222,11 +227,12 @@ final class EdgeRateLimiter: Service, Sendable {
         }
     }
 
-    /// The signed-in user of a bearer token this process has verified already; a token it has not
-    /// seen counts by address this once, while it is checked off the request's path.
-    private func signedIn(_ authorization: String?, now: Date) -> UUID? {
+    /// The signed-in user of a bearer token this process has verified already, and until when the
+    /// token holds; a token it has not seen counts by address this once, while it is checked off the
+    /// request's path.
+    func signedIn(_ authorization: String?, now: Date) -> (user: UUID, until: Date)? {
         guard let verifier, let authorization, let token = TokenMiddleware<ServiceRequestContext>.bearerToken(authorization) else { return nil }
-        if let caller = verifier.cachedCaller(token, now: now) { return caller.userID }
+        if let (caller, expiresAt) = verifier.cachedCallerExpiring(token, now: now) { return (caller.userID, expiresAt) }
         Task { _ = try? await verifier.verify(token) }
         return nil
     }

@@ -139,6 +139,10 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var clientTimer: Scheduled<Void>?
     /// While an answer waits for the client to read it: the bytes it had left to take when last timed.
     private var answerBacklog: Int?
+    /// The user of the last bearer token the connection sent, and until when it holds: a client sends
+    /// the same token with every request of a connection, so it is read and looked up once per
+    /// connection for the rate limit, not per request.
+    private var knownToken: (authorization: String, user: UUID, until: Date)?
     /// The HTTP/1 encoder's context: the answers given here are written as bytes below it (the
     /// upstream's header lines passed on as they came), never as NIO's head and body parts.
     private var wire: ChannelHandlerContext?
@@ -446,10 +450,23 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         let (peerAddress, peerClient) = peer!
         let client = forwardedFor.isEmpty ? peerClient : proxy.trustedProxies.client(peer: peerAddress, forwardedFor: forwardedFor.joined(separator: ", "))
+        var rate: RateDecision?
+        if let limiter = proxy.limiter {
+            let now = Date()
+            var user: UUID?
+            if let authorization {
+                if let known = knownToken, known.until > now, known.authorization == authorization {
+                    user = known.user
+                } else if let signedIn = limiter.signedIn(authorization, now: now) {
+                    knownToken = (authorization, signedIn.user, signedIn.until)
+                    user = signedIn.user
+                }
+            }
+            rate = limiter.decide(path: path, user: user, client: client, now: now)
+        }
         return Proxied(
             request: request, path: path, service: service, pool: pool, requestID: requestID, client: client,
-            started: .now, body: nil, hasLength: length != nil, closeAfter: !request.isKeepAlive, origin: origin,
-            rate: proxy.limiter?.decide(path: path, authorization: authorization, client: client))
+            started: .now, body: nil, hasLength: length != nil, closeAfter: !request.isKeepAlive, origin: origin, rate: rate)
     }
 
     private func forward(_ proxied: Proxied, context: ChannelHandlerContext) {

@@ -124,4 +124,48 @@ import TestSupport
             #expect(other.status == .ok && other.headers[HTTPField.Name("RateLimit")!]?.hasPrefix("\"default\";r=999;") == true)
         }
     }
+
+    /// A verified token counts as its user, on every request of a connection, until it expires; then
+    /// the requests count by address again. A token not seen before counts by address while it is
+    /// verified off the request's path.
+    @Test func aSignedInCallerCountsAsTheUserUntilTheTokenExpires() async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::2"
+        @Sendable func limited(_ config: inout GatewayConfig) throws {
+            config.tokens = issuer.tokenConfig
+            config.tokens.leeway = .zero
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 100, window: .seconds(3600))])
+            config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
+        }
+        let ana = try await issuer.token(userID: UUID(), expiresIn: 3)
+        let expires = Date().addingTimeInterval(3)
+        try await EdgePolicyTests.withGateway(configure: limited) { client in
+            /// What the count of this request leaves, from its `RateLimit` header.
+            @Sendable func remaining(_ token: String?) async throws -> Int {
+                var headers: HTTPFields = [.forwardedFor: address]
+                if let token { headers[.authorization] = "Bearer \(token)" }
+                let response = try await client.execute(uri: "/v1/profiles/me", method: .get, headers: headers)
+                let field = try #require(response.headers[HTTPField.Name("RateLimit")!])
+                return try #require(field.split(separator: ";").first { $0.hasPrefix("r=") }.flatMap { Int($0.dropFirst(2)) })
+            }
+            #expect(try await remaining(ana) == 99)
+            // Once verified, ana's requests count apart from the address's.
+            var byAddress = 1
+            var counted = 99
+            for _ in 0..<50 {
+                counted = try await remaining(ana)
+                if counted == 99 { break }
+                byAddress += 1
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(counted == 99)
+            #expect(try await remaining(ana) == 98)
+            #expect(try await remaining(nil) == 99 - byAddress)
+            // Past its expiry the token counts by address again, on the same connections.
+            try await Task.sleep(for: .seconds(max(0.1, expires.timeIntervalSinceNow + 0.5)))
+            #expect(try await remaining(ana) == 98 - byAddress)
+        }
+    }
 }

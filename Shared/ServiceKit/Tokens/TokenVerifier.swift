@@ -118,8 +118,13 @@ public final class TokenVerifier: Sendable {
     /// The caller of a token verified within the last minute and not expired, without checking
     /// anything now: for decisions that may not wait for a check (the gateway's rate limits).
     public func cachedCaller(_ token: String, now: Date = Date()) -> Caller? {
+        cachedCallerExpiring(token, now: now)?.caller
+    }
+
+    /// `cachedCaller`, with the token's expiry.
+    public func cachedCallerExpiring(_ token: String, now: Date = Date()) -> (caller: Caller, expiresAt: Date)? {
         guard let (caller, expiresAt) = verified.lookup(token), now.timeIntervalSince(expiresAt) < leeway else { return nil }
-        return caller
+        return (caller, expiresAt)
     }
 
     private var leeway: TimeInterval {
