@@ -143,9 +143,6 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// the same token with every request of a connection, so it is read and looked up once per
     /// connection for the rate limit, not per request.
     private var knownToken: (authorization: String, user: UUID, until: Date)?
-    /// The HTTP/1 encoder's context: the answers given here are written as bytes below it (the
-    /// upstream's header lines passed on as they came), never as NIO's head and body parts.
-    private var wire: ChannelHandlerContext?
 
     private enum ClientPart { case head, body, answer }
 
@@ -167,7 +164,6 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        wire = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
         if context.channel.isActive { watchClient(context: context, progressed: false) }
     }
 
@@ -501,7 +497,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // The client went away; the request still counts, as on the router's path.
             let status =
                 switch result {
-                case .success(let response): Int(response.head.status.code)
+                case .success(let response): response.head.statusCode
                 case .failure(let error): ProxyMiddleware.problem(for: error, service: proxied.service, logger: logger(for: proxied)).status.code
                 }
             return record(proxied, status: status)
@@ -513,60 +509,50 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let rate = proxied.rate { added += rate.headers }
         switch result {
         case .success(let response):
-            let head = response.head
-            // A body without a length goes to the client in chunks (it came in chunks, or until the close).
-            let chunked = head.framing == .chunked || head.framing == .untilClose
-            var bytes = context.channel.allocator.buffer(capacity: head.bytes.readableBytes + 256)
-            AnswerWriter.head(head, adding: added, chunked: chunked, into: &bytes)
+            let headers = AnswerHeaders.forClient(response.head, adding: added)
+            let status = response.head.status
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
             switch response.body {
-            case .complete(var body):
-                // A small body goes in the head's buffer (one write); a large one is not copied.
-                if body.readableBytes <= 16 * 1024 {
-                    bytes.writeBuffer(&body)
-                    finish(proxied, status: head.statusCode, last: bytes, context: context)
-                } else {
-                    wire?.write(NIOAny(IOData.byteBuffer(bytes)), promise: nil)
-                    finish(proxied, status: head.statusCode, last: body, context: context)
-                }
+            case .complete(let body):
+                if body.readableBytes > 0 { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+                finish(proxied, status: Int(status.code), context: context)
             case .stream(let stream):
-                wire?.writeAndFlush(NIOAny(IOData.byteBuffer(bytes)), promise: nil)
-                relay(stream, for: proxied, status: head.statusCode, chunked: chunked, context: context)
+                context.flush()
+                relay(stream, for: proxied, status: Int(status.code), context: context)
             }
         case .failure(let error):
             let problem = ProxyMiddleware.problem(for: error, service: proxied.service, logger: logger(for: proxied))
-            var (fields, body) = Problem(
+            let (fields, body) = Problem(
                 status: problem.status.code, code: problem.code, title: problem.status.reasonPhrase,
                 detail: problem.detail, errors: problem.errors, requestID: proxied.requestID
             )
             .encoded(headers: problem.headers)
-            var bytes = context.channel.allocator.buffer(capacity: 512 + body.readableBytes)
-            AnswerWriter.head(
-                status: problem.status.code, reason: problem.status.reasonPhrase,
-                fields: fields.map { ($0.name.rawName, $0.value) } + added + [("Content-Length", String(body.readableBytes))], into: &bytes)
-            bytes.writeBuffer(&body)
-            finish(proxied, status: problem.status.code, last: bytes, context: context)
+            var headers = HTTPHeaders(fields)
+            for (name, value) in added + [("Content-Length", String(body.readableBytes))] { headers.replaceOrAdd(name: name, value: value) }
+            let status = HTTPResponseStatus(statusCode: problem.status.code, reasonPhrase: problem.status.reasonPhrase)
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            finish(proxied, status: problem.status.code, context: context)
         }
     }
 
     /// Writes a streamed answer chunk by chunk, each once the previous one has reached the socket:
     /// a slow client slows the upstream's reads instead of filling the gateway's memory.
-    private func relay(_ stream: UpstreamBodyStream, for proxied: Proxied, status: Int, chunked: Bool, context: ChannelHandlerContext) {
+    private func relay(_ stream: UpstreamBodyStream, for proxied: Proxied, status: Int, context: ChannelHandlerContext) {
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         Task {
             do {
-                for try await chunk in stream where chunk.readableBytes > 0 {
-                    try await loop.flatSubmit { () -> EventLoopFuture<Void> in
+                for try await chunk in stream {
+                    try await loop.flatSubmit {
                         let (handler, context) = bound.value
-                        guard let wire = handler.wire else { return loop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
-                        let bytes = chunked ? AnswerWriter.chunk(chunk, allocator: context.channel.allocator) : chunk
-                        return wire.writeAndFlush(NIOAny(IOData.byteBuffer(bytes)))
+                        return context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(chunk))))
                     }.get()
                 }
                 loop.execute {
                     let (handler, context) = bound.value
                     guard case .proxying = handler.state else { return }
-                    handler.finish(proxied, status: status, last: chunked ? AnswerWriter.lastChunk : ByteBuffer(), context: context)
+                    handler.finish(proxied, status: status, context: context)
                 }
             } catch {
                 // The head is out: the client can only learn of a broken answer by the connection ending.
@@ -581,21 +567,15 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// Writes the answer's last bytes, then takes the next request (or closes).
-    private func finish(_ proxied: Proxied, status: Int, last: ByteBuffer, context: ChannelHandlerContext) {
+    private func finish(_ proxied: Proxied, status: Int, context: ChannelHandlerContext) {
         let closing = proxied.closeAfter || stopped || (quiescing && waiting.isEmpty)
         // The answer goes out before it is logged. A promise only when something waits on the write:
         // a future per request is measurable here.
-        guard let wire else {
-            // The encoder is gone: the connection is being torn down.
-            state = .closed
-            return context.close(promise: nil)
-        }
         if closing {
             // Once the answer is out: a close drops what the socket has not taken yet.
-            wire.writeAndFlush(NIOAny(IOData.byteBuffer(last))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         } else {
-            wire.writeAndFlush(NIOAny(IOData.byteBuffer(last)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
         record(proxied, status: status)
         if closing {

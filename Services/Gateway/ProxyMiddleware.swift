@@ -72,7 +72,7 @@ struct ProxyMiddleware: RouterMiddleware {
             throw Self.problem(for: error, service: service, logger: context.logger)
         }
         let status = HTTPResponse.Status(code: response.head.statusCode, reasonPhrase: response.head.status.reasonPhrase)
-        let headers = HTTPFields(Self.answerHeaders(response.head.headers), splitCookie: false)
+        let headers = HTTPFields(AnswerHeaders.forClient(response.head, adding: []), splitCookie: false)
         switch response.body {
         case .complete(let body):
             return Response(status: status, headers: headers, body: .init(byteBuffer: body))
@@ -126,20 +126,6 @@ struct ProxyMiddleware: RouterMiddleware {
         kept.append(("X-Request-ID", requestID))
         // A new header block: it does not carry NIO's keep-alive reading of the client's connection
         // (an HTTP/1.0 client's would close each upstream connection after one exchange).
-        return HTTPHeaders(kept)
-    }
-
-    /// What the client receives of an upstream's headers on the router's path: all but the hop-by-hop
-    /// ones and those the upstream's `Connection` header names. (`AnswerWriter` does the same on the
-    /// bytes for the answers `ProxyChannelHandler` gives.)
-    static func answerHeaders(_ incoming: HTTPHeaders) -> HTTPHeaders {
-        let named = connectionTokens(incoming)
-        var kept: [(String, String)] = []
-        kept.reserveCapacity(incoming.count)
-        for (name, value) in incoming {
-            if KnownHeader.of(name)?.hopByHop == true || named.contains(headerName: name) { continue }
-            kept.append((name, value))
-        }
         return HTTPHeaders(kept)
     }
 

@@ -424,14 +424,21 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     /// Writes a part of a streamed body, framed as its head said; completes once it reached the socket.
     func writeBody(_ chunk: ByteBuffer, on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard let context else { return loop.makeFailedFuture(UpstreamError.closedBeforeResponse) }
-        return context.writeAndFlush(wrapOutboundOut(chunkedBody ? AnswerWriter.chunk(chunk, allocator: context.channel.allocator) : chunk))
+        guard chunkedBody else { return context.writeAndFlush(wrapOutboundOut(chunk)) }
+        // A chunk as RFC 9112 §7.1 frames it.
+        var framed = context.channel.allocator.buffer(capacity: chunk.readableBytes + 20)
+        framed.writeString(String(chunk.readableBytes, radix: 16))
+        framed.writeStaticString("\r\n")
+        framed.writeImmutableBuffer(chunk)
+        framed.writeStaticString("\r\n")
+        return context.writeAndFlush(wrapOutboundOut(framed))
     }
 
     /// Ends a streamed request; the exchange may be over already if the upstream answered early.
     func endRequest(on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard let context else { return loop.makeFailedFuture(UpstreamError.closedBeforeResponse) }
         let written = loop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(chunkedBody ? AnswerWriter.lastChunk : ByteBuffer()), promise: written)
+        context.writeAndFlush(wrapOutboundOut(chunkedBody ? ByteBuffer(string: "0\r\n\r\n") : ByteBuffer()), promise: written)
         written.futureResult.whenSuccess { [self] in requestSent = true }
         return written.futureResult
     }

@@ -46,7 +46,7 @@ final class EchoUpstream: Sendable {
             try await Task.sleep(for: .seconds(3))
             return "late"
         }
-        for method in [HTTPRequest.Method.get, .post, .delete] {
+        for method in [HTTPRequest.Method.get, .post, .delete, .head] {
             router.on("**", method: method) { [self] request, context in
                 if request.uri.path.hasSuffix("/pause") { pausesArrived.add(1, ordering: .relaxed) }
                 return try await Self.echo(name, request, context)
@@ -63,7 +63,9 @@ final class EchoUpstream: Sendable {
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         let echo = Echo(service: name, method: request.method.rawValue, path: request.uri.description, headers: headers, bodyBytes: body.readableBytes)
         // A path with `/kept/` keeps the connection open for the next exchange; others end it.
-        let connection = request.uri.path.contains("/kept/") ? "x-internal" : "close, x-internal"
+        // A path with `/named-length/` also names its Content-Length there, as no server should.
+        var connection = request.uri.path.contains("/kept/") ? "x-internal" : "close, x-internal"
+        if request.uri.path.contains("/named-length/") { connection += ", content-length" }
         return Response(
             status: .ok,
             headers: [
@@ -309,6 +311,47 @@ final class EchoUpstream: Sendable {
         }
     }
 
+    /// On one connection, each answer is framed for its own request, however they mix: a proxied
+    /// HEAD, the router's answers, an upstream answer whose `Connection` header names its own
+    /// Content-Length, a HEAD to the router after a proxied GET, and the gateway's own refusal of a
+    /// HEAD (a rate limit), which has no body either.
+    @Test func eachAnswerIsFramedForItsOwnRequest() async throws {
+        try await Self.withGateway { client in
+            let port = try #require(client.port)
+            let requests = [
+                "HEAD /v1/auth/kept/a HTTP/1.1\r\nHost: gw\r\n\r\n",
+                "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n",
+                "GET /v1/auth/kept/named-length/b HTTP/1.1\r\nHost: gw\r\n\r\n",
+                "HEAD /healthz HTTP/1.1\r\nHost: gw\r\n\r\n",
+                "GET /v1/auth/kept/c HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n",
+            ]
+            let answers = try await RawHTTP.exchange(port: port, requests.joined(), bodiless: [0, 3])
+            // The gateway's own routes answer GET only: its HEAD is a 405, without a body.
+            #expect(answers.map(\.status) == [200, 200, 200, 405, 200], "\(answers.map(\.status))")
+            guard answers.count == 5 else { return }
+            #expect(answers[0].body.readableBytes == 0 && answers[3].body.readableBytes == 0)
+            #expect(String(buffer: answers[1].body).contains("ok"))
+            let named = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: answers[2].body))
+            #expect(named.path == "/v1/auth/kept/named-length/b")
+            let last = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: answers[4].body))
+            #expect(last.path == "/v1/auth/kept/c")
+        }
+        @Sendable func oneRequestAnHour(_ config: inout GatewayConfig) {
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 1, window: .seconds(3600))])
+        }
+        try await EdgePolicyTests.withGateway(configure: oneRequestAnHour) { client in
+            let port = try #require(client.port)
+            let answers = try await RawHTTP.exchange(
+                port: port,
+                "HEAD /v1/auth/kept/a HTTP/1.1\r\nHost: gw\r\n\r\nHEAD /v1/auth/kept/b HTTP/1.1\r\nHost: gw\r\n\r\n"
+                    + "GET /v1/auth/kept/c HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n", bodiless: [0, 1])
+            #expect(answers.map(\.status) == [200, 429, 429])
+            guard answers.count == 3 else { return }
+            #expect(answers[1].body.readableBytes == 0)
+            #expect(try JSONDecoder.api.decode(Problem.self, from: Data(buffer: answers[2].body)).code == "rate_limited")
+        }
+    }
+
     /// Request smuggling: whatever a client says of framing (a `Connection` header naming
     /// `Content-Length`, two lengths, a length and chunks), the upstream gets a body framed by the
     /// gateway or nothing, so the bytes of one client's body are never read as a request of their
@@ -424,7 +467,11 @@ enum RawHTTP {
 
     /// `halfClose` closes the client's side once it has written, as a client that sends its last
     /// request and only reads afterwards.
-    static func exchange(port: Int, _ text: String, untilAnswers: Int? = nil, halfClose: Bool = false, timeout: Duration = .seconds(30)) async throws -> [Answer] {
+    /// `bodiless` are the positions of the answers to HEAD requests, which have no body whatever
+    /// their head says.
+    static func exchange(
+        port: Int, _ text: String, untilAnswers: Int? = nil, halfClose: Bool = false, bodiless: Set<Int> = [], timeout: Duration = .seconds(30)
+    ) async throws -> [Answer] {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.allowRemoteHalfClosure, value: true)
             .connect(host: "127.0.0.1", port: port) { channel in
@@ -440,7 +487,7 @@ enum RawHTTP {
             let deadline = ContinuousClock.now + timeout
             for try await var chunk in inbound {
                 received.writeBuffer(&chunk)
-                while let answer = parse(&received) { answers.append(answer) }
+                while let answer = parse(&received, bodiless: bodiless.contains(answers.count)) { answers.append(answer) }
                 if let untilAnswers, answers.count >= untilAnswers { break }
                 if ContinuousClock.now > deadline { break }
             }
@@ -449,7 +496,7 @@ enum RawHTTP {
     }
 
     /// One whole answer off the front of `buffer`, or nil if it has not all arrived.
-    static func parse(_ buffer: inout ByteBuffer) -> Answer? {
+    static func parse(_ buffer: inout ByteBuffer, bodiless: Bool = false) -> Answer? {
         let text = buffer.getString(at: buffer.readerIndex, length: min(buffer.readableBytes, 64 * 1024)) ?? ""
         guard let end = text.range(of: "\r\n\r\n") else { return nil }
         let headLength = text.utf8.distance(from: text.startIndex, to: end.upperBound)
@@ -460,10 +507,33 @@ enum RawHTTP {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
-        let length = Int(headers["content-length"] ?? "0") ?? 0
+        let status = statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0
+        if !bodiless, headers["transfer-encoding"] == "chunked" {
+            // Chunks, each a hexadecimal size line and its bytes, until one of size 0.
+            var at = buffer.readerIndex + headLength
+            var body = ByteBuffer()
+            while true {
+                let rest = buffer.getString(at: at, length: buffer.writerIndex - at) ?? ""
+                guard let lineEnd = rest.range(of: "\r\n") else { return nil }
+                let line = rest[..<lineEnd.lowerBound]
+                guard let size = Int(line.split(separator: ";").first ?? "", radix: 16) else { return nil }
+                at += line.utf8.count + 2
+                if size == 0 {
+                    guard buffer.writerIndex - at >= 2 else { return nil }
+                    at += 2
+                    break
+                }
+                guard buffer.writerIndex - at >= size + 2, var chunk = buffer.getSlice(at: at, length: size) else { return nil }
+                body.writeBuffer(&chunk)
+                at += size + 2
+            }
+            buffer.moveReaderIndex(to: at)
+            return Answer(status: status, headers: headers, body: body)
+        }
+        let length = bodiless ? 0 : Int(headers["content-length"] ?? "0") ?? 0
         guard buffer.readableBytes >= headLength + length else { return nil }
         buffer.moveReaderIndex(forwardBy: headLength)
         let body = buffer.readSlice(length: length) ?? ByteBuffer()
-        return Answer(status: statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0, headers: headers, body: body)
+        return Answer(status: status, headers: headers, body: body)
     }
 }
