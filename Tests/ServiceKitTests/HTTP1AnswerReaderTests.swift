@@ -92,6 +92,8 @@ import Testing
         #expect(!http10.keepAlive)
         let http10Kept = try #require(try Self.read("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n")[0].head)
         #expect(http10Kept.keepAlive)
+        let http10Chunked = try #require(try Self.read("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")[0].head)
+        #expect(!http10Chunked.keepAlive)
         let closing = try #require(try Self.read("HTTP/1.1 200 OK\r\nconnection: x-private, CLOSE\r\nX-Private: 1\r\nX-Public: 2\r\nContent-Length: 0\r\n\r\n")[0].head)
         #expect(!closing.keepAlive)
         #expect(closing.fields.filter(closing.isNamedByConnection).map { closing.string($0.name) } == ["X-Private"])
@@ -100,6 +102,7 @@ import Testing
     @Test(arguments: [
         "HTTP/2 200 OK\r\n\r\n",
         "HTTP/1.1 2000 OK\r\n\r\n",
+        "HTTP/1.1 099 Early\r\n\r\n",
         "HTTP/1.1 200 OK\r\nNo-Colon\r\n\r\n",
         "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
         "HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",

@@ -319,6 +319,7 @@ extension HTTP1AnswerReader {
             else { return .failure(Malformed("not an HTTP/1 status line")) }
             let minor = byte(7) - UInt8(ascii: "0")
             let status = Int(byte(9) - 48) * 100 + Int(byte(10) - 48) * 10 + Int(byte(11) - 48)
+            guard status >= 100 else { return .failure(Malformed("a status below 100")) }
             guard let statusEnd = bytes.firstIndex(of: lf), statusEnd >= 13, byte(statusEnd - 1) == cr,
                 statusEnd == 13 || byte(12) == UInt8(ascii: " ")
             else { return .failure(Malformed("a status line that does not end as one")) }
@@ -403,7 +404,9 @@ extension HTTP1AnswerReader {
                 framing = .untilClose
             }
             // HTTP/1.0 closes unless it says otherwise; HTTP/1.1 keeps the connection unless it says `close`.
-            let keepAlive = (minor == 0 ? keepAliveToken : true) && !close && framing != .untilClose
+            // A transfer coding in an HTTP/1.0 answer is not to be trusted to frame it: read it, then
+            // close (RFC 9112 §6.1).
+            let keepAlive = (minor == 0 ? keepAliveToken && chunkedLast == nil : true) && !close && framing != .untilClose
             return .success(
                 HTTP1AnswerHead(
                     bytes: head, statusCode: status, statusLineRest: 9..<(statusEnd + 1), framing: framing, keepAlive: keepAlive,
