@@ -10,8 +10,16 @@ enum AnswerHeaders {
     static func forClient(_ head: HTTP1AnswerHead, adding added: [(String, String)]) -> HTTPHeaders {
         var kept: [(String, String)] = []
         kept.reserveCapacity(head.fields.count + added.count)
+        var length = false
         for field in head.fields {
-            if let known = KnownHeader.of(field, in: head), known.hopByHop { continue }
+            if let known = KnownHeader.of(field, in: head) {
+                if known.hopByHop { continue }
+                // The reader took repeated equal lengths as one; a client's parser may refuse two.
+                if known.name == "content-length" {
+                    if length { continue }
+                    length = true
+                }
+            }
             if !head.connectionNames.isEmpty && head.isNamedByConnection(field) { continue }
             if added.contains(where: { head.field(field, isNamed: $0.0) }) { continue }
             kept.append((head.string(field.name), head.string(field.value)))

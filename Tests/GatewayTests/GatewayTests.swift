@@ -6,6 +6,7 @@ import HummingbirdTesting
 import Logging
 import Models
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import ServiceKit
 import ServiceKitCore
@@ -434,6 +435,23 @@ final class EchoUpstream: Sendable {
             #expect(try answers.first.map { try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: $0.body)).path } == "/v1/auth/pause")
             try await tasks.waitForAll()
         }
+    }
+
+    /// What the client gets of an upstream's header lines: not the hop-by-hop ones, nor those its
+    /// `Connection` names, nor those the gateway sets itself, and one Content-Length however many
+    /// equal ones came.
+    @Test func anUpstreamsHeadersForTheClient() throws {
+        var reader = HTTP1AnswerReader()
+        reader.expectAnswer(toHEAD: false)
+        var bytes = ByteBuffer(
+            string: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nconnection: x-private\r\nX-Private: 1\r\nContent-Length: 2\r\n"
+                + "Keep-Alive: timeout=5\r\nSERVER: upstream\r\nX-Public: 2\r\n\r\nok")
+        guard case .head(let head)? = try reader.next(&bytes) else {
+            Issue.record("no head")
+            return
+        }
+        let headers = AnswerHeaders.forClient(head, adding: [("Server", "gateway")])
+        #expect(headers.map { "\($0.name): \($0.value)" } == ["Content-Length: 2", "X-Public: 2", "Server: gateway"])
     }
 
     @Test func routeTableMatchesTheArchitecture() {

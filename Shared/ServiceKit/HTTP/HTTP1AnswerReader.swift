@@ -331,6 +331,7 @@ extension HTTP1AnswerReader {
             var connectionNames: [Range<Int>] = []
             var length: Int?
             var chunkedLast: Bool?
+            var otherCoding = false
             var close = false
             var keepAliveToken = false
             var start = statusEnd + 1
@@ -380,6 +381,7 @@ extension HTTP1AnswerReader {
                         }
                         if isEncoding {
                             chunkedLast = token("chunked")
+                            if chunkedLast == false { otherCoding = true }
                         } else if token("close") {
                             close = true
                         } else if token("keep-alive") {
@@ -397,6 +399,9 @@ extension HTTP1AnswerReader {
                 framing = .none
             } else if let chunkedLast {
                 if length != nil { return .failure(Malformed("a Transfer-Encoding beside a Content-Length")) }
+                // The body is passed on unframed, and the transfer coding's name does not go with it:
+                // a coding other than chunked (gzip, say) would reach the client unnamed.
+                if otherCoding { return .failure(Malformed("a transfer coding other than chunked")) }
                 framing = chunkedLast ? .chunked : .untilClose
             } else if let length {
                 framing = .length(length)
