@@ -55,15 +55,11 @@ public struct HTTP1AnswerHead: Sendable {
         fields.first { field($0, isNamed: name) }.map { string($0.value) }
     }
 
-    /// As NIO's types, for code off the proxy's path.
+    /// As NIO's status type, for code off the proxy's path.
     public var status: HTTPResponseStatus {
         // The reason starts after the three digits and a space.
         let reason = statusLineRest.count > 6 ? string(statusLineRest.lowerBound + 4..<statusLineRest.upperBound - 2) : ""
         return HTTPResponseStatus(statusCode: statusCode, reasonPhrase: reason)
-    }
-
-    public var headers: HTTPHeaders {
-        HTTPHeaders(fields.map { (string($0.name), string($0.value)) })
     }
 
     static func equalIgnoringCase(_ buffer: ByteBuffer, _ range: Range<Int>, _ name: String) -> Bool {
@@ -141,12 +137,6 @@ public struct HTTP1AnswerReader: Sendable {
         answersHEAD = toHEAD
         endDue = false
         held = nil
-    }
-
-    /// Whether an answer is being read: asked for, and its end not yet given.
-    public var inAnswer: Bool {
-        if case .idle = state { return endDue }
-        return true
     }
 
     /// The next part, reading from `bytes`; nil when it needs more bytes.
