@@ -16,7 +16,6 @@ struct InvitationRoutes {
     let invitations: Invitations
 
     func add(to router: Router<ServiceRequestContext>) {
-        router.get("v1/invitations/unsubscribe", use: unsubscribePage)
         router.post("v1/invitations/unsubscribe", use: unsubscribe)
         router.get("v1/invitations/:code", use: preview)
         let signedIn = router.group("v1/invitations", context: AuthenticatedContext.self)
@@ -191,21 +190,6 @@ struct InvitationRoutes {
             return items
         }
         return MineResponse(items: items)
-    }
-
-    /// The page a person lands on from the mail's unsubscribe link: a button that POSTs, since a
-    /// GET must not unsubscribe (mail scanners open every link).
-    @Sendable func unsubscribePage(_ request: Request, context: ServiceRequestContext) async throws -> Response {
-        let token = request.uri.queryParameters["token"].map(String.init) ?? ""
-        let action = "/v1/invitations/unsubscribe?token=" + (token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
-        let html = """
-            <!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>Unsubscribe</title></head>
-            <body style="font-family: -apple-system, Helvetica, Arial, sans-serif"><p>Stop receiving invitations from \(MailLayout.escape(invitations.settings.appName)) coaches at this address?</p>
-            <form method="post" action="\(MailLayout.escape(action))"><button type="submit">Unsubscribe</button></form></body></html>
-            """
-        return Response(
-            status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store", .contentSecurityPolicy: "default-src 'none'; form-action 'self'"],
-            body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 
     struct UnsubscribedResponse: ResponseEncodable {

@@ -14,10 +14,11 @@ struct InvitePageRoutes {
     let pages: PageRenderer
 
     /// The templates in `Services/Invitations/Pages` these routes render.
-    static let templates = ["invite"]
+    static let templates = ["invite", "unsubscribe"]
 
     func add(to router: Router<ServiceRequestContext>) {
         router.get("invite", use: invitePage)
+        router.get("v1/invitations/unsubscribe", use: unsubscribePage)
     }
 
     @Sendable func invitePage(_ request: Request, context: ServiceRequestContext) async throws -> Response {
@@ -53,6 +54,15 @@ struct InvitePageRoutes {
             "expires": DisplayDate.day(client.expiresAt),
         ]
         return pages.page("invite", title: "You're invited", values: values)
+    }
+
+    /// The page a person lands on from the mail's unsubscribe link: a button that POSTs, since a
+    /// GET must not unsubscribe (mail scanners open every link). A page like the others, with their
+    /// headers: no framing (a framed button is a click someone else can steer), no referrer.
+    @Sendable func unsubscribePage(_ request: Request, context: ServiceRequestContext) async throws -> Response {
+        let token = request.uri.queryParameters["token"].map(String.init) ?? ""
+        let action = "/v1/invitations/unsubscribe?token=" + (token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+        return pages.page("unsubscribe", title: "Unsubscribe", values: ["action": action])
     }
 
     func notFound() -> Response {
