@@ -45,7 +45,7 @@ import TestSupport
             .viewer: [.allowed, .permissionDenied, .permissionDenied, .ownerOnly, .ownerOnly],
         ]
         let lapsed: [SpacePermission: [SpaceDecision]] = [
-            .owner: [.allowed, .requiresUpgrade, .allowed, .allowed, .requiresUpgrade],
+            .owner: [.allowed, .allowed, .allowed, .allowed, .requiresUpgrade],
             .editor: [.allowed, .requiresUpgrade, .requiresUpgrade, .ownerOnly, .ownerOnly],
             .commenter: [.allowed, .requiresUpgrade, .permissionDenied, .ownerOnly, .ownerOnly],
             .viewer: [.allowed, .permissionDenied, .permissionDenied, .ownerOnly, .ownerOnly],
@@ -212,7 +212,7 @@ import TestSupport
     }
 
     /// Adding members needs the owner's collaboration: a free owner gets `requires_upgrade` naming
-    /// the feature and the tier, but keeps their own space.
+    /// the feature and the tier, but has every other permission on their own space.
     @Test func aFreeOwnerCannotShare() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let owner = try await env.user()
@@ -227,7 +227,7 @@ import TestSupport
             #expect(try await env.count("SELECT count(*) FROM space_members WHERE space_id = '\(id)'") == 1)
             #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE space_id = '\(id)'") == 0)
             // view, comment, edit, delete, invite for a free owner.
-            let expected: [String?] = [nil, "requires_upgrade", nil, nil, "requires_upgrade"]
+            let expected: [String?] = [nil, nil, nil, nil, "requires_upgrade"]
             for (action, answer) in zip(Self.actions, expected) {
                 #expect(try await Self.check(env, action, in: id, as: owner) == answer, "\(action)")
             }
@@ -238,8 +238,8 @@ import TestSupport
         }
     }
 
-    /// When the owner's collaboration lapses the members keep `view`; `comment`, `edit` and `invite`
-    /// answer `requires_upgrade` until it returns. The owner keeps view, rename and delete.
+    /// When the owner's collaboration lapses the members keep `view`; their `comment` and `edit`, and
+    /// the owner's `invite`, answer `requires_upgrade` until it returns. The owner keeps the rest.
     @Test func lapsedCollaborationLeavesViewOnly() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let owner = try await env.user()
@@ -255,7 +255,7 @@ import TestSupport
             try await env.revokeGrants(owner)
 
             let table: [(String, any BearerHolder, [String?])] = [
-                ("owner", owner, [nil, "requires_upgrade", nil, nil, "requires_upgrade"]),
+                ("owner", owner, [nil, nil, nil, nil, "requires_upgrade"]),
                 ("editor", editor, [nil, "requires_upgrade", "requires_upgrade", "owner_only", "owner_only"]),
                 ("commenter", commenter, [nil, "requires_upgrade", "permission_denied", "owner_only", "owner_only"]),
                 ("viewer", viewer, [nil, "permission_denied", "permission_denied", "owner_only", "owner_only"]),

@@ -47,12 +47,12 @@ enum SpaceDecision: Equatable, Sendable {
 /// | invite  | yes   | owner only | owner only | owner only |
 ///
 /// Sharing is what the owner's `collaboration` feature pays for. When it lapses (or was never
-/// there) the members keep `view`, and everything that works together — `comment`, `edit` by
-/// anyone but the owner, and `invite` — answers `requires_upgrade` until it returns. The owner
-/// keeps what they could do alone with their own space: `view`, `edit` (rename) and `delete`;
-/// `comment` and `invite` need collaboration for them too. Removing a member, leaving and
-/// transferring ownership need no collaboration (they undo sharing, and a lapsed owner must be
-/// able to stop sharing); adding members and changing a member's permission do, as `invite`.
+/// there) the members keep `view`, and what they do together — `comment` and `edit` by anyone but
+/// the owner — answers `requires_upgrade` until it returns, as does the owner's `invite`. The owner
+/// has every other permission on their own space whatever their tier: `view`, `comment`, `edit`
+/// (rename) and `delete`. Removing a member, leaving and transferring ownership need no
+/// collaboration (they undo sharing, and a lapsed owner must be able to stop sharing); adding
+/// members and changing a member's permission do, as `invite`.
 ///
 /// The role is checked first: an action the permission does not include is `permission_denied` or
 /// `owner_only` whatever the owner's tier, so a viewer never learns about the owner's plan.
@@ -67,12 +67,13 @@ enum SpaceAccess {
         }
     }
 
-    /// Whether the action, for this permission, needs the owner's `collaboration` feature.
+    /// Whether the action, for this permission, needs the owner's `collaboration` feature: only
+    /// adding members, and the members' own actions.
     static func needsCollaboration(_ permission: SpacePermission, _ action: SpaceAction) -> Bool {
         switch action {
         case .view, .delete: false
-        case .comment, .invite: true
-        case .edit: permission != .owner
+        case .invite: true
+        case .comment, .edit: permission != .owner
         }
     }
 
