@@ -32,6 +32,9 @@ struct SpaceRoutes {
         group.delete(":id/members/:member", use: removeMember)
         group.post(":id/transfer", use: transfer)
         group.post(":id/transfer/accept", use: acceptTransfer)
+        group.get("invitations", use: invitations)
+        group.post(":id/invitation/accept", use: acceptInvitation)
+        group.delete(":id/invitation", use: declineInvitation)
     }
 
     // MARK: bodies
@@ -150,8 +153,11 @@ struct SpaceRoutes {
         return MemberList(items: rows.map(MemberView.init))
     }
 
-    /// Adds a member by `user_id` or by `email` (the owner, with collaboration). An address with no
-    /// account becomes an invitation that turns into a membership when the address registers.
+    /// Adds a member by `user_id` or by `email` (the owner, with collaboration). An address always
+    /// becomes an invitation (`pending`), whether an account has it or not, so the answer does not
+    /// tell the owner who has an account: the account's holder accepts it
+    /// (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later is attached
+    /// once proven.
     @Sendable func addMember(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<MemberView> {
         let id = try context.spaceID()
         let body = try await request.decode(as: AddMemberRequest.self, context: context)
@@ -165,21 +171,18 @@ struct SpaceRoutes {
         let me = context.caller.userID
         let view = try await changing(id, context: context, lockingAddress: address) { (space, connection) -> MemberView in
             try await authorize(space, .invite, on: connection, logger: context.logger)
-            var target = body.userID
-            if let address {
-                if try await spaces.email(of: me, on: connection, logger: context.logger) == address { throw SpaceFields.cannotAddSelf }
-                target = try await spaces.account(emailNormalized: address, on: connection, logger: context.logger)
-            } else if let user = target, user != me, try await !spaces.accountExists(user, on: connection, logger: context.logger) {
-                throw APIError.notFound("No account has that id.", code: "user_not_found")
-            }
-            if let user = target {
+            if let user = body.userID {
                 guard user != me else { throw SpaceFields.cannotAddSelf }
+                guard try await spaces.accountExists(user, on: connection, logger: context.logger) else {
+                    throw APIError.notFound("No account has that id.", code: "user_not_found")
+                }
                 guard try await spaces.addMember(user, to: id, permission: permission, on: connection, logger: context.logger) else {
                     throw SpaceFields.alreadyMember
                 }
                 return MemberView(try await spaces.member(user, of: id, on: connection, logger: context.logger)!)
             }
             guard let address else { throw SpaceFields.notFound }
+            if try await spaces.email(of: me, on: connection, logger: context.logger) == address { throw SpaceFields.cannotAddSelf }
             guard try await spaces.invite(address, to: id, permission: permission, by: me, on: connection, logger: context.logger) else {
                 throw APIError.conflict("That address is already invited to this space.", code: "already_member")
             }
@@ -220,6 +223,56 @@ struct SpaceRoutes {
             guard try await spaces.removeMember(user, from: id, on: connection, logger: context.logger) else { throw SpaceFields.memberNotFound }
         }
         return .noContent
+    }
+
+    // MARK: invitations by address, to their account
+
+    /// The invitations to the caller's proven address, newest first: each space's id and name, the
+    /// permission offered, and when. An address not proven yet has none (it may be someone else's).
+    @Sendable func invitations(_ request: Request, context: AuthenticatedContext) async throws -> SpaceInvitationList {
+        let spaces = self.spaces
+        let items = try await entitlements.postgres.withConnectionOnItsLoop { connection -> [SpaceInvitationRecord] in
+            guard let address = try await spaces.provenEmail(of: context.caller.userID, on: connection, logger: context.logger) else { return [] }
+            return try await spaces.invitations(to: address, on: connection, logger: context.logger)
+        }
+        return SpaceInvitationList(items: items.map(SpaceInvitationView.init))
+    }
+
+    /// The caller accepts an invitation to their proven address: they become a member with the
+    /// permission offered (one already a member keeps theirs), and the invitation is gone. Without
+    /// one, `404 space_not_found`, as for any space the caller is not in.
+    @Sendable func acceptInvitation(_ request: Request, context: AuthenticatedContext) async throws -> SpaceView {
+        let id = try context.spaceID()
+        let me = context.caller.userID
+        return try await answeringInvitation(id, context: context) { (address, connection) -> SpaceView in
+            guard let permission = try await spaces.takeInvitation(address, to: id, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
+            _ = try await spaces.addMember(me, to: id, permission: permission, on: connection, logger: context.logger)
+            return SpaceView(try await spaces.find(id, member: me, on: connection, logger: context.logger)!)
+        }
+    }
+
+    /// The caller declines an invitation to their proven address; the owner sees it no more.
+    @Sendable func declineInvitation(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        let id = try context.spaceID()
+        try await answeringInvitation(id, context: context) { (address, connection) -> Void in
+            guard try await spaces.takeInvitation(address, to: id, on: connection, logger: context.logger) != nil else { throw SpaceFields.notFound }
+        }
+        return .noContent
+    }
+
+    /// A transaction that takes the caller's proven address's lock and the space's, in the order
+    /// `changing` takes them, then runs `body` with the address; `404 space_not_found` without one.
+    func answeringInvitation<Result: Sendable>(
+        _ id: UUID, context: AuthenticatedContext, _ body: (String, PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let spaces = self.spaces
+        let me = context.caller.userID
+        return try await entitlements.postgres.transaction(logger: context.logger) { connection -> Result in
+            guard let address = try await spaces.provenEmail(of: me, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
+            try await spaces.lockAddress(address, on: connection, logger: context.logger)
+            guard try await spaces.lock(id, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
+            return try await body(address, connection)
+        }
     }
 
     // MARK: ownership
@@ -370,6 +423,29 @@ extension MemberView: ResponseEncodable {}
 
 struct MemberList: Codable, Sendable, ResponseEncodable {
     var items: [MemberView]
+}
+
+/// An invitation to the caller's address: the space, the permission offered, and when.
+struct SpaceInvitationView: Codable, Sendable {
+    var invitedAt: Date
+    var name: String
+    var permission: String
+    var spaceID: UUID
+
+    init(_ invitation: SpaceInvitationRecord) {
+        invitedAt = invitation.invitedAt
+        name = invitation.name
+        permission = invitation.permission.rawValue
+        spaceID = invitation.spaceID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case invitedAt = "invited_at", name, permission, spaceID = "space_id"
+    }
+}
+
+struct SpaceInvitationList: Codable, Sendable, ResponseEncodable {
+    var items: [SpaceInvitationView]
 }
 
 struct PermissionAnswer: Codable, Sendable, ResponseEncodable {

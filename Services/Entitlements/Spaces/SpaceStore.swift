@@ -27,6 +27,14 @@ struct SpaceMemberRecord: Sendable {
     var isPending: Bool { userID == nil }
 }
 
+/// An invitation by address as its addressee sees it: the space and the permission offered.
+struct SpaceInvitationRecord: Sendable {
+    var spaceID: UUID
+    var name: String
+    var permission: SpacePermission
+    var invitedAt: Date
+}
+
 /// The position in "my spaces" (newest first).
 struct SpaceCursor: Codable, Sendable {
     var createdAt: Date
@@ -148,7 +156,7 @@ struct SpaceStore: Sendable {
             """, logger: logger)
     }
 
-    /// Invites an address that has no account yet; false if it is already invited to the space.
+    /// Invites an address (with an account or not); false if it is already invited to the space.
     func invite(_ emailNormalized: String, to space: UUID, permission: SpacePermission, by inviter: UUID, on connection: PostgresConnection, logger: Logger)
         async throws -> Bool
     {
@@ -168,6 +176,30 @@ struct SpaceStore: Sendable {
         for try await (permission, created) in rows.decode((String, Date).self) {
             found = SpaceMemberRecord(userID: nil, email: emailNormalized, permission: SpacePermission(rawValue: permission) ?? .viewer, since: created)
         }
+        return found
+    }
+
+    /// The invitations to an address, newest first, with their spaces' names.
+    func invitations(to emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws -> [SpaceInvitationRecord] {
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT s.id, s.name, i.permission, i.created_at FROM space_invitations i JOIN spaces s ON s.id = i.space_id
+            WHERE i.email_normalized = \(emailNormalized) ORDER BY i.created_at DESC, s.id
+            """, logger: logger)
+        var found: [SpaceInvitationRecord] = []
+        for try await (id, name, permission, created) in rows.decode((UUID, String, String, Date).self) {
+            found.append(SpaceInvitationRecord(spaceID: id, name: name, permission: SpacePermission(rawValue: permission) ?? .viewer, invitedAt: created))
+        }
+        return found
+    }
+
+    /// Removes the address's invitation to the space, answering the permission it offered; nil
+    /// when there was none.
+    func takeInvitation(_ emailNormalized: String, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpacePermission? {
+        let rows = try await connection.checkedQuery(
+            "DELETE FROM space_invitations WHERE space_id = \(space) AND email_normalized = \(emailNormalized) RETURNING permission", logger: logger)
+        var found: SpacePermission?
+        for try await permission in rows.decode(String.self) { found = SpacePermission(rawValue: permission) ?? .viewer }
         return found
     }
 
@@ -215,12 +247,12 @@ struct SpaceStore: Sendable {
         try await connection.returnsRow("SELECT 1 FROM customers WHERE user_id = \(user)", logger: logger)
     }
 
-    /// The account registered with the address, if any (the earliest, should two share it).
-    func account(emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws -> UUID? {
-        var found: UUID?
+    /// The user's address once proven (`user.email_verified`, or Apple or Google at sign-up).
+    func provenEmail(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> String? {
+        var found: String?
         let rows = try await connection.checkedQuery(
-            "SELECT user_id FROM customers WHERE email_normalized = \(emailNormalized) AND email_verified ORDER BY created_at, user_id LIMIT 1", logger: logger)
-        for try await user in rows.decode(UUID.self) { found = user }
+            "SELECT email_normalized FROM customers WHERE user_id = \(user) AND email_verified", logger: logger)
+        for try await email in rows.decode(String?.self) { found = email }
         return found
     }
 
@@ -232,10 +264,9 @@ struct SpaceStore: Sendable {
         return found
     }
 
-    /// Serializes an invitation by address with that address's registration: the route adding a
-    /// member by email and `attachPending` both take it first, so either the route sees the new
-    /// account (and adds a member) or the registration sees the invitation (and attaches it).
-    /// Taken before the space's row lock, in both, so the two never wait on each other in a cycle.
+    /// Serializes what concerns one address's invitations: the route inviting it, its holder
+    /// accepting or declining, and `attachPending` at its registration all take it first. Taken
+    /// before the space's row lock, in each, so they never wait on each other in a cycle.
     func lockAddress(_ emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             "SELECT pg_advisory_xact_lock(hashtext('entitlements.space_address:' || \(emailNormalized)))", logger: logger)
