@@ -21,7 +21,7 @@ struct Entitlements: Sendable {
     /// Now, injectable so tests can move time past an expiry or a grace period.
     let clock: @Sendable () -> Date
     let store = EntitlementStore()
-    let subscriptions = SubscriptionStore()
+    let subscriptions: SubscriptionStore
     let usage = UsageStore()
     let grants = GrantStore()
     /// Each user's inputs for the version they were read at (`entitlement_versions`): `/me` and every
@@ -35,6 +35,7 @@ struct Entitlements: Sendable {
         postgres = dependencies.postgres
         outbox = dependencies.outbox
         self.settings = settings
+        subscriptions = SubscriptionStore(acceptsSandbox: settings.acceptsSandbox)
         self.catalog = catalog
         verifier = try SignedDataVerifier(settings.appStore)
         logger = dependencies.logger

@@ -19,6 +19,10 @@ struct EntitlementsSettings: Sendable {
     /// (`ENTITLEMENT_CHANGE_FEED`); off behind a pooler that cannot `LISTEN` (PgBouncer in
     /// transaction mode).
     var changeFeed: Bool
+    /// Whether sandbox payloads (TestFlight, App Review) give tiers: always when `APPLE_ENVIRONMENT`
+    /// is sandbox; in production only with `APPLE_ACCEPT_SANDBOX=true`, since a sandbox subscription
+    /// costs its tester nothing.
+    var acceptsSandbox: Bool
 
     enum TransferPolicy: String, Sendable { case refuse, transfer }
 
@@ -33,6 +37,7 @@ struct EntitlementsSettings: Sendable {
         transferPolicy = TransferPolicy(rawValue: env.oneOf("APPLE_TRANSFER_POLICY", default: "refuse", allowed: ["refuse", "transfer"])) ?? .refuse
         inputsCacheSize = env.int("ENTITLEMENT_CACHE_SIZE", default: 10_000, range: 0...1_000_000)
         changeFeed = env.bool("ENTITLEMENT_CHANGE_FEED", default: true)
+        acceptsSandbox = env.bool("APPLE_ACCEPT_SANDBOX", default: false) || environment != "Production"
         var appAppleID: Int64?
         if let appAppleIDText, !appAppleIDText.isEmpty {
             if let value = Int64(appAppleIDText), value > 0 { appAppleID = value } else { env.report("APPLE_APP_APPLE_ID must be the app's numeric Apple id, got \"\(appAppleIDText)\"") }

@@ -128,9 +128,9 @@ import X509
         }
     }
 
-    /// Sandbox payloads are accepted in production and flagged.
+    /// Sandbox payloads are accepted in production with `APPLE_ACCEPT_SANDBOX=true`, and flagged.
     @Test func sandboxPurchasesAreAcceptedAndFlagged() async throws {
-        try await EntitlementsTestEnvironment.run { env in
+        try await EntitlementsTestEnvironment.run(["APPLE_ACCEPT_SANDBOX": "true"]) { env in
             let user = try await env.user()
             let reply = try await env.buy(try await env.transaction(original: "1000000020", for: user, environment: .sandbox), as: user)
             #expect(reply.status == .ok && reply.json["is_sandbox"] as? Bool == true && reply.json["tier"] as? String == "pro")

@@ -64,12 +64,18 @@ struct PurchaseRoutes {
 
 extension Entitlements {
     static let ownedElsewhere = APIError.conflict("This purchase belongs to another account; sign in with that account to use it.", code: "purchase_owned_elsewhere")
+    static let sandboxRefused = APIError(
+        .forbidden, code: "sandbox_not_accepted",
+        detail: "This is a sandbox purchase (TestFlight or App Review), and this server gives tiers only for App Store purchases.")
 
-    /// A signed transaction from a device, verified; refused as `400 invalid_signed_transaction`.
+    /// A signed transaction from a device, verified; refused as `400 invalid_signed_transaction`, or
+    /// `403 sandbox_not_accepted` from the sandbox where sandbox purchases give nothing.
     func verifiedTransaction(_ jws: String, field: String) async throws -> AppStoreTransaction {
         guard jws.utf8.count <= 64 * 1024 else { throw APIError.validation([.init(field: field, message: "is longer than a signed transaction can be")]) }
         do {
-            return try await verifier.verifyTransaction(jws, now: clock())
+            let transaction = try await verifier.verifyTransaction(jws, now: clock())
+            guard subscriptions.applies(transaction.environment, transaction.originalTransactionID, logger: logger) else { throw Self.sandboxRefused }
+            return transaction
         } catch let error as AppStoreVerificationError {
             logger.notice("signed transaction refused", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.message)"])
             throw APIError(

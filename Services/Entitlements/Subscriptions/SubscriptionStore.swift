@@ -6,6 +6,10 @@ import ServiceKitDatabase
 
 /// The App Store's side: subscriptions, the transactions that set them, the notifications received.
 struct SubscriptionStore: Sendable {
+    /// Whether sandbox payloads apply (`EntitlementsSettings.acceptsSandbox`); when not, a sandbox
+    /// notification is recorded and acknowledged, and changes no subscription.
+    var acceptsSandbox = true
+
     /// A subscription's holder and the transaction that set its state.
     struct Holder: Sendable {
         var user: UUID?
@@ -37,6 +41,7 @@ struct SubscriptionStore: Sendable {
         _ transaction: AppStoreTransaction, renewal: AppStoreRenewalInfo?, signedAt: Date, user: UUID?, via: String, current: Holder?,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> Bool {
+        guard applies(transaction.environment, transaction.originalTransactionID, logger: logger) else { return false }
         try await connection.checkedRun(
             """
             INSERT INTO transactions (transaction_id, signed_at, original_transaction_id, user_id, product_id, purchased_at, expires_at, revoked_at, environment, received_via)
@@ -90,7 +95,8 @@ struct SubscriptionStore: Sendable {
 
     /// Only renewal info (a notification whose transaction did not change): the renewal fields.
     func applyRenewal(_ renewal: AppStoreRenewalInfo, signedAt: Date, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow(
+        guard applies(renewal.environment, renewal.originalTransactionID, logger: logger) else { return false }
+        return try await connection.returnsRow(
             """
             UPDATE subscriptions SET will_renew = \(renewal.autoRenewStatus == 1), renewal_product_id = \(renewal.autoRenewProductID),
               billing_retry = \(renewal.isInBillingRetryPeriod ?? false), grace_period_ends_at = \(renewal.gracePeriodExpiresDate), signed_at = \(signedAt),
@@ -98,6 +104,14 @@ struct SubscriptionStore: Sendable {
             WHERE original_transaction_id = \(renewal.originalTransactionID) AND signed_at < \(signedAt)
             RETURNING 1
             """, logger: logger)
+    }
+
+    /// Whether a payload from `environment` may change a subscription; a sandbox one refused is logged.
+    func applies(_ environment: AppStoreEnvironment, _ originalTransactionID: String, logger: Logger) -> Bool {
+        guard environment == .sandbox, !acceptsSandbox else { return true }
+        logger.notice(
+            "sandbox payload not applied: APPLE_ACCEPT_SANDBOX is off in production", metadata: ["original_transaction_id": "\(originalTransactionID)"])
+        return false
     }
 
     /// Moves a subscription (and its transactions) to `user`.

@@ -1,0 +1,48 @@
+import AppStoreServer
+import Foundation
+import Testing
+import TestSupport
+
+/// With `APPLE_ENVIRONMENT=Production`, sandbox purchases (TestFlight, App Review) give no tier
+/// unless `APPLE_ACCEPT_SANDBOX=true`.
+@Suite struct SandboxPurchaseTests {
+    typealias Env = EntitlementsTestEnvironment
+
+    @Test func sandboxPurchasesGiveNothingInProduction() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let refused = try await env.buy(try await env.transaction(original: "1000000040", for: user, environment: .sandbox), as: user)
+            #expect(refused.status == .forbidden && refused.code == "sandbox_not_accepted", "\(refused.text)")
+            let restore = try await env.call(
+                .post, "/v1/purchases/apple/restore", as: user,
+                json: ["signed_transactions": [try env.appStore.sign(try await env.transaction(original: "1000000041", for: user, environment: .sandbox))]])
+            #expect(restore.status == .forbidden && restore.code == "sandbox_not_accepted", "\(restore.text)")
+            #expect(try await env.me(user)["tier"] as? String == "free")
+
+            // A sandbox notification is acknowledged (Apple stops sending it) and changes nothing.
+            let sandbox = try await env.transaction(original: "1000000042", for: user, environment: .sandbox)
+            let delivered = try await env.deliver(try env.notification("SUBSCRIBED", subtype: "INITIAL_BUY", transaction: sandbox, renewal: env.renewal(sandbox)))
+            #expect(delivered.status == .ok && delivered.json["applied"] as? Bool == false, "\(delivered.text)")
+            #expect(try await env.me(user)["tier"] as? String == "free")
+            #expect(try await env.count("SELECT count(*) FROM subscriptions WHERE original_transaction_id LIKE '100000004%'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM notifications WHERE environment = 'Sandbox'") == 1, "recorded")
+
+            // App Store purchases count as ever.
+            let bought = try await env.buy(try await env.transaction(original: "1000000043", for: user), as: user)
+            #expect(bought.status == .ok && bought.json["tier"] as? String == "pro" && bought.json["is_sandbox"] as? Bool == false, "\(bought.text)")
+        }
+    }
+
+    @Test func acceptSandboxLetsTestFlightPurchasesCount() async throws {
+        try await Env.run(["APPLE_ACCEPT_SANDBOX": "true"]) { env in
+            let user = try await env.user()
+            let bought = try await env.buy(try await env.transaction(original: "1000000050", for: user, environment: .sandbox), as: user)
+            #expect(bought.status == .ok && bought.json["tier"] as? String == "pro" && bought.json["is_sandbox"] as? Bool == true, "\(bought.text)")
+            let other = try await env.user()
+            let sandbox = try await env.transaction(original: "1000000051", for: other, environment: .sandbox)
+            let delivered = try await env.deliver(try env.notification("SUBSCRIBED", subtype: "INITIAL_BUY", transaction: sandbox, renewal: env.renewal(sandbox)))
+            #expect(delivered.status == .ok && delivered.json["applied"] as? Bool == true, "\(delivered.text)")
+            #expect(try await env.me(other)["tier"] as? String == "pro")
+        }
+    }
+}
