@@ -139,14 +139,27 @@ public struct UserPasswordChanged: EventPayload, Equatable {
     public var userID: UUID
     /// `reset`, `change` or `disowned`.
     public var method: String
+    /// The address's owner has just proven it for the first time (a disowning verification, a
+    /// provider that answers for the address, or a reset of an account never proven): whoever set the
+    /// account up may be someone else, so every service drops what the account made until now. An
+    /// event written before this field existed says so by `disowned` alone.
+    public var makerDropped: Bool
 
-    public init(userID: UUID, method: String) {
+    public init(userID: UUID, method: String, makerDropped: Bool? = nil) {
         self.userID = userID
         self.method = method
+        self.makerDropped = makerDropped ?? (method == "disowned")
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        userID = try container.decode(UUID.self, forKey: .userID)
+        method = try container.decode(String.self, forKey: .method)
+        makerDropped = try container.decodeIfPresent(Bool.self, forKey: .makerDropped) ?? (method == "disowned")
     }
 
     enum CodingKeys: String, CodingKey {
-        case userID = "user_id", method
+        case userID = "user_id", method, makerDropped = "maker_dropped"
     }
 }
 

@@ -99,7 +99,8 @@ extension Accounts {
     }
 
     /// Sets the password from a reset mail's token, proves the address (the link came to it), and ends
-    /// every session.
+    /// every session. The first proof of an address takes from the account what its maker set, as
+    /// disowning does (`takeOver`), but for the password the reset sets.
     func resetPassword(token: String, password: String, logger: Logger) async throws {
         if let violation = policy.violation(password) { throw AuthErrors.weakPassword(violation) }
         // The link first: a made-up token must not cost the server a password hash (bcrypt's
@@ -120,6 +121,18 @@ extension Accounts {
             // sign-ins go, so an account claimed in someone else's name is not theirs to keep. Even
             // if the address was verified by mail since: the owner may have followed that link.
             try await users.unlinkUnproven(userID, on: connection, logger: logger)
+            // Nobody had proven the address: whoever set the account up may not be the one who just
+            // did. As on disowning, the name and the roles they took go, and every service drops what
+            // the account made (`maker_dropped`) before it hears that the address is proven, so what
+            // comes to the address from then on stays.
+            let firstProof = !user.emailVerified
+            if firstProof {
+                try await users.forgetDisplayName(of: userID, on: connection, logger: logger)
+            }
+            try await outbox.write(UserPasswordChanged(userID: userID, method: "reset", makerDropped: firstProof), userID: userID, on: connection, logger: logger)
+            if firstProof {
+                _ = try await changeRoles(of: user, removing: user.roles.filter { $0 != .user }, on: connection)
+            }
             // The reset proved the address and left only credentials its owner set (or linked once the
             // address was proven): good enough for ADMIN_EMAILS.
             try await users.markVerified(userID, byMail: true, on: connection, logger: logger)
@@ -127,7 +140,6 @@ extension Accounts {
             if !user.emailVerified {
                 try await outbox.write(UserEmailVerified(userID: userID, email: user.email), userID: userID, live: true, on: connection, logger: logger)
             }
-            try await outbox.write(UserPasswordChanged(userID: userID, method: "reset"), userID: userID, on: connection, logger: logger)
         }
     }
 }

@@ -146,6 +146,12 @@ struct UserStore: Sendable {
         try await connection.checkedRun("UPDATE email_tokens SET used_at = now() WHERE user_id = \(userID) AND used_at IS NULL", logger: logger)
     }
 
+    /// The name chosen by whoever set the account up, when its address's owner first proves it by a
+    /// reset (the password and sessions are replaced by the reset itself).
+    func forgetDisplayName(of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("UPDATE users SET display_name = NULL WHERE id = \(userID)", logger: logger)
+    }
+
     func recordSignIn(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("UPDATE users SET last_sign_in_at = now() WHERE id = \(userID)", logger: logger)
     }

@@ -35,6 +35,16 @@ struct EntitlementsEventHandlers {
             try await entitlements.store.ensureCustomer(event.userID, email: email, verified: true, on: context.connection, logger: context.logger)
             try await spaces.attachPending(user: event.userID, emailNormalized: email, on: context.connection, logger: context.logger)
         }
+        // What the admin routes check a token's roles against (`Entitlements.liveAdmin`).
+        let standings = AccountStandingStore()
+        handlers.on(UserRolesChanged.self) { event, context in
+            guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
+            try await standings.rolesChanged(event.userID, roles: event.roles, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
+        }
+        handlers.on(UserStatusChanged.self) { event, context in
+            guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
+            try await standings.statusChanged(event.userID, disabled: event.disabled, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
+        }
         handlers.on(UserDeleted.self) { event, context in
             try await spaces.userDeleted(event.userID, on: context.connection, logger: context.logger)
             try await entitlements.store.forget(event.userID, on: context.connection, logger: context.logger)

@@ -38,6 +38,7 @@ struct AdminRoutes {
         }
     }
 
+    /// Also a deleted account's: grants for an account that is gone are refused.
     static let noUser = APIError.notFound("No such user.", code: "user_not_found")
 
     func userID(_ context: AuthenticatedContext) throws -> UUID {
@@ -46,7 +47,7 @@ struct AdminRoutes {
     }
 
     @Sendable func grant(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<GrantView> {
-        try context.require(anyOf: .admin)
+        try await entitlements.liveAdmin(context)
         let user = try userID(context)
         let body = try await request.decode(as: GrantRequest.self, context: context)
         let entitlements = self.entitlements
@@ -62,7 +63,10 @@ struct AdminRoutes {
         if !problems.isEmpty { throw APIError.validation(problems) }
         let admin = context.caller.userID
         let grant = try await entitlements.postgres.transaction(logger: context.logger) { connection in
+            // The customer row first: a deletion running now waits for this transaction at that row
+            // (and removes the grant), or has committed its tombstone, which the check then sees.
             try await entitlements.store.ensureCustomer(user, on: connection, logger: context.logger)
+            guard try await !entitlements.store.isDeleted(user, on: connection, logger: context.logger) else { throw Self.noUser }
             return try await entitlements.announcingChanges(for: [user], on: connection, logger: context.logger) {
                 try await entitlements.grants.insert(user: user, tier: body.tier, until: body.until, reason: reason, by: admin, on: connection, logger: context.logger)
             }
@@ -74,7 +78,7 @@ struct AdminRoutes {
     }
 
     @Sendable func revoke(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
-        try context.require(anyOf: .admin)
+        try await entitlements.liveAdmin(context)
         let user = try userID(context)
         let notFound = APIError.notFound("No such grant.", code: "grant_not_found")
         guard let id = context.parameters.get("grant_id").flatMap(UUID.init(parsing:)) else { throw notFound }
@@ -111,7 +115,7 @@ struct AdminRoutes {
 
     /// The user's ordered history (purchases, notifications, grants) and how the tier was derived.
     @Sendable func explain(_ request: Request, context: AuthenticatedContext) async throws -> Explanation {
-        try context.require(anyOf: .admin)
+        try await entitlements.liveAdmin(context)
         let user = try userID(context)
         let entitlements = self.entitlements
         return try await entitlements.postgres.withConnectionOnItsLoop { connection in

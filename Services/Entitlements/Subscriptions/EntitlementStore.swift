@@ -124,6 +124,10 @@ struct EntitlementStore: Sendable {
         try await connection.checkedRun("UPDATE subscriptions SET user_id = NULL, app_account_token = NULL WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("UPDATE transactions SET user_id = NULL WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM customers WHERE user_id = \(user)", logger: logger)
+        // Again: a grant made while this waited for the customer row (the grant route holds it) was
+        // committed after the first delete read the table.
+        try await connection.checkedRun("DELETE FROM grants WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM account_standing WHERE user_id = \(user)", logger: logger)
         // Also left out at the commit by the triggers of the changes above, which find no customer.
         try await connection.checkedRun("DELETE FROM entitlement_versions WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING", logger: logger)
