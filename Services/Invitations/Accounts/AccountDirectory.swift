@@ -61,6 +61,12 @@ struct AccountDirectory: Sendable {
             "UPDATE accounts SET display_name = coalesce(\(event.displayName), display_name), avatar_url = \(event.avatarURL) WHERE user_id = \(event.userID)", logger: logger)
     }
 
+    /// The name and avatar the account's maker showed, once the address's owner has proven it: the
+    /// profile is blank until its owner fills it (`profile.updated`).
+    func forgetProfile(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("UPDATE accounts SET display_name = NULL, avatar_url = NULL WHERE user_id = \(userID)", logger: logger)
+    }
+
     func delete(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("DELETE FROM accounts WHERE user_id = \(userID)", logger: logger)
     }

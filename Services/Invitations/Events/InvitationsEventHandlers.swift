@@ -33,11 +33,13 @@ struct InvitationsEventHandlers {
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, invitations: invitations, on: context.connection, logger: context.logger)
         }
-        // The address's owner took the account over from whoever signed it up: that person's roster
-        // and coach link go (auth has taken the roles away); the account stays.
+        // The address's owner proved it for the first time (disowning, or a reset of an account
+        // nobody had proven): the maker's roster, coach link, name and avatar go (auth has taken the
+        // roles away); the account stays.
         handlers.on(UserPasswordChanged.self) { event, context in
-            guard event.method == "disowned" else { return }
+            guard event.makerDropped else { return }
             try await Self.purge(event.userID, invitations: invitations, keepingAccount: true, on: context.connection, logger: context.logger)
+            try await accounts.forgetProfile(event.userID, on: context.connection, logger: context.logger)
         }
         return handlers
     }

@@ -27,10 +27,11 @@ struct SocialEventHandlers {
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, on: context.connection, logger: context.logger)
         }
-        // The address's owner took the account over from whoever signed it up: nothing that person
-        // made here stays (follows, blocks, the profile's name, bio and avatar); a blank profile does.
+        // The address's owner proved it for the first time (disowning, or a reset of an account
+        // nobody had proven): nothing the account's maker made here stays (follows, blocks, the
+        // profile's name, bio and avatar); a blank profile does.
         handlers.on(UserPasswordChanged.self) { event, context in
-            guard event.method == "disowned" else { return }
+            guard event.makerDropped else { return }
             try await Self.purge(event.userID, keepingAccount: true, on: context.connection, logger: context.logger)
         }
         return handlers

@@ -1,0 +1,41 @@
+import Foundation
+import HTTPTypes
+@testable import Invitations
+import Models
+import Testing
+import TestSupport
+
+/// When the mailbox's owner first proves the address by a reset (`maker_dropped`), the roster the
+/// account's maker built and the name and avatar it showed go, as on a disowning verification.
+@Suite struct TakeoverCleanupTests {
+    @Test func aFirstProofByResetDropsTheMakersRosterAndName() async throws {
+        try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let maker = try await env.coach("Totally The Owner")
+            let address = "\(TestEnvironment.uniqueName("mo"))@example.com"
+            let (_, code) = try await env.invite("Mo", email: address, by: maker)
+            let mo = try await env.user(email: address)
+            #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: mo).status == .accepted)
+            _ = try await env.invite("Lee", email: "\(TestEnvironment.uniqueName("lee"))@example.com", by: maker)
+            #expect(try await env.call(.get, "/v1/coach", as: mo).status == .ok)
+
+            try await env.publish(UserPasswordChanged(userID: maker.id, method: "reset", makerDropped: true), userID: maker.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(maker.id)'") == 0 }
+            #expect(try await env.call(.get, "/v1/coach", as: mo).code == "no_coach")
+            try await waitUntil(.seconds(10)) { try await env.events("client.unlinked").contains { $0["reason"] as? String == "coach_deleted" } }
+            #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(maker.id)'") == 1, "the account stays known")
+            #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(maker.id)' AND display_name IS NULL AND avatar_url IS NULL") == 1)
+        }
+    }
+
+    /// A reset that is not a first proof (`maker_dropped: false`) leaves the roster and the name.
+    @Test func aResetOfAProvenAccountKeepsTheRoster() async throws {
+        try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let coach = try await env.coach("Pat Coach")
+            _ = try await env.invite("Lee", email: "\(TestEnvironment.uniqueName("lee"))@example.com", by: coach)
+            try await env.publish(UserPasswordChanged(userID: coach.id, method: "reset", makerDropped: false), userID: coach.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.password_changed'") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(coach.id)'") == 1)
+            #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(coach.id)' AND display_name = 'Pat Coach'") == 1)
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import HTTPTypes
+import Models
+import ServiceKitCore
+@testable import Social
+import Testing
+import TestSupport
+
+/// `user.password_changed` as auth wrote it before `maker_dropped` existed: a consumer reads the
+/// rule from `disowned` alone.
+struct LegacyPasswordChanged: EventPayload {
+    static let eventType = "user.password_changed"
+    var userID: UUID
+    var method: String
+    enum CodingKeys: String, CodingKey { case userID = "user_id", method }
+}
+
+/// When the mailbox's owner first proves the address (`maker_dropped`), the profile and graph the
+/// account's maker set up go, whether the proof was a reset or a disowning verification.
+@Suite struct TakeoverCleanupTests {
+    /// The maker names the profile, follows, is followed, blocks and mutes; the victim resets: a
+    /// blank profile, no follows, blocks or mutes either way, and the others' counts are right.
+    @Test func aFirstProofByResetDropsTheMakersProfileAndGraph() async throws {
+        try await SocialTestEnvironment.run { env in
+            let maker = try await env.user("Totally The Owner")
+            let friend = try await env.user()
+            let rival = try await env.user()
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: maker, json: ["username": "owner\(Int.random(in: 1000...9999))", "bio": "mine now"]).status == .ok)
+            _ = try await env.follow(friend, as: maker)
+            _ = try await env.follow(maker, as: friend)
+            #expect(try await env.call(.post, "/v1/profiles/\(rival.path)/block", as: maker).status == .ok)
+            #expect(try await env.profile(friend, as: friend).json["followers_count"] as? Int == 1)
+
+            try await env.publish(UserPasswordChanged(userID: maker.id, method: "reset", makerDropped: true), userID: maker.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(maker.id)' OR followee_id = '\(maker.id)'") == 0 }
+            let profile = try await env.call(.get, "/v1/profiles/me", as: maker)
+            #expect(profile.status == .ok)
+            #expect(profile.json["username"] is NSNull && profile.json["display_name"] is NSNull, "\(profile.text)")
+            #expect(profile.json["bio"] == nil || profile.json["bio"] is NSNull)
+            #expect(profile.json["followers_count"] as? Int == 0 && profile.json["following_count"] as? Int == 0)
+            #expect(try await env.count("SELECT count(*) FROM blocks WHERE blocker_id = '\(maker.id)'") == 0)
+            #expect(try await env.profile(friend, as: friend).json["followers_count"] as? Int == 0)
+            #expect(try await env.profile(maker, as: rival).status == .ok, "the maker's block went")
+        }
+    }
+
+    /// A reset of a proven account (`maker_dropped: false`), a change, and an old `reset` without the
+    /// field leave everything; an old `disowned` without it still drops.
+    @Test func onlyTheFirstProofDrops() async throws {
+        try await SocialTestEnvironment.run { env in
+            let owner = try await env.user("Pat Owner")
+            let friend = try await env.user()
+            let legacy = try await env.user("Old Squatter")
+            _ = try await env.follow(friend, as: owner)
+            _ = try await env.follow(friend, as: legacy)
+
+            try await env.publish(UserPasswordChanged(userID: owner.id, method: "reset", makerDropped: false), userID: owner.id)
+            try await env.publish(UserPasswordChanged(userID: owner.id, method: "change"), userID: owner.id)
+            try await env.publish(LegacyPasswordChanged(userID: owner.id, method: "reset"), userID: owner.id)
+            try await env.publish(LegacyPasswordChanged(userID: legacy.id, method: "disowned"), userID: legacy.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(legacy.id)'") == 0 }
+            // All four handled: their inbox rows.
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.password_changed'") == 4 }
+            #expect(try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(owner.id)'") == 1)
+            #expect(try await env.call(.get, "/v1/profiles/me", as: owner).json["display_name"] as? String == "Pat Owner")
+            #expect(try await env.call(.get, "/v1/profiles/me", as: legacy).json["display_name"] is NSNull)
+        }
+    }
+}
