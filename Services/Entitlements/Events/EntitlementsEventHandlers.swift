@@ -45,6 +45,16 @@ struct EntitlementsEventHandlers {
             guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
             try await standings.statusChanged(event.userID, disabled: event.disabled, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
+        // The address's owner proved it for the first time (disowning, or a reset of an account
+        // nobody had proven): what the account's maker set up goes. Auth says so before it says the
+        // address is proven, so invitations to the address attach after this.
+        handlers.on(UserPasswordChanged.self) { event, context in
+            guard event.makerDropped, try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
+            try await spaces.makerDropped(event.userID, on: context.connection, logger: context.logger)
+            try await entitlements.announcingChanges(for: [event.userID], on: context.connection, logger: context.logger) {
+                try await entitlements.store.releasePurchases(of: event.userID, on: context.connection, logger: context.logger)
+            }
+        }
         handlers.on(UserDeleted.self) { event, context in
             try await spaces.userDeleted(event.userID, on: context.connection, logger: context.logger)
             try await entitlements.store.forget(event.userID, on: context.connection, logger: context.logger)

@@ -326,4 +326,26 @@ struct SpaceStore: Sendable {
         try await connection.checkedRun(
             "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE pending_owner_id = \(user)", logger: logger)
     }
+
+    /// `user.password_changed` with `maker_dropped`: the address's owner proved it for the first
+    /// time, so what the account's maker set up goes. The spaces it owns, with their members and
+    /// invitations; its memberships of other spaces and the transfers offered to it; the invitations
+    /// it made to them. Invitations to its address stay: others made them for the address.
+    func makerDropped(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        // Locked in id order, as `userDeleted` does.
+        var owned: [UUID] = []
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT s.id FROM spaces s JOIN space_members m ON m.space_id = s.id
+            WHERE m.user_id = \(user) AND m.permission = 'owner' ORDER BY s.id FOR UPDATE OF s
+            """, logger: logger)
+        for try await id in rows.decode(UUID.self) { owned.append(id) }
+        for space in owned where try await member(user, of: space, on: connection, logger: logger)?.permission == .owner {
+            try await delete(space, on: connection, logger: logger)
+        }
+        try await connection.checkedRun("DELETE FROM space_members WHERE user_id = \(user) AND permission <> 'owner'", logger: logger)
+        try await connection.checkedRun(
+            "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE pending_owner_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM space_invitations WHERE invited_by = \(user)", logger: logger)
+    }
 }

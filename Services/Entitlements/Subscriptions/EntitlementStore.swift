@@ -116,6 +116,16 @@ struct EntitlementStore: Sendable {
         return nil
     }
 
+    /// The address's owner proved it for the first time: every purchase the account holds was made
+    /// while its maker held it, and is paid by the maker's Apple ID, not the address. It goes back to
+    /// nobody (kept for accounting), to be claimed by whoever restores it; and the account gets a new
+    /// `appAccountToken`, so the maker's purchases, which carry the old one, no longer point here.
+    func releasePurchases(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("UPDATE subscriptions SET user_id = NULL, updated_at = now() WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("UPDATE transactions SET user_id = NULL WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("UPDATE customers SET app_account_token = \(UUID()) WHERE user_id = \(user)", logger: logger)
+    }
+
     func forget(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("DELETE FROM usage_acquisitions WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM usage_counters WHERE user_id = \(user)", logger: logger)
