@@ -21,6 +21,9 @@ import Synchronization
 ///   so do paths under `excludedPrefixes`: a service's routes whose answers must never be kept
 ///   (auth's sign-ins and refreshes answer with tokens; their bodies hold passwords).
 /// - An answer over `maxStoredAnswer` bytes is not kept.
+/// - An answer that holds a secret (a route marks it with `IdempotentAnswer.holdsSecret`: a token
+///   stored only as its hash) is never kept: its status is, so a retry with the key does not run the
+///   route again, and is answered `409 idempotency_answer_withheld`.
 ///
 /// A process that stops between the route's commit and storing its answer leaves the key pending;
 /// after `abandonedAfter` another request may take the key over and run the route again. Each claim
@@ -53,7 +56,7 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
         guard request.method == .post, let key = request.headers[Self.headerName], let caller = context.caller,
             !excludedPrefixes.contains(where: { request.uri.path.hasPrefix($0) })
         else {
-            return try await next(request, context)
+            return IdempotentAnswer.unmarked(try await next(request, context))
         }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             throw APIError(.badRequest, code: "invalid_idempotency_key", detail: "Idempotency-Key is 1 to 255 visible ASCII characters.")
@@ -81,6 +84,12 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
                 var headers = Self.headers(from: headerLines)
                 headers[Self.replayedHeaderName] = "true"
                 return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+            case .withheld:
+                throw APIError(
+                    .conflict, code: "idempotency_answer_withheld",
+                    detail:
+                        "The request with this Idempotency-Key succeeded, but its answer held a secret that is not kept, so it cannot be sent again. Make a new request with a new key."
+                )
             case .pending:
                 guard ContinuousClock.now < deadline else {
                     throw APIError(
@@ -102,7 +111,17 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
         }
         guard response.status.code < 500 else {
             await record.release()
-            return response
+            return IdempotentAnswer.unmarked(response)
+        }
+        if response.headers[IdempotentAnswer.holdsSecretName] != nil {
+            // Only the status is kept: enough for a retry not to run the route again.
+            let answer = IdempotentAnswer.unmarked(response)
+            do {
+                try await record.store(status: Int(answer.status.code), headers: "", body: nil)
+            } catch {
+                context.logger.error("idempotent answer's status not stored", metadata: ["error": "\(error)"])
+            }
+            return answer
         }
         let collector = BodyCollector(limit: maxStoredAnswer)
         var answer = response
@@ -138,6 +157,24 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
             headers.append(HTTPField(name: name, value: String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)))
         }
         return headers
+    }
+}
+
+/// What a route tells `IdempotencyMiddleware` about its answer.
+public enum IdempotentAnswer {
+    /// Marks an answer that holds a secret the service keeps only hashed (a share link's token): the
+    /// middleware keeps its status, never its body, and takes the mark off before the answer leaves.
+    public static let holdsSecretName = HTTPField.Name("X-Idempotency-Holds-Secret")!
+
+    /// The headers a route adds to such an answer.
+    public static var holdsSecret: HTTPFields { [holdsSecretName: "true"] }
+
+    /// `response` without the mark.
+    static func unmarked(_ response: Response) -> Response {
+        guard response.headers[holdsSecretName] != nil else { return response }
+        var response = response
+        response.headers[holdsSecretName] = nil
+        return response
     }
 }
 
@@ -181,6 +218,8 @@ struct IdempotencyRecord {
         case differentRequest
         case pending
         case answered(status: Int, headers: String, body: [UInt8])
+        /// Answered with a secret: the status was kept, the answer not.
+        case withheld(status: Int)
     }
 
     /// Takes the key for this request: a new row, or one that expired (24 hours) or whose request was
@@ -213,8 +252,10 @@ struct IdempotencyRecord {
             for try await (hash, status, headers, body) in try await connection.checkedQuery(query, logger: logger).decode((Data, Int?, String?, Data?).self) {
                 if hash != requestHash {
                     found = .differentRequest
+                } else if let status, let body {
+                    found = .answered(status: status, headers: headers ?? "", body: Array(body))
                 } else if let status {
-                    found = .answered(status: status, headers: headers ?? "", body: Array(body ?? Data()))
+                    found = .withheld(status: status)
                 } else {
                     found = .pending
                 }
@@ -223,9 +264,10 @@ struct IdempotencyRecord {
         }
     }
 
-    func store(status: Int, headers: String, body: [UInt8]) async throws {
+    /// Keeps the answer; `body` nil keeps only the status (the answer held a secret).
+    func store(status: Int, headers: String, body: [UInt8]?) async throws {
         let query: PostgresQuery = """
-            UPDATE idempotency_keys SET status = \(status), headers = \(headers), body = \(ByteBuffer(bytes: body))
+            UPDATE idempotency_keys SET status = \(status), headers = \(headers), body = \(body.map { ByteBuffer(bytes: $0) })
             WHERE user_id = \(user) AND route = \(route) AND key = \(key) AND claim_id = \(claimID) AND status IS NULL
             """
         try await run(query)
