@@ -22,10 +22,12 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
 
     let metrics = HTTPMetrics(registry: registry)
     // The live stream's token checks and the rate limits' share one verifier and its cache.
-    let live = LiveEventsSetup(config, logger: logger)
+    let signatureChecks = registry.makeCounter(
+        name: "gateway_token_signature_checks_total", help: "Access-token signatures checked (rate limits and the live stream)")
+    let live = LiveEventsSetup(config, logger: logger, onSignatureCheck: { signatureChecks.increment() })
     let limiter = EdgeRateLimiter(
         table: config.rateLimits, redis: config.rateLimits.isEmpty ? nil : RedisClient(configuration: config.redis, logger: logger),
-        verifier: live.events.tokens, logger: logger)
+        verifier: live.events.tokens, tokenChecksPerAddress: config.tokenChecksPerAddress, logger: logger)
     // Nearly every proxied request is answered in the channel pipeline, before the router.
     let proxy = GatewayProxy(
         table: .standard, pools: pools, timeout: config.upstreamTimeout, metrics: metrics,

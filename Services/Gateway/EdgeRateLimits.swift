@@ -34,13 +34,15 @@ struct RateLimitRule: Sendable, Equatable {
 /// `RATE_LIMITS`: `prefix=max/window` entries (`/v1/auth=300/60s,/=1200/60s`), the longest prefix
 /// winning on whole segments. The defaults suit apps behind carrier NAT, where one address is many
 /// people: generous per address, and per user once signed in. Apple's server notifications
-/// (`/v1/webhooks/app-store`) come from a few addresses of Apple's and are never limited by address.
+/// (`/v1/webhooks/app-store`) have a count of their own, 60 a minute per address: Apple sends a few
+/// per purchase event, from several addresses, and retries one refused; each made-up payload costs
+/// the service a certificate check, so a flood of them is limited like any other.
 struct RateLimitTable: Sendable, Equatable {
     static let standard = RateLimitTable(rules: [
         RateLimitRule(prefix: "/v1/auth", max: 300, window: .seconds(60)),
+        RateLimitRule(prefix: "/v1/webhooks/app-store", max: 60, window: .seconds(60)),
         RateLimitRule(prefix: "/", max: 1200, window: .seconds(60)),
     ])
-    static let exemptFromAddressLimits = ["/v1/webhooks/app-store"]
 
     /// Longest prefix first.
     let rules: [RateLimitRule]
@@ -149,6 +151,9 @@ final class EdgeRateLimiter: Service, Sendable {
     private let logger: Logger
     let syncInterval: Duration
     private let counters = Mutex<[CounterKey: Counter]>([:])
+    /// Tokens sent for verification per address (`TrustedProxies.limitKey`) in the current minute;
+    /// bounded as the counters are.
+    private let tokenChecks = Mutex<[String: (minute: Int64, count: Int)]>([:])
 
     /// Keys held at most: beyond it the oldest windows go first (a flood of addresses cannot grow it).
     static let capacity = 100_000
@@ -185,17 +190,30 @@ final class EdgeRateLimiter: Service, Sendable {
         var shared: Int
     }
 
-    init(table: RateLimitTable, redis: RedisClient?, verifier: TokenVerifier?, logger: Logger, syncInterval: Duration = .milliseconds(250)) {
+    /// `RATE_LIMIT_TOKEN_CHECKS`'s default.
+    static let standardTokenChecksPerAddress = 60
+    let tokenChecksPerAddress: Int
+
+    init(
+        table: RateLimitTable, redis: RedisClient?, verifier: TokenVerifier?, tokenChecksPerAddress: Int = standardTokenChecksPerAddress, logger: Logger,
+        syncInterval: Duration = .milliseconds(250)
+    ) {
         self.table = table
         self.redis = redis
         self.verifier = verifier
+        self.tokenChecksPerAddress = tokenChecksPerAddress
         self.logger = logger
         self.syncInterval = syncInterval
     }
 
-    /// Decides one request: nil when no rule applies (no limits, or Apple's webhook by address).
+    /// Decides one request: nil when no rule applies (no limits). A bearer token this process has
+    /// not verified counts by address, and is verified (off the request's path) only when the
+    /// address's count let the request through (`verifyLater`).
     func decide(path: some StringProtocol, authorization: String?, client: String, now: Date = Date()) -> RateDecision? {
-        decide(path: path, user: signedIn(authorization, now: now)?.user, client: client, now: now)
+        if let user = signedIn(authorization, now: now)?.user { return decide(path: path, user: user, client: client, now: now) }
+        let decision = decide(path: path, user: nil, client: client, now: now)
+        if let authorization, decision?.allowed == true { verifyLater(authorization, client: client, now: now) }
+        return decision
     }
 
     /// The decision for a request of `user` (nil: anonymous, or a token not yet verified here).
@@ -206,7 +224,6 @@ final class EdgeRateLimiter: Service, Sendable {
         if let user {
             who = .user(user)
         } else {
-            if RateLimitTable.exemptFromAddressLimits.contains(where: { RateLimitTable.covers($0, path) }) { return nil }
             who = .address(TrustedProxies.limitKey(client))
         }
         let windowMs = rule.windowMilliseconds
@@ -228,13 +245,35 @@ final class EdgeRateLimiter: Service, Sendable {
     }
 
     /// The signed-in user of a bearer token this process has verified already, and until when the
-    /// token holds; a token it has not seen counts by address this once, while it is checked off the
-    /// request's path.
+    /// token holds; nil for a token it has not seen, which counts by address (see `verifyLater`).
     func signedIn(_ authorization: String?, now: Date) -> (user: UUID, until: Date)? {
         guard let verifier, let authorization, let token = TokenMiddleware<ServiceRequestContext>.bearerToken(authorization) else { return nil }
-        if let (caller, expiresAt) = verifier.cachedCallerExpiring(token, now: now) { return (caller.userID, expiresAt) }
+        guard let (caller, expiresAt) = verifier.cachedCallerExpiring(token, now: now) else { return nil }
+        return (caller.userID, expiresAt)
+    }
+
+    /// Verifies a token not seen before off the request's path, so that the caller's next requests
+    /// count as its user: only for a request the address's count let through, and at most
+    /// `tokenChecksPerAddress` times a minute per address. A signature check costs far more than a
+    /// count, so made-up tokens from one address cost at most that many, however many are sent; past
+    /// them a caller's requests go on counting by address until the next minute.
+    func verifyLater(_ authorization: String, client: String, now: Date) {
+        guard let verifier, tokenChecksPerAddress > 0, let token = TokenMiddleware<ServiceRequestContext>.bearerToken(authorization) else { return }
+        let address = TrustedProxies.limitKey(client)
+        let minute = Int64(now.timeIntervalSince1970 / 60)
+        let allowed = tokenChecks.withLock { checks in
+            var spent = checks[address].flatMap { $0.minute == minute ? $0.count : nil } ?? 0
+            guard spent < tokenChecksPerAddress else { return false }
+            spent += 1
+            if checks.count >= Self.capacity, checks[address] == nil {
+                checks = checks.filter { $0.value.minute >= minute }
+                if checks.count >= Self.capacity { checks.removeAll(keepingCapacity: true) }
+            }
+            checks[address] = (minute, spent)
+            return true
+        }
+        guard allowed else { return }
         Task { _ = try? await verifier.verify(token) }
-        return nil
     }
 
     private static func evict(_ counters: inout [CounterKey: Counter], before window: Int64) {

@@ -43,6 +43,9 @@ struct GatewayConfig: Sendable {
     var cors = CORSPolicy()
     /// Requests per window by path prefix and caller (`RATE_LIMITS`).
     var rateLimits = RateLimitTable.standard
+    /// Bearer tokens not seen before that the rate limits verify per client address and minute, in
+    /// each process (`RATE_LIMIT_TOKEN_CHECKS`); beyond them a request counts by its address unverified.
+    var tokenChecksPerAddress = EdgeRateLimiter.standardTokenChecksPerAddress
 
     static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
 
@@ -74,7 +77,9 @@ struct GatewayConfig: Sendable {
             liveEvents: LiveEventsConfig(reading: &env),
             bodyLimits: BodyLimits(reading: &env),
             cors: CORSPolicy(reading: &env),
-            rateLimits: RateLimitTable(reading: &env)
+            rateLimits: RateLimitTable(reading: &env),
+            tokenChecksPerAddress: env.int(
+                "RATE_LIMIT_TOKEN_CHECKS", default: EdgeRateLimiter.standardTokenChecksPerAddress, range: 0...1_000_000)
         )
         ProcessTuning.readEventLoopThreads(&env)
         try env.finish()

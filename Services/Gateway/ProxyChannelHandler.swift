@@ -459,6 +459,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 }
             }
             rate = limiter.decide(path: path, user: user, client: client, now: now)
+            // Verified only once the address's count has let the request through.
+            if user == nil, let authorization, rate?.allowed == true { limiter.verifyLater(authorization, client: client, now: now) }
         }
         return Proxied(
             request: request, path: path, service: service, pool: pool, requestID: requestID, client: client,

@@ -8,6 +8,7 @@ import NIOCore
 import ServiceKitCore
 import ServiceKitHTTP
 import ServiceKitRedis
+import ServiceKitTokens
 import Testing
 import TestSupport
 
@@ -49,11 +50,73 @@ import TestSupport
         #expect(limiter.decide(path: "/v1/meals", authorization: "Bearer not.a.token", client: "198.51.100.7", now: Self.noon)?.allowed == false)
     }
 
-    @Test func applesNotificationsAreNeverLimitedByAddress() {
-        let limiter = EdgeRateLimiter(
-            table: RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 1, window: .seconds(60))]), redis: nil, verifier: nil, logger: TestEnvironment.logger)
-        for _ in 0..<5 { #expect(limiter.decide(path: "/v1/webhooks/app-store", authorization: nil, client: "17.0.0.1", now: Self.noon) == nil) }
-        #expect(limiter.decide(path: "/v1/webhooks/other", authorization: nil, client: "17.0.0.1", now: Self.noon)?.allowed == true)
+    /// Apple's server notifications have a limit of their own, which Apple's traffic (a few
+    /// notifications per purchase event) never meets and a flood of made-up payloads does.
+    @Test func applesNotificationsHaveALimitOfTheirOwn() async throws {
+        let standard = try #require(RateLimitTable.standard.rule(for: "/v1/webhooks/app-store"))
+        #expect(standard.max == 60 && standard.window == .seconds(60) && standard.name == "app-store")
+        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::4"
+        // The standard rule over an hour, so that no window ends while the test sends.
+        @Sendable func limited(_ config: inout GatewayConfig) throws {
+            config.redis = try TestEnvironment.redis()
+            config.rateLimits = RateLimitTable(rules: [
+                RateLimitRule(prefix: standard.prefix, max: standard.max, window: .seconds(3600)), RateLimitRule(prefix: "/", max: 1200, window: .seconds(3600)),
+            ])
+            config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
+        }
+        try await EdgePolicyTests.withGateway(configure: limited) { client in
+            for index in 0..<60 {
+                let sent = try await client.execute(uri: "/v1/webhooks/app-store", method: .post, headers: [.forwardedFor: address], body: ByteBuffer(string: "{}"))
+                #expect(sent.status == .ok, "notification \(index)")
+            }
+            let refused = try await client.execute(uri: "/v1/webhooks/app-store", method: .post, headers: [.forwardedFor: address], body: ByteBuffer(string: "{}"))
+            #expect(refused.status == .tooManyRequests && refused.headers[HTTPField.Name("RateLimit-Policy")!] == "\"app-store\";q=60;w=3600")
+            #expect(try GatewayTests.problem(refused).code == "rate_limited")
+            // The rest of the API from that address has its own count.
+            #expect(try await client.execute(uri: "/v1/profiles/me", method: .get, headers: [.forwardedFor: address]).status == .ok)
+        }
+    }
+
+    /// Made-up bearer tokens cost a signature check each. The address's count decides first: a
+    /// request it refuses is not verified, and an address has its tokens verified at most
+    /// `RATE_LIMIT_TOKEN_CHECKS` times a minute; beyond that they count by address, unverified.
+    @Test func aFloodOfForgedTokensIsRefusedByAddressAndVerifiedWithinABudget() async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::3"
+        let adminPort = try RedisServer.freePort()
+        @Sendable func limited(_ config: inout GatewayConfig) throws {
+            config.tokens = issuer.tokenConfig
+            config.admin = .init(host: "127.0.0.1", port: adminPort)
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 10, window: .seconds(3600))])
+            config.tokenChecksPerAddress = 3
+            config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
+        }
+        // A real token's header (its key id) and claims, each with a signature of random bytes.
+        let real = try await issuer.token(userID: UUID()).split(separator: ".")
+        @Sendable func forged() -> String {
+            "\(real[0]).\(real[1]).\(Base64URL.encode((0..<64).map { _ in UInt8.random(in: 0...255) }))"
+        }
+        try await EdgePolicyTests.withGateway(configure: limited) { client in
+            var statuses: [HTTPResponse.Status] = []
+            let started = Date()
+            var allowedUntil = started
+            for index in 0..<40 {
+                if index == 10 { allowedUntil = Date() }
+                let headers: HTTPFields = [.forwardedFor: address, .authorization: "Bearer \(forged())"]
+                statuses.append(try await client.execute(uri: "/v1/profiles/me", method: .get, headers: headers).status)
+            }
+            #expect(statuses.prefix(10).allSatisfy { $0 == .ok } && statuses.dropFirst(10).allSatisfy { $0 == .tooManyRequests }, "\(statuses)")
+            // The checks run off the requests' path: the three the budget allows are awaited.
+            @Sendable func checked() async throws -> Int { Int(try await MetricsScrape.value("gateway_token_signature_checks_total", port: adminPort) ?? 0) }
+            try await waitUntil(.seconds(15)) { try await checked() >= 3 }
+            let count = try await checked()
+            // The budget is per minute: should the requests the address let through straddle a
+            // minute's end, each minute has its own three.
+            let minutes = Set([started, allowedUntil].map { Int($0.timeIntervalSince1970 / 60) }).count
+            #expect(minutes == 1 ? count == 3 : count <= 3 * minutes, "\(count) signatures checked")
+        }
     }
 
     /// Rules of one name share their Redis key, and so their count.

@@ -10,13 +10,15 @@ struct LiveEventsSetup {
     let events: LiveEvents
     let service: LiveEventsService
 
-    init(_ config: GatewayConfig, logger: Logger) {
+    /// `onSignatureCheck`: each token signature the shared verifier checks (the gateway's metric).
+    init(_ config: GatewayConfig, logger: Logger, onSignatureCheck: (@Sendable () -> Void)? = nil) {
         let redis = RedisClient(configuration: config.redis, logger: logger)
         var subscriberConfig = config.redis
         subscriberConfig.poolSize = 1
         let hub = LiveHub(subscriber: RedisSubscriber(configuration: subscriberConfig, logger: logger), logger: logger)
         // The process-wide HTTP client, which needs no shutdown: the keys are fetched rarely.
-        let tokens = TokenVerifier(source: HTTPJWKSSource(url: config.tokens.jwksURL, httpClient: .shared), config: config.tokens, logger: logger)
+        let tokens = TokenVerifier(
+            source: HTTPJWKSSource(url: config.tokens.jwksURL, httpClient: .shared), config: config.tokens, logger: logger, onSignatureCheck: onSignatureCheck)
         events = LiveEvents(hub: hub, redis: redis, tokens: tokens, config: config.liveEvents, logger: logger)
         service = LiveEventsService(hub: hub, redis: redis)
     }

@@ -87,14 +87,23 @@ public final class TokenVerifier: Sendable {
     private let config: TokenConfig
     private let keys: JWKSCache
     private let verified = VerifiedTokens()
+    private let signaturesChecked = Atomic<Int>(0)
+    private let onSignatureCheck: (@Sendable () -> Void)?
 
-    public init(source: any JWKSSource, config: TokenConfig, logger: Logger) {
+    /// `onSignatureCheck` hears of each signature checked (a metric): the costly step, which a flood
+    /// of made-up tokens would otherwise make unseen.
+    public init(source: any JWKSSource, config: TokenConfig, logger: Logger, onSignatureCheck: (@Sendable () -> Void)? = nil) {
         self.config = config
         self.keys = JWKSCache(source: source, algorithms: ["ES256"], minRefreshInterval: config.minRefreshInterval, logger: logger)
+        self.onSignatureCheck = onSignatureCheck
     }
 
     /// How many times the keys were fetched, for tests and metrics.
     public var fetchCount: Int { keys.fetchCount }
+
+    /// How many signatures this verifier has checked (tokens found among those verified recently
+    /// are not checked again), for tests and metrics.
+    public var signatureCheckCount: Int { signaturesChecked.load(ordering: .relaxed) }
 
     /// Verifies signature and claims and returns the caller. A client sends one token for up to 15
     /// minutes, so a token verified in the last minute is not verified again (the signature check
@@ -136,6 +145,8 @@ public final class TokenVerifier: Sendable {
         guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg ?? "none") }
         guard let kid = header.kid, !kid.isEmpty else { throw .malformed("no kid in header") }
         let collection = try await keys.keys(containing: kid)
+        signaturesChecked.add(1, ordering: .relaxed)
+        onSignatureCheck?()
         let claims: AccessTokenClaims
         do {
             claims = try await collection.verify(token, as: AccessTokenClaims.self)
