@@ -37,7 +37,9 @@ struct Entitlements: Sendable {
         self.settings = settings
         subscriptions = SubscriptionStore(acceptsSandbox: settings.acceptsSandbox)
         self.catalog = catalog
-        verifier = try SignedDataVerifier(settings.appStore)
+        let chainChecks = dependencies.metrics.makeCounter(
+            name: "app_store_chain_checks_total", help: "App Store certificate chains parsed and checked (payloads that passed the cheaper checks)")
+        verifier = try SignedDataVerifier(settings.appStore, onChainCheck: { chainChecks.increment() })
         logger = dependencies.logger
         self.clock = clock
         if settings.inputsCacheSize > 0 {

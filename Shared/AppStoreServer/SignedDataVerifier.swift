@@ -85,11 +85,19 @@ public struct SignedDataVerifier: Sendable {
     public let configuration: Configuration
     private let verifier: X5CVerifier
     private let chains = VerifiedChains()
+    private let chainChecks = ChainCheckCount()
+    private let onChainCheck: (@Sendable () -> Void)?
 
-    public init(_ configuration: Configuration) throws {
+    /// `onChainCheck` hears of each certificate chain parsed and checked (a metric): the costly
+    /// step, which only a payload that passed every cheaper check reaches.
+    public init(_ configuration: Configuration, onChainCheck: (@Sendable () -> Void)? = nil) throws {
         self.configuration = configuration
         verifier = try X5CVerifier(rootCertificates: configuration.rootCertificates)
+        self.onChainCheck = onChainCheck
     }
+
+    /// How many certificate chains this verifier has parsed and checked, for tests and metrics.
+    public var chainCheckCount: Int { chainChecks.value.load(ordering: .relaxed) }
 
     /// A transaction from a device (a purchase or a restore). Not held to a freshness window:
     /// restores carry old `signedDate`s.
@@ -163,10 +171,19 @@ public struct SignedDataVerifier: Sendable {
         var signedDate: Int64
     }
 
-    /// The signature and chain of `jws`, checked before its payload is believed. The payload's
-    /// `signedDate` (read unverified first) is the time the chain must be valid at, as Apple's
-    /// library does offline; a date in the future is refused.
+    /// A signed payload's largest size. A notification (its transaction and renewal info inside, each
+    /// with its own three certificates) is some 20 KB; anything larger is refused unread.
+    public static let maxJWSBytes = 64 << 10
+    /// The largest certificate in an `x5c`, as base64: Apple's are about 2 KB.
+    static let maxCertificateCharacters = 8 << 10
+
+    /// The signature and chain of `jws`, checked before its payload is believed. Everything that can
+    /// be checked without a certificate is checked first (size, three parts, `alg`, three base64 DER
+    /// certificates in `x5c`, a 64-byte signature, a `signedDate`), so a made-up payload costs no
+    /// certificate parsing. The payload's `signedDate` (read unverified first) is the time the chain
+    /// must be valid at, as Apple's library does offline; a date in the future is refused.
     func verify<Payload: JWTPayload>(_ jws: String, as type: Payload.Type, now: Date) async throws -> Payload {
+        guard jws.utf8.count <= Self.maxJWSBytes else { throw AppStoreVerificationError(.malformed, "larger than \(Self.maxJWSBytes) bytes") }
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Self.base64URL(parts[0]), let payloadData = Self.base64URL(parts[1]),
             let header = try? JSONDecoder().decode(Header.self, from: headerData)
@@ -174,6 +191,14 @@ public struct SignedDataVerifier: Sendable {
         guard header.alg == "ES256" else { throw AppStoreVerificationError(.algorithm, "alg must be ES256") }
         guard let x5c = header.x5c, x5c.count == 3 else {
             throw AppStoreVerificationError(.chain, "x5c must hold exactly three certificates (leaf, intermediate, root)")
+        }
+        for (index, certificate) in x5c.enumerated() {
+            guard certificate.utf8.count <= Self.maxCertificateCharacters, let der = Data(base64Encoded: certificate), Self.isDERSequence(der) else {
+                throw AppStoreVerificationError(.malformed, "x5c[\(index)] is not a base64 DER certificate")
+            }
+        }
+        guard let signatureBytes = Self.base64URL(parts[2]), signatureBytes.count == 64 else {
+            throw AppStoreVerificationError(.malformed, "the signature is not 64 bytes of ES256")
         }
         guard let dated = try? JSONDecoder().decode(SignedDateOnly.self, from: payloadData) else {
             throw AppStoreVerificationError(.malformed, "the payload has no signedDate")
@@ -183,7 +208,7 @@ public struct SignedDataVerifier: Sendable {
         if let key = chains.key(for: x5c, at: signedDate) {
             // This very chain passed the whole check before, and every certificate in it (and every
             // configured root) is valid at this date: only the payload's own signature is left.
-            guard let signature = Self.base64URL(parts[2]), let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+            guard let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
                 key.isValidSignature(ecdsa, for: Data(jws.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)))
             else { throw AppStoreVerificationError(.signature, "the signature does not verify") }
             do {
@@ -192,6 +217,8 @@ public struct SignedDataVerifier: Sendable {
                 throw AppStoreVerificationError(.malformed, "the payload could not be read")
             }
         }
+        chainChecks.value.add(1, ordering: .relaxed)
+        onChainCheck?()
         do {
             let payload = try await verifier.verifyJWS(Array(jws.utf8), as: Payload.self, jsonDecoder: JSONDecoder(), validationTime: .fixed(signedDate), policy: { AppleChainPolicy() })
             chains.remember(x5c, roots: configuration.rootCertificates)
@@ -209,6 +236,19 @@ public struct SignedDataVerifier: Sendable {
         }
     }
 
+    /// Whether `der` is one DER SEQUENCE filling it exactly, as a certificate is: its tag, then a
+    /// length (short or long form) that accounts for every byte. Nothing inside is read.
+    static func isDERSequence(_ der: Data) -> Bool {
+        let bytes = [UInt8](der)
+        guard bytes.count >= 2, bytes[0] == 0x30 else { return false }
+        let first = Int(bytes[1])
+        if first < 0x80 { return bytes.count == 2 + first }
+        let lengthBytes = first & 0x7F
+        guard (1...3).contains(lengthBytes), bytes.count > 2 + lengthBytes else { return false }
+        let length = bytes[2..<(2 + lengthBytes)].reduce(0) { $0 << 8 | Int($1) }
+        return bytes.count == 2 + lengthBytes + length
+    }
+
     /// Base64url without padding, as JWS writes it, decoded byte by byte: the header carries three
     /// certificates, and string replacements over it cost more than the signature check.
     static func base64URL(_ text: Substring) -> Data? {
@@ -224,6 +264,10 @@ public struct SignedDataVerifier: Sendable {
         while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
         return Data(base64Encoded: Data(bytes))
     }
+}
+
+final class ChainCheckCount: Sendable {
+    let value = Atomic<Int>(0)
 }
 
 /// Chains that passed the whole check, by their `x5c`: the App Store signs with a handful of
