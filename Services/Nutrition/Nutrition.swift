@@ -30,6 +30,8 @@ struct Nutrition: Sendable {
     let coaching = CoachLinkStore()
     /// Cairo draws off the event loops.
     let drawing: NIOThreadPool
+    /// Share cards, drawn on `drawing` and counted.
+    let cards: ShareCardPainter
 
     init(dependencies: ServiceDependencies, settings: NutritionSettings, drawing: NIOThreadPool) throws {
         postgres = dependencies.postgres
@@ -48,6 +50,8 @@ struct Nutrition: Sendable {
         trendAnswers = settings.trendCacheSize > 0 ? VersionedCache(capacity: settings.trendCacheSize) : nil
         logger = dependencies.logger
         self.drawing = drawing
+        let drawn = dependencies.metrics.makeCounter(name: "share_cards_drawn_total", help: "Share cards drawn (each is kept with its link once drawn)")
+        cards = ShareCardPainter(pool: drawing, drawn: { drawn.increment() })
     }
 
     /// The user's profile, with today's calorie goal, for a request outside a transaction: as kept

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Models
 import NIOCore
@@ -76,15 +77,50 @@ struct ShareRoutes {
         return SharedMeal(snapshot: snapshot, expiresAt: expires)
     }
 
-    /// The share card: a 1200×630 PNG for link previews and the app's share sheet.
+    /// How long a client or a shared cache may keep a card without asking again: a card never
+    /// changes while its link lives (the snapshot is fixed), but a revoked link's card may be shown
+    /// from a cache this long after, so it is an hour, not the link's lifetime.
+    static let cardMaxAge = 3600
+
+    /// The share card: a 1200×630 PNG for link previews and the app's share sheet. Drawn on its
+    /// first request and kept with the link, served with a strong `ETag` (the PNG's SHA-256) and
+    /// `Cache-Control: public, max-age=3600, immutable` (never past the link's expiry); `If-None-Match`
+    /// of its tag is `304`. An ended link is `410`, whatever was kept or is asked for.
     @Sendable func card(_ request: Request, context: ServiceRequestContext) async throws -> Response {
-        let (snapshot, _) = try await lookup(context, counting: false)
-        let png = try await ShareCard.render(
-            .init(
-                mealName: snapshot.name, calories: snapshot.totals.calories, proteinG: snapshot.totals.proteinG, carbsG: snapshot.totals.carbsG,
-                fatG: snapshot.totals.fatG, score: snapshot.dietScore, band: snapshot.scoreBand, appName: nutrition.settings.appName), on: nutrition.drawing)
-        return Response(
-            status: .ok, headers: [.contentType: "image/png", .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(bytes: png)))
+        guard let token = context.parameters.get("token") else { throw Self.unknown }
+        let nutrition = self.nutrition
+        let found = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+            try await nutrition.shares.card(token, on: connection, logger: context.logger)
+        }
+        let (snapshot, kept, expires): (ShareSnapshot, ShareStore.KeptCard?, Date)
+        switch found {
+        case .live(let live, let card, let until): (snapshot, kept, expires) = (live, card, until)
+        case .gone: throw Self.gone
+        case .unknown: throw Self.unknown
+        }
+        let card: ShareStore.KeptCard
+        if let kept {
+            card = kept
+        } else {
+            let png = try await nutrition.cards.draw(
+                .init(
+                    mealName: snapshot.name, calories: snapshot.totals.calories, proteinG: snapshot.totals.proteinG, carbsG: snapshot.totals.carbsG,
+                    fatG: snapshot.totals.fatG, score: snapshot.dietScore, band: snapshot.scoreBand, appName: nutrition.settings.appName))
+            card = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+                try await nutrition.shares.keepCard(token, png: ByteBuffer(bytes: png), on: connection, logger: context.logger)
+            }
+        }
+        let etag = "\"\(card.etag)\""
+        let maxAge = max(0, min(Self.cardMaxAge, Int(expires.timeIntervalSinceNow)))
+        var headers: HTTPFields = [.eTag: etag, .cacheControl: "public, max-age=\(maxAge), immutable"]
+        // If-None-Match compares weakly (RFC 9110 13.1.2): `W/"x"` matches `"x"`, as do `*` and a list.
+        let matches = request.headers[.ifNoneMatch]?.split(separator: ",").contains { candidate in
+            let tag = candidate.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || (tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag) == etag
+        }
+        if matches == true { return Response(status: .notModified, headers: headers) }
+        headers[.contentType] = "image/png"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: card.png))
     }
 
     func lookup(_ context: ServiceRequestContext, counting: Bool) async throws -> (ShareSnapshot, Date) {

@@ -48,6 +48,17 @@ enum ShareCard {
     }
 }
 
+/// Where a process draws its cards, counting each one drawn (`share_cards_drawn_total`).
+struct ShareCardPainter: Sendable {
+    let pool: NIOThreadPool
+    let drawn: @Sendable () -> Void
+
+    func draw(_ content: ShareCard.Content) async throws -> [UInt8] {
+        drawn()
+        return try await ShareCard.render(content, on: pool)
+    }
+}
+
 /// Cairo or Pango could not draw or encode the card (in practice: out of memory).
 struct ShareCardError: Error, Equatable, CustomStringConvertible {
     /// `share_card_status` from CShareCard.

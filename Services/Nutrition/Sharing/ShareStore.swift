@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 import ServiceKitDatabase
 import ServiceKitTokens
@@ -35,21 +36,75 @@ struct ShareStore: Sendable {
         return (token, expires)
     }
 
-    /// Ends every live link of the meal; false when it had none.
+    /// Ends every live link of the meal (and lets its kept card go); false when it had none.
     func revoke(meal: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         try await connection.returnsRow(
-            "UPDATE shares SET revoked_at = now() WHERE meal_id = \(meal) AND revoked_at IS NULL AND expires_at > now() RETURNING 1", logger: logger)
+            """
+            UPDATE shares SET revoked_at = now(), card_png = NULL, card_etag = NULL
+            WHERE meal_id = \(meal) AND revoked_at IS NULL AND expires_at > now() RETURNING 1
+            """, logger: logger)
     }
 
-    /// A deleted meal's links keep answering `410`, without their snapshot.
+    /// A deleted meal's links keep answering `410`, without their snapshot or card.
     func forgetMeal(_ meal: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
-            "UPDATE shares SET snapshot = '{}', revoked_at = coalesce(revoked_at, now()) WHERE meal_id = \(meal)", logger: logger)
+            "UPDATE shares SET snapshot = '{}', card_png = NULL, card_etag = NULL, revoked_at = coalesce(revoked_at, now()) WHERE meal_id = \(meal)",
+            logger: logger)
     }
 
     func forgetUser(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
-            "UPDATE shares SET snapshot = '{}', user_id = NULL, revoked_at = coalesce(revoked_at, now()) WHERE user_id = \(user)", logger: logger)
+            """
+            UPDATE shares SET snapshot = '{}', card_png = NULL, card_etag = NULL, user_id = NULL, revoked_at = coalesce(revoked_at, now())
+            WHERE user_id = \(user)
+            """, logger: logger)
+    }
+
+    /// A link's card as kept: the PNG and its ETag (the hex SHA-256 of its bytes).
+    struct KeptCard: Sendable {
+        var png: ByteBuffer
+        var etag: String
+    }
+
+    enum CardLookup: Sendable {
+        case live(ShareSnapshot, card: KeptCard?, expiresAt: Date)
+        case gone
+        case unknown
+    }
+
+    /// The snapshot behind a live link and its card if one was kept; an ended link is `gone`
+    /// whatever was kept, so a card is never served past its link.
+    func card(_ token: String, on connection: PostgresConnection, logger: Logger) async throws -> CardLookup {
+        guard token.utf8.count <= 128 else { return .unknown }
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT snapshot::text, expires_at, revoked_at IS NULL AND expires_at > now(), card_png, card_etag
+            FROM shares WHERE token_hash = \(OpaqueToken.hash(token))
+            """, logger: logger)
+        var found: (String, Date, Bool, ByteBuffer?, String?)?
+        for try await row in rows.decode((String, Date, Bool, ByteBuffer?, String?).self) { found = row }
+        guard let (snapshot, expires, live, png, etag) = found else { return .unknown }
+        guard live, let decoded = try? JSONDecoder().decode(ShareSnapshot.self, from: Data(snapshot.utf8)) else { return .gone }
+        let kept = png.flatMap { png in etag.map { KeptCard(png: png, etag: $0) } }
+        return .live(decoded, card: kept, expiresAt: expires)
+    }
+
+    /// Keeps a card drawn for a live link that has none yet, and gives its ETag. Two first requests
+    /// at once both draw; the first to get here is kept (cards of one snapshot are the same bytes).
+    func keepCard(_ token: String, png: ByteBuffer, on connection: PostgresConnection, logger: Logger) async throws -> KeptCard {
+        let rows = try await connection.checkedQuery(
+            """
+            WITH drawn AS (SELECT image, encode(sha256(image), 'hex') AS etag FROM (SELECT \(png)::bytea AS image) upload),
+            kept AS (
+                UPDATE shares SET card_png = drawn.image, card_etag = drawn.etag FROM drawn
+                WHERE token_hash = \(OpaqueToken.hash(token)) AND card_png IS NULL AND revoked_at IS NULL AND expires_at > now()
+                RETURNING 1
+            )
+            SELECT etag FROM drawn
+            """, logger: logger)
+        var etag = ""
+        for try await value in rows.decode(String.self) { etag = value }
+        return KeptCard(png: png, etag: etag)
     }
 
     enum Lookup: Sendable {
