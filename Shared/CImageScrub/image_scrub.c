@@ -34,7 +34,7 @@ static image_scrub_status fail_with_vips_error(image_scrub_result *result, image
     return status;
 }
 
-image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, image_scrub_result *result) {
+image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, image_scrub_result *result) {
     memset(result, 0, sizeof *result);
     pthread_once(&started, start);
     if (start_failed) return fail(result, IMAGE_SCRUB_FAILED, "libvips did not start");
@@ -62,6 +62,13 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
     if (result->width > max_side || result->height > max_side) {
         g_object_unref(image);
         return fail(result, IMAGE_SCRUB_TOO_LARGE, "the stated size is over the limit");
+    }
+    // The pixels as the loader will hand them over: a 16-bit PNG takes two bytes a channel, a
+    // palette one is expanded to RGB or RGBA. Counted before anything is decoded.
+    result->decoded_bytes = (size_t)VIPS_IMAGE_SIZEOF_IMAGE(image);
+    if (result->decoded_bytes > max_bytes) {
+        g_object_unref(image);
+        return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, "the decoded size is over the budget");
     }
 
     VipsImage *upright = NULL;

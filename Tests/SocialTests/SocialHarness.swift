@@ -27,8 +27,13 @@ struct SocialTestEnvironment: ServiceHarness {
     let config: ServiceConfig
     let redis: RedisClient
 
-    static func run(_ environment: [String: String] = [:], _ body: @Sendable (SocialTestEnvironment) async throws -> Void) async throws {
-        try await runService("social", environment: environment, build: buildApplication) { service in
+    /// `imageDecoding`: the process's decode slots, for a test that holds them.
+    static func run(
+        _ environment: [String: String] = [:], imageDecoding: ImageDecoding? = nil, _ body: @Sendable (SocialTestEnvironment) async throws -> Void
+    ) async throws {
+        let definition = SocialService.configured(imageDecoding: imageDecoding)
+        func build(_ config: ServiceConfig) throws -> some ApplicationProtocol { try buildServiceApplication(definition, config: config) }
+        try await runService("social", environment: environment, build: build) { service in
             try await body(SocialTestEnvironment(client: service.client, issuer: service.issuer, database: service.database, config: service.config, redis: service.redis))
         }
     }

@@ -64,11 +64,17 @@ struct AvatarRoutes {
         }
         let image: AvatarImage
         do {
-            image = try await AvatarImage.scrub(body, format: format)
+            image = try await AvatarImage.scrub(body, format: format, decoding: social.settings.imageDecoding)
         } catch AvatarImage.Problem.tooLarge(let width, let height) {
             throw APIError(
                 .unprocessableContent, code: "image_too_large",
                 detail: "The image is \(width)×\(height) pixels; an avatar may be at most \(AvatarImage.maxSide)×\(AvatarImage.maxSide).")
+        } catch AvatarImage.Problem.tooManyBytes(let width, let height, let bytes) {
+            let budget = social.settings.imageDecoding.maxDecodedBytes
+            throw APIError(
+                .unprocessableContent, code: "image_too_large",
+                detail:
+                    "The image is \(width)×\(height) pixels at its bit depth and channels, \(bytes) bytes decoded; an avatar may take at most \(budget) bytes decoded.")
         } catch AvatarImage.Problem.unreadable {
             throw APIError(.unprocessableContent, code: "invalid_image", detail: "The body starts like a \(format.name) image but cannot be decoded as one.")
         }

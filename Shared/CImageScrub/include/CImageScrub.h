@@ -18,24 +18,31 @@ typedef enum {
     IMAGE_SCRUB_TOO_LARGE = 2,
     /// The library could not start, or ran out of memory.
     IMAGE_SCRUB_FAILED = 3,
+    /// The header states an image whose pixels, at its bit depth and channels, take more than
+    /// `max_bytes` decoded; nothing was decoded.
+    IMAGE_SCRUB_TOO_MANY_BYTES = 4,
 } image_scrub_status;
 
 typedef struct {
     /// The re-encoded image (free with image_scrub_free), when the status is IMAGE_SCRUB_OK.
     void *data;
     size_t length;
-    /// As stated by the header (IMAGE_SCRUB_TOO_LARGE) or as stored (after turning it upright).
+    /// As stated by the header (IMAGE_SCRUB_TOO_LARGE, IMAGE_SCRUB_TOO_MANY_BYTES) or as stored
+    /// (after turning it upright).
     int width;
     int height;
+    /// The bytes its pixels take decoded (width × height × channels × bytes per channel, 2 at 16
+    /// bits), from the header; set once the header was read.
+    size_t decoded_bytes;
     /// Why, when the status is not IMAGE_SCRUB_OK (NUL-terminated, possibly cut).
     char reason[200];
 } image_scrub_result;
 
-/// Reads the header of `data`, refuses an image wider or taller than `max_side` before decoding any
-/// pixel, then decodes it, turns it upright by its EXIF orientation, converts it to sRGB when it
+/// Reads the header of `data`, refuses an image wider or taller than `max_side`, or whose pixels take
+/// more than `max_bytes` decoded, before decoding any pixel, then decodes it, turns it upright by its EXIF orientation, converts it to sRGB when it
 /// carries a colour profile, and encodes it again in the same format without any metadata (EXIF and
 /// its GPS position, XMP, IPTC, comments, text chunks, the profile). Blocking; thread-safe.
-image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, image_scrub_result *result);
+image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, image_scrub_result *result);
 
 void image_scrub_free(void *data);
 

@@ -27,3 +27,22 @@ Image.new("L", (5000, 5000), 128).save("wide.png", optimize=True)
 # A decompression bomb: 20000 x 20000 of one grey compresses to a few hundred KiB and would take
 # 400 MB (1.6 GB as RGBA) to decode. Refused from its header alone.
 Image.new("L", (20000, 20000), 0).save("bomb.png", optimize=True)
+
+
+# 3000 x 3000, 16 bits per channel, RGBA: under the 4096-pixel side, but 72 MB decoded (twice what
+# its pixel count at 8 bits would say), over IMAGE_DECODE_MAX_BYTES' 64 MiB. Written by hand (zeros
+# compress to 70 KB): Pillow does not write 16-bit RGBA.
+import struct
+import zlib
+
+
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+side = 3000
+packer = zlib.compressobj(9)
+row = b"\x00" * (1 + side * 8)
+pixels = b"".join(packer.compress(row) for _ in range(side)) + packer.flush()
+with open("deep16.png", "wb") as out:
+    out.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 16, 6, 0, 0, 0)) + chunk(b"IDAT", pixels) + chunk(b"IEND", b""))
