@@ -11,8 +11,17 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
     public let occurredAt: Date
     public let producer: String
     public let userID: UUID?
+    /// Where the producer's database put the event among that producer's events: the number of its
+    /// outbox row, which the producer's relay adds as it sends the envelope (`stamping(_:sequence:)`).
+    /// Unlike `occurredAt`, the clock of whichever process wrote it, this is decided by one server,
+    /// so it orders events about one thing when clocks disagree. Numbers are taken as rows are
+    /// written: they follow commit order for events whose transactions hold one lock (as those of
+    /// one client's coach link do), and mean nothing across producers. Nil before the relay sent
+    /// the envelope, and in envelopes relayed before it carried one.
+    public let sequence: Int64?
     /// The whole envelope as it is stored in the outbox and carried by the stream:
-    /// `{"data":{…},"id":…,"occurred_at":…,"producer":…,"type":…,"user_id":…,"version":…}`.
+    /// `{"data":{…},"id":…,"occurred_at":…,"producer":…,"type":…,"user_id":…,"version":…}`, with
+    /// `"sequence":…` first once relayed.
     /// Made once, from the typed payload; a consumer decodes the payload straight from it.
     public let json: String
 
@@ -24,7 +33,8 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         self.occurredAt = occurredAt
         self.producer = producer
         self.userID = userID
-        let typed = Wire(id: id, type: type, version: version, occurredAt: occurredAt, producer: producer, userID: userID, data: payload)
+        self.sequence = nil
+        let typed = Wire(id: id, type: type, version: version, occurredAt: occurredAt, producer: producer, userID: userID, sequence: nil, data: payload)
         self.json = String(decoding: try APIJSON.encodeOrFoundation(typed), as: UTF8.self)
     }
 
@@ -38,7 +48,16 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         self.occurredAt = header.occurredAt
         self.producer = header.producer
         self.userID = header.userID
+        self.sequence = header.sequence
         self.json = json
+    }
+
+    /// The envelope text `json`, which has no `sequence` yet, with `sequence` added: what the relay
+    /// sends. Spliced rather than encoded again, as the relay does this for every event.
+    public static func stamping(_ json: String, sequence: Int64) -> String {
+        guard json.first == "{" else { return json }
+        let rest = json.dropFirst()
+        return #"{"sequence":"# + String(sequence) + (rest.first == "}" ? "" : ",") + rest
     }
 
     /// Decodes `data` as the payload type, after checking that the envelope carries that type.
@@ -55,7 +74,7 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, type, version, occurredAt = "occurred_at", producer, userID = "user_id", data
+        case id, type, version, occurredAt = "occurred_at", producer, userID = "user_id", sequence, data
     }
 
     /// The envelope on the wire: encoded with the typed payload as `data`, decoded with `Present`
@@ -67,6 +86,7 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         var occurredAt: Date
         var producer: String
         var userID: UUID?
+        var sequence: Int64?
         var data: Payload
         typealias CodingKeys = EventEnvelope.CodingKeys
     }

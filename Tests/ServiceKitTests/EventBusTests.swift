@@ -144,6 +144,27 @@ final class BusHarness: Sendable {
         await bus.stop()
     }
 
+    /// Each envelope leaves with its outbox row's number, so consumers can order one producer's
+    /// events as its database did; an envelope that was relayed already is not written again.
+    @Test func theRelayNumbersEachEnvelopeWithItsOutboxRow() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        var written: [EventEnvelope] = []
+        for _ in 0..<3 { written.append(try await bus.emit()) }
+        bus.startRelay()
+        try await waitUntil(.seconds(15)) { try await bus.redis.xrange(bus.stream).count == 3 }
+        let relayed = try await bus.redis.xrange(bus.stream).map { try EventEnvelope(json: $0.fields["envelope"] ?? "") }
+        #expect(relayed.map(\.id) == written.map(\.id))
+        let numbers = relayed.compactMap(\.sequence)
+        #expect(numbers.count == 3 && numbers == numbers.sorted() && Set(numbers).count == 3)
+        let outbox = EventOutbox(producer: "auth")
+        await #expect(throws: EventOutbox.AlreadyRelayed.self) {
+            try await bus.producer.transaction(logger: TestEnvironment.logger) { connection in
+                try await outbox.write(relayed[0], on: connection, logger: TestEnvironment.logger)
+            }
+        }
+        await bus.stop()
+    }
+
     /// A bell asked for inside `transaction` rings once when it commits, never when it rolls back,
     /// and not before the commit.
     @Test func aBellRingsAfterTheCommitOnlyAndOnce() async throws {
@@ -229,6 +250,7 @@ final class BusHarness: Sendable {
         let envelope = try EventEnvelope(json: message.envelope)
         #expect(envelope.type == "user.registered")
         #expect(try envelope.decode(UserRegistered.self).displayName == "A")
+        #expect(envelope.sequence != nil, "the live copy is the envelope as relayed, numbered")
         // The message names the entry the relay added to the user's live stream.
         let entries = try await bus.redis.xrange(LiveStream.key(for: userID))
         #expect(entries.map(\.id) == [message.id.description])

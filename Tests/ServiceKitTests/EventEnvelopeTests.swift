@@ -1,5 +1,6 @@
 import Foundation
 import Models
+import ServiceKitEvents
 import Testing
 
 /// The envelope's wire form: made once from the payload, read back without the payload's type.
@@ -33,6 +34,37 @@ import Testing
         #expect((read.id, read.type, read.version, read.producer, read.userID) == (sent.id, "test.pinged", 2, "social", nil))
         #expect(try read.decode(Pinged.self).count == 3)
         #expect(try read.data()["count"] == .number(3))
+    }
+
+    /// The relay adds the outbox row's number; a consumer reads it back, and an envelope relayed
+    /// before envelopes carried one reads as it did, without.
+    @Test func theRelaysNumberIsReadBackAndAnEnvelopeWithoutOneStillReads() throws {
+        let id = UUID(uuidString: "6DE81EAE-51EA-4B58-ADBB-31D983E88BF0")!
+        let at = Date(timeIntervalSince1970: 1_767_225_600.25)
+        let written = try EventEnvelope(Pinged(count: 3, note: nil, at: at), producer: "invitations", userID: nil, id: id, occurredAt: at)
+        #expect(written.sequence == nil && !written.json.contains("sequence"))
+        let relayed = EventEnvelope.stamping(written.json, sequence: 9_007_199_254_740_993)
+        #expect(
+            relayed
+                == #"{"sequence":9007199254740993,"data":{"at":"2026-01-01T00:00:00.250Z","count":3},"id":"6de81eae-51ea-4b58-adbb-31d983e88bf0","occurred_at":"2026-01-01T00:00:00.250Z","producer":"invitations","type":"test.pinged","version":2}"#
+        )
+        let read = try EventEnvelope(json: relayed)
+        #expect(read.sequence == 9_007_199_254_740_993)
+        #expect((read.id, read.type, read.version, read.occurredAt, read.producer) == (id, "test.pinged", 2, at, "invitations"))
+        #expect(try read.decode(Pinged.self).count == 3)
+        #expect(EventEnvelope.stamping("{}", sequence: 7) == #"{"sequence":7}"#)
+
+        let before = try EventEnvelope(
+            json: #"{"data":{"at":"2026-01-01T00:00:00Z","count":1},"id":"6de81eae-51ea-4b58-adbb-31d983e88bf0","occurred_at":"2026-01-01T00:00:00Z","#
+                + #""producer":"invitations","type":"test.pinged","version":2}"#)
+        #expect(before.sequence == nil && before.type == "test.pinged")
+
+        // Numbers order one producer's events only; without one, the clock is all there is.
+        #expect(EventOrder(read, among: "invitations") == EventOrder(read, among: "invitations"))
+        #expect(EventOrder(read, among: "invitations").sequence == 9_007_199_254_740_993)
+        #expect(EventOrder(read, among: "auth").sequence == nil)
+        #expect(EventOrder(before, among: "invitations").sequence == nil)
+        #expect(EventOrder(before, among: "invitations").occurredAt == Date(timeIntervalSince1970: 1_767_225_600))
     }
 
     @Test func aPayloadOfAnotherTypeOrABrokenEnvelopeIsRefused() throws {

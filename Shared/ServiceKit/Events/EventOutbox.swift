@@ -13,9 +13,13 @@ public struct EventOutbox: Sendable {
     public static let bell = "event-outbox"
 
     public let producer: String
+    /// The time an event is stamped with (`occurred_at`): this process's clock. It may be off, so
+    /// consumers order events by the `sequence` the relay adds, not by it; tests set it skewed.
+    let now: @Sendable () -> Date
 
-    public init(producer: String) {
+    public init(producer: String, now: @escaping @Sendable () -> Date = { Date() }) {
         self.producer = producer
+        self.now = now
     }
 
     /// Records one event. `live` also sends a live copy to the event's user (`LiveStream`: their
@@ -27,16 +31,23 @@ public struct EventOutbox: Sendable {
         _ payload: Payload, userID: UUID?, live: Bool = false, liveTo: UUID? = nil,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> EventEnvelope {
-        let envelope = try EventEnvelope(payload, producer: producer, userID: userID)
+        let envelope = try EventEnvelope(payload, producer: producer, userID: userID, occurredAt: now())
         try await write(envelope, live: live, liveTo: liveTo, on: connection, logger: logger)
         return envelope
     }
 
-    /// `liveTo` implies `live`.
+    /// `liveTo` implies `live`. An envelope that was relayed already (it has a `sequence`) is refused:
+    /// the relay numbers each envelope once, in its own producer's order.
     public func write(_ envelope: EventEnvelope, live: Bool = false, liveTo: UUID? = nil, on connection: PostgresConnection, logger: Logger) async throws {
+        guard envelope.sequence == nil else { throw AlreadyRelayed(eventID: envelope.id) }
         let recipient = liveTo ?? (live ? envelope.userID : nil)
         for try await _ in try await connection.checkedExecute(Insert(envelope: envelope, liveTo: recipient), logger: logger) {}
         WorkBell.ringAfterCommit(Self.bell)
+    }
+
+    struct AlreadyRelayed: Error, CustomStringConvertible {
+        let eventID: UUID
+        var description: String { "event \(eventID) was relayed already: an outbox takes only envelopes of its own producer's making" }
     }
 
     /// Prepared once per connection, as every route that causes an event runs it: as an unnamed

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Models
 import PostgresNIO
 import ServiceKitCore
 import ServiceKitDatabase
@@ -99,14 +100,17 @@ public final class OutboxRelay: Service, Sendable {
             taken.sort { $0.seq < $1.seq }  // RETURNING has no order of its own; the stream keeps commit order
             var commands: [[RedisArgument]] = []
             for row in taken {
+                // The row's number goes in the envelope: consumers order events of this producer by
+                // it, since `occurred_at` is only the clock of the process that wrote the row.
+                let envelope = EventEnvelope.stamping(row.envelope, sequence: row.seq)
                 commands.append(
                     RedisClient.xaddCommand(
                         config.stream, maxLength: config.maxLength,
                         fields: [
-                            ("id", row.id.uuidString.lowercased()), ("type", row.type), ("envelope", row.envelope),
+                            ("id", row.id.uuidString.lowercased()), ("type", row.type), ("envelope", envelope),
                         ]))
                 if let recipient = row.liveTo {
-                    commands.append(LiveStream.publishCommand(envelope: row.envelope, type: row.type, to: recipient))
+                    commands.append(LiveStream.publishCommand(envelope: envelope, type: row.type, to: recipient))
                 }
             }
             // One pipelined round trip for the batch, in commit order.
