@@ -26,8 +26,15 @@ struct AuthEventHandlers {
                 context.logger.warning("invitation accepted by a coach; client role not granted", metadata: ["user_id": "\(user.id)", "invitation_id": "\(event.invitationID)"])
                 return
             }
+            // The latest acceptance, in the order invitations' database gave its events (`EventOrder`).
+            let order = EventOrder(context.envelope, among: "invitations")
             try await context.connection.checkedRun(
-                "UPDATE users SET client_since = greatest(coalesce(client_since, \(context.envelope.occurredAt)), \(context.envelope.occurredAt)) WHERE id = \(user.id)",
+                """
+                UPDATE users u SET client_since = e.at, client_since_seq = e.seq
+                FROM (SELECT \(order.occurredAt)::timestamptz AS at, \(order.sequence)::int8 AS seq) e
+                WHERE u.id = \(user.id) AND (u.client_since IS NULL
+                    OR CASE WHEN u.client_since_seq IS NOT NULL AND e.seq IS NOT NULL THEN e.seq > u.client_since_seq ELSE e.at > u.client_since END)
+                """,
                 logger: context.logger)
             _ = try await accounts.changeRoles(of: user, adding: [.client], on: context.connection)
         }
@@ -37,8 +44,13 @@ struct AuthEventHandlers {
             guard !event.hasOtherCoach, let user = try await accounts.users.find(id: event.clientID, forUpdate: true, on: context.connection, logger: context.logger),
                 user.roles.contains(.client)
             else { return }
+            let order = EventOrder(context.envelope, among: "invitations")
             let acceptedLater = try await context.connection.returnsRow(
-                "SELECT 1 FROM users WHERE id = \(user.id) AND client_since > \(context.envelope.occurredAt)", logger: context.logger)
+                """
+                SELECT 1 FROM users WHERE id = \(user.id)
+                AND CASE WHEN client_since_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN client_since_seq > \(order.sequence)::int8
+                         ELSE client_since > \(order.occurredAt) END
+                """, logger: context.logger)
             guard !acceptedLater else { return }
             _ = try await accounts.changeRoles(of: user, removing: [.client], on: context.connection)
         }

@@ -30,14 +30,14 @@ struct NutritionEventHandlers {
         handlers.on(InvitationAccepted.self) { event, context in
             guard try await !deleted(event.clientID, context), try await !deleted(event.coachID, context) else { return }
             try await nutrition.coaching.link(
-                coach: event.coachID, client: event.clientID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
+                coach: event.coachID, client: event.clientID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
         }
         handlers.on(ClientUnlinked.self) { event, context in
             // A deleted account's purge removed its links, and its tombstone keeps a late acceptance
             // from linking again: nothing is recorded that would name it.
             guard try await !deleted(event.clientID, context), try await !deleted(event.coachID, context) else { return }
             try await nutrition.coaching.unlink(
-                coach: event.coachID, client: event.clientID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
+                coach: event.coachID, client: event.clientID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, nutrition: nutrition, on: context.connection, logger: context.logger)
