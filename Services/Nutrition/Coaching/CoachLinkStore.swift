@@ -52,6 +52,17 @@ struct CoachLinkStore: Sendable {
         try await connection.returnsRow("SELECT 1 FROM coach_links WHERE coach_id = \(coach) AND client_id = \(client)", logger: logger)
     }
 
+    /// Ends every link of `user`'s, as coach or as client, accepted before `order`, remembering it.
+    func endAll(of user: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+        let rows = try await connection.checkedQuery(
+            "SELECT coach_id, client_id FROM coach_links WHERE coach_id = \(user) OR client_id = \(user) ORDER BY coach_id, client_id", logger: logger)
+        var links: [(UUID, UUID)] = []
+        for try await link in rows.decode((UUID, UUID).self) { links.append(link) }
+        for (coach, client) in links {
+            try await unlink(coach: coach, client: client, order: order, on: connection, logger: logger)
+        }
+    }
+
     func forget(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("DELETE FROM coach_links WHERE coach_id = \(user) OR client_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM coach_unlinks WHERE coach_id = \(user) OR client_id = \(user)", logger: logger)

@@ -39,10 +39,32 @@ struct NutritionEventHandlers {
             try await nutrition.coaching.unlink(
                 coach: event.coachID, client: event.clientID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
         }
+        // The address's owner proved it for the first time (disowning, or a reset of an account
+        // nobody had proven): the diary the account's maker kept goes, and the account starts afresh.
+        handlers.on(UserPasswordChanged.self) { event, context in
+            guard event.makerDropped, try await !deleted(event.userID, context) else { return }
+            try await Self.dropMakers(
+                event.userID, order: EventOrder(context.envelope, among: "invitations"), nutrition: nutrition, on: context.connection, logger: context.logger)
+        }
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, nutrition: nutrition, on: context.connection, logger: context.logger)
         }
         return handlers
+    }
+
+    /// What the account's maker set up, once the address's owner has proven it: meals, weight and
+    /// ketones, the diet profile and goals (a profile with the defaults takes its place), the share
+    /// links (rows without content, answering `410`), and the coach links on either side, ended at
+    /// `order` so that an acceptance from before, delivered late, does not link again.
+    static func dropMakers(_ user: UUID, order: EventOrder, nutrition: Nutrition, on connection: PostgresConnection, logger: Logger) async throws {
+        try await nutrition.shares.forgetUser(user, on: connection, logger: logger)
+        try await connection.checkedRun("DELETE FROM meals WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM body_metrics WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM calorie_goals WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM profiles WHERE user_id = \(user)", logger: logger)
+        try await nutrition.profiles.ensure(user, on: connection, logger: logger)
+        nutrition.profiles.forgetKeptAfterCommit(user)
+        try await nutrition.coaching.endAll(of: user, order: order, on: connection, logger: logger)
     }
 
     /// Meals, metrics, profile and goals go; share links stay as rows without content, so they
