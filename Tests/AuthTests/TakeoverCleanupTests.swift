@@ -10,11 +10,15 @@ import TestSupport
 /// When the mailbox's owner first proves the address by a password reset, what the account's maker
 /// set goes as it does on a disowning verification, and the other services are told to drop theirs.
 @Suite struct TakeoverCleanupTests {
+    /// Other tests' failed sign-ins from this address count in the same Redis; the limits have tests
+    /// of their own.
+    static let settings = ["LOGIN_MAX_FAILURES_PER_IP": "100000", "LOGIN_SLOW_AFTER_FAILURES": "100000"]
+
     /// The maker signs up with the victim's address, chooses a name and takes the coach role; the
     /// victim, who never signed up, asks for a reset and sets a password: no name, no coach, and
     /// `user.password_changed` says `maker_dropped`.
     @Test func aResetOfANeverProvenAccountDropsWhatItsMakerSet() async throws {
-        try await AuthTestEnvironment.run { env in
+        try await AuthTestEnvironment.run(Self.settings) { env in
             let victim = "\(TestEnvironment.uniqueName("victim"))@example.com"
             let maker = try await env.signUp(victim, password: "the maker's own password", name: "Totally The Owner")
             #expect(try await env.call(.post, "/v1/auth/roles/coach", token: maker.accessToken).status == .ok)
@@ -47,7 +51,7 @@ import TestSupport
     /// A reset of an account whose address was already proven keeps its name and roles: its owner
     /// set them, and the other services keep what it made.
     @Test func aResetOfAProvenAccountKeepsItsNameAndRoles() async throws {
-        try await AuthTestEnvironment.run { env in
+        try await AuthTestEnvironment.run(Self.settings) { env in
             let account = try await env.signUp(name: "Pat Owner")
             let verify = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: account.email).first))
             #expect(try await env.call(.post, "/v1/auth/email/verify", json: ["token": verify], token: account.accessToken).status == .ok)
@@ -69,7 +73,7 @@ import TestSupport
 
     /// A disowning verification says `maker_dropped` too, beside `disowned`.
     @Test func aDisowningVerificationSaysMakerDropped() async throws {
-        try await AuthTestEnvironment.run { env in
+        try await AuthTestEnvironment.run(Self.settings) { env in
             let victim = "\(TestEnvironment.uniqueName("victim"))@example.com"
             let maker = try await env.signUp(victim, password: "the maker's own password")
             let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: victim).first))
