@@ -7,8 +7,8 @@ import TestSupport
 
 /// When the mailbox's owner first proves the address (`maker_dropped`), what the account's maker set
 /// up here goes: the spaces it owns with their members and invitations, its memberships of others'
-/// spaces and the transfers offered to it, the invitations it made; and the App Store subscriptions
-/// it bought go back to the Apple ID that paid, under a new `appAccountToken` for the account.
+/// spaces and the transfers offered to it, the invitations it made, the usage it counted; and the App
+/// Store subscriptions it bought go back to the Apple ID that paid, under a new `appAccountToken`.
 @Suite struct TakeoverCleanupTests {
     typealias Env = EntitlementsTestEnvironment
 
@@ -19,6 +19,7 @@ import TestSupport
             let oldToken = try #require(try await env.me(maker)["app_account_token"] as? String)
             let purchase = try await env.transaction("com.researchapp.team.monthly", original: "3000000001", for: maker)
             #expect(try await env.buy(purchase, as: maker).json["tier"] as? String == "team")
+            #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: maker, json: ["amount": 48]).json["used"] as? Int == 48)
 
             // A space of the maker's, with a sockpuppet member and an invitation by address.
             let puppet = try await env.user()
@@ -52,6 +53,7 @@ import TestSupport
             let me = try await env.me(maker)
             #expect(me["tier"] as? String == "free", "\(me)")
             #expect(me["app_account_token"] as? String != oldToken)
+            #expect(me[path: "limits.sources.used"] as? Int == 0, "the maker's usage does not count against the owner's limit: \(me)")
             try await waitUntil(.seconds(15)) {
                 try await env.events("entitlement.changed").contains { $0["user_id"] as? String == maker.path && $0["tier"] as? String == "free" }
             }

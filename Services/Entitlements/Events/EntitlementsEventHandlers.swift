@@ -53,6 +53,7 @@ struct EntitlementsEventHandlers {
             try await spaces.makerDropped(event.userID, on: context.connection, logger: context.logger)
             try await entitlements.announcingChanges(for: [event.userID], on: context.connection, logger: context.logger) {
                 try await entitlements.store.releasePurchases(of: event.userID, on: context.connection, logger: context.logger)
+                try await entitlements.store.forgetUsage(of: event.userID, on: context.connection, logger: context.logger)
             }
         }
         handlers.on(UserDeleted.self) { event, context in

@@ -126,6 +126,13 @@ struct EntitlementStore: Sendable {
         try await connection.checkedRun("UPDATE customers SET app_account_token = \(UUID()) WHERE user_id = \(user)", logger: logger)
     }
 
+    /// The usage the account's maker counted, once the address's owner has proven it: it counted
+    /// things the maker made, which the owner cannot release (the acquisitions' ids are the maker's).
+    func forgetUsage(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM usage_acquisitions WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM usage_counters WHERE user_id = \(user)", logger: logger)
+    }
+
     func forget(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("DELETE FROM usage_acquisitions WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM usage_counters WHERE user_id = \(user)", logger: logger)
