@@ -3,7 +3,7 @@
 ARG SWIFT_IMAGE=swift:6.3-bookworm
 
 FROM ${SWIFT_IMAGE} AS build
-RUN apt-get update && apt-get install -y --no-install-recommends libhiredis-dev libcurl4-openssl-dev libvips-dev libcairo2-dev libpango1.0-dev && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends libhiredis-dev libcurl4-openssl-dev libidn2-dev libvips-dev libcairo2-dev libpango1.0-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Resolve first so that dependency fetching is cached apart from our sources (resolving needs only
 # the manifest, not the target folders; a failure stops the build here).
@@ -21,7 +21,7 @@ RUN swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic \
 
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libhiredis0.14 libcurl4 libvips42 libcairo2 libpangocairo-1.0-0 fontconfig fonts-dejavu-core ca-certificates curl openssl tzdata \
+ && apt-get install -y --no-install-recommends libhiredis0.14 libcurl4 libidn2-0 libvips42 libcairo2 libpangocairo-1.0-0 fontconfig fonts-dejavu-core ca-certificates curl openssl tzdata \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 app
 COPY --from=build /out /app

@@ -39,7 +39,9 @@ let kit: [Target.Dependency] =
     ]
 
 var targets: [Target] = [
-    .target(name: "Models", path: "Shared/Models", swiftSettings: swiftSettings),
+    // Email addresses are compared in one canonical form whose domain is IDNA2008's (libidn2).
+    .target(name: "Models", dependencies: ["CIDN2"], path: "Shared/Models", swiftSettings: swiftSettings),
+    .systemLibrary(name: "CIDN2", path: "Shared/CIDN2", providers: [.apt(["libidn2-dev"])]),
     .systemLibrary(name: "CHiredis", path: "Shared/CHiredis", providers: [.apt(["libhiredis-dev"])]),
     .systemLibrary(name: "CCurl", path: "Shared/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     // glibc functions Swift's Glibc module does not show (malloc tuning, spawn's close-from).

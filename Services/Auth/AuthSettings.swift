@@ -59,7 +59,16 @@ struct AuthSettings: Sendable {
         )
         resendPerHour = env.int("EMAIL_VERIFY_RESEND_PER_HOUR", default: 3, range: 1...100)
         signupsPerHourPerIP = env.int("SIGNUP_MAX_PER_IP_PER_HOUR", default: 100, range: 1...1_000_000)
-        adminEmails = Set((env.optionalString("ADMIN_EMAILS") ?? "").split(separator: ",").map { EmailAddress.normalize(String($0)) }.filter { !$0.isEmpty })
+        var admins: Set<String> = []
+        for entry in (env.optionalString("ADMIN_EMAILS") ?? "").split(separator: ",") where !entry.trimmingCharacters(in: .whitespaces).isEmpty {
+            // Compared with the accounts' canonical addresses: an entry that has none could never match.
+            guard let address = EmailAddress(String(entry)) else {
+                env.report("ADMIN_EMAILS: \"\(entry.trimmingCharacters(in: .whitespaces))\" is not a valid email address")
+                continue
+            }
+            admins.insert(address.canonical)
+        }
+        adminEmails = admins
         coachSelfServe = env.bool("COACH_SELF_SERVE", default: true)
         reauthWindow = .seconds(env.int("REAUTH_WINDOW_SECONDS", default: 300, range: 10...86_400))
         mail = MailSettings(reading: &env)

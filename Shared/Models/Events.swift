@@ -46,14 +46,18 @@ public struct UserEmailVerified: EventPayload, Equatable {
     public static let eventType = "user.email_verified"
     public var userID: UUID
     public var email: String
+    /// The sign-in provider (`apple`, `google`) that vouched for the address; nil when a mailed link
+    /// proved it (and in events from before the field).
+    public var vouchedBy: String?
 
-    public init(userID: UUID, email: String) {
+    public init(userID: UUID, email: String, vouchedBy: String? = nil) {
         self.userID = userID
         self.email = email
+        self.vouchedBy = vouchedBy
     }
 
     enum CodingKeys: String, CodingKey {
-        case userID = "user_id", email
+        case userID = "user_id", email, vouchedBy = "vouched_by"
     }
 }
 

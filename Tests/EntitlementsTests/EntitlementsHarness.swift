@@ -76,13 +76,14 @@ struct EntitlementsTestEnvironment: ServiceHarness {
     }
 
     /// An account as auth makes one: `user.registered` (and `user.email_verified` unless told not
-    /// to) on the stream, the customer row awaited.
+    /// to) on the stream, the customer row awaited. Only `user.email_verified` proves the address,
+    /// whichever provider registered it.
     func user(email: String? = nil, provider: String = "email", verified: Bool = true) async throws -> User {
         let id = UUID()
         let address = email ?? "\(TestEnvironment.uniqueName("u"))@example.com"
         try await publish(UserRegistered(userID: id, email: address, displayName: nil, provider: provider), userID: id)
         if verified { try await publish(UserEmailVerified(userID: id, email: address), userID: id) }
-        let proven = verified || provider != "email"
+        let proven = verified
         try await waitUntil(.seconds(15)) {
             try await count("SELECT count(*) FROM customers WHERE user_id = '\(id)' AND email_normalized IS NOT NULL AND email_verified = \(proven)") == 1
         }

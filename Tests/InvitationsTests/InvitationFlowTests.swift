@@ -148,7 +148,7 @@ import TestSupport
             let coach = try await env.coach()
             let email = "\(TestEnvironment.uniqueName("r"))@example.com"
             let (created, code) = try await env.invite("Rui", email: email, by: coach)
-            let relay = try await env.user(email: "\(TestEnvironment.uniqueName("x"))@privaterelay.appleid.com")
+            let relay = try await env.user(email: "\(TestEnvironment.uniqueName("x"))@privaterelay.appleid.com", provider: "apple", vouchedBy: "apple")
             #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: relay).status == .accepted)
             let id = try #require(created.json["id"] as? String)
             #expect(try await env.call(.get, "/v1/clients/\(id)", as: coach).json["accepted_via_relay"] as? Bool == true)
@@ -166,7 +166,7 @@ import TestSupport
             let email = "\(TestEnvironment.uniqueName("race"))@example.com"
             let (_, code) = try await env.invite("Race", email: email, by: coach)
             let invited = try await env.user(email: email)
-            let relay = try await env.user(email: "\(TestEnvironment.uniqueName("x"))@privaterelay.appleid.com")
+            let relay = try await env.user(email: "\(TestEnvironment.uniqueName("x"))@privaterelay.appleid.com", provider: "apple", vouchedBy: "apple")
             let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
                 for index in 0..<20 {
                     group.addTask { try await env.concurrentCall(.post, "/v1/invitations/\(code)/accept", as: index % 2 == 0 ? invited : relay) }

@@ -51,13 +51,19 @@ struct InvitationsTestEnvironment: ServiceHarness {
         var path: String { id.uuidString.lowercased() }
     }
 
-    /// An account as auth makes one: `user.registered` (and the roles) on the stream, awaited here.
-    func user(_ name: String? = nil, email: String? = nil, roles: [Role] = [.user], emailVerified: Bool = true) async throws -> User {
+    /// An account as auth makes one: `user.registered`, `user.email_verified` when `emailVerified`
+    /// (vouched for by `vouchedBy`, else proven by mail), and the roles on the stream, awaited here.
+    func user(
+        _ name: String? = nil, email: String? = nil, roles: [Role] = [.user], emailVerified: Bool = true, provider: String = "email", vouchedBy: String? = nil
+    ) async throws -> User {
         let id = UUID()
         let address = email ?? "\(TestEnvironment.uniqueName("u"))@example.com"
-        try await publish(UserRegistered(userID: id, email: address, displayName: name, provider: "email"), userID: id)
+        try await publish(UserRegistered(userID: id, email: address, displayName: name, provider: provider), userID: id)
+        if emailVerified { try await publish(UserEmailVerified(userID: id, email: address, vouchedBy: vouchedBy), userID: id) }
         if roles != [.user] { try await publish(UserRolesChanged(userID: id, roles: roles, added: roles.filter { $0 != .user }, removed: []), userID: id) }
-        try await waitUntil(.seconds(15)) { try await count("SELECT count(*) FROM accounts WHERE user_id = '\(id)' AND roles = \(Self.sqlArray(roles))") == 1 }
+        try await waitUntil(.seconds(15)) {
+            try await count("SELECT count(*) FROM accounts WHERE user_id = '\(id)' AND roles = \(Self.sqlArray(roles)) AND email_verified = \(emailVerified)") == 1
+        }
         return User(id: id, email: address, token: try await issuer.token(userID: id, roles: roles, emailVerified: emailVerified))
     }
 

@@ -9,7 +9,7 @@ import jwt
 import requests
 
 from conftest import problem
-from test_auth import link_token, wait_for_mail
+from test_auth import link_token, mails_to, wait_for_mail
 
 
 def sign_up(stack, email, password):
@@ -26,6 +26,17 @@ def refresh(stack, session):
 
 def bearer(session):
     return {"Authorization": f"Bearer {session['access_token']}"}
+
+
+def verify_address(stack, session, email):
+    """Proves `email` from the app with its verification mail, and returns the session refreshed so its
+    token says so: an invitation is accepted only by a verified address."""
+    def confirmations():
+        return [m for m in mails_to(stack, email) if m["Subject"].startswith("Confirm")]
+    stack.wait_until(lambda: confirmations(), seconds=30, what=f"the verification mail to {email}")
+    verify = requests.post(f"{stack.gateway}/v1/auth/email/verify", headers=bearer(session), json={"token": link_token(confirmations()[-1])}, timeout=10)
+    assert verify.status_code == 200, verify.text
+    return refresh(stack, session)
 
 
 def roles(session):
@@ -65,6 +76,9 @@ def test_a_coach_invites_and_the_client_accepts_from_the_mail(stack):
     assert code not in stack.log("invitations") and code not in stack.log("gateway")
 
     client = sign_up(stack, client_email, "e2e client password")
+    refused = requests.post(f"{gw}/v1/invitations/{code}/accept", headers=bearer(client), timeout=30)
+    assert refused.status_code == 403 and problem(refused)["code"] == "email_unverified", refused.text
+    client = verify_address(stack, client, client_email)
     accepted = requests.post(f"{gw}/v1/invitations/{code}/accept", headers=bearer(client), timeout=30)
     assert accepted.status_code == 200, accepted.text
     assert accepted.json()["role"] == "granted"

@@ -26,7 +26,7 @@ from selenium.webdriver.common.by import By
 
 from appstore import Issuer
 from test_auth import wait_for_mail
-from test_invitations import bearer, refresh, roles, sign_up
+from test_invitations import bearer, refresh, roles, sign_up, verify_address
 from test_pages import browser, submit_form_with, verified_coach  # noqa: F401 (browser is a fixture)
 
 SCHEMAS = ["auth", "social", "invitations", "entitlements", "nutrition"]
@@ -70,6 +70,8 @@ def test_a_deleted_account_leaves_no_row_naming_it_in_any_service(stack):
     assert created.status_code == 201, created.text
     invite = [m for m in wait_for_mail(stack, email, 2) if "invited" in m["Subject"]][0]
     code = re.search(r"/invite\?code=([A-Za-z0-9_-]{20,})", invite.get_body(preferencelist=("plain",)).get_content()).group(1)
+    session = verify_address(stack, session, email)
+    user = bearer(session)
     accepted = requests.post(f"{gw}/v1/invitations/{code}/accept", headers=user, timeout=30)
     assert accepted.status_code == 200, accepted.text
 
@@ -209,7 +211,7 @@ def test_a_coach_hears_the_client_accept_and_reads_the_clients_week(stack, brows
         # The client opens the mailed link's page in a browser, as someone without the app would.
         browser.get(url)
         assert "invited" in browser.find_element(By.TAG_NAME, "body").text.lower()
-        client = sign_up(stack, client_email, "e2e journey client password")
+        client = verify_address(stack, sign_up(stack, client_email, "e2e journey client password"), client_email)
         accepted = requests.post(f"{gw}/v1/invitations/{code}/accept", headers=bearer(client), timeout=30)
         assert accepted.status_code == 200, accepted.text
         heard = stream.next("client_accepted")

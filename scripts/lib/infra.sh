@@ -84,6 +84,7 @@ ensure_packages() {
   command -v redis-server >/dev/null || missing+=(redis-server)
   [ -f /usr/include/hiredis/hiredis.h ] || missing+=(libhiredis-dev)
   [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] || missing+=(libcurl4-openssl-dev)
+  [ -f /usr/include/idn2.h ] || missing+=(libidn2-dev)
   command -v curl >/dev/null || missing+=(curl)
   command -v openssl >/dev/null || missing+=(openssl)
   command -v python3 >/dev/null || missing+=(python3 python3-pip)

@@ -14,7 +14,7 @@ import ServiceKitTokens
 enum CreateAdmin {
     static func command(settings: AuthSettings, common: CommonPasswordList) -> ServiceCommand {
         ServiceCommand(usage: "create-admin EMAIL   (password from ADMIN_PASSWORD, or generated and printed)") { arguments, context in
-            guard let email = arguments.first, EmailAddress.isValid(email.trimmingCharacters(in: .whitespaces)) else {
+            guard let email = arguments.first.flatMap(EmailAddress.init)?.mailbox else {
                 throw ConfigurationError(problems: ["create-admin needs a valid email address: auth create-admin EMAIL"])
             }
             let users = UserStore()

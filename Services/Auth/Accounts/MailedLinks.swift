@@ -71,7 +71,7 @@ extension Accounts {
             let consumed = try await emailTokens.consume(token, purpose: .verifyEmail, on: connection, logger: logger)
             guard case .valid(userID, let email) = consumed else { throw AuthErrors.mailToken(consumed) }
             guard let user = try await users.find(id: userID, forUpdate: true, on: connection, logger: logger),
-                EmailAddress.normalize(user.email) == EmailAddress.normalize(email)
+                EmailAddress.normalize(user.email).utf8.elementsEqual(EmailAddress.normalize(email).utf8)
             else {
                 throw AuthErrors.mailToken(.unknown)
             }

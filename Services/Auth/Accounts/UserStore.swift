@@ -171,7 +171,8 @@ struct UserStore: Sendable {
     /// The account and everything hanging off it (identities, sessions, refresh and mail tokens go
     /// by cascade); the mail to the address, queued or sent, goes too.
     func delete(_ user: UserRecord, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("DELETE FROM mail_outbox WHERE lower(recipient) = \(EmailAddress.normalize(user.email))", logger: logger)
+        // Mail goes to the stored address exactly; lowered on both sides as the index is.
+        try await connection.checkedRun("DELETE FROM mail_outbox WHERE lower(recipient) = lower(\(user.email))", logger: logger)
         try await connection.checkedRun("DELETE FROM users WHERE id = \(user.id)", logger: logger)
     }
 
@@ -205,7 +206,8 @@ struct UserStore: Sendable {
     /// A page of accounts for admins, newest first, optionally filtered by an email prefix or a
     /// display-name fragment. Returns `limit + 1` rows (the extra one says there is a next page).
     func search(query: String?, limit: Int, after cursor: UserCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [UserRecord] {
-        let needle = query.map { EmailAddress.normalize($0) } ?? ""
+        // A prefix is no address yet: lowered like one, and canonical once it is whole.
+        let needle = query.map { EmailAddress($0)?.canonical ?? $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() } ?? ""
         let pattern = needle.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_")
         return try await Self.decode(
             connection.checkedQuery(

@@ -38,11 +38,9 @@ struct AccountRoutes {
 
     @Sendable func signup(_ request: Request, context: ServiceRequestContext) async throws -> EditedResponse<SignInResponse> {
         let body = try await request.decode(as: SignupRequest.self, context: context)
-        let email = body.email.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard EmailAddress.isValid(email) else {
-            throw APIError(
-                .badRequest, code: "invalid_email", detail: "\"\(body.email.prefix(100))\" is not a valid email address.", errors: [.init(field: "email", message: "is not a valid email address")])
-        }
+        // Stored as the mailbox (the domain in its ASCII form) and unique by its canonical form, so
+        // a look-alike spelling can neither take nor shadow someone's address.
+        guard let email = EmailAddress(body.email)?.mailbox else { throw AuthErrors.invalidEmail(body.email) }
         try checkPassword(body.password, email: email)
         let displayName = try DisplayName.validate(body.displayName)
         // Before the hash: a flood of sign-ups would otherwise hold bcrypt's threads, which sign-ins
@@ -147,10 +145,8 @@ struct AccountRoutes {
     /// (silently) so the endpoint cannot be used to flood someone's inbox.
     @Sendable func forgotPassword(_ request: Request, context: ServiceRequestContext) async throws -> HTTPResponse.Status {
         let body = try await request.decode(as: ForgotRequest.self, context: context)
-        let email = EmailAddress.normalize(body.email)
-        guard EmailAddress.isValid(email) else {
-            throw APIError(.badRequest, code: "invalid_email", detail: "That is not a valid email address.", errors: [.init(field: "email", message: "is not a valid email address")])
-        }
+        // The mail goes to the account's stored address, never to the text typed here.
+        guard let email = EmailAddress(body.email)?.canonical else { throw AuthErrors.invalidEmail(body.email) }
         let accounts = self.accounts
         let logger = context.logger
         Task {
@@ -284,6 +280,15 @@ enum AuthErrors {
     static let proofRequired = APIError.unauthorized(
         "Confirming the address also needs the account's password (or its signed-in app's access token); if you did not sign up, send `disown: true` instead.",
         code: "proof_required")
+
+    /// An address that breaks `EmailAddress`'s rule, a look-alike spelling among them.
+    static func invalidEmail(_ typed: String) -> APIError {
+        APIError(
+            .badRequest, code: "invalid_email",
+            detail:
+                "\"\(typed.prefix(100))\" is not a valid email address: type it in plain characters (no fullwidth letters, ligatures or look-alike signs such as the Kelvin sign for K).",
+            errors: [.init(field: "email", message: "is not a valid email address")])
+    }
 
     static func weakPassword(_ rule: String) -> APIError {
         APIError(.badRequest, code: "weak_password", detail: rule, errors: [.init(field: "password", message: rule)])

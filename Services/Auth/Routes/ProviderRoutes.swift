@@ -105,9 +105,11 @@ struct ProviderRoutes {
                 let (signedIn, session) = try await accounts.startSession(for: user, method: provider, client: client, on: connection)
                 return SignInResponse(user: try await accounts.view(of: signedIn, on: connection), session: session, created: false)
             }
-            guard let email = identity.email, EmailAddress.isValid(email) else {
+            guard let claimed = identity.email else {
                 throw APIError(.badRequest, code: "email_required", detail: "The \(providerName) token carries no email address; allow sharing the email (a private relay address is fine).")
             }
+            // The same rule as a typed address: a look-alike spelling finds and makes no account.
+            guard let email = EmailAddress(claimed)?.mailbox else { throw AuthErrors.invalidEmail(claimed) }
             // Same email as an existing account. Linked when the person shows its password; or when the
             // provider answers for the address: then an account whose address was proven keeps all it
             // has, and one whose address never was is the mailbox owner's, cleared of what its maker
@@ -126,7 +128,8 @@ struct ProviderRoutes {
                         user = try await accounts.takeOver(existing, on: connection)
                         try await accounts.users.markVerified(existing.id, byMail: false, on: connection, logger: context.logger)
                         user.emailVerified = true
-                        try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, live: true, on: connection, logger: context.logger)
+                        try await accounts.outbox.write(
+                            UserEmailVerified(userID: user.id, email: user.email, vouchedBy: provider), userID: user.id, live: true, on: connection, logger: context.logger)
                     }
                     try await accounts.users.link(provider: provider, subject: identity.subject, email: email, proven: true, to: existing.id, on: connection, logger: context.logger)
                 } else {
@@ -155,7 +158,8 @@ struct ProviderRoutes {
                 UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: provider),
                 userID: user.id, on: connection, logger: context.logger)
             if identity.emailVouched {
-                try await accounts.outbox.write(UserEmailVerified(userID: user.id, email: user.email), userID: user.id, live: true, on: connection, logger: context.logger)
+                try await accounts.outbox.write(
+                    UserEmailVerified(userID: user.id, email: user.email, vouchedBy: provider), userID: user.id, live: true, on: connection, logger: context.logger)
             } else {
                 // The provider does not answer for the address: prove it the usual way.
                 let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)

@@ -20,14 +20,11 @@ struct EntitlementsEventHandlers {
         handlers.on(UserRegistered.self) { event, context in
             guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
             let email = EmailAddress.normalize(event.email)
-            // An address typed at sign-up is not proven yet: it is not found by address, and its
-            // space invitations wait for `user.email_verified`, or anyone could register a
-            // colleague's address and take them. Apple and Google vouch for theirs.
-            let proven = event.provider != "email"
-            try await entitlements.store.ensureCustomer(event.userID, email: email, verified: proven, on: context.connection, logger: context.logger)
-            if proven {
-                try await spaces.attachPending(user: event.userID, emailNormalized: email, on: context.connection, logger: context.logger)
-            }
+            // No address is proven by a registration, whichever way it came: it is not found by
+            // address, and its space invitations wait for auth's `user.email_verified`, or anyone
+            // could register a colleague's address and take them. Apple and Google mark any address
+            // verified, a company one its holder has since lost included; auth says when one counts.
+            try await entitlements.store.ensureCustomer(event.userID, email: email, verified: false, on: context.connection, logger: context.logger)
         }
         handlers.on(UserEmailVerified.self) { event, context in
             guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }

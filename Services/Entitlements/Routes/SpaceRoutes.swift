@@ -484,11 +484,17 @@ enum SpaceFields {
         return permission
     }
 
-    /// The address, normalized.
+    /// The address in its canonical form; a look-alike spelling of another address is refused like
+    /// any invalid one (`400 invalid_email`), so it cannot be invited in that address's place.
     static func email(_ text: String) throws -> String {
-        let email = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard EmailAddress.isValid(email) else { throw APIError.validation([.init(field: "email", message: "is not a valid email address")]) }
-        return EmailAddress.normalize(email)
+        guard let email = EmailAddress(text)?.canonical else {
+            throw APIError(
+                .badRequest, code: "invalid_email",
+                detail:
+                    "\"\(text.prefix(100))\" is not a valid email address: type it in plain characters (no fullwidth letters, ligatures or look-alike signs such as the Kelvin sign for K).",
+                errors: [.init(field: "email", message: "is not a valid email address")])
+        }
+        return email
     }
 }
 

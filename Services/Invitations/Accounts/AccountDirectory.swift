@@ -10,6 +10,9 @@ struct AccountRecord: Sendable {
     var userID: UUID
     var email: String
     var emailVerified: Bool
+    /// The provider (`apple`, `google`) that vouched for the address when auth verified it; nil when
+    /// a mailed link proved it.
+    var emailVouchedBy: String?
     /// The profile's name (social), or the account's (auth) until the profile says otherwise.
     var displayName: String?
     var avatarURL: String?
@@ -23,10 +26,11 @@ struct AccountDirectory: Sendable {
     func find(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> AccountRecord? {
         let rows = try await connection.checkedQuery(
             """
-            SELECT user_id, email, email_verified, display_name, avatar_url, roles, last_sign_in_at FROM accounts WHERE user_id = \(userID)
+            SELECT user_id, email, email_verified, email_vouched_by, display_name, avatar_url, roles, last_sign_in_at FROM accounts WHERE user_id = \(userID)
             """, logger: logger)
-        for try await (id, email, verified, name, avatar, roles, signedIn) in rows.decode((UUID, String, Bool, String?, String?, [String], Date?).self) {
-            return AccountRecord(userID: id, email: email, emailVerified: verified, displayName: name, avatarURL: avatar, roles: roles, lastSignInAt: signedIn)
+        for try await (id, email, verified, vouchedBy, name, avatar, roles, signedIn) in rows.decode((UUID, String, Bool, String?, String?, String?, [String], Date?).self) {
+            return AccountRecord(
+                userID: id, email: email, emailVerified: verified, emailVouchedBy: vouchedBy, displayName: name, avatarURL: avatar, roles: roles, lastSignInAt: signedIn)
         }
         return nil
     }
@@ -43,7 +47,8 @@ struct AccountDirectory: Sendable {
     func verified(_ event: UserEmailVerified, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
-            UPDATE accounts SET email_verified = true, email = \(event.email), email_normalized = \(EmailAddress.normalize(event.email)) WHERE user_id = \(event.userID)
+            UPDATE accounts SET email_verified = true, email = \(event.email), email_normalized = \(EmailAddress.normalize(event.email)),
+                email_vouched_by = \(event.vouchedBy) WHERE user_id = \(event.userID)
             """, logger: logger)
     }
 

@@ -243,8 +243,11 @@ enum ClientFields {
         let validName = collect { try Self.name(name) }
         let validPhone = collect { try phone.flatMap { try Self.phone($0) } }
         let validNotes = collect { try notes.flatMap { try Self.notes($0) } }
-        let validEmail = collect { try Self.email(email, confirmed: true) }
-        guard problems.isEmpty, let validName, let validEmail else { throw APIError.validation(problems) }
+        guard let validEmail = EmailAddress(email)?.mailbox else {
+            // The address's own code, naming the other fields' problems too.
+            throw invalidEmail(email, alongside: problems)
+        }
+        guard problems.isEmpty, let validName else { throw APIError.validation(problems) }
         // The typo check last: a 400 that names a suggestion only for an otherwise valid client.
         _ = try Self.email(email, confirmed: confirmEmail)
         return Valid(name: validName, email: validEmail, phone: .some(validPhone ?? nil), notes: .some(validNotes ?? nil))
@@ -258,15 +261,24 @@ enum ClientFields {
         return name
     }
 
+    /// The address as mail goes to it (`EmailAddress.mailbox`); a look-alike spelling of another
+    /// address is refused like any invalid one, so it can neither be invited nor collide with one.
     static func email(_ text: String, confirmed: Bool) throws -> String {
-        let email = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard EmailAddress.isValid(email) else { throw APIError.validation([.init(field: "email", message: "is not a valid email address")]) }
+        guard let email = EmailAddress(text)?.mailbox else { throw invalidEmail(text) }
         if !confirmed, let suggestion = EmailSuggestion.suggestion(for: email) {
             throw APIError(
                 .badRequest, code: "email_suspicious", detail: "Did you mean \(suggestion)? Send `confirm_email: true` to invite \(email) as typed.",
                 errors: [.init(field: "email", message: "looks like a typo of \(suggestion)")])
         }
         return email
+    }
+
+    static func invalidEmail(_ typed: String, alongside problems: [Problem.FieldError] = []) -> APIError {
+        APIError(
+            .badRequest, code: "invalid_email",
+            detail:
+                "\"\(typed.prefix(100))\" is not a valid email address: type it in plain characters (no fullwidth letters, ligatures or look-alike signs such as the Kelvin sign for K).",
+            errors: [.init(field: "email", message: "is not a valid email address")] + problems)
     }
 
     /// Digits with the usual separators, an optional leading `+`: 5 to 32 characters, at least 5 digits.

@@ -92,7 +92,7 @@ struct InvitationRoutes {
         let code = context.parameters.get("code") ?? ""
         let caller = context.caller
         let invitations = self.invitations
-        let account = try await invitations.account(caller.userID, logger: context.logger)
+        let account = try await invitations.provenAccount(caller, logger: context.logger)
         let (client, coach) = try await invitations.postgres.transaction(logger: context.logger) { connection -> (ClientRecord, AccountRecord?) in
             guard let client = try await invitations.clients.find(code: code, forUpdate: true, on: connection, logger: context.logger) else {
                 throw InvitationErrors.notFound
@@ -116,12 +116,17 @@ struct InvitationRoutes {
                 }
                 switching = current
             }
-            let invited = client.email.map(EmailAddress.normalize) ?? ""
-            let viaRelay = EmailAddress.normalize(account.email) != invited
+            // The account's address counts only once proven: anyone can sign up with the invited
+            // address (or a relay-looking one) and hold a forwarded code.
+            guard account.emailVerified else { throw InvitationErrors.emailUnverified }
+            let own = EmailAddress(account.email)
+            let invited = client.email.flatMap(EmailAddress.init)
+            let viaRelay = own == nil || own != invited
             if viaRelay {
                 // Holding the mailed code is enough only for an Apple private-relay address, which never
-                // matches the address the coach knows.
-                guard EmailAddress.normalize(account.email).hasSuffix("@privaterelay.appleid.com") else {
+                // matches the address the coach knows, and only one Apple vouched for: a relay
+                // address proven by a mailed link may have been typed by anyone Apple forwards to.
+                guard let own, own.domain == "privaterelay.appleid.com", account.emailVouchedBy == "apple" else {
                     throw APIError.conflict(
                         "This invitation was sent to another address; sign in with the account of the address it came to.", code: "email_mismatch")
                 }
@@ -212,9 +217,22 @@ struct InvitationRoutes {
 /// Problems the invitee's routes raise.
 enum InvitationErrors {
     static let notFound = APIError(.notFound, code: "invitation_not_found", detail: "No invitation has this code; ask your coach to send it again.")
+    static let emailUnverified = APIError(
+        .forbidden, code: "email_unverified", detail: "Verify your email address first: an invitation is accepted by the address it was sent to.")
 }
 
 extension Invitations {
+    /// The caller's account as auth's events told it, once it has heard of the verification the
+    /// caller's token already carries (waited for up to 3 s); unverified when neither says so.
+    func provenAccount(_ caller: Caller, logger: Logger) async throws -> AccountRecord {
+        let deadline = ContinuousClock.now + .seconds(3)
+        while true {
+            let account = try await account(caller.userID, logger: logger)
+            if account.emailVerified || !caller.emailVerified || ContinuousClock.now >= deadline { return account }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
     /// Whether auth has made `user` a client, as its `user.roles_changed` told this service; waited
     /// for up to `ACCEPT_ROLE_WAIT_MS`.
     func waitForClientRole(_ user: UUID, logger: Logger) async throws -> Bool {
