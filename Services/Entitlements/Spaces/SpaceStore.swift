@@ -247,7 +247,7 @@ struct SpaceStore: Sendable {
         try await connection.returnsRow("SELECT 1 FROM customers WHERE user_id = \(user)", logger: logger)
     }
 
-    /// The user's address once proven (`user.email_verified`, or Apple or Google at sign-up).
+    /// The user's address once auth has proven it (`user.email_verified`; a provider's sign-up alone is not).
     func provenEmail(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> String? {
         var found: String?
         let rows = try await connection.checkedQuery(
