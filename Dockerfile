@@ -1,4 +1,5 @@
-# One image holds all six executables; docker-compose.yml picks the command per service.
+# One image holds the gateway and every service in services.txt; docker-compose.yml picks the
+# command per service.
 # Build: docker build -t foodbackend .
 ARG SWIFT_IMAGE=swift:6.3-bookworm
 
@@ -9,6 +10,8 @@ WORKDIR /src
 # the manifest, not the target folders; a failure stops the build here).
 COPY Package.swift ./
 RUN swift package resolve
+# The services to ship: the first word of each line of services.txt that is not a comment.
+COPY services.txt ./
 COPY Shared Shared
 COPY Services Services
 COPY Tests Tests
@@ -16,7 +19,7 @@ COPY Tests Tests
 RUN swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic \
  && mkdir -p /out \
  && bin=$(swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic --show-bin-path) \
- && cp "$bin"/auth "$bin"/social "$bin"/invitations "$bin"/entitlements "$bin"/nutrition "$bin"/gateway /out/ \
+ && cp "$bin"/gateway $(awk -v bin="$bin" '!/^#/ && NF { print bin "/" $1 }' services.txt) /out/ \
  && cp -R "$bin"/*.resources /out/
 
 FROM debian:bookworm-slim

@@ -2,25 +2,29 @@
 import PackageDescription
 
 /// Every service is declared the same way: an executable under `Services/<Name>` that links the
-/// service kit and ships its SQL migrations as a resource. A new service is one line here.
+/// service kit and ships its SQL migrations as a resource, and its tests under `Tests/<Name>Tests`.
 /// `extra` names what a service links beyond the kit; `resources` are folders shipped beside `Migrations`.
-let services: [(target: String, folder: String, extra: [Target.Dependency], resources: [String])] = [
+/// The list is services.txt's (its libraries and resources columns), written here by `scripts/services`.
+// generated from services.txt by scripts/services generate: edit the table, not these lines
+let services: [(target: String, extra: [Target.Dependency], resources: [String])] = [
     (
-        "Auth", "Auth",
+        "Auth",
         [
-            "Mailer", .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"), .product(name: "JWTKit", package: "jwt-kit"),
-            .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
+            "Mailer",
+            .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
-        ], ["Resources", "Pages"]
+        ],
+        ["Resources", "Pages"]
     ),
-    ("Social", "Social", ["CImageScrub", .product(name: "NIOPosix", package: "swift-nio")], []),
-    ("Invitations", "Invitations", ["Mailer"], ["Pages"]),
-    (
-        "Entitlements", "Entitlements",
-        ["AppStoreServer", .product(name: "X509", package: "swift-certificates"), .product(name: "JWTKit", package: "jwt-kit")], ["Resources"]
-    ),
-    ("Nutrition", "Nutrition", ["CShareCard", .product(name: "NIOPosix", package: "swift-nio")], ["Pages"]),
+    ("Social", ["CImageScrub", .product(name: "NIOPosix", package: "swift-nio")], []),
+    ("Invitations", ["Mailer"], ["Pages"]),
+    ("Entitlements", ["AppStoreServer", .product(name: "X509", package: "swift-certificates"), .product(name: "JWTKit", package: "jwt-kit")], ["Resources"]),
+    ("Nutrition", ["CShareCard", .product(name: "NIOPosix", package: "swift-nio")], ["Pages"]),
 ]
+// end of the lines generated from services.txt
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
@@ -307,7 +311,7 @@ for service in services {
         .executableTarget(
             name: service.target,
             dependencies: kit + service.extra,
-            path: "Services/\(service.folder)",
+            path: "Services/\(service.target)",
             // openapi.yaml is served at GET /openapi.yaml (the kit's OpenAPIDocumentRoute).
             resources: [.copy("Migrations"), .copy("openapi.yaml")] + service.resources.map { .copy($0) },
             swiftSettings: swiftSettings

@@ -17,7 +17,7 @@ import ServiceKitTokens
 enum AuthService {
     static let definition = ServiceDefinition(
         name: "auth",
-        defaultPort: 8081,
+        defaultPort: ServiceRegistry.auth.port,
         migrations: { MailOutbox.migrations + (try ServiceDefinition.bundledMigrations(.module)) },
         openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
         setup: { config in

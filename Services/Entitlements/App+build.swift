@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Models
 import ServiceKit
 import ServiceKitDatabase
 import ServiceKitEvents
@@ -13,7 +14,7 @@ enum EntitlementsService {
     static func configured(clock: @escaping @Sendable () -> Date) -> ServiceDefinition {
         ServiceDefinition(
             name: "entitlements",
-            defaultPort: 8084,
+            defaultPort: ServiceRegistry.entitlements.port,
             migrations: { try ServiceDefinition.bundledMigrations(.module) },
             openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
             setup: { config in

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Models
 import ServiceKit
 import ServiceKitCore
 import ServiceKitDatabase
@@ -47,7 +48,8 @@ struct GatewayConfig: Sendable {
     /// each process (`RATE_LIMIT_TOKEN_CHECKS`); beyond them a request counts by its address unverified.
     var tokenChecksPerAddress = EdgeRateLimiter.standardTokenChecksPerAddress
 
-    static let services = ["auth": 8081, "social": 8082, "invitations": 8083, "entitlements": 8084, "nutrition": 8085]
+    /// Service name → default port: services.txt's, through the generated `ServiceRegistry`.
+    static let services = Dictionary(uniqueKeysWithValues: ServiceRegistry.all.map { ($0.name, $0.port) })
 
     static func load(environment: [String: String]) throws -> GatewayConfig {
         var env = EnvironmentReader(environment)

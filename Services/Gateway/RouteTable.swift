@@ -1,19 +1,12 @@
-/// Which service answers which path prefix (the table in ARCHITECTURE.md). A prefix matches whole
-/// path segments: `/v1/auth` takes `/v1/auth` and `/v1/auth/login`, never `/v1/authors`. The pages
-/// the mails and share links open go to the service that owns their data: `/shared` is the page,
-/// `/v1/shared` the API, and neither takes the other.
+import Models
+
+/// Which service answers which path prefix (services.txt; the table in ARCHITECTURE.md). A prefix
+/// matches whole path segments: `/v1/auth` takes `/v1/auth` and `/v1/auth/login`, never `/v1/authors`.
+/// The pages the mails and share links open go to the service that owns their data: `/shared` is the
+/// page, `/v1/shared` the API, and neither takes the other.
 struct RouteTable: Sendable {
-    static let standard = RouteTable(routes: [
-        ("/v1/auth", "auth"), ("/v1/admin/users", "auth"), ("/.well-known/jwks.json", "auth"),
-        ("/v1/profiles", "social"), ("/v1/follow-requests", "social"), ("/v1/blocks", "social"),
-        ("/v1/mutes", "social"), ("/v1/notifications", "social"), ("/v1/moderation", "social"),
-        ("/v1/clients", "invitations"), ("/v1/invitations", "invitations"), ("/v1/coach", "invitations"), ("/v1/admin/entitlements", "entitlements"),
-        ("/v1/entitlements", "entitlements"), ("/v1/tiers", "entitlements"), ("/v1/usage", "entitlements"),
-        ("/v1/purchases", "entitlements"), ("/v1/webhooks/app-store", "entitlements"), ("/v1/spaces", "entitlements"),
-        ("/v1/nutrition", "nutrition"), ("/v1/meals", "nutrition"), ("/v1/metrics", "nutrition"),
-        ("/v1/trends", "nutrition"), ("/v1/shared", "nutrition"),
-        ("/verify-email", "auth"), ("/reset-password", "auth"), ("/invite", "invitations"), ("/shared", "nutrition"),
-    ])
+    /// services.txt's prefixes column, through the generated `ServiceRegistry`.
+    static let standard = RouteTable(routes: ServiceRegistry.all.flatMap { service in service.prefixes.map { ($0, service.name) } })
 
     /// Longest prefix first, so a more specific route wins.
     let routes: [(prefix: String, service: String)]

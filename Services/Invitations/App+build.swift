@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Mailer
+import Models
 import ServiceKit
 import ServiceKitCore
 import ServiceKitDatabase
@@ -14,7 +15,7 @@ import ServiceKitPages
 enum InvitationsService {
     static let definition = ServiceDefinition(
         name: "invitations",
-        defaultPort: 8083,
+        defaultPort: ServiceRegistry.invitations.port,
         migrations: { MailOutbox.migrations + (try ServiceDefinition.bundledMigrations(.module)) },
         openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
         setup: { config in

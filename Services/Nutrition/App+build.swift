@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Models
 import NIOPosix
 import ServiceKit
 import ServiceKitDatabase
@@ -11,7 +12,7 @@ import ServiceKitPages
 enum NutritionService {
     static let definition = ServiceDefinition(
         name: "nutrition",
-        defaultPort: 8085,
+        defaultPort: ServiceRegistry.nutrition.port,
         migrations: { try ServiceDefinition.bundledMigrations(.module) },
         openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
         setup: { config in

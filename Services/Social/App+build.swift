@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Models
 import ServiceKit
 import ServiceKitCore
 import ServiceKitDatabase
@@ -15,7 +16,7 @@ enum SocialService {
     static func configured(imageDecoding: ImageDecoding? = nil) -> ServiceDefinition {
         ServiceDefinition(
             name: "social",
-            defaultPort: 8082,
+            defaultPort: ServiceRegistry.social.port,
             migrations: { try ServiceDefinition.bundledMigrations(.module) },
             openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
             setup: { config in

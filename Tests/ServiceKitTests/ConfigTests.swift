@@ -1,4 +1,5 @@
 import Foundation
+import Models
 import ServiceKit
 import ServiceKitCore
 import ServiceKitDatabase
@@ -70,7 +71,7 @@ import TestSupport
     }
 
     /// The real executable, started with a missing variable, says so and exits non-zero.
-    @Test(arguments: ["auth", "social", "invitations", "entitlements", "nutrition", "gateway"])
+    @Test(arguments: ServiceRegistry.all.map(\.name) + ["gateway"])
     func startUpWithAMissingVariableExitsNonZero(executable: String) async throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("out")).path
         defer { try? FileManager.default.removeItem(atPath: output) }

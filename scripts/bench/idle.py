@@ -8,8 +8,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from ports import free_port  # noqa: E402
+import service_table  # noqa: E402
 
-SERVICES = ["auth", "social", "invitations", "entitlements", "nutrition"]
+SERVICES = [service.name for service in service_table.load()]
 
 
 

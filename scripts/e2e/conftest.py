@@ -3,29 +3,31 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 import requests
 
-SERVICES = ["auth", "social", "invitations", "entitlements", "nutrition"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import service_table  # noqa: E402
+
+TABLE = service_table.load()
+SERVICES = [service.name for service in TABLE]
 
 
 class Stack:
     def __init__(self):
         self.dir = os.environ["STACK_DIR"]
         self.gateway = f"http://127.0.0.1:{os.environ['STACK_GATEWAY_PORT']}"
-        base = int(os.environ["STACK_SERVICE_BASE_PORT"])
-        self.service_urls = {name: f"http://127.0.0.1:{base + i}" for i, name in enumerate(SERVICES)}
-        # Each process's internal listener (readiness, metrics), numbered as scripts/stack numbers them.
-        admin = int(os.environ["STACK_ADMIN_BASE_PORT"])
-        self.gateway_admin = f"http://127.0.0.1:{admin}"
-        self.admin_urls = {"gateway": self.gateway_admin}
-        for replica in (1, 2, 3):
-            for i, name in enumerate(SERVICES):
-                process = name if replica == 1 else f"{name}-{replica}"
-                self.admin_urls[process] = f"http://127.0.0.1:{admin + 1 + i + len(SERVICES) * (replica - 1)}"
+        # Each service's port and each process's internal listener (readiness, metrics), numbered as
+        # scripts/stack numbers them from services.txt; up to three processes a service.
+        public, admin = service_table.process_ports(TABLE, int(os.environ["STACK_SERVICE_BASE_PORT"]), int(os.environ["STACK_ADMIN_BASE_PORT"]),
+                                                    replicas={name: 3 for name in SERVICES})
+        self.service_urls = {name: f"http://127.0.0.1:{port}" for name, port in public.items()}
+        self.gateway_admin = f"http://127.0.0.1:{admin['gateway']}"
+        self.admin_urls = {process: f"http://127.0.0.1:{port}" for process, port in admin.items()}
         self.pg_port = os.environ["STACK_PG_PORT"]
         self.redis_port = os.environ["STACK_REDIS_PORT"]
 

@@ -22,10 +22,12 @@ export STACK_ENV="${STACK_ENV:-} SIGNUP_MAX_PER_IP_PER_HOUR=1000000 DATABASE_STA
 export STACK_DIR; STACK_DIR=$(mktemp -d /tmp/foodbackend-e2e.XXXXXX)
 export STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT STACK_ADMIN_BASE_PORT
 STACK_PG_PORT=$(free_port); STACK_REDIS_PORT=$(free_port); STACK_SMTP_PORT=$(free_port); STACK_GATEWAY_PORT=$(free_port)
-# Five consecutive free ports for the services (below the ephemeral range, as free_port's).
-STACK_SERVICE_BASE_PORT=$(service_base_port 5)
-# The internal listeners' block: the gateway, then five services with up to three processes each.
-STACK_ADMIN_BASE_PORT=$(service_base_port 16)
+# The services in services.txt: how many, and how far apart their lowest and highest ports are.
+read -r service_count port_span < <(awk '!/^#/ && NF { n++; if (!lo || $2 < lo) lo = $2; if ($2 > hi) hi = $2 } END { print n, hi - lo + 1 }' services.txt)
+# Consecutive free ports for the services, as scripts/stack places them (below the ephemeral range, as free_port's).
+STACK_SERVICE_BASE_PORT=$(service_base_port "$port_span")
+# The internal listeners' block: the gateway, then every service with up to three processes each.
+STACK_ADMIN_BASE_PORT=$(service_base_port $((1 + 3 * service_count)))
 
 # A local App Store issuer: the entitlements service trusts its root, the tests sign with its leaf.
 "$PYTHON" scripts/e2e/appstore.py init "$STACK_DIR/appstore"
@@ -47,7 +49,7 @@ cleanup() {
   done
   # A Swift trap in a release build prints nothing; the kernel names the binary and the offset
   # (`addr2line -f -i -e .build/release/NAME 0xOFFSET` says where).
-  dmesg 2>/dev/null | tail -n +$((DMESG_LINES + 1)) | grep -E "(traps|segfault).* in (auth|social|invitations|entitlements|nutrition|gateway)\[" | tail -n 5 >&2 || true
+  dmesg 2>/dev/null | tail -n +$((DMESG_LINES + 1)) | grep -E "(traps|segfault).* in ($(awk '!/^#/ && NF { printf "%s|", $1 }' services.txt)gateway)\[" | tail -n 5 >&2 || true
   scripts/stack down >/dev/null 2>&1 || true
   if [ "${KEEP_E2E:-0}" != 1 ]; then rm -rf "$STACK_DIR"; else echo "kept $STACK_DIR" >&2; fi
 }
