@@ -11,9 +11,10 @@ import ServiceKitEvents
 import ServiceKitHTTP
 import ServiceKitRedis
 
-/// Builds the gateway: the kit's request id, logging and problem middleware around the proxy, the
-/// gateway's own health, app-link files and merged API document; readiness (one line per upstream)
-/// and metrics on its internal listener.
+/// Builds the gateway: one path for every request, the router's. The kit's request id, logging and
+/// problem middleware and the edge's rules (`EdgeMiddleware`) around the proxy (`ProxyMiddleware`)
+/// and the gateway's own routes: health, app-link files, the merged API document and the live event
+/// stream; readiness (one line per upstream) and metrics on its internal listener.
 func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtocol {
     var logger = Logger(label: "gateway")
     logger.logLevel = config.logLevel
@@ -28,25 +29,21 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     let limiter = EdgeRateLimiter(
         table: config.rateLimits, redis: config.rateLimits.isEmpty ? nil : RedisClient(configuration: config.redis, logger: logger),
         verifier: live.events.tokens, tokenChecksPerAddress: config.tokenChecksPerAddress, logger: logger)
-    // Nearly every proxied request is answered in the channel pipeline, before the router.
-    let proxy = GatewayProxy(
-        table: .standard, pools: pools, timeout: config.upstreamTimeout, metrics: metrics,
-        trustedProxies: config.trustedProxies, logger: logger, clientTimeout: config.clientTimeout, bodyLimits: config.bodyLimits, cors: config.cors,
-        limiter: limiter)
+    let table = RouteTable.standard
+    let routeLabels = Dictionary(uniqueKeysWithValues: pools.keys.map { ($0, "proxy:" + $0) })
 
     let router = Router(context: ServiceRequestContext.self)
     // Proxied requests are counted per upstream (`route="proxy:social"`).
     router.add(
         middleware: TelemetryMiddleware(
             metrics: metrics, trustedProxies: config.trustedProxies,
-            routeOutsideRouter: { proxy.routeLabel(for: $0.uri.path) }))
-    // CORS preflights and headers, body limits: what the channel handler does for the requests it proxies.
+            routeOutsideRouter: { request in table.service(for: request.uri.path).flatMap { routeLabels[$0] } }))
+    // The edge's rules for every request, proxied or the gateway's own: CORS, body limits, rate limits.
     router.add(middleware: EdgeMiddleware(cors: config.cors, bodyLimits: config.bodyLimits, limiter: limiter))
     router.add(middleware: ProblemMiddleware())
     let routeIndex = RouteIndex()
     router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))
-    // Requests whose body streams (see `ProxyChannelHandler`).
-    router.add(middleware: ProxyMiddleware(table: .standard, pools: pools, timeout: config.upstreamTimeout))
+    router.add(middleware: ProxyMiddleware(table: table, pools: pools, timeout: config.upstreamTimeout))
     let health = GatewayHealthRoutes(pools: pools, metrics: registry)
     health.add(to: router)
     config.appLinks.add(to: router)
@@ -64,13 +61,15 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     return ServiceApplication(
         router: router,
         listener: config.listener,
-        serverName: ProxyChannelHandler.serverName,
-        childChannel: { responder in GatewayHTTP1Channel(http1: HTTP1Channel(responder: responder), proxy: proxy) },
+        serverName: GatewayHTTP1Channel.serverName,
+        childChannel: { [logger] responder in
+            GatewayHTTP1Channel(http1: HTTP1Channel(responder: responder), clientTimeout: config.clientTimeout, logger: logger)
+        },
         services: [
             Closer { for pool in pools.values { pool.shutdown() } },
             live.service,
             limiter,
-            AdminListener(router: adminRouter, options: config.admin, serverName: ProxyChannelHandler.serverName, logger: logger),
+            AdminListener(router: adminRouter, options: config.admin, serverName: GatewayHTTP1Channel.serverName, logger: logger),
             ShutdownNotice(logger: logger),
         ],
         logger: logger

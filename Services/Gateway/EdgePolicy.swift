@@ -75,7 +75,7 @@ struct BodyLimits: Sendable, Equatable {
 /// Cross-origin requests from the web origins in `CORS_ALLOWED_ORIGINS` (none by default: the apps
 /// are native and need none). Preflights are answered here and never reach a service; a listed
 /// origin gets its own name back with credentials allowed, any other origin no CORS header at all
-/// (and `403` to a preflight), so a browser keeps its pages from reading the answers.
+/// (and `403` to a preflight), so a browser keeps its pages from reading the responses.
 struct CORSPolicy: Sendable, Equatable {
     var allowedOrigins: Set<String> = []
 
@@ -91,9 +91,9 @@ struct CORSPolicy: Sendable, Equatable {
         return allowedOrigins.contains(origin)
     }
 
-    /// What an answer to a request from `origin` carries: the origin's own name when listed, and
-    /// `Vary: Origin` whenever CORS is on, so a cache never gives one origin's answer to another.
-    func answerHeaders(origin: String?) -> [(String, String)] {
+    /// What a response to a request from `origin` carries: the origin's own name when listed, and
+    /// `Vary: Origin` whenever CORS is on, so a cache never gives one origin's response to another.
+    func responseHeaders(origin: String?) -> [(String, String)] {
         guard isEnabled else { return [] }
         guard let origin, allows(origin) else { return [("Vary", "Origin")] }
         return [
@@ -128,9 +128,11 @@ struct CORSPolicy: Sendable, Equatable {
     }
 }
 
-/// The edge's rules for requests the router sees (the gateway's own routes and the proxied
-/// requests whose body streams; `ProxyChannelHandler` applies the same rules to the rest):
-/// CORS preflights answered here, CORS headers on answers, and body limits.
+/// The edge's rules, in the one place every request passes, proxied or the gateway's own: CORS
+/// preflights answered here, CORS headers on responses, body limits and rate limits. Hummingbird's
+/// `CORSMiddleware` cannot say these rules: it answers any preflight 204 (a stranger's included,
+/// where this one refuses with a problem) and names the exposed headers on preflights only, where a
+/// browser reads them from the actual response.
 struct EdgeMiddleware: RouterMiddleware {
     typealias Context = ServiceRequestContext
 
@@ -138,7 +140,7 @@ struct EdgeMiddleware: RouterMiddleware {
     let bodyLimits: BodyLimits
     var limiter: EdgeRateLimiter? = nil
 
-    /// Outside `ProblemMiddleware`, so every answer, problems and 404s included, gets its CORS
+    /// Outside `ProblemMiddleware`, so every response, problems and 404s included, gets its CORS
     /// headers; its own refusals it turns into problems itself.
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let origin = request.headers[.origin]
@@ -146,15 +148,15 @@ struct EdgeMiddleware: RouterMiddleware {
         let rate = limiter?.decide(path: request.uri.path, authorization: request.headers[.authorization], client: context.clientAddress)
         do {
             if let rate, !rate.allowed { throw rate.problem }
-            response = try await answer(request, context: context, origin: origin, next: next)
+            response = try await respond(request, context: context, origin: origin, next: next)
         } catch {
             response = ProblemMiddleware<Context>.response(for: error, request: request, context: context)
         }
-        for (name, value) in cors.answerHeaders(origin: origin) + (rate?.headers ?? []) { response.headers[HTTPField.Name(name)!] = value }
+        for (name, value) in cors.responseHeaders(origin: origin) + (rate?.headers ?? []) { response.headers[HTTPField.Name(name)!] = value }
         return response
     }
 
-    private func answer(_ request: Request, context: Context, origin: String?, next: (Request, Context) async throws -> Response) async throws -> Response {
+    private func respond(_ request: Request, context: Context, origin: String?, next: (Request, Context) async throws -> Response) async throws -> Response {
         if request.method == .options, cors.isEnabled, origin != nil, request.headers[.accessControlRequestMethod] != nil {
             return try preflight(request, origin: origin)
         }

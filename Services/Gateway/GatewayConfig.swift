@@ -23,7 +23,7 @@ struct GatewayConfig: Sendable {
     /// (the gateway is the edge, and a client's own header is not passed on).
     var trustedProxies: TrustedProxies = .none
     /// How long a client may keep the gateway waiting (its next head, a body's next part, the
-    /// reading of an answer) before its connection is closed (`ProxyChannelHandler`).
+    /// reading of a response) before its connection is closed (`ClientConnectionHandler`).
     /// Above the idle timeout of a load balancer in front (60 s for many), so that the balancer, not
     /// the gateway, ends an idle connection: one closing under a request it just sent is its 502.
     var clientTimeout: Duration = .seconds(75)

@@ -31,14 +31,6 @@ struct KnownHeader: Sendable {
         for known in byLength[length] where name.isHeaderName(known.name) { return known }
         return nil
     }
-
-    /// The known header `field` of an upstream's answer is, read from its bytes.
-    static func of(_ field: HTTP1AnswerHead.Field, in head: HTTP1AnswerHead) -> KnownHeader? {
-        let length = field.name.count
-        guard length < byLength.count else { return nil }
-        for known in byLength[length] where head.field(field, isNamed: known.name) { return known }
-        return nil
-    }
 }
 
 extension String {

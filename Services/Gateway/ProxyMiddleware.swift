@@ -14,8 +14,10 @@ import ServiceKitRedis
 import ServiceKitTokens
 
 /// Forwards requests whose path a route claims to that service over the service's `UpstreamPool`,
-/// streaming both bodies. Requests no route claims go on to the gateway's own router (health,
-/// metrics, then 404).
+/// streaming both bodies: every proxied request takes this one path, inside the router's middleware
+/// (request ids, the log line and metrics, the edge's rules in `EdgeMiddleware`, problem+json), as
+/// the gateway's own routes do. Requests no route claims go on to the gateway's own router (health,
+/// the API document, the live stream, then 404).
 struct ProxyMiddleware: RouterMiddleware {
     typealias Context = ServiceRequestContext
 
@@ -71,14 +73,31 @@ struct ProxyMiddleware: RouterMiddleware {
         } catch {
             throw Self.problem(for: error, service: service, logger: context.logger)
         }
-        let status = HTTPResponse.Status(code: response.head.statusCode, reasonPhrase: response.head.status.reasonPhrase)
-        let headers = HTTPFields(AnswerHeaders.forClient(response.head, adding: []), splitCookie: false)
+        let status = HTTPResponse.Status(code: Int(response.head.status.code), reasonPhrase: response.head.status.reasonPhrase)
+        let headers = Self.headersForClient(response.head.headers)
         switch response.body {
         case .complete(let body):
             return Response(status: status, headers: headers, body: .init(byteBuffer: body))
         case .stream(let stream):
             return Response(status: status, headers: headers, body: ResponseBody(asyncSequence: stream))
         }
+    }
+
+    /// The headers of an upstream's response that go on to the client: all but the hop-by-hop ones
+    /// and those its `Connection` header names. Hummingbird's encoder frames the response for the
+    /// client (chunks for a body without a length, none for the response to a HEAD); the `Server`,
+    /// `Date` and `X-Request-ID` the gateway sets replace the upstream's.
+    static func headersForClient(_ headers: HTTPHeaders) -> HTTPFields {
+        let named = connectionTokens(headers)
+        var fields = HTTPFields()
+        fields.reserveCapacity(headers.count)
+        for (name, value) in headers {
+            if let known = KnownHeader.of(name), known.hopByHop { continue }
+            if named.contains(headerName: name) { continue }
+            guard let fieldName = HTTPField.Name(name) else { continue }
+            fields.append(HTTPField(name: fieldName, value: value))
+        }
+        return fields
     }
 
     /// Headers a client may not set: the gateway is the edge, so what a client claims about addresses

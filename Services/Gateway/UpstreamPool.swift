@@ -11,15 +11,16 @@ import Synchronization
 /// Why an exchange with an upstream failed; `ProxyMiddleware.problem(for:)` turns each into 503, 502
 /// or 504.
 enum UpstreamError: Error, Equatable, CustomStringConvertible {
-    /// No connection could be made (refused, unreachable, no answer within the connect timeout).
+    /// No connection could be made (refused, unreachable, no connection within the connect timeout).
     case unreachable(String)
     /// The connection was found closed before anything was written on it: safe to send elsewhere.
     case notSent
-    /// No complete answer before the deadline; `stage` says how far the exchange got, for the log.
+    /// No complete response before the deadline; `stage` says how far the exchange got, for the log.
     case timedOut(stage: String)
-    /// The connection ended before the answer's head arrived.
+    /// The connection ended before the response's head arrived.
     case closedBeforeResponse
-    /// The connection ended, or sent something that is not HTTP, in the middle of the answer.
+    /// The connection ended, or sent something that is not HTTP (or a response framed so that a
+    /// proxy could be fooled), before the response ended.
     case brokenResponse(String)
 
     var description: String {
@@ -27,17 +28,17 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         case .unreachable(let why): "upstream unreachable: \(why)"
         case .timedOut(let stage): "upstream timed out (\(stage))"
         case .notSent: "upstream connection closed before the request was sent"
-        case .closedBeforeResponse: "upstream closed the connection before answering"
-        case .brokenResponse(let why): "upstream answer broken: \(why)"
+        case .closedBeforeResponse: "upstream closed the connection before responding"
+        case .brokenResponse(let why): "upstream response broken: \(why)"
         }
     }
 }
 
-/// An upstream's answer. Bodies of known, small length are read whole (almost every API answer: one
-/// write to the client instead of a task switch per chunk); others stream with backpressure.
+/// An upstream's response. Bodies of known, small length are read whole (almost every API response:
+/// one write to the client instead of a task switch per chunk); others stream with backpressure.
 struct UpstreamResponse: Sendable {
-    /// As it came: `ProxyChannelHandler` passes most of its lines on as they are.
-    var head: HTTP1AnswerHead
+    /// As NIO's HTTP/1 decoder read it: `ProxyMiddleware` passes most of its headers on.
+    var head: HTTPResponseHead
     /// The body as it is, without framing (a chunked one's chunk lines are gone).
     var body: Body
 
@@ -66,16 +67,16 @@ enum OutgoingBody: Sendable {
     }
 }
 
-/// How an exchange hands over its answer (or why there is none): called once, on the connection's
+/// How an exchange hands over its response (or why there is none): called once, on the connection's
 /// event loop.
-typealias UpstreamAnswer = @Sendable (Result<UpstreamResponse, any Error>) -> Void
+typealias UpstreamResponseHandler = @Sendable (Result<UpstreamResponse, any Error>) -> Void
 
 typealias UpstreamBodyStream = NIOThrowingAsyncSequenceProducer<
     ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, UpstreamExchangeHandler.Demand
 >
 
 /// One upstream service's keep-alive HTTP/1.1 connections. A request takes an idle connection (one on
-/// its own event loop if there is one) or opens a new one, and gives it back when the answer has been
+/// its own event loop if there is one) or opens a new one, and gives it back when the response has been
 /// read whole on a connection both sides keep open. There is no cap on connections in use: each
 /// carries one request that a client of the gateway is waiting for, so the clients bound them, as
 /// with any reverse proxy; at most `maxIdle` are kept open between requests.
@@ -117,17 +118,17 @@ final class UpstreamPool: Sendable {
     /// Methods that a server may receive twice to the same effect (RFC 9110 §9.2.2).
     static let idempotent: [HTTPMethod] = [.GET, .HEAD, .OPTIONS, .PUT, .DELETE]
 
-    /// Sends `head` and `body` and returns the answer's head once it arrives. A request goes once more
-    /// on a new connection when the pooled one it took turned out closed before anything was written,
-    /// or, for an idempotent request whose body is not a stream, when the connection broke before any
-    /// answer (the upstream closed it while it sat idle; it may also have acted on the request, which
-    /// such a request allows).
+    /// Sends `head` and `body` and returns the response's head once it arrives. A request goes once
+    /// more on a new connection when the pooled one it took turned out closed before anything was
+    /// written, or, for an idempotent request whose body is not a stream, when the connection broke
+    /// before any response (the upstream closed it while it sat idle; it may also have acted on the
+    /// request, which such a request allows).
     func execute(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline) async throws -> UpstreamResponse {
         let loop = group.any()
         guard case .stream(let stream) = body else {
-            let answer = loop.makePromise(of: UpstreamResponse.self)
-            send(head, body: body, deadline: deadline, on: loop) { answer.completeWith($0) }
-            return try await answer.futureResult.get()
+            let response = loop.makePromise(of: UpstreamResponse.self)
+            send(head, body: body, deadline: deadline, on: loop) { response.completeWith($0) }
+            return try await response.futureResult.get()
         }
         let connection: UpstreamConnection
         if let pooled = idleConnection(on: loop) { connection = pooled } else { connection = try await newConnection(deadline: deadline, on: loop).get() }
@@ -139,38 +140,38 @@ final class UpstreamPool: Sendable {
     }
 
     /// The same exchange for a request whose body is in hand (none, or read whole), without leaving
-    /// the event loop: what `ProxyChannelHandler` calls for nearly every request. `answer` is called
-    /// once, on the connection's loop, which is `loop` whenever the pool has or can open one there.
-    /// A callback rather than a future: each future cost its allocation and the run-time lookups of
-    /// its generic types, and this path made two per request.
-    func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, answer: @escaping UpstreamAnswer) {
+    /// the event loop. `respond` is called once, on the connection's loop, which is `loop` whenever
+    /// the pool has or can open one there.
+    func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, respond: @escaping UpstreamResponseHandler) {
         precondition(body.replayable, "a streamed body goes through execute")
         let retriable = Self.idempotent.contains(head.method)
         let pooled = idleConnection(on: loop)
         let reused = pooled != nil
-        let firstAnswer: UpstreamAnswer = { result in
-            guard case .failure(let error) = result else { return answer(result) }
+        let firstResponse: UpstreamResponseHandler = { result in
+            guard case .failure(let error) = result else { return respond(result) }
             let sendAgain =
                 switch error as? UpstreamError {
                 case .notSent?: true
                 case .closedBeforeResponse?: reused && retriable
                 default: false
                 }
-            guard sendAgain else { return answer(result) }
-            self.sendOnNewConnection(head, body: body, deadline: deadline, on: loop, answer: answer)
+            guard sendAgain else { return respond(result) }
+            self.sendOnNewConnection(head, body: body, deadline: deadline, on: loop, respond: respond)
         }
         if let pooled {
-            pooled.send(head, body: body, deadline: deadline, answer: firstAnswer)
+            pooled.send(head, body: body, deadline: deadline, respond: firstResponse)
         } else {
-            sendOnNewConnection(head, body: body, deadline: deadline, on: loop, answer: firstAnswer)
+            sendOnNewConnection(head, body: body, deadline: deadline, on: loop, respond: firstResponse)
         }
     }
 
-    private func sendOnNewConnection(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, answer: @escaping UpstreamAnswer) {
+    private func sendOnNewConnection(
+        _ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, on loop: any EventLoop, respond: @escaping UpstreamResponseHandler
+    ) {
         newConnection(deadline: deadline, on: loop).whenComplete { result in
             switch result {
-            case .success(let connection): connection.send(head, body: body, deadline: deadline, answer: answer)
-            case .failure(let error): answer(.failure(error))
+            case .success(let connection): connection.send(head, body: body, deadline: deadline, respond: respond)
+            case .failure(let error): respond(.failure(error))
             }
         }
     }
@@ -196,6 +197,14 @@ final class UpstreamPool: Sendable {
         }
     }
 
+    /// The gateway frames each request's body itself (`ProxyMiddleware.Framing`): NIO's encoder
+    /// writes the head as it is given and chunks a body only when the head says so.
+    private static let encoderConfiguration = {
+        var configuration = HTTPRequestEncoder.Configuration()
+        configuration.automaticallySetFramingHeaders = false
+        return configuration
+    }()
+
     private func newConnection(deadline: NIODeadline, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
         let timeout = min(connectTimeout, deadline - .now())
         guard timeout > .zero else { return loop.makeFailedFuture(UpstreamError.timedOut(stage: "no time left to connect")) }
@@ -213,13 +222,18 @@ final class UpstreamPool: Sendable {
                     channel.closeFuture.whenComplete { [weak self] _ in
                         self?.idle.withLock { idle in idle.connections.removeAll { $0.channel === channel } }
                     }
+                    let pipeline = channel.pipeline.syncOperations
                     if let tls {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
+                        try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                     }
-                    // The handler writes requests and reads answers as bytes: NIO's codec checked every
-                    // header again on the way out (the client's were checked when its request was
-                    // parsed) and made strings of every header of every answer.
-                    try channel.pipeline.syncOperations.addHandler(handler)
+                    // NIO's HTTP/1 codec, kept and fuzzed by its maintainers: a slip in reading what an
+                    // upstream sends is where a proxy passes a smuggled response on. The decoder sees
+                    // each request head go out, so it knows a HEAD's response has no body; interim
+                    // responses (100 Continue) it drops.
+                    try pipeline.addHandler(HTTPRequestEncoder(configuration: Self.encoderConfiguration))
+                    try pipeline.addHandler(
+                        ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .drop)))
+                    try pipeline.addHandler(handler)
                 }
             }
             .connect(host: host, port: port)
@@ -247,32 +261,32 @@ final class UpstreamConnection: Sendable {
         self.handler = handler
     }
 
-    /// An exchange whose body is in hand: head, body and end in one write, on the connection's loop.
-    /// The answer says `notSent` if the connection was found closed.
-    func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, answer: @escaping UpstreamAnswer) {
+    /// An exchange whose body is in hand: head, body and end in one flush, on the connection's loop.
+    /// The response is `notSent` if the connection was found closed.
+    func send(_ head: HTTPRequestHead, body: OutgoingBody, deadline: NIODeadline, respond: @escaping UpstreamResponseHandler) {
         let loop = channel.eventLoop
         let handler = self.handler
         if loop.inEventLoop {
-            _ = handler.start(head, body: body, answer: answer, deadline: deadline)
+            _ = handler.start(head, body: body, respond: respond, deadline: deadline)
         } else {
-            loop.execute { _ = handler.start(head, body: body, answer: answer, deadline: deadline) }
+            loop.execute { _ = handler.start(head, body: body, respond: respond, deadline: deadline) }
         }
     }
 
     /// An exchange whose body streams from the client, chunk by chunk.
     func stream(_ head: HTTPRequestHead, body stream: RequestBody, deadline: NIODeadline) async throws -> UpstreamResponse {
-        let answer = channel.eventLoop.makePromise(of: UpstreamResponse.self)
+        let response = channel.eventLoop.makePromise(of: UpstreamResponse.self)
         let handler = self.handler
         // Known taken before the client's body is read, so that a closed connection leaves the body
         // for a new one.
-        guard try await channel.eventLoop.submit({ handler.start(head, body: .stream(stream), answer: { answer.completeWith($0) }, deadline: deadline) }).get() else {
+        guard try await channel.eventLoop.submit({ handler.start(head, body: .stream(stream), respond: { response.completeWith($0) }, deadline: deadline) }).get() else {
             throw UpstreamError.notSent
         }
         do {
             // Each chunk is written once the previous one reached the socket: a slow upstream slows
             // the client's upload instead of filling the gateway's memory. If the exchange already
-            // ended (an early answer, a timeout, a broken connection) the writes fail and the answer
-            // below says what happened.
+            // ended (an early response, a timeout, a broken connection) the writes fail and the
+            // response below says what happened.
             for try await chunk in stream where chunk.readableBytes > 0 {
                 let loop = channel.eventLoop
                 try await loop.flatSubmit { handler.writeBody(chunk, on: loop) }.get()
@@ -282,7 +296,7 @@ final class UpstreamConnection: Sendable {
         } catch {
             handler.failFromOutside(error, on: channel.eventLoop)
         }
-        return try await answer.futureResult.get()
+        return try await response.futureResult.get()
     }
 
     func close() {
@@ -291,19 +305,20 @@ final class UpstreamConnection: Sendable {
 }
 
 /// Runs one exchange at a time on its connection (all of its state lives on the channel's event
-/// loop): writes the request head, reads the answer's bytes into an `UpstreamResponse`, enforces the
-/// deadline, holds reads while a streamed body's reader is behind, and hands the connection back for
-/// reuse only when the request was sent whole, the answer read whole, and both sides keep it open.
+/// loop): writes the request through NIO's encoder, takes the response as NIO's decoder reads it
+/// into an `UpstreamResponse`, enforces the deadline, holds reads while a streamed body's reader is
+/// behind, and hands the connection back for reuse only when the request was sent whole, the
+/// response read whole, and both sides keep it open.
 final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundIn = HTTPClientRequestPart
+    typealias OutboundOut = HTTPClientRequestPart
 
     static let bufferedBodyLimit = 256 * 1024
 
     private enum State {
         case idle
-        /// Waiting for the head of the answer `answer` is for.
+        /// Waiting for the head of the response `respond` is for.
         case awaitingHead
         /// Reading a small body whole, into `body`.
         case buffering
@@ -312,30 +327,29 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     private var state = State.idle
-    /// Who waits for the current exchange's answer, until it has it. Kept beside the state, not in
-    /// it, with the head and body being read: copying them in and out of the state's cases at every
-    /// part was a twentieth of the gateway's CPU per request.
-    private var answer: UpstreamAnswer?
-    private var head: HTTP1AnswerHead?
+    /// Who waits for the current exchange's response, until it has it. Kept beside the state, not
+    /// in it, with the head and body being read, so that no part copies them in and out of the
+    /// state's cases.
+    private var respond: UpstreamResponseHandler?
+    private var head: HTTPResponseHead?
     private var body = ByteBuffer()
-    private var reader = HTTP1AnswerReader()
     private var context: ChannelHandlerContext?
+    /// The current request is a HEAD: its response has no body whatever its head says.
+    private var requestIsHEAD = false
     /// The current exchange's deadline.
     private var deadline = NIODeadline.distantFuture
     /// One timer per connection, not one per exchange: it fires at the earliest deadline it was armed
     /// for and then re-arms for the exchange in flight, if any. An exchange takes milliseconds and
     /// its deadline is seconds away, so most exchanges start and end without touching the event
-    /// loop's timers (a task scheduled and cancelled per request, each with its promise).
+    /// loop's timers.
     private var timer: (at: NIODeadline, task: Scheduled<Void>)?
     /// Tells the armed timer from one cancelled too late to stop its run (the loop may have taken it
     /// already), which must not forget the armed one.
     private var timerGeneration = 0
     /// The request's last bytes reached the socket (known for a streamed body; see `requestWritten`).
     private var requestSent = false
-    /// The current request went out in one write: sent once the channel holds nothing unwritten.
+    /// The current request went out in one flush: sent once the channel holds nothing unwritten.
     private var sentWhole = false
-    /// The current request's body is sent in chunks (a streamed body without a length).
-    private var chunkedBody = false
     /// The upstream's `Host`, sent with every request.
     private let host: String
     static let routedMethods: [HTTPMethod] = [.GET, .HEAD, .POST, .PUT, .PATCH, .DELETE, .OPTIONS]
@@ -361,84 +375,56 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         timer = nil
     }
 
-    /// Begins an exchange; false (and the answer failed with `notSent`) if the connection was found
-    /// closed, before anything was written.
-    func start(_ head: HTTPRequestHead, body: OutgoingBody, answer: @escaping UpstreamAnswer, deadline: NIODeadline) -> Bool {
+    /// Begins an exchange; false (and the response failed with `notSent`) if the connection was
+    /// found closed, before anything was written.
+    func start(_ head: HTTPRequestHead, body: OutgoingBody, respond: @escaping UpstreamResponseHandler, deadline: NIODeadline) -> Bool {
         guard let context, case .idle = state, context.channel.isActive else {
-            answer(.failure(UpstreamError.notSent))
+            respond(.failure(UpstreamError.notSent))
             return false
         }
         state = .awaitingHead
-        self.answer = answer
-        reader.expectAnswer(toHEAD: head.method == .HEAD)
+        self.respond = respond
+        requestIsHEAD = head.method == .HEAD
         exchange += 1
         requestSent = false
         // An exchange in a method no route serves (TRACE, QUERY …) ends its connection: the upstream
-        // answers it 405 at once, and what it then makes of a body it never wanted is not worth
+        // responds 405 at once, and what it then makes of a body it never wanted is not worth
         // finding out on a connection the next request would share.
         keepAlive = head.isKeepAlive && Self.routedMethods.contains(head.method)
         heldRead = false
         readerWantsMore = true
         self.deadline = deadline
         armTimer(for: deadline, on: context.eventLoop)
-        // Head and body in one buffer: one write, and no framing work of NIO's.
-        var bytes = context.channel.allocator.buffer(capacity: 512 + (body.wholeBytes?.readableBytes ?? 0))
-        chunkedBody = Self.writeHead(head, host: host, into: &bytes)
+        var head = head
+        head.headers.replaceOrAdd(name: "Host", value: host)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
         switch body {
         case .stream:
             sentWhole = false
-            context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
-        case .whole(var whole):
-            bytes.writeBuffer(&whole)
+        case .whole(let whole):
+            context.write(wrapOutboundOut(.body(.byteBuffer(whole))), promise: nil)
+            context.write(wrapOutboundOut(.end(nil)), promise: nil)
             sentWhole = true
-            context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
         case .none:
+            context.write(wrapOutboundOut(.end(nil)), promise: nil)
             sentWhole = true
-            context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
         }
+        context.flush()
         return true
     }
 
-    /// Writes `head` as HTTP/1.1 with the upstream's `Host` (any other is dropped); says whether the
-    /// body goes in chunks.
-    static func writeHead(_ head: HTTPRequestHead, host: String, into bytes: inout ByteBuffer) -> Bool {
-        bytes.writeString(head.method.rawValue)
-        bytes.writeStaticString(" ")
-        bytes.writeString(head.uri)
-        bytes.writeStaticString(" HTTP/1.1\r\n")
-        var chunked = false
-        for (name, value) in head.headers {
-            if name.isHeaderName("host") { continue }
-            if name.isHeaderName("transfer-encoding") { chunked = true }
-            bytes.writeString(name)
-            bytes.writeStaticString(": ")
-            bytes.writeString(value)
-            bytes.writeStaticString("\r\n")
-        }
-        bytes.writeStaticString("Host: ")
-        bytes.writeString(host)
-        bytes.writeStaticString("\r\n\r\n")
-        return chunked
-    }
-
-    /// Writes a part of a streamed body, framed as its head said; completes once it reached the socket.
+    /// Writes a part of a streamed body (NIO's encoder frames it as its head said); completes once
+    /// it reached the socket.
     func writeBody(_ chunk: ByteBuffer, on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard let context else { return loop.makeFailedFuture(UpstreamError.closedBeforeResponse) }
-        guard chunkedBody else { return context.writeAndFlush(wrapOutboundOut(chunk)) }
-        // A chunk as RFC 9112 §7.1 frames it.
-        var framed = context.channel.allocator.buffer(capacity: chunk.readableBytes + 20)
-        framed.writeString(String(chunk.readableBytes, radix: 16))
-        framed.writeStaticString("\r\n")
-        framed.writeImmutableBuffer(chunk)
-        framed.writeStaticString("\r\n")
-        return context.writeAndFlush(wrapOutboundOut(framed))
+        return context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk))))
     }
 
-    /// Ends a streamed request; the exchange may be over already if the upstream answered early.
+    /// Ends a streamed request; the exchange may be over already if the upstream responded early.
     func endRequest(on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard let context else { return loop.makeFailedFuture(UpstreamError.closedBeforeResponse) }
         let written = loop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(chunkedBody ? ByteBuffer(string: "0\r\n\r\n") : ByteBuffer()), promise: written)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
         written.futureResult.whenSuccess { [self] in requestSent = true }
         return written.futureResult
     }
@@ -460,39 +446,28 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var bytes = unwrapInboundIn(data)
-        do {
-            while let part = try reader.next(&bytes) {
-                // An upstream that sends more than the answer has lost track of the exchange.
-                if case .end = part, bytes.readableBytes > 0 { return fail(.brokenResponse("bytes after the answer")) }
-                guard receive(part, context: context) else { return }
-            }
-        } catch {
-            fail(.brokenResponse("\(error)"))
-        }
-    }
-
-    /// Takes one part of the answer; false once the exchange has failed.
-    private func receive(_ part: HTTP1AnswerReader.Part, context: ChannelHandlerContext) -> Bool {
-        switch part {
+        switch unwrapInboundIn(data) {
         case .head(let head):
-            guard case .awaitingHead = state, let answer else {
-                fail(.brokenResponse("an answer nobody asked for"))
-                return false
-            }
-            keepAlive = keepAlive && head.keepAlive
-            switch head.framing {
-            case .none, .length(...Self.bufferedBodyLimit):
+            guard case .awaitingHead = state, let respond else { return fail(.brokenResponse("a response nobody asked for")) }
+            if let refusal = Self.refusal(of: head) { return fail(.brokenResponse(refusal)) }
+            let bodiless = requestIsHEAD || head.status.code == 204 || head.status.code == 304
+            let length = head.headers.first(name: "content-length").flatMap { Int($0) }
+            let chunked = head.headers.contains(name: "transfer-encoding")
+            // A body framed by the connection's end leaves nothing to reuse; so does a transfer coding
+            // in an HTTP/1.0 response, which is not to be trusted to frame it (RFC 9112 §6.1).
+            let framed = bodiless || length != nil || (chunked && head.version.minor > 0)
+            keepAlive = keepAlive && head.isKeepAlive && framed
+            if bodiless || (length ?? .max) <= Self.bufferedBodyLimit {
                 state = .buffering
                 self.head = head
                 body = ByteBuffer()
-            case .length, .chunked, .untilClose:
+            } else {
                 let made = UpstreamBodyStream.makeSequence(
                     backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8), finishOnDeinit: false,
                     delegate: Demand(handler: self, loop: context.eventLoop, exchange: exchange))
                 state = .streaming(made.source)
-                self.answer = nil
-                answer(.success(UpstreamResponse(head: head, body: .stream(made.sequence))))
+                self.respond = nil
+                respond(.success(UpstreamResponse(head: head, body: .stream(made.sequence))))
             }
         case .body(var part):
             switch state {
@@ -503,30 +478,43 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
                 if source.yield(part) == .stopProducing { readerWantsMore = false }
             default:
                 fail(.brokenResponse("a body without a head"))
-                return false
             }
         case .end:
+            // Trailers are dropped: nothing the gateway passes on reads them.
             switch state {
             case .buffering:
-                guard let head, let answer else {
-                    fail(.brokenResponse("an end without a head"))
-                    return false
-                }
+                guard let head, let respond else { return fail(.brokenResponse("an end without a head")) }
                 let body = self.body
                 self.head = nil
-                self.answer = nil
+                self.respond = nil
                 self.body = ByteBuffer()
                 finishExchange()
-                answer(.success(UpstreamResponse(head: head, body: .complete(body))))
+                respond(.success(UpstreamResponse(head: head, body: .complete(body))))
             case .streaming(let source):
                 finishExchange()
                 source.finish()
             default:
                 fail(.brokenResponse("an end without a head"))
-                return false
             }
         }
-        return true
+    }
+
+    /// Why a response NIO's decoder read is not passed on, if it is not. The decoder refuses a
+    /// Content-Length beside a Transfer-Encoding and a repeated Content-Length; the body goes to the
+    /// client unframed and without its transfer coding's name, so a coding other than chunked (gzip,
+    /// say) would reach it unnamed; a protocol switch was never asked for.
+    static func refusal(of head: HTTPResponseHead) -> String? {
+        if head.status.code == 101 { return "a protocol switch nobody asked for" }
+        let lengths = head.headers[canonicalForm: "content-length"]
+        if lengths.count > 1 || lengths.contains(where: { $0.isEmpty || !$0.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } }) {
+            return "a Content-Length that is not one number"
+        }
+        let codings = head.headers[canonicalForm: "transfer-encoding"]
+        if !codings.isEmpty {
+            if !lengths.isEmpty { return "a Transfer-Encoding beside a Content-Length" }
+            guard codings.count == 1, codings[0].lowercased() == "chunked" else { return "a transfer coding other than chunked" }
+        }
+        return nil
     }
 
     func read(context: ChannelHandlerContext) {
@@ -538,8 +526,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        // An answer without framing ends with its connection.
-        if case .streaming = state, case .end? = try? reader.closed() { _ = receive(.end, context: context) }
+        // NIO's decoder has ended a body framed by the connection's end, or reported a body cut short.
         switch state {
         case .awaitingHead: fail(.closedBeforeResponse)
         case .buffering, .streaming: fail(.brokenResponse("the connection closed"))
@@ -550,7 +537,8 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch state {
-        case .awaitingHead: fail(.closedBeforeResponse)
+        // What the decoder refused is the upstream's doing, not a connection that went away.
+        case .awaitingHead where !(error is HTTPParserError || error is NIOHTTPDecoderError): fail(.closedBeforeResponse)
         default: fail(.brokenResponse("\(error)"))
         }
     }
@@ -573,7 +561,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         }
 
         func didTerminate() {
-            // The client stopped reading (it went away): the rest of this answer has nowhere to go.
+            // The client stopped reading (it went away): the rest of this response has nowhere to go.
             loop.execute { [handler, exchange] in
                 guard handler.exchange == exchange, case .streaming = handler.state else { return }
                 handler.fail(.brokenResponse("the client went away"))
@@ -610,9 +598,9 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     private var stage: String {
         let progress =
             switch state {
-            case .awaitingHead: requestWritten ? "request sent, no answer" : "request not yet sent whole"
-            case .buffering: "answer head received, body incomplete"
-            case .streaming: "answer streaming"
+            case .awaitingHead: requestWritten ? "request sent, no response" : "request not yet sent whole"
+            case .buffering: "response head received, body incomplete"
+            case .streaming: "response streaming"
             case .idle, .closed: "exchange over"
             }
         return "\(progress); exchange \(exchange) on this connection"
@@ -630,17 +618,16 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     /// Ends the exchange with `error` and closes the connection: what is left on it is unknown.
     private func fail(_ error: UpstreamError) {
         let previous = state
-        let answer = self.answer
+        let respond = self.respond
         state = .closed
-        self.answer = nil
+        self.respond = nil
         head = nil
         body = ByteBuffer()
         switch previous {
-        case .awaitingHead, .buffering: answer?(.failure(error))
+        case .awaitingHead, .buffering: respond?(.failure(error))
         case .streaming(let source): source.finish(error)
         case .idle, .closed: break
         }
         context?.close(promise: nil)
     }
-
 }

@@ -13,8 +13,8 @@ import ServiceKitHTTP
 import Testing
 import TestSupport
 
-/// The edge's rules: body limits per route and CORS for listed web origins, on both of the
-/// gateway's paths (the channel handler's and the router's).
+/// The edge's rules: body limits per route and CORS for listed web origins, for the requests the
+/// gateway proxies and for its own routes alike.
 @Suite struct EdgePolicyTests {
     static let origin = "https://app.example.com"
 
@@ -83,7 +83,7 @@ import TestSupport
             let refused = try await Self.headOnly(port: port, "POST /v1/auth/signup", contentLength: (256 << 10) + 1)
             #expect(refused.hasPrefix("HTTP/1.1 413"), "\(refused)")
             #expect(refused.contains("\"code\":\"payload_too_large\"") && refused.lowercased().contains("connection: close"), "\(refused)")
-            // Up to the limit it goes on (the router's path: over the channel handler's buffer).
+            // Up to the limit it goes on (streamed: over the pool's buffer for bodies read whole).
             let atLimit = try await client.execute(uri: "/v1/auth/signup", method: .post, body: ByteBuffer(repeating: UInt8(ascii: "a"), count: 256 << 10))
             #expect(try GatewayTests.echo(atLimit).bodyBytes == 256 << 10)
             // An avatar may be larger.
@@ -125,7 +125,7 @@ import TestSupport
 
     @Test func answersNameOnlyAListedOrigin() async throws {
         try await Self.withGateway(cors: CORSPolicy(allowedOrigins: [Self.origin])) { client in
-            // Proxied in the channel handler.
+            // Proxied.
             let listed = try await client.execute(uri: "/v1/auth/me", method: .get, headers: [.origin: Self.origin])
             #expect(try GatewayTests.echo(listed).service == "auth")
             #expect(listed.headers[.accessControlAllowOrigin] == Self.origin && listed.headers[.accessControlAllowCredentials] == "true")

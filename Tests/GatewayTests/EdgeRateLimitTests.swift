@@ -170,7 +170,7 @@ import TestSupport
             config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
         }
         try await EdgePolicyTests.withGateway(configure: limited) { client in
-            // Proxied in the channel handler.
+            // Proxied.
             let first = try await client.execute(uri: "/v1/auth/me", method: .get, headers: from)
             #expect(first.status == .ok && first.headers[HTTPField.Name("RateLimit")!]?.hasPrefix("\"auth\";r=1;t=") == true)
             #expect(first.headers[HTTPField.Name("RateLimit-Policy")!] == "\"auth\";q=2;w=3600")

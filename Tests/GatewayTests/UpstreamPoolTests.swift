@@ -193,7 +193,7 @@ final class ClosesWhenToldServer: Sendable {
     /// thing still fails these tests, after this long.
     static let stallTolerant: TimeAmount = .seconds(40)
 
-    static func get(_ pool: UpstreamPool, _ uri: String, timeout: TimeAmount = .seconds(10)) async throws -> (HTTP1AnswerHead, ByteBuffer) {
+    static func get(_ pool: UpstreamPool, _ uri: String, timeout: TimeAmount = .seconds(10)) async throws -> (HTTPResponseHead, ByteBuffer) {
         let response = try await pool.execute(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), body: .none, deadline: .now() + timeout)
         return (response.head, try await Self.body(response))
     }
@@ -290,7 +290,7 @@ final class ClosesWhenToldServer: Sendable {
             // The timer now waits for the 20 s deadline; this exchange's 1 s comes first.
             let started = ContinuousClock.now
             let error = await #expect(throws: UpstreamError.self) { _ = try await Self.get(pool, "/sleep?ms=8000", timeout: .seconds(1)) }
-            #expect(error == .timedOut(stage: "request sent, no answer; exchange 3 on this connection"))
+            #expect(error == .timedOut(stage: "request sent, no response; exchange 3 on this connection"))
             #expect(ContinuousClock.now - started < .seconds(6))
         }
     }
@@ -399,7 +399,7 @@ final class ClosesWhenToldServer: Sendable {
         defer { pool.shutdown() }
         let started = ContinuousClock.now
         let error = await #expect(throws: UpstreamError.self) { _ = try await Self.get(pool, "/", timeout: .milliseconds(300)) }
-        #expect(error == .timedOut(stage: "request sent, no answer; exchange 1 on this connection"))
+        #expect(error == .timedOut(stage: "request sent, no response; exchange 1 on this connection"))
         // The stage above says the request's own deadline ended it; this only says it did not wait
         // on, loosely, as a full parallel run on two cores once took 3 s over the 300 ms.
         #expect(ContinuousClock.now - started < .seconds(15))

@@ -1,0 +1,197 @@
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
+
+/// What concerns a client's connection rather than its requests, between NIO's HTTP/1 codec and
+/// Hummingbird's conversion to Swift's HTTP types (every request is Hummingbird's to answer):
+///
+/// A request that does not keep the connection (`Connection: close`, or HTTP/1.0 without
+/// `keep-alive`), or a response that says `Connection: close` (a body too large, not read), ends the
+/// connection once the response is written, and the response says so. Hummingbird sees only a
+/// `Connection` header that is exactly `close`, and HTTP/1.0's default not at all.
+///
+/// A client that keeps the gateway waiting is cut off after `timeout`: the whole head of its next
+/// request must arrive within it of the last response (or of connecting), each part of a body within
+/// it of the one before, and a response it is slow to read within it of being written. Otherwise a
+/// client sending a byte at a time (slowloris), or none at all, holds a connection and its buffers
+/// for ever. While the gateway works on a request (an upstream, or the router, responding) the
+/// client is not timed, except that a response it has stopped reading (the connection unwritable)
+/// must be read on within it: an event stream blocked in a write can end no other way.
+final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private enum ClientPart { case head, body, response }
+
+    private let timeout: TimeAmount
+    private let logger: Logger
+    /// A request's head has come and its end not yet.
+    private var readingBody = false
+    /// Requests whose head has come, and responses that have ended: the gateway owes a response
+    /// while the first is ahead (Hummingbird reads pipelined requests ahead of its responses).
+    private var requestsRead = 0
+    private var responsesEnded = 0
+    /// Whether each request read and not yet responded to keeps the connection, oldest first.
+    private var keepsConnection = CircularBuffer<Bool>()
+    /// The current response ends the connection.
+    private var closesAfterResponse = false
+    /// What the gateway waits for from the client, and by when: nil while it waits for nothing.
+    private var deadline: (waitingFor: ClientPart, by: NIODeadline)?
+    /// One timer per connection, which re-arms itself for a later deadline rather than being
+    /// scheduled and cancelled per request.
+    private var timer: Scheduled<Void>?
+    /// While a response waits for the client to read it: the bytes it had left to take when last timed.
+    private var backlog: Int?
+
+    init(timeout: Duration, logger: Logger) {
+        self.timeout = TimeAmount(timeout)
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { watch(context: context, progressed: false) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        watch(context: context, progressed: false)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            requestsRead += 1
+            readingBody = true
+            keepsConnection.append(head.isKeepAlive)
+        case .body: break
+        case .end: readingBody = false
+        }
+        context.fireChannelRead(data)
+        watch(context: context, progressed: true)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(var head):
+            // A response with no request read (a parse error's 400) ends the connection too.
+            closesAfterResponse = !(keepsConnection.first ?? false) || !head.isKeepAlive
+            if closesAfterResponse, head.headers.first(name: "connection") != "close" {
+                head.headers.replaceOrAdd(name: "connection", value: "close")
+                context.write(wrapOutboundOut(.head(head)), promise: promise)
+            } else {
+                context.write(data, promise: promise)
+            }
+        case .body:
+            context.write(data, promise: promise)
+        case .end:
+            responsesEnded += 1
+            _ = keepsConnection.popFirst()
+            guard closesAfterResponse else {
+                context.write(data, promise: promise)
+                break
+            }
+            // Once the response is out: a close drops what the socket has not taken yet.
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.cascade(to: promise)
+            written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            context.write(data, promise: written)
+            context.flush()
+        }
+        watch(context: context, progressed: false)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        watch(context: context, progressed: false)
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline = nil
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+
+    /// Sets what the gateway waits for from the client after a change: the next head or the reading
+    /// of a response (the deadline kept while it stays so), or a body's next part (each part moves it).
+    private func watch(context: ChannelHandlerContext, progressed: Bool) {
+        let wanted: ClientPart?
+        if readingBody {
+            // The upstream timeout, shorter by default, ends an exchange whose upstream stops taking
+            // the body before this deadline could.
+            wanted = .body
+        } else if requestsRead > responsesEnded {
+            wanted = context.channel.isWritable ? nil : .response
+        } else {
+            // Reading its responses, the client is timed apart from its next head, which then has the whole time.
+            wanted = context.channel.isWritable ? .head : .response
+        }
+        guard let wanted else {
+            deadline = nil
+            return
+        }
+        if let current = deadline, current.waitingFor == wanted, !(wanted == .body && progressed) { return }
+        let by = NIODeadline.now() + timeout
+        deadline = (wanted, by)
+        backlog = wanted == .response ? Self.backlog(context) : nil
+        if timer == nil { schedule(at: by, context: context) }
+    }
+
+    private func schedule(at by: NIODeadline, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: by) {
+            let (handler, context) = bound.value
+            handler.timer = nil
+            guard let (part, by) = handler.deadline else { return }
+            guard NIODeadline.now() >= by else { return handler.schedule(at: by, context: context) }
+            // A client still reading a response, however slowly, is not cut: what it has taken since
+            // the deadline was set gives it another one. A client that took nothing is.
+            if part == .response, let before = handler.backlog, let now = Self.backlog(context), now < before {
+                let next = NIODeadline.now() + handler.timeout
+                handler.deadline = (.response, next)
+                handler.backlog = now
+                return handler.schedule(at: next, context: context)
+            }
+            handler.logger.debug("client too slow; connection closed", metadata: ["waiting_for": "\(part)"])
+            handler.deadline = nil
+            context.close(promise: nil)
+        }
+    }
+
+    /// The bytes written to the connection that the kernel has not yet taken: they go down only as the
+    /// client reads.
+    private static func backlog(_ context: ChannelHandlerContext) -> Int? {
+        try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)
+    }
+}
+
+/// Hummingbird's HTTP/1 channel with a `ClientConnectionHandler` between the HTTP/1 codec and the
+/// conversion to Swift's HTTP types.
+struct GatewayHTTP1Channel: ServerChildChannel {
+    typealias Value = HTTP1Channel.Value
+
+    /// The `Server` header of every response, as Hummingbird sets it.
+    static let serverName = "gateway"
+
+    let http1: HTTP1Channel
+    let clientTimeout: Duration
+    let logger: Logger
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let (timeout, deadlineLogger) = (clientTimeout, self.logger)
+        return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            let pipeline = channel.pipeline.syncOperations
+            let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
+            try pipeline.addHandler(ClientConnectionHandler(timeout: timeout, logger: deadlineLogger), position: .before(codec))
+            return value
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await http1.handle(value: value, logger: logger)
+    }
+}
