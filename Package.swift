@@ -195,6 +195,8 @@ var targets: [Target] = [
         path: "Shared/OpenAPIMerge",
         swiftSettings: swiftSettings
     ),
+    // `scripts/openapi`'s merge, for docs/openapi.json: the gateway's own code, run on the repository's files.
+    .executableTarget(name: "OpenAPITool", dependencies: ["OpenAPIMerge"], path: "Shared/OpenAPITool", swiftSettings: swiftSettings),
     .testTarget(
         name: "OpenAPIMergeTests",
         dependencies: ["OpenAPIMerge", "Models"],

@@ -117,7 +117,7 @@ final class MergedOpenAPIDocument: Sendable {
         }
         if !failed.isEmpty { throw FetchFailure(failed: failed) }
         let merged = try OpenAPIMerge.merge(sources)
-        return ByteBuffer(bytes: OpenAPIJSON.encode(merged))
+        return ByteBuffer(bytes: try OpenAPIJSON.encode(merged))
     }
 
     /// One upstream's `GET /openapi.yaml`, parsed.

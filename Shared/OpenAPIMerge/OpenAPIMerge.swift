@@ -34,6 +34,25 @@ public struct OpenAPISource: Sendable {
     }
 
     var paths: [String: JSONValue] { document["paths"]?.objectValue ?? [:] }
+
+    /// Every `<folder>/openapi.yaml` under `services` (the repository's `Services`), named by its folder
+    /// in lower case, in the gateway's order: `Gateway` first, then the others by name.
+    public static func repository(services: URL) throws -> [OpenAPISource] {
+        let files = FileManager.default
+        let folders = try files.contentsOfDirectory(atPath: services.path)
+            .filter { files.fileExists(atPath: services.appendingPathComponent("\($0)/openapi.yaml").path) }
+            .sorted { a, b in a == "Gateway" ? b != "Gateway" : b != "Gateway" && a < b }
+        return try folders.map { folder in
+            let file = services.appendingPathComponent("\(folder)/openapi.yaml")
+            let text: String
+            do {
+                text = try String(contentsOf: file, encoding: .utf8)
+            } catch {
+                throw OpenAPIMergeError.unreadable(service: folder.lowercased(), reason: "\(error)")
+            }
+            return try OpenAPISource(service: folder.lowercased(), yaml: text)
+        }
+    }
 }
 
 /// Why documents do not merge. Each names the services involved.
@@ -75,8 +94,8 @@ public enum OpenAPIMergeError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// Merges OpenAPI 3 documents into one, by the rules `scripts/lib/openapi_tool.py` follows too (the
-/// end-to-end tests compare the two):
+/// Merges OpenAPI 3 documents into one: the gateway's `GET /openapi.json`, and `docs/openapi.json`
+/// (the `OpenAPITool` executable, which `scripts/openapi` runs):
 ///
 /// - `openapi` is the first document's; `info` is `title`, `version` (the first document's unless
 ///   given) and a description naming the documents; there is no `servers` (one origin serves it all).

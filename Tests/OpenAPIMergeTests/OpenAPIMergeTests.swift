@@ -3,7 +3,8 @@ import Models
 @testable import OpenAPIMerge
 import Testing
 
-/// The merge behind the gateway's `GET /openapi.json` (and, by the same rules, `scripts/openapi`).
+/// The merge behind the gateway's `GET /openapi.json` and `docs/openapi.json` (`scripts/openapi`,
+/// which runs it as the `OpenAPITool` executable).
 @Suite struct OpenAPIMergeTests {
     static func source(_ service: String, _ yaml: String) throws -> OpenAPISource {
         try OpenAPISource(service: service, yaml: yaml)
@@ -170,8 +171,8 @@ import Testing
         #expect(throws: OpenAPIMergeError.self) { try Self.source("broken", "openapi: [3.1.0\npaths: {") }
     }
 
-    /// YAML reads as PyYAML reads it, so that scripts/openapi and the gateway merge the same documents.
-    @Test func yamlScalarsReadAsPyYAMLReadsThem() throws {
+    /// YAML 1.1's scalars: quoted ones are strings, timestamps stay text, keys are as written.
+    @Test func yamlScalarsReadAsYAML11() throws {
         let value = try OpenAPIYAML.parse(
             """
             quoted: "1"
@@ -192,11 +193,18 @@ import Testing
                 ]))
     }
 
-    /// Sorted keys, compact for the gateway's answer and indented as Python's json.dumps(indent=2) for docs/openapi.json.
-    @Test func jsonHasSortedKeysAndOneForm() {
-        let value: JSONValue = .object(["b": .array([.number(1), .number(1.5)]), "a": .object([:]), "c": .string("é\"\n\u{1}"), "B": .null])
-        #expect(OpenAPIJSON.string(value) == #"{"B":null,"a":{},"b":[1,1.5],"c":"é\"\n\u0001"}"#)
-        #expect(OpenAPIJSON.string(value, pretty: true) == "{\n  \"B\": null,\n  \"a\": {},\n  \"b\": [\n    1,\n    1.5\n  ],\n  \"c\": \"é\\\"\\n\\u0001\"\n}")
+    /// Sorted keys, compact for the gateway's answer (the API's own writer) and indented for
+    /// docs/openapi.json; strings with brackets, commas and colons in them are left as they are.
+    @Test func jsonHasSortedKeysAndOneForm() throws {
+        let value: JSONValue = .object([
+            "b": .array([.number(1), .number(1.5)]), "a": .object([:]), "c": .string("é\"\n\u{1}"), "B": .null, "d": .array([]),
+            "e": .object(["{[,:]}": .string(#"\",{x: [1]}"#)]),
+        ])
+        #expect(try OpenAPIJSON.string(value) == #"{"B":null,"a":{},"b":[1,1.5],"c":"é\"\n\u0001","d":[],"e":{"{[,:]}":"\\\",{x: [1]}"}}"#)
+        #expect(
+            try OpenAPIJSON.string(value, pretty: true)
+                == "{\n  \"B\": null,\n  \"a\": {},\n  \"b\": [\n    1,\n    1.5\n  ],\n  \"c\": \"é\\\"\\n\\u0001\",\n  \"d\": [],\n  \"e\": {\n    \"{[,:]}\": \"\\\\\\\",{x: [1]}\"\n  }\n}")
+        #expect(try OpenAPIJSON.snapshot(value) == OpenAPIJSON.encode(value, pretty: true) + Array("\n".utf8))
     }
 
     /// The repository's own documents merge, each path once (a shared path, `/healthz`, counted once).
@@ -206,10 +214,9 @@ import Testing
         let folders = try FileManager.default.contentsOfDirectory(atPath: services.path)
             .filter { FileManager.default.fileExists(atPath: services.appendingPathComponent("\($0)/openapi.yaml").path) }.sorted()
         #expect(folders.contains("Gateway") && folders.count >= 6, "\(folders)")
-        // In the gateway's order: its own first.
-        let sources = try (["Gateway"] + folders.filter { $0 != "Gateway" }).map { folder in
-            try OpenAPISource(service: folder.lowercased(), yaml: String(contentsOf: services.appendingPathComponent("\(folder)/openapi.yaml"), encoding: .utf8))
-        }
+        // In the gateway's order: its own first, then the services by name.
+        let sources = try OpenAPISource.repository(services: services)
+        #expect(sources.map(\.service) == ["gateway"] + folders.filter { $0 != "Gateway" }.map { $0.lowercased() })
         let merged = try OpenAPIMerge.merge(sources)
         let paths = try #require(merged["paths"]?.objectValue)
         let repeats = OpenAPIMerge.defaultSharedPaths.map { path in max(0, sources.filter { $0.paths[path] != nil }.count - 1) }.reduce(0, +)
@@ -224,6 +231,6 @@ import Testing
         #expect(merged["components"]?["schemas"]?["Problem"] != nil)
         // The same bytes every time: what the gateway caches and answers.
         let again = try OpenAPIMerge.merge(sources)
-        #expect(OpenAPIJSON.encode(again) == OpenAPIJSON.encode(merged))
+        #expect(try OpenAPIJSON.encode(again) == OpenAPIJSON.encode(merged))
     }
 }

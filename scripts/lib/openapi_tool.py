@@ -1,237 +1,48 @@
 """The merged OpenAPI document and its breaking changes, for scripts/openapi and the end-to-end tests.
 
-merge() follows the rules of Shared/OpenAPIMerge/OpenAPIMerge.swift, which the gateway uses for its
-GET /openapi.json (scripts/e2e/test_openapi.py checks that both give the same document):
-
-- `openapi` is the first document's (the gateway's); `info` is the title, the first document's
-  version and a description naming the documents; there is no `servers`.
-- `paths` is the union. One method on one path in two documents is an error, as is one path whose
-  path-level fields (`parameters` ...) differ between documents. A path in SHARED_PATHS (`/healthz`,
-  which every process serves for itself) comes from the first document that has it.
-- `components`, kind by kind, and `webhooks`: entries of one name that are structurally equal are
-  one entry; different ones are an error naming both documents.
-- An `operationId` used twice is an error.
-- `tags` is the union by name, the first of each name winning.
-- Root `security` stays at the root when every document has the same (or none); otherwise each
-  document's goes onto those of its operations that have none.
-
-breaking_changes() lists what in a new document breaks a client written against an old one.
+The merge is Shared/OpenAPIMerge's, the code behind the gateway's GET /openapi.json: merged() runs
+the OpenAPITool executable (built with `swift build --product OpenAPITool`) on the repository's
+Services/*/openapi.yaml and returns its bytes, which are what docs/openapi.json holds. This module
+only reads JSON: breaking_changes() lists what in a new document breaks a client written against an
+old one.
 """
-import glob
 import json
 import os
 import re
-
-import yaml
+import subprocess
+import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SNAPSHOT = os.path.join(ROOT, "docs", "openapi.json")
-TITLE = "Food backend API"
-SHARED_PATHS = {"/healthz"}
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
-# ---------------------------------------------------------------------------------------------------
-# Reading YAML as the Swift side does (Shared/OpenAPIMerge/OpenAPIYAML.swift): YAML 1.1 scalars,
-# timestamps left as text, mapping keys as written.
-
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _mapping(loader, node):
-    mapping = {}
-    for key_node, value_node in node.value:
-        if not isinstance(key_node, yaml.ScalarNode):
-            raise yaml.constructor.ConstructorError(None, None, "a mapping key that is not a scalar", key_node.start_mark)
-        mapping[key_node.value] = loader.construct_object(value_node, deep=True)
-    return mapping
-
-
-_Loader.add_constructor("tag:yaml.org,2002:map", _mapping)
-
-
-def load_yaml(text):
-    return yaml.load(text, Loader=_Loader)
-
-
-# ---------------------------------------------------------------------------------------------------
-# The merge.
-
 class MergeError(Exception):
-    """Why documents do not merge: every problem, one line each."""
-
-    def __init__(self, problems):
-        super().__init__("\n".join(problems))
-        self.problems = problems
+    """The documents do not merge (or the tool could not be built): what it said."""
 
 
-def normalized(value):
-    """Whole floats as integers, as the Swift side keeps numbers (YAML's 1 and 1.0 are one number)."""
+def merged():
+    """The merge of Services/*/openapi.yaml as bytes, from the Swift merge (built first if it is not)."""
+    build = ["swift", "build", "--product", "OpenAPITool"]
+    result = subprocess.run(build, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise MergeError(f"{' '.join(build)} failed:\n{result.stdout}{result.stderr}")
+    bin_path = subprocess.run(build[:2] + ["--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    result = subprocess.run([os.path.join(bin_path, "OpenAPITool"), "merge", os.path.join(ROOT, "Services")], capture_output=True)
+    if result.returncode != 0:
+        raise MergeError(result.stderr.decode("utf-8", "replace").rstrip("\n"))
+    return result.stdout
+
+
+def _frozen(value):
+    """A JSON value as something hashable and comparable, whole floats as integers (as the merge writes them)."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return int(value)
     if isinstance(value, dict):
-        return {key: normalized(item) for key, item in value.items()}
+        return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
     if isinstance(value, list):
-        return [normalized(item) for item in value]
+        return tuple(_frozen(item) for item in value)
     return value
-
-
-def canonical(value):
-    return json.dumps(normalized(value), sort_keys=True, ensure_ascii=False)
-
-
-def source(service, text):
-    """(service, document) from YAML text, checked to be an OpenAPI 3 document."""
-    try:
-        document = load_yaml(text)
-    except yaml.YAMLError as error:
-        raise MergeError([f"the {service} document is not readable YAML: {error}"])
-    if not isinstance(document, dict):
-        raise MergeError([f"the {service} document is not an OpenAPI 3 document: it is not a mapping"])
-    version = document.get("openapi")
-    if not isinstance(version, str) or not version.startswith("3."):
-        raise MergeError([f"the {service} document is not an OpenAPI 3 document: its `openapi` field does not say 3.x"])
-    for key in ("paths", "components", "webhooks"):
-        if key in document and not isinstance(document[key], dict):
-            raise MergeError([f"the {service} document is not an OpenAPI 3 document: its `{key}` is not a mapping"])
-    return service, document
-
-
-def repository_sources(root=ROOT):
-    """Every Services/*/openapi.yaml, the gateway's first (as the gateway merges), named in lower case."""
-    files = sorted(glob.glob(os.path.join(root, "Services", "*", "openapi.yaml")))
-    files.sort(key=lambda path: os.path.basename(os.path.dirname(path)) != "Gateway")
-    result = []
-    for path in files:
-        with open(path, encoding="utf-8") as f:
-            result.append(source(os.path.basename(os.path.dirname(path)).lower(), f.read()))
-    return result
-
-
-def merge(sources, title=TITLE, version=None, shared_paths=SHARED_PATHS):
-    if not sources:
-        raise MergeError(["there are no documents to merge"])
-    errors = []
-    first = sources[0][1]
-    securities = [canonical(document.get("security")) for _, document in sources]
-    security_agreed = all(security == securities[0] for security in securities)
-
-    paths, path_owners, operation_owners, operation_ids = {}, {}, {}, {}
-    for service, document in sources:
-        for path in sorted(document.get("paths") or {}):
-            item = document["paths"][path]
-            if not isinstance(item, dict):
-                errors.append(f"the {service} document is not an OpenAPI 3 document: the path {path} is not a mapping")
-                continue
-            if path in shared_paths and path in paths:
-                continue
-            item = dict(item)
-            if not security_agreed and "security" in document:
-                for method in item:
-                    if method in METHODS and isinstance(item[method], dict) and "security" not in item[method]:
-                        item[method] = dict(item[method], security=document["security"])
-            for method in sorted(item):
-                if method not in METHODS or not isinstance(item[method], dict):
-                    continue
-                operation_id = item[method].get("operationId")
-                if not isinstance(operation_id, str):
-                    continue
-                if operation_id in operation_ids:
-                    errors.append(f"operationId {operation_id} is used by both {operation_ids[operation_id]} and {service}")
-                else:
-                    operation_ids[operation_id] = service
-            if path not in paths:
-                paths[path] = item
-                path_owners[path] = service
-                for method in item:
-                    if method in METHODS:
-                        operation_owners[(method, path)] = service
-                continue
-            merged = paths[path]
-            if canonical(_path_level(merged)) != canonical(_path_level(item)):
-                errors.append(f"the path {path} has different path-level fields in {path_owners[path]} and {service}")
-                continue
-            for method in sorted(item):
-                if method not in METHODS:
-                    continue
-                if (method, path) in operation_owners:
-                    errors.append(f"{method.upper()} {path} is in both {operation_owners[(method, path)]} and {service}")
-                else:
-                    merged[method] = item[method]
-                    operation_owners[(method, path)] = service
-
-    components, component_owners, webhooks, webhook_owners = {}, {}, {}, {}
-    for service, document in sources:
-        kinds = document.get("components") or {}
-        for kind in sorted(kinds):
-            if not isinstance(kinds[kind], dict):
-                errors.append(f"the {service} document is not an OpenAPI 3 document: components.{kind} is not a mapping")
-                continue
-            for name in sorted(kinds[kind]):
-                entry = kinds[kind][name]
-                existing = components.get(kind, {}).get(name)
-                if name in components.get(kind, {}):
-                    if canonical(existing) != canonical(entry):
-                        errors.append(f"components.{kind}.{name} differs between {component_owners[(kind, name)]} and {service}: "
-                                      "one name with two definitions; rename one or make them the same")
-                else:
-                    components.setdefault(kind, {})[name] = entry
-                    component_owners[(kind, name)] = service
-        hooks = document.get("webhooks") or {}
-        for name in sorted(hooks):
-            if name in webhooks:
-                if canonical(webhooks[name]) != canonical(hooks[name]):
-                    errors.append(f"components.webhooks.{name} differs between {webhook_owners[name]} and {service}: "
-                                  "one name with two definitions; rename one or make them the same")
-            else:
-                webhooks[name] = hooks[name]
-                webhook_owners[name] = service
-
-    tags, tag_names = [], set()
-    for _, document in sources:
-        listed = document.get("tags")
-        if not isinstance(listed, list):
-            continue
-        for tag in listed:
-            name = tag.get("name") if isinstance(tag, dict) else None
-            if isinstance(name, str) and name not in tag_names:
-                tag_names.add(name)
-                tags.append(tag)
-
-    if errors:
-        raise MergeError(errors)
-
-    names = ", ".join(service for service, _ in sources)
-    info = {"title": title, "description": f"The whole API in one document, merged from the OpenAPI documents of {names}."}
-    first_version = (first.get("info") or {}).get("version")
-    if version is not None or isinstance(first_version, str):
-        info["version"] = version if version is not None else first_version
-    merged = {"openapi": first["openapi"], "info": info, "paths": paths}
-    if components:
-        merged["components"] = components
-    if webhooks:
-        merged["webhooks"] = webhooks
-    if tags:
-        merged["tags"] = tags
-    if security_agreed and first.get("security") is not None:
-        merged["security"] = first["security"]
-    return normalized(merged)
-
-
-def _path_level(item):
-    return {key: value for key, value in item.items() if key not in METHODS}
-
-
-def dumps(document):
-    """As docs/openapi.json is written: two spaces of indent, sorted keys, UTF-8, a final newline."""
-    return json.dumps(normalized(document), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -401,9 +212,9 @@ def _compare_schema(old, new, old_schema, new_schema, direction, label, field, s
             changes.append(f"{label}: changed type{named}: {'|'.join(sorted(old_types))} -> {'|'.join(sorted(new_types))}")
 
     if isinstance(before.get("enum"), list) and isinstance(after.get("enum"), list):
-        remaining = {canonical(value) for value in after["enum"]}
+        remaining = {_frozen(value) for value in after["enum"]}
         for value in before["enum"]:
-            if canonical(value) not in remaining:
+            if _frozen(value) not in remaining:
                 changes.append(f"{label}: removed enum value {json.dumps(value)}{named}")
 
     old_properties = before.get("properties") or {}
@@ -462,39 +273,39 @@ def main(arguments):
         print(USAGE)
         return 2
     try:
-        document = merge(repository_sources())
+        text = merged()
     except MergeError as error:
-        print("the documents do not merge:")
-        for problem in error.problems:
-            print(f"  {problem}")
+        print(error)
         return 2
     command = arguments[0]
     if command == "merge":
-        print(dumps(document), end="")
+        sys.stdout.buffer.write(text)
         return 0
+    document = json.loads(text)
     if command == "snapshot":
-        with open(SNAPSHOT, "w", encoding="utf-8") as f:
-            f.write(dumps(document))
+        with open(SNAPSHOT, "wb") as f:
+            f.write(text)
         print(f"wrote {os.path.relpath(SNAPSHOT, ROOT)} ({len(document['paths'])} paths)")
         return 0
     try:
-        with open(SNAPSHOT, encoding="utf-8") as f:
-            snapshot = json.load(f)
+        with open(SNAPSHOT, "rb") as f:
+            snapshot_text = f.read()
     except FileNotFoundError:
         print("there is no docs/openapi.json: run scripts/openapi snapshot")
         return 1
-    code, lines = check(snapshot, document)
+    code, lines = check(json.loads(snapshot_text), document, current=snapshot_text == text)
     print("\n".join(lines))
     return code
 
 
-def check(snapshot, document):
-    """What `scripts/openapi check` says of `document` against `snapshot`: (exit code, lines)."""
+def check(snapshot, document, current=None):
+    """What `scripts/openapi check` says of `document` against `snapshot`: (exit code, lines). `current`
+    says whether the snapshot's bytes are the merge's; by default, whether the two are equal."""
     changes = breaking_changes(snapshot, document)
     if changes:
         return 1, ([f"{len(changes)} breaking change{'s' if len(changes) != 1 else ''} against docs/openapi.json:"]
                    + [f"  {change}" for change in changes]
                    + ["if they are meant, run scripts/openapi snapshot and say why in the change"])
-    if canonical(snapshot) != canonical(document):
+    if not (current if current is not None else _frozen(snapshot) == _frozen(document)):
         return 1, ["no breaking changes, but the snapshot is out of date, run scripts/openapi snapshot"]
     return 0, ["no breaking changes; docs/openapi.json is up to date"]
