@@ -1,7 +1,9 @@
 /// One page of a cursor-paginated list: `items` and the cursor of the next page, `nil` on the last.
+/// `next_cursor` is always written, null on the last page: clients generated from the documents
+/// expect the key.
 public struct Page<Item: Codable & Sendable>: Codable, Sendable {
     public var items: [Item]
-    public var nextCursor: String?
+    @Nullable public var nextCursor: String?
 
     public init(items: [Item], nextCursor: String?) {
         self.items = items
@@ -10,13 +12,5 @@ public struct Page<Item: Codable & Sendable>: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case items, nextCursor = "next_cursor"
-    }
-
-    /// `next_cursor` is always written, null on the last page: clients generated from the documents
-    /// expect the key.
-    public func encode(to encoder: any Encoder) throws {
-        var json = encoder.container(keyedBy: CodingKeys.self)
-        try json.encode(items, forKey: .items)
-        try json.encode(nextCursor, forKey: .nextCursor)
     }
 }

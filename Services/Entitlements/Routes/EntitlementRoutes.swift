@@ -22,22 +22,11 @@ struct EntitlementRoutes {
         var name: String
         var priceText: String
         var features: [String]
+        /// `null` is unlimited: a dictionary writes its `nil` values, it does not leave them out.
         var limits: [String: Int?]
         var products: [String]
 
-        enum CodingKeys: String, CodingKey { case id, name, priceText = "price_text", features, limits, products }
-
-        func encode(to encoder: any Encoder) throws {
-            var json = encoder.container(keyedBy: CodingKeys.self)
-            try json.encode(id, forKey: .id)
-            try json.encode(name, forKey: .name)
-            try json.encode(priceText, forKey: .priceText)
-            try json.encode(features, forKey: .features)
-            // `null` is unlimited and must be written, not left out.
-            var limitsJSON = json.nestedContainer(keyedBy: AnyKey.self, forKey: .limits)
-            for (name, cap) in limits.sorted(by: { $0.key < $1.key }) { try limitsJSON.encode(cap, forKey: AnyKey(name)) }
-            try json.encode(products, forKey: .products)
-        }
+        enum CodingKeys: String, CodingKey { case features, id, limits, name, priceText = "price_text", products }
     }
 
     struct TierList: ResponseEncodable {
@@ -83,21 +72,15 @@ struct EntitlementRoutes {
 /// `GET /v1/entitlements/me`, also what a purchase answers.
 struct EntitlementView: ResponseEncodable, Sendable {
     struct LimitView: Encodable, Sendable {
-        var limit: Int?
+        @Nullable var limit: Int?
         var used: Int
-        enum CodingKeys: String, CodingKey { case limit, used }
-        func encode(to encoder: any Encoder) throws {
-            var json = encoder.container(keyedBy: CodingKeys.self)
-            try json.encode(limit, forKey: .limit)
-            try json.encode(used, forKey: .used)
-        }
     }
 
     var tier: String
     var source: String
     var state: String
-    var expiresAt: Date?
-    var willRenew: Bool?
+    @Nullable var expiresAt: Date?
+    @Nullable var willRenew: Bool?
     var billingIssue: Bool
     var isSandbox: Bool
     var features: [String: Bool]
@@ -118,22 +101,9 @@ struct EntitlementView: ResponseEncodable, Sendable {
         appAccountToken = inputs.appAccountToken
     }
 
+    // In the order of their names, so that `APIJSON` has nothing to sort.
     enum CodingKeys: String, CodingKey {
-        case tier, source, state, expiresAt = "expires_at", willRenew = "will_renew", billingIssue = "billing_issue", isSandbox = "is_sandbox", features, limits
-        case appAccountToken = "app_account_token"
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var json = encoder.container(keyedBy: CodingKeys.self)
-        try json.encode(tier, forKey: .tier)
-        try json.encode(source, forKey: .source)
-        try json.encode(state, forKey: .state)
-        try json.encode(expiresAt, forKey: .expiresAt)
-        try json.encode(willRenew, forKey: .willRenew)
-        try json.encode(billingIssue, forKey: .billingIssue)
-        try json.encode(isSandbox, forKey: .isSandbox)
-        try json.encode(features, forKey: .features)
-        try json.encode(limits, forKey: .limits)
-        try json.encode(appAccountToken, forKey: .appAccountToken)
+        case appAccountToken = "app_account_token", billingIssue = "billing_issue", expiresAt = "expires_at", features, isSandbox = "is_sandbox", limits
+        case source, state, tier, willRenew = "will_renew"
     }
 }

@@ -345,13 +345,14 @@ struct SpaceRoutes {
 
 // MARK: views
 
-/// A space as the caller sees it, with the caller's permission.
+/// A space as the caller sees it, with the caller's permission: every field present,
+/// `pending_owner_id` null when no transfer waits.
 struct SpaceView: Codable, Sendable {
     var id: UUID
     var name: String
     var permission: String
     var ownerID: UUID
-    var pendingOwnerID: UUID?
+    @Nullable var pendingOwnerID: UUID?
     var createdAt: Date
     var updatedAt: Date
 
@@ -369,18 +370,6 @@ struct SpaceView: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case createdAt = "created_at", id, name, ownerID = "owner_id", pendingOwnerID = "pending_owner_id", permission, updatedAt = "updated_at"
     }
-
-    /// Every field present, `pending_owner_id` null when no transfer waits.
-    func encode(to encoder: any Encoder) throws {
-        var json = encoder.container(keyedBy: CodingKeys.self)
-        try json.encode(createdAt, forKey: .createdAt)
-        try json.encode(id, forKey: .id)
-        try json.encode(name, forKey: .name)
-        try json.encode(ownerID, forKey: .ownerID)
-        try json.encode(pendingOwnerID, forKey: .pendingOwnerID)
-        try json.encode(permission, forKey: .permission)
-        try json.encode(updatedAt, forKey: .updatedAt)
-    }
 }
 
 extension SpaceView: ResponseEncodable {}
@@ -388,12 +377,12 @@ extension SpaceView: ResponseEncodable {}
 /// A member (`status: active`, `user_id` and `joined_at`) or an invitation by address waiting for
 /// its account (`status: pending`, `email` and `invited_at`); the other fields null.
 struct MemberView: Codable, Sendable {
-    var email: String?
-    var invitedAt: Date?
-    var joinedAt: Date?
+    @Nullable var email: String?
+    @Nullable var invitedAt: Date?
+    @Nullable var joinedAt: Date?
     var permission: String
     var status: String
-    var userID: UUID?
+    @Nullable var userID: UUID?
 
     init(_ member: SpaceMemberRecord) {
         email = member.email
@@ -406,16 +395,6 @@ struct MemberView: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case email, invitedAt = "invited_at", joinedAt = "joined_at", permission, status, userID = "user_id"
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var json = encoder.container(keyedBy: CodingKeys.self)
-        try json.encode(email, forKey: .email)
-        try json.encode(invitedAt, forKey: .invitedAt)
-        try json.encode(joinedAt, forKey: .joinedAt)
-        try json.encode(permission, forKey: .permission)
-        try json.encode(status, forKey: .status)
-        try json.encode(userID, forKey: .userID)
     }
 }
 

@@ -26,14 +26,8 @@ struct UsageRoutes {
     struct Acquired: ResponseEncodable {
         var acquisitionID: UUID
         var used: Int
-        var limit: Int?
-        enum CodingKeys: String, CodingKey { case acquisitionID = "acquisition_id", used, limit }
-        func encode(to encoder: any Encoder) throws {
-            var json = encoder.container(keyedBy: CodingKeys.self)
-            try json.encode(acquisitionID, forKey: .acquisitionID)
-            try json.encode(used, forKey: .used)
-            try json.encode(limit, forKey: .limit)
-        }
+        @Nullable var limit: Int?
+        enum CodingKeys: String, CodingKey { case acquisitionID = "acquisition_id", limit, used }
     }
 
     func counter(_ context: AuthenticatedContext) throws -> String {
@@ -71,13 +65,8 @@ struct UsageRoutes {
     struct Released: ResponseEncodable {
         var released: [UUID]
         var used: Int
-        var limit: Int?
-        func encode(to encoder: any Encoder) throws {
-            var json = encoder.container(keyedBy: AnyKey.self)
-            try json.encode(released, forKey: AnyKey("released"))
-            try json.encode(used, forKey: AnyKey("used"))
-            try json.encode(limit, forKey: AnyKey("limit"))
-        }
+        @Nullable var limit: Int?
+        enum CodingKeys: String, CodingKey { case limit, released, used }
     }
 
     /// Gives back exactly those acquisitions of the caller's; others (another user's, released

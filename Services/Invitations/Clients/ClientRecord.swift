@@ -52,34 +52,25 @@ struct ClientView: Codable, Sendable {
         var expiresAt: Date
         var resendCount: Int
         var delivery: String
-        var acceptedAt: Date?
+        @Nullable var acceptedAt: Date?
 
         enum CodingKeys: String, CodingKey {
             case acceptedAt = "accepted_at", delivery, expiresAt = "expires_at", resendCount = "resend_count", sentAt = "sent_at", status
         }
-
-        func encode(to encoder: any Encoder) throws {
-            var json = encoder.container(keyedBy: CodingKeys.self)
-            try json.encode(acceptedAt, forKey: .acceptedAt)
-            try json.encode(delivery, forKey: .delivery)
-            try json.encode(expiresAt, forKey: .expiresAt)
-            try json.encode(resendCount, forKey: .resendCount)
-            try json.encode(sentAt, forKey: .sentAt)
-            try json.encode(status, forKey: .status)
-        }
     }
 
+    // Every field present, `null` when unset: a client's shape does not change with its state.
     var id: UUID
-    var name: String?
-    var email: String?
-    var phone: String?
-    var notes: String?
+    @Nullable var name: String?
+    @Nullable var email: String?
+    @Nullable var phone: String?
+    @Nullable var notes: String?
     var status: String
     var createdAt: Date
     var updatedAt: Date
-    var acceptedAt: Date?
-    var leftAt: Date?
-    var lastSignInAt: Date?
+    @Nullable var acceptedAt: Date?
+    @Nullable var leftAt: Date?
+    @Nullable var lastSignInAt: Date?
     var acceptedViaRelay: Bool
     var invitation: Invitation
 
@@ -105,24 +96,6 @@ struct ClientView: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case acceptedAt = "accepted_at", acceptedViaRelay = "accepted_via_relay", createdAt = "created_at", email, id, invitation
         case lastSignInAt = "last_sign_in_at", leftAt = "left_at", name, notes, phone, status, updatedAt = "updated_at"
-    }
-
-    /// Every field present, `null` when unset: a client's shape does not change with its state.
-    func encode(to encoder: any Encoder) throws {
-        var json = encoder.container(keyedBy: CodingKeys.self)
-        try json.encode(acceptedAt, forKey: .acceptedAt)
-        try json.encode(acceptedViaRelay, forKey: .acceptedViaRelay)
-        try json.encode(createdAt, forKey: .createdAt)
-        try json.encode(email, forKey: .email)
-        try json.encode(id, forKey: .id)
-        try json.encode(invitation, forKey: .invitation)
-        try json.encode(lastSignInAt, forKey: .lastSignInAt)
-        try json.encode(leftAt, forKey: .leftAt)
-        try json.encode(name, forKey: .name)
-        try json.encode(notes, forKey: .notes)
-        try json.encode(phone, forKey: .phone)
-        try json.encode(status, forKey: .status)
-        try json.encode(updatedAt, forKey: .updatedAt)
     }
 }
 

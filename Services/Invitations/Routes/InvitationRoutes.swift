@@ -25,8 +25,8 @@ struct InvitationRoutes {
 
     struct CoachCard: Codable, Sendable {
         var id: UUID
-        var displayName: String?
-        var avatarURL: String?
+        @Nullable var displayName: String?
+        @Nullable var avatarURL: String?
         enum CodingKeys: String, CodingKey { case avatarURL = "avatar_url", displayName = "display_name", id }
 
         init(id: UUID, account: AccountRecord?) {
@@ -34,29 +34,14 @@ struct InvitationRoutes {
             displayName = account.map(Invitations.coachName)
             avatarURL = account?.avatarURL
         }
-
-        func encode(to encoder: any Encoder) throws {
-            var json = encoder.container(keyedBy: CodingKeys.self)
-            try json.encode(avatarURL, forKey: .avatarURL)
-            try json.encode(displayName, forKey: .displayName)
-            try json.encode(id, forKey: .id)
-        }
     }
 
     struct PreviewResponse: ResponseEncodable {
-        var clientName: String?
+        @Nullable var clientName: String?
         var coach: CoachCard
         var expiresAt: Date
         var status: String
         enum CodingKeys: String, CodingKey { case clientName = "client_name", coach, expiresAt = "expires_at", status }
-
-        func encode(to encoder: any Encoder) throws {
-            var json = encoder.container(keyedBy: CodingKeys.self)
-            try json.encode(clientName, forKey: .clientName)
-            try json.encode(coach, forKey: .coach)
-            try json.encode(expiresAt, forKey: .expiresAt)
-            try json.encode(status, forKey: .status)
-        }
     }
 
     /// Enough for "You've been invited by Sam". Reading consumes nothing (mail scanners open links);
@@ -154,21 +139,12 @@ struct InvitationRoutes {
     }
 
     struct MineItem: Codable, Sendable {
-        var clientName: String?
+        @Nullable var clientName: String?
         var code: String
         var coach: CoachCard
         var expiresAt: Date
         var status: String
         enum CodingKeys: String, CodingKey { case clientName = "client_name", code, coach, expiresAt = "expires_at", status }
-
-        func encode(to encoder: any Encoder) throws {
-            var json = encoder.container(keyedBy: CodingKeys.self)
-            try json.encode(clientName, forKey: .clientName)
-            try json.encode(code, forKey: .code)
-            try json.encode(coach, forKey: .coach)
-            try json.encode(expiresAt, forKey: .expiresAt)
-            try json.encode(status, forKey: .status)
-        }
     }
 
     struct MineResponse: ResponseEncodable {

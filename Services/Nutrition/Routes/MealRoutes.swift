@@ -152,10 +152,6 @@ extension AuthenticatedContext {
 /// A page of meals, newest first.
 struct MealPage: ResponseEncodable {
     var items: [MealView]
-    var nextCursor: String?
-    func encode(to encoder: any Encoder) throws {
-        var json = encoder.container(keyedBy: AnyKey.self)
-        try json.encode(items, forKey: AnyKey("items"))
-        try json.encode(nextCursor, forKey: AnyKey("next_cursor"))
-    }
+    @Nullable var nextCursor: String?
+    enum CodingKeys: String, CodingKey { case items, nextCursor = "next_cursor" }
 }

@@ -99,13 +99,8 @@ struct MetricRoutes {
         struct Day: Encodable, Sendable {
             var date: String
             var value: Double
-            var notes: String?
-            func encode(to encoder: any Encoder) throws {
-                var json = encoder.container(keyedBy: AnyKey.self)
-                try json.encode(date, forKey: AnyKey("date"))
-                try json.encode(value, forKey: AnyKey("value"))
-                try json.encode(notes, forKey: AnyKey("notes"))
-            }
+            @Nullable var notes: String?
+            enum CodingKeys: String, CodingKey { case date, notes, value }
         }
         var unit: WeightUnit
         var days: [Day]

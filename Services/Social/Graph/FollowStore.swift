@@ -34,11 +34,13 @@ struct TimeCursor: Codable, Sendable {
 }
 
 /// A profile in a list, with when it entered the list (`followed_at`, `requested_at`, ...).
+/// The summary's fields always (null when unset: the document requires them), the list's own
+/// dates when set.
 struct ListedProfile: Codable, Sendable {
     var id: UUID
-    var username: String?
-    var displayName: String?
-    var avatarURL: String?
+    @Nullable var username: String?
+    @Nullable var displayName: String?
+    @Nullable var avatarURL: String?
     var isVerified: Bool
     var followedAt: Date?
     var requestedAt: Date?
@@ -50,22 +52,6 @@ struct ListedProfile: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case avatarURL = "avatar_url", blockedAt = "blocked_at", displayName = "display_name", followedAt = "followed_at", id
         case isVerified = "is_verified", mutedAt = "muted_at", mutedUntil = "muted_until", requestedAt = "requested_at", username
-    }
-
-    /// The summary's fields always (null when unset: the document requires them), the list's own
-    /// dates when set.
-    func encode(to encoder: any Encoder) throws {
-        var json = encoder.container(keyedBy: CodingKeys.self)
-        try json.encode(avatarURL, forKey: .avatarURL)
-        try json.encodeIfPresent(blockedAt, forKey: .blockedAt)
-        try json.encode(displayName, forKey: .displayName)
-        try json.encodeIfPresent(followedAt, forKey: .followedAt)
-        try json.encode(id, forKey: .id)
-        try json.encode(isVerified, forKey: .isVerified)
-        try json.encodeIfPresent(mutedAt, forKey: .mutedAt)
-        try json.encodeIfPresent(mutedUntil, forKey: .mutedUntil)
-        try json.encodeIfPresent(requestedAt, forKey: .requestedAt)
-        try json.encode(username, forKey: .username)
     }
 
     init(_ summary: ProfileSummary) {
