@@ -252,4 +252,15 @@ import TestSupport
         #expect(Base64URL.decode("ab$c") == nil)
         #expect(Base64URL.decode("") == Data())
     }
+
+    /// One value, one accepted spelling: padding, the plain alphabet and set bits after the last
+    /// byte all decode, and none is canonical.
+    @Test func onlyTheUnpaddedURLSpellingIsCanonical() {
+        #expect(Base64URL.isCanonical("YQ") && Base64URL.isCanonical("-_8") && Base64URL.isCanonical(""))
+        for respelt in ["YQ==", "YQ=", "YR", "+/8", "-_9", "YQ ", " YQ", "Y Q"] {
+            #expect(!Base64URL.isCanonical(respelt), "\(respelt)")
+        }
+        #expect(Base64URL.decode("YR") == Data("a".utf8) && Base64URL.decode("+/8") == Base64URL.decode("-_8"))
+        #expect(Base64URL.decode("YQ==YQ") == nil && Base64URL.decode("Y\nQ") == nil)
+    }
 }
