@@ -86,7 +86,7 @@ struct Invitations: Sendable {
     }
 
     /// Ends the link of an accepted client, announcing it (`client.unlinked`).
-    func unlink(_ client: ClientRecord, reason: String, hasOtherCoach: Bool = false, forget: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
+    func unlink(_ client: ClientRecord, reason: ClientUnlinked.Reason, hasOtherCoach: Bool = false, forget: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
         try await clients.leave(client.id, forget: forget, on: connection, logger: logger)
         if let user = client.clientUserID {
             try await outbox.write(

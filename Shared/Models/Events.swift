@@ -120,10 +120,38 @@ public struct ClientUnlinked: EventPayload, Equatable {
     public static let eventType = "client.unlinked"
     public var coachID: UUID
     public var clientID: UUID
-    public var reason: String
+    public var reason: Reason
     public var hasOtherCoach: Bool
 
-    public init(coachID: UUID, clientID: UUID, reason: String, hasOtherCoach: Bool) {
+    public enum Reason: EventVocabulary {
+        case left, removed, switched, coachDeleted, clientDeleted
+        /// A reason added after this release.
+        case unknown(String)
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "left": self = .left
+            case "removed": self = .removed
+            case "switched": self = .switched
+            case "coach_deleted": self = .coachDeleted
+            case "client_deleted": self = .clientDeleted
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .left: "left"
+            case .removed: "removed"
+            case .switched: "switched"
+            case .coachDeleted: "coach_deleted"
+            case .clientDeleted: "client_deleted"
+            case .unknown(let text): text
+            }
+        }
+    }
+
+    public init(coachID: UUID, clientID: UUID, reason: Reason, hasOtherCoach: Bool) {
         self.coachID = coachID
         self.clientID = clientID
         self.reason = reason
@@ -141,25 +169,48 @@ public struct ClientUnlinked: EventPayload, Equatable {
 public struct UserPasswordChanged: EventPayload, Equatable {
     public static let eventType = "user.password_changed"
     public var userID: UUID
-    /// `reset`, `change` or `disowned`.
-    public var method: String
+    public var method: Method
     /// The address's owner has just proven it for the first time (a disowning verification, a
     /// provider that answers for the address, or a reset of an account never proven): whoever set the
     /// account up may be someone else, so every service drops what the account made until now. An
     /// event written before this field existed says so by `disowned` alone.
     public var makerDropped: Bool
 
-    public init(userID: UUID, method: String, makerDropped: Bool? = nil) {
+    public enum Method: EventVocabulary {
+        case reset, change, disowned
+        /// A method added after this release.
+        case unknown(String)
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "reset": self = .reset
+            case "change": self = .change
+            case "disowned": self = .disowned
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .reset: "reset"
+            case .change: "change"
+            case .disowned: "disowned"
+            case .unknown(let text): text
+            }
+        }
+    }
+
+    public init(userID: UUID, method: Method, makerDropped: Bool? = nil) {
         self.userID = userID
         self.method = method
-        self.makerDropped = makerDropped ?? (method == "disowned")
+        self.makerDropped = makerDropped ?? (method == .disowned)
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         userID = try container.decode(UUID.self, forKey: .userID)
-        method = try container.decode(String.self, forKey: .method)
-        makerDropped = try container.decodeIfPresent(Bool.self, forKey: .makerDropped) ?? (method == "disowned")
+        method = try container.decode(Method.self, forKey: .method)
+        makerDropped = try container.decodeIfPresent(Bool.self, forKey: .makerDropped) ?? (method == .disowned)
     }
 
     enum CodingKeys: String, CodingKey {
@@ -263,10 +314,38 @@ public struct FollowRemoved: EventPayload, Equatable {
     public static let eventType = "follow.removed"
     public var followerID: UUID
     public var followeeID: UUID
-    /// `unfollow`, `removed` (by the one followed), `block`.
-    public var reason: String
+    public var reason: Reason
 
-    public init(followerID: UUID, followeeID: UUID, reason: String) {
+    public enum Reason: EventVocabulary {
+        /// By the follower.
+        case unfollow
+        /// By the one followed.
+        case removed
+        /// By a block, either way.
+        case block
+        /// A reason added after this release.
+        case unknown(String)
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "unfollow": self = .unfollow
+            case "removed": self = .removed
+            case "block": self = .block
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .unfollow: "unfollow"
+            case .removed: "removed"
+            case .block: "block"
+            case .unknown(let text): text
+            }
+        }
+    }
+
+    public init(followerID: UUID, followeeID: UUID, reason: Reason) {
         self.followerID = followerID
         self.followeeID = followeeID
         self.reason = reason
@@ -314,11 +393,34 @@ public struct NotificationCreated: EventPayload, Equatable {
     public static let eventType = "notification.created"
     public var notificationID: UUID
     public var userID: UUID
-    /// `follow`, `follow_request`, `follow_accepted`.
-    public var kind: String
+    public var kind: Kind
     public var actorID: UUID?
 
-    public init(notificationID: UUID, userID: UUID, kind: String, actorID: UUID?) {
+    public enum Kind: EventVocabulary {
+        case follow, followRequest, followAccepted
+        /// A kind added after this release.
+        case unknown(String)
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "follow": self = .follow
+            case "follow_request": self = .followRequest
+            case "follow_accepted": self = .followAccepted
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .follow: "follow"
+            case .followRequest: "follow_request"
+            case .followAccepted: "follow_accepted"
+            case .unknown(let text): text
+            }
+        }
+    }
+
+    public init(notificationID: UUID, userID: UUID, kind: Kind, actorID: UUID?) {
         self.notificationID = notificationID
         self.userID = userID
         self.kind = kind

@@ -278,12 +278,12 @@ import TestSupport
 
             // An unlink from before that acceptance, delivered late, changes nothing; a switch keeps
             // the role; leaving the last coach takes it away.
-            try await Self.publish(env, ClientUnlinked(coachID: UUID(), clientID: clientID, reason: "left", hasOtherCoach: false), userID: clientID, occurredAt: now - 60)
-            try await Self.publish(env, ClientUnlinked(coachID: coachID, clientID: clientID, reason: "switched", hasOtherCoach: true), userID: clientID, occurredAt: now + 1)
+            try await Self.publish(env, ClientUnlinked(coachID: UUID(), clientID: clientID, reason: .left, hasOtherCoach: false), userID: clientID, occurredAt: now - 60)
+            try await Self.publish(env, ClientUnlinked(coachID: coachID, clientID: clientID, reason: .switched, hasOtherCoach: true), userID: clientID, occurredAt: now + 1)
             try await waitUntil(.seconds(10)) { try await env.eventTypes(for: client.id).filter { $0 == "client.unlinked" }.count == 2 }
             try await Task.sleep(for: .milliseconds(500))
             #expect(try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user", "client"])
-            try await Self.publish(env, ClientUnlinked(coachID: coachID, clientID: clientID, reason: "left", hasOtherCoach: false), userID: clientID, occurredAt: now + 2)
+            try await Self.publish(env, ClientUnlinked(coachID: coachID, clientID: clientID, reason: .left, hasOtherCoach: false), userID: clientID, occurredAt: now + 2)
             try await waitUntil(.seconds(10)) {
                 try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user"]
             }
@@ -291,6 +291,27 @@ import TestSupport
         try await AuthTestEnvironment.run(["COACH_SELF_SERVE": "false"]) { env in
             let user = try await env.signUp()
             #expect(try await env.call(.post, "/v1/auth/roles/coach", token: user.accessToken).status == .forbidden)
+        }
+    }
+
+    /// An unlink for a reason this release does not know (a newer invitations added it) is still
+    /// an unlink: it decodes, and the role goes as for any other reason.
+    @Test func anUnlinkForAReasonAddedLaterStillTakesTheClientRoleAway() async throws {
+        try await AuthTestEnvironment.run { env in
+            let coach = try await env.signUp()
+            let client = try await env.signUp()
+            let clientID = UUID(uuidString: client.id)!, coachID = UUID(uuidString: coach.id)!
+            let now = Date()
+            try await Self.publish(env, InvitationAccepted(invitationID: UUID(), coachID: coachID, clientID: clientID), userID: clientID, occurredAt: now)
+            try await waitUntil(.seconds(10)) {
+                try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user", "client"]
+            }
+            let merged = ClientUnlinked.Reason(rawValue: "coach_merged")
+            #expect(merged == .unknown("coach_merged"))
+            try await Self.publish(env, ClientUnlinked(coachID: coachID, clientID: clientID, reason: merged, hasOtherCoach: false), userID: clientID, occurredAt: now + 1)
+            try await waitUntil(.seconds(10)) {
+                try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user"]
+            }
         }
     }
 

@@ -27,7 +27,7 @@ import TestSupport
                     try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String]
                 }
                 let accepted = InvitationAccepted(invitationID: UUID(), coachID: coachID, clientID: clientID)
-                let left = ClientUnlinked(coachID: coachID, clientID: clientID, reason: "left", hasOtherCoach: false)
+                let left = ClientUnlinked(coachID: coachID, clientID: clientID, reason: .left, hasOtherCoach: false)
 
                 // Accepted through a process an hour ahead, left through one whose clock is right.
                 try await emit(accepted, clockSkew: hour)

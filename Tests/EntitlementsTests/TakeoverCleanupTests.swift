@@ -35,7 +35,7 @@ import TestSupport
             try await SpaceTests.add(env, maker.path, as: "editor", to: theirs, by: friend)
             #expect(try await env.call(.post, "/v1/spaces/\(theirs)/transfer", as: friend, json: ["user_id": maker.path]).status == .ok)
 
-            try await env.publish(UserPasswordChanged(userID: maker.id, method: "reset", makerDropped: true), userID: maker.id)
+            try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM spaces WHERE id = '\(mine)'") == 0 }
 
             #expect(try await env.count("SELECT count(*) FROM space_members WHERE space_id = '\(mine)' OR user_id = '\(maker.id)'") == 0)
@@ -72,7 +72,7 @@ import TestSupport
             let token = try #require(try await env.me(owner)["app_account_token"] as? String)
             #expect(try await env.buy(try await env.transaction("com.researchapp.team.monthly", original: "3000000002", for: owner), as: owner).status == .ok)
             let space = try await SpaceTests.space(env, of: owner)
-            try await env.publish(UserPasswordChanged(userID: owner.id, method: "reset", makerDropped: false), userID: owner.id)
+            try await env.publish(UserPasswordChanged(userID: owner.id, method: .reset, makerDropped: false), userID: owner.id)
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.password_changed'") == 1 }
             #expect(try await env.call(.get, "/v1/spaces/\(space)", as: owner).status == .ok)
             let me = try await env.me(owner)

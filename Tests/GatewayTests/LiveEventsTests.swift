@@ -53,7 +53,7 @@ struct LiveGateway: Sendable {
     /// A notification for `user`, with its id to recognise it by.
     @discardableResult
     func notify(_ user: UUID, id: UUID = UUID()) async throws -> (streamID: StreamID, notification: UUID) {
-        (try await publish(NotificationCreated(notificationID: id, userID: user, kind: "follow", actorID: UUID()), to: user), id)
+        (try await publish(NotificationCreated(notificationID: id, userID: user, kind: .follow, actorID: UUID()), to: user), id)
     }
 
     func ticket(for person: Person) async throws -> ConcurrentClient.Reply {
@@ -434,7 +434,7 @@ struct LiveGateway: Sendable {
             // side here, a few KiB on the client's).
             let bulky = String(repeating: "x", count: 100_000)
             for _ in 0..<200 {
-                try await gateway.publish(NotificationCreated(notificationID: UUID(), userID: person.id, kind: bulky, actorID: nil), to: person.id)
+                try await gateway.publish(NotificationCreated(notificationID: UUID(), userID: person.id, kind: .unknown(bulky), actorID: nil), to: person.id)
             }
             try await waitUntil(.seconds(30)) {
                 let next = try await gateway.open(try await gateway.person())
@@ -461,7 +461,7 @@ struct LiveGateway: Sendable {
             // An entry the subscription never hears of (added without the relay's PUBLISH), as one
             // published while it was down would be; kept across the restart (the server's AOF).
             let missed = UUID()
-            let envelope = try EventEnvelope(NotificationCreated(notificationID: missed, userID: person.id, kind: "follow", actorID: UUID()), producer: "test", userID: person.id)
+            let envelope = try EventEnvelope(NotificationCreated(notificationID: missed, userID: person.id, kind: .follow, actorID: UUID()), producer: "test", userID: person.id)
             let added = try await gateway.redis.xadd(
                 LiveStream.key(for: person.id), maxLength: nil, fields: [("type", envelope.type), ("prev", first.description), ("envelope", envelope.json)])
             try await Task.sleep(for: .milliseconds(500))

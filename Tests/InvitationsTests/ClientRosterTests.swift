@@ -196,7 +196,7 @@ import TestSupport
             let (_, code) = try await env.invite("Mo", email: address, by: squatter)
             let mo = try await env.user(email: address)
             #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: mo).status == .accepted)
-            try await env.publish(UserPasswordChanged(userID: squatter.id, method: "disowned"), userID: squatter.id)
+            try await env.publish(UserPasswordChanged(userID: squatter.id, method: .disowned), userID: squatter.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(squatter.id)'") == 0 }
             #expect(try await env.call(.get, "/v1/coach", as: mo).code == "no_coach")
             try await waitUntil(.seconds(10)) { try await env.events("client.unlinked").contains { $0["reason"] as? String == "coach_deleted" } }

@@ -18,7 +18,7 @@ import TestSupport
             _ = try await env.invite("Lee", email: "\(TestEnvironment.uniqueName("lee"))@example.com", by: maker)
             #expect(try await env.call(.get, "/v1/coach", as: mo).status == .ok)
 
-            try await env.publish(UserPasswordChanged(userID: maker.id, method: "reset", makerDropped: true), userID: maker.id)
+            try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(maker.id)'") == 0 }
             #expect(try await env.call(.get, "/v1/coach", as: mo).code == "no_coach")
             try await waitUntil(.seconds(10)) { try await env.events("client.unlinked").contains { $0["reason"] as? String == "coach_deleted" } }
@@ -32,7 +32,7 @@ import TestSupport
         try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
             let coach = try await env.coach("Pat Coach")
             _ = try await env.invite("Lee", email: "\(TestEnvironment.uniqueName("lee"))@example.com", by: coach)
-            try await env.publish(UserPasswordChanged(userID: coach.id, method: "reset", makerDropped: false), userID: coach.id)
+            try await env.publish(UserPasswordChanged(userID: coach.id, method: .reset, makerDropped: false), userID: coach.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.password_changed'") == 1 }
             #expect(try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(coach.id)'") == 1)
             #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(coach.id)' AND display_name = 'Pat Coach'") == 1)

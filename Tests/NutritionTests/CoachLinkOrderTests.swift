@@ -22,7 +22,7 @@ import TestSupport
                     try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM inbox WHERE event_id = '\(event.id)'") == 1 }
                 }
                 let accepted = InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id)
-                let left = ClientUnlinked(coachID: coach.id, clientID: client.id, reason: "left", hasOtherCoach: false)
+                let left = ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false)
 
                 // Accepted through a process an hour ahead, left through one whose clock is right.
                 try await emit(accepted, clockSkew: hour)

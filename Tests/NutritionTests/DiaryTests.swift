@@ -433,7 +433,7 @@ import TestSupport
                 #expect(try await env.call(.get, "\(base)/\(path)", as: stranger).status == .notFound, "\(path)")
             }
             #expect(try await env.call(.get, "/v1/nutrition/clients/not-a-uuid/meals", as: coach).status == .notFound)
-            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: "left", hasOtherCoach: false), userID: client.id, producer: "invitations")
+            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false), userID: client.id, producer: "invitations")
             try await waitUntil(.seconds(15)) { try await env.call(.get, "\(base)/meals", as: coach).status == .notFound }
             // An acceptance older than the unlink, redelivered late, does not give the diary back.
             try await env.publish(

@@ -32,7 +32,7 @@ import TestSupport
             try await waitUntil(.seconds(15)) { try await env.call(.get, "/v1/nutrition/clients/\(client.path)/meals", as: maker).status == .ok }
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(maker.id)' AND allergies <> '[]'") == 1 }
 
-            try await env.publish(UserPasswordChanged(userID: maker.id, method: "reset", makerDropped: true), userID: maker.id)
+            try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM meals WHERE user_id = '\(maker.id)'") == 0 }
 
             let profile = try await env.call(.get, "/v1/nutrition/profile", as: maker)
@@ -66,7 +66,7 @@ import TestSupport
             let owner = try await env.user()
             try await env.setProfile(owner, diet: "keto")
             _ = try await env.meal(owner)
-            try await env.publish(UserPasswordChanged(userID: owner.id, method: "reset", makerDropped: false), userID: owner.id)
+            try await env.publish(UserPasswordChanged(userID: owner.id, method: .reset, makerDropped: false), userID: owner.id)
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.password_changed'") == 1 }
             #expect(try await env.call(.get, "/v1/meals", as: owner).items.count == 1)
             #expect(try await env.call(.get, "/v1/nutrition/profile", as: owner).json["diet"] as? String == "keto")

@@ -67,6 +67,42 @@ import Testing
         #expect(EventOrder(before, among: "invitations").occurredAt == Date(timeIntervalSince1970: 1_767_225_600))
     }
 
+    /// The fields with a set of values (`reason`, `method`, `kind`) are plain strings on the wire; a
+    /// value a newer producer added decodes as `unknown` and is written back as it came.
+    @Test func aFieldsValueAddedLaterDecodesAndIsWrittenBackUnchanged() throws {
+        let id = UUID(uuidString: "6DE81EAE-51EA-4B58-ADBB-31D983E88BF0")!
+        let user = UUID(uuidString: "955F0438-2512-4A69-AE2E-5643FB6CD53F")!
+        let at = Date(timeIntervalSince1970: 1_767_225_600)
+        let removed = try EventEnvelope(FollowRemoved(followerID: user, followeeID: id, reason: .block), producer: "social", userID: user, id: id, occurredAt: at)
+        #expect(
+            removed.json
+                == #"{"data":{"followee_id":"6de81eae-51ea-4b58-adbb-31d983e88bf0","follower_id":"955f0438-2512-4a69-ae2e-5643fb6cd53f","reason":"block"},"id":"6de81eae-51ea-4b58-adbb-31d983e88bf0","occurred_at":"2026-01-01T00:00:00.000Z","producer":"social","type":"follow.removed","user_id":"955f0438-2512-4a69-ae2e-5643fb6cd53f","version":1}"#
+        )
+        #expect(try EventEnvelope(json: removed.json).decode(FollowRemoved.self).reason == .block)
+
+        func later<Payload: EventPayload>(_ type: Payload.Type, _ data: String) throws -> Payload {
+            let json =
+                #"{"data":"# + data + #","id":"6de81eae-51ea-4b58-adbb-31d983e88bf0","occurred_at":"2026-01-01T00:00:00Z","producer":"p","type":""#
+                + Payload.eventType + #"","version":1}"#
+            return try EventEnvelope(json: json).decode(Payload.self)
+        }
+        let ids = #""coach_id":"\#(id)","client_id":"\#(user)""#
+        let unlinked = try later(ClientUnlinked.self, #"{\#(ids),"reason":"coach_merged","has_other_coach":false}"#)
+        #expect(unlinked.reason == .unknown("coach_merged") && unlinked.reason.rawValue == "coach_merged")
+        #expect(try later(ClientUnlinked.self, #"{\#(ids),"reason":"coach_deleted","has_other_coach":false}"#).reason == .coachDeleted)
+        let changed = try later(UserPasswordChanged.self, #"{"user_id":"\#(user)","method":"passkey"}"#)
+        #expect(changed.method == .unknown("passkey") && !changed.makerDropped)
+        #expect(try later(UserPasswordChanged.self, #"{"user_id":"\#(user)","method":"disowned"}"#).makerDropped)
+        let notified = try later(NotificationCreated.self, #"{"notification_id":"\#(id)","user_id":"\#(user)","kind":"comment"}"#)
+        #expect(notified.kind == .unknown("comment"))
+        #expect(try later(FollowRemoved.self, #"{"follower_id":"\#(id)","followee_id":"\#(user)","reason":"mute"}"#).reason.rawValue == "mute")
+
+        // Relayed on, the value is the text that came.
+        let relayed = try EventEnvelope(unlinked, producer: "invitations", userID: user, id: id, occurredAt: at)
+        #expect(relayed.json.contains(#""reason":"coach_merged""#))
+        #expect(ClientUnlinked.Reason(rawValue: "left") == .left && NotificationCreated.Kind.followRequest.rawValue == "follow_request")
+    }
+
     @Test func aPayloadOfAnotherTypeOrABrokenEnvelopeIsRefused() throws {
         struct Other: EventPayload { static let eventType = "test.other"; var count: Int }
         let read = try EventEnvelope(json: try EventEnvelope(Pinged(count: 3, note: nil, at: Date()), producer: "auth", userID: nil).json)

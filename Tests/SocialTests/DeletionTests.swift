@@ -21,7 +21,7 @@ import TestSupport
             #expect(try await env.call(.put, "/v1/profiles/me/avatar", as: squatter, raw: .init(bytes: ProfileTests.png)).status == .ok)
             _ = try await env.follow(friend, as: squatter)
             _ = try await env.follow(squatter, as: friend)
-            try await env.publish(UserPasswordChanged(userID: squatter.id, method: "disowned"), userID: squatter.id)
+            try await env.publish(UserPasswordChanged(userID: squatter.id, method: .disowned), userID: squatter.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(squatter.id)' OR followee_id = '\(squatter.id)'") == 0 }
             let profile = try await env.call(.get, "/v1/profiles/me", as: squatter)
             #expect(profile.status == .ok)
@@ -30,7 +30,7 @@ import TestSupport
             #expect(profile.json["followers_count"] as? Int == 0 && profile.json["following_count"] as? Int == 0)
             #expect(try await env.profile(friend, as: friend).json["followers_count"] as? Int == 0)
             // Any other password change leaves the profile alone.
-            try await env.publish(UserPasswordChanged(userID: friend.id, method: "change"), userID: friend.id)
+            try await env.publish(UserPasswordChanged(userID: friend.id, method: .change), userID: friend.id)
             try await Task.sleep(for: .milliseconds(300))
             #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(friend.id)'") == 1)
         }

@@ -31,7 +31,7 @@ struct LegacyPasswordChanged: EventPayload {
             #expect(try await env.call(.post, "/v1/profiles/\(rival.path)/block", as: maker).status == .ok)
             #expect(try await env.profile(friend, as: friend).json["followers_count"] as? Int == 1)
 
-            try await env.publish(UserPasswordChanged(userID: maker.id, method: "reset", makerDropped: true), userID: maker.id)
+            try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(maker.id)' OR followee_id = '\(maker.id)'") == 0 }
             let profile = try await env.call(.get, "/v1/profiles/me", as: maker)
             #expect(profile.status == .ok)
@@ -54,8 +54,8 @@ struct LegacyPasswordChanged: EventPayload {
             _ = try await env.follow(friend, as: owner)
             _ = try await env.follow(friend, as: legacy)
 
-            try await env.publish(UserPasswordChanged(userID: owner.id, method: "reset", makerDropped: false), userID: owner.id)
-            try await env.publish(UserPasswordChanged(userID: owner.id, method: "change"), userID: owner.id)
+            try await env.publish(UserPasswordChanged(userID: owner.id, method: .reset, makerDropped: false), userID: owner.id)
+            try await env.publish(UserPasswordChanged(userID: owner.id, method: .change), userID: owner.id)
             try await env.publish(LegacyPasswordChanged(userID: owner.id, method: "reset"), userID: owner.id)
             try await env.publish(LegacyPasswordChanged(userID: legacy.id, method: "disowned"), userID: legacy.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(legacy.id)'") == 0 }

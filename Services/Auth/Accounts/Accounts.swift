@@ -125,7 +125,7 @@ struct Accounts: Sendable {
     func takeOver(_ user: UserRecord, on connection: PostgresConnection) async throws -> UserRecord {
         try await sessions.endAll(of: user.id, on: connection, logger: logger)
         try await users.removeCredentials(of: user.id, on: connection, logger: logger)
-        try await outbox.write(UserPasswordChanged(userID: user.id, method: "disowned", makerDropped: true), userID: user.id, on: connection, logger: logger)
+        try await outbox.write(UserPasswordChanged(userID: user.id, method: .disowned, makerDropped: true), userID: user.id, on: connection, logger: logger)
         logger.notice("account taken over by its address's owner", metadata: ["user_id": "\(user.id)"])
         var clean = try await changeRoles(of: user, removing: user.roles.filter { $0 != .user }, on: connection)
         clean.passwordHash = nil

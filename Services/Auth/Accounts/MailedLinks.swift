@@ -129,7 +129,7 @@ extension Accounts {
             if firstProof {
                 try await users.forgetDisplayName(of: userID, on: connection, logger: logger)
             }
-            try await outbox.write(UserPasswordChanged(userID: userID, method: "reset", makerDropped: firstProof), userID: userID, on: connection, logger: logger)
+            try await outbox.write(UserPasswordChanged(userID: userID, method: .reset, makerDropped: firstProof), userID: userID, on: connection, logger: logger)
             if firstProof {
                 _ = try await changeRoles(of: user, removing: user.roles.filter { $0 != .user }, on: connection)
             }

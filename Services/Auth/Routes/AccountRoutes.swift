@@ -206,7 +206,7 @@ struct AccountRoutes {
             try await accounts.users.setPassword(hash: hash, of: user.id, on: connection, logger: context.logger)
             try await accounts.emailTokens.invalidate(.resetPassword, userID: user.id, on: connection, logger: context.logger)
             try await accounts.sessions.endAll(of: user.id, except: context.caller.sessionID, on: connection, logger: context.logger)
-            try await accounts.outbox.write(UserPasswordChanged(userID: user.id, method: "change"), userID: user.id, on: connection, logger: context.logger)
+            try await accounts.outbox.write(UserPasswordChanged(userID: user.id, method: .change), userID: user.id, on: connection, logger: context.logger)
             try await accounts.mailer.sendPasswordChanged(to: user.email, name: user.displayName, on: connection, logger: context.logger)
         }
         return .noContent

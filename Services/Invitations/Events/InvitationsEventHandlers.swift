@@ -50,13 +50,13 @@ struct InvitationsEventHandlers {
     static func purge(_ user: UUID, invitations: Invitations, keepingAccount: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
         let rows = try await connection.checkedQuery("\(unescaped: ClientStore.select) WHERE c.coach_id = \(user) FOR UPDATE OF c", logger: logger)
         for client in try await ClientStore.decode(rows) where client.status == .accepted {
-            try await invitations.unlink(client, reason: "coach_deleted", on: connection, logger: logger)
+            try await invitations.unlink(client, reason: .coachDeleted, on: connection, logger: logger)
         }
         try await connection.checkedRun(
             "DELETE FROM mail_outbox m USING clients c WHERE c.coach_id = \(user) AND m.id = c.mail_id AND m.status = 'pending'", logger: logger)
         try await connection.checkedRun("DELETE FROM clients WHERE coach_id = \(user)", logger: logger)
         if let linked = try await invitations.clients.linked(to: user, forUpdate: true, on: connection, logger: logger) {
-            try await invitations.unlink(linked, reason: "client_deleted", forget: true, on: connection, logger: logger)
+            try await invitations.unlink(linked, reason: .clientDeleted, forget: true, on: connection, logger: logger)
         }
         // Entries the person left earlier keep nothing that identifies them either; once the account
         // is gone, not even its id (a disowned address keeps its account, and its id here).

@@ -148,7 +148,7 @@ struct ClientRoutes {
                 throw ClientFields.notFound
             }
             if client.status == .accepted {
-                try await invitations.unlink(client, reason: "removed", on: connection, logger: context.logger)
+                try await invitations.unlink(client, reason: .removed, on: connection, logger: context.logger)
             }
             try await invitations.clients.dropUnsentMail(of: id, on: connection, logger: context.logger)
             try await invitations.clients.delete(id, on: connection, logger: context.logger)

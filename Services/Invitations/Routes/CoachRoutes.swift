@@ -42,7 +42,7 @@ struct CoachRoutes {
             guard let client = try await invitations.clients.linked(to: context.caller.userID, forUpdate: true, on: connection, logger: context.logger) else {
                 throw Self.noCoach
             }
-            try await invitations.unlink(client, reason: "left", on: connection, logger: context.logger)
+            try await invitations.unlink(client, reason: .left, on: connection, logger: context.logger)
         }
         return .noContent
     }

@@ -117,7 +117,7 @@ struct InvitationRoutes {
                 }
             }
             if let switching {
-                try await invitations.unlink(switching, reason: "switched", hasOtherCoach: true, on: connection, logger: context.logger)
+                try await invitations.unlink(switching, reason: .switched, hasOtherCoach: true, on: connection, logger: context.logger)
             }
             guard try await invitations.clients.accept(client.id, code: code, by: caller.userID, viaRelay: viaRelay, on: connection, logger: context.logger) else {
                 throw ClientFields.used

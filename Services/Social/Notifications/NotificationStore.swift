@@ -45,7 +45,8 @@ struct NotificationStore: Sendable {
         for try await _ in try await connection.checkedExecute(Store(id: id, recipient: recipient, kind: kind, actor: actor), logger: logger) { stored = true }
         guard stored else { return }
         let live = try await firstPush(to: recipient, kind, actor: actor, on: connection, logger: logger)
-        try await outbox.write(NotificationCreated(notificationID: id, userID: recipient, kind: kind.rawValue, actorID: actor), userID: recipient, live: live, on: connection, logger: logger)
+        let created = NotificationCreated(notificationID: id, userID: recipient, kind: NotificationCreated.Kind(rawValue: kind.rawValue), actorID: actor)
+        try await outbox.write(created, userID: recipient, live: live, on: connection, logger: logger)
     }
 
     /// Whether this notification is the first of its kind from `actor` to `recipient` within

@@ -50,7 +50,7 @@ struct BlockRoutes {
             }
             if try await social.blocks.block(caller.userID, target, on: connection, logger: logger) {
                 for (follower, followee) in try await social.follows.separate(caller.userID, target, on: connection, logger: logger) {
-                    try await social.outbox.write(FollowRemoved(followerID: follower, followeeID: followee, reason: "block"), userID: follower, on: connection, logger: logger)
+                    try await social.outbox.write(FollowRemoved(followerID: follower, followeeID: followee, reason: .block), userID: follower, on: connection, logger: logger)
                 }
                 try await social.notifications.removeAll(for: caller.userID, from: target, on: connection, logger: logger)
                 try await social.notifications.removeAll(for: target, from: caller.userID, on: connection, logger: logger)

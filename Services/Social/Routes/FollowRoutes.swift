@@ -72,7 +72,7 @@ struct FollowRoutes {
         return try await social.transaction(logger: logger) { connection in
             try await social.follows.lockPair(caller.userID, target, on: connection, logger: logger)
             if try await social.follows.unfollow(caller.userID, target, on: connection, logger: logger) {
-                try await social.outbox.write(FollowRemoved(followerID: caller.userID, followeeID: target, reason: "unfollow"), userID: caller.userID, on: connection, logger: logger)
+                try await social.outbox.write(FollowRemoved(followerID: caller.userID, followeeID: target, reason: .unfollow), userID: caller.userID, on: connection, logger: logger)
                 // As a withdrawn request's: a follow undone is no news, and following and unfollowing
                 // in a loop leaves the target one notification at most, not one per round.
                 try await social.notifications.retract(target, .follow, actor: caller.userID, on: connection, logger: logger)
@@ -99,7 +99,7 @@ struct FollowRoutes {
             guard try await social.follows.unfollow(follower, caller.userID, on: connection, logger: logger) else {
                 throw APIError.notFound("This user does not follow you.")
             }
-            try await social.outbox.write(FollowRemoved(followerID: follower, followeeID: caller.userID, reason: "removed"), userID: follower, on: connection, logger: logger)
+            try await social.outbox.write(FollowRemoved(followerID: follower, followeeID: caller.userID, reason: .removed), userID: follower, on: connection, logger: logger)
             try await social.notifications.retract(caller.userID, .follow, actor: follower, on: connection, logger: logger)
             return .noContent
         }

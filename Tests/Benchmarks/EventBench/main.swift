@@ -113,7 +113,7 @@ case "produce":
                             return try await outbox.write(BenchPayload(sequence: sequence), userID: nil, on: connection, logger: logger)
                         }
                         let recipient = recipients[sequence % recipients.count]
-                        let notification = NotificationCreated(notificationID: UUID(), userID: recipient, kind: "bench", actorID: nil)
+                        let notification = NotificationCreated(notificationID: UUID(), userID: recipient, kind: .unknown("bench"), actorID: nil)
                         return try await outbox.write(notification, userID: recipient, live: true, on: connection, logger: logger)
                     }
                     ids.append(envelope.id)
