@@ -152,6 +152,10 @@ struct UserStore: Sendable {
         try await connection.checkedRun("UPDATE users SET display_name = NULL WHERE id = \(userID)", logger: logger)
     }
 
+    func setDisplayName(_ name: String, of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("UPDATE users SET display_name = \(name) WHERE id = \(userID)", logger: logger)
+    }
+
     func recordSignIn(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("UPDATE users SET last_sign_in_at = now() WHERE id = \(userID)", logger: logger)
     }
