@@ -152,8 +152,9 @@ extension StrictJSONBody {
 
 extension Request {
     /// Decodes a JSON body that may be left out (`POST /logout` with or without options): nil when
-    /// the body is empty, the same problems as `decode(as:context:)` otherwise.
-    public func decodeIfPresent<T: Decodable>(as type: T.Type, context: some RequestContext) async throws -> T? {
+    /// the body is empty, the same problems as `decode(as:context:)` otherwise. Only a
+    /// `StrictJSONBody` is taken, so a body decoded here cannot ignore a key it does not know.
+    public func decodeIfPresent<T: StrictJSONBody>(as type: T.Type, context: some RequestContext) async throws -> T? {
         if let contentType = headers[.contentType], !contentType.lowercased().contains("json") {
             throw APIError(.unsupportedMediaType, code: "unsupported_media_type", detail: "Send the body as application/json.")
         }
