@@ -43,7 +43,8 @@ public struct SMTPConfig: Sendable {
         }
         let url = env.url("SMTP_URL", default: "smtp://127.0.0.1:2525", schemes: ["smtp", "smtps"], requiredInProduction: true)
         self.init(
-            url: url.map { "\($0.scheme)://\($0.host ?? "127.0.0.1"):\($0.port ?? ($0.scheme == "smtps" ? 465 : 25))" } ?? "smtp://127.0.0.1:2525",
+            // `host` keeps an IPv6 literal's brackets, as a URL needs them.
+            url: url.map { "\($0.scheme ?? "smtp")://\($0.host ?? "127.0.0.1"):\($0.port ?? ($0.scheme == "smtps" ? 465 : 25))" } ?? "smtp://127.0.0.1:2525",
             username: env.optionalString("SMTP_USERNAME"),
             password: env.optionalString("SMTP_PASSWORD"),
             from: env.string("MAIL_FROM", default: "Food Backend <no-reply@localhost>", requiredInProduction: true),

@@ -19,9 +19,9 @@ public enum TestEnvironment {
         }
     }
 
-    public static func adminURL() throws -> URLComponentsLite {
+    public static func adminURL() throws -> URLComponents {
         StallHeartbeat.started
-        guard let text = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], let url = URLComponentsLite(text) else {
+        guard let text = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], let url = URLComponents(string: text) else {
             throw Missing(variable: "TEST_DATABASE_URL")
         }
         return url
@@ -107,7 +107,7 @@ public struct TestDatabase: Sendable {
     static func createOnce(services: [String]) async throws -> TestDatabase {
         let admin = try TestEnvironment.adminURL()
         let name = TestEnvironment.uniqueName("t")
-        let host = admin.host ?? "127.0.0.1"
+        let host = admin.hostName ?? "127.0.0.1"
         let port = admin.port ?? 5432
         let adminConfig = DatabaseConfig(
             host: host, port: port, user: admin.user ?? "postgres", password: admin.password, database: String(admin.path.dropFirst()).isEmpty ? "postgres" : String(admin.path.dropFirst()),

@@ -38,7 +38,7 @@ public enum ServiceLauncher {
                 let adminURL = env.url("DATABASE_ADMIN_URL", default: nil, schemes: ["postgres", "postgresql"])
                 try env.finish()
                 let admin = DatabaseConfig(
-                    host: adminURL?.host ?? "", port: adminURL?.port ?? 5432, user: adminURL?.user ?? "postgres", password: adminURL?.password,
+                    host: adminURL?.hostName ?? "", port: adminURL?.port ?? 5432, user: adminURL?.user ?? "postgres", password: adminURL?.password,
                     database: String(adminURL?.path.dropFirst() ?? ""), schema: "public")
                 try await withClient(admin) { client, logger in
                     try await DatabaseProvisioner(admin: client, logger: logger).provision(

@@ -77,9 +77,9 @@ public struct EnvironmentReader {
     }
 
     /// A URL with one of the given schemes.
-    public mutating func url(_ name: String, default localDefault: String?, schemes: [String], requiredInProduction: Bool = false) -> URLComponentsLite? {
+    public mutating func url(_ name: String, default localDefault: String?, schemes: [String], requiredInProduction: Bool = false) -> URLComponents? {
         guard let text = raw(name, localDefault: localDefault, requiredInProduction: requiredInProduction) else { return nil }
-        guard let url = URLComponentsLite(text), schemes.contains(url.scheme), url.host != nil else {
+        guard let url = URLComponents(string: text), let scheme = url.scheme, schemes.contains(scheme), url.hostName != nil else {
             problems.append("\(name): must be a URL starting with \(schemes.map { "\($0)://" }.joined(separator: " or ")) and naming a host, got \"\(Self.redacted(text))\"")
             return nil
         }
@@ -106,8 +106,9 @@ public struct EnvironmentReader {
     }
 
     package static func redacted(_ text: String) -> String {
-        guard let url = URLComponentsLite(text), url.password != nil else { return text }
-        return text.replacingOccurrences(of: ":\(url.password!)@", with: ":***@")
+        guard let url = URLComponents(string: text), let password = url.password else { return text }
+        // The password as written may be percent-encoded, or not where Foundation encodes it itself.
+        return [url.percentEncodedPassword, password].compactMap { $0 }.reduce(text) { $0.replacingOccurrences(of: ":\($1)@", with: ":***@") }
     }
 }
 

@@ -43,7 +43,7 @@ public struct DatabaseConfig: Sendable {
         let url = env.url("DATABASE_URL", default: "postgres://\(service):\(service)@127.0.0.1:5432/foodbackend", schemes: ["postgres", "postgresql"], requiredInProduction: true)
         let poolSize = env.int("DATABASE_POOL_SIZE", default: 10, range: 1...200)
         self.init(
-            host: url?.host ?? "127.0.0.1",
+            host: url?.hostName ?? "127.0.0.1",
             port: url?.port ?? 5432,
             user: url?.user ?? service,
             password: url?.password,
@@ -52,7 +52,7 @@ public struct DatabaseConfig: Sendable {
             poolSize: poolSize,
             minimumConnections: poolSize,
             statementTimeout: env.milliseconds("DATABASE_STATEMENT_TIMEOUT_MS", default: 10_000, range: 100...3_600_000),
-            requireTLS: url?.query["sslmode"] == "require"
+            requireTLS: url?.queryValue("sslmode") == "require"
         )
         probeInterval = env.milliseconds("DATABASE_PROBE_INTERVAL_MS", default: 1_000, range: 100...60_000)
         if !schema.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOPosix
 import ServiceKitCore
@@ -34,7 +35,7 @@ public struct RedisConfiguration: Sendable {
 
     /// Reads `redis://[:password@]host[:port][/db]`.
     public init?(url: String) {
-        guard let components = URLComponentsLite(url), components.scheme == "redis", let host = components.host else { return nil }
+        guard let components = URLComponents(string: url), components.scheme == "redis", let host = components.hostName else { return nil }
         self.init(host: host, port: components.port ?? 6379, password: components.password, database: Int(components.path.dropFirst()) ?? 0)
     }
 }
