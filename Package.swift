@@ -172,7 +172,7 @@ var targets: [Target] = [
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ],
-        path: "Shared/ServiceKit/Bootstrap",
+        path: "Shared/ServiceKit/ServiceKit",
         swiftSettings: swiftSettings
     ),
     // App Store signed data (StoreKit 2 transactions, Server Notifications V2) verified as Apple's
