@@ -30,7 +30,7 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
 ]
 
-/// The kit's layers, bottom first; a service links them all and imports what it uses.
+/// The kit's layers, bottom first; a service links them all and imports them through `ServiceKit`, which re-exports them.
 let kitLayers: [Target.Dependency] = ["ServiceKitCore", "ServiceKitRedis", "ServiceKitDatabase", "ServiceKitEvents", "ServiceKitHTTP", "ServiceKitTokens", "ServiceKitPages"]
 
 let kit: [Target.Dependency] =
@@ -61,7 +61,7 @@ var targets: [Target] = [
     // The kit, in layers: each imports only the layers it declares below, so a wrong-way import does
     // not compile (docs/ARCHITECTURE.md has the diagram): Core; Redis and Database on Core; Events on
     // those three; HTTP on Core and Database; Tokens on Core and HTTP; ServiceKit (the bootstrap
-    // that wires them into a service) on all.
+    // that wires them into a service, and re-exports them and Models: a service imports it alone) on all.
     .target(
         name: "ServiceKitCore",
         dependencies: [

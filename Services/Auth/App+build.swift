@@ -1,16 +1,6 @@
-import Foundation
 import Hummingbird
-import Logging
 import Mailer
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitPages
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// The auth service: accounts (email and password, Apple, Google), sessions with rotating refresh
 /// tokens, roles, mail, account deletion. It signs the access tokens every other service checks.

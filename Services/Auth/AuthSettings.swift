@@ -1,15 +1,6 @@
 import Foundation
-import Logging
 import Mailer
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitPages
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// The auth service's own settings, read from the environment with the kit's reader so that every
 /// problem is named at once. Defaults serve `scripts/stack` on one machine.

@@ -1,9 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
 import ServiceKit
-import ServiceKitDatabase
-import ServiceKitEvents
 
 /// The entitlements service: tiers and feature gates, usage limits, App Store purchases and
 /// server notifications, administrators' grants, and shared spaces with their permissions.

@@ -1,13 +1,8 @@
 import AppStoreServer
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
 
 /// The entitlements domain: the catalogue, the stores, the App Store verifier, the clock, and the
 /// rules the routes share.

@@ -1,7 +1,6 @@
 import AppStoreServer
 import Foundation
 import ServiceKit
-import ServiceKitCore
 import X509
 
 /// The entitlements service's own settings, read with the common ones.

@@ -2,14 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
-import NIOCore
-import NIOHTTP1
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
 
 /// Builds the gateway: one path for every request, the router's. The kit's request id, logging and
 /// problem middleware and the edge's rules (`EdgeMiddleware`) around the proxy (`ProxyMiddleware`)

@@ -1,9 +1,5 @@
 import Foundation
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
 
 @main
 enum GatewayMain {

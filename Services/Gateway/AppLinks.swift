@@ -2,8 +2,6 @@ import Foundation
 import Hummingbird
 import NIOCore
 import ServiceKit
-import ServiceKitCore
-import ServiceKitHTTP
 
 /// Universal Links (Apple) and App Links (Android): the two files that tell the phones which apps
 /// open the pages the services' mails and share links point to, generated from one configuration

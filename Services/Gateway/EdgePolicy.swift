@@ -1,10 +1,8 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Models
 import NIOCore
-import ServiceKitCore
-import ServiceKitHTTP
+import ServiceKit
 
 /// How large a request body may be, by path prefix (whole segments, longest first, as routes
 /// match): `BODY_LIMITS`, `prefix=size` pairs, `/` for every other path. Avatars take images,

@@ -1,11 +1,7 @@
 import Foundation
 import HTTPTypes
 import Logging
-import NIOCore
-import ServiceKitCore
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
+import ServiceKit
 import ServiceLifecycle
 import Synchronization
 

@@ -1,13 +1,6 @@
 import Foundation
 import Logging
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// The gateway's configuration: where it listens and where each service lives.
 struct GatewayConfig: Sendable {

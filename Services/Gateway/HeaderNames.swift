@@ -1,4 +1,4 @@
-import ServiceKitHTTP
+import ServiceKit
 
 /// A header name the gateway acts on: hop-by-hop, set by the gateway only, or read to route a
 /// request. `KnownHeader.of(_:)` finds one with at most a length check and a comparison or two, where

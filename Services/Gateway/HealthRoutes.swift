@@ -1,11 +1,8 @@
-import Foundation
 import Hummingbird
 import HummingbirdCore
 import NIOCore
 import NIOHTTP1
 import ServiceKit
-import ServiceKitCore
-import ServiceKitHTTP
 
 /// The gateway's own `/healthz` on the public port, and on the internal listener `/healthz`, `/readyz`
 /// (each upstream answers `/healthz` on its public port, which opens once its migrations are done)

@@ -1,14 +1,10 @@
 import Foundation
-import HTTPTypes
 import Hummingbird
 import Logging
-import Models
 import NIOCore
 import NIOHTTP1
 import OpenAPIMerge
 import ServiceKit
-import ServiceKitCore
-import ServiceKitHTTP
 import Synchronization
 
 /// `GET /openapi.json`: everything behind the gateway in one OpenAPI document. The gateway's own

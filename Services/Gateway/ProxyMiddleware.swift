@@ -4,14 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOHTTPTypesHTTP1
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Forwards requests whose path a route claims to that service over the service's `UpstreamPool`,
 /// streaming both bodies: every proxied request takes this one path, inside the router's middleware

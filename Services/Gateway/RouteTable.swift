@@ -1,4 +1,4 @@
-import Models
+import ServiceKit
 
 /// Which service answers which path prefix (services.txt; the table in ARCHITECTURE.md). A prefix
 /// matches whole path segments: `/v1/auth` takes `/v1/auth` and `/v1/auth/login`, never `/v1/authors`.

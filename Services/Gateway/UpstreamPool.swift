@@ -1,11 +1,10 @@
 import Foundation
 import Hummingbird
-import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
-import ServiceKitHTTP
+import ServiceKit
 import Synchronization
 
 /// Why an exchange with an upstream failed; `ProxyMiddleware.problem(for:)` turns each into 503, 502

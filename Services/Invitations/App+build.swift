@@ -1,13 +1,6 @@
-import Foundation
 import Hummingbird
 import Mailer
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitPages
 
 /// The invitations service: a coach's clients and their invitations by mail, accepting one from a
 /// link or from the app, the link between client and coach. Accounts come from auth's events; an

@@ -1,14 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// The invitations domain: its stores, its outboxes, and the rules the routes share.
 struct Invitations: Sendable {

@@ -1,7 +1,5 @@
 import Mailer
 import ServiceKit
-import ServiceKitCore
-import ServiceKitPages
 
 /// The invitations service's own settings, read with the common ones.
 struct InvitationsSettings: Sendable {

@@ -1,11 +1,5 @@
-import Foundation
 import Hummingbird
-import Models
-import NIOPosix
 import ServiceKit
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitPages
 
 /// The nutrition service: the diet profile, meals with an explained diet score, daily weight and
 /// ketones, trends, share links with a share card, and a coach's read-only view of a client.

@@ -1,13 +1,8 @@
 import Foundation
 import Logging
-import Models
 import NIOPosix
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
 
 /// The nutrition domain: its stores, its settings, the thread pool share cards are drawn on, and
 /// the rules the routes share.

@@ -1,6 +1,4 @@
 import ServiceKit
-import ServiceKitCore
-import ServiceKitPages
 
 /// The nutrition service's own settings, read with the common ones.
 struct NutritionSettings: Sendable {

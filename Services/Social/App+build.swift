@@ -1,11 +1,5 @@
-import Foundation
 import Hummingbird
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
 
 /// The social service: profiles and onboarding, follows and follow requests, blocks and mutes,
 /// notifications, moderation. Profiles come from auth's `user.registered`; `user.deleted` purges.

@@ -1,15 +1,8 @@
 import Foundation
 import Hummingbird
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// The social domain: its stores, its outbox, and the rules every route shares (whose profile is
 /// visible to whom, the caller's own profile made on first use).

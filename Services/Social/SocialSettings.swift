@@ -1,6 +1,4 @@
 import ServiceKit
-import ServiceKitCore
-import ServiceKitHTTP
 
 /// The social service's own settings, read with the common ones.
 struct SocialSettings: Sendable {

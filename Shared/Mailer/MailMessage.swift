@@ -1,9 +1,5 @@
 import Foundation
-import ServiceKitCore
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
+import ServiceKit
 
 /// One message to send: plain text and HTML alternatives.
 public struct MailMessage: Codable, Sendable, Equatable {

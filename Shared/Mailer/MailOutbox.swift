@@ -2,12 +2,6 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 import ServiceLifecycle
 
 /// The mail outbox: a request commits the message with its change, `MailSender` delivers it.

@@ -2,12 +2,6 @@ import CCurl
 import Foundation
 import NIOPosix
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Where and how to send mail: `smtp://host:port` (STARTTLS when the server offers it and
 /// `SMTP_STARTTLS=required` demands it), `smtps://` for implicit TLS, optional AUTH.

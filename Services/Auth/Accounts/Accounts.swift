@@ -1,15 +1,8 @@
 import Foundation
 import Hummingbird
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Everything the auth routes work with, built once from the settings and the kit's dependencies.
 /// Routes decode, call one of these operations, and encode; the operations own the transactions.

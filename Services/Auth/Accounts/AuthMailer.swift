@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import Mailer
 import PostgresNIO
-import ServiceKitTokens
+import ServiceKit
 
 /// The mails auth sends, as text and HTML, with the app's name and links from configuration. They
 /// are committed to the mail outbox in the caller's transaction; `MailSender` delivers them.

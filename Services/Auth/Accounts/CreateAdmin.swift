@@ -1,12 +1,5 @@
 import Foundation
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// `auth create-admin EMAIL`: makes the first admin without going through the API. An existing
 /// account gets the admin role; otherwise an account is created with its email marked verified and

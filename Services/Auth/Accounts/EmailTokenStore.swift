@@ -2,12 +2,6 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Single-use tokens sent by mail: email verification (24 h) and password reset (1 h).
 struct EmailTokenStore: Sendable {

@@ -1,14 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// What the mailed links do, for the API (`POST /v1/auth/email/verify`, `POST /v1/auth/password/reset`)
 /// and for the pages the links open (`PageRoutes`) alike: one set of rules, one set of problems.

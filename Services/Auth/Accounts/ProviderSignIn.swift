@@ -1,11 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
+import ServiceKit
 
 /// Sign in with Apple or Google, once the route has checked the nonce and the ID token: the person
 /// is signed in to the account of the identity, to the account with the token's address (linked),

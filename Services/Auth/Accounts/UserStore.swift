@@ -1,14 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// An account as stored.
 struct UserRecord: Sendable {

@@ -1,12 +1,5 @@
 import Foundation
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Events from other services that change accounts: a client's role follows their coach links.
 struct AuthEventHandlers {

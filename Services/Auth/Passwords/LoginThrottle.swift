@@ -1,9 +1,7 @@
 import Crypto
 import Foundation
 import Logging
-import ServiceKitCore
-import ServiceKitHTTP
-import ServiceKitRedis
+import ServiceKit
 import Synchronization
 
 /// Counts failed password checks, in fixed windows, in three ways, so that a guesser is stopped

@@ -1,14 +1,7 @@
 import Foundation
-import Models
 import HummingbirdBcrypt
 import NIOPosix
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 import Synchronization
 
 /// bcrypt on NIO's thread pool: a hash takes tens of milliseconds of CPU, which must not stall the

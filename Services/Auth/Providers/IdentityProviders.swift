@@ -4,12 +4,6 @@ import Foundation
 import JWTKit
 import Logging
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Where a provider's ID tokens come from and whom they must be for. Tests point these at a local
 /// issuer; production uses Apple's and Google's published values.

@@ -1,12 +1,7 @@
 import Crypto
 import Foundation
 import PostgresNIO
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
+import ServiceKit
 
 /// Nonces for Sign in with Apple and Google, issued by this service and good for one sign-in before
 /// they expire. The app asks for one (`POST /v1/auth/nonce`), hands it to Apple (as its SHA-256 in

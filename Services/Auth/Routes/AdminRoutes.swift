@@ -1,14 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
-import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Account administration: search, roles, disable and enable. Admins only.
 struct AdminRoutes {

@@ -1,9 +1,6 @@
 import Foundation
 import Hummingbird
 import ServiceKit
-import ServiceKitCore
-import ServiceKitHTTP
-import ServiceKitPages
 
 /// The pages the mails' links open in a browser (`EMAIL_VERIFY_URL`, `PASSWORD_RESET_URL`), where
 /// the app does not take the link itself. Opening a link changes nothing: mail scanners open every

@@ -1,14 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
-import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Sign in with Apple and Google from native apps: the app sends the provider's ID token, the
 /// service verifies it itself and signs the person in, making the account on first use.

@@ -1,14 +1,7 @@
 import Foundation
 import Hummingbird
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Sessions and tokens: refresh rotation, logout, the session list, `me`, and the public keys.
 struct SessionRoutes {

@@ -1,15 +1,7 @@
-import Crypto
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 struct SessionRecord: Sendable {
     var id: UUID

@@ -1,14 +1,7 @@
 import Crypto
 import Foundation
 import JWTKit
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 import Synchronization
 
 /// The ES256 keys auth signs access tokens with: the current key (private) and, while keys rotate,

@@ -1,11 +1,4 @@
-import Foundation
-import Logging
-import Models
-import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
 
 /// Events from auth: who exists (and at which address, for memberships by email), and nothing
 /// personal left of a deleted account.

@@ -1,10 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// An account's roles and status as auth's events last told them (`account_standing`).
 struct AccountStanding: Sendable {

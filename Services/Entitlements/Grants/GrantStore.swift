@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import ServiceKitDatabase
+import ServiceKit
 
 /// Tiers given by administrators, kept with who gave them, why, and who took them back.
 struct GrantStore: Sendable {

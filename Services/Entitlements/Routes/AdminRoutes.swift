@@ -1,11 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
-import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// Administrators give tiers (support, reviewers, partners) and ask why a user has the tier they have.
 struct AdminRoutes {

@@ -1,10 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// The catalogue, the caller's entitlement, and the one question every app and service asks.
 struct EntitlementRoutes {

@@ -1,12 +1,8 @@
 import AppStoreServer
 import Foundation
 import Hummingbird
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// Purchases from the app: StoreKit 2's signed transactions, one after buying, many on restore.
 struct PurchaseRoutes {

@@ -1,12 +1,8 @@
 import Foundation
 import Hummingbird
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// Shared spaces: a space, its members and their permissions (`SpaceAccess` has the matrix and
 /// what the owner's `collaboration` feature gates), invitations by address, and ownership moved in

@@ -1,10 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// Usage counted against the tier's limits. The count is as honest as its callers: the app or a
 /// service acquires before it creates a thing and releases the acquisitions of what it removes;

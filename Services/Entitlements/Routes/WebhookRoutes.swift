@@ -1,12 +1,7 @@
 import AppStoreServer
 import Foundation
 import Hummingbird
-import Models
-import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// App Store Server Notifications V2. No user token: trust comes from Apple's signature alone.
 /// The state is derived from the verified transaction and renewal info, never from the type's

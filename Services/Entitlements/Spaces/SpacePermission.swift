@@ -1,5 +1,3 @@
-import Foundation
-
 /// A member's permission in a shared space. Every space has exactly one `owner`.
 enum SpacePermission: String, Sendable, Codable, CaseIterable {
     case owner, editor, commenter, viewer

@@ -1,9 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
-import ServiceKitCore
-import ServiceKitDatabase
+import ServiceKit
 
 /// A space as one member sees it: the space, its owner, and the member's own permission.
 struct SpaceRecord: Sendable {

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import ServiceKitDatabase
+import ServiceKit
 
 /// Everything one user's entitlement is derived from, read in one round trip: the customer's
 /// token, their subscriptions, their grants and their usage.

@@ -2,7 +2,7 @@ import AppStoreServer
 import Foundation
 import Logging
 import PostgresNIO
-import ServiceKitDatabase
+import ServiceKit
 
 /// The App Store's side: subscriptions, the transactions that set them, the notifications received.
 struct SubscriptionStore: Sendable {

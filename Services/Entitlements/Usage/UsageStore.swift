@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import ServiceKitDatabase
+import ServiceKit
 
 /// Counted usage against a tier's limits. The total is one row per user and counter, changed by
 /// one conditional `UPDATE`: its row lock makes parallel acquisitions take turns, so at 49 of 50

@@ -1,5 +1,5 @@
 import Foundation
-import Models
+import ServiceKit
 
 /// What reaches a client's event stream, in one table: the envelope types services publish live
 /// (`EventOutbox.write(live:)`) and the SSE event name each goes out as. A type not here is not sent.

@@ -1,8 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
 import ServiceKit
-import ServiceKitHTTP
 
 /// `GET /v1/events` and `POST /v1/events/ticket`, served by the gateway itself: no service has the
 /// prefix in `RouteTable`, so these requests reach the gateway's router.

@@ -2,11 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
-import Models
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
+import ServiceKit
 
 /// The live event stream: `GET /v1/events` opens a server-sent events stream of what the services
 /// publish for the signed-in user (`LiveStream`), `POST /v1/events/ticket` gives a ticket for

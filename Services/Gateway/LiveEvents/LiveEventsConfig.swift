@@ -1,6 +1,4 @@
-import ServiceKitCore
-import ServiceKitRedis
-import ServiceKitTokens
+import ServiceKit
 
 /// The live event stream's settings (`GET /v1/events`).
 struct LiveEventsConfig: Sendable {

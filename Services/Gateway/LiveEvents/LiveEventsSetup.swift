@@ -1,7 +1,5 @@
-import AsyncHTTPClient
 import Logging
-import ServiceKitRedis
-import ServiceKitTokens
+import ServiceKit
 import ServiceLifecycle
 
 /// The live event stream's parts, built from the gateway's configuration: the routes' `LiveEvents`

@@ -1,9 +1,7 @@
 import Foundation
 import Logging
-import Models
 import NIOCore
-import ServiceKitEvents
-import ServiceKitRedis
+import ServiceKit
 import ServiceLifecycle
 import Synchronization
 

@@ -1,7 +1,5 @@
 import Foundation
-import Models
-import ServiceKitRedis
-import ServiceKitTokens
+import ServiceKit
 
 /// Tickets for clients that cannot set an `Authorization` header on an event stream (a browser's
 /// `EventSource`): `POST /v1/events/ticket` with the access token gives one, `GET /v1/events?ticket=`

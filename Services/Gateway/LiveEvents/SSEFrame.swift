@@ -1,7 +1,6 @@
 import Foundation
-import Models
 import NIOCore
-import ServiceKitRedis
+import ServiceKit
 
 /// The text of an event stream, in the server-sent events format (WHATWG HTML §9.2): fields of one
 /// line each, a blank line after each message, a line starting with `:` a comment.

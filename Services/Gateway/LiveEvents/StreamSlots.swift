@@ -1,5 +1,5 @@
 import Foundation
-import ServiceKitRedis
+import ServiceKit
 
 /// How many event streams each user has open, counted across every gateway process in Redis: the
 /// sorted set `sse:streams:<user>` holds each open stream's id, scored by its last heartbeat (the

@@ -1,9 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
-import ServiceKitCore
-import ServiceKitDatabase
+import ServiceKit
 
 /// An account as this service knows it from auth's and social's events.
 struct AccountRecord: Sendable {

@@ -1,7 +1,6 @@
 import Foundation
-import Models
 import Hummingbird
-import ServiceKitHTTP
+import ServiceKit
 
 /// A client of a coach with its invitation, as stored.
 struct ClientRecord: Sendable {

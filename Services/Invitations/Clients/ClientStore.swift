@@ -1,10 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitTokens
+import ServiceKit
 
 /// The queries on `clients` and the tables beside it. Every function runs on the caller's
 /// connection, so a route composes them in one transaction with the mail and the events they cause.

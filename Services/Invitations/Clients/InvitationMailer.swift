@@ -2,8 +2,7 @@ import Foundation
 import Logging
 import Mailer
 import PostgresNIO
-import ServiceKitCore
-import ServiceKitTokens
+import ServiceKit
 
 /// The invitation mail and the acceptance notice, committed to the mail outbox in the caller's
 /// transaction; `MailSender` delivers them.

@@ -1,11 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
 
 /// Events from auth and social: the accounts directory, and nothing left of a deleted account.
 struct InvitationsEventHandlers {

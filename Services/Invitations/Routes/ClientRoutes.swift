@@ -1,13 +1,7 @@
 import Foundation
 import Hummingbird
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitTokens
 
 /// A coach's clients and their invitations. Coaches only; another coach's client is `404`.
 struct ClientRoutes {

@@ -1,12 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitTokens
 
 /// A client's side of the link: who their coach is, and leaving them.
 struct CoachRoutes {

@@ -1,14 +1,8 @@
 import Foundation
 import Hummingbird
 import Mailer
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitTokens
 
 /// The invitee's side: the preview a link opens, the acceptance, the invitations to one's own
 /// address, and unsubscribing from invitation mail.

@@ -1,10 +1,6 @@
 import Foundation
 import Hummingbird
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
-import ServiceKitPages
 
 /// The page the invitation mail's "Get started" link opens (`<APP_BASE_URL>/invite?code=…`) where
 /// the app does not take the link itself: who invites, a button into the app, the App Store. It

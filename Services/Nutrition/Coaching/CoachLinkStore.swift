@@ -1,8 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import ServiceKitDatabase
-import ServiceKitEvents
+import ServiceKit
 
 /// Which coach may read which client's diary: from `invitation.accepted` until `client.unlinked`,
 /// in the order invitations' database gave the two events, not the order they arrived in, nor the

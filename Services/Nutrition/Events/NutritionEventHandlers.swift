@@ -1,11 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
 
 /// Events from auth, social and invitations: a profile for each new account, the allergies meals
 /// are checked against, who coaches whom, and nothing left of a deleted account.

@@ -1,6 +1,5 @@
 import Foundation
-import Models
-import ServiceKitHTTP
+import ServiceKit
 
 /// A meal as written (`POST` or `PUT`): validated, totalled, scored against the profile's diet,
 /// checked against the user's allergies, with the local day it counts for.

@@ -1,6 +1,5 @@
 import Foundation
-import Models
-import ServiceKitHTTP
+import ServiceKit
 
 /// One food of a meal as the app sends it: its amounts for the portion eaten.
 struct MealItem: Codable, Sendable, Equatable {

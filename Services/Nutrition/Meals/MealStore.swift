@@ -1,9 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
-import ServiceKitDatabase
-import ServiceKitHTTP
+import ServiceKit
 
 /// A stored meal as the API shows it.
 struct MealRecord: Sendable {

@@ -1,7 +1,5 @@
-import Foundation
 import Hummingbird
-import Models
-import ServiceKitHTTP
+import ServiceKit
 
 /// A meal as the API writes it.
 struct MealView: Encodable, Sendable, ResponseEncodable {

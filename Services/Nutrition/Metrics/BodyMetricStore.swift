@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import ServiceKitDatabase
+import ServiceKit
 
 /// One row per user per local day: the day's weight, kept in kilograms exactly (a pound is
 /// 0.45359237 kg by definition, multiplied in PostgreSQL's exact `numeric`), and its ketone level.

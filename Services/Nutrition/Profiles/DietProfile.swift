@@ -1,5 +1,5 @@
 import Foundation
-import Models
+import ServiceKit
 
 /// What meals are scored against and how their day is found.
 struct DietProfile: Sendable, Equatable {

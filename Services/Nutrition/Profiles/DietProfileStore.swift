@@ -1,10 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
+import ServiceKit
 
 /// The queries on `profiles` and `calorie_goals`.
 struct DietProfileStore: Sendable {

@@ -1,6 +1,5 @@
 import Hummingbird
 import ServiceKit
-import ServiceKitHTTP
 
 /// A coach reads a linked client's diary, never writes it: the client's own read routes under
 /// `/v1/nutrition/clients/{client_user_id}`, with the same parameters and answers. Anyone else, and

@@ -1,10 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// The caller's diet profile: the diet meals are scored against, the calorie goal, the unit, and
 /// the time zone and hour a day starts at.

@@ -1,11 +1,7 @@
 import Foundation
 import Hummingbird
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// The caller's meals: log, list, read, correct, delete, mark eaten.
 struct MealRoutes {

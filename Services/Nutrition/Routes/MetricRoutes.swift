@@ -1,11 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
-import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// Daily weight and ketone readings: one of each per local day.
 struct MetricRoutes {

@@ -1,12 +1,8 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Models
 import NIOCore
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// Share links to a meal: made and revoked by its owner, opened by anyone with the link.
 struct ShareRoutes {

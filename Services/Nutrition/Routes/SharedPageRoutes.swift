@@ -1,10 +1,6 @@
 import Foundation
 import Hummingbird
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
-import ServiceKitPages
 
 /// The page a share link opens (`<PUBLIC_API_URL>/shared/{token}`): the meal's snapshot as
 /// `GET /v1/shared/{token}` serves it, with OpenGraph and Twitter tags so that a link preview shows

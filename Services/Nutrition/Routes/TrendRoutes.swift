@@ -1,10 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitHTTP
 
 /// The last 7 or 30 local days of consumed meals.
 struct TrendRoutes {

@@ -2,8 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
-import ServiceKitDatabase
-import ServiceKitTokens
+import ServiceKit
 
 /// What a share link shows: taken when the link was made, without the user, their notes or ids.
 struct ShareSnapshot: Codable, Sendable {

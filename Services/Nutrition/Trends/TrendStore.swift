@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import ServiceKitDatabase
+import ServiceKit
 
 /// Trends from eaten meals: one round trip, prepared once per connection, over `meal_days` (the
 /// meals summed by local day, with each day's best and worst meal and the run of logged days it

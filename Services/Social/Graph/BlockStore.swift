@@ -1,14 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Blocks and mutes. A block separates two people (the caller does that with `FollowStore`); a mute
 /// only silences notifications, optionally until a time.

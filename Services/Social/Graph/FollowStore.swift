@@ -1,14 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Position in a newest-first list: the row's time in microseconds (exact, unlike a floating-point
 /// date) and an id to break ties.

@@ -1,7 +1,7 @@
 import CImageScrub
 import NIOCore
 import NIOPosix
-import ServiceKitHTTP
+import ServiceKit
 
 /// An avatar as it is stored: decoded and encoded again by libvips (through `CImageScrub`), upright,
 /// in sRGB, with none of the metadata a phone writes into a photo (EXIF with the GPS position, the

@@ -1,12 +1,5 @@
 import Foundation
-import Models
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// A checked `PATCH /v1/profiles/me` body: only the fields that were sent. Every problem in the body
 /// is reported at once, each with its field.

@@ -1,13 +1,6 @@
 import Foundation
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Who may see a profile's dietary data (besides its owner and staff).
 enum DietaryVisibility: String, Codable, Sendable, CaseIterable {

@@ -1,14 +1,7 @@
 import Foundation
 import Logging
-import Models
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// The queries on `profiles`, `avatars` and `deleted_accounts`. Every function runs on the caller's
 /// connection, so a route composes them in one transaction with the events they cause.

@@ -1,15 +1,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Models
 import NIOCore
 import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
 
 /// The image formats an avatar may be, told apart by their first bytes (the client's Content-Type is
 /// not trusted).

@@ -1,14 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Models
-import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
 
 struct FollowState: Codable, Sendable {
     /// `following`, `requested` or `none`.

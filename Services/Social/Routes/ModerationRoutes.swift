@@ -1,15 +1,6 @@
 import Foundation
-import HTTPTypes
 import Hummingbird
-import Models
-import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
-import ServiceKitRedis
-import ServiceKitTokens
 
 /// Moderators and admins: hide profiles, warn users.
 struct ModerationRoutes {

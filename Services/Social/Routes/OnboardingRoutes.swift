@@ -1,12 +1,6 @@
 import Foundation
 import Hummingbird
-import Models
-import PostgresNIO
 import ServiceKit
-import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
-import ServiceKitHTTP
 
 /// The steps a new user is walked through; a step is done when its data is set.
 enum OnboardingStep: String, Codable, Sendable, CaseIterable {

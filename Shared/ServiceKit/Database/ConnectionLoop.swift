@@ -1,8 +1,6 @@
 import Logging
-import NIOCore
 import PostgresNIO
 import ServiceKitCore
-import Synchronization
 
 // PostgresNIO 1.33 writes every statement with `channel.write(…, promise: nil)`. Once a closed
 // channel's pipeline is torn down, such a write is dropped without a word and the statement waits

@@ -1,6 +1,4 @@
-import ServiceKitCore
 import ServiceKitDatabase
-import ServiceKitRedis
 /// The tables the event bus needs in every service's schema. The migration runner applies these before
 /// the service's own files, so each service gets the same outbox and inbox without copying the SQL.
 public enum EventBusSchema {

@@ -1,4 +1,3 @@
-import Foundation
 import Logging
 import Models
 import PostgresNIO

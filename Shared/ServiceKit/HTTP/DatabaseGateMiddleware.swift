@@ -1,7 +1,4 @@
-import Foundation
 import Hummingbird
-import Logging
-import ServiceKitCore
 import ServiceKitDatabase
 
 /// Refuses requests with `503 service_unavailable` while the `DatabaseWatch` says PostgreSQL is out

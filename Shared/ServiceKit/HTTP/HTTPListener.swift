@@ -4,7 +4,6 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOExtras
-import NIOHTTP1
 import NIOPosix
 import ServiceKitCore
 import ServiceKitDatabase

@@ -1,6 +1,5 @@
 import Foundation
 import Hummingbird
-import Logging
 import Models
 import NIOCore
 import ServiceKitCore

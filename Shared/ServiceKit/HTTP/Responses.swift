@@ -1,4 +1,3 @@
-import Foundation
 import Hummingbird
 import Models
 import NIOCore

@@ -2,14 +2,12 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
-import NIOCore
 import NIOExtras
 import NIOHTTP1
 import NIOPosix
 import ServiceKitCore
 import ServiceKitDatabase
 import ServiceLifecycle
-import Synchronization
 
 /// How every process here serves HTTP: Hummingbird's router, responder and HTTP/1 channel, behind a
 /// listener of the kit's own (`HTTPListener`). The listener exists for one socket option:

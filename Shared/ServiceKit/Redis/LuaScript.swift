@@ -1,5 +1,4 @@
 import Crypto
-import ServiceKitCore
 
 enum LuaScript {
     static func sha1(_ script: String) -> String {

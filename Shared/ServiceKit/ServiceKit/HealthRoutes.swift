@@ -1,6 +1,4 @@
-import Foundation
 import Hummingbird
-import Logging
 import Models
 import PostgresNIO
 import ServiceKitCore

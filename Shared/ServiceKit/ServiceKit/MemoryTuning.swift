@@ -1,11 +1,8 @@
 import CGlibcExtras
 import Foundation
-import Logging
 import NIOCore
 import NIOPosix
 import ServiceKitCore
-import ServiceKitDatabase
-import ServiceKitEvents
 import ServiceKitHTTP
 import ServiceKitRedis
 /// glibc malloc settings for small, long-lived services. By default glibc gives every thread that

@@ -1,4 +1,3 @@
-import Foundation
 import JWTKit
 
 /// Where the public keys of the token issuer come from.

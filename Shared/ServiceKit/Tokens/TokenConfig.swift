@@ -1,6 +1,5 @@
 import Foundation
 import ServiceKitCore
-import ServiceKitHTTP
 
 /// How incoming access tokens are checked.
 public struct TokenConfig: Sendable {
