@@ -18,8 +18,8 @@ import Foundation
 /// `encode` throw `APIJSON.Unsupported`, and `encodeOrFoundation` then uses Foundation's encoder,
 /// whose UUIDs are uppercase; the product's own types never take that way (`APIJSONTests`).
 public enum APIJSON {
-    public struct Unsupported: Error, CustomStringConvertible {
-        public let description: String
+    package struct Unsupported: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// `encode`, or Foundation's `JSONEncoder.api` for a value `encode` does not support.

@@ -77,7 +77,7 @@ public struct EmailAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether `email` passes the rule.
-    public static func isValid(_ email: String) -> Bool {
+    package static func isValid(_ email: String) -> Bool {
         EmailAddress(email) != nil
     }
 

@@ -9,7 +9,7 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
     public let type: String
     public let version: Int
     public let occurredAt: Date
-    public let producer: String
+    package let producer: String
     public let userID: UUID?
     /// Where the producer's database put the event among that producer's events: the number of its
     /// outbox row, which the producer's relay adds as it sends the envelope (`stamping(_:sequence:)`).
@@ -54,7 +54,7 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
 
     /// The envelope text `json`, which has no `sequence` yet, with `sequence` added: what the relay
     /// sends. Spliced rather than encoded again, as the relay does this for every event.
-    public static func stamping(_ json: String, sequence: Int64) -> String {
+    package static func stamping(_ json: String, sequence: Int64) -> String {
         guard json.first == "{" else { return json }
         let rest = json.dropFirst()
         return #"{"sequence":"# + String(sequence) + (rest.first == "}" ? "" : ",") + rest

@@ -66,7 +66,7 @@ public struct UserRolesChanged: EventPayload, Equatable {
     public static let eventType = "user.roles_changed"
     public var userID: UUID
     public var roles: [Role]
-    public var added: [Role]
+    package var added: [Role]
     public var removed: [Role]
 
     public init(userID: UUID, roles: [Role], added: [Role], removed: [Role]) {
@@ -279,8 +279,8 @@ public struct ProfileUpdated: EventPayload, Equatable {
 /// `followerID` now follows `followeeID` (directly, or by an approved request).
 public struct FollowCreated: EventPayload, Equatable {
     public static let eventType = "follow.created"
-    public var followerID: UUID
-    public var followeeID: UUID
+    package var followerID: UUID
+    package var followeeID: UUID
 
     public init(followerID: UUID, followeeID: UUID) {
         self.followerID = followerID
@@ -295,8 +295,8 @@ public struct FollowCreated: EventPayload, Equatable {
 /// `requesterID` asked to follow the private profile `targetID`.
 public struct FollowRequested: EventPayload, Equatable {
     public static let eventType = "follow.requested"
-    public var requesterID: UUID
-    public var targetID: UUID
+    package var requesterID: UUID
+    package var targetID: UUID
 
     public init(requesterID: UUID, targetID: UUID) {
         self.requesterID = requesterID
@@ -312,8 +312,8 @@ public struct FollowRequested: EventPayload, Equatable {
 /// services learn of it from `user.deleted` itself.)
 public struct FollowRemoved: EventPayload, Equatable {
     public static let eventType = "follow.removed"
-    public var followerID: UUID
-    public var followeeID: UUID
+    package var followerID: UUID
+    package var followeeID: UUID
     public var reason: Reason
 
     public enum Reason: EventVocabulary {
@@ -359,8 +359,8 @@ public struct FollowRemoved: EventPayload, Equatable {
 /// `blockerID` blocked `blockedID`: services hide each one's content from the other.
 public struct BlockCreated: EventPayload, Equatable {
     public static let eventType = "block.created"
-    public var blockerID: UUID
-    public var blockedID: UUID
+    package var blockerID: UUID
+    package var blockedID: UUID
 
     public init(blockerID: UUID, blockedID: UUID) {
         self.blockerID = blockerID
@@ -375,8 +375,8 @@ public struct BlockCreated: EventPayload, Equatable {
 /// A block was lifted.
 public struct BlockRemoved: EventPayload, Equatable {
     public static let eventType = "block.removed"
-    public var blockerID: UUID
-    public var blockedID: UUID
+    package var blockerID: UUID
+    package var blockedID: UUID
 
     public init(blockerID: UUID, blockedID: UUID) {
         self.blockerID = blockerID
@@ -391,10 +391,10 @@ public struct BlockRemoved: EventPayload, Equatable {
 /// A notification was stored for `userID`; published live on `user:<user_id>`.
 public struct NotificationCreated: EventPayload, Equatable {
     public static let eventType = "notification.created"
-    public var notificationID: UUID
+    package var notificationID: UUID
     public var userID: UUID
     public var kind: Kind
-    public var actorID: UUID?
+    package var actorID: UUID?
 
     public enum Kind: EventVocabulary {
         case follow, followRequest, followAccepted

@@ -32,14 +32,14 @@ extension JSONDecoder {
 }
 
 /// RFC 3339 in UTC with milliseconds, the one date format on the wire.
-public enum RFC3339 {
+package enum RFC3339 {
     /// `2026-11-25T01:11:56.123Z`: milliseconds cut (not rounded) toward the past, as Foundation's
     /// ISO 8601 style writes them. Written here for the dates of 1600 through 9999 (Foundation's
     /// style cost about 5,000 instructions a date, two per profile read). The rest (Foundation's
     /// calendar is Julian before 1582), and a date within a rounding error of a millisecond
     /// boundary (on it, or just before or after it, but for a whole second) go to Foundation, so
     /// that both always write the same text.
-    public static func string(from date: Date) -> String {
+    package static func string(from date: Date) -> String {
         fastString(from: date) ?? foundationString(from: date)
     }
 
@@ -94,7 +94,7 @@ public enum RFC3339 {
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
-    public static func date(from text: String) -> Date? {
+    package static func date(from text: String) -> Date? {
         if let date = try? Date(text, strategy: .iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon).timeZone(separator: .omitted)) {
             return date
         }

@@ -3,7 +3,7 @@
 /// expect the key.
 public struct Page<Item: Codable & Sendable>: Codable, Sendable {
     public var items: [Item]
-    @Nullable public var nextCursor: String?
+    @Nullable package var nextCursor: String?
 
     public init(items: [Item], nextCursor: String?) {
         self.items = items

@@ -2,10 +2,10 @@ import Foundation
 
 /// The body of every error response: RFC 9457 `application/problem+json` plus a stable `code`.
 public struct Problem: Codable, Sendable, Equatable, Error {
-    public static let mediaType = "application/problem+json"
+    package static let mediaType = "application/problem+json"
 
     public var type: String
-    public var title: String
+    package var title: String
     public var status: Int
     public var detail: String?
     /// A stable machine word clients branch on, such as `invalid_credentials` or `requires_upgrade`.
@@ -15,7 +15,7 @@ public struct Problem: Codable, Sendable, Equatable, Error {
     public var requestID: String?
     /// RFC 9457 extension members, written beside the standard ones: what a client needs to act on
     /// the problem, such as the `feature` and `required_tier` of a `requires_upgrade`.
-    public var extensions: [String: JSONValue]
+    package var extensions: [String: JSONValue]
 
     public init(
         status: Int, code: String, title: String, detail: String? = nil, errors: [FieldError]? = nil, requestID: String? = nil, extensions: [String: JSONValue] = [:]
@@ -31,7 +31,7 @@ public struct Problem: Codable, Sendable, Equatable, Error {
     }
 
     public struct FieldError: Codable, Sendable, Equatable {
-        public var field: String
+        package var field: String
         public var message: String
         public init(field: String, message: String) {
             self.field = field

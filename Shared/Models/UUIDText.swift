@@ -3,9 +3,9 @@ import Foundation
 /// A UUID's canonical text (8-4-4-4-12 hex digits) without Foundation's C helpers, which parse with
 /// `sscanf` and format with `snprintf` (thousands of instructions each, on every request that has an
 /// id in its path, its answer or its request id). A UUID is handled as its two 64-bit halves.
-public enum UUIDText {
+package enum UUIDText {
     /// Writes the 36 characters into `buffer` (which holds at least 36 bytes).
-    public static func write(high: UInt64, low: UInt64, uppercase: Bool, into buffer: UnsafeMutableBufferPointer<UInt8>) {
+    package static func write(high: UInt64, low: UInt64, uppercase: Bool, into buffer: UnsafeMutableBufferPointer<UInt8>) {
         let digits: StaticString = uppercase ? "0123456789ABCDEF" : "0123456789abcdef"
         var index = 0
         for nibble in 0..<32 {
@@ -21,7 +21,7 @@ public enum UUIDText {
 
     /// The halves of the canonical text: 36 characters, hex digits in either case, dashes at offsets
     /// 8, 13, 18 and 23; nil for anything else.
-    public static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (high: UInt64, low: UInt64)? {
+    package static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (high: UInt64, low: UInt64)? {
         guard bytes.count == 36 else { return nil }
         var high: UInt64 = 0
         var low: UInt64 = 0
@@ -65,7 +65,7 @@ extension UUID {
     }
 
     /// The first and last 8 bytes, big-endian.
-    public var halves: (high: UInt64, low: UInt64) {
+    package var halves: (high: UInt64, low: UInt64) {
         withUnsafeBytes(of: uuid) { raw in
             (
                 UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),

@@ -12,21 +12,21 @@ private let latencyBuckets: [Duration] = [
 
 /// Counters and gauges of the event bus: what the relay moved, the outbox backlog, consumer lag,
 /// failures and dead letters.
-public struct EventBusMetrics: Sendable {
-    public let relayed: Counter
-    public let relayErrors: Counter
-    public let outboxBacklog: Gauge
-    public let handled: Counter
-    public let duplicates: Counter
-    public let handlerErrors: Counter
-    public let deadLettered: Counter
-    public let pending: Gauge
-    public let lag: Gauge
-    public let handleDuration: DurationHistogram
+package struct EventBusMetrics: Sendable {
+    package let relayed: Counter
+    package let relayErrors: Counter
+    package let outboxBacklog: Gauge
+    package let handled: Counter
+    package let duplicates: Counter
+    package let handlerErrors: Counter
+    package let deadLettered: Counter
+    package let pending: Gauge
+    package let lag: Gauge
+    package let handleDuration: DurationHistogram
     /// From the event's `occurred_at` to its handler's commit.
-    public let endToEnd: DurationHistogram
+    package let endToEnd: DurationHistogram
 
-    public init(registry: MetricsRegistry) {
+    package init(registry: MetricsRegistry) {
         relayed = registry.makeCounter(name: "events_relayed_total", help: "Outbox rows published to the event stream")
         relayErrors = registry.makeCounter(name: "events_relay_errors_total", help: "Failed relay batches (rows stay in the outbox)")
         outboxBacklog = registry.makeGauge(name: "events_outbox_backlog", help: "Outbox rows not yet published")

@@ -7,31 +7,31 @@ import Synchronization
 /// a line is written. `StreamLogHandler` renders all of it again each time one key is set, and keys
 /// are set on every request (request id, user, client) and by PostgresNIO on every query: that was
 /// 3–5% of a request's CPU with nothing logged at all.
-public struct ServiceLogHandler: LogHandler {
-    public var logLevel: Logger.Level = .info
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+package struct ServiceLogHandler: LogHandler {
+    package var logLevel: Logger.Level = .info
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let write: @Sendable (String) -> Void
 
     /// `write` receives each whole line; standard error unless a test wants the lines.
-    public init(label: String, metadataProvider: Logger.MetadataProvider? = nil, write: @escaping @Sendable (String) -> Void = ServiceLogHandler.standardError) {
+    package init(label: String, metadataProvider: Logger.MetadataProvider? = nil, write: @escaping @Sendable (String) -> Void = ServiceLogHandler.standardError) {
         self.label = label
         self.metadataProvider = metadataProvider
         self.write = write
     }
 
     /// Makes every `Logger` of the process use this handler. Once per process, before any logger exists.
-    public static func bootstrap() {
+    package static func bootstrap() {
         LoggingSystem.bootstrap({ label, provider in ServiceLogHandler(label: label, metadataProvider: provider) }, metadataProvider: nil)
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var all = metadata
         if let provided = metadataProvider?.get(), !provided.isEmpty { all.merge(provided) { _, new in new } }
         if let explicit = event.metadata, !explicit.isEmpty { all.merge(explicit) { _, new in new } }
@@ -56,7 +56,7 @@ public struct ServiceLogHandler: LogHandler {
     private static let standardErrorLock = Mutex(())
 
     /// Whole lines to file descriptor 2 under one lock, so lines from two threads never interleave.
-    @Sendable public static func standardError(_ line: String) {
+    @Sendable package static func standardError(_ line: String) {
         var line = line
         line.withUTF8 { bytes in
             standardErrorLock.withLock { _ in

@@ -8,5 +8,5 @@ public enum System {
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    public static var processID: Int32 { getpid() }
+    package static var processID: Int32 { getpid() }
 }

@@ -1,15 +1,15 @@
 import Synchronization
 
-public struct TimeoutError: Error, CustomStringConvertible {
-    public var what: String
-    public var limit: Duration
-    public var description: String { "\(what) timed out after \(limit)" }
+package struct TimeoutError: Error, CustomStringConvertible {
+    package var what: String
+    package var limit: Duration
+    package var description: String { "\(what) timed out after \(limit)" }
 }
 
 /// Runs `work`, giving up after `limit`. On time-out `work` is cancelled but not waited for: work
 /// that ignores cancellation (a query on a connection whose server went away can) finishes on its
 /// own later, and cannot hold the caller past the limit.
-public func withTimeout<T: Sendable>(_ limit: Duration, what: String = "operation", _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+package func withTimeout<T: Sendable>(_ limit: Duration, what: String = "operation", _ work: @escaping @Sendable () async throws -> T) async throws -> T {
     let race = TimeoutRace<T>()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in

@@ -12,7 +12,7 @@ extension URLComponents {
     }
 
     /// The value of the first query parameter called `name` (`sslmode`).
-    public func queryValue(_ name: String) -> String? {
+    package func queryValue(_ name: String) -> String? {
         queryItems?.first { $0.name == name }?.value
     }
 }

@@ -113,7 +113,7 @@ public final class VersionedCache<Key: Hashable & Sendable, Value: Sendable>: Se
     }
 
     /// Drops every value: what changed is not known.
-    public func forgetAll() {
+    package func forgetAll() {
         generations.withLock { generations in
             generations.allForgotten &+= 1
             generations.newer = [:]

@@ -34,12 +34,12 @@ public enum WorkBell {
     public static var inTransaction: Bool { pending != nil }
 
     /// Wakes every worker waiting on `name` now.
-    public static func ring(_ name: String) {
+    package static func ring(_ name: String) {
         for listener in listeners.withLock({ Array(($0[name] ?? [:]).values) }) { listener.yield() }
     }
 
     /// Each ring of `name` from now on, rings that come while one is pending merged into it.
-    public static func wakes(_ name: String) -> AsyncStream<Void> {
+    package static func wakes(_ name: String) -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let id = nextListener.wrappingAdd(1, ordering: .relaxed).oldValue
         listeners.withLock { $0[name, default: [:]][id] = continuation }

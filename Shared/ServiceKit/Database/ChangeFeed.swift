@@ -41,7 +41,7 @@ public final class ChangeFeed: Service, Sendable {
     }
 
     /// PostgreSQL's longest channel name, in bytes.
-    public static let longestChannel = 63
+    package static let longestChannel = 63
 
     /// - Parameters:
     ///   - channel: the channel, at most `longestChannel` bytes (PostgreSQL refuses a longer one).

@@ -53,7 +53,7 @@ extension PostgresClient {
 
 extension PostgresConnection {
     /// Runs `body` on this connection's event loop, where `checkedQuery` writes without a hop.
-    @concurrent public func onItsLoop<Result: Sendable>(_ body: () async throws -> sending Result) async throws -> Result {
+    @concurrent package func onItsLoop<Result: Sendable>(_ body: () async throws -> sending Result) async throws -> Result {
         try await withTaskExecutorPreference(EventLoopTaskExecutor.for(eventLoop)) { try await body() }
     }
 

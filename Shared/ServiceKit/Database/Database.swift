@@ -37,12 +37,12 @@ extension PostgresClient {
 }
 
 /// Quotes an SQL identifier (schema, role) that cannot be a bound parameter.
-public func quoteIdentifier(_ name: String) -> String {
+package func quoteIdentifier(_ name: String) -> String {
     "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }
 
 /// Quotes an SQL string literal, for the few statements (`CREATE ROLE … PASSWORD`) that take no parameters.
-public func quoteLiteral(_ text: String) -> String {
+package func quoteLiteral(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
 }
 
@@ -92,8 +92,8 @@ extension PostgresClient {
 }
 
 /// The pool handed out a connection that had already closed.
-public struct DatabaseConnectionClosed: Error, CustomStringConvertible {
-    public var description: String { "the database connection had closed" }
+package struct DatabaseConnectionClosed: Error, CustomStringConvertible {
+    package var description: String { "the database connection had closed" }
 }
 
 /// Whether `error` means PostgreSQL is out of reach (down, restarting, refusing connections, the
@@ -104,7 +104,7 @@ public struct DatabaseConnectionClosed: Error, CustomStringConvertible {
 /// back-off; after 60 s of failures it fails queued and new requests at once (`connectionCreationCircuitBreakerTripped`)
 /// and keeps retrying. A request does not wait for that: its `DatabaseBudget` ends the wait when
 /// `DatabaseWatch` sees the outage, or at the statement timeout, and the watch closes the gate on new ones.
-public func isDatabaseUnavailable(_ error: any Error) -> Bool {
+package func isDatabaseUnavailable(_ error: any Error) -> Bool {
     switch error {
     case is DatabaseConnectionClosed, is DatabaseWaitExceeded:
         return true

@@ -13,25 +13,25 @@ import Synchronization
 ///
 /// The statements themselves are bounded by PostgreSQL's `statement_timeout`, and a statement on a
 /// connection the server ends fails at once, so the budget covers the one wait nothing else bounds.
-public struct DatabaseBudget: Sendable {
+package struct DatabaseBudget: Sendable {
     /// The longest wait for one lease, counted from when it is asked for: a request that spent its
     /// first seconds elsewhere (a slow upload, a password hash) still gets the whole wait.
-    public var maxWait: Duration
-    public var watch: DatabaseWatch?
+    package var maxWait: Duration
+    package var watch: DatabaseWatch?
 
-    public init(maxWait: Duration, watch: DatabaseWatch?) {
+    package init(maxWait: Duration, watch: DatabaseWatch?) {
         self.maxWait = maxWait
         self.watch = watch
     }
 
-    @TaskLocal public static var current: DatabaseBudget?
+    @TaskLocal package static var current: DatabaseBudget?
 }
 
 /// No pooled connection came within the request's `DatabaseBudget`: PostgreSQL is out of reach, or
 /// every connection is busy for longer than a request may wait.
-public struct DatabaseWaitExceeded: Error, CustomStringConvertible {
-    public var unreachable: Bool
-    public var description: String {
+package struct DatabaseWaitExceeded: Error, CustomStringConvertible {
+    package var unreachable: Bool
+    package var description: String {
         unreachable ? "the database is out of reach" : "no database connection came free within the request's time"
     }
 }

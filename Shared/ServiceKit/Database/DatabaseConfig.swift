@@ -15,11 +15,11 @@ public struct DatabaseConfig: Sendable {
     /// PostgresNIO gives each connection beyond these an idle timer, armed (three tasks and a sleep)
     /// every time the connection goes back to the pool and cancelled when it is leased again: an
     /// eighth of a profile read's CPU.
-    public var minimumConnections: Int
-    public var statementTimeout: Duration
+    package var minimumConnections: Int
+    package var statementTimeout: Duration
     public var requireTLS: Bool
     /// How often `DatabaseWatch` checks that PostgreSQL answers.
-    public var probeInterval: Duration = .seconds(1)
+    package var probeInterval: Duration = .seconds(1)
 
     /// `minimumConnections` defaults to one, the least a pool keeps (see `PostgresClient(database:)`),
     /// and not to the pool size: tests make many pools.

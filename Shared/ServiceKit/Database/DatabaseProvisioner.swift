@@ -4,17 +4,17 @@ import ServiceKitCore
 
 /// Creates a service's login role and its schema, owned by that role, with no rights anywhere else.
 /// Run once per database with an administrator connection (`<service> provision`, `scripts/stack`).
-public struct DatabaseProvisioner: Sendable {
-    public let admin: PostgresClient
-    public let logger: Logger
+package struct DatabaseProvisioner: Sendable {
+    package let admin: PostgresClient
+    package let logger: Logger
 
-    public init(admin: PostgresClient, logger: Logger) {
+    package init(admin: PostgresClient, logger: Logger) {
         self.admin = admin
         self.logger = logger
     }
 
     /// Idempotent: an existing role gets its password reset, an existing schema is left as it is.
-    public func provision(role: String, password: String, schema: String, database: String) async throws {
+    package func provision(role: String, password: String, schema: String, database: String) async throws {
         let logger = self.logger
         try await admin.withConnectionOnItsLoop { connection in
             // Roles are cluster-wide; two provisioners racing in one database must not both try to create

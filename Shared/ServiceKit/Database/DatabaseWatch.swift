@@ -12,22 +12,22 @@ import Synchronization
 /// in that same queue), each probe bounded by two seconds (a query on a connection whose server was
 /// stopped can hang, so a probe that runs over is abandoned and its connection replaced); two
 /// failures in a row mark the database unreachable, one success marks it reachable again.
-public final class DatabaseWatch: Service, Sendable {
+package final class DatabaseWatch: Service, Sendable {
     private let configuration: PostgresConnection.Configuration
     private let interval: Duration
     private let logger: Logger
     private let failures = Atomic<Int>(0)
 
-    public init(database config: DatabaseConfig, interval: Duration, logger: Logger) throws {
+    package init(database config: DatabaseConfig, interval: Duration, logger: Logger) throws {
         configuration = try config.singleConnection(connectTimeout: .seconds(2))
         self.interval = interval
         self.logger = logger
     }
 
     /// False once two probes in a row have failed, until one succeeds.
-    public var isReachable: Bool { failures.load(ordering: .relaxed) < 2 }
+    package var isReachable: Bool { failures.load(ordering: .relaxed) < 2 }
 
-    public func run() async throws {
+    package func run() async throws {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 await self.probe()

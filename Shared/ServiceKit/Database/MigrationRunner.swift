@@ -8,8 +8,8 @@ import ServiceKitCore
 public struct Migration: Sendable, Equatable {
     /// The file name without `.sql`, such as `0001_profiles`; files are applied in name order.
     public var name: String
-    public var sql: String
-    public var checksum: String { SHA256.hash(data: Data(sql.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+    package var sql: String
+    package var checksum: String { SHA256.hash(data: Data(sql.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
 
     public init(name: String, sql: String) {
         self.name = name
@@ -25,12 +25,12 @@ public struct Migration: Sendable, Equatable {
     }
 }
 
-public enum MigrationError: Error, CustomStringConvertible {
+package enum MigrationError: Error, CustomStringConvertible {
     case edited(name: String, schema: String, recorded: String, current: String)
     case missingFile(name: String, schema: String)
     case failed(name: String, schema: String, error: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .edited(let name, let schema, let recorded, let current):
             "migration \(name) was already applied to schema \(schema) but its file has changed (recorded checksum \(recorded.prefix(12)), file \(current.prefix(12))). Applied migrations are never edited: add a new migration instead."
@@ -45,13 +45,13 @@ public enum MigrationError: Error, CustomStringConvertible {
 /// Applies a service's migrations into its own schema, once, even when replicas start together:
 /// everything runs in one transaction holding an advisory lock keyed by the schema, and each applied
 /// file is recorded with its checksum in `<schema>.schema_migrations`.
-public struct MigrationRunner: Sendable {
-    public let client: PostgresClient
-    public let schema: String
-    public let migrations: [Migration]
-    public let logger: Logger
+package struct MigrationRunner: Sendable {
+    package let client: PostgresClient
+    package let schema: String
+    package let migrations: [Migration]
+    package let logger: Logger
 
-    public init(client: PostgresClient, schema: String, migrations: [Migration], logger: Logger) {
+    package init(client: PostgresClient, schema: String, migrations: [Migration], logger: Logger) {
         self.client = client
         self.schema = schema
         self.migrations = migrations.sorted { $0.name < $1.name }
@@ -60,7 +60,7 @@ public struct MigrationRunner: Sendable {
 
     /// Applies what is missing and returns the names applied now.
     @discardableResult
-    public func run() async throws -> [String] {
+    package func run() async throws -> [String] {
         let schema = self.schema
         let logger = self.logger
         // A database that cannot be reached must stop start-up with a message, not hang it.

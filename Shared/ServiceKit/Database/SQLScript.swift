@@ -2,8 +2,8 @@ import ServiceKitCore
 /// Splits an SQL script into statements. PostgresNIO sends every query through the extended protocol,
 /// which takes one statement at a time, so a migration file is run statement by statement (inside one
 /// transaction). Semicolons inside quotes, dollar-quoted bodies and comments do not split.
-public enum SQLScript {
-    public static func statements(_ script: String) -> [String] {
+package enum SQLScript {
+    package static func statements(_ script: String) -> [String] {
         let chars = Array(script.unicodeScalars)
         var statements: [String] = []
         var current = String.UnicodeScalarView()

@@ -11,16 +11,16 @@ public struct EventBusConfig: Sendable {
     /// the relay, `XTRIM … MINID`), however few there are: event payloads carry personal data (a
     /// deleted account's allergies in `profile.updated`), which must not stay in Redis for as long as
     /// `maxLength` alone would keep it on a quiet system.
-    public var retention: Duration
+    package var retention: Duration
     public var group: String
-    public var consumerName: String
+    package var consumerName: String
     /// How long an entry may sit unacknowledged with a consumer before another replica claims it.
-    public var claimIdle: Duration
+    package var claimIdle: Duration
     /// Deliveries after which a failing event goes to the dead-letter stream.
-    public var maxDeliveries: Int
+    package var maxDeliveries: Int
     /// How often the relay looks at the outbox when no commit of this process rang it (rows written by another process).
-    public var relayPollInterval: Duration
-    public var readBlock: Duration
+    package var relayPollInterval: Duration
+    package var readBlock: Duration
 
     public init(
         stream: String = "events", maxLength: Int = 1_000_000, retention: Duration = .seconds(7 * 86_400), group: String, consumerName: String,
@@ -39,7 +39,7 @@ public struct EventBusConfig: Sendable {
     }
 
     /// The dead-letter stream of this group.
-    public var deadLetterStream: String { "\(stream):dead:\(group)" }
+    package var deadLetterStream: String { "\(stream):dead:\(group)" }
 
     public init(service: String, reading env: inout EnvironmentReader) {
         let defaultConsumer = "\(service)-\(System.hostName)-\(System.processID)"

@@ -1,8 +1,8 @@
 import ServiceKitDatabase
 /// The tables the event bus needs in every service's schema. The migration runner applies these before
 /// the service's own files, so each service gets the same outbox and inbox without copying the SQL.
-public enum EventBusSchema {
-    public static let migrations = [created, notifyDropped, liveRecipient]
+package enum EventBusSchema {
+    package static let migrations = [created, notifyDropped, liveRecipient]
 
     static let created = Migration(
         name: "0000_event_bus",

@@ -14,7 +14,7 @@ import Synchronization
 /// just acknowledged. Entries another consumer left pending (it crashed) are claimed after
 /// `claimIdle`; an entry delivered more than `maxDeliveries` times goes to the dead-letter stream
 /// with the last error and is acknowledged. Replicas of one service share the group and split the work.
-public final class EventConsumer: Service, Sendable {
+package final class EventConsumer: Service, Sendable {
     private let client: PostgresClient
     private let redis: RedisClient
     private let config: EventBusConfig
@@ -25,7 +25,7 @@ public final class EventConsumer: Service, Sendable {
     private let lastErrors = Mutex<[String: String]>([:])
 
     /// `redis` should be a client of its own: `XREADGROUP … BLOCK` holds its connection while waiting.
-    public init(client: PostgresClient, redis: RedisClient, config: EventBusConfig, handlers: EventHandlers, producer: String, metrics: EventBusMetrics, logger: Logger) {
+    package init(client: PostgresClient, redis: RedisClient, config: EventBusConfig, handlers: EventHandlers, producer: String, metrics: EventBusMetrics, logger: Logger) {
         self.client = client
         self.redis = redis
         self.config = config
@@ -37,7 +37,7 @@ public final class EventConsumer: Service, Sendable {
         self.logger = logger
     }
 
-    public func run() async throws {
+    package func run() async throws {
         // A blocking XREADGROUP does not notice cancellation; closing its connection ends it at once.
         try await cancelWhenGracefulShutdown {
             await withTaskCancellationHandler {
@@ -97,7 +97,7 @@ public final class EventConsumer: Service, Sendable {
     }
 
     /// Ensures the group exists; the service calls it at start so that no event is read before the group.
-    public func prepare() async throws {
+    package func prepare() async throws {
         try await redis.xgroupCreate(config.stream, group: config.group)
     }
 

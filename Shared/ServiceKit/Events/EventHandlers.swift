@@ -33,7 +33,7 @@ public struct EventHandlers: Sendable {
         handlers[type] = handler
     }
 
-    public var types: [String] { handlers.keys.sorted() }
+    package var types: [String] { handlers.keys.sorted() }
     public var isEmpty: Bool { handlers.isEmpty }
     func handler(for type: String) -> Handler? { handlers[type] }
 }

@@ -12,7 +12,7 @@ public struct EventOutbox: Sendable {
     /// The `WorkBell` of the outbox relay: rung when a transaction that wrote events commits.
     public static let bell = "event-outbox"
 
-    public let producer: String
+    package let producer: String
     /// The time an event is stamped with (`occurred_at`): this process's clock. It may be off, so
     /// consumers order events by the `sequence` the relay adds, not by it; tests set it skewed.
     let now: @Sendable () -> Date

@@ -19,7 +19,7 @@ public enum LiveStream {
     /// `MAXLEN ~` of each user's stream.
     public static let maxLength = 200
     /// Entries older than this are dropped (`XTRIM … MINID`), and a stream nobody adds to expires.
-    public static let retention: Duration = .seconds(86_400)
+    package static let retention: Duration = .seconds(86_400)
     /// Every user's channel, for one pattern subscription (`PSUBSCRIBE`).
     public static let channelPattern = "user:*"
 
@@ -37,7 +37,7 @@ public enum LiveStream {
     /// Appends the envelope to `user`'s live stream and publishes it on the user's channel, in one
     /// step on the server; returns the entry's id.
     @discardableResult
-    public static func publish(envelope: String, type: String, to user: UUID, redis: RedisClient) async throws -> StreamID {
+    package static func publish(envelope: String, type: String, to user: UUID, redis: RedisClient) async throws -> StreamID {
         let reply = try await redis.eval(
             publishScript, keys: [key(for: user)],
             arguments: [
@@ -51,7 +51,7 @@ public enum LiveStream {
     /// The same step as a command, for a pipeline: the relay sends it with the batch it moves, so
     /// a live copy is sent (again, at worst) until the batch commits, never lost after it.
     /// Plain `EVAL`: a pipeline cannot fall back from `EVALSHA` when Redis lost its scripts.
-    public static func publishCommand(envelope: String, type: String, to user: UUID) -> [RedisArgument] {
+    package static func publishCommand(envelope: String, type: String, to user: UUID) -> [RedisArgument] {
         [
             "EVAL", RedisArgument(publishScript), RedisArgument(1), RedisArgument(key(for: user)),
             RedisArgument(channel(for: user)), RedisArgument(type), RedisArgument(envelope), RedisArgument(maxLength),
@@ -122,11 +122,11 @@ public enum LiveStream {
     /// A user's stream as one script read it, at one instant.
     public struct Backlog: Sendable, Equatable {
         /// The server's clock, in milliseconds.
-        public var serverTime: UInt64
+        package var serverTime: UInt64
         /// The newest entry's id; nil when the stream does not exist.
         public var last: StreamID?
         /// The entries after the id asked for, oldest first.
-        public var entries: [Entry]
+        package var entries: [Entry]
         /// The entries, anywhere in the stream, whose type was asked for.
         public var matching: [Entry]
 

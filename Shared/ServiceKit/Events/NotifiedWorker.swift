@@ -12,7 +12,7 @@ public struct NotifiedWorker: Sendable {
     let bell: String
     let pollInterval: Duration
     let logger: Logger
-    public var onTick: (@Sendable () async -> Void)? = nil
+    package var onTick: (@Sendable () async -> Void)? = nil
 
     public init(bell: String, pollInterval: Duration, logger: Logger) {
         self.bell = bell

@@ -14,7 +14,7 @@ import ServiceLifecycle
 /// A row is deleted only in the transaction that saw Redis take it, so if Redis is down the rows wait
 /// and are sent when it returns; a crash between `XADD` and commit can send a row twice, which the
 /// consumers' inbox makes harmless.
-public final class OutboxRelay: Service, Sendable {
+package final class OutboxRelay: Service, Sendable {
     private let client: PostgresClient
     private let redis: RedisClient
     private let config: EventBusConfig
@@ -23,7 +23,7 @@ public final class OutboxRelay: Service, Sendable {
     private let logger: Logger
     private let batchSize: Int
 
-    public init(client: PostgresClient, redis: RedisClient, config: EventBusConfig, schema: String, metrics: EventBusMetrics, logger: Logger, batchSize: Int = 200) {
+    package init(client: PostgresClient, redis: RedisClient, config: EventBusConfig, schema: String, metrics: EventBusMetrics, logger: Logger, batchSize: Int = 200) {
         self.client = client
         self.redis = redis
         self.config = config
@@ -33,7 +33,7 @@ public final class OutboxRelay: Service, Sendable {
         self.batchSize = batchSize
     }
 
-    public func run() async throws {
+    package func run() async throws {
         var worker = NotifiedWorker(bell: EventOutbox.bell, pollInterval: config.relayPollInterval, logger: logger)
         worker.onTick = { [self] in
             if let backlog = try? await self.backlog() { self.metrics.outboxBacklog.set(Int64(backlog)) }
@@ -165,7 +165,7 @@ public final class OutboxRelay: Service, Sendable {
     }
 
     /// Rows not yet sent, for the backlog gauge.
-    public func backlog() async throws -> Int {
+    package func backlog() async throws -> Int {
         try await client.checkedQuery("SELECT count(*)::int8 FROM outbox", decoding: Int64.self, logger: logger).first.map(Int.init) ?? 0
     }
 }

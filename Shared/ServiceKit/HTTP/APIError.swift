@@ -14,7 +14,7 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public var errors: [Problem.FieldError]?
     public var headers: HTTPFields
     /// Members written beside the standard ones (RFC 9457 extensions).
-    public var extensions: [String: JSONValue]
+    package var extensions: [String: JSONValue]
 
     public init(
         _ status: HTTPResponse.Status, code: String, detail: String, errors: [Problem.FieldError]? = nil, headers: HTTPFields = [:],
@@ -50,7 +50,7 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
         return tooManyRequests("\(detail) Try again in \(seconds) s.", code: code, retryAfterSeconds: seconds)
     }
     /// PostgreSQL is out of reach: the server's trouble, for the client to retry shortly.
-    public static let databaseUnavailable = APIError(
+    package static let databaseUnavailable = APIError(
         .serviceUnavailable, code: "service_unavailable",
         detail: "The service cannot reach its database right now; try again shortly.",
         headers: [.retryAfter: "5"])
@@ -64,7 +64,7 @@ extension Problem {
     }
 
     /// The body and its headers, for code that writes a response without Hummingbird's `Response`.
-    public func encoded(headers extra: HTTPFields = [:]) -> (HTTPFields, ByteBuffer) {
+    package func encoded(headers extra: HTTPFields = [:]) -> (HTTPFields, ByteBuffer) {
         var headers = extra
         headers[.contentType] = Problem.mediaType
         let body = (try? Data(APIJSON.encodeOrFoundation(self))) ?? Data("{}".utf8)

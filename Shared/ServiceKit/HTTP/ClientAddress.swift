@@ -138,7 +138,7 @@ extension TrustedProxies {
 }
 
 public struct TrustedProxiesError: Error, Sendable {
-    public var entries: [String]
+    package var entries: [String]
 }
 
 extension EnvironmentReader {

@@ -6,16 +6,16 @@ import ServiceKitDatabase
 /// documents and `/openapi.yaml`, which come from memory. Requests it lets through get a
 /// `DatabaseBudget`: a wait for a pooled connection ends after `budget` (the statement timeout), or as
 /// soon as the watch sees an outage, with the same 503.
-public struct DatabaseGateMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
+package struct DatabaseGateMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
     let watch: DatabaseWatch
     let budget: Duration
 
-    public init(watch: DatabaseWatch, budget: Duration) {
+    package init(watch: DatabaseWatch, budget: Duration) {
         self.watch = watch
         self.budget = budget
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if !watch.isReachable && !Self.answersWithoutDatabase(request.uri.path) {
             throw APIError.databaseUnavailable
         }

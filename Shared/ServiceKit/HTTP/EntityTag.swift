@@ -7,7 +7,7 @@ import Hummingbird
 /// each other unseen. Without `If-Match` the edit applies, as before.
 public struct EntityTag: Sendable, Equatable, CustomStringConvertible {
     /// The tag without its quotes.
-    public let opaque: String
+    package let opaque: String
 
     public init(version: Int64) { opaque = String(version) }
 

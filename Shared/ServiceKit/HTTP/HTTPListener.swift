@@ -15,7 +15,7 @@ public struct HTTPListenerOptions: Sendable {
     public var host: String
     public var port: Int
     /// Bind with `SO_REUSEPORT`, so that other processes that also ask for it can share the port.
-    public var reusePort: Bool
+    package var reusePort: Bool
     public var backlog: Int
 
     public init(host: String, port: Int, reusePort: Bool = false, backlog: Int = 256) {

@@ -29,7 +29,7 @@ import Synchronization
 /// after `abandonedAfter` another request may take the key over and run the route again. Each claim
 /// is its own (`claim_id`): a request that outlived its claim cannot store into, or release, the
 /// claim that took the key over.
-public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
+package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
     let postgres: PostgresClient
     let waitLimit: Duration
     let abandonedAfter: Duration
@@ -37,10 +37,10 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
     let maxStoredAnswer: Int
     let excludedPrefixes: [String]
 
-    public static var headerName: HTTPField.Name { HTTPField.Name("Idempotency-Key")! }
-    public static var replayedHeaderName: HTTPField.Name { HTTPField.Name("Idempotent-Replayed")! }
+    package static var headerName: HTTPField.Name { HTTPField.Name("Idempotency-Key")! }
+    package static var replayedHeaderName: HTTPField.Name { HTTPField.Name("Idempotent-Replayed")! }
 
-    public init(
+    package init(
         postgres: PostgresClient, excludedPrefixes: [String] = [], waitLimit: Duration = .seconds(10), abandonedAfter: Duration = .seconds(60), maxBodySize: Int = 8 << 20,
         maxStoredAnswer: Int = 1 << 20
     ) {
@@ -52,7 +52,7 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
         self.maxStoredAnswer = maxStoredAnswer
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard request.method == .post, let key = request.headers[Self.headerName], let caller = context.caller,
             !excludedPrefixes.contains(where: { request.uri.path.hasPrefix($0) })
         else {
@@ -164,7 +164,7 @@ public struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMi
 public enum IdempotentAnswer {
     /// Marks an answer that holds a secret the service keeps only hashed (a share link's token): the
     /// middleware keeps its status, never its body, and takes the mark off before the answer leaves.
-    public static let holdsSecretName = HTTPField.Name("X-Idempotency-Holds-Secret")!
+    package static let holdsSecretName = HTTPField.Name("X-Idempotency-Holds-Secret")!
 
     /// The headers a route adds to such an answer.
     public static var holdsSecret: HTTPFields { [holdsSecretName: "true"] }
@@ -179,8 +179,8 @@ public enum IdempotentAnswer {
 }
 
 /// The kit's table for `IdempotencyMiddleware`, in every service's schema.
-public enum IdempotencySchema {
-    public static let migrations = [
+package enum IdempotencySchema {
+    package static let migrations = [
         Migration(
             name: "0000_idempotency_keys",
             sql: """

@@ -12,7 +12,7 @@ import Synchronization
 public final class ImageDecoding: Sendable {
     public static let standardMaxDecodedBytes = 64 << 20
 
-    public let concurrency: Int
+    package let concurrency: Int
     public let maxDecodedBytes: Int
     private let running = Mutex(0)
 
@@ -36,7 +36,7 @@ public final class ImageDecoding: Sendable {
     }
 
     /// Takes a slot when one is free; each taken slot is given back with `giveBack`.
-    public func take() -> Bool {
+    package func take() -> Bool {
         running.withLock { running in
             guard running < concurrency else { return false }
             running += 1
@@ -44,11 +44,11 @@ public final class ImageDecoding: Sendable {
         }
     }
 
-    public func giveBack() {
+    package func giveBack() {
         running.withLock { $0 -= 1 }
     }
 
-    public static let busy = APIError(
+    package static let busy = APIError(
         .serviceUnavailable, code: "image_busy", detail: "The server is decoding as many images as it can right now; try again in a moment.",
         headers: [.retryAfter: "1"])
 }

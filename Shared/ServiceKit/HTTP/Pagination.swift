@@ -7,10 +7,10 @@ import ServiceKitCore
 /// of the last item returned, so that a page is stable under inserts.
 public struct PageRequest: Sendable {
     public static let defaultLimit = 20
-    public static let maxLimit = 100
+    package static let maxLimit = 100
 
     public var limit: Int
-    public var cursor: String?
+    package var cursor: String?
 
     public init(limit: Int = PageRequest.defaultLimit, cursor: String? = nil) {
         self.limit = limit

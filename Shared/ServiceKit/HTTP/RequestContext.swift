@@ -41,7 +41,7 @@ public struct ServiceRequestContext: IdentifiedRequestContext, RequestContext {
     public var clientAddress: String
     public var caller: Caller?
     public var tokenProblem: APIError?
-    public var remoteAddress: SocketAddress?
+    package var remoteAddress: SocketAddress?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -60,7 +60,7 @@ public struct AuthenticatedContext: ChildRequestContext {
     public let requestID: String
     public let clientAddress: String
     public let caller: Caller
-    public let remoteAddress: SocketAddress?
+    package let remoteAddress: SocketAddress?
 
     public init(context: ServiceRequestContext) throws {
         guard let caller = context.caller else {

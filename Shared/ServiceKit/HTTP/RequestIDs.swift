@@ -10,21 +10,21 @@ import Synchronization
 /// is the variant's two bits over a per-process counter (starting at a random point) passed through
 /// SplitMix64's finalizer taken modulo 2^62, still a bijection there, so that ids do not look
 /// sequential and no two of 2^62 in a row are alike.
-public enum RequestIDs {
+package enum RequestIDs {
     private static let high = UInt64.random(in: .min ... .max) & 0xFFFF_FFFF_FFFF_0FFF | 0x0000_0000_0000_4000
     private static let counter = Atomic<UInt64>(UInt64.random(in: .min ... .max))
     private static let low62: UInt64 = (1 << 62) - 1
 
     /// The caller's `X-Request-ID` when it is up to 128 visible ASCII characters; a new id otherwise,
     /// so that logs stay clean.
-    public static func id(from header: String?) -> String {
+    package static func id(from header: String?) -> String {
         if let header, !header.isEmpty, header.utf8.count <= 128, header.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
             return header
         }
         return next()
     }
 
-    public static func next() -> String {
+    package static func next() -> String {
         format(high: high, low: 0x8000_0000_0000_0000 | scramble(counter.add(1, ordering: .relaxed).newValue))
     }
 

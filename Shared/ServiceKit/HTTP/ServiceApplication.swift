@@ -48,7 +48,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     public var server: HTTPServerBuilder { HTTPServerBuilder(childChannel) }
 
     /// Work to finish before the port opens (migrations): the process listens only once it is done.
-    public mutating func beforeServerStarts(perform process: @escaping @Sendable () async throws -> Void) {
+    package mutating func beforeServerStarts(perform process: @escaping @Sendable () async throws -> Void) {
         processesRunBeforeServerStart.append(process)
     }
 

@@ -6,7 +6,7 @@ import ServiceKitDatabase
 
 extension HTTPField.Name {
     public static let requestID = HTTPField.Name("X-Request-ID")!
-    public static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+    package static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
 }
 
 /// Gives every request an id (the caller's `X-Request-ID` when it is sane, a new one otherwise) and
@@ -55,7 +55,7 @@ public struct TelemetryMiddleware<Context: IdentifiedRequestContext>: RouterMidd
 }
 
 /// The one line logged per request, by `TelemetryMiddleware` and by the gateway's proxy alike.
-public enum RequestLog {
+package enum RequestLog {
     /// Paths whose next segment is a secret, with the words that are not: an invitation's code is
     /// the key to the invitation, a share link's token the key to the meal, and logs are read by
     /// more people than the database.
@@ -69,7 +69,7 @@ public enum RequestLog {
     static let secretParameters: Set<Substring> = ["ticket"]
 
     /// `path` with every secret segment and secret query value written `[redacted]`.
-    public static func redacted(_ path: String) -> String {
+    package static func redacted(_ path: String) -> String {
         guard let mark = path.firstIndex(of: "?") else { return redactedSegments(path) }
         let query = path[path.index(after: mark)...].split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
             let name = pair.prefix { $0 != "=" }
@@ -88,7 +88,7 @@ public enum RequestLog {
         return path
     }
 
-    public static func write(_ logger: Logger, method: String, path: String, client: String, status: Int, duration: Duration) {
+    package static func write(_ logger: Logger, method: String, path: String, client: String, status: Int, duration: Duration) {
         logger.info(
             "request",
             metadata: [

@@ -35,7 +35,7 @@ public enum FormBody {
     }
 
     /// The fields of a form body's text (`token=abc&password=a+b%21`).
-    public static func parse(_ text: String, allowed: Set<String>) throws -> [String: String] {
+    package static func parse(_ text: String, allowed: Set<String>) throws -> [String: String] {
         let fields: [String: String]
         do {
             fields = try URLEncodedFormDecoder().decode([String: String].self, from: text)

@@ -7,13 +7,13 @@ import NIOCore
 import ServiceKitCore
 
 extension HTTPField.Name {
-    public static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
-    public static let robotsTag = HTTPField.Name("X-Robots-Tag")!
+    package static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+    package static let robotsTag = HTTPField.Name("X-Robots-Tag")!
 }
 
 /// A template that does not parse, or one a service needs and did not ship: the service does not start.
-public struct PageTemplateError: Error, CustomStringConvertible {
-    public var description: String
+package struct PageTemplateError: Error, CustomStringConvertible {
+    package var description: String
 }
 
 /// The HTML pages a service serves (the links its mails and share links open), rendered with
@@ -26,9 +26,9 @@ public struct PageTemplateError: Error, CustomStringConvertible {
 public struct PageRenderer: Sendable {
     public let settings: PageSettings
     /// The `Content-Security-Policy` of every page.
-    public let contentSecurityPolicy: String
+    package let contentSecurityPolicy: String
     /// The text of the one style block, which `contentSecurityPolicy` names by its SHA-256.
-    public let style: String
+    package let style: String
     let library: MustacheLibrary
 
     /// The folder a service ships its templates in: `Services/<Name>/Pages`, copied as a resource.

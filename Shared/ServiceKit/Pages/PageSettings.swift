@@ -7,7 +7,7 @@ public struct PageSettings: Sendable, Equatable {
     public var appName: String
     /// A CSS hex colour (`#rgb` or `#rrggbb`): buttons and the app's name. Buttons write white on it,
     /// so a dark enough one.
-    public var accentColor: String
+    package var accentColor: String
 
     public init(appName: String = "Food Backend", accentColor: String = PageSettings.defaultAccentColor) {
         self.appName = appName
@@ -25,7 +25,7 @@ public struct PageSettings: Sendable, Equatable {
 
     /// Only a hex colour reaches the style block: anything else could end it (`</style>`) or change
     /// its hash, which the Content-Security-Policy names.
-    public static func isHexColor(_ text: String) -> Bool {
+    package static func isHexColor(_ text: String) -> Bool {
         let digits = text.utf8.dropFirst()
         return text.utf8.first == UInt8(ascii: "#") && (digits.count == 3 || digits.count == 6)
             && digits.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0 | 0x20) }

@@ -34,7 +34,7 @@ public enum RESPValue: Sendable, Equatable {
         return nil
     }
 
-    public var isNull: Bool {
+    package var isNull: Bool {
         if case .null = self { return true }
         return false
     }
@@ -84,7 +84,7 @@ public struct RedisArgument: Sendable, ExpressibleByStringLiteral, ExpressibleBy
 }
 
 /// Errors of the Redis client, each with a message that says what to check.
-public enum RedisError: Error, CustomStringConvertible, Equatable {
+package enum RedisError: Error, CustomStringConvertible, Equatable {
     /// The server answered with an error reply (`ERR …`, `BUSYGROUP …`, `NOSCRIPT …`).
     case server(String)
     case timeout(command: String)
@@ -93,7 +93,7 @@ public enum RedisError: Error, CustomStringConvertible, Equatable {
     case protocolError(String)
     case unexpectedReply(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .server(let message): "Redis error: \(message)"
         case .timeout(let command): "Redis command \(command) timed out"

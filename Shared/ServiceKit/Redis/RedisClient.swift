@@ -9,7 +9,7 @@ import Synchronization
 /// between failed attempts so that a dead server is not hammered; during the backoff commands fail fast
 /// with `RedisError.unavailable`.
 public final class RedisClient: Sendable {
-    public let configuration: RedisConfiguration
+    package let configuration: RedisConfiguration
     private let slots: [ConnectionSlot]
     private let next = Atomic<Int>(0)
 

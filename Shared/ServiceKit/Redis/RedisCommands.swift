@@ -2,22 +2,22 @@ import NIOCore
 import ServiceKitCore
 
 /// One entry read from a stream.
-public struct StreamEntry: Sendable, Equatable {
-    public var id: String
-    public var fields: [String: String]
+package struct StreamEntry: Sendable, Equatable {
+    package var id: String
+    package var fields: [String: String]
 }
 
 /// The commands the architecture names, typed. Anything else goes through `send`.
 extension RedisClient {
     /// `XADD key MAXLEN ~ n * field value …`; returns the entry id.
     @discardableResult
-    public func xadd(_ stream: String, maxLength: Int?, fields: [(String, String)]) async throws -> String {
+    package func xadd(_ stream: String, maxLength: Int?, fields: [(String, String)]) async throws -> String {
         let reply = try await send(Self.xaddCommand(stream, maxLength: maxLength, fields: fields))
         guard let id = reply.string else { throw RedisError.unexpectedReply("\(reply)") }
         return id
     }
 
-    public static func xaddCommand(_ stream: String, maxLength: Int?, fields: [(String, String)]) -> [RedisArgument] {
+    package static func xaddCommand(_ stream: String, maxLength: Int?, fields: [(String, String)]) -> [RedisArgument] {
         var arguments: [RedisArgument] = ["XADD", RedisArgument(stream)]
         if let maxLength { arguments += ["MAXLEN", "~", RedisArgument(maxLength)] }
         arguments.append("*")
@@ -29,14 +29,14 @@ extension RedisClient {
     /// returns how many went. Exact, not `~`, so that nothing older stays behind in a partly
     /// trimmed node.
     @discardableResult
-    public func xtrim(_ stream: String, minID: String) async throws -> Int {
+    package func xtrim(_ stream: String, minID: String) async throws -> Int {
         let reply = try await send("XTRIM", RedisArgument(stream), "MINID", RedisArgument(minID))
         guard let removed = reply.int else { throw RedisError.unexpectedReply("\(reply)") }
         return removed
     }
 
     /// `XGROUP CREATE … MKSTREAM`; an existing group is fine.
-    public func xgroupCreate(_ stream: String, group: String, startID: String = "0") async throws {
+    package func xgroupCreate(_ stream: String, group: String, startID: String = "0") async throws {
         do {
             try await send("XGROUP", "CREATE", RedisArgument(stream), RedisArgument(group), RedisArgument(startID), "MKSTREAM")
         } catch RedisError.server(let message) where message.hasPrefix("BUSYGROUP") {
@@ -45,7 +45,7 @@ extension RedisClient {
     }
 
     /// `XREADGROUP GROUP g c COUNT n BLOCK ms STREAMS key >`; an empty array when the block times out.
-    public func xreadgroup(_ stream: String, group: String, consumer: String, count: Int, block: Duration?) async throws -> [StreamEntry] {
+    package func xreadgroup(_ stream: String, group: String, consumer: String, count: Int, block: Duration?) async throws -> [StreamEntry] {
         var arguments: [RedisArgument] = ["XREADGROUP", "GROUP", RedisArgument(group), RedisArgument(consumer), "COUNT", RedisArgument(count)]
         var extra = TimeAmount.zero
         if let block {
@@ -64,7 +64,7 @@ extension RedisClient {
 
     /// `XAUTOCLAIM key group consumer min-idle start COUNT n`: takes over entries another consumer left
     /// pending. Returns the claimed entries and the cursor to continue from ("0-0" when done).
-    public func xautoclaim(_ stream: String, group: String, consumer: String, minIdle: Duration, start: String = "0-0", count: Int = 100) async throws -> (entries: [StreamEntry], next: String) {
+    package func xautoclaim(_ stream: String, group: String, consumer: String, minIdle: Duration, start: String = "0-0", count: Int = 100) async throws -> (entries: [StreamEntry], next: String) {
         let ms = Int(minIdle.components.seconds * 1000 + minIdle.components.attoseconds / 1_000_000_000_000_000)
         let reply = try await send("XAUTOCLAIM", RedisArgument(stream), RedisArgument(group), RedisArgument(consumer), RedisArgument(ms), RedisArgument(start), "COUNT", RedisArgument(count))
         guard let parts = reply.array, parts.count >= 2, let next = parts[0].string, let entries = parts[1].array else {
@@ -75,44 +75,44 @@ extension RedisClient {
     }
 
     /// How many times the group has delivered one entry (`XPENDING key group id id 1`).
-    public func deliveryCount(_ stream: String, group: String, id: String) async throws -> Int {
+    package func deliveryCount(_ stream: String, group: String, id: String) async throws -> Int {
         let reply = try await send("XPENDING", RedisArgument(stream), RedisArgument(group), RedisArgument(id), RedisArgument(id), "1")
         guard let rows = reply.array, let row = rows.first?.array, row.count >= 4, let count = row[3].int else { return 0 }
         return count
     }
 
     @discardableResult
-    public func xack(_ stream: String, group: String, ids: [String]) async throws -> Int {
+    package func xack(_ stream: String, group: String, ids: [String]) async throws -> Int {
         guard !ids.isEmpty else { return 0 }
         let reply = try await send(["XACK", RedisArgument(stream), RedisArgument(group)] + ids.map { RedisArgument($0) })
         return reply.int ?? 0
     }
 
     /// Entries of the group not yet acknowledged.
-    public func pendingCount(_ stream: String, group: String) async throws -> Int {
+    package func pendingCount(_ stream: String, group: String) async throws -> Int {
         let reply = try await send("XPENDING", RedisArgument(stream), RedisArgument(group))
         return reply.array?.first?.int ?? 0
     }
 
-    public func xlen(_ stream: String) async throws -> Int {
+    package func xlen(_ stream: String) async throws -> Int {
         try await send("XLEN", RedisArgument(stream)).int ?? 0
     }
 
     /// Entries of `stream` in id order (`XRANGE key - + COUNT n`).
-    public func xrange(_ stream: String, count: Int = 1_000) async throws -> [StreamEntry] {
+    package func xrange(_ stream: String, count: Int = 1_000) async throws -> [StreamEntry] {
         let reply = try await send("XRANGE", RedisArgument(stream), "-", "+", "COUNT", RedisArgument(count))
         return (reply.array ?? []).compactMap(Self.entry)
     }
 
     /// `PUBLISH`; returns how many subscribers received it.
     @discardableResult
-    public func publish(_ channel: String, _ message: String) async throws -> Int {
+    package func publish(_ channel: String, _ message: String) async throws -> Int {
         try await send("PUBLISH", RedisArgument(channel), RedisArgument(message)).int ?? 0
     }
 
     /// `INCR` and, when the key is new, `PEXPIRE`, in one round trip of a Lua script, so a counter
     /// never lives forever even if the caller dies in between.
-    public func incrementWithExpiry(_ key: String, window: Duration) async throws -> Int {
+    package func incrementWithExpiry(_ key: String, window: Duration) async throws -> Int {
         let ms = Int(window.components.seconds * 1000 + window.components.attoseconds / 1_000_000_000_000_000)
         let reply = try await eval(
             "local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n",
@@ -122,7 +122,7 @@ extension RedisClient {
     }
 
     /// Milliseconds until `key` expires, or nil when it has no expiry or does not exist.
-    public func pttl(_ key: String) async throws -> Int? {
+    package func pttl(_ key: String) async throws -> Int? {
         let value = try await send("PTTL", RedisArgument(key)).int ?? -2
         return value >= 0 ? value : nil
     }

@@ -12,10 +12,10 @@ public struct RedisConfiguration: Sendable {
     /// Connections in the command pool; pipelining makes a few enough.
     public var poolSize: Int
     public var connectTimeout: TimeAmount
-    public var commandTimeout: TimeAmount
+    package var commandTimeout: TimeAmount
     /// First and largest wait between reconnect attempts.
-    public var backoffBase: Duration
-    public var backoffMax: Duration
+    package var backoffBase: Duration
+    package var backoffMax: Duration
 
     public init(
         host: String = "127.0.0.1", port: Int = 6379, password: String? = nil, database: Int = 0, poolSize: Int = 4,
@@ -120,7 +120,7 @@ final class RedisConnection: Sendable {
 extension RESPValue {
     /// Turns an error reply into a thrown `RedisError.server`.
     @discardableResult
-    public func checked() throws -> RESPValue {
+    package func checked() throws -> RESPValue {
         if case .error(let message) = self { throw RedisError.server(message) }
         return self
     }

@@ -43,7 +43,7 @@ public final class RedisSubscriber: Service, Sendable {
     }
 
     /// Messages on `channel` from now on, until the stream is dropped.
-    public func subscribe(_ channel: String, bufferingNewest limit: Int = 1_000) -> AsyncStream<RedisMessage> {
+    package func subscribe(_ channel: String, bufferingNewest limit: Int = 1_000) -> AsyncStream<RedisMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: RedisMessage.self, bufferingPolicy: .bufferingNewest(limit))
         // Writing under the lock keeps SUBSCRIBE and UNSUBSCRIBE of one channel in call order.
         let id = state.withLock { state in
@@ -80,10 +80,10 @@ public final class RedisSubscriber: Service, Sendable {
     }
 
     /// Number of channels with at least one listener.
-    public var channelCount: Int { state.withLock { $0.listeners.count } }
+    package var channelCount: Int { state.withLock { $0.listeners.count } }
 
     /// Number of patterns with at least one listener.
-    public var patternCount: Int { state.withLock { $0.patternListeners.count } }
+    package var patternCount: Int { state.withLock { $0.patternListeners.count } }
 
     private func remove(pattern: String, id: Int) {
         state.withLock { state in

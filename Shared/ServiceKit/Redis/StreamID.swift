@@ -34,7 +34,7 @@ public struct StreamID: Sendable, Hashable, Comparable, CustomStringConvertible 
 
     /// The last id of the millisecond before `milliseconds`: every entry added from that millisecond
     /// on comes after it.
-    public static func justBefore(milliseconds: UInt64) -> StreamID {
+    package static func justBefore(milliseconds: UInt64) -> StreamID {
         milliseconds == 0 ? StreamID(milliseconds: 0, sequence: 0) : StreamID(milliseconds: milliseconds - 1, sequence: .max)
     }
 

@@ -14,9 +14,9 @@ public final class Readiness: Sendable {
 
     public init() {}
 
-    public var isReady: Bool { state.withLock { $0.ready } }
+    package var isReady: Bool { state.withLock { $0.ready } }
 
-    public func markReady() {
+    package func markReady() {
         let waiters = state.withLock { state in
             state.ready = true
             defer { state.waiters = [:] }

@@ -11,7 +11,7 @@ import ServiceKitRedis
 public enum MemoryTuning {
     /// Two arenas are plenty for 2 event-loop threads plus the cooperative pool. Must run before
     /// other threads start allocating; `MALLOC_ARENA_MAX` in the environment wins.
-    public static func limitArenas(_ count: Int32 = 2) {
+    package static func limitArenas(_ count: Int32 = 2) {
         if getenv("MALLOC_ARENA_MAX") == nil { _ = cge_limit_malloc_arenas(count) }
     }
 
@@ -47,16 +47,16 @@ public enum ProcessTuning {
     }
 
     /// Whether `apply()` made the event loops Swift Concurrency's global executor (logged at start).
-    public nonisolated(unsafe) private(set) static var tasksRunOnEventLoops = false
+    package nonisolated(unsafe) private(set) static var tasksRunOnEventLoops = false
 
     /// `EVENT_LOOP_THREADS`: how many event-loop threads the process runs (NIO's default, one per core,
     /// when unset). A process with its own cores wants one per core. Where the whole stack shares a few
     /// cores (`scripts/stack`, docker compose) one each is faster: a request no longer wakes a second
     /// thread of the same process, and the gateway's p99 on two cores halved (docs/BENCHMARKS.md).
     /// Read here, before anything starts a loop; the service's configuration reports a malformed value.
-    public static let eventLoopThreadsRange = 1...64
+    package static let eventLoopThreadsRange = 1...64
 
-    public static func eventLoopThreads(in environment: [String: String]) -> Int? {
+    package static func eventLoopThreads(in environment: [String: String]) -> Int? {
         guard let text = environment["EVENT_LOOP_THREADS"], let threads = Int(text.trimmingCharacters(in: .whitespaces)),
             eventLoopThreadsRange.contains(threads)
         else { return nil }

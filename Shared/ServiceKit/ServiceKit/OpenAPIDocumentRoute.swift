@@ -9,7 +9,7 @@ import NIOCore
 public struct OpenAPIDocumentRoute: Sendable {
     public static let path = "/openapi.yaml"
     /// RFC 9512's media type for YAML.
-    public static let mediaType = "application/yaml; charset=utf-8"
+    package static let mediaType = "application/yaml; charset=utf-8"
 
     let document: ByteBuffer
 

@@ -13,7 +13,7 @@ public struct RateLimit: Sendable {
     public var window: Duration
     public var max: Int
     public var code: String
-    public var whenUnavailable: WhenUnavailable
+    package var whenUnavailable: WhenUnavailable
 
     public init(max: Int, per window: Duration, code: String = "rate_limited", whenUnavailable: WhenUnavailable) {
         self.window = window

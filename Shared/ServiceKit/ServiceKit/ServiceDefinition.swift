@@ -29,11 +29,11 @@ public struct ServiceDependencies: Sendable {
 /// definition, so the second service looks like the first.
 public struct ServiceDefinition: Sendable {
     public var name: String
-    public var defaultPort: Int
+    package var defaultPort: Int
     public var migrations: @Sendable () throws -> [Migration]
     /// The service's `openapi.yaml` (`bundledOpenAPIDocument(.module)`), served at `GET /openapi.yaml`
     /// by `OpenAPIDocumentRoute`; `nil` serves none.
-    public var openAPIDocument: URL?
+    package var openAPIDocument: URL?
     /// Reads the service's own settings (throwing `ConfigurationError` naming every problem) and
     /// returns its parts. Called once per process, before anything starts.
     public var setup: @Sendable (ServiceConfig) throws -> ServiceSetup
@@ -52,7 +52,7 @@ public struct ServiceDefinition: Sendable {
     }
 
     /// The kit's tables (the event bus's outbox and inbox, idempotency keys) and then the service's own.
-    public func allMigrations() throws -> [Migration] {
+    package func allMigrations() throws -> [Migration] {
         EventBusSchema.migrations + IdempotencySchema.migrations + (try migrations())
     }
 
@@ -72,15 +72,15 @@ public struct ServiceDefinition: Sendable {
 public struct ServiceSetup: Sendable {
     /// Where access-token keys come from; `nil` means the issuer's JWKS over HTTP (`JWKS_URL`).
     /// The issuer itself passes its own keys.
-    public var tokenSource: (any JWKSSource)?
+    package var tokenSource: (any JWKSSource)?
     /// Extra command-line verbs beside `serve`, `migrate` and `provision`.
-    public var commands: [String: ServiceCommand]
+    package var commands: [String: ServiceCommand]
     /// Paths (prefixes) whose POSTs ignore `Idempotency-Key`: answers that must never be kept, such
     /// as sign-ins, whose answers are tokens and whose bodies are passwords.
-    public var idempotencyExcluded: [String]
+    package var idempotencyExcluded: [String]
     /// Adds the service's routes to the router and returns its event handlers and background work;
     /// called once, when the application is built.
-    public var build: @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents
+    package var build: @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents
 
     public init(
         tokenSource: (any JWKSSource)? = nil,

@@ -66,7 +66,7 @@ public enum ServiceLauncher {
         }
     }
 
-    public static func loadConfig(_ definition: ServiceDefinition, environment: [String: String]) throws -> ServiceConfig {
+    package static func loadConfig(_ definition: ServiceDefinition, environment: [String: String]) throws -> ServiceConfig {
         try ServiceConfig.load(name: definition.name, defaultPort: definition.defaultPort, environment: environment)
     }
 

@@ -7,14 +7,14 @@ import ServiceKitHTTP
 /// The claims of an access token as auth signs them (ES256, `kid` in the header).
 public struct AccessTokenClaims: JWTPayload, Equatable {
     public var sub: SubjectClaim
-    public var sid: String?
+    package var sid: String?
     public var roles: [String]
     public var emailVerified: Bool
     public var iss: IssuerClaim
     public var aud: AudienceClaim
     public var iat: IssuedAtClaim
     public var exp: ExpirationClaim
-    public var nbf: NotBeforeClaim?
+    package var nbf: NotBeforeClaim?
 
     public init(userID: UUID, sessionID: UUID?, roles: [Role], emailVerified: Bool, issuer: String, audience: String, issuedAt: Date, expiresAt: Date) {
         // Written as the JSON bodies write ids (lowercase), so a client can compare them as text.

@@ -16,7 +16,7 @@ public final class JWKSCache: Sendable {
         var fetchCount = 0
     }
 
-    public static let maxKeyAge: Duration = .seconds(600)
+    package static let maxKeyAge: Duration = .seconds(600)
 
     private let source: any JWKSSource
     private let algorithms: Set<String>
@@ -33,7 +33,7 @@ public final class JWKSCache: Sendable {
         self.logger = logger
     }
 
-    public var fetchCount: Int { cache.withLock { $0.fetchCount } }
+    package var fetchCount: Int { cache.withLock { $0.fetchCount } }
 
     /// The keys, once they include `kid`; throws `unknownKey` if even fresh keys do not.
     public func keys(containing kid: String) async throws(TokenError) -> JWTKeyCollection {
@@ -58,7 +58,7 @@ public final class JWKSCache: Sendable {
     }
 
     /// Fetches the keys unless they were fetched within `minRefreshInterval`; concurrent callers share one fetch.
-    public func reload(reason: String = "start") async throws(TokenError) {
+    package func reload(reason: String = "start") async throws(TokenError) {
         do {
             try await refresh.run { [self] in
                 let recent = cache.withLock { cache in

@@ -6,9 +6,9 @@ public struct TokenConfig: Sendable {
     public var jwksURL: String
     public var issuer: String
     public var audience: String
-    public var leeway: Duration
+    package var leeway: Duration
     /// Unknown `kid`s trigger a JWKS refresh at most this often.
-    public var minRefreshInterval: Duration
+    package var minRefreshInterval: Duration
 
     public init(jwksURL: String, issuer: String, audience: String, leeway: Duration = .seconds(30), minRefreshInterval: Duration = .seconds(5)) {
         self.jwksURL = jwksURL

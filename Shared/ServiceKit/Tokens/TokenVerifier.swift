@@ -9,7 +9,7 @@ import Synchronization
 /// unknown `kid` (the issuer rotated its key) refreshes the keys, at most once per `minRefreshInterval`.
 public final class TokenVerifier: Sendable {
     /// Keys are reloaded at least this often, so a key the issuer withdrew stops being trusted.
-    public static let maxKeyAge: Duration = JWKSCache.maxKeyAge
+    package static let maxKeyAge: Duration = JWKSCache.maxKeyAge
 
     private let config: TokenConfig
     private let keys: JWKSCache
@@ -26,11 +26,11 @@ public final class TokenVerifier: Sendable {
     }
 
     /// How many times the keys were fetched, for tests and metrics.
-    public var fetchCount: Int { keys.fetchCount }
+    package var fetchCount: Int { keys.fetchCount }
 
     /// How many signatures this verifier has checked (tokens found among those verified recently
     /// are not checked again), for tests and metrics.
-    public var signatureCheckCount: Int { signaturesChecked.load(ordering: .relaxed) }
+    package var signatureCheckCount: Int { signaturesChecked.load(ordering: .relaxed) }
 
     /// Verifies signature and claims and returns the caller. A client sends one token for up to 15
     /// minutes, so a token verified in the last minute is not verified again (the signature check
@@ -53,7 +53,7 @@ public final class TokenVerifier: Sendable {
 
     /// The caller of a token verified within the last minute and not expired, without checking
     /// anything now: for decisions that may not wait for a check (the gateway's rate limits).
-    public func cachedCaller(_ token: String, now: Date = Date()) -> Caller? {
+    package func cachedCaller(_ token: String, now: Date = Date()) -> Caller? {
         cachedCallerExpiring(token, now: now)?.caller
     }
 
@@ -92,7 +92,7 @@ public final class TokenVerifier: Sendable {
     }
 
     /// Fetches the keys unless they were fetched within `minRefreshInterval`.
-    public func reload(reason: String = "start") async throws(TokenError) {
+    package func reload(reason: String = "start") async throws(TokenError) {
         try await keys.reload(reason: reason)
     }
 }
