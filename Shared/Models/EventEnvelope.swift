@@ -35,7 +35,7 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         self.userID = userID
         self.sequence = nil
         let typed = Wire(id: id, type: type, version: version, occurredAt: occurredAt, producer: producer, userID: userID, sequence: nil, data: payload)
-        self.json = String(decoding: try APIJSON.encodeOrFoundation(typed), as: UTF8.self)
+        self.json = String(decoding: try APIJSON.encode(typed), as: UTF8.self)
     }
 
     /// Reads an envelope as it came off the stream. Only the envelope's own fields are read here;

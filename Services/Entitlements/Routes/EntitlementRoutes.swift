@@ -97,7 +97,6 @@ struct EntitlementView: ResponseEncodable, Sendable {
         appAccountToken = inputs.appAccountToken
     }
 
-    // In the order of their names, so that `APIJSON` has nothing to sort.
     enum CodingKeys: String, CodingKey {
         case appAccountToken = "app_account_token", billingIssue = "billing_issue", expiresAt = "expires_at", features, isSandbox = "is_sandbox", limits
         case source, state, tier, willRenew = "will_renew"

@@ -362,7 +362,6 @@ struct SpaceView: Codable, Sendable {
         updatedAt = space.updatedAt
     }
 
-    // In the order of their names, so that `APIJSON` has nothing to sort.
     enum CodingKeys: String, CodingKey {
         case createdAt = "created_at", id, name, ownerID = "owner_id", pendingOwnerID = "pending_owner_id", permission, updatedAt = "updated_at"
     }

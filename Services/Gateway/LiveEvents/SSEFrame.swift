@@ -30,7 +30,7 @@ enum SSEFrame {
             case .object(var data)? = envelope["data"]
         else { return nil }
         data["occurred_at"] = envelope["occurred_at"]
-        guard let bytes = try? APIJSON.encodeOrFoundation(JSONValue.object(data)) else { return nil }
+        guard let bytes = try? APIJSON.encode(JSONValue.object(data)) else { return nil }
         return String(decoding: bytes, as: UTF8.self)
     }
 

@@ -91,7 +91,6 @@ struct ClientView: Codable, Sendable {
             acceptedAt: client.acceptedAt)
     }
 
-    // In the order of their names, so that `APIJSON` has nothing to sort.
     enum CodingKeys: String, CodingKey {
         case acceptedAt = "accepted_at", acceptedViaRelay = "accepted_via_relay", createdAt = "created_at", email, id, invitation
         case lastSignInAt = "last_sign_in_at", leftAt = "left_at", name, notes, phone, status, updatedAt = "updated_at"

@@ -61,7 +61,7 @@ struct MealStore: Sendable {
         return meals
     }
 
-    static func json(_ value: some Encodable) throws -> String { String(decoding: try APIJSON.encodeOrFoundation(value), as: UTF8.self) }
+    static func json(_ value: some Encodable) throws -> String { String(decoding: try APIJSON.encode(value), as: UTF8.self) }
 
     func find(_ id: UUID, of user: UUID, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> MealRecord? {
         try await Self.decode(

@@ -145,9 +145,7 @@ struct ProfileView: Encodable, Sendable {
     var updatedAt: Date?
     var relationship: Relationship?
 
-    // In the order of their names, as the synthesized `encode(to:)` writes them: `APIJSON` sorts an
-    // object's keys only when they arrive out of order (a fifth of encoding a profile). The order
-    // changes nothing in the JSON, whose keys are sorted either way.
+    // In the order of their names; the JSON's keys are sorted either way.
     enum CodingKeys: String, CodingKey, CaseIterable {
         case allergies, avatarURL = "avatar_url", bio, cookingPreferences = "cooking_preferences", createdAt = "created_at"
         case dietaryPreferences = "dietary_preferences", dietaryVisibility = "dietary_visibility", displayName = "display_name"

@@ -139,7 +139,7 @@ struct ProfileStore: Sendable {
     }
 
     static func json(_ value: some Encodable) throws -> String {
-        String(decoding: try APIJSON.encodeOrFoundation(value), as: UTF8.self)
+        String(decoding: try APIJSON.encode(value), as: UTF8.self)
     }
 
     // MARK: avatars

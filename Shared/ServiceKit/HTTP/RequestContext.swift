@@ -177,7 +177,7 @@ extension Request {
 public struct APIResponseEncoder: ResponseEncoder {
     public init() {}
     public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
-        EncodedJSON(body: ByteBuffer(bytes: try APIJSON.encodeOrFoundation(value))).response
+        EncodedJSON(body: ByteBuffer(bytes: try APIJSON.encode(value))).response
     }
 }
 
@@ -187,7 +187,7 @@ public struct EncodedJSON: ResponseGenerator, Sendable {
     public let body: ByteBuffer
 
     public init(_ value: some Encodable) throws {
-        body = ByteBuffer(bytes: try APIJSON.encodeOrFoundation(value))
+        body = ByteBuffer(bytes: try APIJSON.encode(value))
     }
 
     init(body: ByteBuffer) {

@@ -14,5 +14,5 @@ public func metricsResponse(_ registry: MetricsRegistry) -> Response {
 public func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws -> Response {
     var headers = headers
     headers[.contentType] = "application/json; charset=utf-8"
-    return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try APIJSON.encodeOrFoundation(value))))
+    return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try APIJSON.encode(value))))
 }
