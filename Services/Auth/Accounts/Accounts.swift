@@ -177,8 +177,7 @@ struct UserView: Codable, Sendable {
         lastSignInAt = user.lastSignInAt
     }
 
-    // In the order of their names, so that `APIJSON` has nothing to sort (the JSON is the same
-    // either way).
+    // In the order of their names, as the JSON is written (sorted keys).
     enum CodingKeys: String, CodingKey {
         case createdAt = "created_at", disabled, displayName = "display_name", email, emailVerified = "email_verified"
         case hasPassword = "has_password", id, lastSignInAt = "last_sign_in_at", providers, roles

@@ -16,8 +16,7 @@ struct MealItem: Codable, Sendable, Equatable {
     var alcoholG: Double?
     var tags: [String]?
 
-    /// In the order of their names, which the synthesized `encode(to:)` follows: the API's JSON writer
-    /// then has no keys to sort (`APIJSON`).
+    /// In the order of their names, as the JSON is written (sorted keys).
     enum CodingKeys: String, CodingKey, CaseIterable {
         case alcoholG = "alcohol_g", calories, carbsG = "carbs_g", fatG = "fat_g", fiberG = "fiber_g", grams, name, proteinG = "protein_g"
         case saturatedFatG = "saturated_fat_g", sodiumMg = "sodium_mg", sugarG = "sugar_g", tags
