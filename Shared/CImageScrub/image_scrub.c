@@ -34,28 +34,37 @@ static image_scrub_status fail_with_vips_error(image_scrub_result *result, image
     return status;
 }
 
+static int load(const void *data, size_t length, image_scrub_format format, int shrink, VipsImage **image) {
+    switch (format) {
+    case IMAGE_SCRUB_JPEG:
+        return vips_jpegload_buffer((void *)data, length, image, "fail_on", VIPS_FAIL_ON_ERROR, "shrink", shrink, NULL);
+    case IMAGE_SCRUB_PNG:
+        return vips_pngload_buffer((void *)data, length, image, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+    case IMAGE_SCRUB_WEBP:
+        return vips_webpload_buffer((void *)data, length, image, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+    case IMAGE_SCRUB_HEIF:
+        // The primary image only, turned by its `irot`/`imir` boxes as libheif decodes it.
+        return vips_heifload_buffer((void *)data, length, image, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+    default:
+        return -1;
+    }
+}
+
 image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, image_scrub_result *result) {
+    return image_scrub_resized(data, length, format, max_side, max_bytes, 0, format, result);
+}
+
+image_scrub_status image_scrub_resized(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, int max_long_side,
+                                       image_scrub_format output_format, image_scrub_result *result) {
     memset(result, 0, sizeof *result);
+    if (output_format == IMAGE_SCRUB_HEIF) return fail(result, IMAGE_SCRUB_FAILED, "HEIF is not written");
     pthread_once(&started, start);
     if (start_failed) return fail(result, IMAGE_SCRUB_FAILED, "libvips did not start");
 
     // Loading reads the header only; pixels are decoded when the image is written below.
     VipsImage *image = NULL;
-    int loaded;
-    switch (format) {
-    case IMAGE_SCRUB_JPEG:
-        loaded = vips_jpegload_buffer((void *)data, length, &image, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
-        break;
-    case IMAGE_SCRUB_PNG:
-        loaded = vips_pngload_buffer((void *)data, length, &image, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
-        break;
-    case IMAGE_SCRUB_WEBP:
-        loaded = vips_webpload_buffer((void *)data, length, &image, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
-        break;
-    default:
-        return fail(result, IMAGE_SCRUB_UNREADABLE, "unknown format");
-    }
-    if (loaded != 0 || image == NULL) return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
+    if (format < IMAGE_SCRUB_JPEG || format > IMAGE_SCRUB_HEIF) return fail(result, IMAGE_SCRUB_UNREADABLE, "unknown format");
+    if (load(data, length, format, 1, &image) != 0 || image == NULL) return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
 
     result->width = vips_image_get_width(image);
     result->height = vips_image_get_height(image);
@@ -69,6 +78,24 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
     if (result->decoded_bytes > max_bytes) {
         g_object_unref(image);
         return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, "the decoded size is over the budget");
+    }
+
+    // A JPEG shrinks by 2, 4 or 8 while it decodes (its DCT blocks scaled), far cheaper than
+    // decoding every pixel and resizing them: the largest factor that keeps the long side at least
+    // nine tenths of `max_long_side` (a 4032-pixel phone photo decodes at 2016 for 2048).
+    int long_side = result->width > result->height ? result->width : result->height;
+    if (format == IMAGE_SCRUB_JPEG && max_long_side > 0) {
+        int shrink = 1;
+        while (shrink < 8 && (long_side / (shrink * 2)) * 10 >= max_long_side * 9) shrink *= 2;
+        if (shrink > 1) {
+            VipsImage *smaller = NULL;
+            if (load(data, length, format, shrink, &smaller) != 0 || smaller == NULL) {
+                g_object_unref(image);
+                return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
+            }
+            g_object_unref(image);
+            image = smaller;
+        }
     }
 
     VipsImage *upright = NULL;
@@ -90,6 +117,17 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
         }
     }
 
+    int now_long = vips_image_get_width(upright) > vips_image_get_height(upright) ? vips_image_get_width(upright) : vips_image_get_height(upright);
+    if (max_long_side > 0 && now_long > max_long_side) {
+        VipsImage *resized = NULL;
+        if (vips_resize(upright, &resized, (double)max_long_side / now_long, NULL) != 0) {
+            g_object_unref(upright);
+            return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
+        }
+        g_object_unref(upright);
+        upright = resized;
+    }
+
     // Without any metadata field: savers' "strip" leaves some behind (WebP's EXIF and XMP in this
     // libvips), so the fields go from a copy of the image (the pixels are shared, not copied).
     VipsImage *bare = NULL;
@@ -109,7 +147,7 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
     void *output = NULL;
     size_t output_length = 0;
     int saved;
-    switch (format) {
+    switch (output_format) {
     case IMAGE_SCRUB_JPEG:
         saved = vips_jpegsave_buffer(upright, &output, &output_length, "strip", TRUE, "Q", 90, "optimize_coding", TRUE, NULL);
         break;
@@ -124,6 +162,26 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
     result->height = vips_image_get_height(upright);
     g_object_unref(upright);
     if (saved != 0 || output == NULL) return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
+    result->data = output;
+    result->length = output_length;
+    return IMAGE_SCRUB_OK;
+}
+
+image_scrub_status image_scrub_cover_png(const void *data, size_t length, int width, int height, image_scrub_result *result) {
+    memset(result, 0, sizeof *result);
+    pthread_once(&started, start);
+    if (start_failed) return fail(result, IMAGE_SCRUB_FAILED, "libvips did not start");
+    VipsImage *cover = NULL;
+    if (vips_thumbnail_buffer((void *)data, length, &cover, width, "height", height, "crop", VIPS_INTERESTING_CENTRE, NULL) != 0) {
+        return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
+    }
+    void *output = NULL;
+    size_t output_length = 0;
+    int saved = vips_pngsave_buffer(cover, &output, &output_length, "strip", TRUE, "compression", 1, NULL);
+    result->width = vips_image_get_width(cover);
+    result->height = vips_image_get_height(cover);
+    g_object_unref(cover);
+    if (saved != 0 || output == NULL) return fail_with_vips_error(result, IMAGE_SCRUB_FAILED);
     result->data = output;
     result->length = output_length;
     return IMAGE_SCRUB_OK;

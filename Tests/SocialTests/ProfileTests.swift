@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Images
 import Models
 import NIOCore
 import ServiceKit
@@ -332,7 +333,7 @@ import TestSupport
                 }
                 // Stored 64×48 with orientation 6 (turn 90°): served upright, 48×64.
                 let format = try #require(ImageFormat(sniffing: stored))
-                let again = try AvatarImage.scrubNow(ByteBuffer(bytes: stored), format: format)
+                let again = try CleanImage.cleanNow(ByteBuffer(bytes: stored), format: format, maxSide: AvatarRoutes.maxSide)
                 #expect((again.width, again.height) == (48, 64), "\(name)")
             }
             let wide = try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: Self.fixture("wide.png")))

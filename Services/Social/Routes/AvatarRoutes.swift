@@ -1,41 +1,15 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Images
 import NIOCore
 import PostgresNIO
 import ServiceKit
 
-/// The image formats an avatar may be, told apart by their first bytes (the client's Content-Type is
-/// not trusted).
-enum ImageFormat: String {
-    case png = "image/png"
-    case jpeg = "image/jpeg"
-    case webp = "image/webp"
-
-    var name: String {
-        switch self {
-        case .png: "PNG"
-        case .jpeg: "JPEG"
-        case .webp: "WebP"
-        }
-    }
-
-    init?(sniffing bytes: some Collection<UInt8>) {
-        let head = Array(bytes.prefix(12))
-        if head.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) {
-            self = .png
-        } else if head.starts(with: [0xFF, 0xD8, 0xFF]) {
-            self = .jpeg
-        } else if head.count == 12, head.starts(with: Array("RIFF".utf8)), Array(head[8..<12]) == Array("WEBP".utf8) {
-            self = .webp
-        } else {
-            return nil
-        }
-    }
-}
-
 struct AvatarRoutes {
     static let maxBytes = 2 * 1024 * 1024
+    /// The longest side an avatar's header may state.
+    static let maxSide = 4096
 
     let social: Social
 
@@ -53,23 +27,24 @@ struct AvatarRoutes {
         } catch is NIOTooManyBytesError {
             throw APIError(.contentTooLarge, code: "too_large", detail: "An avatar may be at most 2 MiB.")
         }
-        guard let format = ImageFormat(sniffing: body.readableBytesView) else {
+        // An avatar is stored in the format it came in; HEIC is read, never written.
+        guard let format = ImageFormat(sniffing: body.readableBytesView), format != .heic else {
             throw APIError(.unsupportedMediaType, code: "unsupported_image", detail: "Send a PNG, JPEG or WebP image as the request body.")
         }
-        let image: AvatarImage
+        let image: CleanImage
         do {
-            image = try await AvatarImage.scrub(body, format: format, decoding: social.settings.imageDecoding)
-        } catch AvatarImage.Problem.tooLarge(let width, let height) {
+            image = try await CleanImage.clean(body, format: format, maxSide: Self.maxSide, decoding: social.settings.imageDecoding)
+        } catch CleanImage.Problem.tooLarge(let width, let height) {
             throw APIError(
                 .unprocessableContent, code: "image_too_large",
-                detail: "The image is \(width)×\(height) pixels; an avatar may be at most \(AvatarImage.maxSide)×\(AvatarImage.maxSide).")
-        } catch AvatarImage.Problem.tooManyBytes(let width, let height, let bytes) {
+                detail: "The image is \(width)×\(height) pixels; an avatar may be at most \(Self.maxSide)×\(Self.maxSide).")
+        } catch CleanImage.Problem.tooManyBytes(let width, let height, let bytes) {
             let budget = social.settings.imageDecoding.maxDecodedBytes
             throw APIError(
                 .unprocessableContent, code: "image_too_large",
                 detail:
                     "The image is \(width)×\(height) pixels at its bit depth and channels, \(bytes) bytes decoded; an avatar may take at most \(budget) bytes decoded.")
-        } catch AvatarImage.Problem.unreadable {
+        } catch CleanImage.Problem.unreadable {
             throw APIError(.unprocessableContent, code: "invalid_image", detail: "The body starts like a \(format.name) image but cannot be decoded as one.")
         }
         let social = self.social

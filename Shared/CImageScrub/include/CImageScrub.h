@@ -3,11 +3,13 @@
 
 #include <stddef.h>
 
-/// The formats an avatar may be; the caller tells them apart by their first bytes.
+/// The formats an image may be; the caller tells them apart by their first bytes. HEIF (HEIC, what
+/// an iPhone camera writes) is read, never written.
 typedef enum {
     IMAGE_SCRUB_JPEG = 1,
     IMAGE_SCRUB_PNG = 2,
     IMAGE_SCRUB_WEBP = 3,
+    IMAGE_SCRUB_HEIF = 4,
 } image_scrub_format;
 
 typedef enum {
@@ -43,6 +45,17 @@ typedef struct {
 /// carries a colour profile, and encodes it again in the same format without any metadata (EXIF and
 /// its GPS position, XMP, IPTC, comments, text chunks, the profile). Blocking; thread-safe.
 image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, image_scrub_result *result);
+
+/// As image_scrub, then scaled down (never up) to at most `max_long_side` pixels on its long side
+/// (0 keeps its size), and written as `output_format` (JPEG, PNG or WebP). A JPEG is decoded at a
+/// half, quarter or eighth of its size when that keeps at least nine tenths of `max_long_side`, so a
+/// phone photo is not decoded whole to be shrunk.
+image_scrub_status image_scrub_resized(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, int max_long_side,
+                                       image_scrub_format output_format, image_scrub_result *result);
+
+/// An image this library wrote (trusted: it is not checked again), scaled and cropped around its
+/// centre to fill exactly `width` x `height`, as a PNG (for Cairo, which reads PNG only).
+image_scrub_status image_scrub_cover_png(const void *data, size_t length, int width, int height, image_scrub_result *result);
 
 void image_scrub_free(void *data);
 
