@@ -13,7 +13,7 @@ struct AuthSettings: Sendable {
     /// Verification-mail resends allowed per user per hour.
     var resendPerHour: Int
     /// Sign-ups per client address (an IPv6 one by its /64) per hour: each costs a password hash, and
-    /// each answer says whether an address has an account.
+    /// each response says whether an address has an account.
     var signupsPerHourPerIP: Int
     var adminEmails: Set<String>
     var coachSelfServe: Bool

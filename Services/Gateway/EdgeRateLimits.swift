@@ -109,7 +109,7 @@ struct RateLimitTable: Sendable, Equatable {
     }
 }
 
-/// What the limiter decided for one request, and the headers its answer carries.
+/// What the limiter decided for one request, and the headers its response carries.
 struct RateDecision: Sendable {
     var allowed: Bool
     var rule: RateLimitRule

@@ -14,7 +14,7 @@ import Synchronization
 /// A merge is kept for `lifetime` (60 s) and fetched again by the first request after that; requests
 /// that arrive meanwhile wait for the same fetch. When a fetch fails (an upstream down, a document
 /// that does not merge) the last good merge is served on, and the next try waits a few seconds; with
-/// no merge yet the answer is `503 service_unavailable` naming the services that could not be read,
+/// no merge yet the response is `503 service_unavailable` naming the services that could not be read,
 /// or `500 openapi_conflict` saying what does not merge.
 final class MergedOpenAPIDocument: Sendable {
     let own: OpenAPISource

@@ -17,10 +17,10 @@ struct Nutrition: Sendable {
     let meals = MealStore()
     let metrics = BodyMetricStore()
     let trends = TrendStore()
-    /// Trend answers by diary, period and day, for the diary version they were computed from: read
+    /// Trend responses by diary, period and day, for the diary version they were computed from: read
     /// again while nothing in them changed, they cost one profile read. Two generations of
     /// `TREND_CACHE_SIZE` (1,000: about 3.5 KB for a month, so at most about 7 MB); none at 0.
-    let trendAnswers: VersionedCache<TrendRoutes.AnswerKey, EncodedJSON>?
+    let trendResponses: VersionedCache<TrendRoutes.ResponseKey, EncodedJSON>?
     let shares = ShareStore()
     let coaching = CoachLinkStore()
     /// Cairo draws off the event loops.
@@ -42,7 +42,7 @@ struct Nutrition: Sendable {
             profileChanges = nil
         }
         self.settings = settings
-        trendAnswers = settings.trendCacheSize > 0 ? VersionedCache(capacity: settings.trendCacheSize) : nil
+        trendResponses = settings.trendCacheSize > 0 ? VersionedCache(capacity: settings.trendCacheSize) : nil
         logger = dependencies.logger
         self.drawing = drawing
         let drawn = dependencies.metrics.makeCounter(name: "share_cards_drawn_total", help: "Share cards drawn (each is kept with its link once drawn)")

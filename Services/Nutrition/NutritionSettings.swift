@@ -10,7 +10,7 @@ struct NutritionSettings: Sendable {
     var pages: PageSettings
     /// How long a share link works.
     var shareTTLDays: Int
-    /// Trend answers kept per process, in each of two generations; 0 keeps none.
+    /// Trend responses kept per process, in each of two generations; 0 keeps none.
     var trendCacheSize: Int
     /// Diet profiles kept per process, in each of two generations, served while the change feed
     /// vouches for them; 0 keeps none (every meal post reads its profile).

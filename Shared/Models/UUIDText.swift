@@ -2,7 +2,7 @@ import Foundation
 
 /// A UUID's canonical text (8-4-4-4-12 hex digits) without Foundation's C helpers, which parse with
 /// `sscanf` and format with `snprintf` (thousands of instructions each, on every request that has an
-/// id in its path, its answer or its request id). A UUID is handled as its two 64-bit halves.
+/// id in its path, its response or its request id). A UUID is handled as its two 64-bit halves.
 package enum UUIDText {
     /// Writes the 36 characters into `buffer` (which holds at least 36 bytes).
     package static func write(high: UInt64, low: UInt64, uppercase: Bool, into buffer: UnsafeMutableBufferPointer<UInt8>) {

@@ -51,7 +51,7 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/auth/me", token: attacker.accessToken).code == "session_revoked")
             #expect(try await env.logIn(victim, attacker.password).code == "invalid_credentials")
 
-            // The victim chooses the first password with the token the answer carried, once.
+            // The victim chooses the first password with the token the response carried, once.
             #expect(try await env.call(.post, "/v1/auth/password/reset", json: ["token": passwordToken, "password": "the victim's own secret"]).status == .noContent)
             #expect(try await env.call(.post, "/v1/auth/password/reset", json: ["token": passwordToken, "password": "again a new secret"]).code == "token_used")
             let owner = try await env.logIn(victim, "the victim's own secret")

@@ -110,7 +110,7 @@ import TestSupport
             let account = try await env.signUp()
             let otherDevice = try AuthTestEnvironment.account(try await env.logIn(account.email, account.password), email: account.email, password: account.password)
 
-            // Unknown addresses get the same answer and no mail.
+            // Unknown addresses get the same response and no mail.
             let unknown = try await env.call(.post, "/v1/auth/password/forgot", json: ["email": "nobody-\(UUID())@example.com"])
             #expect(unknown.status == .accepted)
             let known = try await env.call(.post, "/v1/auth/password/forgot", json: ["email": account.email.uppercased()])

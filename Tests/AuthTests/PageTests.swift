@@ -65,7 +65,7 @@ import TestSupport
             #expect(limited.status == .tooManyRequests && limited.headers[.retryAfter] != nil)
             #expect(limited.text.contains("Too many failed attempts") && limited.text.contains("name=\"password\""))
             #expect(limited.pageHeaderProblems.isEmpty)
-            // The API counted the page's failures: the same answer there.
+            // The API counted the page's failures: the same response there.
             let api = try await env.call(.post, "/v1/auth/email/verify", json: ["token": token, "password": account.password], headers: .from(guesser))
             #expect(api.status == .tooManyRequests && api.code == "too_many_attempts")
             #expect(try await env.verified(account) == false)

@@ -25,7 +25,7 @@ import TestSupport
         #expect(reply.status == .created, "\(reply.text)")
     }
 
-    /// The answer of the permissions endpoint: nil when allowed, else the problem's code.
+    /// The response of the permissions endpoint: nil when allowed, else the problem's code.
     static func check(_ env: EntitlementsTestEnvironment, _ action: String, in space: String, as user: any BearerHolder) async throws -> String? {
         let reply = try await env.call(.get, "/v1/spaces/\(space)/permissions?action=\(action)", as: user)
         if reply.status == .ok {
@@ -171,7 +171,7 @@ import TestSupport
 
             // Already members, by either way; oneself; ownership is not given this way.
             #expect(try await env.call(.post, members, as: owner, json: ["user_id": friend.path, "permission": "viewer"]).code == "already_member")
-            // A member's address is pending like any other: the answer tells nothing of who is a member.
+            // A member's address is pending like any other: the response tells nothing of who is a member.
             #expect(try await env.call(.post, members, as: owner, json: ["email": friend.email, "permission": "viewer"]).json["status"] as? String == "pending")
             #expect(try await env.call(.post, members, as: owner, json: ["user_id": owner.path, "permission": "viewer"]).status == .badRequest)
             #expect(try await env.call(.post, members, as: owner, json: ["email": owner.email, "permission": "viewer"]).status == .badRequest)

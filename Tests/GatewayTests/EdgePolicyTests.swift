@@ -38,8 +38,8 @@ import TestSupport
     }
 
     /// Sends a request head announcing `contentLength` bytes and none of them, and reads what comes
-    /// back. The wait ends with the answer's body; its 30 s bound is only for a gateway that never
-    /// answers (on a loaded machine the answer took over 2 s).
+    /// back. The wait ends with the response's body; its 30 s bound is only for a gateway that never
+    /// answers (on a loaded machine the response took over 2 s).
     static func headOnly(port: Int, _ requestLine: String, contentLength: Int) async throws -> String {
         try await LoopbackSocket.blocking { try headOnlyBlocking(port: port, requestLine, contentLength: contentLength) }
     }
@@ -79,7 +79,7 @@ import TestSupport
     @Test func aBodyOverItsRoutesLimitIs413AndNeverReachesTheService() async throws {
         try await Self.withGateway { client in
             let port = try #require(client.port)
-            // Only the head is sent: the answer comes without the gateway waiting for a body.
+            // Only the head is sent: the response comes without the gateway waiting for a body.
             let refused = try await Self.headOnly(port: port, "POST /v1/auth/signup", contentLength: (256 << 10) + 1)
             #expect(refused.hasPrefix("HTTP/1.1 413"), "\(refused)")
             #expect(refused.contains("\"code\":\"payload_too_large\"") && refused.lowercased().contains("connection: close"), "\(refused)")

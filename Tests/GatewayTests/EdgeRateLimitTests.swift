@@ -12,7 +12,7 @@ import ServiceKitTokens
 import Testing
 import TestSupport
 
-/// Rate limits at the edge: the table, the count per caller and window, what the answers say, and
+/// Rate limits at the edge: the table, the count per caller and window, what the responses say, and
 /// the count shared between gateway processes through Redis.
 @Suite struct EdgeRateLimitTests {
     static let noon = Date(timeIntervalSince1970: 1_800_000_000)  // a whole minute

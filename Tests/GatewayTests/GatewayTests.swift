@@ -223,7 +223,7 @@ final class EchoUpstream: Sendable {
             let problem = try Self.problem(down)
             #expect(problem.code == "upstream_unavailable" && problem.requestID == "down-1")
             #expect(problem.detail?.contains("nutrition") == true)
-            // The gateway's own answer carries what its proxied answers do.
+            // The gateway's own response carries what its proxied responses do.
             #expect(down.headers[.retryAfter] == "1" && down.headers[.server] == "gateway" && down.headers[.requestID] == "down-1")
             #expect(down.headers[.contentType] == Problem.mediaType)
         }
@@ -298,7 +298,7 @@ final class EchoUpstream: Sendable {
             let last = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: answers[5].body))
             #expect(last.method == "DELETE" && last.path == "/v1/profiles/last")
             #expect(answers[5].headers["connection"] == "close")
-            // Every answer carries its own request id; the upstream's hop-by-hop headers stay behind.
+            // Every response carries its own request id; the upstream's hop-by-hop headers stay behind.
             #expect(Set(answers.compactMap { $0.headers["x-request-id"] }).count == 6)
             #expect(answers[0].headers["x-internal"] == nil && answers[0].headers["x-upstream"] == "auth")
 
@@ -310,13 +310,13 @@ final class EchoUpstream: Sendable {
             #expect(old.map(\.status) == [200])
             #expect(old.first?.headers["connection"] == "close")
 
-            // A client that closes its side after its requests still gets every answer.
+            // A client that closes its side after its requests still gets every response.
             let halfClosed = try await RawHTTP.exchange(port: port, "GET /v1/auth/pause HTTP/1.1\r\nHost: gw\r\n\r\nGET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n", halfClose: true)
             #expect(halfClosed.map(\.status) == [200, 200])
         }
     }
 
-    /// On one connection, each answer is framed for its own request, however they mix: a proxied
+    /// On one connection, each response is framed for its own request, however they mix: a proxied
     /// HEAD, the router's answers, an upstream answer whose `Connection` header names its own
     /// Content-Length, a HEAD to the router after a proxied GET, and the gateway's own refusal of a
     /// HEAD (a rate limit), which has no body either.
@@ -418,7 +418,7 @@ final class EchoUpstream: Sendable {
     }
 
     /// A shutdown that begins while a proxied request waits on its upstream lets it finish: the client
-    /// gets the answer, then the connection closes and the gateway stops.
+    /// gets the response, then the connection closes and the gateway stops.
     @Test func aShutdownLetsAProxiedRequestFinish() async throws {
         let auth = EchoUpstream(name: "auth")
         try await auth.start()
@@ -472,7 +472,7 @@ enum RawHTTP {
 
     /// `halfClose` closes the client's side once it has written, as a client that sends its last
     /// request and only reads afterwards.
-    /// `bodiless` are the positions of the answers to HEAD requests, which have no body whatever
+    /// `bodiless` are the positions of the responses to HEAD requests, which have no body whatever
     /// their head says.
     static func exchange(
         port: Int, _ text: String, untilAnswers: Int? = nil, halfClose: Bool = false, bodiless: Set<Int> = [], timeout: Duration = .seconds(30)
@@ -500,7 +500,7 @@ enum RawHTTP {
         }
     }
 
-    /// One whole answer off the front of `buffer`, or nil if it has not all arrived.
+    /// One whole response off the front of `buffer`, or nil if it has not all arrived.
     static func parse(_ buffer: inout ByteBuffer, bodiless: Bool = false) -> Answer? {
         let text = buffer.getString(at: buffer.readerIndex, length: min(buffer.readableBytes, 64 * 1024)) ?? ""
         guard let end = text.range(of: "\r\n\r\n") else { return nil }

@@ -131,11 +131,11 @@ final class SSEStream: Sendable {
     }
 }
 
-/// A client of `GET /v1/events` that reads the answer's head and then nothing, as an app that froze
+/// A client of `GET /v1/events` that reads the response's head and then nothing, as an app that froze
 /// with its connection open. Its receive buffer is made small, so that the gateway's side fills soon.
 final class StalledClient: Sendable {
     private let fd: Int32
-    /// What it read: the answer's head, and perhaps the start of its body.
+    /// What it read: the response's head, and perhaps the start of its body.
     let head: String
 
     private init(fd: Int32, head: String) {

@@ -34,7 +34,7 @@ final class ShapesUpstream: Sendable {
             return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(repeating: 7, count: count)))
         }
         router.get("chunked") { request, _ in
-            // Written in pieces with no Content-Length: the answer goes out chunked.
+            // Written in pieces with no Content-Length: the response goes out chunked.
             let count = request.uri.queryParameters.get("n", as: Int.self) ?? 0
             return Response(
                 status: .ok,
@@ -59,8 +59,8 @@ final class ShapesUpstream: Sendable {
     func stop() { server.stop() }
 }
 
-/// A server that answers every request with a head promising `promised` bytes, sends `sent` of them
-/// and hangs up: an upstream that dies in the middle of its answer.
+/// A server that responses every request with a head promising `promised` bytes, sends `sent` of them
+/// and hangs up: an upstream that dies in the middle of its response.
 final class HangUpServer: Sendable {
     let channel: any Channel
 
@@ -95,7 +95,7 @@ final class HangUpServer: Sendable {
 
 /// A server that answers the first request it reads (keep-alive, no body) and hangs up on every later
 /// one without answering, counting the requests it read: an upstream that took a request and died.
-final class AnswersOnceServer: Sendable {
+final class RespondsOnceServer: Sendable {
     final class Count: Sendable {
         let requests = Atomic<Int>(0)
     }
@@ -107,7 +107,7 @@ final class AnswersOnceServer: Sendable {
         let count = self.count
         channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(AnswerOnce(count: count)) }
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RespondOnce(count: count)) }
             }
             .bind(host: "127.0.0.1", port: 0).get()
     }
@@ -117,7 +117,7 @@ final class AnswersOnceServer: Sendable {
 
     func stop() async { try? await channel.close() }
 
-    final class AnswerOnce: ChannelInboundHandler, Sendable {
+    final class RespondOnce: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
         let count: Count
         init(count: Count) { self.count = count }
@@ -136,7 +136,7 @@ final class AnswersOnceServer: Sendable {
     }
 }
 
-/// A keep-alive upstream that answers every request with the caller's port and closes its open
+/// A keep-alive upstream that responses every request with the caller's port and closes its open
 /// connections when told (`closeConnections`), as a server closes connections that sat idle.
 final class ClosesWhenToldServer: Sendable {
     let channel: any Channel
@@ -231,13 +231,13 @@ final class ClosesWhenToldServer: Sendable {
         }
     }
 
-    /// Counts the calls of an answer callback.
+    /// Counts the calls of a response callback.
     final class Calls: Sendable {
         let count = Atomic<Int>(0)
     }
 
     /// One request through `send`, the callback the gateway's pipeline uses, and how many times it
-    /// was answered: the first answer, then a moment for a second one to show up.
+    /// was answered: the first response, then a moment for a second one to show up.
     static func sendCounting(_ pool: UpstreamPool, _ uri: String, timeout: TimeAmount) async throws -> (Result<UpstreamResponse, any Error>, calls: Int) {
         let calls = Calls()
         let loop = MultiThreadedEventLoopGroup.singleton.any()
@@ -250,7 +250,7 @@ final class ClosesWhenToldServer: Sendable {
         return (result, calls.count.load(ordering: .relaxed))
     }
 
-    /// `send` answers every request exactly once: an answer, a timeout, a pooled connection the
+    /// `send` answers every request exactly once: a response, a timeout, a pooled connection the
     /// upstream closed while idle (sent again on a new one), an upstream that cannot be reached.
     @Test func sendAnswersEachRequestExactlyOnce() async throws {
         try await Self.withShapes { pool in
@@ -296,7 +296,7 @@ final class ClosesWhenToldServer: Sendable {
     }
 
     /// The upstream closes a connection that sits idle in the pool, as a restarting or tidy server does;
-    /// the next request, sent at once or a moment later, goes on a new connection and gets its answer.
+    /// the next request, sent at once or a moment later, goes on a new connection and gets its response.
     /// (A request sent into a connection that closes under it: `onlyIdempotentRequestsAreSentAgainAfterTheConnectionBroke`.)
     /// The upstream closes when told, not on an idle timer: a timer short enough for a test also fired
     /// in the middle of an exchange whenever a busy test run stalled the loops for longer (CI, once).
@@ -353,7 +353,7 @@ final class ClosesWhenToldServer: Sendable {
             (.PUT, .stream(RequestBody(buffer: ByteBuffer(string: "{}"))), 2),
         ]
         for (method, body, requestsRead) in cases {
-            let server = try await AnswersOnceServer()
+            let server = try await RespondsOnceServer()
             let pool = try UpstreamPool(baseURL: server.baseURL, connectTimeout: .seconds(1))
             #expect(try await Self.get(pool, "/first").0.status == .ok)
             var head = HTTPRequestHead(version: .http1_1, method: method, uri: "/second")
@@ -380,7 +380,7 @@ final class ClosesWhenToldServer: Sendable {
         let largePool = try UpstreamPool(baseURL: large.baseURL, connectTimeout: .seconds(1))
         defer { smallPool.shutdown(); largePool.shutdown() }
         await #expect(throws: UpstreamError.self) { _ = try await Self.get(smallPool, "/") }
-        // A streamed answer has begun when the upstream hangs up: its reader gets the error.
+        // A streamed response has begun when the upstream hangs up: its reader gets the error.
         await #expect(throws: UpstreamError.self) { _ = try await Self.get(largePool, "/") }
     }
 
@@ -406,7 +406,7 @@ final class ClosesWhenToldServer: Sendable {
     }
 
     /// Through the gateway: an upstream that hangs up mid-answer is a 502 problem, and 200 requests
-    /// in flight at once each get their own answer.
+    /// in flight at once each get their own response.
     @Test func throughTheGatewayABrokenAnswerIs502AndOverlappingRequestsKeepTheirAnswers() async throws {
         let broken = try await HangUpServer(promised: 100, sent: 10)
         let brokenStream = try await HangUpServer(promised: 1_000_000, sent: 1_000)
@@ -421,7 +421,7 @@ final class ClosesWhenToldServer: Sendable {
             #expect(try GatewayTests.problem(response).code == "bad_gateway")
 
             let port = try #require(client.port)
-            // The head of a streamed answer is already with the client when the upstream hangs up:
+            // The head of a streamed response is already with the client when the upstream hangs up:
             // the client's connection ends too, so the short body cannot pass for the whole one.
             await #expect(throws: (any Error).self) { _ = try await ConcurrentClient.send(port: port, "GET", "/v1/tiers") }
 

@@ -11,7 +11,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// An upstream that answers each request, once its head is in, with the bytes it was given, then
+/// An upstream that responses each request, once its head is in, with the bytes it was given, then
 /// closes the connection: a response of any shape, well formed or not.
 final class ScriptedUpstream: Sendable {
     let channel: any Channel

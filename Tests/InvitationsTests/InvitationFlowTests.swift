@@ -123,7 +123,7 @@ import TestSupport
             #expect(fresh != code)
             #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: invited).code == "invitation_not_found")
 
-            // Nobody grants `client` here (no auth): the answer comes after the wait, as 202 pending.
+            // Nobody grants `client` here (no auth): the response comes after the wait, as 202 pending.
             let accepted = try await env.call(.post, "/v1/invitations/\(fresh)/accept", as: invited)
             #expect(accepted.status == .accepted && accepted.json["role"] as? String == "pending", "\(accepted.text)")
             #expect(try await env.call(.post, "/v1/clients/\(id)/invitation/revoke", as: coach).code == "invitation_used")

@@ -52,7 +52,7 @@ struct NutritionTestEnvironment: ServiceHarness {
         try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID, occurredAt: occurredAt)
     }
 
-    /// Sets the diet profile; the answer must be 200.
+    /// Sets the diet profile; the response must be 200.
     @discardableResult
     func setProfile(_ user: User, diet: String = "balanced", zone: String = "UTC", goal: Int = 2000, unit: String = "kg", dayStartsAt: Int = 0, custom: [String: Double]? = nil)
         async throws -> APIReply

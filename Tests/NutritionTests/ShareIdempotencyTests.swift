@@ -9,8 +9,8 @@ import TestSupport
 
     static func key(_ value: String) -> HTTPFields { [HTTPField.Name("Idempotency-Key")!: value] }
 
-    /// The first answer holds the token; only its status is kept for the key, so a retry with the
-    /// key makes no second link and is told the answer cannot come again.
+    /// The first response holds the token; only its status is kept for the key, so a retry with the
+    /// key makes no second link and is told the response cannot come again.
     @Test func aShareLinksTokenIsNeverKeptForItsIdempotencyKey() async throws {
         try await Env.run { env in
             let user = try await env.user()
@@ -33,7 +33,7 @@ import TestSupport
             #expect(try await env.count("SELECT count(*) FROM shares WHERE meal_id = '\(id)'") == 1, "the retry made no second link")
             #expect(try await env.call(.get, "/v1/shared/\(token)").status == .ok, "the first link works")
 
-            // A new key makes a new link; so does a request without one, whose answer carries no mark either.
+            // A new key makes a new link; so does a request without one, whose response carries no mark either.
             let second = try await env.call(.post, "/v1/meals/\(id)/share", as: user, headers: Self.key("share-2"))
             #expect(second.status == .created && second.json["token"] as? String != token, "\(second.text)")
             let unkeyed = try await env.call(.post, "/v1/meals/\(id)/share", as: user)

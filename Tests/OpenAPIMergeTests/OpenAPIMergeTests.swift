@@ -87,7 +87,7 @@ import Testing
         #expect(merged["info"]?["description"]?.stringValue?.contains("gateway, meals, profiles") == true)
         #expect(merged["servers"] == nil && merged["security"] == nil)
         #expect(Set(merged["paths"]?.objectValue?.keys.map { $0 } ?? []) == ["/healthz", "/v1/meals", "/v1/profiles"])
-        // /healthz is the gateway's: every process serves one, and behind the gateway only its own answers.
+        // /healthz is the gateway's: every process serves one, and behind the gateway only its own responses.
         #expect(merged["paths"]?["/healthz"]?["get"]?["summary"] == nil)
         // The components the documents share are there once, written the same however the YAML was.
         #expect(merged["components"]?["schemas"]?.objectValue?.keys.sorted() == ["Problem", "Status"])

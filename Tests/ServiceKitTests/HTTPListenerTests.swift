@@ -15,7 +15,7 @@ import TestSupport
 /// The kit's listener, run as `main` runs it (`ServiceApplication.run()`): processes that share a
 /// port, and graceful shutdowns that let the request in flight finish and close idle connections.
 @Suite struct HTTPListenerTests {
-    /// One running application: its answers name `instance`; `/slow` says when it has started.
+    /// One running application: its responses name `instance`; `/slow` says when it has started.
     struct Running {
         let group: ServiceGroup
         let task: Task<Void, any Error>

@@ -80,7 +80,7 @@ import TestSupport
             let again = try await Self.post(client, user: user, key: "k-1", body: #"{"a":1}"#)
             #expect(again.status == .created && String(buffer: again.body) == String(buffer: first.body))
             #expect(again.headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == "true")
-            // The first answer's own headers come back with it.
+            // The first response's own headers come back with it.
             #expect(again.headers[.eTag] == first.headers[.eTag] && again.headers[.location] == "/things/1" && again.headers[.contentType] == first.headers[.contentType])
             #expect(counter.value == 1)
 

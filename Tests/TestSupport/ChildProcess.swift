@@ -22,7 +22,7 @@ public final class ChildProcess: Sendable {
         // (SwiftNIO's among them) are not all close-on-exec: a child spawned while another test had
         // a connection open kept a copy of it, so closing that connection sent no FIN while the
         // child lived. A pool test then sent a request into a connection its upstream had closed
-        // and waited for an answer that never came (the "stalls" of 5-20 s in full parallel runs;
+        // and waited for a response that never came (the "stalls" of 5-20 s in full parallel runs;
         // `ss -p` showed the mail sink's python holding both ends and the listening socket).
         guard cge_spawn_close_from(&fileActions, 3) == 0 else { throw POSIXError(.EINVAL) }
         var attributes = posix_spawnattr_t()

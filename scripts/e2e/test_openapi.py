@@ -57,7 +57,7 @@ def test_every_documented_operation_reaches_a_route(stack, merged):
     for path, item in sorted(merged["paths"].items()):
         target = re.sub(r"\{[^}]*\}", filler, path)
         for method in sorted(m for m in item if m in openapi_tool.METHODS):
-            # Streamed, and only a problem's body read: an answer that streams (live events) ends here.
+            # Streamed, and only a problem's body read: a response that streams (live events) ends here.
             with requests.request(method.upper(), f"{stack.gateway}{target}", timeout=30, allow_redirects=False, stream=True) as response:
                 detail = ""
                 if response.headers.get("Content-Type") == "application/problem+json":

@@ -47,7 +47,7 @@ def assert_page_headers(url, status):
 
 def submit_form_with(browser, field):
     """Submits the form holding the input named `field` with a click on its submit button, and waits
-    for the answer's page to replace it (until then the old page's elements are still found)."""
+    for the response's page to replace it (until then the old page's elements are still found)."""
     form = browser.find_element(By.XPATH, f"//form[.//input[@name='{field}']]")
     form.find_element(By.CSS_SELECTOR, "button[type=submit], input[type=submit], button:not([type])").click()
     WebDriverWait(browser, 20).until(lambda _: replaced(form))

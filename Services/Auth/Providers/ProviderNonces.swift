@@ -57,7 +57,7 @@ struct ProviderNonces: Sendable {
         // under the text, which must not have a second form.
         guard nonce.utf8.count == 54, let data = Base64URL.decode(nonce), data.count == 40, Base64URL.encode(data) == nonce else { throw .forged }
         let bytes = Array(data)
-        // Compared in constant time: how far a guess matched must not show in the answer's timing.
+        // Compared in constant time: how far a guess matched must not show in the response's timing.
         guard zip(mac(Array(bytes[..<24])), bytes[24...]).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { throw .forged }
         let seconds = bytes[16..<24].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         let expiresAt = Date(timeIntervalSince1970: TimeInterval(seconds))

@@ -132,8 +132,8 @@ struct AccountRoutes {
         enum CodingKeys: String, CodingKey, CaseIterable { case email }
     }
 
-    /// Always 202, and in the same time: the lookup and the mail happen after the answer, so neither
-    /// the answer nor its timing says whether an account exists. Mails to one address are limited
+    /// Always 202, and in the same time: the lookup and the mail happen after the response, so neither
+    /// the response nor its timing says whether an account exists. Mails to one address are limited
     /// (silently) so the endpoint cannot be used to flood someone's inbox.
     @Sendable func forgotPassword(_ request: Request, context: ServiceRequestContext) async throws -> HTTPResponse.Status {
         let body = try await request.decode(as: ForgotRequest.self, context: context)

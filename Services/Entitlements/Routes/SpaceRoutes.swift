@@ -117,7 +117,7 @@ struct SpaceRoutes {
     }
 
     /// `?action=`: `200 {allowed: true}`, or the 403 the action itself would answer.
-    @Sendable func permission(_ request: Request, context: AuthenticatedContext) async throws -> PermissionAnswer {
+    @Sendable func permission(_ request: Request, context: AuthenticatedContext) async throws -> PermissionResponse {
         let id = try context.spaceID()
         guard let text = request.uri.queryParameters["action"].map(String.init), let action = SpaceAction(rawValue: text) else {
             throw APIError.validation([
@@ -131,7 +131,7 @@ struct SpaceRoutes {
             }
             try await authorize(space, action, on: connection, logger: context.logger)
         }
-        return PermissionAnswer(allowed: true)
+        return PermissionResponse(allowed: true)
     }
 
     // MARK: members
@@ -150,7 +150,7 @@ struct SpaceRoutes {
     }
 
     /// Adds a member by `user_id` or by `email` (the owner, with collaboration). An address always
-    /// becomes an invitation (`pending`), whether an account has it or not, so the answer does not
+    /// becomes an invitation (`pending`), whether an account has it or not, so the response does not
     /// tell the owner who has an account: the account's holder accepts it
     /// (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later is attached
     /// once proven.
@@ -422,7 +422,7 @@ struct SpaceInvitationList: Codable, Sendable, ResponseEncodable {
     var items: [SpaceInvitationView]
 }
 
-struct PermissionAnswer: Codable, Sendable, ResponseEncodable {
+struct PermissionResponse: Codable, Sendable, ResponseEncodable {
     var allowed: Bool
 }
 

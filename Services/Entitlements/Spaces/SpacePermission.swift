@@ -22,7 +22,7 @@ enum SpaceAction: String, Sendable, CaseIterable {
     var isOwnerOnly: Bool { self == .delete || self == .invite }
 }
 
-/// The answer to "may this member do this?".
+/// The response to "may this member do this?".
 enum SpaceDecision: Equatable, Sendable {
     case allowed
     /// `403 permission_denied`: the member's permission does not include the action.

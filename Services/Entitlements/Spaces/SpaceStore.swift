@@ -166,7 +166,7 @@ struct SpaceStore: Sendable {
             """, logger: logger)
     }
 
-    /// The invitation just made, for the answer.
+    /// The invitation just made, for the response.
     func invitation(_ emailNormalized: String, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpaceMemberRecord? {
         let rows = try await connection.checkedQuery(
             "SELECT permission, created_at FROM space_invitations WHERE space_id = \(space) AND email_normalized = \(emailNormalized)", logger: logger)

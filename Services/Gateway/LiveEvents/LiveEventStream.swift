@@ -101,7 +101,7 @@ extension LiveEvents {
 }
 
 /// What an open stream holds: its registration with the hub, its place in the process's count, and
-/// its slot among the user's streams. Given back once, when the stream ends; should the answer never
+/// its slot among the user's streams. Given back once, when the stream ends; should the response never
 /// be written (the client gone before its head), when it is dropped, the slot then lapsing in Redis
 /// without heartbeats.
 final class LiveLease: Sendable {

@@ -64,7 +64,7 @@ struct InvitationRoutes {
         enum CodingKeys: String, CodingKey { case clientID = "client_id", coach, role }
     }
 
-    /// The checks in their order, then one conditional update; the answer waits for auth's grant of
+    /// The checks in their order, then one conditional update; the response waits for auth's grant of
     /// `client` (`user.roles_changed`), up to `ACCEPT_ROLE_WAIT_MS`.
     @Sendable func accept(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<AcceptResponse> {
         let body = try await request.decodeIfPresent(as: AcceptRequest.self, context: context) ?? AcceptRequest()

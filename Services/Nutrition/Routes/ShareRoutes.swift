@@ -25,7 +25,7 @@ struct ShareRoutes {
 
     /// A link to a snapshot of the meal as it is now, working for `SHARE_TTL_DAYS`: the page
     /// (`SharedPageRoutes`), which a browser shows and a link preview reads. The token is kept only
-    /// as its hash, so the answer is never kept for an `Idempotency-Key` either: a retry with the
+    /// as its hash, so the response is never kept for an `Idempotency-Key` either: a retry with the
     /// key is `409 idempotency_answer_withheld`, and makes no second link.
     @Sendable func share(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<ShareLink> {
         let id = try context.mealID()
@@ -36,7 +36,7 @@ struct ShareRoutes {
             return try await nutrition.shares.create(for: meal, ttlDays: nutrition.settings.shareTTLDays, on: connection, logger: context.logger)
         }
         return EditedResponse(
-            status: .created, headers: IdempotentAnswer.holdsSecret,
+            status: .created, headers: IdempotentResponse.holdsSecret,
             response: ShareLink(token: token.value, url: "\(nutrition.settings.publicAPIURL)/shared/\(token.value)", expiresAt: expires))
     }
 

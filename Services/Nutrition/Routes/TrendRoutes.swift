@@ -46,7 +46,7 @@ struct TrendRoutes {
         }
 
         /// A figure to one decimal, or `null`: written directly rather than as an `Optional`, whose
-        /// generic path was most of the answer's cost.
+        /// generic path was most of the response's cost.
         private static func encode(_ value: Double?, forKey key: String, in container: inout KeyedEncodingContainer<AnyKey>) throws {
             guard let value else { return try container.encodeNil(forKey: AnyKey(key)) }
             try container.encode((value * 10).rounded() / 10, forKey: AnyKey(key))
@@ -54,13 +54,13 @@ struct TrendRoutes {
     }
 
     /// Whose trend, over how many days, ending on which day.
-    struct AnswerKey: Hashable, Sendable {
+    struct ResponseKey: Hashable, Sendable {
         var owner: UUID
         var length: Int
         var today: LocalDay
     }
 
-    /// Computed once per diary version (see `Nutrition.trendAnswers`).
+    /// Computed once per diary version (see `Nutrition.trendResponses`).
     @Sendable func trend(_ request: Request, context: AuthenticatedContext) async throws -> EncodedJSON {
         let period = request.uri.queryParameters["period"].map(String.init) ?? "7d"
         guard let length = ["7d": 7, "30d": 30][period] else { throw APIError.validation([.init(field: "period", message: "must be 7d or 30d")]) }
@@ -69,13 +69,13 @@ struct TrendRoutes {
             let owner = try await nutrition.diaryOwner(context, on: connection)
             let record = try await nutrition.profiles.record(owner, on: connection, logger: context.logger)
             let today = record.profile.localDay(of: Date())
-            let key = AnswerKey(owner: owner, length: length, today: today)
+            let key = ResponseKey(owner: owner, length: length, today: today)
             func compute() async throws -> EncodedJSON {
                 let trend = try await nutrition.trends.trend(owner, from: today.adding(days: 1 - length), to: today, goals: record.goals, on: connection, logger: context.logger)
                 return try EncodedJSON(TrendView(trend: trend))
             }
             // A diary without a version yet (no change to it seen) is computed on every read.
-            guard let answers = nutrition.trendAnswers else { return try await compute() }
+            guard let answers = nutrition.trendResponses else { return try await compute() }
             return try await answers.value(for: key, version: record.diaryVersion, orMake: compute)
         }
     }

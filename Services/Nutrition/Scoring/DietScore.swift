@@ -86,7 +86,7 @@ enum DietScore {
         let quality = qualityComponents(meal)
         let fitValue = percentage(fit)
         let qualityValue = percentage(quality)
-        // Equal weights, from the two rounded parts, so a reader can check the total from the answer.
+        // Equal weights, from the two rounded parts, so a reader can check the total from the response.
         let score = Int((Double(fitValue + qualityValue) / 2).rounded(.toNearestOrAwayFromZero))
         return DietScoreResult(
             score: score, band: band(for: score), fit: fitValue, quality: qualityValue,

@@ -38,7 +38,7 @@ struct ModerationRoutes {
     }
 
     /// Gives a warning (201). The same warning again (same moderator, user and reason) within
-    /// `WarningStore.retryWindow` is taken as a retry of the first, whose answer was lost: 200 with
+    /// `WarningStore.retryWindow` is taken as a retry of the first, whose response was lost: 200 with
     /// that one, so a client that retries after a timeout does not warn twice.
     @Sendable func warn(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<WarningView> {
         try context.require(anyOf: .moderator, .admin)

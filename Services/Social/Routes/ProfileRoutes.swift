@@ -38,7 +38,7 @@ struct ProfileRoutes {
             try EntityTag(updatedAt: before.updatedAt).check(ifMatchOf: request)
             let after = try await social.profiles.update(caller.userID, with: edit, on: connection, logger: logger)
             if before.isPrivate, !after.isPrivate {
-                // Every request is answered: the notifications that asked for an answer go.
+                // Every request is answered: the notifications that asked for a response go.
                 try await social.notifications.retractAll(caller.userID, .followRequest, on: connection, logger: logger)
                 for requester in try await social.follows.approveAll(to: caller.userID, on: connection, logger: logger) {
                     try await social.outbox.write(FollowCreated(followerID: requester, followeeID: caller.userID), userID: requester, on: connection, logger: logger)

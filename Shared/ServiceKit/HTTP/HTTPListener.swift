@@ -113,7 +113,7 @@ struct HTTPListener<ChildChannel: ServerChildChannel>: Service {
     }
 }
 
-/// The `Date` header every answer carries (RFC 9110 §6.6.1), formatted once a second.
+/// The `Date` header every response carries (RFC 9110 §6.6.1), formatted once a second.
 final class HTTPDateHeader: Sendable {
     private let cached = Mutex<(second: Int, text: String)>((-1, ""))
 

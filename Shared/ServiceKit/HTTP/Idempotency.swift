@@ -9,23 +9,23 @@ import ServiceKitDatabase
 import Synchronization
 
 /// `Idempotency-Key` on `POST`s: an app that retries a write it never saw answered (offline-first
-/// apps do) gets the first answer again instead of a second copy.
+/// apps do) gets the first response again instead of a second copy.
 ///
-/// - The first answer to a key, per signed-in caller, method and path, is stored for 24 hours and
+/// - The first response to a key, per signed-in caller, method and path, is stored for 24 hours and
 ///   replayed to a retry with the same key and the same body (`Idempotent-Replayed: true`).
 /// - The same key with another body is `422 idempotency_key_reused`.
-/// - Requests with one key at once run once: the others wait for the first answer and replay it
+/// - Requests with one key at once run once: the others wait for the first response and replay it
 ///   (`409 idempotency_key_in_use` with `Retry-After` if it takes longer than `waitLimit`).
-/// - An answer of 5xx, or an error the route threw, is not stored: the key can be retried.
+/// - A response of 5xx, or an error the route threw, is not stored: the key can be retried.
 /// - Anonymous requests ignore the header (a key alone must not replay someone else's answer), and
-///   so do paths under `excludedPrefixes`: a service's routes whose answers must never be kept
+///   so do paths under `excludedPrefixes`: a service's routes whose responses must never be kept
 ///   (auth's sign-ins and refreshes answer with tokens; their bodies hold passwords).
-/// - An answer over `maxStoredAnswer` bytes is not kept.
-/// - An answer that holds a secret (a route marks it with `IdempotentAnswer.holdsSecret`: a token
+/// - A response over `maxStoredResponse` bytes is not kept.
+/// - A response that holds a secret (a route marks it with `IdempotentResponse.holdsSecret`: a token
 ///   stored only as its hash) is never kept: its status is, so a retry with the key does not run the
 ///   route again, and is answered `409 idempotency_answer_withheld`.
 ///
-/// A process that stops between the route's commit and storing its answer leaves the key pending;
+/// A process that stops between the route's commit and storing its response leaves the key pending;
 /// after `abandonedAfter` another request may take the key over and run the route again. Each claim
 /// is its own (`claim_id`): a request that outlived its claim cannot store into, or release, the
 /// claim that took the key over.
@@ -34,7 +34,7 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
     let waitLimit: Duration
     let abandonedAfter: Duration
     let maxBodySize: Int
-    let maxStoredAnswer: Int
+    let maxStoredResponse: Int
     let excludedPrefixes: [String]
 
     package static var headerName: HTTPField.Name { HTTPField.Name("Idempotency-Key")! }
@@ -42,21 +42,21 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
 
     package init(
         postgres: PostgresClient, excludedPrefixes: [String] = [], waitLimit: Duration = .seconds(10), abandonedAfter: Duration = .seconds(60), maxBodySize: Int = 8 << 20,
-        maxStoredAnswer: Int = 1 << 20
+        maxStoredResponse: Int = 1 << 20
     ) {
         self.postgres = postgres
         self.excludedPrefixes = excludedPrefixes
         self.waitLimit = waitLimit
         self.abandonedAfter = abandonedAfter
         self.maxBodySize = maxBodySize
-        self.maxStoredAnswer = maxStoredAnswer
+        self.maxStoredResponse = maxStoredResponse
     }
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard request.method == .post, let key = request.headers[Self.headerName], let caller = context.caller,
             !excludedPrefixes.contains(where: { request.uri.path.hasPrefix($0) })
         else {
-            return IdempotentAnswer.unmarked(try await next(request, context))
+            return IdempotentResponse.unmarked(try await next(request, context))
         }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             throw APIError(.badRequest, code: "invalid_idempotency_key", detail: "Idempotency-Key is 1 to 255 visible ASCII characters.")
@@ -88,7 +88,7 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
                 throw APIError(
                     .conflict, code: "idempotency_answer_withheld",
                     detail:
-                        "The request with this Idempotency-Key succeeded, but its answer held a secret that is not kept, so it cannot be sent again. Make a new request with a new key."
+                        "The request with this Idempotency-Key succeeded, but its response held a secret that is not kept, so it cannot be sent again. Make a new request with a new key."
                 )
             case .pending:
                 guard ContinuousClock.now < deadline else {
@@ -111,19 +111,19 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
         }
         guard response.status.code < 500 else {
             await record.release()
-            return IdempotentAnswer.unmarked(response)
+            return IdempotentResponse.unmarked(response)
         }
-        if response.headers[IdempotentAnswer.holdsSecretName] != nil {
+        if response.headers[IdempotentResponse.holdsSecretName] != nil {
             // Only the status is kept: enough for a retry not to run the route again.
-            let answer = IdempotentAnswer.unmarked(response)
+            let answer = IdempotentResponse.unmarked(response)
             do {
                 try await record.store(status: Int(answer.status.code), headers: "", body: nil)
             } catch {
-                context.logger.error("idempotent answer's status not stored", metadata: ["error": "\(error)"])
+                context.logger.error("idempotent response's status not stored", metadata: ["error": "\(error)"])
             }
             return answer
         }
-        let collector = BodyCollector(limit: maxStoredAnswer)
+        let collector = BodyCollector(limit: maxStoredResponse)
         var answer = response
         try await response.body.write(collector)
         guard let bytes = collector.bytes else {
@@ -132,7 +132,7 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
             answer.body = .init(byteBuffer: collector.buffer)
             return answer
         }
-        // The route has done its work: a failure to keep the answer must not turn it into an error
+        // The route has done its work: a failure to keep the response must not turn it into an error
         // (the client would retry and, once the claim is abandoned, run it twice). The claim stays
         // pending until then.
         do {
@@ -144,7 +144,7 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
         return answer
     }
 
-    /// The answer's headers as `name: value` lines, less those the kit writes per answer.
+    /// The response's headers as `name: value` lines, less those the kit writes per answer.
     static func lines(of headers: HTTPFields) -> String {
         headers.filter { ![HTTPField.Name.date, .server, HTTPField.Name("X-Request-ID")!].contains($0.name) }
             .map { "\($0.name.canonicalName): \($0.value)" }.joined(separator: "\n")
@@ -160,13 +160,13 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
     }
 }
 
-/// What a route tells `IdempotencyMiddleware` about its answer.
-public enum IdempotentAnswer {
-    /// Marks an answer that holds a secret the service keeps only hashed (a share link's token): the
-    /// middleware keeps its status, never its body, and takes the mark off before the answer leaves.
+/// What a route tells `IdempotencyMiddleware` about its response.
+public enum IdempotentResponse {
+    /// Marks a response that holds a secret the service keeps only hashed (a share link's token): the
+    /// middleware keeps its status, never its body, and takes the mark off before the response leaves.
     package static let holdsSecretName = HTTPField.Name("X-Idempotency-Holds-Secret")!
 
-    /// The headers a route adds to such an answer.
+    /// The headers a route adds to such a response.
     public static var holdsSecret: HTTPFields { [holdsSecretName: "true"] }
 
     /// `response` without the mark.
@@ -218,7 +218,7 @@ struct IdempotencyRecord {
         case differentRequest
         case pending
         case answered(status: Int, headers: String, body: [UInt8])
-        /// Answered with a secret: the status was kept, the answer not.
+        /// Answered with a secret: the status was kept, the response not.
         case withheld(status: Int)
     }
 
@@ -264,7 +264,7 @@ struct IdempotencyRecord {
         }
     }
 
-    /// Keeps the answer; `body` nil keeps only the status (the answer held a secret).
+    /// Keeps the response; `body` nil keeps only the status (the response held a secret).
     func store(status: Int, headers: String, body: [UInt8]?) async throws {
         let query: PostgresQuery = """
             UPDATE idempotency_keys SET status = \(status), headers = \(headers), body = \(body.map { ByteBuffer(bytes: $0) })

@@ -28,7 +28,7 @@ public protocol IdentifiedRequestContext: RequestContext {
     /// The client's address: the peer, or the address a trusted proxy forwarded (`TrustedProxies`).
     var clientAddress: String { get set }
     var caller: Caller? { get set }
-    /// Why the request's bearer token was refused, if it was: the answer of a route that needs a
+    /// Why the request's bearer token was refused, if it was: the response of a route that needs a
     /// caller (`AuthenticatedContext`). Routes that need none ignore the token, so that a client that
     /// always sends its last access token can still refresh, sign in or sign up once it expired.
     var tokenProblem: APIError? { get set }
@@ -169,7 +169,7 @@ extension Request {
 }
 
 /// JSON responses in the API's one format (`APIJSON`).
-/// Every answer written through this encoder (what the routes return) is `Cache-Control: no-store`:
+/// Every response written through this encoder (what the routes return) is `Cache-Control: no-store`:
 /// they carry tokens (RFC 6749 §5.1 asks this of token responses) and personal data, which neither a
 /// shared cache nor the app's URL cache on disk should keep. A route that may be cached builds its
 /// own `Response` with its own header (keys, avatars); health answers and problems are not cached
@@ -181,8 +181,8 @@ public struct APIResponseEncoder: ResponseEncoder {
     }
 }
 
-/// An answer encoded once and kept (by a `VersionedCache`), sent again as `APIResponseEncoder` sends
-/// every answer.
+/// A response encoded once and kept (by a `VersionedCache`), sent again as `APIResponseEncoder` sends
+/// every response.
 public struct EncodedJSON: ResponseGenerator, Sendable {
     public let body: ByteBuffer
 

@@ -62,7 +62,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     }
 
     /// How each request meets the responder: a context, the `Date` and `Server` headers, and a parse
-    /// error that surfaces while the answer is written closing the connection instead of a second answer.
+    /// error that surfaces while the response is written closing the connection instead of a second response.
     static func respond(with responder: Responder, serverName: String?, logger: Logger) -> HTTPChannelHandler.Responder {
         let date = HTTPDateHeader()
         return { request, responseWriter, channel in

@@ -76,7 +76,7 @@ public struct ServiceSetup: Sendable {
     /// Extra command-line verbs beside `serve`, `migrate` and `provision`.
     package var commands: [String: ServiceCommand]
     /// Paths (prefixes) whose POSTs ignore `Idempotency-Key`: answers that must never be kept, such
-    /// as sign-ins, whose answers are tokens and whose bodies are passwords.
+    /// as sign-ins, whose responses are tokens and whose bodies are passwords.
     package var idempotencyExcluded: [String]
     /// Adds the service's routes to the router and returns its event handlers and background work;
     /// called once, when the application is built.

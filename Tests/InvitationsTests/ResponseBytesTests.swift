@@ -5,7 +5,7 @@ import Testing
 import TestSupport
 
 /// Answers byte for byte: unset fields written as `null`, keys sorted, whatever writes them.
-@Suite struct InvitationsAnswerBytesTests {
+@Suite struct InvitationsResponseBytesTests {
     @Test func aClientAndItsPreviewAreWrittenWithTheirNulls() async throws {
         try await InvitationsTestEnvironment.run { env in
             let coach = try await env.coach("Sam Strong")

@@ -5,7 +5,7 @@ import Testing
 import TestSupport
 
 /// Answers byte for byte: unset fields written as `null`, keys sorted, whatever writes them.
-@Suite struct EntitlementsAnswerBytesTests {
+@Suite struct EntitlementsResponseBytesTests {
     @Test func anEntitlementAndTheTiersAreWrittenWithTheirNulls() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let user = try await env.user()

@@ -6,7 +6,7 @@ import TestSupport
 
 /// Answers byte for byte: unset fields written as `null` where the document requires them, left out
 /// where a viewer may not see them, keys sorted, whatever writes them.
-@Suite struct SocialAnswerBytesTests {
+@Suite struct SocialResponseBytesTests {
     @Test func aProfileAndAListOfProfilesAreWrittenWithTheirNulls() async throws {
         try await SocialTestEnvironment.run { env in
             let reader = try await env.user("Ana")

@@ -5,7 +5,7 @@ import Testing
 import TestSupport
 
 /// Answers byte for byte: unset fields written as `null`, keys sorted, whatever writes them.
-@Suite struct NutritionAnswerBytesTests {
+@Suite struct NutritionResponseBytesTests {
     @Test func aPageOfMealsAndTheWeightsAreWrittenWithTheirNulls() async throws {
         try await NutritionTestEnvironment.run { env in
             let user = try await env.user()
