@@ -5,6 +5,10 @@ import ServiceKit
 enum GatewayMain {
     static func main() async {
         ProcessTuning.apply()
+        if let command = CommandLine.arguments.dropFirst().first, command == "--version" {
+            print("gateway \(BuildVersion.current)")
+            return
+        }
         do {
             let config = try GatewayConfig.load(environment: ProcessInfo.processInfo.environment)
             let app = try buildApplication(config)

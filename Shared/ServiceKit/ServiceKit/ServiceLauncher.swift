@@ -11,7 +11,8 @@ import ServiceKitTokens
 
 /// The command line of every service executable:
 /// `<service> [serve]` runs it; `<service> migrate` applies migrations and exits;
-/// `<service> provision` creates its role and schema with `DATABASE_ADMIN_URL`.
+/// `<service> provision` creates its role and schema with `DATABASE_ADMIN_URL`;
+/// `<service> --version` prints the version it was built as (`BuildVersion`).
 public enum ServiceLauncher {
     /// On the main actor, as the executables' `main` is: `ProcessTuning.apply()` must run on the main
     /// thread, before any other thread starts (a nonisolated `main` would run on a worker of the
@@ -20,6 +21,11 @@ public enum ServiceLauncher {
     public static func main(_ definition: ServiceDefinition, arguments: [String] = CommandLine.arguments, environment: [String: String] = ProcessInfo.processInfo.environment) async {
         ProcessTuning.apply()
         let command = arguments.dropFirst().first ?? "serve"
+        // Before the configuration is read: a version needs no database, nor production's settings.
+        if command == "--version" {
+            print("\(definition.name) \(BuildVersion.current)")
+            return
+        }
         do {
             let config = try loadConfig(definition, environment: environment)
             switch command {
@@ -49,7 +55,7 @@ public enum ServiceLauncher {
                 }
             case "-h", "--help", "help":
                 let extra = try definition.setup(config).commands.sorted { $0.key < $1.key }.map { "\n  \(definition.name) \($0.value.usage)" }.joined()
-                print("usage: \(definition.name) [serve|migrate|provision]\(extra)")
+                print("usage: \(definition.name) [serve|migrate|provision|--version]\(extra)")
             default:
                 guard let custom = try definition.setup(config).commands[command] else {
                     throw ConfigurationError(problems: ["unknown command \"\(command)\"; use serve, migrate, provision or --help"])
