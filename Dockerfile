@@ -59,7 +59,8 @@ LABEL org.opencontainers.image.title="foodbackend-${SERVICE}" \
 # By number, so that Kubernetes can see it is not root (runAsNonRoot).
 USER 10001:10001
 WORKDIR /app
-ENV HTTP_HOST=0.0.0.0 APP_ENV=production
+# The root file system may be read-only (Kubernetes): caches (fontconfig's) go to /tmp.
+ENV HTTP_HOST=0.0.0.0 APP_ENV=production XDG_CACHE_HOME=/tmp/.cache
 EXPOSE 8080
 ENTRYPOINT ["/app/service"]
 CMD ["serve"]
