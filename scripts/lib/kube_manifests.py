@@ -85,6 +85,16 @@ def env_block(service, auth_port, public_port, indent=10):
     return out
 
 
+READINESS = {
+    "service": """          # Readiness is PostgreSQL, Redis and the migrations; liveness only that the process answers,
+          # so that an outage of PostgreSQL or Redis takes pods out of the Service but restarts none.
+""",
+    "gateway": """          # Readiness is every upstream answering its /healthz; liveness only that the process answers,
+          # so that an outage behind it takes pods out of the Service but restarts none.
+""",
+}
+
+
 def deployment(name, component, port, auth_port, database, extra_env=""):
     admin = port + ADMIN_OFFSET
     spec = GATEWAY_RESOURCES if component == "gateway" else SERVICE_RESOURCES
@@ -119,9 +129,7 @@ metadata:
           ports:
             - {{ name: http, containerPort: {port} }}
             - {{ name: admin, containerPort: {admin} }}
-{env_block(name if database else None, auth_port, port)}{extra_env}{resources(spec, 10)}          # Readiness is PostgreSQL, Redis and the migrations; liveness only that the process answers,
-          # so that an outage of PostgreSQL or Redis takes pods out of the Service but restarts none.
-          startupProbe:
+{env_block(name if database else None, auth_port, port)}{extra_env}{resources(spec, 10)}{READINESS[component]}          startupProbe:
             httpGet: {{ path: /healthz, port: admin }}
             periodSeconds: 2
             failureThreshold: 30
