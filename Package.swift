@@ -312,6 +312,41 @@ var targets: [Target] = [
     ),
 ]
 
+// The Swift client (Clients/Swift, its own package for apps) built here too, from the same sources,
+// so its tests and the journeys against the stack share the server's build of SwiftNIO.
+let clientDependencies: [Target.Dependency] = [
+    .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+    .product(name: "HTTPTypes", package: "swift-http-types"),
+]
+targets += [
+    .target(name: "FoodBackendAPI", dependencies: clientDependencies, path: "Clients/Swift/Sources/FoodBackendAPI"),
+    .target(
+        name: "FoodBackendClient",
+        dependencies: clientDependencies + [
+            "FoodBackendAPI",
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux])),
+            .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession", condition: .when(platforms: [.iOS, .macOS])),
+            .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client", condition: .when(platforms: [.linux])),
+            .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
+        ],
+        path: "Clients/Swift/Sources/FoodBackendClient"
+    ),
+    .testTarget(
+        name: "FoodBackendClientTests",
+        dependencies: clientDependencies + [
+            "FoodBackendClient", "FoodBackendAPI",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ],
+        path: "Clients/Swift/Tests/FoodBackendClientTests"
+    ),
+    // The apps' flows through the client against the running stack (scripts/e2e/test_client.py), and
+    // the client's per-request cost against the same stack (scripts/bench/client).
+    .executableTarget(name: "ClientJourneys", dependencies: clientDependencies + ["FoodBackendClient", "FoodBackendAPI"], path: "Clients/Swift/Journeys"),
+    .executableTarget(name: "ClientBench", dependencies: clientDependencies + ["FoodBackendClient", "FoodBackendAPI"], path: "Clients/Swift/Bench"),
+]
+
 for service in services {
     targets.append(
         .testTarget(
@@ -356,6 +391,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        // The Swift client's runtime and transports (Clients/Swift).
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: targets
 )

@@ -1,0 +1,148 @@
+import FoodBackendAPI
+import Foundation
+import OpenAPIRuntime
+
+/// One message of the live stream (`GET /v1/events`), typed by its `event` name. It is a hint to
+/// reload what the app shows; `.reset` says events were missed and everything should be reloaded.
+public struct LiveEvent: Sendable {
+    /// Its place in the user's stream, sent back as `Last-Event-ID` on reconnecting.
+    public let id: String?
+    public let kind: Kind
+
+    public enum Kind: Sendable {
+        case notification(NotificationCreated)
+        case rolesChanged(RolesChanged)
+        case entitlementChanged(EntitlementChanged)
+        case clientAccepted(ClientAccepted)
+        case emailVerified(EmailVerified)
+        case reset
+        /// A connection opened (the first, or one after a drop): what the app shows may be loaded
+        /// from now on without missing an event in between.
+        case connected
+        /// An event this client does not know yet, with its JSON data.
+        case other(name: String, data: String)
+    }
+
+    public struct NotificationCreated: Decodable, Sendable {
+        public let notificationId: String
+        public let userId: String
+        public let actorId: String
+        /// `follow`, `follow_request` or `follow_accepted`.
+        public let kind: String
+        public let occurredAt: String?
+    }
+
+    public struct RolesChanged: Decodable, Sendable {
+        public let userId: String
+        public let roles: [String]
+        public let occurredAt: String?
+    }
+
+    public struct EntitlementChanged: Decodable, Sendable {
+        public let userId: String
+        public let tier: String
+        public let state: String
+        public let occurredAt: String?
+    }
+
+    public struct ClientAccepted: Decodable, Sendable {
+        public let coachId: String
+        public let clientId: String
+        public let occurredAt: String?
+    }
+
+    public struct EmailVerified: Decodable, Sendable {
+        public let userId: String
+        public let occurredAt: String?
+    }
+
+    init(connectedAfter id: String?) {
+        self.id = id
+        kind = .connected
+    }
+
+    init(id: String?, name: String, data: String) throws {
+        self.id = id
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        let bytes = Data(data.utf8)
+        switch name {
+        case "notification": kind = .notification(try decoder.decode(NotificationCreated.self, from: bytes))
+        case "roles_changed": kind = .rolesChanged(try decoder.decode(RolesChanged.self, from: bytes))
+        case "entitlement_changed": kind = .entitlementChanged(try decoder.decode(EntitlementChanged.self, from: bytes))
+        case "client_accepted": kind = .clientAccepted(try decoder.decode(ClientAccepted.self, from: bytes))
+        case "email_verified": kind = .emailVerified(try decoder.decode(EmailVerified.self, from: bytes))
+        case "reset": kind = .reset
+        default: kind = .other(name: name, data: data)
+        }
+    }
+}
+
+public typealias LiveEvents = AsyncThrowingStream<LiveEvent, any Error>
+
+extension FoodBackend {
+    /// The signed-in user's live events until the sequence is dropped or the session ends (then it
+    /// throws the `FoodBackendError`, `.sessionRevoked` say). Each connection opens with a new
+    /// one-use ticket; when one ends (the access token's expiry, a dropped connection, a gateway
+    /// restart) the next opens with the last event's id as `Last-Event-ID`, so nothing in between
+    /// is missed. Keep one per app, and stop it when the app goes to the background.
+    public func liveEvents(after lastEventID: String? = nil) -> LiveEvents {
+        let (stream, continuation) = LiveEvents.makeStream(bufferingPolicy: .unbounded)
+        let task = Task {
+            var last = lastEventID
+            var delay = configuration.reconnectDelay
+            var failures = 0
+            while !Task.isCancelled {
+                var wait = delay
+                do {
+                    let ticket = try await send { try await $0.postV1EventsTicket().ok.body.json.ticket }
+                    let opened = try await Self.unwrapping {
+                        try await streamingAPI.getV1Events(query: .init(ticket: ticket), headers: .init(lastEventID: last))
+                    }
+                    let body = try opened.ok.body.textEventStream
+                    failures = 0
+                    continuation.yield(LiveEvent(connectedAfter: last))
+                    var parser = ServerSentEventParser()
+                    for try await chunk in body {
+                        parser.consume(chunk)
+                        if let retry = parser.retry { delay = .milliseconds(retry) }
+                        while let message = parser.next() {
+                            if let id = message.id, !id.isEmpty { last = id }
+                            guard let name = message.event, !name.isEmpty else { continue }
+                            continuation.yield(try LiveEvent(id: message.id, name: name, data: message.data))
+                        }
+                    }
+                    // The server closed the stream (the token's end, a restart): reconnect after `retry`.
+                    wait = delay
+                } catch let error as FoodBackendError {
+                    failures += 1
+                    switch error.status {
+                    case 401 where error.code == .invalidTicket && failures < 3:
+                        // The ticket went stale before it was used: ask for another at once.
+                        wait = .zero
+                    case 429, 500...:
+                        wait = error.retryAfter.map { .seconds($0) } ?? delay * min(failures, 10)
+                    default:
+                        continuation.finish(throwing: error)
+                        return
+                    }
+                } catch is CancellationError {
+                    break
+                } catch let error as DecodingError {
+                    continuation.finish(throwing: error)
+                    return
+                } catch {
+                    // The connection dropped: reconnect after the wait, backing off while it keeps failing.
+                    failures += 1
+                    wait = delay * min(failures, 10)
+                }
+                // Jitter, so that every app does not come back in the same instant after a restart.
+                let jitter = Duration.milliseconds(Int.random(in: 0...max(0, Int(wait.components.seconds * 100))))
+                try? await Task.sleep(for: wait + jitter)
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+
+/// The most of a problem+json body read, and of the body of a 401 looked at for its code.
+let problemBodyLimit = 64 * 1024
+
+extension HTTPField.Name {
+    static let idempotencyKey = Self("Idempotency-Key")!
+    static let retryAfter = Self("Retry-After")!
+}
+
+func collect(_ body: HTTPBody?) async throws -> Data {
+    guard let body else { return Data() }
+    return try await Data(collecting: body, upTo: problemBodyLimit)
+}
+
+/// Every POST gets an `Idempotency-Key` unless the caller set one: it is added here, outside the
+/// retries, so each retry of the same call (after a refresh, a 503, a dropped connection) carries the
+/// same key and the server answers it once.
+struct IdempotencyMiddleware: ClientMiddleware {
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        var request = request
+        if request.method == .post, request.headerFields[.idempotencyKey] == nil {
+            request.headerFields[.idempotencyKey] = UUID().uuidString
+        }
+        return try await next(request, body, baseURL)
+    }
+}
+
+/// A problem+json answer becomes a thrown `FoodBackendError`, so every operation's result is its
+/// documented success or an error an app can switch on.
+struct ProblemMiddleware: ClientMiddleware {
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        let (response, responseBody) = try await next(request, body, baseURL)
+        guard response.status.code >= 400 else { return (response, responseBody) }
+        let data = try await collect(responseBody)
+        let retryAfter = response.headerFields[.retryAfter].flatMap { Int($0) }
+        if let problem = FoodBackendError.problem(status: response.status.code, body: data, retryAfter: retryAfter) {
+            throw problem
+        }
+        throw FoodBackendError.unexpected("\(response.status.code) without a problem body", status: response.status.code)
+    }
+}
+
+/// Sends the session's access token; when the server says it expired, waits for the one refresh
+/// that every request holding that token shares, and sends the request again with the new token.
+struct AuthMiddleware: ClientMiddleware {
+    let sessions: SessionManager
+
+    /// Operations that must not carry a token: the refresh itself and the sign-ins.
+    static let anonymous: Set<String> = [
+        "post/v1/auth/token/refresh", "post/v1/auth/login", "post/v1/auth/signup", "post/v1/auth/apple", "post/v1/auth/google",
+    ]
+
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        guard !Self.anonymous.contains(operationID), request.headerFields[.authorization] == nil,
+            let token = await sessions.accessToken()
+        else {
+            return try await next(request, body, baseURL)
+        }
+        var signed = request
+        signed.headerFields[.authorization] = "Bearer \(token)"
+        let (response, responseBody) = try await next(signed, body, baseURL)
+        guard response.status == .unauthorized else { return (response, responseBody) }
+        let data = try await collect(responseBody)
+        guard FoodBackendError.problem(status: 401, body: data, retryAfter: nil)?.code == .tokenExpired else {
+            return (response, HTTPBody(data))
+        }
+        let fresh = try await sessions.refreshed(replacing: token)
+        signed.headerFields[.authorization] = "Bearer \(fresh)"
+        return try await next(signed, body, baseURL)
+    }
+}
+
+/// How often and how long the client itself retries a call that failed on the way: a connection
+/// that dropped, or a 502, 503 or 504 (`Retry-After` honoured, up to `maximumDelay`).
+public struct RetryPolicy: Sendable {
+    public var attempts: Int
+    public var delay: Duration
+    public var maximumDelay: Duration
+
+    public init(attempts: Int = 3, delay: Duration = .milliseconds(300), maximumDelay: Duration = .seconds(5)) {
+        self.attempts = attempts
+        self.delay = delay
+        self.maximumDelay = maximumDelay
+    }
+
+    public static let `default` = RetryPolicy()
+    public static let none = RetryPolicy(attempts: 1)
+}
+
+struct RetryMiddleware: ClientMiddleware {
+    let policy: RetryPolicy
+
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        // A body that can be read once (a stream) cannot be sent again; neither can a POST without
+        // its key, nor a PATCH, whose second application may differ.
+        let replayable = body.map { $0.iterationBehavior == .multiple } ?? true
+        let safe = request.method != .patch && (request.method != .post || request.headerFields[.idempotencyKey] != nil)
+        let attempts = replayable && safe ? max(1, policy.attempts) : 1
+        var attempt = 1
+        while true {
+            do {
+                let (response, responseBody) = try await next(request, body, baseURL)
+                guard attempt < attempts, [502, 503, 504].contains(response.status.code) else { return (response, responseBody) }
+                let wait = response.headerFields[.retryAfter].flatMap { Int($0) }.map { Duration.seconds($0) } ?? policy.delay * attempt
+                guard wait <= policy.maximumDelay else { return (response, responseBody) }
+                try await Task.sleep(for: wait)
+            } catch let error as FoodBackendError {
+                throw error
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                guard attempt < attempts else { throw error }
+                try await Task.sleep(for: policy.delay * attempt)
+            }
+            attempt += 1
+        }
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+
+/// Who is signed in, read from the access token's claims: what an app's root view decides on.
+public struct SignedInSession: Sendable, Equatable {
+    public let userID: String
+    public let sessionID: String?
+    public let roles: [String]
+    public let emailVerified: Bool
+    /// When the access token ends; the client refreshes it by itself after that.
+    public let accessTokenExpiresAt: Date?
+
+    init?(accessToken: String) {
+        let parts = accessToken.split(separator: ".")
+        guard parts.count == 3 else { return nil }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64), let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let subject = claims["sub"] as? String
+        else { return nil }
+        userID = subject
+        sessionID = claims["sid"] as? String
+        roles = claims["roles"] as? [String] ?? []
+        emailVerified = claims["email_verified"] as? Bool ?? false
+        accessTokenExpiresAt = (claims["exp"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
+    }
+}
+
+/// The session's tokens and the one refresh in flight. Every request whose token expired waits for
+/// the same refresh; a refresh the server refuses signs the user out once and is never tried again
+/// with the same refresh token.
+actor SessionManager {
+    typealias Refresher = @Sendable (_ refreshToken: String) async throws -> StoredTokens
+
+    private let store: any TokenStore
+    private let refresher: Refresher
+    private var tokens: StoredTokens?
+    private var loaded = false
+    private var refreshing: Task<StoredTokens, any Error>?
+    private var observers: [UUID: AsyncStream<SignedInSession?>.Continuation] = [:]
+
+    init(store: any TokenStore, refresher: @escaping Refresher) {
+        self.store = store
+        self.refresher = refresher
+    }
+
+    private func loadIfNeeded() async {
+        guard !loaded else { return }
+        loaded = true
+        // A Keychain that cannot be read is a signed-out app, not a crash.
+        tokens = (try? await store.load()) ?? nil
+    }
+
+    var current: SignedInSession? {
+        get async {
+            await loadIfNeeded()
+            return tokens.flatMap { SignedInSession(accessToken: $0.accessToken) }
+        }
+    }
+
+    func accessToken() async -> String? {
+        await loadIfNeeded()
+        return tokens?.accessToken
+    }
+
+    func refreshToken() async -> String? {
+        await loadIfNeeded()
+        return tokens?.refreshToken
+    }
+
+    func signedIn(_ new: StoredTokens) async throws {
+        loaded = true
+        tokens = new
+        try await store.save(new)
+        publish()
+    }
+
+    func signedOut() async {
+        loaded = true
+        guard tokens != nil else { return }
+        tokens = nil
+        try? await store.clear()
+        publish()
+    }
+
+    /// A fresh access token in place of `expired`: the one already fetched if another request
+    /// refreshed meanwhile, the one being fetched if a refresh is under way, else a new refresh.
+    func refreshed(replacing expired: String) async throws -> String {
+        await loadIfNeeded()
+        if let refreshing {
+            return try await refreshing.value.accessToken
+        }
+        guard let tokens else { throw FoodBackendError.notSignedIn }
+        if tokens.accessToken != expired { return tokens.accessToken }
+        let refreshToken = tokens.refreshToken
+        let task = Task { try await refresher(refreshToken) }
+        refreshing = task
+        defer { refreshing = nil }
+        do {
+            let new = try await task.value
+            try await signedIn(new)
+            return new.accessToken
+        } catch let error as FoodBackendError where error.status == 401 || error.status == 403 {
+            // The refresh token is spent, reused, or its session or account ended: sign out, once.
+            await signedOut()
+            throw error
+        }
+    }
+
+    func explicitRefresh() async throws {
+        guard let token = await accessToken() else { throw FoodBackendError.notSignedIn }
+        _ = try await refreshed(replacing: token)
+    }
+
+    func observe() -> AsyncStream<SignedInSession?> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SignedInSession?.self, bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        observers[id] = continuation
+        continuation.onTermination = { _ in Task { await self.stopObserving(id) } }
+        Task { await self.sendCurrent(to: id) }
+        return stream
+    }
+
+    private func sendCurrent(to id: UUID) async {
+        let session = await current
+        observers[id]?.yield(session)
+    }
+
+    private func stopObserving(_ id: UUID) {
+        observers[id] = nil
+    }
+
+    private func publish() {
+        let session = tokens.flatMap { SignedInSession(accessToken: $0.accessToken) }
+        for continuation in observers.values { continuation.yield(session) }
+    }
+}

@@ -1,0 +1,135 @@
+import FoodBackendAPI
+import Foundation
+import Testing
+
+@testable import FoodBackendClient
+
+@Suite struct ErrorsAndRetriesTests {
+    @Test func problemsBecomeTypedErrors() async throws {
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/auth/signup":
+                return .problem(.conflict, "email_taken")
+            case "/v1/usage/sources/acquire":
+                return .problem(.forbidden, "limit_exceeded", extra: #","limit":50"#)
+            case "/v1/spaces":
+                return .problem(.forbidden, "requires_upgrade", extra: #","feature":"collaboration","required_tier":"team""#)
+            case "/v1/auth/login":
+                return .problem(
+                    .badRequest, "validation_failed", extra: #","errors":[{"field":"email","message":"is required"}],"request_id":"req-1""#)
+            default:
+                return .problem(.notFound, "not_found")
+            }
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore())
+        do {
+            try await backend.signUp(email: "taken@example.com", password: "a long password")
+            Issue.record("no error")
+        } catch let error as FoodBackendError {
+            #expect(error.code == .emailTaken && error.status == 409 && error.detail == "email_taken happened")
+        }
+        do {
+            _ = try await backend.send { try await $0.postV1UsageCounterAcquire(path: .init(counter: "sources"), body: .json(.init(amount: 1))).ok }
+            Issue.record("no error")
+        } catch let error as FoodBackendError {
+            #expect(error.code == .limitExceeded && error.extensions["limit"] == "50")
+        }
+        do {
+            _ = try await backend.send { try await $0.postV1Spaces(body: .json(.init(name: "Team"))).created }
+            Issue.record("no error")
+        } catch let error as FoodBackendError {
+            switch error.code {
+            case .requiresUpgrade(let tier): #expect(tier == "team" && error.extensions["feature"] == "collaboration")
+            default: Issue.record("\(error)")
+            }
+        }
+        do {
+            try await backend.signIn(email: "", password: "x")
+            Issue.record("no error")
+        } catch let error as FoodBackendError {
+            #expect(error.code == .validationFailed && error.requestID == "req-1")
+            #expect(error.fieldErrors == [.init(field: "email", message: "is required")])
+        }
+        #expect(await backend.currentSession == nil)
+        try await server.shutdown()
+    }
+
+    @Test func anIdempotencyKeyIsKeptAcrossTheClientsRetriesAndARefresh() async throws {
+        let seen = Seen()
+        let new = testToken("new")
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/auth/token/refresh":
+                return .json(#"{"access_token":"\#(new)","refresh_token":"r2","expires_in":900,"token_type":"Bearer","session_id":"7c1d2a52-1111-4b8e-9d3e-3a1f6c2b7e10"}"#)
+            case "/v1/auth/nonce":
+                let key = request.headers.first(name: "Idempotency-Key") ?? "none"
+                seen.add("key", key)
+                switch seen.count("key") {
+                case 1: return .problem(.unauthorized, "token_expired")
+                case 2: return .problem(.serviceUnavailable, "unavailable", headers: [("Retry-After", "0")])
+                default: return .json(#"{"nonce":"n-1","expires_at":"2026-11-28T10:10:00.123Z"}"#)
+                }
+            default:
+                return .problem(.notFound, "not_found")
+            }
+        }
+        let backend = FoodBackend(
+            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: "r1")),
+            configuration: .init(retry: RetryPolicy(attempts: 3, delay: .milliseconds(10))))
+        let nonce = try await backend.signInNonce()
+        #expect(nonce.raw == "n-1")
+        let keys = seen.all("key")
+        #expect(keys.count == 3 && Set(keys).count == 1 && keys[0] != "none")
+        // A second call is another operation: another key.
+        _ = try await backend.signInNonce()
+        #expect(Set(seen.all("key")).count == 2)
+        try await server.shutdown()
+    }
+
+    @Test func anAvatarIsSentWithItsImagesContentType() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            seen.add("type", request.headers.first(name: "Content-Type") ?? "none")
+            seen.add("size", String(request.body.count))
+            return .problem(.unsupportedMediaType, "unsupported_image")
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array(repeating: 0, count: 100))
+        let jpeg = Data([0xFF, 0xD8, 0xFF, 0xE0] + Array(repeating: 0, count: 50))
+        let webp = Data(Array("RIFF".utf8) + [0, 0, 0, 0] + Array("WEBP".utf8) + [1, 2, 3])
+        for image in [png, jpeg, webp] {
+            await #expect(throws: FoodBackendError.self) { _ = try await backend.uploadAvatar(image) }
+        }
+        #expect(seen.all("type") == ["image/png", "image/jpeg", "image/webp"])
+        #expect(seen.all("size") == ["108", "54", "15"])
+        await #expect(throws: FoodBackendError.self) { _ = try await backend.uploadAvatar(Data("not an image".utf8)) }
+        #expect(seen.count("type") == 3)
+        try await server.shutdown()
+    }
+
+    @Test func cursorPagesAreReadAsOneSequence() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            let cursor = request.query["cursor"]
+            seen.add("cursor", cursor ?? "first")
+            func mute(_ n: Int) -> String {
+                #"{"id":"00000000-0000-4000-8000-00000000000\#(n)","username":null,"display_name":"M\#(n)","avatar_url":null,"is_verified":false,"muted_at":"2026-11-28T10:00:00Z"}"#
+            }
+            switch cursor {
+            case nil: return .json(#"{"items":[\#(mute(1)),\#(mute(2))],"next_cursor":"c2"}"#)
+            case "c2": return .json(#"{"items":[\#(mute(3))],"next_cursor":"c3"}"#)
+            default: return .json(#"{"items":[\#(mute(4))],"next_cursor":null}"#)
+            }
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        let mutes = backend.pages { api, cursor in
+            let page = try await api.getV1Mutes(query: .init(limit: 2, cursor: cursor)).ok.body.json
+            return (page.items, page.nextCursor)
+        }
+        var names: [String] = []
+        for try await mute in mutes { names.append(mute.value1.displayName ?? "") }
+        #expect(names == ["M1", "M2", "M3", "M4"])
+        #expect(seen.all("cursor") == ["first", "c2", "c3"])
+        try await server.shutdown()
+    }
+}

@@ -1,0 +1,89 @@
+import FoodBackendAPI
+import Foundation
+import Testing
+
+@testable import FoodBackendClient
+
+@Suite struct LiveEventsTests {
+    static func notification(_ id: String, kind: String = "follow") -> String {
+        "id: \(id)\nevent: notification\ndata: {\"actor_id\":\"a-\(id)\",\"kind\":\"\(kind)\",\"notification_id\":\"n-\(id)\",\"occurred_at\":\"2026-11-25T01:11:56.123Z\",\"user_id\":\"u\"}\n\n"
+    }
+
+    @Test func aDroppedStreamResumesAfterTheLastWholeEventWithANewTicket() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/events/ticket":
+                seen.add("ticket")
+                return .json(#"{"ticket":"t\#(seen.count("ticket"))","expires_at":"2026-11-28T10:01:00.000Z"}"#)
+            case "/v1/events":
+                let ticket = request.query["ticket"] ?? "none"
+                seen.add("open", "\(ticket) after \(request.headers.first(name: "Last-Event-ID") ?? "-")")
+                switch ticket {
+                case "t1":
+                    // Two whole events, then the third cut off in its data line: the connection drops.
+                    return .stream(
+                        ["retry: 20\n\n", ": ping\n\n", Self.notification("1-0"), Self.notification("2-0"), "id: 3-0\nevent: notification\ndata: {\"actor"],
+                        pause: .milliseconds(5))
+                case "t2":
+                    // This ticket went stale before it was used.
+                    return .problem(.unauthorized, "invalid_ticket")
+                default:
+                    return .stream([Self.notification("3-0", kind: "follow_request"), "event: reset\nid: 9-0\ndata: {}\n\n"], pause: .milliseconds(5))
+                }
+            default:
+                return .problem(.notFound, "not_found")
+            }
+        }
+        let backend = FoodBackend(
+            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")),
+            configuration: .init(reconnectDelay: .milliseconds(20)))
+        var received: [String] = []
+        for try await event in backend.liveEvents() {
+            switch event.kind {
+            case .notification(let notification):
+                received.append("\(event.id ?? "") \(notification.kind) \(notification.actorId)")
+            case .reset:
+                received.append("\(event.id ?? "") reset")
+            case .connected:
+                continue
+            default:
+                received.append("other")
+            }
+            if received.count == 4 { break }
+        }
+        #expect(received == ["1-0 follow a-1-0", "2-0 follow a-2-0", "3-0 follow_request a-3-0", "9-0 reset"])
+        // The second connection asked for what came after the last whole event, with a fresh ticket
+        // each time (a ticket works once).
+        #expect(seen.all("open").prefix(3) == ["t1 after -", "t2 after 2-0", "t3 after 2-0"])
+        try await server.shutdown()
+    }
+
+    @Test func aRevokedSessionEndsTheStreamWithItsError() async throws {
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/events/ticket": return .json(#"{"ticket":"t","expires_at":"2026-11-28T10:01:00Z"}"#)
+            case "/v1/events": return .problem(.unauthorized, "session_revoked")
+            default: return .problem(.notFound, "not_found")
+            }
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        do {
+            for try await _ in backend.liveEvents() { Issue.record("an event") }
+            Issue.record("the stream ended without an error")
+        } catch let error as FoodBackendError {
+            #expect(error.code == .sessionRevoked)
+        }
+        try await server.shutdown()
+    }
+
+    @Test func theParserTakesOnlyWholeEvents() {
+        var parser = ServerSentEventParser()
+        parser.consume(Array("\u{FEFF}retry: 3000\r\n\r\nid: 1\r\nevent: a\r\ndata: x\r\ndata: y\r\n\r\n: comment\n\nid: 2\nevent: b\ndata: z".utf8))
+        #expect(parser.next() == .init(id: "1", event: "a", data: "x\ny"))
+        #expect(parser.next() == nil)
+        #expect(parser.retry == 3000 && parser.lastEventID == "1")
+        parser.consume(Array("\n\n".utf8))
+        #expect(parser.next() == .init(id: "2", event: "b", data: "z"))
+    }
+}
