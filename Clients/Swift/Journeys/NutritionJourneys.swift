@@ -61,5 +61,5 @@ func aMealIsPostedEatenAndSeenInTrends() async throws {
     _ = try await app.send { try await $0.getV1MetricsKetones().ok.body.json }
     _ = try await app.send { try await $0.deleteV1MetricsDate(path: .init(date: weight.date)).noContent }
     _ = try await app.send { try await $0.deleteV1MealsId(path: .init(id: meal.id)).noContent }
-    try await expectProblem("not_found", "the deleted meal") { try await app.send { try await $0.getV1MealsId(path: .init(id: meal.id)).ok } }
+    try await expectProblem("meal_not_found", "the deleted meal") { try await app.send { try await $0.getV1MealsId(path: .init(id: meal.id)).ok } }
 }

@@ -111,18 +111,15 @@ actor SessionManager {
         _ = try await refreshed(replacing: token)
     }
 
-    func observe() -> AsyncStream<SignedInSession?> {
-        let (stream, continuation) = AsyncStream.makeStream(of: SignedInSession?.self, bufferingPolicy: .bufferingNewest(1))
+    func observe() async -> AsyncStream<SignedInSession?> {
+        await loadIfNeeded()
+        let (stream, continuation) = AsyncStream.makeStream(of: SignedInSession?.self, bufferingPolicy: .unbounded)
         let id = UUID()
         observers[id] = continuation
         continuation.onTermination = { _ in Task { await self.stopObserving(id) } }
-        Task { await self.sendCurrent(to: id) }
+        // The state now, then each change: nothing can come between the two on the actor.
+        continuation.yield(tokens.flatMap { SignedInSession(accessToken: $0.accessToken) })
         return stream
-    }
-
-    private func sendCurrent(to id: UUID) async {
-        let session = await current
-        observers[id]?.yield(session)
     }
 
     private func stopObserving(_ id: UUID) {

@@ -4,7 +4,7 @@ import Testing
 
 @testable import FoodBackendClient
 
-@Suite struct ErrorsAndRetriesTests {
+@Suite(.timeLimit(.minutes(1))) struct ErrorsAndRetriesTests {
     @Test func problemsBecomeTypedErrors() async throws {
         let server = try await TestServer { request in
             switch request.path {

@@ -4,7 +4,7 @@ import Testing
 
 @testable import FoodBackendClient
 
-@Suite struct LiveEventsTests {
+@Suite(.timeLimit(.minutes(1))) struct LiveEventsTests {
     static func notification(_ id: String, kind: String = "follow") -> String {
         "id: \(id)\nevent: notification\ndata: {\"actor_id\":\"a-\(id)\",\"kind\":\"\(kind)\",\"notification_id\":\"n-\(id)\",\"occurred_at\":\"2026-11-25T01:11:56.123Z\",\"user_id\":\"u\"}\n\n"
     }

@@ -3,7 +3,7 @@ import Testing
 
 @testable import FoodBackendClient
 
-@Suite struct NonceTests {
+@Suite(.timeLimit(.minutes(1))) struct NonceTests {
     @Test func theAppleNonceIsTheRawNoncesSHA256InLowercaseHex() {
         // SHA-256("abc"), the FIPS 180-2 example.
         let nonce = SignInNonce(raw: "abc", expiresAt: Date())

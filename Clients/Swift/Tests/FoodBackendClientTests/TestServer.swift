@@ -39,13 +39,12 @@ final class TestServer: Sendable {
 
     typealias Handler = @Sendable (Request) async -> Reply
 
-    private let group: MultiThreadedEventLoopGroup
     private let channel: Channel
     let url: URL
 
     init(_ handler: @escaping Handler) async throws {
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let server = try await ServerBootstrap(group: group)
+        // NIO's shared group: the client's pooled connections to this server may outlive the test.
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: "127.0.0.1", port: 0) { child in
                 child.eventLoop.makeCompletedFuture {
@@ -104,7 +103,6 @@ final class TestServer: Sendable {
 
     func shutdown() async throws {
         try await channel.close()
-        try await group.shutdownGracefully()
     }
 }
 
