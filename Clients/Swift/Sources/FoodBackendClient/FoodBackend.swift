@@ -66,7 +66,8 @@ public final class FoodBackend: Sendable {
         // Outermost first: the key is set once for all attempts; problems are read from the last answer;
         // an expired token is refreshed and the call sent again; failures on the way are retried.
         let layer: [any ClientMiddleware] = [
-            IdempotencyMiddleware(), ProblemMiddleware(), AuthMiddleware(sessions: sessions), RetryMiddleware(policy: configuration.retry),
+            IdempotencyMiddleware(), ImageTypeMiddleware(), ProblemMiddleware(), AuthMiddleware(sessions: sessions),
+            RetryMiddleware(policy: configuration.retry),
         ]
         api = Client(serverURL: baseURL, configuration: clientConfiguration, transport: transport, middlewares: layer + configuration.middlewares)
         streamingAPI = Client(
@@ -196,14 +197,17 @@ public final class FoodBackend: Sendable {
         case .png: body = .png(HTTPBody(image))
         case .jpeg: body = .jpeg(HTTPBody(image))
         case .webp: body = .imageWebp(HTTPBody(image))
-        case nil: throw FoodBackendError(status: 0, rawCode: "unsupported_image", detail: "Not a PNG, JPEG or WebP image.")
+        case .heic, nil: throw FoodBackendError(status: 0, rawCode: "unsupported_image", detail: "Not a PNG, JPEG or WebP image.")
         }
         return try await send { try await $0.putV1ProfilesMeAvatar(body: body).ok.body.json }
     }
 }
 
-enum ImageKind {
-    case png, jpeg, webp
+enum ImageKind: String {
+    case png = "image/png"
+    case jpeg = "image/jpeg"
+    case webp = "image/webp"
+    case heic = "image/heic"
 
     init?(_ data: Data) {
         let bytes = [UInt8](data.prefix(12))
@@ -213,6 +217,10 @@ enum ImageKind {
             self = .jpeg
         } else if bytes.count == 12, bytes[0..<4] == [0x52, 0x49, 0x46, 0x46], bytes[8..<12] == [0x57, 0x45, 0x42, 0x50] {
             self = .webp
+        } else if bytes.count == 12, bytes[4..<8] == [0x66, 0x74, 0x79, 0x70],
+            ["heic", "heix", "mif1", "msf1"].contains(String(decoding: bytes[8..<12], as: UTF8.self))
+        {
+            self = .heic
         } else {
             return nil
         }

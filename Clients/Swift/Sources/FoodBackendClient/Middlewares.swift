@@ -31,6 +31,24 @@ struct IdempotencyMiddleware: ClientMiddleware {
     }
 }
 
+/// An operation that takes any image (`image/*` in the document) is sent with the image's own type,
+/// told from its first bytes, since the server checks the type it is given against the bytes.
+struct ImageTypeMiddleware: ClientMiddleware {
+    /// The most of an image read to tell its type; larger ones go as they are, for the server to refuse.
+    static let limit = 64 * 1024 * 1024
+
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        guard request.headerFields[.contentType] == "image/*", let body else { return try await next(request, body, baseURL) }
+        let data = try await Data(collecting: body, upTo: Self.limit)
+        var typed = request
+        if let kind = ImageKind(data) { typed.headerFields[.contentType] = kind.rawValue }
+        return try await next(typed, HTTPBody(data), baseURL)
+    }
+}
+
 /// A problem+json answer becomes a thrown `FoodBackendError`, so every operation's result is its
 /// documented success or an error an app can switch on.
 struct ProblemMiddleware: ClientMiddleware {

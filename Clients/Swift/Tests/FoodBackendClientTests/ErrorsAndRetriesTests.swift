@@ -1,5 +1,7 @@
 import FoodBackendAPI
 import Foundation
+import HTTPTypes
+import OpenAPIRuntime
 import Testing
 
 @testable import FoodBackendClient
@@ -105,6 +107,23 @@ import Testing
         await #expect(throws: FoodBackendError.self) { _ = try await backend.uploadAvatar(Data("not an image".utf8)) }
         #expect(seen.count("type") == 3)
         try await server.shutdown()
+    }
+
+    @Test func anImageForAnyImageTypeGoesWithItsOwnType() async throws {
+        let heic = Data([0, 0, 0, 0x18] + Array("ftypheic".utf8) + [1, 2, 3, 4])
+        let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0])
+        for (image, expected) in [(heic, "image/heic"), (png, "image/png"), (Data("text".utf8), "image/*")] {
+            var request = HTTPRequest(method: .post, scheme: "http", authority: "x", path: "/v1/meals/1/photo")
+            request.headerFields[.contentType] = "image/*"
+            let sent = try await ImageTypeMiddleware().intercept(
+                request, body: HTTPBody(image), baseURL: URL(string: "http://x")!, operationID: "post/v1/meals/{id}/photo"
+            ) { request, body, _ in
+                let bytes = try await Data(collecting: body!, upTo: 1 << 20)
+                return (HTTPResponse(status: .ok, headerFields: [.contentType: request.headerFields[.contentType] ?? "", .contentLength: "\(bytes.count)"]), nil)
+            }
+            #expect(sent.0.headerFields[.contentType] == expected)
+            #expect(sent.0.headerFields[.contentLength] == "\(image.count)")
+        }
     }
 
     @Test func cursorPagesAreReadAsOneSequence() async throws {
