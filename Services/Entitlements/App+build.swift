@@ -26,8 +26,12 @@ enum EntitlementsService {
                     WebhookRoutes(entitlements: entitlements).add(to: router)
                     AdminRoutes(entitlements: entitlements).add(to: router)
                     SpaceRoutes(entitlements: entitlements).add(to: router)
+                    let announcer = CatalogAnnouncer(
+                        catalog: catalog, postgres: dependencies.postgres, outbox: dependencies.outbox, schema: dependencies.config.database.schema, clock: clock,
+                        logger: dependencies.logger)
                     return ServiceComponents(
-                        handlers: EntitlementsEventHandlers(entitlements: entitlements, spaces: spaces).handlers, services: entitlements.changes.map { [$0] } ?? [])
+                        handlers: EntitlementsEventHandlers(entitlements: entitlements, spaces: spaces).handlers,
+                        services: [announcer] + (entitlements.changes.map { [$0] } ?? []))
                 })
             }
         )

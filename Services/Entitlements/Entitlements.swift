@@ -106,13 +106,16 @@ struct Entitlements: Sendable {
         for user in Set(users) {
             let after = try await current(user, on: connection, logger: logger)
             if after.summary != before[user] {
-                // Live too: the user's apps unlock (or lock) features without polling.
-                try await outbox.write(
-                    EntitlementChanged(userID: user, tier: after.tier, state: after.state.rawValue, features: after.features), userID: user, live: true,
-                    on: connection, logger: logger)
+                try await announce(after, of: user, on: connection, logger: logger)
             }
         }
         return result
+    }
+
+    /// Writes `entitlement.changed` for `user` as they stand now. Live too: the user's apps unlock
+    /// (or lock) features without polling.
+    func announce(_ entitlement: Entitlement, of user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await outbox.write(entitlement.changedEvent(of: user, catalog: catalog), userID: user, live: true, on: connection, logger: logger)
     }
 
     /// `403 requires_upgrade` for a feature the caller's tier lacks, in the catalogue's words.

@@ -432,24 +432,69 @@ public struct NotificationCreated: EventPayload, Equatable {
     }
 }
 
-/// A user's entitlement changed (a purchase, a renewal, an expiry seen, a grant): other services
-/// that cache "may this user do this?" drop what they hold for the user.
+/// A user's entitlement changed (a purchase, a renewal, an expiry seen, a grant, a change of the
+/// catalogue that touched their tier): other services that cache "may this user do this?" drop what
+/// they hold for the user, and those that count something keep the user's caps.
 public struct EntitlementChanged: EventPayload, Equatable {
     public static let eventType = "entitlement.changed"
     public var userID: UUID
     public var tier: String
     public var state: String
     public var features: [String: Bool]
+    /// Limit name → the user's cap; `null` is unlimited. Absent from events written before it was added.
+    public var limits: [String: Int?]?
+    /// Limit name → the cheapest tier that would raise the user's cap; a limit no tier raises is absent.
+    public var limitUpgrades: [String: LimitUpgrade]?
 
-    public init(userID: UUID, tier: String, state: String, features: [String: Bool]) {
+    public init(
+        userID: UUID, tier: String, state: String, features: [String: Bool], limits: [String: Int?]? = nil, limitUpgrades: [String: LimitUpgrade]? = nil
+    ) {
         self.userID = userID
         self.tier = tier
         self.state = state
         self.features = features
+        self.limits = limits
+        self.limitUpgrades = limitUpgrades
     }
 
     enum CodingKeys: String, CodingKey {
-        case userID = "user_id", tier, state, features
+        case userID = "user_id", tier, state, features, limits, limitUpgrades = "limit_upgrades"
+    }
+}
+
+/// The tier that would raise a cap, with its name for a message ("Upgrade to Pro for more").
+public struct LimitUpgrade: Codable, Sendable, Equatable {
+    public var tier: String
+    public var name: String
+
+    public init(tier: String, name: String) {
+        self.tier = tier
+        self.name = name
+    }
+}
+
+/// The entitlements catalogue changed (or was announced for the first time): what a user whom no
+/// purchase or grant names has, for services that keep caps of users no `entitlement.changed` has
+/// named yet. Sent when entitlements starts with a catalogue other than the one it last announced,
+/// in the same transaction as the `entitlement.changed` of every user the change touched.
+public struct EntitlementCatalogChanged: EventPayload, Equatable {
+    public static let eventType = "entitlement.catalog_changed"
+    /// The tier of a user nothing names.
+    public var defaultTier: String
+    public var features: [String: Bool]
+    /// Limit name → its cap for such a user; `null` is unlimited.
+    public var limits: [String: Int?]
+    public var limitUpgrades: [String: LimitUpgrade]
+
+    public init(defaultTier: String, features: [String: Bool], limits: [String: Int?], limitUpgrades: [String: LimitUpgrade]) {
+        self.defaultTier = defaultTier
+        self.features = features
+        self.limits = limits
+        self.limitUpgrades = limitUpgrades
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case defaultTier = "default_tier", features, limits, limitUpgrades = "limit_upgrades"
     }
 }
 

@@ -49,7 +49,7 @@ import TestSupport
             let me = try await env.me(user)
             #expect(me["tier"] as? String == "free" && me["source"] as? String == "free" && me["state"] as? String == "active")
             #expect(me["expires_at"] is NSNull && me["billing_issue"] as? Bool == false && me["is_sandbox"] as? Bool == false)
-            #expect(me["features"] as? [String: Bool] == ["ai_suggestions": false, "cloud_sync": false, "collaboration": false])
+            #expect(me["features"] as? [String: Bool] == ["ai_suggestions": false, "cloud_sync": false, "collaboration": false, "meal_analysis": true])
             #expect((me[path: "limits.sources"] as? [String: Any])?["limit"] as? Int == 50)
             let token = try #require(me["app_account_token"] as? String)
             #expect(UUID(uuidString: token) != nil)

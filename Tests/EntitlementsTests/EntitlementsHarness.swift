@@ -59,10 +59,13 @@ struct EntitlementsTestEnvironment: ServiceHarness {
         try await runService("entitlements", environment: settings, build: build) { service in
             let adminID = UUID()
             let admin = User(id: adminID, email: "admin@example.com", token: try await service.issuer.token(userID: adminID, roles: [.user, .admin]))
-            try await body(
-                EntitlementsTestEnvironment(
-                    client: service.client, issuer: service.issuer, appStore: appStore, database: service.database, config: service.config, redis: service.redis,
-                    clock: clock, admin: admin))
+            let env = EntitlementsTestEnvironment(
+                client: service.client, issuer: service.issuer, appStore: appStore, database: service.database, config: service.config, redis: service.redis,
+                clock: clock, admin: admin)
+            // The catalogue is announced once migrations are done: awaited, so that no test's user
+            // is told of it by chance.
+            try await waitUntil(.seconds(20)) { try await env.count("SELECT count(*) FROM catalog_announcements") > 0 }
+            try await body(env)
         }
     }
 

@@ -14,17 +14,20 @@ import TestSupport
             #expect(
                 me.text
                     == #"{"app_account_token":"\#(token)","billing_issue":false,"expires_at":null,"#
-                    + #""features":{"ai_suggestions":false,"cloud_sync":false,"collaboration":false},"is_sandbox":false,"#
-                    + #""limits":{"sources":{"limit":50,"used":0}},"source":"free","state":"active","tier":"free","will_renew":null}"#)
+                    + #""features":{"ai_suggestions":false,"cloud_sync":false,"collaboration":false,"meal_analysis":true},"is_sandbox":false,"#
+                    + #""limits":{"meal_analyses_per_day":{"limit":3,"used":0},"sources":{"limit":50,"used":0}},"source":"free","state":"active","tier":"free","#
+                    + #""will_renew":null}"#)
             // An unlimited cap is a `null`, not a missing key.
             let tiers = try await env.call(.get, "/v1/tiers", as: user)
             #expect(
                 tiers.text
-                    == #"{"items":[{"features":[],"id":"free","limits":{"sources":50},"name":"Free","price_text":"Free","products":[]},"#
-                    + #"{"features":["ai_suggestions","cloud_sync"],"id":"academic","limits":{"sources":null},"name":"Academic","price_text":"$9.99/month","#
-                    + #""products":["com.researchapp.academic.monthly"]},{"features":["ai_suggestions","cloud_sync"],"id":"pro","limits":{"sources":null},"#
+                    == #"{"items":[{"features":["meal_analysis"],"id":"free","limits":{"meal_analyses_per_day":3,"sources":50},"name":"Free","price_text":"Free","products":[]},"#
+                    + #"{"features":["ai_suggestions","cloud_sync","meal_analysis"],"id":"academic","limits":{"meal_analyses_per_day":100,"sources":null},"#
+                    + #""name":"Academic","price_text":"$9.99/month","#
+                    + #""products":["com.researchapp.academic.monthly"]},{"features":["ai_suggestions","cloud_sync","meal_analysis"],"id":"pro","#
+                    + #""limits":{"meal_analyses_per_day":100,"sources":null},"#
                     + #""name":"Pro","price_text":"$14.99/month","products":["com.researchapp.pro.monthly","com.researchapp.pro.yearly"]},"#
-                    + #"{"features":["ai_suggestions","cloud_sync","collaboration"],"id":"team","limits":{"sources":null},"name":"Team","#
+                    + #"{"features":["ai_suggestions","cloud_sync","collaboration","meal_analysis"],"id":"team","limits":{"meal_analyses_per_day":100,"sources":null},"name":"Team","#
                     + #""price_text":"$49.99/month","products":["com.researchapp.team.monthly"]}]}"#)
         }
     }

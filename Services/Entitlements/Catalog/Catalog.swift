@@ -1,4 +1,5 @@
 import Foundation
+import ServiceKit
 
 /// The tiers, features and limits the service sells: data, not code. Shipped as
 /// `Resources/catalog.json`; `ENTITLEMENTS_CATALOG` names a file to use instead. Checked whole at
@@ -98,4 +99,30 @@ struct Catalog: Sendable, Decodable {
         if let cap = tier.limits[limit] { return cap }
         return free.limits[limit] ?? nil
     }
+
+    /// The tier a user of `tier` would buy for more of `limit`: the limit's `upgrade_tier` when it
+    /// gives more, else the cheapest tier ranked above `tier` that does; nil when none does.
+    func upgrade(for limit: String, from tier: Tier) -> Tier? {
+        func raises(_ candidate: Tier) -> Bool {
+            guard candidate.rank > tier.rank else { return false }
+            guard let current = cap(limit, in: tier) else { return false }
+            guard let offered = cap(limit, in: candidate) else { return true }
+            return offered > current
+        }
+        if let named = limits[limit].flatMap({ self.tier($0.upgradeTier) }), raises(named) { return named }
+        return tiers.filter(raises).min { $0.rank < $1.rank }
+    }
+
+    /// `upgrade(for:from:)` of every limit that some tier raises, as events carry it.
+    func limitUpgrades(from tier: Tier) -> [String: LimitUpgrade] {
+        var upgrades: [String: LimitUpgrade] = [:]
+        for limit in limits.keys {
+            if let upgrade = upgrade(for: limit, from: tier) { upgrades[limit] = LimitUpgrade(tier: upgrade.id, name: upgrade.name) }
+        }
+        return upgrades
+    }
+
+    /// What a user of `tier` may do, as `entitlement.changed` and the catalogue's announcement carry it.
+    func features(of tier: Tier) -> [String: Bool] { Dictionary(uniqueKeysWithValues: features.keys.map { ($0, tier.features.contains($0)) }) }
+    func caps(of tier: Tier) -> [String: Int?] { Dictionary(uniqueKeysWithValues: limits.keys.map { ($0, cap($0, in: tier)) }) }
 }

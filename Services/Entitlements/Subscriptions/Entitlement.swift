@@ -1,4 +1,5 @@
 import Foundation
+import ServiceKit
 
 /// An App Store subscription as stored: the latest verified state of one original transaction.
 struct SubscriptionRecord: Sendable, Decodable, Equatable {
@@ -115,8 +116,8 @@ struct Entitlement: Sendable, Equatable {
                     counts: tier != nil && state == .active, reason: "granted: \(grant.reason)"),
                 tier: tier, subscription: nil)
         }
-        let features = { (tier: Catalog.Tier) in Dictionary(uniqueKeysWithValues: catalog.features.keys.map { ($0, tier.features.contains($0)) }) }
-        let caps = { (tier: Catalog.Tier) in Dictionary(uniqueKeysWithValues: catalog.limits.keys.map { ($0, catalog.cap($0, in: tier)) }) }
+        let features = { (tier: Catalog.Tier) in catalog.features(of: tier) }
+        let caps = { (tier: Catalog.Tier) in catalog.caps(of: tier) }
         if let best {
             let subscription = best.subscription
             return Entitlement(
@@ -135,12 +136,20 @@ struct Entitlement: Sendable, Equatable {
             derivation: candidates.isEmpty ? "free: no purchases or grants" : "free: nothing bought or granted counts now")
     }
 
+    /// `entitlement.changed` for `user` holding this: their caps, and the tier that would raise each.
+    func changedEvent(of user: UUID, catalog: Catalog) -> EntitlementChanged {
+        EntitlementChanged(
+            userID: user, tier: tier, state: state.rawValue, features: features, limits: caps,
+            limitUpgrades: catalog.limitUpgrades(from: catalog.tier(tier) ?? catalog.free))
+    }
+
     /// What other services cache; an event is sent when it changes.
-    var summary: EntitlementSummary { EntitlementSummary(tier: tier, state: state, features: features) }
+    var summary: EntitlementSummary { EntitlementSummary(tier: tier, state: state, features: features, caps: caps) }
 }
 
 struct EntitlementSummary: Equatable, Sendable {
     var tier: String
     var state: Entitlement.State
     var features: [String: Bool]
+    var caps: [String: Int?]
 }
