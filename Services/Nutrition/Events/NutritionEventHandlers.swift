@@ -3,8 +3,9 @@ import Logging
 import PostgresNIO
 import ServiceKit
 
-/// Events from auth, social and invitations: a profile for each new account, the allergies meals
-/// are checked against, who coaches whom, and nothing left of a deleted account.
+/// Events from auth, social, invitations and entitlements: a profile for each new account, the
+/// allergies meals are checked against, who coaches whom, each user's caps, and nothing left of a
+/// deleted account.
 struct NutritionEventHandlers {
     let nutrition: Nutrition
 
@@ -42,6 +43,15 @@ struct NutritionEventHandlers {
             try await Self.dropMakers(
                 event.userID, order: EventOrder(context.envelope, among: "invitations"), nutrition: nutrition, on: context.connection, logger: context.logger)
         }
+        // The caps of photo analyses: entitlements' catalogue, learned from its events.
+        let allowance = AllowanceStore()
+        handlers.on(EntitlementChanged.self) { event, context in
+            guard try await !deleted(event.userID, context) else { return }
+            try await allowance.record(event, order: EventOrder(context.envelope, among: "entitlements"), on: context.connection, logger: context.logger)
+        }
+        handlers.on(EntitlementCatalogChanged.self) { event, context in
+            try await allowance.recordDefaults(event, order: EventOrder(context.envelope, among: "entitlements"), on: context.connection, logger: context.logger)
+        }
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, nutrition: nutrition, on: context.connection, logger: context.logger)
         }
@@ -75,6 +85,8 @@ struct NutritionEventHandlers {
         try await connection.checkedRun("DELETE FROM profiles WHERE user_id = \(user)", logger: logger)
         nutrition.profiles.forgetKeptAfterCommit(user)
         try await nutrition.coaching.forget(user, on: connection, logger: logger)
+        try await AllowanceStore().forget(user, on: connection, logger: logger)
+        try await nutrition.analysisCounts.forget(user, on: connection, logger: logger)
         try await connection.checkedRun("INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING", logger: logger)
     }
 }
