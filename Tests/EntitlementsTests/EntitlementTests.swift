@@ -20,7 +20,10 @@ import TestSupport
             #expect((pro["limits"] as? [String: Any])?["sources"] is NSNull)
             #expect(pro["products"] as? [String] == ["com.researchapp.pro.monthly", "com.researchapp.pro.yearly"])
             let team = try #require(reply.items.first { $0["id"] as? String == "team" })
-            #expect(Set(team["features"] as? [String] ?? []) == ["ai_suggestions", "cloud_sync", "collaboration"])
+            #expect(Set(team["features"] as? [String] ?? []) == ["ai_suggestions", "cloud_sync", "collaboration", "meal_analysis"])
+            // Photo analyses: a few a day free, many on any paid tier.
+            #expect((free["limits"] as? [String: Any])?["meal_analyses_per_day"] as? Int == 3)
+            #expect((pro["limits"] as? [String: Any])?["meal_analyses_per_day"] as? Int == 100)
         }
     }
 
