@@ -28,10 +28,14 @@ func aCoachInvitesAndTheClientAccepts() async throws {
         try await verifyFromTheMail(user)
         return user
     }()
-    let preview = try await client.app.send { try await $0.getV1InvitationsCode(path: .init(code: code)).ok.body.json }
+    let preview = try await step("the invitation's preview (code \(code))") {
+        try await client.app.send { try await $0.getV1InvitationsCode(path: .init(code: code)).ok.body.json }
+    }
     _ = preview
-    _ = try await client.app.send { try await $0.getV1InvitationsMine().ok.body.json }
-    _ = try await client.app.send { try await $0.postV1InvitationsCodeAccept(path: .init(code: code)).ok.body.json }
+    _ = try await step("the client's invitations") { try await client.app.send { try await $0.getV1InvitationsMine().ok.body.json } }
+    _ = try await step("the acceptance") {
+        try await client.app.send { try await $0.postV1InvitationsCodeAccept(path: .init(code: code)).ok.body.json }
+    }
     let accepted = try await stream.next("client_accepted") { event -> LiveEvent.ClientAccepted? in
         if case .clientAccepted(let accepted) = event.kind { return accepted }
         return nil

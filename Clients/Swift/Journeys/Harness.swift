@@ -96,6 +96,15 @@ func eventually<T>(_ what: String, seconds: Double = 30, _ body: () async throws
     throw JourneyFailure(description: "\(what) did not happen within \(seconds)s" + (last.map { " (last error: \($0))" } ?? ""))
 }
 
+/// Runs one step of a journey, naming it in the failure.
+func step<T>(_ label: String, _ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch {
+        throw JourneyFailure(description: "\(label): \(error)")
+    }
+}
+
 /// Expects `body` to fail with the server's `code`.
 func expectProblem<T>(_ code: String, _ what: String, _ body: () async throws -> T) async throws {
     do {

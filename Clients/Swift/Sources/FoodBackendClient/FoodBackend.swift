@@ -66,7 +66,7 @@ public final class FoodBackend: Sendable {
         // Outermost first: the key is set once for all attempts; problems are read from the last answer;
         // an expired token is refreshed and the call sent again; failures on the way are retried.
         let layer: [any ClientMiddleware] = [
-            IdempotencyMiddleware(), ImageTypeMiddleware(), ProblemMiddleware(), AuthMiddleware(sessions: sessions),
+            IdempotencyMiddleware(), PlainHeadersMiddleware(), ImageTypeMiddleware(), ProblemMiddleware(), AuthMiddleware(sessions: sessions),
             RetryMiddleware(policy: configuration.retry),
         ]
         api = Client(serverURL: baseURL, configuration: clientConfiguration, transport: transport, middlewares: layer + configuration.middlewares)

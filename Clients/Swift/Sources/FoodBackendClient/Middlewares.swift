@@ -31,6 +31,24 @@ struct IdempotencyMiddleware: ClientMiddleware {
     }
 }
 
+/// The generator's runtime writes header parameters percent-encoded (apple/swift-openapi-generator#857),
+/// which turns an ETag's quotes into `%22` and makes every `If-Match` a mismatch: these headers are
+/// sent as the app gave them.
+struct PlainHeadersMiddleware: ClientMiddleware {
+    static let names: [HTTPField.Name] = [.ifMatch, .ifNoneMatch, HTTPField.Name("Last-Event-ID")!]
+
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        var request = request
+        for name in Self.names {
+            if let value = request.headerFields[name], let plain = value.removingPercentEncoding { request.headerFields[name] = plain }
+        }
+        return try await next(request, body, baseURL)
+    }
+}
+
 /// An operation that takes any image (`image/*` in the document) is sent with the image's own type,
 /// told from its first bytes, since the server checks the type it is given against the bytes.
 struct ImageTypeMiddleware: ClientMiddleware {

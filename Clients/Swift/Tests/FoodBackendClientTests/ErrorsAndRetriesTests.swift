@@ -126,6 +126,24 @@ import Testing
         }
     }
 
+    @Test func anETagIsSentBackInIfMatchAsItCame() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            seen.add("if-match", request.headers.first(name: "If-Match") ?? "none")
+            return .problem(.preconditionFailed, "precondition_failed")
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        let meal = Components.Schemas.MealInput(
+            eatenAt: Date(), items: [.init(calories: 1, carbsG: 0, fatG: 0, grams: 1, name: "x", proteinG: 0)], name: "x")
+        await #expect(throws: FoodBackendError.self) {
+            _ = try await backend.send {
+                try await $0.putV1MealsId(path: .init(id: "00000000-0000-4000-8000-000000000001"), headers: .init(ifMatch: #""v3-a=b""#), body: .json(meal)).ok
+            }
+        }
+        #expect(seen.all("if-match") == [#""v3-a=b""#])
+        try await server.shutdown()
+    }
+
     @Test func cursorPagesAreReadAsOneSequence() async throws {
         let seen = Seen()
         let server = try await TestServer { request in
