@@ -32,9 +32,12 @@ func aCoachInvitesAndTheClientAccepts() async throws {
         try await client.app.send { try await $0.getV1InvitationsCode(path: .init(code: code)).ok.body.json }
     }
     _ = preview
-    _ = try await step("the client's invitations") { try await client.app.send { try await $0.getV1InvitationsMine().ok.body.json } }
+    // The app lists the invitations to the account's proven address; each comes with a fresh code
+    // (the mailed one is replaced), which the app accepts with.
+    let mine = try await step("the client's invitations") { try await client.app.send { try await $0.getV1InvitationsMine().ok.body.json } }
+    try expect(mine.items.count == 1, "one invitation waits: \(mine)")
     _ = try await step("the acceptance") {
-        try await client.app.send { try await $0.postV1InvitationsCodeAccept(path: .init(code: code)).ok.body.json }
+        try await client.app.send { try await $0.postV1InvitationsCodeAccept(path: .init(code: mine.items[0].code)).ok.body.json }
     }
     let accepted = try await stream.next("client_accepted") { event -> LiveEvent.ClientAccepted? in
         if case .clientAccepted(let accepted) = event.kind { return accepted }
