@@ -16,6 +16,8 @@ enum NutritionService {
                 let nutrition = try Nutrition(dependencies: dependencies, settings: settings, drawing: .singleton)
                 DietProfileRoutes(nutrition: nutrition).add(to: router)
                 MealRoutes(nutrition: nutrition).add(to: router)
+                AnalyzeRoutes(nutrition: nutrition).add(to: router)
+                MealPhotoRoutes(nutrition: nutrition).add(to: router)
                 ShareRoutes(nutrition: nutrition).add(to: router)
                 SharedPageRoutes(nutrition: nutrition, pages: pages).add(to: router)
                 MetricRoutes(nutrition: nutrition).add(to: router)

@@ -23,6 +23,15 @@ struct Nutrition: Sendable {
     let trendResponses: VersionedCache<TrendRoutes.ResponseKey, EncodedJSON>?
     let shares = ShareStore()
     let coaching = CoachLinkStore()
+    let photos = MealPhotoStore()
+    let analysisCounts = AnalysisCountStore()
+    /// How many images this process decodes at once, and how large (meal photos).
+    let imageDecoding: ImageDecoding
+    /// The vision model meal photos are analysed by; nil when none is configured.
+    let analyzer: MealAnalyzer?
+    /// Finds the food table's food for an analysed item's name; nil matches nothing (every item
+    /// keeps the model's estimate).
+    var foodMatcher: FoodMatcher?
     /// Cairo draws off the event loops.
     let drawing: NIOThreadPool
     /// Share cards, drawn on `drawing` and counted.
@@ -42,6 +51,8 @@ struct Nutrition: Sendable {
             profileChanges = nil
         }
         self.settings = settings
+        imageDecoding = settings.imageDecoding
+        analyzer = MealAnalyzer.configured(settings.analyzer, http: VisionHTTP(client: dependencies.httpClient))
         trendResponses = settings.trendCacheSize > 0 ? VersionedCache(capacity: settings.trendCacheSize) : nil
         logger = dependencies.logger
         self.drawing = drawing

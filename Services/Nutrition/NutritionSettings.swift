@@ -15,6 +15,13 @@ struct NutritionSettings: Sendable {
     /// Diet profiles kept per process, in each of two generations, served while the change feed
     /// vouches for them; 0 keeps none (every meal post reads its profile).
     var profileCacheSize: Int
+    /// The largest meal photo taken (`MEAL_PHOTO_MAX_BYTES`, 10 MiB): a larger one is `413`.
+    var mealPhotoMaxBytes: Int
+    /// How many images are decoded at once, and how large (`IMAGE_DECODE_CONCURRENCY`,
+    /// `IMAGE_DECODE_MAX_BYTES`), as in social.
+    var imageDecoding: ImageDecoding
+    /// The vision model meal photos are analysed by (`ANALYZER_*`); off when unset.
+    var analyzer: AnalyzerSettings
 
     init(_ config: ServiceConfig) throws {
         var env = EnvironmentReader(config.environment)
@@ -25,6 +32,9 @@ struct NutritionSettings: Sendable {
         trendCacheSize = env.int("TREND_CACHE_SIZE", default: 1_000, range: 0...100_000)
         profileCacheSize = env.int("PROFILE_CACHE_SIZE", default: 10_000, range: 0...1_000_000)
         pages = PageSettings(reading: &env)
+        mealPhotoMaxBytes = env.int("MEAL_PHOTO_MAX_BYTES", default: 10 << 20, range: (64 << 10)...(64 << 20))
+        imageDecoding = ImageDecoding(reading: &env)
+        analyzer = AnalyzerSettings(reading: &env)
         try env.finish()
     }
 }

@@ -187,4 +187,26 @@ image_scrub_status image_scrub_cover_png(const void *data, size_t length, int wi
     return IMAGE_SCRUB_OK;
 }
 
+image_scrub_status image_scrub_rgb(const void *data, size_t length, image_scrub_result *result) {
+    memset(result, 0, sizeof *result);
+    pthread_once(&started, start);
+    if (start_failed) return fail(result, IMAGE_SCRUB_FAILED, "libvips did not start");
+    VipsImage *image = vips_image_new_from_buffer(data, length, "", NULL);
+    if (image == NULL) return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
+    VipsImage *steps[4] = {NULL, NULL, NULL, NULL};
+    int failed = vips_colourspace(image, &steps[0], VIPS_INTERPRETATION_sRGB, NULL) ||
+                 (vips_image_hasalpha(steps[0]) ? vips_flatten(steps[0], &steps[1], NULL) : vips_copy(steps[0], &steps[1], NULL)) ||
+                 vips_cast_uchar(steps[1], &steps[2], NULL) ||
+                 vips_extract_band(steps[2], &steps[3], 0, "n", 3, NULL);
+    g_object_unref(image);
+    if (!failed) {
+        result->width = vips_image_get_width(steps[3]);
+        result->height = vips_image_get_height(steps[3]);
+        result->data = vips_image_write_to_memory(steps[3], &result->length);
+    }
+    for (int i = 0; i < 4; i++) if (steps[i] != NULL) g_object_unref(steps[i]);
+    if (failed || result->data == NULL) return fail_with_vips_error(result, IMAGE_SCRUB_FAILED);
+    return IMAGE_SCRUB_OK;
+}
+
 void image_scrub_free(void *data) { g_free(data); }

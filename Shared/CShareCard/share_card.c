@@ -205,7 +205,7 @@ static void draw_badge(cairo_t *cr, PangoContext *context, int score, const char
 }
 
 static void draw_card(cairo_t *cr, PangoContext *context, const char *title, const char *app_name, double calories, double protein_g, double carbs_g,
-                      double fat_g, int score, const char *band) {
+                      double fat_g, int score, const char *band, int with_strip) {
     colour background = hex(0xFBFAF7);
     colour ink = hex(0x1F2A24);
     colour muted = hex(0x6B7770);
@@ -243,6 +243,7 @@ static void draw_card(cairo_t *cr, PangoContext *context, const char *title, con
     draw_badge(cr, context, score, band, ink, muted, track);
 
     // A strip in the band's colour along the bottom edge: the verdict reads even as a thumbnail.
+    if (!with_strip) return;
     set_colour(cr, style_for_band(band).fill);
     cairo_rectangle(cr, 0, SHARE_CARD_HEIGHT - 14, SHARE_CARD_WIDTH, 14);
     cairo_fill(cr);
@@ -269,8 +270,40 @@ static cairo_status_t append_png(void *closure, const unsigned char *data, unsig
     return CAIRO_STATUS_SUCCESS;
 }
 
+typedef struct {
+    const unsigned char *data;
+    size_t length;
+    size_t offset;
+} png_source;
+
+static cairo_status_t read_png(void *closure, unsigned char *data, unsigned int length) {
+    png_source *source = closure;
+    if (length > source->length - source->offset) return CAIRO_STATUS_READ_ERROR;
+    memcpy(data, source->data + source->offset, length);
+    source->offset += length;
+    return CAIRO_STATUS_SUCCESS;
+}
+
+/// The photo in its place on the left, scaled to fill it if it is not of its size.
+static void draw_photo(cairo_t *cr, cairo_surface_t *photo) {
+    double width = cairo_image_surface_get_width(photo);
+    double height = cairo_image_surface_get_height(photo);
+    cairo_save(cr);
+    cairo_rectangle(cr, 0, 0, SHARE_CARD_PHOTO_WIDTH, SHARE_CARD_PHOTO_HEIGHT);
+    cairo_clip(cr);
+    cairo_scale(cr, SHARE_CARD_PHOTO_WIDTH / width, SHARE_CARD_PHOTO_HEIGHT / height);
+    cairo_set_source_surface(cr, photo, 0, 0);
+    cairo_paint(cr);
+    cairo_restore(cr);
+}
+
 share_card_status share_card_png(const char *title, const char *app_name, double calories, double protein_g, double carbs_g, double fat_g, int score,
                                  const char *band, unsigned char **out, size_t *out_len) {
+    return share_card_png_photo(title, app_name, calories, protein_g, carbs_g, fat_g, score, band, NULL, 0, out, out_len);
+}
+
+share_card_status share_card_png_photo(const char *title, const char *app_name, double calories, double protein_g, double carbs_g, double fat_g, int score,
+                                       const char *band, const unsigned char *photo_png, size_t photo_len, unsigned char **out, size_t *out_len) {
     if (out == NULL || out_len == NULL) return SHARE_CARD_INVALID_ARGUMENT;
     *out = NULL;
     *out_len = 0;
@@ -298,8 +331,34 @@ share_card_status share_card_png(const char *title, const char *app_name, double
     cairo_font_options_destroy(options);
 
     if (buffer.data != NULL && cairo_status(cr) == CAIRO_STATUS_SUCCESS) {
-        pango_cairo_update_context(cr, context);
-        draw_card(cr, context, clean_title, clean_app_name, calories, protein_g, carbs_g, fat_g, score, clean_band);
+        cairo_surface_t *photo = NULL;
+        if (photo_png != NULL && photo_len > 0) {
+            png_source source = {photo_png, photo_len, 0};
+            photo = cairo_image_surface_create_from_png_stream(read_png, &source);
+            if (cairo_surface_status(photo) != CAIRO_STATUS_SUCCESS || cairo_image_surface_get_width(photo) == 0) {
+                cairo_surface_destroy(photo);
+                photo = NULL;
+            }
+        }
+        if (photo == NULL) {
+            pango_cairo_update_context(cr, context);
+            draw_card(cr, context, clean_title, clean_app_name, calories, protein_g, carbs_g, fat_g, score, clean_band, 1);
+        } else {
+            // The card as without a photo, scaled into the space beside it and centred in height;
+            // then the photo, and the band's strip along the whole bottom edge again.
+            double scale = (double)(SHARE_CARD_WIDTH - SHARE_CARD_PHOTO_WIDTH) / SHARE_CARD_WIDTH;
+            cairo_save(cr);
+            cairo_translate(cr, SHARE_CARD_PHOTO_WIDTH, (SHARE_CARD_PHOTO_HEIGHT - SHARE_CARD_HEIGHT * scale) / 2);
+            cairo_scale(cr, scale, scale);
+            pango_cairo_update_context(cr, context);
+            draw_card(cr, context, clean_title, clean_app_name, calories, protein_g, carbs_g, fat_g, score, clean_band, 0);
+            cairo_restore(cr);
+            draw_photo(cr, photo);
+            cairo_surface_destroy(photo);
+            set_colour(cr, style_for_band(clean_band).fill);
+            cairo_rectangle(cr, 0, SHARE_CARD_HEIGHT - 14, SHARE_CARD_WIDTH, 14);
+            cairo_fill(cr);
+        }
         cairo_surface_flush(surface);
         if (cairo_status(cr) == CAIRO_STATUS_SUCCESS && cairo_surface_write_to_png_stream(surface, append_png, &buffer) == CAIRO_STATUS_SUCCESS) {
             status = SHARE_CARD_OK;

@@ -77,6 +77,17 @@ public struct CleanImage: Sendable {
         return Array(UnsafeRawBufferPointer(start: data, count: result.length))
     }
 
+    /// An image this process wrote, decoded to 8-bit sRGB: three bytes a pixel, row by row. What a
+    /// check of drawn pixels reads. Blocking.
+    public static func rgb(_ input: some Collection<UInt8>) throws(Problem) -> (width: Int, height: Int, pixels: [UInt8]) {
+        var result = image_scrub_result()
+        let bytes = Array(input)
+        let status = bytes.withUnsafeBytes { image_scrub_rgb($0.baseAddress, $0.count, &result) }
+        defer { image_scrub_free(result.data) }
+        guard status == IMAGE_SCRUB_OK, let data = result.data else { throw .failed(Self.reason(result)) }
+        return (Int(result.width), Int(result.height), Array(UnsafeRawBufferPointer(start: data, count: result.length)))
+    }
+
     private static func reason(_ result: image_scrub_result) -> String {
         withUnsafeBytes(of: result.reason) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     }

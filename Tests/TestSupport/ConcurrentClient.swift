@@ -25,7 +25,7 @@ public enum ConcurrentClient {
     }
 
     public static func send(
-        port: Int, _ method: String, _ path: String, headers: [(String, String)] = [], json: Any? = nil,
+        port: Int, _ method: String, _ path: String, headers: [(String, String)] = [], json: Any? = nil, body: ByteBuffer? = nil,
         timeout: TimeAmount = .seconds(120)
     ) async throws -> Reply {
         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
@@ -35,6 +35,8 @@ public enum ConcurrentClient {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)))
         }
+        // A body as it is (a multipart upload), its type among `headers`.
+        if let body { request.body = .bytes(body) }
         let response = try await client.execute(request, timeout: timeout)
         return Reply(status: Int(response.status.code), headers: response.headers, body: try await response.body.collect(upTo: 1 << 20))
     }

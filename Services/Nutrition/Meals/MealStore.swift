@@ -26,6 +26,8 @@ struct MealRecord: Sendable {
     var version: Int64
     var createdAt: Date
     var updatedAt: Date
+    /// What the vision model said, for a meal made from a photo (`POST /v1/meals/analyze`).
+    var analysis: MealAnalysis? = nil
 }
 
 /// The queries on `meals`. Each runs on the caller's connection; a meal of another user is nil, as
@@ -34,7 +36,7 @@ struct MealStore: Sendable {
     static let select = """
         SELECT id, user_id, name, eaten_at, local_date::text, items::text, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
                diet, score::text, allergy_warnings::text, warnings::text, notes, photo_url, consumed, consumed_at, consumed_notes, edited, view_count, version,
-               created_at, updated_at
+               created_at, updated_at, analysis::text
         FROM meals
         """
 
@@ -56,7 +58,8 @@ struct MealStore: Sendable {
                     warnings: try json.decode([MealDraft.Warning].self, from: Data(try v(17, String.self).utf8)), notes: try v(18, String?.self),
                     photoURL: try v(19, String?.self), consumed: try v(20, Bool.self), consumedAt: try v(21, Date?.self), consumedNotes: try v(22, String?.self),
                     edited: try v(23, Bool.self), viewCount: try v(24, Int.self), version: try v(25, Int64.self), createdAt: try v(26, Date.self),
-                    updatedAt: try v(27, Date.self)))
+                    updatedAt: try v(27, Date.self),
+                    analysis: try v(28, String?.self).map { try json.decode(MealAnalysis.self, from: Data($0.utf8)) }))
         }
         return meals
     }
@@ -70,10 +73,10 @@ struct MealStore: Sendable {
     }
 
     /// The new meal as stored, made from the draft and what the insert returned: no second read.
-    func insert(_ draft: MealDraft, id: UUID, user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> MealRecord {
+    func insert(_ draft: MealDraft, id: UUID, user: UUID, analysis: MealAnalysis? = nil, on connection: PostgresConnection, logger: Logger) async throws -> MealRecord {
         let insert = Insert(
             id: id, user: user, draft: draft, items: try Self.json(draft.items), score: try Self.json(draft.score),
-            allergyWarnings: try Self.json(draft.allergyWarnings), warnings: try Self.json(draft.warnings))
+            allergyWarnings: try Self.json(draft.allergyWarnings), warnings: try Self.json(draft.warnings), analysis: try analysis.map(Self.json))
         var stored: (String, Date)?
         for try await row in try await connection.checkedExecute(insert, logger: logger) { stored = row }
         let (localDate, created) = stored ?? (draft.localDay.description, Date())
@@ -81,7 +84,7 @@ struct MealStore: Sendable {
             id: id, userID: user, name: draft.name, eatenAt: draft.eatenAt, localDate: localDate, items: draft.items, totals: draft.totals,
             diet: draft.diet.rawValue, score: draft.score, allergyWarnings: draft.allergyWarnings, warnings: draft.warnings, notes: draft.notes,
             photoURL: draft.photoURL, consumed: false, consumedAt: nil, consumedNotes: nil, edited: false, viewCount: 0, version: 1, createdAt: created,
-            updatedAt: created)
+            updatedAt: created, analysis: analysis)
     }
 
     /// Logging a meal, the commonest write: prepared once per connection rather than parsed and
@@ -90,13 +93,14 @@ struct MealStore: Sendable {
         static let name = "nutrition.insert_meal"
         static let sql = """
             INSERT INTO meals (id, user_id, name, eaten_at, local_date, items, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
-                               diet, diet_score, score_band, score, algorithm_version, allergy_warnings, warnings, notes, photo_url)
-            VALUES ($1, $2, $3, $4, $5::date, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19, $20::jsonb, $21::jsonb, $22, $23)
+                               diet, diet_score, score_band, score, algorithm_version, allergy_warnings, warnings, notes, photo_url, analysis)
+            VALUES ($1, $2, $3, $4, $5::date, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19, $20::jsonb, $21::jsonb, $22, $23,
+                    $24::jsonb)
             RETURNING local_date::text, created_at
             """
         static let bindingDataTypes: [PostgresDataType] = [
             .uuid, .uuid, .text, .timestamptz, .text, .text, .float8, .float8, .float8, .float8, .float8, .float8, .float8, .float8,
-            .text, .int8, .text, .text, .text, .text, .text, .text, .text,
+            .text, .int8, .text, .text, .text, .text, .text, .text, .text, .text,
         ]
         typealias Row = (String, Date)
 
@@ -107,10 +111,11 @@ struct MealStore: Sendable {
         var score: String
         var allergyWarnings: String
         var warnings: String
+        var analysis: String?
 
         func makeBindings() throws -> PostgresBindings {
             let t = draft.totals
-            var bindings = PostgresBindings(capacity: 23)
+            var bindings = PostgresBindings(capacity: 24)
             bindings.append(id)
             bindings.append(user)
             bindings.append(draft.name)
@@ -127,6 +132,7 @@ struct MealStore: Sendable {
             bindings.append(warnings)
             bindings.append(draft.notes)
             bindings.append(draft.photoURL)
+            bindings.append(analysis)
             return bindings
         }
 
@@ -143,7 +149,8 @@ struct MealStore: Sendable {
               fiber_g = \(t.fiberG), sugar_g = \(t.sugarG), saturated_fat_g = \(t.saturatedFatG), sodium_mg = \(t.sodiumMg), diet = \(draft.diet.rawValue),
               diet_score = \(draft.score.score), score_band = \(draft.score.band), score = \(try Self.json(draft.score))::jsonb,
               algorithm_version = \(draft.score.algorithmVersion), allergy_warnings = \(try Self.json(draft.allergyWarnings))::jsonb,
-              warnings = \(try Self.json(draft.warnings))::jsonb, notes = \(draft.notes), photo_url = \(draft.photoURL), edited = true,
+              warnings = \(try Self.json(draft.warnings))::jsonb, notes = \(draft.notes),
+              photo_url = CASE WHEN EXISTS (SELECT 1 FROM meal_photos WHERE meal_id = \(id)) THEN photo_url ELSE \(draft.photoURL) END, edited = true,
               version = version + 1, updated_at = now()
             WHERE id = \(id)
             """, logger: logger)
@@ -164,6 +171,7 @@ struct MealStore: Sendable {
 
     struct ListQuery: Sendable {
         var consumed: Bool?
+        var analyzed: Bool? = nil
         var from: LocalDay?
         var to: LocalDay?
         var limit: Int
@@ -177,6 +185,7 @@ struct MealStore: Sendable {
                 """
                 \(unescaped: Self.select)
                 WHERE user_id = \(user) AND (\(query.consumed)::boolean IS NULL OR consumed = \(query.consumed))
+                  AND (\(query.analyzed)::boolean IS NULL OR (analysis IS NOT NULL) = \(query.analyzed))
                   AND (\(query.from?.description)::date IS NULL OR local_date >= \(query.from?.description)::date)
                   AND (\(query.to?.description)::date IS NULL OR local_date <= \(query.to?.description)::date)
                   AND (\(query.after == nil) OR (eaten_at, id) < (\(query.after?.eatenAt ?? Date()), \(query.after?.id ?? UUID())))

@@ -29,6 +29,8 @@ struct MealView: Encodable, Sendable, ResponseEncodable {
         var json = encoder.container(keyedBy: AnyKey.self)
         try json.encode(meal.score.algorithmVersion, forKey: AnyKey("algorithm_version"))
         try json.encode(meal.allergyWarnings, forKey: AnyKey("allergy_warnings"))
+        // Only on a meal made from a photo: a typed meal's answer is as it always was.
+        if let analysis = meal.analysis { try json.encode(analysis, forKey: AnyKey("analysis")) }
         try json.encode(meal.consumed, forKey: AnyKey("consumed"))
         try json.encode(meal.consumedAt, forKey: AnyKey("consumed_at"))
         try json.encode(meal.consumedNotes, forKey: AnyKey("consumed_notes"))

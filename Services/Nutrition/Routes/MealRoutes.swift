@@ -49,10 +49,15 @@ struct MealRoutes {
         let page = try PageRequest(query: request)
         let query = request.uri.queryParameters
         var problems: [Problem.FieldError] = []
-        var consumed: Bool?
-        if let text = query["consumed"].map(String.init) {
-            if text == "true" { consumed = true } else if text == "false" { consumed = false } else { problems.append(.init(field: "consumed", message: "must be true or false")) }
+        func flag(_ name: String) -> Bool? {
+            guard let text = query[name[...]].map(String.init) else { return nil }
+            if text == "true" { return true }
+            if text == "false" { return false }
+            problems.append(.init(field: name, message: "must be true or false"))
+            return nil
         }
+        let consumed = flag("consumed")
+        let analyzed = flag("analyzed")
         func day(_ name: String) -> LocalDay? {
             guard let text = query[name[...]].map(String.init) else { return nil }
             guard let day = LocalDay(text) else {
@@ -65,7 +70,7 @@ struct MealRoutes {
         let to = day("to")
         if !problems.isEmpty { throw APIError.validation(problems) }
         let rows = try await nutrition.meals.list(
-            owner, .init(consumed: consumed, from: from, to: to, limit: page.limit, after: try page.position(MealCursor.self)), on: connection, logger: logger)
+            owner, .init(consumed: consumed, analyzed: analyzed, from: from, to: to, limit: page.limit, after: try page.position(MealCursor.self)), on: connection, logger: logger)
         let (items, next) = Cursor.page(rows, limit: page.limit) { MealCursor(eatenAt: $0.eatenAt, id: $0.id) }
         return MealPage(items: items.map(MealView.init), nextCursor: next)
     }
@@ -96,7 +101,7 @@ struct MealRoutes {
         return EditedResponse(headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
     }
 
-    /// Deletes the meal; its share links answer `410` from then on.
+    /// Deletes the meal and its photo; its share links answer `410` from then on.
     @Sendable func remove(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         let id = try context.mealID()
         let nutrition = self.nutrition

@@ -88,9 +88,9 @@ struct ShareRoutes {
         let found = try await nutrition.postgres.withConnectionOnItsLoop { connection in
             try await nutrition.shares.card(token, on: connection, logger: context.logger)
         }
-        let (snapshot, kept, expires): (ShareSnapshot, ShareStore.KeptCard?, Date)
+        let (snapshot, kept, expires, keptPhoto): (ShareSnapshot, ShareStore.KeptCard?, Date, ByteBuffer?)
         switch found {
-        case .live(let live, let card, let until): (snapshot, kept, expires) = (live, card, until)
+        case .live(let live, let card, let photo, let until): (snapshot, kept, expires, keptPhoto) = (live, card, until, photo)
         case .gone: throw Self.gone
         case .unknown: throw Self.unknown
         }
@@ -101,7 +101,8 @@ struct ShareRoutes {
             let png = try await nutrition.cards.draw(
                 .init(
                     mealName: snapshot.name, calories: snapshot.totals.calories, proteinG: snapshot.totals.proteinG, carbsG: snapshot.totals.carbsG,
-                    fatG: snapshot.totals.fatG, score: snapshot.dietScore, band: snapshot.scoreBand, appName: nutrition.settings.appName))
+                    fatG: snapshot.totals.fatG, score: snapshot.dietScore, band: snapshot.scoreBand, appName: nutrition.settings.appName,
+                    photo: keptPhoto))
             card = try await nutrition.postgres.withConnectionOnItsLoop { connection in
                 try await nutrition.shares.keepCard(token, png: ByteBuffer(bytes: png), on: connection, logger: context.logger)
             }

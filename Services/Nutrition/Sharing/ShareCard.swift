@@ -1,8 +1,11 @@
 import CShareCard
+import Images
+import NIOCore
 import NIOPosix
 
 /// A meal's share card: a 1200×630 PNG (the size link previews expect) with the meal's name, its
-/// calories and macros, the diet score badge in its band's colour and the app's name. Cairo draws
+/// calories and macros, the diet score badge in its band's colour and the app's name, and the meal's
+/// photo on the left when it has one. Cairo draws
 /// it and Pango lays out the text (wrapping, ellipsising, any UTF-8), both inside `CShareCard`'s C,
 /// so Swift makes one call and copies the bytes.
 enum ShareCard {
@@ -20,6 +23,9 @@ enum ShareCard {
         /// "great" (green), "ok" (amber) or "poor" (red); drawn as given, grey when none of these.
         var band: String
         var appName: String
+        /// The meal's photo as stored (a JPEG this service wrote), cropped around its centre to
+        /// fill the card's photo space.
+        var photo: ByteBuffer? = nil
     }
 
     /// Drawing and PNG encoding take tens of milliseconds of CPU: on a thread pool, off the event
@@ -33,12 +39,16 @@ enum ShareCard {
     static func png(_ content: Content) throws(ShareCardError) -> [UInt8] {
         var output: UnsafeMutablePointer<UInt8>? = nil
         var length = 0
+        // A photo libvips cannot read again (it wrote it) draws the card without it.
+        let photo = content.photo.flatMap { try? CleanImage.coverPNG($0, width: Int(SHARE_CARD_PHOTO_WIDTH), height: Int(SHARE_CARD_PHOTO_HEIGHT)) } ?? []
         let status = content.mealName.withCString { title in
             content.appName.withCString { appName in
                 content.band.withCString { band in
-                    share_card_png(
-                        title, appName, content.calories, content.proteinG, content.carbsG, content.fatG,
-                        Int32(clamping: content.score), band, &output, &length)
+                    photo.withUnsafeBufferPointer { photo in
+                        share_card_png_photo(
+                            title, appName, content.calories, content.proteinG, content.carbsG, content.fatG,
+                            Int32(clamping: content.score), band, photo.baseAddress, photo.count, &output, &length)
+                    }
                 }
             }
         }

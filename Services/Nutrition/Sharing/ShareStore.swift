@@ -20,14 +20,21 @@ struct ShareSnapshot: Codable, Sendable {
 
 /// Share links: tokens stored as their SHA-256 only.
 struct ShareStore: Sendable {
+    /// The snapshot keeps a copy of the meal's stored photo, served at `/v1/shared/{token}/photo`
+    /// while the link lives (the owner's own photo path is not for anyone else); a photo URL the app
+    /// set elsewhere is kept as it was.
     func create(for meal: MealRecord, ttlDays: Int, on connection: PostgresConnection, logger: Logger) async throws -> (OpaqueToken, Date) {
         let token = OpaqueToken()
+        let hasPhoto = try await connection.returnsRow("SELECT 1 FROM meal_photos WHERE meal_id = \(meal.id)", logger: logger)
+        let photoURL = hasPhoto ? "/v1/shared/\(token.value)/photo" : meal.photoURL.flatMap { $0.hasPrefix("/v1/meals/") ? nil : $0 }
         let snapshot = ShareSnapshot(
-            name: meal.name, localDate: meal.localDate, totals: meal.totals.rounded, dietScore: meal.score.score, scoreBand: meal.score.band, photoURL: meal.photoURL)
+            name: meal.name, localDate: meal.localDate, totals: meal.totals.rounded, dietScore: meal.score.score, scoreBand: meal.score.band, photoURL: photoURL)
         let rows = try await connection.checkedQuery(
             """
-            INSERT INTO shares (token_hash, meal_id, user_id, snapshot, expires_at)
-            VALUES (\(token.hash), \(meal.id), \(meal.userID), \(try MealStore.json(snapshot))::jsonb, now() + \(ttlDays) * interval '1 day')
+            INSERT INTO shares (token_hash, meal_id, user_id, snapshot, expires_at, photo, photo_type, photo_etag)
+            SELECT \(token.hash), \(meal.id), \(meal.userID), \(try MealStore.json(snapshot))::jsonb, now() + \(ttlDays) * interval '1 day',
+                   p.data, p.content_type, p.etag
+            FROM (SELECT 1) one LEFT JOIN meal_photos p ON p.meal_id = \(meal.id)
             RETURNING expires_at
             """, logger: logger)
         var expires = Date()
@@ -39,7 +46,7 @@ struct ShareStore: Sendable {
     func revoke(meal: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         try await connection.returnsRow(
             """
-            UPDATE shares SET revoked_at = now(), card_png = NULL, card_etag = NULL
+            UPDATE shares SET revoked_at = now(), card_png = NULL, card_etag = NULL, photo = NULL, photo_type = NULL, photo_etag = NULL
             WHERE meal_id = \(meal) AND revoked_at IS NULL AND expires_at > now() RETURNING 1
             """, logger: logger)
     }
@@ -47,14 +54,14 @@ struct ShareStore: Sendable {
     /// A deleted meal's links keep answering `410`, without their snapshot or card.
     func forgetMeal(_ meal: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
-            "UPDATE shares SET snapshot = '{}', card_png = NULL, card_etag = NULL, revoked_at = coalesce(revoked_at, now()) WHERE meal_id = \(meal)",
+            "UPDATE shares SET snapshot = '{}', card_png = NULL, card_etag = NULL, photo = NULL, photo_type = NULL, photo_etag = NULL, revoked_at = coalesce(revoked_at, now()) WHERE meal_id = \(meal)",
             logger: logger)
     }
 
     func forgetUser(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
-            UPDATE shares SET snapshot = '{}', card_png = NULL, card_etag = NULL, user_id = NULL, revoked_at = coalesce(revoked_at, now())
+            UPDATE shares SET snapshot = '{}', card_png = NULL, card_etag = NULL, photo = NULL, photo_type = NULL, photo_etag = NULL, user_id = NULL, revoked_at = coalesce(revoked_at, now())
             WHERE user_id = \(user)
             """, logger: logger)
     }
@@ -66,7 +73,7 @@ struct ShareStore: Sendable {
     }
 
     enum CardLookup: Sendable {
-        case live(ShareSnapshot, card: KeptCard?, expiresAt: Date)
+        case live(ShareSnapshot, card: KeptCard?, photo: ByteBuffer?, expiresAt: Date)
         case gone
         case unknown
     }
@@ -77,15 +84,15 @@ struct ShareStore: Sendable {
         guard token.utf8.count <= 128 else { return .unknown }
         let rows = try await connection.checkedQuery(
             """
-            SELECT snapshot::text, expires_at, revoked_at IS NULL AND expires_at > now(), card_png, card_etag
+            SELECT snapshot::text, expires_at, revoked_at IS NULL AND expires_at > now(), card_png, card_etag, CASE WHEN card_png IS NULL THEN photo END
             FROM shares WHERE token_hash = \(OpaqueToken.hash(token))
             """, logger: logger)
-        var found: (String, Date, Bool, ByteBuffer?, String?)?
-        for try await row in rows.decode((String, Date, Bool, ByteBuffer?, String?).self) { found = row }
-        guard let (snapshot, expires, live, png, etag) = found else { return .unknown }
+        var found: (String, Date, Bool, ByteBuffer?, String?, ByteBuffer?)?
+        for try await row in rows.decode((String, Date, Bool, ByteBuffer?, String?, ByteBuffer?).self) { found = row }
+        guard let (snapshot, expires, live, png, etag, photo) = found else { return .unknown }
         guard live, let decoded = try? JSONDecoder().decode(ShareSnapshot.self, from: Data(snapshot.utf8)) else { return .gone }
         let kept = png.flatMap { png in etag.map { KeptCard(png: png, etag: $0) } }
-        return .live(decoded, card: kept, expiresAt: expires)
+        return .live(decoded, card: kept, photo: photo, expiresAt: expires)
     }
 
     /// Keeps a card drawn for a live link that has none yet, and gives its ETag. Two first requests
@@ -104,6 +111,35 @@ struct ShareStore: Sendable {
         var etag = ""
         for try await value in rows.decode(String.self) { etag = value }
         return KeptCard(png: png, etag: etag)
+    }
+
+    /// A live link's copy of its meal's photo: its bytes, type and ETag.
+    struct SharedPhoto: Sendable {
+        var data: ByteBuffer
+        var contentType: String
+        var etag: String
+    }
+
+    enum PhotoLookup: Sendable {
+        case live(SharedPhoto?, expiresAt: Date)
+        case gone
+        case unknown
+    }
+
+    /// The photo kept with a link; an ended link is `gone` whatever was kept.
+    func photo(_ token: String, on connection: PostgresConnection, logger: Logger) async throws -> PhotoLookup {
+        guard token.utf8.count <= 128 else { return .unknown }
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT expires_at, revoked_at IS NULL AND expires_at > now() AND snapshot <> '{}', photo, photo_type, photo_etag
+            FROM shares WHERE token_hash = \(OpaqueToken.hash(token))
+            """, logger: logger)
+        var found: (Date, Bool, ByteBuffer?, String?, String?)?
+        for try await row in rows.decode((Date, Bool, ByteBuffer?, String?, String?).self) { found = row }
+        guard let (expires, live, data, type, etag) = found else { return .unknown }
+        guard live else { return .gone }
+        guard let data, let type, let etag else { return .live(nil, expiresAt: expires) }
+        return .live(SharedPhoto(data: data, contentType: type, etag: etag), expiresAt: expires)
     }
 
     enum Lookup: Sendable {

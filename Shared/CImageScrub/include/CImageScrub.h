@@ -57,6 +57,10 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
 /// centre to fill exactly `width` x `height`, as a PNG (for Cairo, which reads PNG only).
 image_scrub_status image_scrub_cover_png(const void *data, size_t length, int width, int height, image_scrub_result *result);
 
+/// An image this library wrote (trusted) decoded to 8-bit sRGB pixels, three bytes each, row by row
+/// (`width` x `height` x 3 bytes in `data`): for checking what was drawn.
+image_scrub_status image_scrub_rgb(const void *data, size_t length, image_scrub_result *result);
+
 void image_scrub_free(void *data);
 
 #endif

@@ -6,6 +6,9 @@
 /// The size link previews expect (Open Graph, Twitter/X large card).
 #define SHARE_CARD_WIDTH 1200
 #define SHARE_CARD_HEIGHT 630
+/// The meal's photo, when the card has one: the left of the card, above the band's strip.
+#define SHARE_CARD_PHOTO_WIDTH 440
+#define SHARE_CARD_PHOTO_HEIGHT 616
 
 typedef enum {
     SHARE_CARD_OK = 0,
@@ -27,6 +30,12 @@ typedef enum {
 /// default font map is per thread.
 share_card_status share_card_png(const char *title, const char *app_name, double calories, double protein_g, double carbs_g, double fat_g, int score,
                                  const char *band, unsigned char **out, size_t *out_len);
+
+/// As share_card_png, with the meal's photo on the left: `photo_png` is a PNG of exactly
+/// SHARE_CARD_PHOTO_WIDTH x SHARE_CARD_PHOTO_HEIGHT (another size is scaled to fit), and the rest of
+/// the card is drawn smaller beside it. NULL (or a PNG Cairo cannot read) draws the card without one.
+share_card_status share_card_png_photo(const char *title, const char *app_name, double calories, double protein_g, double carbs_g, double fat_g, int score,
+                                       const char *band, const unsigned char *photo_png, size_t photo_len, unsigned char **out, size_t *out_len);
 
 void share_card_free(unsigned char *data);
 

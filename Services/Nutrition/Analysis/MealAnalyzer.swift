@@ -1,0 +1,82 @@
+import Foundation
+import Logging
+import NIOCore
+import ServiceKit
+import Synchronization
+
+/// The configured vision model with what guards its calls: at most `concurrency` at once in this
+/// process (one more is `503 analyzer_busy` at once, not a queue that grows), each bounded by the
+/// timeout, and an answer the schema does not allow asked for once more before giving up.
+final class MealAnalyzer: Sendable {
+    let model: any VisionModel
+    let timeout: Duration
+    let concurrency: Int
+    private let running = Mutex(0)
+
+    init(model: any VisionModel, timeout: Duration, concurrency: Int) {
+        self.model = model
+        self.timeout = timeout
+        self.concurrency = concurrency
+    }
+
+    /// The analyzer `settings` name, or nil when none is.
+    static func configured(_ settings: AnalyzerSettings, http: VisionHTTP) -> MealAnalyzer? {
+        let model: any VisionModel
+        switch settings.provider {
+        case nil: return nil
+        case .gemini: model = GeminiModel(http: http, base: settings.url, model: settings.model, apiKey: settings.apiKey ?? "")
+        case .openai: model = OpenAIModel(http: http, base: settings.url, model: settings.model, apiKey: settings.apiKey)
+        }
+        return MealAnalyzer(model: model, timeout: settings.timeout, concurrency: settings.concurrency)
+    }
+
+    static let notConfigured = APIError(
+        .serviceUnavailable, code: "analyzer_not_configured",
+        detail: "Photo analysis is off on this server: set ANALYZER_PROVIDER (gemini or openai), with ANALYZER_API_KEY and ANALYZER_MODEL, to turn it on.")
+
+    static let busy = APIError(
+        .serviceUnavailable, code: "analyzer_busy", detail: "The server is analysing as many photos as it can right now; try again in a moment.",
+        headers: [.retryAfter: "1"])
+
+    /// `work` holding one of the call slots, or `503 analyzer_busy` at once when none is free.
+    func withSlot<Result>(_ work: () async throws -> Result) async throws -> Result {
+        let taken = running.withLock { running in
+            guard running < concurrency else { return false }
+            running += 1
+            return true
+        }
+        guard taken else { throw Self.busy }
+        defer { running.withLock { $0 -= 1 } }
+        return try await work()
+    }
+
+    /// The model's answer and how long the provider took; a malformed answer is asked for again
+    /// once. Errors are the API's: `503 analyzer_unavailable`, `502 analysis_failed`,
+    /// `422 analysis_refused`.
+    func analyze(_ request: VisionRequest, logger: Logger) async throws -> (ModelAnswer, Duration) {
+        let started = ContinuousClock.now
+        var lastProblem = ""
+        for attempt in 1...2 {
+            do {
+                let text = try await model.answer(request, timeout: timeout)
+                if let answer = ModelAnswer(json: text) { return (answer, ContinuousClock.now - started) }
+                lastProblem = "the answer does not match the schema"
+            } catch .malformed(let reason) {
+                lastProblem = reason
+            } catch .unavailable(let retryAfter, let reason) {
+                logger.warning("vision model unavailable", metadata: ["provider": "\(model.provider)", "reason": "\(reason)"])
+                // Retry-After as the provider gave it (seconds or an HTTP date), else a few seconds.
+                let wait = retryAfter.flatMap { $0.isEmpty ? nil : $0 } ?? "5"
+                throw APIError(
+                    .serviceUnavailable, code: "analyzer_unavailable", detail: "The photo analysis service is unavailable right now; try again later.",
+                    headers: [.retryAfter: wait])
+            } catch .blocked(let reason) {
+                logger.info("vision model declined", metadata: ["provider": "\(model.provider)", "reason": "\(reason)"])
+                throw APIError(
+                    .unprocessableContent, code: "analysis_refused", detail: "The photo analysis service declined to analyse this photo. Try another photo.")
+            }
+            logger.warning("vision model answer unusable", metadata: ["provider": "\(model.provider)", "attempt": "\(attempt)", "problem": "\(lastProblem)"])
+        }
+        throw APIError(.badGateway, code: "analysis_failed", detail: "The photo analysis service did not give a usable answer; try again.")
+    }
+}

@@ -1,0 +1,99 @@
+import NIOCore
+
+/// A `multipart/form-data` body (RFC 7578) read whole: its parts by field name. Only what the
+/// upload routes need: `Content-Disposition`'s `name` and `filename`, each part's `Content-Type`,
+/// and the bytes between boundaries.
+struct MultipartForm: Sendable {
+    struct Part: Sendable {
+        var name: String
+        var filename: String?
+        var contentType: String?
+        var body: ByteBuffer
+    }
+
+    var parts: [Part]
+
+    func first(_ name: String) -> Part? { parts.first { $0.name == name } }
+
+    func text(_ name: String) -> String? { first(name).map { String(buffer: $0.body) } }
+
+    enum Problem: Error { case malformed(String) }
+
+    /// The boundary of a `multipart/form-data` content type; nil for any other type.
+    static func boundary(of contentType: String) -> String? {
+        let pieces = contentType.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let type = pieces.first, type.lowercased() == "multipart/form-data" else { return nil }
+        for piece in pieces.dropFirst() {
+            let pair = piece.split(separator: "=", maxSplits: 1).map(String.init)
+            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "boundary" else { continue }
+            var value = pair[1].trimmingCharacters(in: .whitespaces)
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            // RFC 2046: 1 to 70 characters.
+            return (1...70).contains(value.utf8.count) ? value : nil
+        }
+        return nil
+    }
+
+    init(_ body: ByteBuffer, boundary: String) throws(Problem) {
+        let bytes = body.readableBytesView
+        let delimiter = Array("--\(boundary)".utf8)
+        var parts: [Part] = []
+        guard var position = Self.find(delimiter, in: bytes, from: bytes.startIndex) else { throw .malformed("no boundary") }
+        position += delimiter.count
+        while true {
+            // "--" after a delimiter ends the body.
+            if bytes.distance(from: position, to: bytes.endIndex) >= 2, bytes[position] == UInt8(ascii: "-"), bytes[position + 1] == UInt8(ascii: "-") { break }
+            guard let headerStart = Self.find([13, 10], in: bytes, from: position) else { throw .malformed("a part does not start on a new line") }
+            let headersFrom = headerStart + 2
+            guard let headersEnd = Self.find([13, 10, 13, 10], in: bytes, from: headersFrom) else { throw .malformed("a part's headers do not end") }
+            let headerText = String(decoding: bytes[headersFrom..<headersEnd], as: UTF8.self)
+            let contentFrom = headersEnd + 4
+            guard let next = Self.find([13, 10] + delimiter, in: bytes, from: contentFrom) else { throw .malformed("a part does not end with the boundary") }
+            var name: String?
+            var filename: String?
+            var contentType: String?
+            for line in headerText.split(separator: "\r\n") {
+                let pair = line.split(separator: ":", maxSplits: 1)
+                guard pair.count == 2 else { continue }
+                let field = pair[0].trimmingCharacters(in: .whitespaces).lowercased()
+                let value = pair[1].trimmingCharacters(in: .whitespaces)
+                if field == "content-type" { contentType = value }
+                if field == "content-disposition" {
+                    name = Self.parameter("name", in: value)
+                    filename = Self.parameter("filename", in: value)
+                }
+            }
+            guard let name else { throw .malformed("a part has no name") }
+            var content = body
+            content.moveReaderIndex(to: body.readerIndex + bytes.distance(from: bytes.startIndex, to: contentFrom))
+            content.moveWriterIndex(to: body.readerIndex + bytes.distance(from: bytes.startIndex, to: next))
+            parts.append(Part(name: name, filename: filename, contentType: contentType, body: content))
+            position = next + 2 + delimiter.count
+            guard parts.count <= 20 else { throw .malformed("more than 20 parts") }
+        }
+        self.parts = parts
+    }
+
+    private static func parameter(_ key: String, in value: String) -> String? {
+        for piece in value.split(separator: ";").dropFirst() {
+            let pair = piece.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard pair.count == 2, pair[0].lowercased() == key else { continue }
+            var text = pair[1]
+            if text.hasPrefix("\""), text.hasSuffix("\""), text.count >= 2 { text = String(text.dropFirst().dropLast()) }
+            return text
+        }
+        return nil
+    }
+
+    private static func find(_ needle: [UInt8], in haystack: ByteBufferView, from start: ByteBufferView.Index) -> ByteBufferView.Index? {
+        guard let first = needle.first, haystack.distance(from: start, to: haystack.endIndex) >= needle.count else { return nil }
+        var index = start
+        let last = haystack.endIndex - needle.count
+        while index <= last {
+            guard let found = haystack[index...last].firstIndex(of: first) else { return nil }
+            if haystack[found..<(found + needle.count)].elementsEqual(needle) { return found }
+            index = found + 1
+        }
+        return nil
+    }
+}

@@ -1,0 +1,303 @@
+import Foundation
+import HTTPTypes
+import Images
+import Models
+import NIOCore
+@testable import Nutrition
+import ServiceKit
+import Testing
+import TestSupport
+
+/// `POST /v1/meals/analyze` through HTTP, against a local server that answers as each provider's
+/// API is documented to.
+@Suite struct AnalysisTests {
+    static func settings(_ provider: String, _ standIn: VisionStandIn, _ extra: [String: String] = [:]) -> [String: String] {
+        [
+            "ANALYZER_PROVIDER": provider, "ANALYZER_API_KEY": "test-key", "ANALYZER_MODEL": provider == "gemini" ? "gemini-test" : "vision-test",
+            "ANALYZER_URL": provider == "gemini" ? "\(standIn.baseURL)/v1beta" : "\(standIn.baseURL)/v1", "ANALYZER_TIMEOUT_MS": "5000",
+        ].merging(extra) { $1 }
+    }
+
+    static func analyze(
+        _ env: NutritionTestEnvironment, _ user: NutritionTestEnvironment.User, photo: String = "meals/plate.heic", fields: [(String, String)] = [],
+        headers extra: HTTPFields = [:]
+    ) async throws -> APIReply {
+        let (body, form) = Photos.form(photo: try Photos.fixture(photo), fields: fields)
+        var headers = form
+        for field in extra { headers.append(field) }
+        return try await env.call(.post, "/v1/meals/analyze", as: user, raw: body, headers: headers)
+    }
+
+    /// Nothing of a failed analysis is kept: no meal, no photo, no count.
+    static func nothingKept(_ env: NutritionTestEnvironment) async throws {
+        #expect(try await env.count("SELECT count(*) FROM meals") == 0)
+        #expect(try await env.count("SELECT count(*) FROM meal_photos") == 0)
+        #expect(try await env.count("SELECT coalesce(sum(analyses), 0) FROM meal_analysis_days") == 0)
+    }
+
+    @Test(arguments: ["gemini", "openai"])
+    func aPhotoBecomesAnAnalysedMeal(_ provider: String) async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings(provider, standIn)) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            try await env.setProfile(user, diet: "mediterranean", zone: "Europe/Berlin")
+            try await env.publish(
+                ProfileUpdated(userID: user.id, dietaryPreferences: [], allergies: [.init(name: "Sesame", severity: .severe)], displayName: "Ada Lovelace", avatarURL: nil),
+                userID: user.id, producer: "social")
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE allergies::text LIKE '%Sesame%'") == 1 }
+
+            let reply = try await Self.analyze(env, user, fields: [("hint", "no dressing"), ("eaten_at", "2026-11-27T12:30:00+01:00")])
+            #expect(reply.status == .created, "\(reply.text)")
+            let meal = reply.json
+            let id = try #require(meal["id"] as? String)
+            #expect(meal["name"] as? String == "Chicken with rice and broccoli")
+            #expect(meal["consumed"] as? Bool == false)
+            #expect(meal["photo_url"] as? String == "/v1/meals/\(id)/photo")
+            #expect(meal["local_date"] as? String == "2026-11-27")
+            #expect(meal["diet"] as? String == "mediterranean")
+            let analysis = try #require(meal["analysis"] as? [String: Any])
+            #expect(analysis["provider"] as? String == provider)
+            #expect(analysis["model"] as? String == (provider == "gemini" ? "gemini-test" : "vision-test"))
+            #expect(analysis["duration_ms"] is Int)
+            let items = try #require(analysis["items"] as? [[String: Any]])
+            #expect(items.map { $0["name"] as? String } == ["grilled chicken breast", "white rice, cooked"])
+            #expect(items.map { $0["grams"] as? Double } == [150, 200])
+            #expect(items.map { $0["confidence"] as? Double } == [0.9, 0.8])
+            // No food table is loaded here: every item keeps the model's estimate, and says so.
+            #expect(items.allSatisfy { ($0["source"] as? [String: Any])?["kind"] as? String == "model" })
+            // Per-100 g × grams, totalled as a typed meal is: 247.5 + 260 kcal.
+            let totals = try #require(meal["totals"] as? [String: Any])
+            #expect(totals["calories"] as? Double == 507.5)
+            #expect(totals["protein_g"] as? Double == 51.9)
+            #expect(meal["diet_score"] is Int)
+            #expect(reply.headers[HTTPField.Name("Server-Timing")!]?.contains("provider;dur=") == true)
+
+            // As GET shows it, and in the analysed list only.
+            let read = try await env.call(.get, "/v1/meals/\(id)", as: user)
+            #expect(read.json["analysis"] != nil)
+            #expect((read.json["totals"] as? [String: Any])?["calories"] as? Double == 507.5)
+            #expect(read.headers[.eTag] == reply.headers[.eTag])
+            let typed = try #require(try await env.meal(user)["id"] as? String)
+            #expect(try await env.call(.get, "/v1/meals?analyzed=true", as: user).ids == [id])
+            #expect(try await env.call(.get, "/v1/meals?analyzed=false", as: user).ids == [typed])
+            #expect(try await env.call(.get, "/v1/meals?analyzed=maybe", as: user).status == .badRequest)
+            let photo = try await env.call(.get, "/v1/meals/\(id)/photo", as: user)
+            #expect(Photos.jpegSize(Array(buffer: photo.body)).map { [$0.width, $0.height] } == [2048, 1536])
+
+            // What the provider was sent: its key, the schema, the photo at most 1024 pixels and
+            // cleaned, the diet and the hint; nothing else about the user.
+            let sent = try #require(standIn.received.last)
+            #expect(standIn.received.count == 1)
+            if provider == "gemini" {
+                #expect(sent.path == "/v1beta/models/gemini-test:generateContent")
+                #expect(sent.headers[HTTPField.Name("x-goog-api-key")!] == "test-key")
+                let config = try #require(sent.json["generationConfig"] as? [String: Any])
+                #expect(config["responseMimeType"] as? String == "application/json")
+                let schema = try #require(config["responseSchema"] as? [String: Any])
+                #expect(schema["type"] as? String == "OBJECT")
+                #expect((schema["properties"] as? [String: Any])?["items"] != nil)
+            } else {
+                #expect(sent.path == "/v1/chat/completions")
+                #expect(sent.headers[.authorization] == "Bearer test-key")
+                #expect(sent.json["model"] as? String == "vision-test")
+                let format = try #require(sent.json["response_format"] as? [String: Any])
+                #expect(format["type"] as? String == "json_schema")
+                let schema = try #require(format["json_schema"] as? [String: Any])
+                #expect(schema["strict"] as? Bool == true)
+                #expect(((schema["schema"] as? [String: Any])?["required"] as? [String]) == ["meal_name", "items"])
+            }
+            let image = try #require(VisionStandIn.image(in: sent))
+            let size = try #require(Photos.jpegSize(image))
+            #expect(size.width == 1024 && size.height == 768, "downscaled: \(size)")
+            #expect(Photos.jpegMetadataMarkers(image).isEmpty)
+            #expect(!Photos.contains(image, "iPhone"))
+            // Everything but the image's bytes, whose base64 could hold any short word by chance.
+            let words = VisionStandIn.textWithoutImage(sent)
+            #expect(words.contains("no dressing"))
+            #expect(words.contains("mediterranean"))
+            for secret in [user.id.uuidString, user.id.uuidString.lowercased(), "example.com", "Sesame", "Ada", "Lovelace", "Berlin"] {
+                #expect(!words.contains(secret), "\(secret) must not leave the server")
+            }
+
+            // Corrected and eaten as any meal.
+            let corrected = try await env.call(
+                .put, "/v1/meals/\(id)", as: user,
+                json: [
+                    "name": "Chicken with brown rice", "eaten_at": "2026-11-27T12:30:00+01:00",
+                    "items": [
+                        NutritionTestEnvironment.item("grilled chicken breast", grams: 150, calories: 247.5, protein: 46.5, carbs: 0, fat: 5.4, tags: ["poultry"]),
+                        NutritionTestEnvironment.item("brown rice, cooked", grams: 200, calories: 246, protein: 5.5, carbs: 51, fat: 2, fiber: 3.2, tags: ["whole_grain"]),
+                    ],
+                ])
+            #expect(corrected.status == .ok, "\(corrected.text)")
+            #expect(corrected.json["edited"] as? Bool == true)
+            #expect(corrected.json["photo_url"] as? String == "/v1/meals/\(id)/photo")
+            #expect(try await env.call(.post, "/v1/meals/\(id)/consume", as: user).json["consumed"] as? Bool == true)
+        }
+    }
+
+    static let failures: [(String, VisionStandIn.Behaviour, HTTPResponse.Status, String, String?)] = [
+        ("429 with Retry-After", .rateLimited(retryAfter: "7"), .serviceUnavailable, "analyzer_unavailable", "7"),
+        ("429 without", .rateLimited(retryAfter: nil), .serviceUnavailable, "analyzer_unavailable", "5"),
+        ("500", .serverError, .serviceUnavailable, "analyzer_unavailable", "5"),
+        ("timeout", .slow(.seconds(3), then: VisionStandIn.plate), .serviceUnavailable, "analyzer_unavailable", "5"),
+        ("not JSON", .notJSON, .badGateway, "analysis_failed", nil),
+        ("model text not JSON", .answer(VisionStandIn.notJSONText), .badGateway, "analysis_failed", nil),
+        ("schema broken", .answer(VisionStandIn.schemaBreaking), .badGateway, "analysis_failed", nil),
+        ("blocked", .blocked, .unprocessableContent, "analysis_refused", nil),
+        ("answer filtered", .filteredAnswer, .unprocessableContent, "analysis_refused", nil),
+        ("no food", .answer(VisionStandIn.noFood), .unprocessableContent, "no_food_found", nil),
+    ]
+
+    @Test(arguments: ["gemini", "openai"])
+    func failuresLeaveNothingAndCountNothing(_ provider: String) async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings(provider, standIn, ["ANALYZER_TIMEOUT_MS": "1000"])) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 1)
+            let user = try await env.user()
+            for (name, behaviour, status, code, retryAfter) in Self.failures {
+                standIn.always(behaviour)
+                let before = standIn.received.count
+                let reply = try await Self.analyze(env, user)
+                #expect(reply.status == status, "\(name): \(reply.text)")
+                #expect(reply.code == code, "\(name)")
+                if let retryAfter { #expect(reply.headers[.retryAfter] == retryAfter, "\(name)") }
+                // An answer the schema does not allow is asked for once more; nothing else is.
+                let calls = standIn.received.count - before
+                #expect(calls == (status == .badGateway ? 2 : 1), "\(name): \(calls) calls")
+                try await Self.nothingKept(env)
+            }
+            // One unusable answer, then a good one: the retry makes the meal.
+            standIn.next(.answer(VisionStandIn.schemaBreaking), .answer(VisionStandIn.plate))
+            #expect(try await Self.analyze(env, user).status == .created)
+            // The day's one analysis is that one: the failures took none of it.
+            standIn.always(.answer(VisionStandIn.plate))
+            let over = try await Self.analyze(env, user)
+            #expect(over.status == .forbidden)
+            #expect(over.code == "limit_exceeded")
+        }
+    }
+
+    @Test func notConfiguredSaysWhatTurnsItOn() async throws {
+        try await NutritionTestEnvironment.run { env in
+            let user = try await env.user()
+            let reply = try await Self.analyze(env, user)
+            #expect(reply.status == .serviceUnavailable)
+            #expect(reply.code == "analyzer_not_configured")
+            #expect(reply.text.contains("ANALYZER_PROVIDER"))
+            // Everything else works.
+            #expect(try await env.call(.post, "/v1/meals", as: user, json: ["name": "Lunch", "eaten_at": "2026-11-27T12:30:00Z", "items": [NutritionTestEnvironment.item()]]).status == .created)
+        }
+    }
+
+    @Test func requestsRefusedBeforeAnyCall() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("gemini", standIn, ["MEAL_PHOTO_MAX_BYTES": "65536"])) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            #expect(try await env.call(.post, "/v1/meals/analyze", raw: ByteBuffer(string: "x")).status == .unauthorized)
+            let long = try await Self.analyze(env, user, fields: [("hint", String(repeating: "a", count: 501))])
+            #expect(long.status == .badRequest)
+            #expect(long.code == "validation_failed")
+            #expect(long.fieldErrors == ["hint"])
+            let noOffset = try await Self.analyze(env, user, fields: [("eaten_at", "2026-11-27T12:30:00"), ("name", "")])
+            #expect(noOffset.fieldErrors.sorted() == ["eaten_at", "name"])
+            let raw = try await env.call(.post, "/v1/meals/analyze", as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate.heic")), headers: [.contentType: "image/heic"])
+            #expect(raw.status == .unsupportedMediaType)
+            let (gif, gifHeaders) = Photos.form(photo: Array("GIF89a-not-a-photo".utf8))
+            let notAPhoto = try await env.call(.post, "/v1/meals/analyze", as: user, raw: gif, headers: gifHeaders)
+            #expect(notAPhoto.status == .unsupportedMediaType)
+            #expect(notAPhoto.code == "unsupported_image")
+            let tall = try await Self.analyze(env, user, photo: "meals/tall.png")
+            #expect(tall.status == .unprocessableContent)
+            #expect(tall.code == "image_too_large")
+            let (big, bigHeaders) = Photos.form(photo: [UInt8](repeating: 0xFF, count: 100_000))
+            let tooBig = try await env.call(.post, "/v1/meals/analyze", as: user, raw: big, headers: bigHeaders)
+            #expect(tooBig.status == .contentTooLarge)
+            #expect(standIn.received.isEmpty, "no call for a request refused")
+            try await Self.nothingKept(env)
+        }
+    }
+
+    @Test func theAllowanceIsCountedPerLocalDayAndLiftedByAPurchase() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("openai", standIn)) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            // UTC+14: its day is not the server's.
+            try await env.setProfile(user, zone: "Pacific/Kiritimati")
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = TimeZone(identifier: "Pacific/Kiritimati")!
+            let today = calendar.dateComponents([.year, .month, .day], from: Date())
+            let yesterday = calendar.dateComponents([.year, .month, .day], from: calendar.date(byAdding: .day, value: -1, to: Date())!)
+            func day(_ c: DateComponents) -> String { String(format: "%04d-%02d-%02d", c.year!, c.month!, c.day!) }
+            // Yesterday's full allowance does not reach today.
+            try await env.execute("INSERT INTO meal_analysis_days VALUES ('\(user.id)', '\(day(yesterday))', 3)")
+            for _ in 0..<3 { #expect(try await Self.analyze(env, user).status == .created) }
+            #expect(try await env.count("SELECT analyses FROM meal_analysis_days WHERE user_id = '\(user.id)' AND local_date = '\(day(today))'") == 3)
+            let over = try await Self.analyze(env, user)
+            #expect(over.status == .forbidden)
+            #expect(over.code == "limit_exceeded")
+            #expect(over.json["detail"] as? String == "You've reached the limit of 3 meal analyses today. Upgrade to Pro for more.")
+            #expect(over.json["required_tier"] as? String == "pro")
+            #expect(standIn.received.count == 3, "no call over the allowance")
+            #expect(try await env.count("SELECT count(*) FROM meals") == 3)
+
+            // A purchase reaches nutrition as entitlements' event: the cap is lifted at once.
+            try await env.setTier(user, tier: "pro", mealAnalysesPerDay: 100)
+            #expect(try await Self.analyze(env, user).status == .created)
+        }
+    }
+
+    @Test func atMostTheConcurrencyAtOnce() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("gemini", standIn, ["ANALYZER_CONCURRENCY": "1"])) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 10)
+            let user = try await env.user()
+            standIn.next(.slow(.seconds(2), then: VisionStandIn.plate))
+            // Over connections of their own: the harness's client sends one request at a time.
+            let (body, form) = Photos.form(photo: try Photos.fixture("meals/plate.heic"))
+            let headers = [("Authorization", "Bearer \(user.token)"), ("Content-Type", form[.contentType]!)]
+            let port = try #require(env.client.port)
+            let first = Task { try await ConcurrentClient.send(port: port, "POST", "/v1/meals/analyze", headers: headers, body: body) }
+            try await waitUntil(.seconds(10)) { standIn.received.count == 1 }
+            let started = ContinuousClock.now
+            let second = try await ConcurrentClient.send(port: port, "POST", "/v1/meals/analyze", headers: headers, body: body)
+            #expect(second.status == 503)
+            #expect(second.json["code"] as? String == "analyzer_busy")
+            #expect(second.headers.first(name: "Retry-After") == "1")
+            #expect(ContinuousClock.now - started < .seconds(1.5), "refused at once, not queued")
+            #expect(try await first.value.status == 201)
+            #expect(try await Self.analyze(env, user).status == .created, "free again")
+            #expect(standIn.received.count == 2)
+        }
+    }
+
+    @Test func aRetryWithTheSameKeyIsAnsweredAsTheFirst() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("gemini", standIn)) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "analyze-1"]
+            let first = try await Self.analyze(env, user, headers: key)
+            #expect(first.status == .created)
+            let again = try await Self.analyze(env, user, headers: key)
+            #expect(again.status == .created)
+            #expect(again.json["id"] as? String == first.json["id"] as? String)
+            #expect(standIn.received.count == 1, "the model was asked once")
+            #expect(try await env.count("SELECT count(*) FROM meals") == 1)
+            #expect(try await env.count("SELECT analyses FROM meal_analysis_days") == 1)
+            // The same key with another photo is another request: refused.
+            let other = try await Self.analyze(env, user, photo: "meals/plate.png", headers: key)
+            #expect(other.status == .unprocessableContent)
+            #expect(other.code == "idempotency_key_reused")
+        }
+    }
+}

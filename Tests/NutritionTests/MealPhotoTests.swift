@@ -1,0 +1,180 @@
+import Foundation
+import HTTPTypes
+import Images
+import Models
+import NIOCore
+@testable import Nutrition
+import ServiceKit
+import Testing
+import TestSupport
+
+/// Meal photos through HTTP: each accepted type comes back as a clean JPEG (upright, no metadata,
+/// at most 2048 pixels on its long side), the refusals, who may read a photo, and what deletes it.
+@Suite struct MealPhotoTests {
+    static let formats: [(String, String)] = [
+        ("avatars/photo.jpg", "image/jpeg"), ("avatars/photo.png", "image/png"), ("avatars/photo.webp", "image/webp"), ("meals/plate.heic", "image/heic"),
+    ]
+
+    @Test(arguments: formats)
+    func eachTypeIsKeptCleanAsJPEG(_ fixture: String, _ type: String) async throws {
+        try await NutritionTestEnvironment.run { env in
+            let user = try await env.user()
+            let meal = try await env.meal(user)
+            let id = try #require(meal["id"] as? String)
+            let original = try Photos.fixture(fixture)
+            let upload = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: original), headers: [.contentType: type])
+            #expect(upload.status == .ok, "\(upload.text)")
+            #expect(upload.json["photo_url"] as? String == "/v1/meals/\(id)/photo")
+
+            let photo = try await env.call(.get, "/v1/meals/\(id)/photo", as: user)
+            #expect(photo.status == .ok)
+            #expect(photo.headers[.contentType] == "image/jpeg")
+            #expect(photo.headers[.cacheControl]?.hasPrefix("private") == true)
+            #expect(photo.headers[.eTag] != nil)
+            let stored = Array(buffer: photo.body)
+            #expect(stored.starts(with: [0xFF, 0xD8, 0xFF]))
+            #expect(Photos.jpegMetadataMarkers(stored).isEmpty, "no EXIF, XMP, ICC, IPTC or comment segment")
+            for secret in ["Exif", "GPS", "iPhone", "Apple", "EvilCam", "secret"] { #expect(!Photos.contains(stored, secret), "\(secret) is gone") }
+            let size = try #require(Photos.jpegSize(stored))
+            switch fixture {
+            case "meals/plate.heic":
+                // The source says where and with what it was taken; the photo kept does not.
+                #expect(Photos.contains(original, "iPhone 15 Pro"))
+                #expect(size.width == 2048 && size.height == 1536, "scaled to 2048 on its long side: \(size)")
+                // The pixels are the plate's: the white disc in the middle, the warm edge.
+                let pixels = try CleanImage.rgb(stored)
+                #expect(Photos.close(Photos.mean(pixels, x: 1000..<1010, y: 300..<310), (240, 240, 235), within: 8))
+                #expect(Photos.close(Photos.mean(pixels, x: 10..<20, y: 10..<20), (200, 120, 60), within: 8))
+            default:
+                // 64×48 stored turned, EXIF orientation 6: kept upright.
+                #expect(size.width == 48 && size.height == 64, "turned upright: \(size)")
+            }
+        }
+    }
+
+    @Test func multipartUploadIsTheSame() async throws {
+        try await NutritionTestEnvironment.run { env in
+            let user = try await env.user()
+            let id = try #require(try await env.meal(user)["id"] as? String)
+            let (body, headers) = Photos.form(photo: try Photos.fixture("meals/plate.heic"))
+            let upload = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: body, headers: headers)
+            #expect(upload.status == .ok, "\(upload.text)")
+            let photo = try await env.call(.get, "/v1/meals/\(id)/photo", as: user)
+            #expect(Photos.jpegSize(Array(buffer: photo.body)).map { [$0.width, $0.height] } == [2048, 1536])
+            // Without the field `photo`: which field is missing, said.
+            let (empty, emptyHeaders) = Photos.form(photo: nil, fields: [("hint", "no dressing")])
+            let missing = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: empty, headers: emptyHeaders)
+            #expect(missing.status == .badRequest)
+            #expect(missing.code == "validation_failed")
+            #expect(missing.fieldErrors == ["photo"])
+            let (broken, brokenHeaders) = (ByteBuffer(string: "--x\r\nno headers end"), HTTPFields([HTTPField(name: .contentType, value: "multipart/form-data; boundary=x")]))
+            let malformed = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: broken, headers: brokenHeaders)
+            #expect(malformed.status == .badRequest)
+            #expect(malformed.code == "malformed_multipart")
+        }
+    }
+
+    @Test func refusals() async throws {
+        try await NutritionTestEnvironment.run(["MEAL_PHOTO_MAX_BYTES": "65536"]) { env in
+            let user = try await env.user()
+            let other = try await env.user()
+            let id = try #require(try await env.meal(user)["id"] as? String)
+            let path = "/v1/meals/\(id)/photo"
+            let jpeg = try Photos.fixture("avatars/photo.jpg")
+
+            let gif = try await env.call(.post, path, as: user, raw: ByteBuffer(string: "GIF89a\u{1}\u{0}\u{1}\u{0}"), headers: [.contentType: "image/gif"])
+            #expect(gif.status == .unsupportedMediaType)
+            #expect(gif.code == "unsupported_image")
+            #expect(gif.text.contains("image/heic") && gif.text.contains("image/jpeg"), "names the accepted types")
+            let text = try await env.call(.post, path, as: user, raw: ByteBuffer(string: "hello"), headers: [.contentType: "text/plain"])
+            #expect(text.status == .unsupportedMediaType)
+
+            // Over MEAL_PHOTO_MAX_BYTES: 413 from the Content-Length, whatever the bytes are.
+            let big = try await env.call(.post, path, as: user, raw: ByteBuffer(bytes: jpeg + [UInt8](repeating: 0, count: 70_000)), headers: [.contentType: "image/jpeg"])
+            #expect(big.status == .contentTooLarge)
+            #expect(big.code == "too_large")
+
+            let tall = try await env.call(.post, path, as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/tall.png")), headers: [.contentType: "image/png"])
+            #expect(tall.status == .unprocessableContent)
+            #expect(tall.code == "image_too_large")
+            #expect(tall.text.contains("9000"))
+
+            let truncated = try await env.call(.post, path, as: user, raw: ByteBuffer(bytes: Array(jpeg.prefix(40))), headers: [.contentType: "image/jpeg"])
+            #expect(truncated.status == .unprocessableContent)
+            #expect(truncated.code == "invalid_image")
+
+            #expect(try await env.call(.post, path, raw: ByteBuffer(bytes: jpeg), headers: [.contentType: "image/jpeg"]).status == .unauthorized)
+            #expect(try await env.call(.get, path).status == .unauthorized)
+            let theirs = try await env.call(.post, path, as: other, raw: ByteBuffer(bytes: jpeg), headers: [.contentType: "image/jpeg"])
+            #expect(theirs.status == .notFound)
+            #expect(theirs.code == "meal_not_found")
+            #expect(try await env.call(.post, "/v1/meals/\(UUID())/photo", as: user, raw: ByteBuffer(bytes: jpeg), headers: [.contentType: "image/jpeg"]).status == .notFound)
+            #expect(try await env.call(.post, "/v1/meals/not-a-uuid/photo", as: user, raw: ByteBuffer(bytes: jpeg), headers: [.contentType: "image/jpeg"]).status == .notFound)
+            #expect(try await env.call(.delete, path, as: other).status == .notFound)
+            // Nothing was kept by any of these.
+            #expect(try await env.count("SELECT count(*) FROM meal_photos") == 0)
+            let meal = try await env.call(.get, "/v1/meals/\(id)", as: user)
+            #expect(meal.json["photo_url"] is NSNull)
+        }
+    }
+
+    @Test func ownerAndLinkedCoachOnly() async throws {
+        try await NutritionTestEnvironment.run { env in
+            let client = try await env.user()
+            let coach = try await env.user()
+            let stranger = try await env.user()
+            let id = try #require(try await env.meal(client)["id"] as? String)
+            let path = "/v1/meals/\(id)/photo"
+            #expect(try await env.call(.get, path, as: client).code == "photo_not_found")
+            _ = try await env.call(.post, path, as: client, raw: ByteBuffer(bytes: try Photos.fixture("avatars/photo.png")), headers: [.contentType: "image/png"])
+
+            let owner = try await env.call(.get, path, as: client)
+            #expect(owner.status == .ok)
+            let etag = try #require(owner.headers[.eTag])
+            let again = try await env.call(.get, path, as: client, headers: [.ifNoneMatch: etag])
+            #expect(again.status == .notModified)
+            #expect(again.body.readableBytes == 0)
+
+            #expect(try await env.call(.get, path, as: coach).status == .notFound, "not linked yet")
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id), userID: client.id, producer: "invitations")
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM coach_links WHERE coach_id = '\(coach.id)'") == 1 }
+            let coached = try await env.call(.get, path, as: coach)
+            #expect(coached.status == .ok)
+            #expect(coached.body == owner.body)
+            // A coach reads, never writes.
+            #expect(try await env.call(.delete, path, as: coach).status == .notFound)
+            #expect(try await env.call(.get, path, as: stranger).status == .notFound)
+        }
+    }
+
+    @Test func deletingThePhotoTheMealOrTheAccount() async throws {
+        try await NutritionTestEnvironment.run { env in
+            let user = try await env.user()
+            let png = ByteBuffer(bytes: try Photos.fixture("avatars/photo.png"))
+            let first = try #require(try await env.meal(user)["id"] as? String)
+            #expect(try await env.call(.post, "/v1/meals/\(first)/photo", as: user, raw: png, headers: [.contentType: "image/png"]).status == .ok)
+            #expect(try await env.call(.delete, "/v1/meals/\(first)/photo", as: user).status == .noContent)
+            #expect(try await env.call(.get, "/v1/meals/\(first)/photo", as: user).status == .notFound)
+            #expect(try await env.call(.get, "/v1/meals/\(first)", as: user).json["photo_url"] is NSNull)
+            let twice = try await env.call(.delete, "/v1/meals/\(first)/photo", as: user)
+            #expect(twice.status == .notFound)
+            #expect(twice.code == "photo_not_found")
+
+            // A correction of the meal keeps its photo.
+            #expect(try await env.call(.post, "/v1/meals/\(first)/photo", as: user, raw: png, headers: [.contentType: "image/png"]).status == .ok)
+            let corrected = try await env.call(
+                .put, "/v1/meals/\(first)", as: user, json: ["name": "Dinner", "eaten_at": "2025-06-01T19:30:00+02:00", "items": [NutritionTestEnvironment.item()]])
+            #expect(corrected.status == .ok)
+            #expect(corrected.json["photo_url"] as? String == "/v1/meals/\(first)/photo")
+
+            #expect(try await env.call(.delete, "/v1/meals/\(first)", as: user).status == .noContent)
+            #expect(try await env.count("SELECT count(*) FROM meal_photos WHERE meal_id = '\(first)'") == 0)
+
+            let second = try #require(try await env.meal(user)["id"] as? String)
+            #expect(try await env.call(.post, "/v1/meals/\(second)/photo", as: user, raw: png, headers: [.contentType: "image/png"]).status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM meal_photos WHERE user_id = '\(user.id)'") == 1)
+            try await env.publish(UserDeleted(userID: user.id), userID: user.id)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM meal_photos WHERE user_id = '\(user.id)'") == 0 }
+        }
+    }
+}
