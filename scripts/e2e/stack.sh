@@ -33,6 +33,12 @@ STACK_ADMIN_BASE_PORT=$(service_base_port $((1 + 3 * service_count)))
 "$PYTHON" scripts/e2e/appstore.py init "$STACK_DIR/appstore"
 export STACK_ENV="$STACK_ENV APPLE_ROOT_CERTIFICATES=$STACK_DIR/appstore/root.pem APPLE_BUNDLE_ID=com.researchapp.app"
 
+# A local stand-in for a vision model behind the Chat Completions API: photo analysis asks it.
+VISION_PORT=$(free_port)
+"$PYTHON" scripts/e2e/vision.py "$VISION_PORT" &
+VISION_PID=$!
+export STACK_ENV="$STACK_ENV ANALYZER_PROVIDER=openai ANALYZER_URL=http://127.0.0.1:$VISION_PORT/v1 ANALYZER_API_KEY=e2e ANALYZER_MODEL=e2e-vision"
+
 # The kernel's log lines from before this run are not this run's.
 DMESG_LINES=$(dmesg 2>/dev/null | wc -l || echo 0)
 cleanup() {
@@ -51,6 +57,7 @@ cleanup() {
   # (`addr2line -f -i -e .build/release/NAME 0xOFFSET` says where).
   dmesg 2>/dev/null | tail -n +$((DMESG_LINES + 1)) | grep -E "(traps|segfault).* in ($(awk '!/^#/ && NF { printf "%s|", $1 }' services.txt)gateway)\[" | tail -n 5 >&2 || true
   scripts/stack down >/dev/null 2>&1 || true
+  kill "$VISION_PID" 2>/dev/null || true
   if [ "${KEEP_E2E:-0}" != 1 ]; then rm -rf "$STACK_DIR"; else echo "kept $STACK_DIR" >&2; fi
 }
 trap cleanup EXIT
