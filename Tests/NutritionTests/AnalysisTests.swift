@@ -298,6 +298,13 @@ import TestSupport
             let other = try await Self.analyze(env, user, photo: "meals/plate.png", headers: key)
             #expect(other.status == .unprocessableContent)
             #expect(other.code == "idempotency_key_reused")
+            // A body past what is read to be hashed is 413, as the route's own limit is.
+            let (huge, hugeHeaders) = Photos.form(photo: [UInt8](repeating: 0xFF, count: 17 << 20))
+            var keyed = hugeHeaders
+            keyed[HTTPField.Name("Idempotency-Key")!] = "analyze-2"
+            let tooLarge = try await env.call(.post, "/v1/meals/analyze", as: user, raw: huge, headers: keyed)
+            #expect(tooLarge.status == .contentTooLarge)
+            #expect(tooLarge.code == "too_large")
         }
     }
 }

@@ -20,6 +20,8 @@ import Synchronization
 /// - Anonymous requests ignore the header (a key alone must not replay someone else's answer), and
 ///   so do paths under `excludedPrefixes`: a service's routes whose responses must never be kept
 ///   (auth's sign-ins and refreshes answer with tokens; their bodies hold passwords).
+/// - A body over `maxBodySize` (16 MiB: a meal photo at `MEAL_PHOTO_MAX_BYTES` with its form fits)
+///   is `413 too_large`: it is read whole to be hashed.
 /// - A response over `maxStoredResponse` bytes is not kept.
 /// - A response that holds a secret (a route marks it with `IdempotentResponse.holdsSecret`: a token
 ///   stored only as its hash) is never kept: its status is, so a retry with the key does not run the
@@ -41,7 +43,7 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
     package static var replayedHeaderName: HTTPField.Name { HTTPField.Name("Idempotent-Replayed")! }
 
     package init(
-        postgres: PostgresClient, excludedPrefixes: [String] = [], waitLimit: Duration = .seconds(10), abandonedAfter: Duration = .seconds(60), maxBodySize: Int = 8 << 20,
+        postgres: PostgresClient, excludedPrefixes: [String] = [], waitLimit: Duration = .seconds(10), abandonedAfter: Duration = .seconds(60), maxBodySize: Int = 16 << 20,
         maxStoredResponse: Int = 1 << 20
     ) {
         self.postgres = postgres
@@ -62,7 +64,12 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
             throw APIError(.badRequest, code: "invalid_idempotency_key", detail: "Idempotency-Key is 1 to 255 visible ASCII characters.")
         }
         var request = request
-        let body = try await request.body.collect(upTo: maxBodySize)
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: maxBodySize)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "too_large", detail: "A request with an Idempotency-Key may be at most \(maxBodySize) bytes.")
+        }
         request.body = RequestBody(buffer: body)
         let route = "\(request.method.rawValue) \(request.uri.path)"
         let hash = Data(SHA256.hash(data: Data(buffer: body, byteTransferStrategy: .noCopy)))
