@@ -44,7 +44,13 @@ func aMealIsPostedEatenAndSeenInTrends() async throws {
     }
     try expect(eaten.map(\.id) == [meal.id], "the eaten meals: \(eaten.map(\.name))")
 
-    // Shared: a public page and its card for anyone with the link, gone once unshared.
+    // A photo of the meal from the picker's bytes: kept cleaned, read back as a JPEG.
+    let withPhoto = try await step("the meal's photo upload") { try await app.uploadMealPhoto(onePixelPNG, mealID: meal.id) }
+    try expect(withPhoto.photoUrl != nil, "the meal's photo URL: \(withPhoto)")
+    let photo = try await app.send { try await $0.getV1MealsIdPhoto(path: .init(id: meal.id)).ok.body.jpeg }
+    try expect(try await Data(collecting: photo, upTo: 4 << 20).starts(with: [0xFF, 0xD8]), "the photo is kept as a JPEG")
+
+    // Shared: a public page, its card and its photo for anyone with the link, gone once unshared.
     let link = try await app.send { try await $0.postV1MealsIdShare(path: .init(id: meal.id)).created.body.json }
     let anyone = newApp()
     let shared = try await anyone.send { try await $0.getV1SharedToken(path: .init(token: link.token)).ok.body.json }
@@ -53,7 +59,16 @@ func aMealIsPostedEatenAndSeenInTrends() async throws {
     try expect(try await Data(collecting: card, upTo: 4 << 20).starts(with: [0x89, 0x50, 0x4E, 0x47]), "the card is a PNG")
     let page = try await text(try await anyone.send { try await $0.getSharedToken(path: .init(token: link.token)).ok.body.html })
     try expect(page.contains("Journey omelette"), "the shared page names the meal")
+    let sharedPhoto = try await anyone.send { try await $0.getV1SharedTokenPhoto(path: .init(token: link.token)).ok.body.jpeg }
+    try expect(try await Data(collecting: sharedPhoto, upTo: 4 << 20).starts(with: [0xFF, 0xD8]), "the shared photo")
     _ = try await app.send { try await $0.deleteV1MealsIdShare(path: .init(id: meal.id)).noContent }
+    _ = try await app.send { try await $0.deleteV1MealsIdPhoto(path: .init(id: meal.id)).noContent }
+
+    // A photo analysed by the vision model and logged, not yet eaten, with the photo kept.
+    let analysed = try await step("the photo's analysis") {
+        try await app.analyzeMeal(photo: onePixelPNG, hint: "no sauce", eatenAt: Date().addingTimeInterval(-300))
+    }
+    try expect(!analysed.consumed && analysed.photoUrl != nil && !analysed.items.isEmpty, "the analysed meal: \(analysed)")
 
     // Metrics: a weight and a ketone reading today, read back, then the day's metrics removed.
     let weight = try await app.send { try await $0.postV1MetricsWeight(body: .json(.init(unit: .kg, value: 70.5))).created.body.json }

@@ -2050,6 +2050,10 @@ extension Components {
             public var algorithmVersion: Swift.String
             /// - Remark: Generated from `#/components/schemas/Meal/allergy_warnings`.
             public var allergyWarnings: [Components.Schemas.AllergyWarning]
+            /// only on a meal made from a photo (POST /v1/meals/analyze)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Meal/analysis`.
+            public var analysis: Components.Schemas.MealAnalysis?
             /// - Remark: Generated from `#/components/schemas/Meal/consumed`.
             public var consumed: Swift.Bool
             /// - Remark: Generated from `#/components/schemas/Meal/consumed_at`.
@@ -2136,6 +2140,7 @@ extension Components {
             /// - Parameters:
             ///   - algorithmVersion:
             ///   - allergyWarnings:
+            ///   - analysis: only on a meal made from a photo (POST /v1/meals/analyze)
             ///   - consumed:
             ///   - consumedAt:
             ///   - consumedNotes:
@@ -2159,6 +2164,7 @@ extension Components {
             public init(
                 algorithmVersion: Swift.String,
                 allergyWarnings: [Components.Schemas.AllergyWarning],
+                analysis: Components.Schemas.MealAnalysis? = nil,
                 consumed: Swift.Bool,
                 consumedAt: Foundation.Date? = nil,
                 consumedNotes: Swift.String? = nil,
@@ -2182,6 +2188,7 @@ extension Components {
             ) {
                 self.algorithmVersion = algorithmVersion
                 self.allergyWarnings = allergyWarnings
+                self.analysis = analysis
                 self.consumed = consumed
                 self.consumedAt = consumedAt
                 self.consumedNotes = consumedNotes
@@ -2206,6 +2213,7 @@ extension Components {
             public enum CodingKeys: String, CodingKey {
                 case algorithmVersion = "algorithm_version"
                 case allergyWarnings = "allergy_warnings"
+                case analysis
                 case consumed
                 case consumedAt = "consumed_at"
                 case consumedNotes = "consumed_notes"
@@ -2226,6 +2234,125 @@ extension Components {
                 case updatedAt = "updated_at"
                 case viewCount = "view_count"
                 case warnings
+            }
+        }
+        /// What the vision model said of a meal made from a photo.
+        ///
+        /// - Remark: Generated from `#/components/schemas/MealAnalysis`.
+        public struct MealAnalysis: Codable, Hashable, Sendable {
+            /// the provider's time, a retry included
+            ///
+            /// - Remark: Generated from `#/components/schemas/MealAnalysis/duration_ms`.
+            public var durationMs: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload`.
+            public struct ItemsPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/confidence`.
+                public var confidence: Swift.Double
+                /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/grams`.
+                public var grams: Swift.Double
+                /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/name`.
+                public var name: Swift.String
+                /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source`.
+                public struct SourcePayload: Codable, Hashable, Sendable {
+                    /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source/description`.
+                    public var description: Swift.String?
+                    /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source/fdc_id`.
+                    public var fdcId: Swift.Int?
+                    /// fdc, the food table's values × grams; model, the model's estimate
+                    ///
+                    /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source/kind`.
+                    @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                        case fdc = "fdc"
+                        case model = "model"
+                    }
+                    /// fdc, the food table's values × grams; model, the model's estimate
+                    ///
+                    /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source/kind`.
+                    public var kind: Components.Schemas.MealAnalysis.ItemsPayloadPayload.SourcePayload.KindPayload
+                    /// Creates a new `SourcePayload`.
+                    ///
+                    /// - Parameters:
+                    ///   - description:
+                    ///   - fdcId:
+                    ///   - kind: fdc, the food table's values × grams; model, the model's estimate
+                    public init(
+                        description: Swift.String? = nil,
+                        fdcId: Swift.Int? = nil,
+                        kind: Components.Schemas.MealAnalysis.ItemsPayloadPayload.SourcePayload.KindPayload
+                    ) {
+                        self.description = description
+                        self.fdcId = fdcId
+                        self.kind = kind
+                    }
+                    public enum CodingKeys: String, CodingKey {
+                        case description
+                        case fdcId = "fdc_id"
+                        case kind
+                    }
+                }
+                /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source`.
+                public var source: Components.Schemas.MealAnalysis.ItemsPayloadPayload.SourcePayload
+                /// Creates a new `ItemsPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - confidence:
+                ///   - grams:
+                ///   - name:
+                ///   - source:
+                public init(
+                    confidence: Swift.Double,
+                    grams: Swift.Double,
+                    name: Swift.String,
+                    source: Components.Schemas.MealAnalysis.ItemsPayloadPayload.SourcePayload
+                ) {
+                    self.confidence = confidence
+                    self.grams = grams
+                    self.name = name
+                    self.source = source
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case confidence
+                    case grams
+                    case name
+                    case source
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/MealAnalysis/items`.
+            public typealias ItemsPayload = [Components.Schemas.MealAnalysis.ItemsPayloadPayload]
+            /// - Remark: Generated from `#/components/schemas/MealAnalysis/items`.
+            public var items: Components.Schemas.MealAnalysis.ItemsPayload
+            /// - Remark: Generated from `#/components/schemas/MealAnalysis/model`.
+            public var model: Swift.String
+            /// - Remark: Generated from `#/components/schemas/MealAnalysis/provider`.
+            @frozen public enum ProviderPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case gemini = "gemini"
+                case openai = "openai"
+            }
+            /// - Remark: Generated from `#/components/schemas/MealAnalysis/provider`.
+            public var provider: Components.Schemas.MealAnalysis.ProviderPayload
+            /// Creates a new `MealAnalysis`.
+            ///
+            /// - Parameters:
+            ///   - durationMs: the provider's time, a retry included
+            ///   - items:
+            ///   - model:
+            ///   - provider:
+            public init(
+                durationMs: Swift.Int,
+                items: Components.Schemas.MealAnalysis.ItemsPayload,
+                model: Swift.String,
+                provider: Components.Schemas.MealAnalysis.ProviderPayload
+            ) {
+                self.durationMs = durationMs
+                self.items = items
+                self.model = model
+                self.provider = provider
+            }
+            public enum CodingKeys: String, CodingKey {
+                case durationMs = "duration_ms"
+                case items
+                case model
+                case provider
             }
         }
         /// - Remark: Generated from `#/components/schemas/MealInput`.

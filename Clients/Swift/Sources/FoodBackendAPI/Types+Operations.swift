@@ -5237,7 +5237,7 @@ public enum Operations {
     }
     /// Verify the email address: the token from the mail link and a proof that whoever follows it set the account up (the account's bearer access token, or its `password`), or `disown: true` from the mailbox's owner who did not.
     ///
-    /// With the account's access token or password, everything is kept. With `disown: true`, the address is verified, every session ends, the password, the Apple and Google sign-ins and the display name are removed, and the answer carries a single-use `password_token` for `POST /v1/auth/password/reset`.
+    /// With the account's access token or password, everything is kept. With `disown: true`, the address is verified, every session ends, the password, the Apple and Google sign-ins and the display name are removed, and the response carries a single-use `password_token` for `POST /v1/auth/password/reset`.
     ///
     /// - Remark: HTTP `POST /v1/auth/email/verify`.
     /// - Remark: Generated from `#/paths//v1/auth/email/verify/post`.
@@ -15389,6 +15389,15 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/meals/GET/query/consumed`.
                 public var consumed: Operations.GetV1Meals.Input.Query.ConsumedPayload?
+                /// - Remark: Generated from `#/paths/v1/meals/GET/query/analyzed`.
+                @frozen public enum AnalyzedPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case _true = "true"
+                    case _false = "false"
+                }
+                /// only meals made from a photo (true) or typed in (false)
+                ///
+                /// - Remark: Generated from `#/paths/v1/meals/GET/query/analyzed`.
+                public var analyzed: Operations.GetV1Meals.Input.Query.AnalyzedPayload?
                 /// first local date, inclusive
                 ///
                 /// - Remark: Generated from `#/paths/v1/meals/GET/query/from`.
@@ -15409,18 +15418,21 @@ public enum Operations {
                 ///
                 /// - Parameters:
                 ///   - consumed: only eaten (true) or not yet eaten (false) meals
+                ///   - analyzed: only meals made from a photo (true) or typed in (false)
                 ///   - from: first local date, inclusive
                 ///   - to: last local date, inclusive
                 ///   - limit: page size
                 ///   - cursor: next_cursor of the previous page
                 public init(
                     consumed: Operations.GetV1Meals.Input.Query.ConsumedPayload? = nil,
+                    analyzed: Operations.GetV1Meals.Input.Query.AnalyzedPayload? = nil,
                     from: Swift.String? = nil,
                     to: Swift.String? = nil,
                     limit: Components.Parameters.Limit? = nil,
                     cursor: Components.Parameters.Cursor? = nil
                 ) {
                     self.consumed = consumed
+                    self.analyzed = analyzed
                     self.from = from
                     self.to = to
                     self.limit = limit
@@ -15505,7 +15517,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: validation_failed (consumed, from, to, limit), invalid_cursor
+            /// codes: validation_failed (consumed, analyzed, from, to, limit), invalid_cursor
             ///
             /// - Remark: Generated from `#/paths//v1/meals/get/responses/400`.
             ///
@@ -15597,7 +15609,7 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/meals/POST/header`.
             public struct Headers: Sendable, Hashable {
-                /// A retry with the same key and body gets the first answer again (Idempotent-Replayed: true) instead of a second meal.
+                /// A retry with the same key and body gets the first response again (Idempotent-Replayed: true) instead of a second meal.
                 ///
                 /// - Remark: Generated from `#/paths/v1/meals/POST/header/Idempotency-Key`.
                 public var idempotencyKey: Swift.String?
@@ -15605,7 +15617,7 @@ public enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: A retry with the same key and body gets the first answer again (Idempotent-Replayed: true) instead of a second meal.
+                ///   - idempotencyKey: A retry with the same key and body gets the first response again (Idempotent-Replayed: true) instead of a second meal.
                 ///   - accept:
                 public init(
                     idempotencyKey: Swift.String? = nil,
@@ -15795,6 +15807,433 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Analyses a photo of a meal with the configured vision model and logs it as an analysed meal, not yet eaten.
+    ///
+    /// The photo is checked and cleaned as by POST /v1/meals/{id}/photo and kept; a copy at most 1024 pixels on its long side goes to the vision model with the diet and the hint, nothing else about the user (docs/PRIVACY.md). Each item takes the food table's per-100 g values × grams when its name matches a food well enough, else the model's estimate. A failure keeps nothing and does not count against the daily allowance (meal_analyses_per_day of the user's tier, counted per local day).
+    ///
+    /// - Remark: HTTP `POST /v1/meals/analyze`.
+    /// - Remark: Generated from `#/paths//v1/meals/analyze/post`.
+    public enum PostV1MealsAnalyze {
+        public static let id: Swift.String = "post/v1/meals/analyze"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                /// A retry with the same key and body gets the first response again (Idempotent-Replayed: true), without a second analysis.
+                ///
+                /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/header/Idempotency-Key`.
+                public var idempotencyKey: Swift.String?
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PostV1MealsAnalyze.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: A retry with the same key and body gets the first response again (Idempotent-Replayed: true), without a second analysis.
+                ///   - accept:
+                public init(
+                    idempotencyKey: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PostV1MealsAnalyze.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.PostV1MealsAnalyze.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/requestBody/multipartForm`.
+                @frozen public enum MultipartFormPayload: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/requestBody/multipartForm/eaten_at`.
+                    public struct EatenAtPayload: Sendable, Hashable {
+                        public var body: OpenAPIRuntime.HTTPBody
+                        /// Creates a new `EatenAtPayload`.
+                        ///
+                        /// - Parameters:
+                        ///   - body:
+                        public init(body: OpenAPIRuntime.HTTPBody) {
+                            self.body = body
+                        }
+                    }
+                    case eatenAt(OpenAPIRuntime.MultipartPart<Operations.PostV1MealsAnalyze.Input.Body.MultipartFormPayload.EatenAtPayload>)
+                    /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/requestBody/multipartForm/hint`.
+                    public struct HintPayload: Sendable, Hashable {
+                        public var body: OpenAPIRuntime.HTTPBody
+                        /// Creates a new `HintPayload`.
+                        ///
+                        /// - Parameters:
+                        ///   - body:
+                        public init(body: OpenAPIRuntime.HTTPBody) {
+                            self.body = body
+                        }
+                    }
+                    case hint(OpenAPIRuntime.MultipartPart<Operations.PostV1MealsAnalyze.Input.Body.MultipartFormPayload.HintPayload>)
+                    /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/requestBody/multipartForm/name`.
+                    public struct NamePayload: Sendable, Hashable {
+                        public var body: OpenAPIRuntime.HTTPBody
+                        /// Creates a new `NamePayload`.
+                        ///
+                        /// - Parameters:
+                        ///   - body:
+                        public init(body: OpenAPIRuntime.HTTPBody) {
+                            self.body = body
+                        }
+                    }
+                    case name(OpenAPIRuntime.MultipartPart<Operations.PostV1MealsAnalyze.Input.Body.MultipartFormPayload.NamePayload>)
+                    /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/requestBody/multipartForm/photo`.
+                    public struct PhotoPayload: Sendable, Hashable {
+                        public var body: OpenAPIRuntime.HTTPBody
+                        /// Creates a new `PhotoPayload`.
+                        ///
+                        /// - Parameters:
+                        ///   - body:
+                        public init(body: OpenAPIRuntime.HTTPBody) {
+                            self.body = body
+                        }
+                    }
+                    case photo(OpenAPIRuntime.MultipartPart<Operations.PostV1MealsAnalyze.Input.Body.MultipartFormPayload.PhotoPayload>)
+                    case undocumented(OpenAPIRuntime.MultipartRawPart)
+                }
+                /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/requestBody/content/multipart\/form-data`.
+                case multipartForm(OpenAPIRuntime.MultipartBody<Operations.PostV1MealsAnalyze.Input.Body.MultipartFormPayload>)
+            }
+            public var body: Operations.PostV1MealsAnalyze.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.PostV1MealsAnalyze.Input.Headers = .init(),
+                body: Operations.PostV1MealsAnalyze.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/responses/201/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The meal's version, a strong tag; send it back in If-Match.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/responses/201/headers/ETag`.
+                    public var eTag: Swift.String?
+                    /// provider;dur=<ms the provider took>, total;dur=<ms the whole request took>
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/responses/201/headers/Server-Timing`.
+                    public var serverTiming: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag: The meal's version, a strong tag; send it back in If-Match.
+                    ///   - serverTiming: provider;dur=<ms the provider took>, total;dur=<ms the whole request took>
+                    public init(
+                        eTag: Swift.String? = nil,
+                        serverTiming: Swift.String? = nil
+                    ) {
+                        self.eTag = eTag
+                        self.serverTiming = serverTiming
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PostV1MealsAnalyze.Output.Created.Headers
+                /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/responses/201/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/meals/analyze/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.Meal)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.Meal {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PostV1MealsAnalyze.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.PostV1MealsAnalyze.Output.Created.Headers = .init(),
+                    body: Operations.PostV1MealsAnalyze.Output.Created.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// Analysed and logged.
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.PostV1MealsAnalyze.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            public var created: Operations.PostV1MealsAnalyze.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: validation_failed (photo, hint, eaten_at, name), malformed_multipart, invalid_idempotency_key
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: unauthorized, invalid_token, token_expired
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: limit_exceeded ("You've reached the limit of 3 meal analyses today. Upgrade to Pro for more.", with required_tier, limit and tier)
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: idempotency_key_in_use
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            public var conflict: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: too_large (MEAL_PHOTO_MAX_BYTES)
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: unsupported_image (naming the accepted types), unsupported_media_type (not multipart)
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: image_too_large, invalid_image, no_food_found, analysis_refused, idempotency_key_reused
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: analysis_failed (the answer did not match the schema, twice)
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/502`.
+            ///
+            /// HTTP response code: `502 badGateway`.
+            case badGateway(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.badGateway`.
+            ///
+            /// - Throws: An error if `self` is not `.badGateway`.
+            /// - SeeAlso: `.badGateway`.
+            public var badGateway: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .badGateway(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badGateway",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: analyzer_not_configured, analyzer_unavailable (with Retry-After), analyzer_busy, image_busy, allowance_unknown
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -16247,7 +16686,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: precondition_failed (If-Match is not the current version; the answer's ETag is)
+            /// codes: precondition_failed (If-Match is not the current version; the response's ETag is)
             ///
             /// - Remark: Generated from `#/paths//v1/meals/{id}/put/responses/412`.
             ///
@@ -16888,9 +17327,737 @@ public enum Operations {
             }
         }
     }
+    /// The meal's photo, to its owner and a coach linked to them.
+    ///
+    /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
+    /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
+    public enum GetV1MealsIdPhoto {
+        public static let id: Swift.String = "get/v1/meals/{id}/photo"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/path/id`.
+                public var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id:
+                public init(id: Swift.String) {
+                    self.id = id
+                }
+            }
+            public var path: Operations.GetV1MealsIdPhoto.Input.Path
+            /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/header/If-None-Match`.
+                public var ifNoneMatch: Swift.String?
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1MealsIdPhoto.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - ifNoneMatch:
+                ///   - accept:
+                public init(
+                    ifNoneMatch: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1MealsIdPhoto.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.ifNoneMatch = ifNoneMatch
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetV1MealsIdPhoto.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.GetV1MealsIdPhoto.Input.Path,
+                headers: Operations.GetV1MealsIdPhoto.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/responses/200/headers/Cache-Control`.
+                    public var cacheControl: Swift.String?
+                    /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/responses/200/headers/ETag`.
+                    public var eTag: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - cacheControl:
+                    ///   - eTag:
+                    public init(
+                        cacheControl: Swift.String? = nil,
+                        eTag: Swift.String? = nil
+                    ) {
+                        self.cacheControl = cacheControl
+                        self.eTag = eTag
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.GetV1MealsIdPhoto.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/responses/200/content/image\/jpeg`.
+                    case jpeg(OpenAPIRuntime.HTTPBody)
+                    /// The associated value of the enum case if `self` is `.jpeg`.
+                    ///
+                    /// - Throws: An error if `self` is not `.jpeg`.
+                    /// - SeeAlso: `.jpeg`.
+                    public var jpeg: OpenAPIRuntime.HTTPBody {
+                        get throws {
+                            switch self {
+                            case let .jpeg(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetV1MealsIdPhoto.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.GetV1MealsIdPhoto.Output.Ok.Headers = .init(),
+                    body: Operations.GetV1MealsIdPhoto.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The photo.
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetV1MealsIdPhoto.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetV1MealsIdPhoto.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct NotModified: Sendable, Hashable {
+                /// Creates a new `NotModified`.
+                public init() {}
+            }
+            /// The photo the client has (its ETag in If-None-Match).
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get/responses/304`.
+            ///
+            /// HTTP response code: `304 notModified`.
+            case notModified(Operations.GetV1MealsIdPhoto.Output.NotModified)
+            /// The photo the client has (its ETag in If-None-Match).
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get/responses/304`.
+            ///
+            /// HTTP response code: `304 notModified`.
+            public static var notModified: Self {
+                .notModified(.init())
+            }
+            /// The associated value of the enum case if `self` is `.notModified`.
+            ///
+            /// - Throws: An error if `self` is not `.notModified`.
+            /// - SeeAlso: `.notModified`.
+            public var notModified: Operations.GetV1MealsIdPhoto.Output.NotModified {
+                get throws {
+                    switch self {
+                    case let .notModified(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notModified",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: unauthorized, invalid_token, token_expired
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: photo_not_found (none, or not the caller's or a linked client's)
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case jpeg
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "image/jpeg":
+                    self = .jpeg
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .jpeg:
+                    return "image/jpeg"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .jpeg,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Adds or replaces the meal's photo, kept cleaned (upright, sRGB, no metadata, a JPEG at most 2048 pixels on its long side).
+    ///
+    /// - Remark: HTTP `POST /v1/meals/{id}/photo`.
+    /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post`.
+    public enum PostV1MealsIdPhoto {
+        public static let id: Swift.String = "post/v1/meals/{id}/photo"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/path/id`.
+                public var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id:
+                public init(id: Swift.String) {
+                    self.id = id
+                }
+            }
+            public var path: Operations.PostV1MealsIdPhoto.Input.Path
+            /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PostV1MealsIdPhoto.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PostV1MealsIdPhoto.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.PostV1MealsIdPhoto.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/requestBody/content/image\/*`.
+                case image_Ast_(OpenAPIRuntime.HTTPBody)
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/requestBody/multipartForm`.
+                @frozen public enum MultipartFormPayload: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/requestBody/multipartForm/photo`.
+                    public struct PhotoPayload: Sendable, Hashable {
+                        public var body: OpenAPIRuntime.HTTPBody
+                        /// Creates a new `PhotoPayload`.
+                        ///
+                        /// - Parameters:
+                        ///   - body:
+                        public init(body: OpenAPIRuntime.HTTPBody) {
+                            self.body = body
+                        }
+                    }
+                    case photo(OpenAPIRuntime.MultipartPart<Operations.PostV1MealsIdPhoto.Input.Body.MultipartFormPayload.PhotoPayload>)
+                    case undocumented(OpenAPIRuntime.MultipartRawPart)
+                }
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/requestBody/content/multipart\/form-data`.
+                case multipartForm(OpenAPIRuntime.MultipartBody<Operations.PostV1MealsIdPhoto.Input.Body.MultipartFormPayload>)
+            }
+            public var body: Operations.PostV1MealsIdPhoto.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.PostV1MealsIdPhoto.Input.Path,
+                headers: Operations.PostV1MealsIdPhoto.Input.Headers = .init(),
+                body: Operations.PostV1MealsIdPhoto.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Meal)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.Meal {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PostV1MealsIdPhoto.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.PostV1MealsIdPhoto.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The meal, its photo_url the photo's path.
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.PostV1MealsIdPhoto.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.PostV1MealsIdPhoto.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: validation_failed (photo), malformed_multipart
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: unauthorized, invalid_token, token_expired
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: meal_not_found
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: too_large (MEAL_PHOTO_MAX_BYTES, before the body is read)
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: unsupported_image (JPEG, PNG, WebP and HEIC are taken)
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: image_too_large (a side over 8192 pixels, or over IMAGE_DECODE_MAX_BYTES decoded), invalid_image
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: image_busy
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Removes the meal's photo.
+    ///
+    /// - Remark: HTTP `DELETE /v1/meals/{id}/photo`.
+    /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/delete`.
+    public enum DeleteV1MealsIdPhoto {
+        public static let id: Swift.String = "delete/v1/meals/{id}/photo"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/DELETE/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/DELETE/path/id`.
+                public var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id:
+                public init(id: Swift.String) {
+                    self.id = id
+                }
+            }
+            public var path: Operations.DeleteV1MealsIdPhoto.Input.Path
+            /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/DELETE/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteV1MealsIdPhoto.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteV1MealsIdPhoto.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.DeleteV1MealsIdPhoto.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.DeleteV1MealsIdPhoto.Input.Path,
+                headers: Operations.DeleteV1MealsIdPhoto.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                public init() {}
+            }
+            /// Removed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/delete/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.DeleteV1MealsIdPhoto.Output.NoContent)
+            /// Removed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/delete/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            public static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            public var noContent: Operations.DeleteV1MealsIdPhoto.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: unauthorized, invalid_token, token_expired
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/delete/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: meal_not_found, photo_not_found
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/delete/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
     /// A share link to a snapshot of the meal as it is now (name, local date, totals, score, photo), working for SHARE_TTL_DAYS.
     ///
-    /// The answer holds the token, which is kept only as its hash: with an Idempotency-Key only its status is kept, and a retry with the key makes no second link and is `409 idempotency_answer_withheld` (make a new link with a new key).
+    /// The response holds the token, which is kept only as its hash: with an Idempotency-Key only its status is kept, and a retry with the key makes no second link and is `409 idempotency_answer_withheld` (make a new link with a new key).
     ///
     /// - Remark: HTTP `POST /v1/meals/{id}/share`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/share/post`.
@@ -22366,7 +23533,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// codes: precondition_failed (If-Match names a version that is no longer current; the answer's ETag is the current one)
+            /// codes: precondition_failed (If-Match names a version that is no longer current; the response's ETag is the current one)
             ///
             /// - Remark: Generated from `#/paths//v1/profiles/me/patch/responses/412`.
             ///
@@ -28156,6 +29323,256 @@ public enum Operations {
             }
         }
     }
+    /// The meal's photo as it was when the link was made, while the link lives. Public.
+    ///
+    /// - Remark: HTTP `GET /v1/shared/{token}/photo`.
+    /// - Remark: Generated from `#/paths//v1/shared/{token}/photo/get`.
+    public enum GetV1SharedTokenPhoto {
+        public static let id: Swift.String = "get/v1/shared/{token}/photo"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/shared/{token}/photo/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// the share link's token
+                ///
+                /// - Remark: Generated from `#/paths/v1/shared/{token}/photo/GET/path/token`.
+                public var token: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - token: the share link's token
+                public init(token: Swift.String) {
+                    self.token = token
+                }
+            }
+            public var path: Operations.GetV1SharedTokenPhoto.Input.Path
+            /// - Remark: Generated from `#/paths/v1/shared/{token}/photo/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/shared/{token}/photo/GET/header/If-None-Match`.
+                public var ifNoneMatch: Swift.String?
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1SharedTokenPhoto.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - ifNoneMatch:
+                ///   - accept:
+                public init(
+                    ifNoneMatch: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1SharedTokenPhoto.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.ifNoneMatch = ifNoneMatch
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetV1SharedTokenPhoto.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.GetV1SharedTokenPhoto.Input.Path,
+                headers: Operations.GetV1SharedTokenPhoto.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/shared/{token}/photo/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/shared/{token}/photo/GET/responses/200/headers/Cache-Control`.
+                    public var cacheControl: Swift.String?
+                    /// - Remark: Generated from `#/paths/v1/shared/{token}/photo/GET/responses/200/headers/ETag`.
+                    public var eTag: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - cacheControl:
+                    ///   - eTag:
+                    public init(
+                        cacheControl: Swift.String? = nil,
+                        eTag: Swift.String? = nil
+                    ) {
+                        self.cacheControl = cacheControl
+                        self.eTag = eTag
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.GetV1SharedTokenPhoto.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/shared/{token}/photo/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/shared/{token}/photo/GET/responses/200/content/image\/jpeg`.
+                    case jpeg(OpenAPIRuntime.HTTPBody)
+                    /// The associated value of the enum case if `self` is `.jpeg`.
+                    ///
+                    /// - Throws: An error if `self` is not `.jpeg`.
+                    /// - SeeAlso: `.jpeg`.
+                    public var jpeg: OpenAPIRuntime.HTTPBody {
+                        get throws {
+                            switch self {
+                            case let .jpeg(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetV1SharedTokenPhoto.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.GetV1SharedTokenPhoto.Output.Ok.Headers = .init(),
+                    body: Operations.GetV1SharedTokenPhoto.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The photo.
+            ///
+            /// - Remark: Generated from `#/paths//v1/shared/{token}/photo/get/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetV1SharedTokenPhoto.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetV1SharedTokenPhoto.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct NotModified: Sendable, Hashable {
+                /// Creates a new `NotModified`.
+                public init() {}
+            }
+            /// The photo the client has (its ETag in If-None-Match).
+            ///
+            /// - Remark: Generated from `#/paths//v1/shared/{token}/photo/get/responses/304`.
+            ///
+            /// HTTP response code: `304 notModified`.
+            case notModified(Operations.GetV1SharedTokenPhoto.Output.NotModified)
+            /// The photo the client has (its ETag in If-None-Match).
+            ///
+            /// - Remark: Generated from `#/paths//v1/shared/{token}/photo/get/responses/304`.
+            ///
+            /// HTTP response code: `304 notModified`.
+            public static var notModified: Self {
+                .notModified(.init())
+            }
+            /// The associated value of the enum case if `self` is `.notModified`.
+            ///
+            /// - Throws: An error if `self` is not `.notModified`.
+            /// - SeeAlso: `.notModified`.
+            public var notModified: Operations.GetV1SharedTokenPhoto.Output.NotModified {
+                get throws {
+                    switch self {
+                    case let .notModified(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notModified",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: share_not_found, photo_not_found
+            ///
+            /// - Remark: Generated from `#/paths//v1/shared/{token}/photo/get/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: share_gone (expired, revoked, or its meal was deleted)
+            ///
+            /// - Remark: Generated from `#/paths//v1/shared/{token}/photo/get/responses/410`.
+            ///
+            /// HTTP response code: `410 gone`.
+            case gone(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.gone`.
+            ///
+            /// - Throws: An error if `self` is not `.gone`.
+            /// - SeeAlso: `.gone`.
+            public var gone: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .gone(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gone",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case jpeg
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "image/jpeg":
+                    self = .jpeg
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .jpeg:
+                    return "image/jpeg"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .jpeg,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
     /// The spaces the caller owns or was given, newest first, each with the caller's permission.
     ///
     /// - Remark: HTTP `GET /v1/spaces`.
@@ -29777,7 +31194,7 @@ public enum Operations {
     }
     /// Add a member by user_id or by email (the owner, with collaboration).
     ///
-    /// A user_id adds that account at once (`status: active`). An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the answer does not tell who has an account: the account holding the proven address accepts it (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later becomes a member once proven.
+    /// A user_id adds that account at once (`status: active`). An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts it (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later becomes a member once proven.
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/post`.

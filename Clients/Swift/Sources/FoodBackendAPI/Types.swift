@@ -115,7 +115,7 @@ public protocol APIProtocol: Sendable {
     func postV1AuthApple(_ input: Operations.PostV1AuthApple.Input) async throws -> Operations.PostV1AuthApple.Output
     /// Verify the email address: the token from the mail link and a proof that whoever follows it set the account up (the account's bearer access token, or its `password`), or `disown: true` from the mailbox's owner who did not.
     ///
-    /// With the account's access token or password, everything is kept. With `disown: true`, the address is verified, every session ends, the password, the Apple and Google sign-ins and the display name are removed, and the answer carries a single-use `password_token` for `POST /v1/auth/password/reset`.
+    /// With the account's access token or password, everything is kept. With `disown: true`, the address is verified, every session ends, the password, the Apple and Google sign-ins and the display name are removed, and the response carries a single-use `password_token` for `POST /v1/auth/password/reset`.
     ///
     /// - Remark: HTTP `POST /v1/auth/email/verify`.
     /// - Remark: Generated from `#/paths//v1/auth/email/verify/post`.
@@ -318,6 +318,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/meals`.
     /// - Remark: Generated from `#/paths//v1/meals/post`.
     func postV1Meals(_ input: Operations.PostV1Meals.Input) async throws -> Operations.PostV1Meals.Output
+    /// Analyses a photo of a meal with the configured vision model and logs it as an analysed meal, not yet eaten.
+    ///
+    /// The photo is checked and cleaned as by POST /v1/meals/{id}/photo and kept; a copy at most 1024 pixels on its long side goes to the vision model with the diet and the hint, nothing else about the user (docs/PRIVACY.md). Each item takes the food table's per-100 g values × grams when its name matches a food well enough, else the model's estimate. A failure keeps nothing and does not count against the daily allowance (meal_analyses_per_day of the user's tier, counted per local day).
+    ///
+    /// - Remark: HTTP `POST /v1/meals/analyze`.
+    /// - Remark: Generated from `#/paths//v1/meals/analyze/post`.
+    func postV1MealsAnalyze(_ input: Operations.PostV1MealsAnalyze.Input) async throws -> Operations.PostV1MealsAnalyze.Output
     /// One of the caller's meals.
     ///
     /// - Remark: HTTP `GET /v1/meals/{id}`.
@@ -343,9 +350,24 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/meals/{id}/consume`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/consume/delete`.
     func deleteV1MealsIdConsume(_ input: Operations.DeleteV1MealsIdConsume.Input) async throws -> Operations.DeleteV1MealsIdConsume.Output
+    /// The meal's photo, to its owner and a coach linked to them.
+    ///
+    /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
+    /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
+    func getV1MealsIdPhoto(_ input: Operations.GetV1MealsIdPhoto.Input) async throws -> Operations.GetV1MealsIdPhoto.Output
+    /// Adds or replaces the meal's photo, kept cleaned (upright, sRGB, no metadata, a JPEG at most 2048 pixels on its long side).
+    ///
+    /// - Remark: HTTP `POST /v1/meals/{id}/photo`.
+    /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post`.
+    func postV1MealsIdPhoto(_ input: Operations.PostV1MealsIdPhoto.Input) async throws -> Operations.PostV1MealsIdPhoto.Output
+    /// Removes the meal's photo.
+    ///
+    /// - Remark: HTTP `DELETE /v1/meals/{id}/photo`.
+    /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/delete`.
+    func deleteV1MealsIdPhoto(_ input: Operations.DeleteV1MealsIdPhoto.Input) async throws -> Operations.DeleteV1MealsIdPhoto.Output
     /// A share link to a snapshot of the meal as it is now (name, local date, totals, score, photo), working for SHARE_TTL_DAYS.
     ///
-    /// The answer holds the token, which is kept only as its hash: with an Idempotency-Key only its status is kept, and a retry with the key makes no second link and is `409 idempotency_answer_withheld` (make a new link with a new key).
+    /// The response holds the token, which is kept only as its hash: with an Idempotency-Key only its status is kept, and a retry with the key makes no second link and is `409 idempotency_answer_withheld` (make a new link with a new key).
     ///
     /// - Remark: HTTP `POST /v1/meals/{id}/share`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/share/post`.
@@ -576,6 +598,11 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/shared/{token}/card.png`.
     /// - Remark: Generated from `#/paths//v1/shared/{token}/card.png/get`.
     func getV1SharedTokenCard_png(_ input: Operations.GetV1SharedTokenCard_png.Input) async throws -> Operations.GetV1SharedTokenCard_png.Output
+    /// The meal's photo as it was when the link was made, while the link lives. Public.
+    ///
+    /// - Remark: HTTP `GET /v1/shared/{token}/photo`.
+    /// - Remark: Generated from `#/paths//v1/shared/{token}/photo/get`.
+    func getV1SharedTokenPhoto(_ input: Operations.GetV1SharedTokenPhoto.Input) async throws -> Operations.GetV1SharedTokenPhoto.Output
     /// The spaces the caller owns or was given, newest first, each with the caller's permission.
     ///
     /// - Remark: HTTP `GET /v1/spaces`.
@@ -625,7 +652,7 @@ public protocol APIProtocol: Sendable {
     func getV1SpacesIdMembers(_ input: Operations.GetV1SpacesIdMembers.Input) async throws -> Operations.GetV1SpacesIdMembers.Output
     /// Add a member by user_id or by email (the owner, with collaboration).
     ///
-    /// A user_id adds that account at once (`status: active`). An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the answer does not tell who has an account: the account holding the proven address accepts it (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later becomes a member once proven.
+    /// A user_id adds that account at once (`status: active`). An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts it (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later becomes a member once proven.
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/post`.
@@ -916,7 +943,7 @@ extension APIProtocol {
     }
     /// Verify the email address: the token from the mail link and a proof that whoever follows it set the account up (the account's bearer access token, or its `password`), or `disown: true` from the mailbox's owner who did not.
     ///
-    /// With the account's access token or password, everything is kept. With `disown: true`, the address is verified, every session ends, the password, the Apple and Google sign-ins and the display name are removed, and the answer carries a single-use `password_token` for `POST /v1/auth/password/reset`.
+    /// With the account's access token or password, everything is kept. With `disown: true`, the address is verified, every session ends, the password, the Apple and Google sign-ins and the display name are removed, and the response carries a single-use `password_token` for `POST /v1/auth/password/reset`.
     ///
     /// - Remark: HTTP `POST /v1/auth/email/verify`.
     /// - Remark: Generated from `#/paths//v1/auth/email/verify/post`.
@@ -1377,6 +1404,21 @@ extension APIProtocol {
             body: body
         ))
     }
+    /// Analyses a photo of a meal with the configured vision model and logs it as an analysed meal, not yet eaten.
+    ///
+    /// The photo is checked and cleaned as by POST /v1/meals/{id}/photo and kept; a copy at most 1024 pixels on its long side goes to the vision model with the diet and the hint, nothing else about the user (docs/PRIVACY.md). Each item takes the food table's per-100 g values × grams when its name matches a food well enough, else the model's estimate. A failure keeps nothing and does not count against the daily allowance (meal_analyses_per_day of the user's tier, counted per local day).
+    ///
+    /// - Remark: HTTP `POST /v1/meals/analyze`.
+    /// - Remark: Generated from `#/paths//v1/meals/analyze/post`.
+    public func postV1MealsAnalyze(
+        headers: Operations.PostV1MealsAnalyze.Input.Headers = .init(),
+        body: Operations.PostV1MealsAnalyze.Input.Body
+    ) async throws -> Operations.PostV1MealsAnalyze.Output {
+        try await postV1MealsAnalyze(Operations.PostV1MealsAnalyze.Input(
+            headers: headers,
+            body: body
+        ))
+    }
     /// One of the caller's meals.
     ///
     /// - Remark: HTTP `GET /v1/meals/{id}`.
@@ -1446,9 +1488,50 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// The meal's photo, to its owner and a coach linked to them.
+    ///
+    /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
+    /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
+    public func getV1MealsIdPhoto(
+        path: Operations.GetV1MealsIdPhoto.Input.Path,
+        headers: Operations.GetV1MealsIdPhoto.Input.Headers = .init()
+    ) async throws -> Operations.GetV1MealsIdPhoto.Output {
+        try await getV1MealsIdPhoto(Operations.GetV1MealsIdPhoto.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Adds or replaces the meal's photo, kept cleaned (upright, sRGB, no metadata, a JPEG at most 2048 pixels on its long side).
+    ///
+    /// - Remark: HTTP `POST /v1/meals/{id}/photo`.
+    /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post`.
+    public func postV1MealsIdPhoto(
+        path: Operations.PostV1MealsIdPhoto.Input.Path,
+        headers: Operations.PostV1MealsIdPhoto.Input.Headers = .init(),
+        body: Operations.PostV1MealsIdPhoto.Input.Body
+    ) async throws -> Operations.PostV1MealsIdPhoto.Output {
+        try await postV1MealsIdPhoto(Operations.PostV1MealsIdPhoto.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Removes the meal's photo.
+    ///
+    /// - Remark: HTTP `DELETE /v1/meals/{id}/photo`.
+    /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/delete`.
+    public func deleteV1MealsIdPhoto(
+        path: Operations.DeleteV1MealsIdPhoto.Input.Path,
+        headers: Operations.DeleteV1MealsIdPhoto.Input.Headers = .init()
+    ) async throws -> Operations.DeleteV1MealsIdPhoto.Output {
+        try await deleteV1MealsIdPhoto(Operations.DeleteV1MealsIdPhoto.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// A share link to a snapshot of the meal as it is now (name, local date, totals, score, photo), working for SHARE_TTL_DAYS.
     ///
-    /// The answer holds the token, which is kept only as its hash: with an Idempotency-Key only its status is kept, and a retry with the key makes no second link and is `409 idempotency_answer_withheld` (make a new link with a new key).
+    /// The response holds the token, which is kept only as its hash: with an Idempotency-Key only its status is kept, and a retry with the key makes no second link and is `409 idempotency_answer_withheld` (make a new link with a new key).
     ///
     /// - Remark: HTTP `POST /v1/meals/{id}/share`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/share/post`.
@@ -2027,6 +2110,19 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// The meal's photo as it was when the link was made, while the link lives. Public.
+    ///
+    /// - Remark: HTTP `GET /v1/shared/{token}/photo`.
+    /// - Remark: Generated from `#/paths//v1/shared/{token}/photo/get`.
+    public func getV1SharedTokenPhoto(
+        path: Operations.GetV1SharedTokenPhoto.Input.Path,
+        headers: Operations.GetV1SharedTokenPhoto.Input.Headers = .init()
+    ) async throws -> Operations.GetV1SharedTokenPhoto.Output {
+        try await getV1SharedTokenPhoto(Operations.GetV1SharedTokenPhoto.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// The spaces the caller owns or was given, newest first, each with the caller's permission.
     ///
     /// - Remark: HTTP `GET /v1/spaces`.
@@ -2144,7 +2240,7 @@ extension APIProtocol {
     }
     /// Add a member by user_id or by email (the owner, with collaboration).
     ///
-    /// A user_id adds that account at once (`status: active`). An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the answer does not tell who has an account: the account holding the proven address accepts it (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later becomes a member once proven.
+    /// A user_id adds that account at once (`status: active`). An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts it (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later becomes a member once proven.
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/post`.
