@@ -55,8 +55,11 @@ struct ExerciseStore: Sendable {
     // Every query below sees the exercises `e` its viewer may: the library, their own, their coaches'
     // (`e.coach_id IS NULL OR e.coach_id = viewer OR e.coach_id IN (the viewer's coaches)`).
 
-    /// The least share of a query's trigrams a name must hold to match by spelling alone.
-    static let minimumOverlap = 500
+    /// A match's rank: ten times the sum of 1000 when the name holds the query's words (in any
+    /// form) and the query's trigrams the name holds, per thousand; then, among equals, the share
+    /// of the name's trigrams the query holds (0 to 9), so that the closer name comes first.
+    /// The least rank of a match: half the query's trigrams.
+    static let minimumRank = 5_000
 
     static func decode(_ row: PostgresRandomAccessRow, from start: Int = 0) throws -> ExerciseRecord {
         func v<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws -> T { try row[start + index].decode(T.self) }
@@ -82,8 +85,7 @@ struct ExerciseStore: Sendable {
         var after: ExerciseCursor?
     }
 
-    /// A page of the exercises `viewer` sees: with a query, the best matches first (a name holding
-    /// its words, plurals and other forms included, then the share of its trigrams the name holds),
+    /// A page of the exercises `viewer` sees: with a query, the best matches first (`minimumRank`),
     /// else by name.
     func search(_ search: Search, viewer: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [(ExerciseRecord, Int)] {
         let after = search.after
@@ -93,17 +95,18 @@ struct ExerciseStore: Sendable {
             SELECT * FROM (
                 SELECT \(unescaped: Self.columns),
                     CASE WHEN \(search.query)::text IS NULL THEN 0 ELSE
-                        (CASE WHEN e.name_search @@ q.ts THEN 1000 ELSE 0 END)
-                        + (SELECT count(*) FROM unnest(e.name_trigrams) AS g WHERE g = ANY (q.t))::int * 1000 / greatest(cardinality(q.t), 1)
+                        10 * ((CASE WHEN e.name_search @@ q.ts THEN 1000 ELSE 0 END) + shared.n * 1000 / greatest(cardinality(q.t), 1))
+                        + shared.n * 9 / greatest(cardinality(e.name_trigrams), 1)
                     END AS rank
-                FROM exercises e, q
+                FROM exercises e, q,
+                    LATERAL (SELECT count(*)::int AS n FROM unnest(e.name_trigrams) AS g WHERE g = ANY (q.t)) AS shared
                 WHERE (e.coach_id IS NULL OR e.coach_id = \(viewer) OR e.coach_id IN (SELECT l.coach_id FROM coach_links l WHERE l.client_id = \(viewer)))
                   AND (\(search.muscle)::text IS NULL OR (e.primary_muscles || e.secondary_muscles) @> ARRAY[\(search.muscle)::text])
                   AND (\(search.equipment)::text IS NULL OR e.equipment = \(search.equipment)::text)
                   AND (\(search.level)::text IS NULL OR e.level = \(search.level)::text)
                   AND (\(search.query)::text IS NULL OR e.name_search @@ q.ts OR e.name_trigrams && q.t)
             ) AS s
-            WHERE (\(search.query)::text IS NULL OR s.rank >= \(Self.minimumOverlap))
+            WHERE (\(search.query)::text IS NULL OR s.rank >= \(Self.minimumRank))
               AND (\(after == nil) OR s.rank < \(after?.rank ?? 0) OR (s.rank = \(after?.rank ?? 0) AND (lower(s.name), s.id) > (\(after?.name ?? ""), \(after?.id ?? UUID()))))
             ORDER BY s.rank DESC, lower(s.name), s.id
             LIMIT \(search.limit + 1)
