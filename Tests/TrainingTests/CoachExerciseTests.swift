@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
+import Models
 import NIOCore
+import ServiceKitEvents
 import Testing
 import TestSupport
 
@@ -41,6 +43,27 @@ import TestSupport
             // Once the link ends, the client no longer sees it.
             try await env.execute("DELETE FROM coach_links WHERE client_id = '\(client.id)'")
             #expect(try await env.call(.get, "/v1/exercises/\(id)", as: client).status == .notFound)
+        }
+    }
+
+    /// The link comes from invitations' events: the client sees the coach's exercises from the
+    /// acceptance, and no longer once the link ends.
+    @Test func aClientSeesThemFromTheAcceptanceUntilTheLinkEnds() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let coach = try await env.coach()
+            let client = try await env.client()
+            let id = try #require(try await env.call(.post, "/v1/exercises", as: coach, json: Self.sled).json["id"] as? String)
+            #expect(try await env.call(.get, "/v1/exercises/\(id)", as: client).status == .notFound)
+            let stream = EventStream(redis: env.redis, name: env.config.events.stream)
+            try await stream.publish(
+                InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: UUID()), producer: "invitations", userID: client.id)
+            try await waitUntil(.seconds(10)) { try await env.call(.get, "/v1/exercises/\(id)", as: client).status == .ok }
+            #expect(try await env.call(.get, "/v1/exercises?q=sled%20push", as: client).ids.contains(id))
+            try await stream.publish(
+                ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false), producer: "invitations", userID: client.id)
+            try await waitUntil(.seconds(10)) { try await env.call(.get, "/v1/exercises/\(id)", as: client).status == .notFound }
+            #expect(try await env.call(.get, "/v1/exercises?q=sled%20push", as: client).ids.contains(id) == false)
+            #expect(try await env.call(.get, "/v1/exercises/\(id)", as: coach).status == .ok)
         }
     }
 
