@@ -16,6 +16,10 @@ enum TrainingService {
                 let training = Training(dependencies: dependencies, settings: settings)
                 ExerciseRoutes(training: training).add(to: router)
                 WorkoutRoutes(training: training).add(to: router)
+                AssignmentRoutes(training: training).add(to: router)
+                SessionRoutes(training: training).add(to: router)
+                HistoryRoutes(training: training).add(to: router)
+                SettingsRoutes(training: training).add(to: router)
                 return ServiceComponents(handlers: TrainingEventHandlers(training: training).handlers)
             })
         }

@@ -8,6 +8,7 @@ struct Training: Sendable {
     let postgres: PostgresClient
     let settings: TrainingSettings
     let logger: Logger
+    let outbox: EventOutbox
     let exercises = ExerciseStore()
     let workouts = WorkoutStore()
 
@@ -15,5 +16,6 @@ struct Training: Sendable {
         postgres = dependencies.postgres
         self.settings = settings
         logger = dependencies.logger
+        outbox = dependencies.outbox
     }
 }
