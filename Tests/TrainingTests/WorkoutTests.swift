@@ -132,6 +132,26 @@ import TestSupport
         }
     }
 
+    /// Edits racing from the same version: exactly one is taken, the others are told it changed.
+    @Test func racingEditsFromOneVersionTakeOne() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let coach = try await env.coach()
+            let press = try await env.libraryExercise("Pushups")
+            let created = try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(press))
+            let id = try #require(created.json["id"] as? String)
+            let etag = try #require(created.headers[.eTag])
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<6 {
+                    let body = TrainingTestEnvironment.workout(press, name: "Edit \(index)")
+                    group.addTask { try await env.concurrentCall(.put, "/v1/workouts/\(id)", as: coach, json: body, headers: [("If-Match", etag)]) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .ok }.count == 1 && statuses.filter { $0 == .preconditionFailed }.count == 5, "\(statuses)")
+            #expect(try await env.count("SELECT count(*) FROM workouts WHERE version = 2") == 1)
+        }
+    }
+
     @Test func pagesListNewestFirst() async throws {
         try await TrainingTestEnvironment.run { env in
             let coach = try await env.coach()
