@@ -43,6 +43,10 @@ import TestSupport
             #expect(curls.contains("Dumbbell Bicep Curl"), "\(curls)")
             // A word nothing is called does not return the library.
             #expect(try await names("xylophone").isEmpty)
+            // Queries of no word at all, or only stop words, match nothing rather than fail.
+            #expect(try await names("%25%25%25").isEmpty)
+            #expect(try await names("-").isEmpty)
+            _ = try await names("the%20and")
         }
     }
 
