@@ -33,7 +33,7 @@ public enum ConcurrentClient {
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)))
+            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])))
         }
         let response = try await client.execute(request, timeout: timeout)
         return Reply(status: Int(response.status.code), headers: response.headers, body: try await response.body.collect(upTo: 1 << 20))
