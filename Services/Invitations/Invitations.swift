@@ -83,7 +83,7 @@ struct Invitations: Sendable {
         try await clients.leave(client.id, forget: forget, on: connection, logger: logger)
         if let user = client.clientUserID {
             try await outbox.write(
-                ClientUnlinked(coachID: client.coachID, clientID: user, reason: reason, hasOtherCoach: hasOtherCoach), userID: user, on: connection, logger: logger)
+                ClientUnlinked(coachID: client.coachID, clientID: user, reason: reason, hasOtherCoach: hasOtherCoach, rosterEntryID: client.id), userID: user, on: connection, logger: logger)
         }
     }
 }

@@ -101,15 +101,54 @@ public struct InvitationAccepted: EventPayload, Equatable {
     public var invitationID: UUID
     public var coachID: UUID
     public var clientID: UUID
+    /// The coach's roster entry the invitation belonged to (the `id` of `GET /v1/clients`), so that
+    /// what a coach planned for the entry before the acceptance follows the client's account. Nil in
+    /// events written before the field existed.
+    public var rosterEntryID: UUID?
 
-    public init(invitationID: UUID, coachID: UUID, clientID: UUID) {
+    public init(invitationID: UUID, coachID: UUID, clientID: UUID, rosterEntryID: UUID? = nil) {
         self.invitationID = invitationID
         self.coachID = coachID
         self.clientID = clientID
+        self.rosterEntryID = rosterEntryID
     }
 
     enum CodingKeys: String, CodingKey {
-        case invitationID = "invitation_id", coachID = "coach_id", clientID = "client_id"
+        case invitationID = "invitation_id", coachID = "coach_id", clientID = "client_id", rosterEntryID = "roster_entry_id"
+    }
+}
+
+/// A coach added someone to their roster (`POST /v1/clients`): services that let a coach prepare
+/// things for a client who has not accepted yet learn which roster entries are whose.
+public struct ClientInvited: EventPayload, Equatable {
+    public static let eventType = "client.invited"
+    public var rosterEntryID: UUID
+    public var coachID: UUID
+
+    public init(rosterEntryID: UUID, coachID: UUID) {
+        self.rosterEntryID = rosterEntryID
+        self.coachID = coachID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case rosterEntryID = "roster_entry_id", coachID = "coach_id"
+    }
+}
+
+/// A coach deleted a roster entry (`DELETE /v1/clients/{id}`); a linked client is also unlinked
+/// (`client.unlinked`, written before this).
+public struct ClientRemoved: EventPayload, Equatable {
+    public static let eventType = "client.removed"
+    public var rosterEntryID: UUID
+    public var coachID: UUID
+
+    public init(rosterEntryID: UUID, coachID: UUID) {
+        self.rosterEntryID = rosterEntryID
+        self.coachID = coachID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case rosterEntryID = "roster_entry_id", coachID = "coach_id"
     }
 }
 
@@ -122,6 +161,8 @@ public struct ClientUnlinked: EventPayload, Equatable {
     public var clientID: UUID
     public var reason: Reason
     public var hasOtherCoach: Bool
+    /// The coach's roster entry of the link; nil in events written before the field existed.
+    public var rosterEntryID: UUID?
 
     public enum Reason: EventVocabulary {
         case left, removed, switched, coachDeleted, clientDeleted
@@ -151,15 +192,16 @@ public struct ClientUnlinked: EventPayload, Equatable {
         }
     }
 
-    public init(coachID: UUID, clientID: UUID, reason: Reason, hasOtherCoach: Bool) {
+    public init(coachID: UUID, clientID: UUID, reason: Reason, hasOtherCoach: Bool, rosterEntryID: UUID? = nil) {
         self.coachID = coachID
         self.clientID = clientID
         self.reason = reason
         self.hasOtherCoach = hasOtherCoach
+        self.rosterEntryID = rosterEntryID
     }
 
     enum CodingKeys: String, CodingKey {
-        case coachID = "coach_id", clientID = "client_id", reason, hasOtherCoach = "has_other_coach"
+        case coachID = "coach_id", clientID = "client_id", reason, hasOtherCoach = "has_other_coach", rosterEntryID = "roster_entry_id"
     }
 }
 
@@ -517,5 +559,71 @@ public struct SessionsEnded: EventPayload, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case userID = "user_id", sessionIDs = "session_ids", all
+    }
+}
+
+/// A coach scheduled sessions for a client who has an account: the client's live news.
+public struct WorkoutAssigned: EventPayload, Equatable {
+    public static let eventType = "workout.assigned"
+    public var coachID: UUID
+    public var clientID: UUID
+    public var workoutID: UUID
+    public var sessionIDs: [UUID]
+    /// The days the sessions are on, `YYYY-MM-DD`, in the order of `sessionIDs`.
+    public var dates: [String]
+
+    public init(coachID: UUID, clientID: UUID, workoutID: UUID, sessionIDs: [UUID], dates: [String]) {
+        self.coachID = coachID
+        self.clientID = clientID
+        self.workoutID = workoutID
+        self.sessionIDs = sessionIDs
+        self.dates = dates
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case coachID = "coach_id", clientID = "client_id", workoutID = "workout_id", sessionIDs = "session_ids", dates
+    }
+}
+
+/// A client logged a session (`completed` or `partial`): the coach's live news.
+public struct WorkoutLogged: EventPayload, Equatable {
+    public static let eventType = "workout.logged"
+    public var sessionID: UUID
+    public var coachID: UUID
+    public var clientID: UUID
+    public var status: String
+
+    public init(sessionID: UUID, coachID: UUID, clientID: UUID, status: String) {
+        self.sessionID = sessionID
+        self.coachID = coachID
+        self.clientID = clientID
+        self.status = status
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sessionID = "session_id", coachID = "coach_id", clientID = "client_id", status
+    }
+}
+
+/// A coach or a client commented on a session: the other one's live news.
+public struct WorkoutCommented: EventPayload, Equatable {
+    public static let eventType = "workout.commented"
+    public var sessionID: UUID
+    public var commentID: UUID
+    public var authorID: UUID
+    /// `coach` or `client`.
+    public var authorRole: String
+    public var text: String
+
+    public init(sessionID: UUID, commentID: UUID, authorID: UUID, authorRole: String, text: String) {
+        self.sessionID = sessionID
+        self.commentID = commentID
+        self.authorID = authorID
+        self.authorRole = authorRole
+        self.text = text
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sessionID = "session_id", commentID = "comment_id", authorID = "author_id", authorRole = "author_role", text
     }
 }

@@ -33,7 +33,7 @@ public enum ConcurrentClient {
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)))
+            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])))
         }
         // A body as it is (a multipart upload), its type among `headers`.
         if let body { request.body = .bytes(body) }

@@ -25,11 +25,13 @@ import requests
 from selenium.webdriver.common.by import By
 
 from appstore import Issuer
+from conftest import SERVICES
 from test_auth import wait_for_mail
 from test_invitations import bearer, refresh, roles, sign_up, verify_address
 from test_pages import browser, submit_form_with, verified_coach  # noqa: F401 (browser is a fixture)
 
-SCHEMAS = ["auth", "social", "invitations", "entitlements", "nutrition"]
+# Every service's schema, as services.txt lists them: a new service's tables are searched too.
+SCHEMAS = SERVICES
 
 
 def rows_naming(stack, user_id):

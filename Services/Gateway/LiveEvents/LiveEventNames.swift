@@ -10,6 +10,9 @@ enum LiveEventNames {
         EntitlementChanged.eventType: "entitlement_changed",
         InvitationAccepted.eventType: "client_accepted",
         UserEmailVerified.eventType: "email_verified",
+        WorkoutAssigned.eventType: "workout_assigned",
+        WorkoutLogged.eventType: "workout_logged",
+        WorkoutCommented.eventType: "workout_comment",
     ]
 
     /// Sent to a client whose missed events are gone (or whose `Last-Event-ID` is not an id): it

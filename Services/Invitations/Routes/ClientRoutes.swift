@@ -47,6 +47,7 @@ struct ClientRoutes {
                 .init(name: fields.name, email: fields.email, phone: fields.phone ?? nil, notes: fields.notes ?? nil), coach: coach.userID,
                 ttlDays: settings.invitationTTLDays, on: connection, logger: context.logger)
             let client = try await invitations.clients.find(id, coach: coach.userID, on: connection, logger: context.logger)!
+            try await invitations.outbox.write(ClientInvited(rosterEntryID: id, coachID: coach.userID), userID: coach.userID, on: connection, logger: context.logger)
             try await invitations.mailInvitation(
                 clientID: id, name: fields.name, email: fields.email, coach: coach, code: code, expiresAt: client.expiresAt, kind: "invite", on: connection,
                 logger: context.logger)
@@ -146,6 +147,7 @@ struct ClientRoutes {
             }
             try await invitations.clients.dropUnsentMail(of: id, on: connection, logger: context.logger)
             try await invitations.clients.delete(id, on: connection, logger: context.logger)
+            try await invitations.outbox.write(ClientRemoved(rosterEntryID: id, coachID: context.caller.userID), userID: context.caller.userID, on: connection, logger: context.logger)
         }
         return .noContent
     }

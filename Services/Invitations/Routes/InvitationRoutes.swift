@@ -118,7 +118,7 @@ struct InvitationRoutes {
             }
             // The client's event (auth grants them `client`); its live copy is the coach's news.
             try await invitations.outbox.write(
-                InvitationAccepted(invitationID: client.invitationID, coachID: client.coachID, clientID: caller.userID), userID: caller.userID,
+                InvitationAccepted(invitationID: client.invitationID, coachID: client.coachID, clientID: caller.userID, rosterEntryID: client.id), userID: caller.userID,
                 liveTo: client.coachID, on: connection, logger: context.logger)
             let coach = try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger)
             if viaRelay, let email = client.email {

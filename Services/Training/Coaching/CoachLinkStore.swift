@@ -1,0 +1,69 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// Which coach coaches which client (whose exercises a client sees): from `invitation.accepted` until `client.unlinked`,
+/// in the order invitations' database gave the two events, not the order they arrived in, nor the
+/// clocks of the processes that wrote them.
+///
+/// Each link's latest acceptance and latest end are kept with their `EventOrder`. One order is
+/// after another when its `sequence` (the producer's outbox number) is greater, or, when either
+/// has none (an event relayed before envelopes carried one), when its `occurred_at` is later.
+/// Invitations writes every event of one client's links in a transaction that holds that client's
+/// accepted roster row, so its numbers follow commit order for them.
+struct CoachLinkStore: Sendable {
+    /// Links them, unless the link ended after this acceptance (a late acceptance, delivered after
+    /// the unlink that followed it); a link kept from an earlier acceptance takes this one's order.
+    func link(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            INSERT INTO coach_links (coach_id, client_id, linked_at, linked_seq)
+            SELECT \(coach), \(client), \(order.occurredAt), \(order.sequence)::int8
+            WHERE NOT EXISTS (
+                SELECT 1 FROM coach_unlinks u WHERE u.coach_id = \(coach) AND u.client_id = \(client)
+                AND CASE WHEN u.unlinked_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN u.unlinked_seq > \(order.sequence)::int8
+                         ELSE u.unlinked_at >= \(order.occurredAt) END)
+            ON CONFLICT (coach_id, client_id) DO UPDATE SET linked_at = EXCLUDED.linked_at, linked_seq = EXCLUDED.linked_seq
+            WHERE CASE WHEN EXCLUDED.linked_seq IS NOT NULL AND coach_links.linked_seq IS NOT NULL THEN EXCLUDED.linked_seq > coach_links.linked_seq
+                       ELSE EXCLUDED.linked_at > coach_links.linked_at END
+            """, logger: logger)
+    }
+
+    /// Ends the link if it was accepted before this unlink, and remembers the unlink (the latest one).
+    func unlink(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            DELETE FROM coach_links WHERE coach_id = \(coach) AND client_id = \(client)
+            AND CASE WHEN linked_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN linked_seq < \(order.sequence)::int8
+                     ELSE linked_at <= \(order.occurredAt) END
+            """, logger: logger)
+        try await connection.checkedRun(
+            """
+            INSERT INTO coach_unlinks (coach_id, client_id, unlinked_at, unlinked_seq) VALUES (\(coach), \(client), \(order.occurredAt), \(order.sequence)::int8)
+            ON CONFLICT (coach_id, client_id) DO UPDATE SET unlinked_at = EXCLUDED.unlinked_at, unlinked_seq = EXCLUDED.unlinked_seq
+            WHERE CASE WHEN EXCLUDED.unlinked_seq IS NOT NULL AND coach_unlinks.unlinked_seq IS NOT NULL THEN EXCLUDED.unlinked_seq > coach_unlinks.unlinked_seq
+                       ELSE EXCLUDED.unlinked_at > coach_unlinks.unlinked_at END
+            """, logger: logger)
+    }
+
+    func isLinked(coach: UUID, client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM coach_links WHERE coach_id = \(coach) AND client_id = \(client)", logger: logger)
+    }
+
+    /// Ends every link of `user`'s, as coach or as client, accepted before `order`, remembering it.
+    func endAll(of user: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+        let rows = try await connection.checkedQuery(
+            "SELECT coach_id, client_id FROM coach_links WHERE coach_id = \(user) OR client_id = \(user) ORDER BY coach_id, client_id", logger: logger)
+        var links: [(UUID, UUID)] = []
+        for try await link in rows.decode((UUID, UUID).self) { links.append(link) }
+        for (coach, client) in links {
+            try await unlink(coach: coach, client: client, order: order, on: connection, logger: logger)
+        }
+    }
+
+    func forget(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM coach_links WHERE coach_id = \(user) OR client_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM coach_unlinks WHERE coach_id = \(user) OR client_id = \(user)", logger: logger)
+    }
+}

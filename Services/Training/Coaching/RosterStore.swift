@@ -1,0 +1,61 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// Coaches' roster entries as invitations announces them (`client.invited`, `invitation.accepted`,
+/// `client.unlinked`, `client.removed`). A coach plans sessions for an entry, before or after its
+/// client accepted; the acceptance gives them to the client's account.
+///
+/// An entry's life only goes forward (`Stage`), so each event raises the stage to its own and never
+/// lowers it: events delivered twice or out of order settle on the same state.
+struct RosterStore: Sendable {
+    enum Stage: Int16, Sendable {
+        case pending = 0, accepted = 1, left = 2, removed = 3
+        var name: String {
+            switch self {
+            case .pending: "pending"
+            case .accepted: "accepted"
+            case .left: "left"
+            case .removed: "removed"
+            }
+        }
+    }
+
+    struct Entry: Sendable {
+        var id: UUID
+        var coachID: UUID
+        var clientID: UUID?
+        var stage: Stage
+    }
+
+    func find(_ id: UUID, lock: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> Entry? {
+        let rows = try await connection.checkedQuery(
+            "SELECT id, coach_id, client_id, stage FROM roster_entries WHERE id = \(id) \(unescaped: lock ? "FOR SHARE" : "")", logger: logger)
+        for try await (id, coach, client, stage) in rows.decode((UUID, UUID, UUID?, Int16).self) {
+            return Entry(id: id, coachID: coach, clientID: client, stage: Stage(rawValue: stage) ?? .removed)
+        }
+        return nil
+    }
+
+    /// Raises the entry to `stage` (making it if this is the first event about it); `client` is
+    /// recorded when given. An entry already known under another coach is left alone.
+    func advance(_ id: UUID, coach: UUID, client: UUID?, to stage: Stage, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            INSERT INTO roster_entries (id, coach_id, client_id, stage) VALUES (\(id), \(coach), \(client), \(stage.rawValue))
+            ON CONFLICT (id) DO UPDATE SET stage = greatest(roster_entries.stage, EXCLUDED.stage),
+                client_id = coalesce(EXCLUDED.client_id, roster_entries.client_id), updated_at = now()
+            WHERE roster_entries.coach_id = EXCLUDED.coach_id
+            """, logger: logger)
+    }
+
+    /// The accepted entries of `coach` and `client` (an unlink written before events named the entry).
+    func accepted(coach: UUID, client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [UUID] {
+        var ids: [UUID] = []
+        let rows = try await connection.checkedQuery(
+            "SELECT id FROM roster_entries WHERE coach_id = \(coach) AND client_id = \(client) AND stage = 1 ORDER BY id", logger: logger)
+        for try await id in rows.decode(UUID.self) { ids.append(id) }
+        return ids
+    }
+}

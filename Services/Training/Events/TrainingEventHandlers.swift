@@ -1,0 +1,111 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// Events from auth and invitations: which roster entries are whose, who coaches whom (in the order
+/// invitations gave the events), and nothing left of a deleted account.
+struct TrainingEventHandlers {
+    let training: Training
+
+    var handlers: EventHandlers {
+        var handlers = EventHandlers()
+        let training = self.training
+        // A late event about a deleted account makes nothing again.
+        @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
+            try await context.connection.returnsRow(
+                "SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))", logger: context.logger)
+        }
+        handlers.on(ClientInvited.self) { event, context in
+            guard try await !deleted(event.coachID, context) else { return }
+            try await training.roster.advance(event.rosterEntryID, coach: event.coachID, client: nil, to: .pending, on: context.connection, logger: context.logger)
+        }
+        // The client's account takes over what the coach planned for the roster entry.
+        handlers.on(InvitationAccepted.self) { event, context in
+            guard try await !deleted(event.clientID, context), try await !deleted(event.coachID, context) else { return }
+            try await training.coaching.link(
+                coach: event.coachID, client: event.clientID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
+            guard let entry = event.rosterEntryID else { return }
+            try await training.roster.advance(entry, coach: event.coachID, client: event.clientID, to: .accepted, on: context.connection, logger: context.logger)
+            try await context.connection.checkedRun(
+                """
+                UPDATE sessions SET client_id = \(event.clientID), updated_at = now()
+                WHERE roster_entry_id = \(entry) AND coach_id = \(event.coachID) AND client_id IS NULL
+                """, logger: context.logger)
+        }
+        // The sessions still to come are cancelled; what the client performed stays theirs.
+        handlers.on(ClientUnlinked.self) { event, context in
+            guard try await !deleted(event.clientID, context), try await !deleted(event.coachID, context) else { return }
+            try await training.coaching.unlink(
+                coach: event.coachID, client: event.clientID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
+            let entries: [UUID]
+            if let entry = event.rosterEntryID {
+                entries = [entry]
+            } else {
+                entries = try await training.roster.accepted(coach: event.coachID, client: event.clientID, on: context.connection, logger: context.logger)
+            }
+            for entry in entries {
+                try await training.roster.advance(entry, coach: event.coachID, client: event.clientID, to: .left, on: context.connection, logger: context.logger)
+                try await Self.cancelUpcoming(entry: entry, coach: event.coachID, on: context.connection, logger: context.logger)
+            }
+        }
+        // A removed entry that never had an account takes its sessions with it.
+        handlers.on(ClientRemoved.self) { event, context in
+            guard try await !deleted(event.coachID, context) else { return }
+            try await training.roster.advance(event.rosterEntryID, coach: event.coachID, client: nil, to: .removed, on: context.connection, logger: context.logger)
+            try await context.connection.checkedRun(
+                "DELETE FROM sessions WHERE roster_entry_id = \(event.rosterEntryID) AND coach_id = \(event.coachID) AND client_id IS NULL", logger: context.logger)
+            try await Self.cancelUpcoming(entry: event.rosterEntryID, coach: event.coachID, on: context.connection, logger: context.logger)
+        }
+        // The address's owner proved it for the first time (disowning, or a reset of an account
+        // nobody had proven): what the account's maker made goes, and its links end at this event.
+        handlers.on(UserPasswordChanged.self) { event, context in
+            guard event.makerDropped, try await !deleted(event.userID, context) else { return }
+            try await training.coaching.endAll(
+                of: event.userID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
+            try await Self.purge(event.userID, on: context.connection, logger: context.logger)
+        }
+        handlers.on(UserDeleted.self) { event, context in
+            try await Self.purge(event.userID, on: context.connection, logger: context.logger)
+            try await training.coaching.forget(event.userID, on: context.connection, logger: context.logger)
+            try await context.connection.checkedRun(
+                "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(event.userID.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
+                logger: context.logger)
+        }
+        return handlers
+    }
+
+    /// Sessions of the entry not started and not before the client's today are cancelled.
+    static func cancelUpcoming(entry: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            UPDATE sessions s SET status = 'cancelled', version = s.version + 1, updated_at = now()
+            WHERE s.roster_entry_id = \(entry) AND s.coach_id = \(coach) AND s.status = 'scheduled'
+              AND s.scheduled_on >= (now() AT TIME ZONE coalesce((SELECT time_zone FROM user_settings u WHERE u.user_id = s.client_id), 'UTC'))::date
+            """, logger: logger)
+    }
+
+    /// As a client: their sessions, logs, comments and settings go. As a coach: their exercises and
+    /// workouts go, the sessions nobody performed go (or are cancelled, for a client who has them),
+    /// and the sessions clients performed stay theirs without the coach's id or comments.
+    static func purge(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        // As a client.
+        try await connection.checkedRun("DELETE FROM sessions WHERE client_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM user_settings WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun(
+            "UPDATE roster_entries SET client_id = NULL, stage = greatest(stage, 2), updated_at = now() WHERE client_id = \(user)", logger: logger)
+        // As a coach.
+        try await connection.checkedRun("DELETE FROM sessions WHERE coach_id = \(user) AND client_id IS NULL", logger: logger)
+        try await connection.checkedRun(
+            "UPDATE sessions SET status = 'cancelled', version = version + 1, updated_at = now() WHERE coach_id = \(user) AND status = 'scheduled'", logger: logger)
+        try await connection.checkedRun("DELETE FROM session_comments WHERE author_id = \(user)", logger: logger)
+        try await connection.checkedRun(
+            "UPDATE sessions SET coach_id = NULL, roster_entry_id = NULL, updated_at = now() WHERE coach_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM roster_entries WHERE coach_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM workouts WHERE coach_id = \(user)", logger: logger)
+        // An exercise another coach's workout uses (which their own routes do not allow) stays rather
+        // than stop the purge.
+        try await connection.checkedRun(
+            "DELETE FROM exercises e WHERE e.coach_id = \(user) AND NOT EXISTS (SELECT 1 FROM workout_exercises w WHERE w.exercise_id = e.id)", logger: logger)
+    }
+}

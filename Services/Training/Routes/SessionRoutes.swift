@@ -1,0 +1,169 @@
+import Foundation
+import Hummingbird
+import PostgresNIO
+import ServiceKit
+
+/// The client's sessions: today, My Workouts, one session, logging and skipping; and the comments
+/// coach and client leave on a session. Another user's session is `404`.
+struct SessionRoutes {
+    let training: Training
+
+    func add(to router: Router<ServiceRequestContext>) {
+        let training = router.group("v1/training", context: AuthenticatedContext.self)
+        training.get("today", use: today)
+        training.get("sessions", use: list)
+        training.get("sessions/:id", use: session)
+        training.post("sessions/:id/log", use: log)
+        training.post("sessions/:id/skip", use: skip)
+        training.post("sessions/:id/comments", use: comment)
+    }
+
+    /// Today's sessions in the caller's time zone: one statement.
+    @Sendable func today(_ request: Request, context: AuthenticatedContext) async throws -> SessionList {
+        try context.requireNotCoach()
+        let training = self.training
+        return try await training.postgres.withConnectionOnItsLoop { connection in
+            try await training.sessions.days(of: context.caller.userID, from: nil, to: nil, on: connection, logger: context.logger).0
+        }
+    }
+
+    static let maxDays = 92
+
+    /// My Workouts: the sessions of `from` through `to` (the caller's days; default the next 7 from
+    /// today), at most 92 days.
+    @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> SessionList {
+        try context.requireNotCoach()
+        let query = request.uri.queryParameters
+        var problems: [Problem.FieldError] = []
+        func day(_ name: String) -> String? {
+            guard let text = query[name[...]].map(String.init) else { return nil }
+            guard DayText.isValid(text) else {
+                problems.append(.init(field: name, message: "must be a date, YYYY-MM-DD"))
+                return nil
+            }
+            return text
+        }
+        let from = day("from")
+        let to = day("to")
+        if !problems.isEmpty { throw APIError.validation(problems) }
+        let training = self.training
+        let user = context.caller.userID
+        return try await training.postgres.withConnectionOnItsLoop { connection in
+            // Without `to`, a week from `from` (or today); the range is checked in SQL, where the days are.
+            let rows = try await connection.checkedQuery(
+                """
+                WITH st AS (SELECT (now() AT TIME ZONE coalesce((SELECT time_zone FROM user_settings WHERE user_id = \(user)), 'UTC'))::date AS today),
+                f AS (SELECT coalesce(\(from)::date, today) AS first FROM st)
+                SELECT first::text, coalesce(\(to)::date, first + 6)::text, coalesce(\(to)::date, first + 6) - first FROM f
+                """, logger: context.logger)
+            var range = ("", "", 0)
+            for try await row in rows.decode((String, String, Int32).self) { range = (row.0, row.1, Int(row.2)) }
+            guard range.2 >= 0 else { throw APIError.validation([.init(field: "to", message: "must not be before from")]) }
+            guard range.2 < Self.maxDays else { throw APIError.validation([.init(field: "to", message: "must be within \(Self.maxDays) days of from")]) }
+            return try await training.sessions.days(of: user, from: range.0, to: range.1, on: connection, logger: context.logger).0
+        }
+    }
+
+    /// One session with what was logged and its comments, for its client or its coach.
+    @Sendable func session(_ request: Request, context: AuthenticatedContext) async throws -> SessionDetail {
+        let id = try context.sessionID()
+        let training = self.training
+        let user = context.caller.userID
+        return try await training.postgres.withConnectionOnItsLoop { connection in
+            guard let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger) else { throw SessionErrors.sessionNotFound }
+            return try await Self.detail(session, viewer: user, training: training, on: connection, logger: context.logger)
+        }
+    }
+
+    static func detail(_ session: SessionRecord, viewer: UUID, training: Training, on connection: PostgresConnection, logger: Logger) async throws -> SessionDetail {
+        let unit = try await training.sessions.settings(of: viewer, on: connection, logger: logger).unit
+        let sets = try await training.sessions.loggedSets(of: [session.id], unit: unit, on: connection, logger: logger)[session.id] ?? []
+        let comments = try await training.sessions.comments(of: session.id, on: connection, logger: logger)
+        return SessionDetail(session: session, unit: unit, sets: sets, comments: comments)
+    }
+
+    /// Logs the session (`completed` when every prescribed set is done, else `partial`), replacing an
+    /// earlier log of it: an app that logs offline and retries, with its `Idempotency-Key` or without,
+    /// leaves one log. The coach hears of it live (`workout_logged`).
+    @Sendable func log(_ request: Request, context: AuthenticatedContext) async throws -> SessionDetail {
+        try context.requireNotCoach()
+        let id = try context.sessionID()
+        let body = try await request.decode(as: LogDraft.Body.self, context: context)
+        let training = self.training
+        let user = context.caller.userID
+        return try await training.postgres.transaction(logger: context.logger) { connection in
+            guard let session = try await training.sessions.find(id, party: user, lock: true, on: connection, logger: context.logger), session.clientID == user else {
+                throw SessionErrors.sessionNotFound
+            }
+            guard session.status != "cancelled" else { throw SessionErrors.cancelled }
+            let draft = try LogDraft(body, session: session)
+            try await training.sessions.log(draft, session: session, on: connection, logger: context.logger)
+            let logged = try await training.sessions.find(id, party: user, on: connection, logger: context.logger)!
+            if let coach = logged.coachID {
+                try await training.outbox.write(
+                    WorkoutLogged(sessionID: id, coachID: coach, clientID: user, status: logged.status), userID: user, liveTo: coach, on: connection, logger: context.logger)
+            }
+            return try await Self.detail(logged, viewer: user, training: training, on: connection, logger: context.logger)
+        }
+    }
+
+    struct SkipBody: StrictJSONBody {
+        var reason: String?
+        enum CodingKeys: String, CodingKey, CaseIterable { case reason }
+    }
+
+    /// Skips a session not logged; skipping it again changes the reason.
+    @Sendable func skip(_ request: Request, context: AuthenticatedContext) async throws -> SessionDetail {
+        try context.requireNotCoach()
+        let id = try context.sessionID()
+        let body = try await request.decodeIfPresent(as: SkipBody.self, context: context)
+        if let reason = body?.reason, reason.codePoints > 500 || reason.hasInvisibleCharacters(allowing: ["\n"]) {
+            throw APIError.validation([.init(field: "reason", message: "must be at most 500 characters without control characters")])
+        }
+        let training = self.training
+        let user = context.caller.userID
+        return try await training.postgres.transaction(logger: context.logger) { connection in
+            guard let session = try await training.sessions.find(id, party: user, lock: true, on: connection, logger: context.logger), session.clientID == user else {
+                throw SessionErrors.sessionNotFound
+            }
+            switch session.status {
+            case "cancelled": throw SessionErrors.cancelled
+            case "completed", "partial": throw SessionErrors.logged
+            default: break
+            }
+            try await training.sessions.skip(id, reason: body?.reason, on: connection, logger: context.logger)
+            let skipped = try await training.sessions.find(id, party: user, on: connection, logger: context.logger)!
+            return try await Self.detail(skipped, viewer: user, training: training, on: connection, logger: context.logger)
+        }
+    }
+
+    struct CommentBody: StrictJSONBody {
+        var text: String
+        enum CodingKeys: String, CodingKey, CaseIterable { case text }
+    }
+
+    /// A comment by the session's coach or client; the other one hears of it live
+    /// (`workout_comment`).
+    @Sendable func comment(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<CommentView> {
+        let id = try context.sessionID()
+        let body = try await request.decode(as: CommentBody.self, context: context)
+        let text = body.text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...2000).contains(text.codePoints), !text.hasInvisibleCharacters(allowing: ["\n"]) else {
+            throw APIError.validation([.init(field: "text", message: "must be 1 to 2000 characters without control characters")])
+        }
+        let training = self.training
+        let user = context.caller.userID
+        let comment = try await training.postgres.transaction(logger: context.logger) { connection in
+            guard let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger) else { throw SessionErrors.sessionNotFound }
+            let role = session.coachID == user ? "coach" : "client"
+            let comment = try await training.sessions.addComment(UUID(), session: id, author: user, role: role, text: text, on: connection, logger: context.logger)
+            if let other = role == "coach" ? session.clientID : session.coachID {
+                try await training.outbox.write(
+                    WorkoutCommented(sessionID: id, commentID: comment.id, authorID: user, authorRole: role, text: text), userID: user, liveTo: other,
+                    on: connection, logger: context.logger)
+            }
+            return comment
+        }
+        return EditedResponse(status: .created, response: comment)
+    }
+}

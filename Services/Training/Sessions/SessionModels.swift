@@ -1,0 +1,220 @@
+import Foundation
+import Hummingbird
+import ServiceKit
+
+/// The unit a user reads weights in. Weights are stored in kilograms; a pound is 0.45359237 kg
+/// exactly (the international avoirdupois pound), so a weight given in pounds reads back exactly.
+enum WeightUnit: String, Codable, Sendable {
+    case kg, lbs
+    static let kilogramsPerPound = 0.45359237
+    /// The SQL that turns a `numeric` of kilograms into this unit (exact in `numeric`, rounded to
+    /// millionths only for the wire).
+    func sql(_ kilograms: String) -> String {
+        switch self {
+        case .kg: "(\(kilograms))::text"
+        case .lbs: "round((\(kilograms)) / 0.45359237, 6)::text"
+        }
+    }
+
+    /// A prescribed weight (a number in the template) in this unit, for display.
+    func display(_ kilograms: Double) -> Double {
+        switch self {
+        case .kg: kilograms
+        case .lbs: (kilograms / Self.kilogramsPerPound * 1_000_000).rounded() / 1_000_000
+        }
+    }
+}
+
+/// One block of a session: a copy of the workout's block, with the exercise's name frozen beside its
+/// id. Stored as JSON in `sessions.blocks`.
+struct SessionBlock: Codable, Sendable {
+    struct PrescribedSet: Codable, Sendable {
+        var reps: Int?
+        var durationS: Int?
+        var distanceM: Double?
+        var weightKg: Double?
+        var rpe: Double?
+        var restS: Int?
+        enum CodingKeys: String, CodingKey { case reps, durationS = "duration_s", distanceM = "distance_m", weightKg = "weight_kg", rpe, restS = "rest_s" }
+    }
+
+    var exerciseID: UUID
+    var exerciseName: String?
+    var notes: String?
+    var superset: String?
+    var sets: [PrescribedSet]
+    enum CodingKeys: String, CodingKey { case exerciseID = "exercise_id", exerciseName = "exercise_name", notes, superset, sets }
+}
+
+/// A session as stored, without its logged sets and comments.
+struct SessionRecord: Sendable {
+    var id: UUID
+    var coachID: UUID?
+    var rosterEntryID: UUID?
+    var clientID: UUID?
+    var workoutID: UUID?
+    var name: String
+    var notes: String?
+    var blocks: [SessionBlock]
+    var scheduledOn: String
+    var status: String
+    var performedAt: Date?
+    var logNotes: String?
+    var skipReason: String?
+    var createdAt: Date
+    var updatedAt: Date
+
+    /// Whether the client has done anything with it: logged or skipped. Push and unscheduling leave a
+    /// started session alone.
+    var started: Bool { status != "scheduled" && status != "cancelled" }
+}
+
+/// One logged set, with its weight in kilograms and in the reader's unit (both exact decimal text).
+struct LoggedSet: Sendable {
+    var block: Int
+    var set: Int
+    var exerciseID: UUID
+    var exerciseName: String?
+    var reps: Int?
+    var durationS: Int?
+    var distanceM: Double?
+    var weightKg: Double?
+    var weight: Double?
+    var rpe: Double?
+    var done: Bool
+}
+
+struct LoggedSetView: Encodable, Sendable {
+    var set: LoggedSet
+    var unit: WeightUnit
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: AnyKey.self)
+        try json.encode(set.block, forKey: AnyKey("block"))
+        try json.encode(set.distanceM, forKey: AnyKey("distance_m"))
+        try json.encode(set.done, forKey: AnyKey("done"))
+        try json.encode(set.durationS, forKey: AnyKey("duration_s"))
+        try json.encode(set.exerciseID, forKey: AnyKey("exercise_id"))
+        try json.encode(set.exerciseName, forKey: AnyKey("exercise_name"))
+        try json.encode(set.reps, forKey: AnyKey("reps"))
+        try json.encode(set.rpe, forKey: AnyKey("rpe"))
+        try json.encode(set.set, forKey: AnyKey("set"))
+        try json.encode(set.weight, forKey: AnyKey("weight"))
+        try json.encode(set.weightKg, forKey: AnyKey("weight_kg"))
+        try json.encode(unit, forKey: AnyKey("weight_unit"))
+    }
+}
+
+/// A comment on a session.
+struct CommentView: Encodable, Sendable {
+    var id: UUID
+    var authorID: UUID
+    var authorRole: String
+    var text: String
+    var createdAt: Date
+    enum CodingKeys: String, CodingKey { case id, authorID = "author_id", authorRole = "author_role", text, createdAt = "created_at" }
+}
+
+extension CommentView: ResponseEncodable {}
+
+/// A session as a list shows it: what is prescribed, its state, in the reader's unit.
+struct SessionView: Encodable, Sendable {
+    var session: SessionRecord
+    var unit: WeightUnit
+
+    struct BlockView: Encodable {
+        var block: SessionBlock
+        var unit: WeightUnit
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: AnyKey.self)
+            try json.encode(block.exerciseID, forKey: AnyKey("exercise_id"))
+            try json.encode(block.exerciseName, forKey: AnyKey("exercise_name"))
+            try json.encode(block.notes, forKey: AnyKey("notes"))
+            try json.encode(block.sets.map { SetView(set: $0, unit: unit) }, forKey: AnyKey("sets"))
+            try json.encode(block.superset, forKey: AnyKey("superset"))
+        }
+    }
+
+    struct SetView: Encodable {
+        var set: SessionBlock.PrescribedSet
+        var unit: WeightUnit
+        func encode(to encoder: any Encoder) throws {
+            var json = encoder.container(keyedBy: AnyKey.self)
+            try json.encode(set.distanceM, forKey: AnyKey("distance_m"))
+            try json.encode(set.durationS, forKey: AnyKey("duration_s"))
+            try json.encode(set.reps, forKey: AnyKey("reps"))
+            try json.encode(set.restS, forKey: AnyKey("rest_s"))
+            try json.encode(set.rpe, forKey: AnyKey("rpe"))
+            try json.encode(set.weightKg.map(unit.display), forKey: AnyKey("weight"))
+            try json.encode(set.weightKg, forKey: AnyKey("weight_kg"))
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: AnyKey.self)
+        try json.encode(session.blocks.map { BlockView(block: $0, unit: unit) }, forKey: AnyKey("blocks"))
+        try json.encode(session.clientID, forKey: AnyKey("client_id"))
+        try json.encode(session.coachID, forKey: AnyKey("coach_id"))
+        try json.encode(session.createdAt, forKey: AnyKey("created_at"))
+        try json.encode(session.id, forKey: AnyKey("id"))
+        try json.encode(session.name, forKey: AnyKey("name"))
+        try json.encode(session.notes, forKey: AnyKey("notes"))
+        try json.encode(session.performedAt, forKey: AnyKey("performed_at"))
+        try json.encode(session.scheduledOn, forKey: AnyKey("scheduled_on"))
+        try json.encode(session.skipReason, forKey: AnyKey("skip_reason"))
+        try json.encode(session.status, forKey: AnyKey("status"))
+        try json.encode(session.updatedAt, forKey: AnyKey("updated_at"))
+        try json.encode(unit, forKey: AnyKey("weight_unit"))
+        try json.encode(session.workoutID, forKey: AnyKey("workout_id"))
+    }
+}
+
+/// A session with what was logged against it and its comments.
+struct SessionDetail: Encodable, Sendable, ResponseEncodable {
+    var session: SessionRecord
+    var unit: WeightUnit
+    var sets: [LoggedSet]
+    var comments: [CommentView]
+
+    func encode(to encoder: any Encoder) throws {
+        try SessionView(session: session, unit: unit).encode(to: encoder)
+        var json = encoder.container(keyedBy: AnyKey.self)
+        try json.encode(comments, forKey: AnyKey("comments"))
+        try json.encode(session.logNotes, forKey: AnyKey("log_notes"))
+        try json.encode(sets.map { LoggedSetView(set: $0, unit: unit) }, forKey: AnyKey("logged_sets"))
+    }
+}
+
+/// Sessions of some days, in the reader's time zone and unit.
+struct SessionList: Encodable, Sendable, ResponseEncodable {
+    var from: String
+    var to: String
+    var timeZone: String
+    var unit: WeightUnit
+    var sessions: [SessionRecord]
+
+    func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: AnyKey.self)
+        try json.encode(from, forKey: AnyKey("from"))
+        try json.encode(sessions.map { SessionView(session: $0, unit: unit) }, forKey: AnyKey("items"))
+        try json.encode(timeZone, forKey: AnyKey("time_zone"))
+        try json.encode(to, forKey: AnyKey("to"))
+        try json.encode(unit, forKey: AnyKey("weight_unit"))
+    }
+}
+
+/// `YYYY-MM-DD` days, checked without a calendar.
+enum DayText {
+    static func isValid(_ text: String) -> Bool {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), year >= 1900, (1...12).contains(month)
+        else { return false }
+        let days =
+            switch month {
+            case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+            case 4, 6, 9, 11: 30
+            default: 31
+            }
+        return (1...days).contains(day)
+    }
+}

@@ -1,0 +1,244 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// The queries on sessions, their logged sets and comments, and users' settings. Each runs on the
+/// caller's connection, so a route composes them in one transaction with the events they cause.
+struct SessionStore: Sendable {
+    /// A session's columns; `s` is `sessions`.
+    static let columns = """
+        s.id, s.coach_id, s.roster_entry_id, s.client_id, s.workout_id, s.name, s.notes, s.blocks::text, s.scheduled_on::text, s.status, s.performed_at,
+        s.log_notes, s.skip_reason, s.created_at, s.updated_at
+        """
+    typealias Row = (UUID, UUID?, UUID?, UUID?, UUID?, String, String?, String, String, String, Date?, String?, String?, Date, Date)
+
+    static func record(_ row: Row) throws -> SessionRecord {
+        let (id, coach, entry, client, workout, name, notes, blocks, day, status, performed, logNotes, skip, created, updated) = row
+        return SessionRecord(
+            id: id, coachID: coach, rosterEntryID: entry, clientID: client, workoutID: workout, name: name, notes: notes,
+            blocks: try JSONDecoder.api.decode([SessionBlock].self, from: Data(blocks.utf8)), scheduledOn: day, status: status, performedAt: performed,
+            logNotes: logNotes, skipReason: skip, createdAt: created, updatedAt: updated)
+    }
+
+    /// The session in `columns` order starting at column `first` of a row that has more.
+    static func record(_ cells: PostgresRandomAccessRow, from first: Int) throws -> SessionRecord {
+        try record(
+            (
+                cells[first].decode(UUID.self), cells[first + 1].decode(UUID?.self), cells[first + 2].decode(UUID?.self), cells[first + 3].decode(UUID?.self),
+                cells[first + 4].decode(UUID?.self), cells[first + 5].decode(String.self), cells[first + 6].decode(String?.self), cells[first + 7].decode(String.self),
+                cells[first + 8].decode(String.self), cells[first + 9].decode(String.self), cells[first + 10].decode(Date?.self), cells[first + 11].decode(String?.self),
+                cells[first + 12].decode(String?.self), cells[first + 13].decode(Date.self), cells[first + 14].decode(Date.self)
+            ))
+    }
+
+    static func decode(_ rows: PostgresRowSequence) async throws -> [SessionRecord] {
+        var sessions: [SessionRecord] = []
+        for try await row in rows.decode(Row.self) { sessions.append(try record(row)) }
+        return sessions
+    }
+
+    /// The blocks of workout `w` as a session copies them: each exercise's name beside its id.
+    static let copiedBlocks = """
+        (SELECT coalesce(jsonb_agg(b.block || jsonb_build_object('exercise_name', e.name) ORDER BY b.n), '[]'::jsonb)
+         FROM jsonb_array_elements(w.blocks) WITH ORDINALITY AS b(block, n)
+         LEFT JOIN exercises e ON e.id = (b.block->>'exercise_id')::uuid)
+        """
+
+    // MARK: settings
+
+    struct Settings: Sendable {
+        var timeZone: String
+        var unit: WeightUnit
+    }
+
+    func settings(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Settings {
+        let rows = try await connection.checkedQuery("SELECT time_zone, weight_unit FROM user_settings WHERE user_id = \(user)", logger: logger)
+        for try await (zone, unit) in rows.decode((String, String).self) { return Settings(timeZone: zone, unit: WeightUnit(rawValue: unit) ?? .kg) }
+        return Settings(timeZone: "UTC", unit: .kg)
+    }
+
+    func saveSettings(_ settings: Settings, of user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            INSERT INTO user_settings (user_id, time_zone, weight_unit) VALUES (\(user), \(settings.timeZone), \(settings.unit.rawValue))
+            ON CONFLICT (user_id) DO UPDATE SET time_zone = EXCLUDED.time_zone, weight_unit = EXCLUDED.weight_unit, updated_at = now()
+            """, logger: logger)
+    }
+
+    /// Whether PostgreSQL knows the zone by this IANA name (days are worked out there).
+    func isKnownZone(_ name: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM pg_timezone_names WHERE name = \(name)", logger: logger)
+    }
+
+    // MARK: reading
+
+    /// A session the caller is a party to: its client, or its coach. Anyone else finds nothing.
+    func find(_ id: UUID, party: UUID, lock: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> SessionRecord? {
+        try await Self.decode(
+            connection.checkedQuery(
+                "SELECT \(unescaped: Self.columns) FROM sessions s WHERE s.id = \(id) AND (s.client_id = \(party) OR s.coach_id = \(party)) \(unescaped: lock ? "FOR UPDATE" : "")",
+                logger: logger)
+        ).first
+    }
+
+    /// The client's sessions from `from` through `to` (their local days; nil: today in their zone),
+    /// cancelled ones left out, with the settings they are read in: one statement.
+    func days(of client: UUID, from: String?, to: String?, on connection: PostgresConnection, logger: Logger) async throws -> (SessionList, today: String) {
+        let rows = try await connection.checkedQuery(
+            """
+            WITH st AS (
+                SELECT coalesce(u.time_zone, 'UTC') AS tz, coalesce(u.weight_unit, 'kg') AS unit,
+                       (now() AT TIME ZONE coalesce(u.time_zone, 'UTC'))::date AS today
+                FROM (SELECT 1) AS one LEFT JOIN user_settings u ON u.user_id = \(client)),
+            range AS (SELECT tz, unit, today, coalesce(\(from)::date, today) AS first, coalesce(\(to)::date, today) AS last FROM st)
+            SELECT r.tz, r.unit, r.today::text, r.first::text, r.last::text, \(unescaped: Self.columns)
+            FROM range r LEFT JOIN sessions s ON s.client_id = \(client) AND s.scheduled_on BETWEEN r.first AND r.last AND s.status <> 'cancelled'
+            ORDER BY s.scheduled_on, s.created_at, s.id
+            """, logger: logger)
+        var list = SessionList(from: "", to: "", timeZone: "UTC", unit: .kg, sessions: [])
+        var today = ""
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            list.timeZone = try cells[0].decode(String.self)
+            list.unit = WeightUnit(rawValue: try cells[1].decode(String.self)) ?? .kg
+            today = try cells[2].decode(String.self)
+            list.from = try cells[3].decode(String.self)
+            list.to = try cells[4].decode(String.self)
+            guard try cells[5].decode(UUID?.self) != nil else { continue }
+            list.sessions.append(try Self.record(cells, from: 5))
+        }
+        return (list, today)
+    }
+
+    func loggedSets(of sessions: [UUID], unit: WeightUnit, exercise: UUID? = nil, on connection: PostgresConnection, logger: Logger) async throws -> [UUID: [LoggedSet]] {
+        guard !sessions.isEmpty else { return [:] }
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT ss.session_id, ss.block, ss.set_number, ss.exercise_id, s.blocks->(ss.block - 1)->>'exercise_name', ss.reps, ss.duration_s, ss.distance_m::float8,
+                   ss.weight_kg::text, \(unescaped: unit.sql("ss.weight_kg")), ss.rpe::float8, ss.done
+            FROM session_sets ss JOIN sessions s ON s.id = ss.session_id
+            WHERE ss.session_id = ANY(\(sessions)) AND (\(exercise)::uuid IS NULL OR ss.exercise_id = \(exercise)::uuid)
+            ORDER BY ss.session_id, ss.block, ss.set_number
+            """, logger: logger)
+        var sets: [UUID: [LoggedSet]] = [:]
+        for try await (session, block, number, exercise, name, reps, duration, distance, kg, weight, rpe, done) in rows.decode(
+            (UUID, Int16, Int16, UUID, String?, Int32?, Int32?, Double?, String?, String?, Double?, Bool).self)
+        {
+            sets[session, default: []].append(
+                LoggedSet(
+                    block: Int(block), set: Int(number), exerciseID: exercise, exerciseName: name, reps: reps.map(Int.init), durationS: duration.map(Int.init),
+                    distanceM: distance, weightKg: kg.flatMap(Double.init), weight: weight.flatMap(Double.init), rpe: rpe, done: done))
+        }
+        return sets
+    }
+
+    func comments(of session: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [CommentView] {
+        var comments: [CommentView] = []
+        let rows = try await connection.checkedQuery(
+            "SELECT id, author_id, author_role, text, created_at FROM session_comments WHERE session_id = \(session) ORDER BY created_at, id", logger: logger)
+        for try await (id, author, role, text, created) in rows.decode((UUID, UUID, String, String, Date).self) {
+            comments.append(CommentView(id: id, authorID: author, authorRole: role, text: text, createdAt: created))
+        }
+        return comments
+    }
+
+    // MARK: writing
+
+    /// Copies the coach's workout onto each day for the roster entry (and its client, once there is
+    /// one): one statement. Nil when the workout is not the coach's.
+    func assign(
+        workout: UUID, coach: UUID, entry: RosterStore.Entry, days: [String], on connection: PostgresConnection, logger: Logger
+    ) async throws -> [SessionRecord]? {
+        let rows = try await connection.checkedQuery(
+            """
+            INSERT INTO sessions AS s (id, coach_id, roster_entry_id, client_id, workout_id, name, notes, blocks, scheduled_on)
+            SELECT gen_random_uuid(), w.coach_id, \(entry.id), \(entry.clientID), w.id, w.name, w.notes, \(unescaped: Self.copiedBlocks), d.day
+            FROM workouts w, unnest(\(days)::date[]) WITH ORDINALITY AS d(day, n)
+            WHERE w.id = \(workout) AND w.coach_id = \(coach)
+            ORDER BY d.n
+            RETURNING \(unescaped: Self.columns)
+            """, logger: logger)
+        let sessions = try await Self.decode(rows)
+        return sessions.isEmpty ? nil : sessions.sorted { ($0.scheduledOn, $0.id.uuidString) < ($1.scheduledOn, $1.id.uuidString) }
+    }
+
+    /// Sessions copied from the workout that the client has not started: the workout as it is now.
+    func push(workout: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [UUID] {
+        var ids: [UUID] = []
+        let rows = try await connection.checkedQuery(
+            """
+            UPDATE sessions s SET name = w.name, notes = w.notes, blocks = \(unescaped: Self.copiedBlocks), version = s.version + 1, updated_at = now()
+            FROM workouts w
+            WHERE w.id = \(workout) AND w.coach_id = \(coach) AND s.workout_id = w.id AND s.coach_id = \(coach) AND s.status = 'scheduled'
+            RETURNING s.id
+            """, logger: logger)
+        for try await id in rows.decode(UUID.self) { ids.append(id) }
+        return ids
+    }
+
+    func workoutExists(_ workout: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM workouts WHERE id = \(workout) AND coach_id = \(coach)", logger: logger)
+    }
+
+    /// The log, replacing any earlier one (a retry, or a correction): one statement for the sets and
+    /// one for the session.
+    func log(_ draft: LogDraft, session: SessionRecord, on connection: PostgresConnection, logger: Logger) async throws {
+        struct Row: Encodable {
+            var block: Int
+            var n: Int
+            var exercise: UUID
+            var reps: Int?
+            var duration: Int?
+            var distance: String?
+            var kg: String?
+            var lbs: String?
+            var rpe: String?
+            var done: Bool
+        }
+        // Numbers travel as decimal text, so `numeric` gets exactly what the client sent.
+        let rows = draft.sets.map {
+            Row(
+                block: $0.block, n: $0.set, exercise: session.blocks[$0.block - 1].exerciseID, reps: $0.reps, duration: $0.durationS,
+                distance: $0.distanceM.map { String(describing: $0) }, kg: $0.weightKg, lbs: $0.weightLbs, rpe: $0.rpe.map { String(describing: $0) }, done: $0.done)
+        }
+        let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+        try await connection.checkedRun("DELETE FROM session_sets WHERE session_id = \(session.id)", logger: logger)
+        try await connection.checkedRun(
+            """
+            INSERT INTO session_sets (session_id, block, set_number, client_id, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done, performed_at, performed_on)
+            SELECT \(session.id), x.block, x.n, \(session.clientID), x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done,
+                   \(draft.performedAt), \(draft.localDay)::date
+            FROM jsonb_to_recordset(\(json)::jsonb) AS x(block int2, n int2, exercise uuid, reps int4, duration int4, distance numeric, kg numeric, lbs numeric,
+                                                          rpe numeric, done bool)
+            """, logger: logger)
+        try await connection.checkedRun(
+            """
+            UPDATE sessions SET status = \(draft.status(for: session)), performed_at = \(draft.performedAt), performed_on = \(draft.localDay)::date,
+                log_notes = \(draft.notes), skip_reason = NULL, logged_at = now(), version = version + 1, updated_at = now()
+            WHERE id = \(session.id)
+            """, logger: logger)
+    }
+
+    func skip(_ id: UUID, reason: String?, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "UPDATE sessions SET status = 'skipped', skip_reason = \(reason), version = version + 1, updated_at = now() WHERE id = \(id)", logger: logger)
+    }
+
+    /// Unschedules a session not started; false when it was started (or is not the coach's) by now.
+    func unschedule(_ id: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow(
+            "DELETE FROM sessions WHERE id = \(id) AND coach_id = \(coach) AND status IN ('scheduled', 'cancelled') RETURNING 1", logger: logger)
+    }
+
+    func addComment(_ id: UUID, session: UUID, author: UUID, role: String, text: String, on connection: PostgresConnection, logger: Logger) async throws -> CommentView {
+        let rows = try await connection.checkedQuery(
+            """
+            INSERT INTO session_comments (id, session_id, author_id, author_role, text) VALUES (\(id), \(session), \(author), \(role), \(text))
+            RETURNING created_at
+            """, logger: logger)
+        var created = Date()
+        for try await date in rows.decode(Date.self) { created = date }
+        return CommentView(id: id, authorID: author, authorRole: role, text: text, createdAt: created)
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+extension Training {
+    var sessions: SessionStore { SessionStore() }
+    var roster: RosterStore { RosterStore() }
+    var coaching: CoachLinkStore { CoachLinkStore() }
+
+    /// The coach's roster entry, locked against the events that would move it (an acceptance giving
+    /// its sessions to the client, an unlink cancelling them) until the caller's transaction ends.
+    /// Right after the coach added the client the entry's event may still be on its way from
+    /// invitations: it is awaited briefly. Another coach's entry is `404`, as if it did not exist.
+    func rosterEntry(_ id: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> RosterStore.Entry {
+        let deadline = ContinuousClock.now + .seconds(3)
+        while true {
+            if let entry = try await roster.find(id, lock: true, on: connection, logger: logger) {
+                guard entry.coachID == coach else { throw SessionErrors.clientNotFound }
+                return entry
+            }
+            guard ContinuousClock.now < deadline else { throw SessionErrors.clientNotFound }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}
+
+/// Problems the session routes raise.
+enum SessionErrors {
+    static let clientNotFound = APIError.notFound("No such client.", code: "client_not_found")
+    static let clientNotLinked = APIError.conflict("This client is no longer linked to you.", code: "client_not_linked")
+    static let sessionNotFound = APIError.notFound("No such session.", code: "session_not_found")
+    static let workoutNotFound = APIError.notFound("No such workout.", code: "workout_not_found")
+    static let started = APIError.conflict("The client has already logged or skipped this session.", code: "session_started")
+    static let cancelled = APIError.conflict("This session was cancelled.", code: "session_cancelled")
+    static let logged = APIError.conflict("This session was logged; log it again to change it.", code: "session_logged")
+    static let coachesOnly = APIError.forbidden("Only coaches plan and follow sessions.")
+    static let clientsOnly = APIError.forbidden("A coach's account has no sessions of its own.")
+}
+
+extension AuthenticatedContext {
+    /// The UUID in the `:id` path segment; anything else is 404 like an unknown id.
+    func sessionID() throws -> UUID {
+        guard let id = parameters.get("id").flatMap(UUID.init(parsing:)) else { throw SessionErrors.sessionNotFound }
+        return id
+    }
+
+    func requireCoach() throws {
+        guard caller.has(.coach) else { throw SessionErrors.coachesOnly }
+    }
+
+    /// The client's side is everyone's but a coach's: someone who has not accepted an invitation yet
+    /// (or whose token predates the `client` role) simply has no sessions.
+    func requireNotCoach() throws {
+        guard !caller.has(.coach) else { throw SessionErrors.clientsOnly }
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import HTTPTypes
+import Models
+import ServiceKit
+import Testing
+import TestSupport
+@testable import Training
+
+/// A coach's plans for a roster entry, before and after the client accepts, and what the client
+/// then sees.
+@Suite struct AssignmentTests {
+    /// The coach invites, plans three sessions; the client signs up and accepts; their first
+    /// `today` and `sessions` show them.
+    @Test func theFirstWeekPlannedBeforeTheClientAcceptsIsTheirsOnAcceptance() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let coach = try await env.coach()
+            let entry = try await env.rosterEntry(of: coach)
+            let press = try await env.libraryExercise("Pushups")
+            let workout = try #require(try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(press, name: "Week one")).json["id"] as? String)
+            let days = [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(2), TrainingTestEnvironment.day(4)]
+            let planned = try await env.call(.post, "/v1/training/clients/\(entry)/assignments", as: coach, json: ["workout_id": workout, "dates": Array(days.reversed())])
+            #expect(planned.status == .created, "\(planned.text)")
+            #expect(planned.items.map { $0["scheduled_on"] as? String } == days)
+            #expect(planned.items.allSatisfy { $0["client_id"] is NSNull && $0["status"] as? String == "scheduled" && $0["name"] as? String == "Week one" })
+            #expect(planned.items.first?[path: "blocks"] is [Any])
+            #expect((planned.items.first?["blocks"] as? [[String: Any]])?.first?["exercise_name"] as? String == "Pushups")
+            // Nobody to tell yet.
+            #expect(try await env.count("SELECT count(*) FROM outbox WHERE type = 'workout.assigned'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM sessions WHERE client_id IS NOT NULL") == 0)
+            let progress = try await env.call(.get, "/v1/training/clients/\(entry)", as: coach)
+            #expect(progress.status == .ok && progress.json[path: "client.status"] as? String == "pending" && progress.items.count == 3, "\(progress.text)")
+
+            // The client signs up: nothing yet. Accepts: their first `today` shows today's session.
+            let client = try await env.user()
+            #expect(try await env.call(.get, "/v1/training/today", as: client).items.isEmpty)
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id)
+            try await waitUntil(.seconds(10)) { try await env.call(.get, "/v1/training/today", as: client).items.count == 1 }
+            let today = try await env.call(.get, "/v1/training/today", as: client)
+            #expect(today.json["from"] as? String == days[0] && today.json["time_zone"] as? String == "UTC")
+            #expect((today.items.first?["client_id"] as? String)?.lowercased() == client.path)
+            let week = try await env.call(.get, "/v1/training/sessions?from=\(days[0])&to=\(TrainingTestEnvironment.day(6))", as: client)
+            #expect(week.status == .ok && week.ids == planned.ids, "\(week.text)")
+            // Without a range: the week from today.
+            #expect(try await env.call(.get, "/v1/training/sessions", as: client).ids == planned.ids)
+            #expect(try await env.call(.get, "/v1/training/clients/\(entry)", as: coach).json[path: "client.status"] as? String == "accepted")
+
+            // A session planned now is the client's at once, and they hear of it.
+            let more = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1)])
+            try await waitUntil(.seconds(10)) { try await env.live("workout.assigned", to: client).contains { $0.lowercased().contains(more[0]) } }
+            #expect(try await env.live("workout.assigned", to: client).count == 1)
+            // The acceptance delivered twice changes nothing.
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox") >= 3 }
+            #expect(try await env.count("SELECT count(*) FROM sessions WHERE client_id = '\(client.id)'") == 4)
+        }
+    }
+
+    /// Dates, or weekdays for some weeks; each field named when wrong; a workout or client that is
+    /// not the coach's is 404; after the client left, 409.
+    @Test func assignmentsAreCheckedAndEndWithTheLink() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let path = "/v1/training/clients/\(entry)/assignments"
+            // Mondays and Thursdays for two weeks from a Monday.
+            let weekly = try await env.call(.post, path, as: coach, json: ["workout_id": workout, "start": "2030-01-07", "days_of_week": [1, 4], "weeks": 2])
+            #expect(weekly.status == .created && weekly.items.map { $0["scheduled_on"] as? String } == ["2030-01-07", "2030-01-10", "2030-01-14", "2030-01-17"], "\(weekly.text)")
+            for (body, field) in [
+                (["workout_id": workout, "dates": ["2030-02-30"]], "dates[0]"),
+                (["workout_id": workout, "dates": []], "dates"),
+                (["workout_id": workout], "dates"),
+                (["workout_id": workout, "dates": ["2030-01-01"], "weeks": 2], "dates"),
+                (["workout_id": workout, "start": "2030-01-07", "days_of_week": [0, 8], "weeks": 2], "days_of_week"),
+                (["workout_id": workout, "start": "2030-01-07", "days_of_week": [1], "weeks": 53], "weeks"),
+                (["workout_id": workout, "start": "2030-01-07", "days_of_week": [1, 2, 3, 4, 5, 6, 7], "weeks": 52], "weeks"),
+            ] as [([String: Any], String)] {
+                let reply = try await env.call(.post, path, as: coach, json: body)
+                #expect(reply.status == .badRequest && reply.code == "validation_failed" && reply.fieldErrors.contains(field), "\(body): \(reply.text)")
+            }
+            #expect(try await env.call(.post, path, as: coach, json: ["workout_id": "nope", "dates": ["2030-01-01"]]).status == .badRequest)
+            #expect(try await env.call(.post, path, as: coach, json: ["workout_id": workout, "dates": "2030-01-01"]).status == .badRequest)
+            #expect(try await env.call(.post, path, as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"], "extra": 1]).status == .badRequest)
+            #expect(try await env.call(.post, path, as: coach, raw: .init(string: "{\"workout_id\":"), headers: [.contentType: "application/json"]).status == .badRequest)
+            #expect(try await env.call(.post, path, json: ["workout_id": workout, "dates": ["2030-01-01"]]).status == .unauthorized)
+            let huge = String(repeating: "x", count: 2 << 20)
+            #expect(try await env.call(.post, path, as: coach, json: ["workout_id": workout, "dates": [huge]]).status.code == 413)
+            #expect(try await env.call(.post, path, as: coach, json: ["workout_id": UUID().uuidString, "dates": ["2030-01-01"]]).code == "workout_not_found")
+
+            // Another coach: neither the entry nor the workout is theirs.
+            let other = try await env.coach()
+            let otherWorkout = try #require(
+                try await env.call(.post, "/v1/workouts", as: other, json: TrainingTestEnvironment.workout(try await env.libraryExercise("Pushups"))).json["id"] as? String)
+            #expect(try await env.call(.post, path, as: other, json: ["workout_id": otherWorkout, "dates": ["2030-01-01"]]).code == "client_not_found")
+            #expect(try await env.call(.post, path, as: coach, json: ["workout_id": otherWorkout, "dates": ["2030-01-01"]]).code == "workout_not_found")
+            #expect(try await env.call(.post, "/v1/training/clients/\(UUID())/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).code == "client_not_found")
+            #expect(try await env.call(.post, "/v1/training/clients/not-an-id/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).status == .notFound)
+
+            // Logged, then the client leaves: what is to come is cancelled, the log stays.
+            let today = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])
+            #expect(try await env.call(.post, "/v1/training/sessions/\(today[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).status == .ok)
+            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: entry), userID: client.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions WHERE status = 'cancelled'") == 4 }
+            #expect(try await env.call(.get, "/v1/training/sessions/\(today[0])", as: client).json["status"] as? String == "completed")
+            #expect(try await env.call(.get, "/v1/training/history", as: client).ids == today)
+            #expect(try await env.call(.get, "/v1/training/sessions?from=2030-01-07&to=2030-01-20", as: client).items.isEmpty)
+            let refused = try await env.call(.post, path, as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]])
+            #expect(refused.status == .conflict && refused.code == "client_not_linked")
+            #expect(try await env.call(.post, "/v1/training/sessions/\(weekly.ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).code == "session_cancelled")
+        }
+    }
+
+    /// Push copies the workout as it is now onto the sessions not started; a logged or skipped one
+    /// keeps its copy. The coach unschedules only a session not started.
+    @Test func pushNeverTouchesAStartedSession() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let ids = try await env.assign(workout, to: entry, by: coach, on: (0..<4).map { TrainingTestEnvironment.day($0) })
+            #expect(try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 2)).json["status"] as? String == "partial")
+            #expect(try await env.call(.post, "/v1/training/sessions/\(ids[1])/skip", as: client, json: ["reason": "Sick"]).json["status"] as? String == "skipped")
+
+            let current = try await env.call(.get, "/v1/workouts/\(workout)", as: coach)
+            let plank = try await env.libraryExercise("Plank")
+            var changed = TrainingTestEnvironment.workout(plank, name: "Core day", sets: 1)
+            changed["notes"] = "New plan"
+            let replaced = try await env.call(.put, "/v1/workouts/\(workout)", as: coach, json: changed, headers: [.ifMatch: try #require(current.headers[.eTag])])
+            #expect(replaced.status == .ok, "\(replaced.text)")
+            // Editing the template alone changes no session.
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[2])", as: client).json["name"] as? String == "Push day")
+
+            let pushed = try await env.call(.post, "/v1/workouts/\(workout)/push", as: coach)
+            #expect(pushed.status == .ok && pushed.json["updated"] as? Int == 2, "\(pushed.text)")
+            #expect(Set((pushed.json["session_ids"] as? [String] ?? []).map { $0.lowercased() }) == Set(ids[2...]))
+            for id in ids[2...] {
+                let session = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
+                #expect(session.json["name"] as? String == "Core day" && session.json["notes"] as? String == "New plan")
+                #expect(session.value(at: "blocks.0.exercise_name") as? String == "Plank")
+            }
+            for id in ids[..<2] {
+                let session = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
+                #expect(session.json["name"] as? String == "Push day" && session.value(at: "blocks.0.exercise_name") as? String == "Pushups")
+                #expect(session.value(at: "blocks.0.sets.2.reps") as? Int == 8)
+            }
+            // The logged session's sets still match the blocks they were logged against.
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: coach).value(at: "logged_sets.0.exercise_name") as? String == "Pushups")
+
+            #expect(try await env.call(.delete, "/v1/training/sessions/\(ids[0])", as: coach).code == "session_started")
+            #expect(try await env.call(.delete, "/v1/training/sessions/\(ids[1])", as: coach).code == "session_started")
+            #expect(try await env.call(.delete, "/v1/training/sessions/\(ids[3])", as: coach).status == .noContent)
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[3])", as: client).code == "session_not_found")
+            #expect(try await env.call(.post, "/v1/workouts/\(UUID())/push", as: coach).code == "workout_not_found")
+        }
+    }
+}

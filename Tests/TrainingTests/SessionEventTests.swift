@@ -1,0 +1,120 @@
+import Foundation
+import HTTPTypes
+import Models
+import ServiceKit
+import Testing
+import TestSupport
+@testable import Training
+
+/// Invitations' and auth's events in any order, the days of a time zone, and adherence.
+@Suite struct SessionEventTests {
+    /// An unlink delivered before the acceptance it follows: the entry ends up left and its sessions
+    /// cancelled, whichever came first. A removed entry nobody accepted takes its sessions with it.
+    @Test func rosterEventsSettleWhateverTheirOrder() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let coach = try await env.coach()
+            let client = try await env.client()
+            let press = try await env.libraryExercise("Pushups")
+            let workout = try #require(try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(press)).json["id"] as? String)
+            let entry = try await env.rosterEntry(of: coach)
+            let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1)])
+            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: entry), userID: client.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND stage = 2") == 1 }
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id)
+            try await env.publish(ClientInvited(rosterEntryID: entry, coachID: coach.id), userID: coach.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox") >= 4 }
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND stage = 2 AND client_id = '\(client.id)'") == 1)
+            #expect(try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(0))", as: client).items.isEmpty)
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: client).json["status"] as? String == "cancelled")
+            #expect(try await env.call(.post, "/v1/training/clients/\(entry)/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).code == "client_not_linked")
+            // Another coach cannot take the entry over by naming it in an event of theirs.
+            let other = try await env.coach()
+            try await env.publish(ClientInvited(rosterEntryID: entry, coachID: other.id), userID: other.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox") >= 5 }
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND coach_id = '\(coach.id)'") == 1)
+
+            let pending = try await env.rosterEntry(of: coach)
+            _ = try await env.assign(workout, to: pending, by: coach, on: [TrainingTestEnvironment.day(1), TrainingTestEnvironment.day(2)])
+            try await env.publish(ClientRemoved(rosterEntryID: pending, coachID: coach.id), userID: coach.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions WHERE roster_entry_id = '\(pending)'") == 0 }
+            #expect(try await env.call(.get, "/v1/training/clients/\(pending)", as: coach).code == "client_not_found")
+        }
+    }
+
+    /// The address's owner proving it for the first time drops what the account's maker made here:
+    /// as a client their sessions and logs, as a coach their workouts and plans.
+    @Test func aDroppedMakerLeavesNothingOfTheirs() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])
+            #expect(try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).status == .ok)
+            _ = try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "Europe/Lisbon", "weight_unit": "lbs"])
+            try await env.publish(UserPasswordChanged(userID: client.id, method: .reset, makerDropped: true), userID: client.id, producer: "auth")
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions") == 0 }
+            #expect(try await env.count("SELECT count(*) FROM session_sets") == 0)
+            #expect(try await env.call(.get, "/v1/training/settings", as: client).json["weight_unit"] as? String == "kg")
+            #expect(try await env.count("SELECT count(*) FROM coach_links") == 0)
+            // The account stays: no tombstone.
+            #expect(try await env.count("SELECT count(*) FROM deleted_accounts") == 0)
+
+            try await env.publish(UserPasswordChanged(userID: coach.id, method: .change, makerDropped: false), userID: coach.id, producer: "auth")
+            try await env.publish(UserPasswordChanged(userID: coach.id, method: .disowned), userID: coach.id, producer: "auth")
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM workouts") == 0 }
+            #expect(try await env.count("SELECT count(*) FROM roster_entries") == 0)
+        }
+    }
+
+    /// Today is the caller's day in their time zone: 26 hours apart between UTC-12 and UTC+14.
+    @Test func todayIsTheDayInTheCallersTimeZone() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let east = TrainingTestEnvironment.day(0, in: "Etc/GMT-14")
+            let west = TrainingTestEnvironment.day(0, in: "Etc/GMT+12")
+            #expect(east != west)
+            let ids = try await env.assign(workout, to: entry, by: coach, on: [east, west])
+            #expect(try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "Etc/GMT-14", "weight_unit": "kg"]).status == .ok)
+            let eastToday = try await env.call(.get, "/v1/training/today", as: client)
+            #expect(eastToday.json["from"] as? String == east && eastToday.items.count == 1 && eastToday.json["time_zone"] as? String == "Etc/GMT-14")
+            #expect((eastToday.items.first?["scheduled_on"] as? String) == east)
+            _ = try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "Etc/GMT+12", "weight_unit": "kg"])
+            let westToday = try await env.call(.get, "/v1/training/today", as: client)
+            #expect(westToday.json["from"] as? String == west && westToday.items.map { $0["scheduled_on"] as? String } == [west])
+            #expect(ids.count == 2)
+        }
+    }
+
+    /// Adherence over 7 and 30 days: completed 1, partial ½, skipped and missed 0; today's session
+    /// not yet done and cancelled ones are not due.
+    @Test func adherenceCountsWhatWasDue() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient(sets: 2)
+            let offsets = [-10, -4, -3, -2, -1, 0]
+            let ids = try await env.assign(workout, to: entry, by: coach, on: offsets.map { TrainingTestEnvironment.day($0) })
+            func log(_ id: String, sets: Int) async throws {
+                let reply = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: sets))
+                #expect(reply.status == .ok, "\(reply.text)")
+            }
+            try await log(ids[0], sets: 2)  // -10: completed
+            try await log(ids[1], sets: 1)  // -4: partial
+            // -3: missed
+            #expect(try await env.call(.post, "/v1/training/sessions/\(ids[3])/skip", as: client).status == .ok)  // -2: skipped
+            try await log(ids[4], sets: 2)  // -1: completed
+            let progress = try await env.call(.get, "/v1/training/clients/\(entry)", as: coach)
+            #expect(progress.status == .ok, "\(progress.text)")
+            let week = try #require(progress.json[path: "adherence.last_7_days"] as? [String: Any])
+            #expect(week["due"] as? Int == 4 && week["completed"] as? Int == 1 && week["partial"] as? Int == 1 && week["skipped"] as? Int == 1 && week["missed"] as? Int == 1)
+            #expect(week["rate"] as? Double == 0.375)
+            let month = try #require(progress.json[path: "adherence.last_30_days"] as? [String: Any])
+            #expect(month["due"] as? Int == 5 && month["completed"] as? Int == 2 && month["rate"] as? Double == 0.5)
+            #expect(progress.items.count == 6 && progress.json["today"] as? String == TrainingTestEnvironment.day(0))
+            let logged = try #require(progress.items.first { ($0["id"] as? String)?.lowercased() == ids[1] })
+            #expect((logged["logged_sets"] as? [Any])?.count == 1 && (logged["blocks"] as? [[String: Any]])?.first?["sets"] as? [Any] != nil)
+            let narrow = try await env.call(.get, "/v1/training/clients/\(entry)?from=\(TrainingTestEnvironment.day(-2))&to=\(TrainingTestEnvironment.day(0))", as: coach)
+            #expect(narrow.items.count == 3)
+            #expect(try await env.call(.get, "/v1/training/clients/\(entry)?from=yesterday", as: coach).fieldErrors == ["from"])
+            // Today's, unlogged, is not yet due; logged, it counts.
+            try await log(ids[5], sets: 2)
+            #expect(try await env.call(.get, "/v1/training/clients/\(entry)", as: coach).json[path: "adherence.last_7_days.due"] as? Int == 5)
+        }
+    }
+}

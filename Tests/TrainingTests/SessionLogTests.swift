@@ -1,0 +1,147 @@
+import Foundation
+import HTTPTypes
+import Models
+import ServiceKit
+import Testing
+import TestSupport
+@testable import Training
+
+/// The client's side: logging (once, however often the app retries), skipping, weights in the
+/// unit the client chose, History and records, comments, and the settings.
+@Suite struct SessionLogTests {
+    /// An app that logs offline retries: with its `Idempotency-Key` the retry is answered as the
+    /// first was, and many at once still leave one log; a retry without a key replaces the log.
+    @Test func offlineRetriesLogOnce() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
+            let body = TrainingTestEnvironment.log(sets: 3)
+            let path = "/v1/training/sessions/\(id)/log"
+            let first = try await env.call(.post, path, as: client, json: body, headers: [HTTPField.Name("Idempotency-Key")!: "log-1"])
+            #expect(first.status == .ok && first.json["status"] as? String == "completed", "\(first.text)")
+            let again = try await env.call(.post, path, as: client, json: body, headers: [HTTPField.Name("Idempotency-Key")!: "log-1"])
+            #expect(again.status == .ok && again.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
+            // Eight at once with one key.
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { try await env.concurrentReply(.post, path, as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [("Idempotency-Key", "log-2")]).status }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
+            #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(id)'") == 3)
+            try await waitUntil(.seconds(10)) { try await env.live("workout.logged", to: coach).count == 2 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await env.live("workout.logged", to: coach).count == 2)
+            // Without a key: the log is replaced, never doubled.
+            let fewer = try await env.call(.post, path, as: client, json: TrainingTestEnvironment.log(sets: 1))
+            #expect(fewer.json["status"] as? String == "partial" && (fewer.json["logged_sets"] as? [Any])?.count == 1)
+            #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(id)'") == 1)
+            #expect(try await env.call(.post, "/v1/training/sessions/\(id)/skip", as: client).code == "session_logged")
+        }
+    }
+
+    /// Weights given in pounds are kept in kilograms exactly and read back as given, in either unit;
+    /// records are the Epley estimate's best set, dated by the day it was performed.
+    @Test func poundsRoundTripExactlyAndRecordsUseEpley() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(-1), TrainingTestEnvironment.day(0)])
+            #expect(try await env.call(.get, "/v1/training/settings", as: client).json["weight_unit"] as? String == "kg")
+            let set = try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "America/New_York", "weight_unit": "lbs"])
+            #expect(set.status == .ok && set.json["time_zone"] as? String == "America/New_York", "\(set.text)")
+            var body = TrainingTestEnvironment.log(sets: 3, reps: 5, weight: ["weight_lbs": 225])
+            body["performed_at"] = "2026-03-01T23:30:00-05:00"
+            let logged = try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: body)
+            #expect(logged.status == .ok, "\(logged.text)")
+            #expect(logged.value(at: "logged_sets.0.weight") as? Double == 225 && logged.json["weight_unit"] as? String == "lbs")
+            #expect(logged.value(at: "logged_sets.0.weight_kg") as? Double == 102.05828325)
+            #expect(try await env.count("SELECT count(*) FROM session_sets WHERE weight_kg = 102.05828325") == 3)
+            // Prescribed weights are shown in the unit too.
+            #expect(logged.value(at: "blocks.0.sets.0.weight_kg") as? Double == 60.5 && logged.value(at: "blocks.0.sets.0.weight") as? Double == 133.379669)
+            // A set of 8 × 100 kg beats 5 × 225 lb (e1RM 126.67 kg against 119.07 kg).
+            let kilos = try await env.call(
+                .post, "/v1/training/sessions/\(ids[1])/log", as: client,
+                json: ["performed_at": "2026-03-02T07:00:00+09:00", "sets": [["block": 1, "set": 1, "reps": 8, "weight_kg": 100, "done": true]]])
+            #expect(kilos.status == .ok && kilos.json["status"] as? String == "partial")
+            let records = try await env.call(.get, "/v1/training/records", as: client)
+            #expect(records.items.count == 1 && records.json["weight_unit"] as? String == "lbs", "\(records.text)")
+            let best = try #require(records.items.first)
+            #expect(best["reps"] as? Int == 8 && best["weight_kg"] as? Double == 100 && best["estimated_1rm_kg"] as? Double == 126.67)
+            #expect(best["performed_on"] as? String == "2026-03-02" && (best["session_id"] as? String)?.lowercased() == ids[1])
+            #expect(best["exercise_name"] as? String == "Pushups")
+
+            _ = try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "UTC", "weight_unit": "kg"])
+            let history = try await env.call(.get, "/v1/training/history?limit=1", as: client)
+            #expect(history.ids == [ids[0]] && history.value(at: "items.0.logged_sets.0.weight") as? Double == 102.05828325, "\(history.text)")
+            let cursor = try #require(history.json["next_cursor"] as? String)
+            #expect(try await env.call(.get, "/v1/training/history?limit=1&cursor=\(cursor)", as: client).ids == [ids[1]])
+            let exercise = try #require(best["exercise_id"] as? String)
+            #expect(try await env.call(.get, "/v1/training/history?exercise_id=\(exercise)", as: client).ids.count == 2)
+            #expect(try await env.call(.get, "/v1/training/history?exercise_id=\(UUID())", as: client).ids.isEmpty)
+            #expect(try await env.call(.get, "/v1/training/history?exercise_id=nope", as: client).code == "validation_failed")
+            #expect(try await env.call(.get, "/v1/training/records", as: try await env.user()).items.isEmpty)
+        }
+    }
+
+    @Test func logsAndSettingsNameTheWrongField() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient(sets: 2)
+            let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
+            let path = "/v1/training/sessions/\(id)/log"
+            let good: [String: Any] = ["block": 1, "set": 1, "reps": 5, "done": true]
+            for (body, field) in [
+                (["performed_at": "2026-03-01T07:00:00", "sets": [good]], "performed_at"),
+                (["performed_at": "2026-13-01T07:00:00Z", "sets": [good]], "performed_at"),
+                (["performed_at": "2099-03-01T07:00:00Z", "sets": [good]], "performed_at"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 2, "set": 1, "done": true]]], "sets[0].block"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [good, good]], "sets[1].set"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "reps": -1, "done": true]]], "sets[0].reps"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "weight_kg": 1e9, "done": true]]], "sets[0].weight_kg"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "weight_kg": 10, "weight_lbs": 22, "done": true]]], "sets[0].weight_lbs"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "rpe": 11, "done": true]]], "sets[0].rpe"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [good], "notes": String(repeating: "n", count: 2001)], "notes"),
+            ] as [([String: Any], String)] {
+                let reply = try await env.call(.post, path, as: client, json: body)
+                #expect(reply.status == .badRequest && reply.fieldErrors.contains(field), "\(body): \(reply.text)")
+            }
+            #expect(try await env.call(.post, path, as: client, json: ["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "done": "yes"]]]).status == .badRequest)
+            #expect(try await env.call(.post, path, as: client, json: ["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "done": true, "x": 1]]]).status == .badRequest)
+            #expect(try await env.call(.post, path, as: client, raw: .init(string: "[1,"), headers: [.contentType: "application/json"]).status == .badRequest)
+            #expect(try await env.count("SELECT count(*) FROM session_sets") == 0)
+            for (body, field) in [
+                (["time_zone": "Mars/Olympus", "weight_unit": "kg"], "time_zone"),
+                (["time_zone": "Europe/Lisbon", "weight_unit": "stone"], "weight_unit"),
+                (["time_zone": String(repeating: "A", count: 200), "weight_unit": "kg"], "time_zone"),
+            ] {
+                let reply = try await env.call(.put, "/v1/training/settings", as: client, json: body)
+                #expect(reply.status == .badRequest && reply.fieldErrors == [field], "\(reply.text)")
+            }
+            #expect(try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "UTC"]).status == .badRequest)
+            #expect(try await env.call(.get, "/v1/training/settings").status == .unauthorized)
+            #expect(try await env.call(.get, "/v1/training/sessions?from=2026-01-10&to=2026-01-01", as: client).fieldErrors == ["to"])
+            #expect(try await env.call(.get, "/v1/training/sessions?from=2026-01-01&to=2026-12-01", as: client).fieldErrors == ["to"])
+            #expect(try await env.call(.get, "/v1/training/sessions?from=tomorrow", as: client).fieldErrors == ["from"])
+        }
+    }
+
+    /// Coach and client comment on a session; each one's comment is the other's live news.
+    @Test func coachAndClientTalkAboutASession() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
+            let fromClient = try await env.call(.post, "/v1/training/sessions/\(id)/comments", as: client, json: ["text": "Shoulder felt tight"])
+            #expect(fromClient.status == .created && fromClient.json["author_role"] as? String == "client", "\(fromClient.text)")
+            let fromCoach = try await env.call(.post, "/v1/training/sessions/\(id)/comments", as: coach, json: ["text": "  Drop the weight 10%  "])
+            #expect(fromCoach.status == .created && fromCoach.json["author_role"] as? String == "coach" && fromCoach.json["text"] as? String == "Drop the weight 10%")
+            try await waitUntil(.seconds(10)) { let toCoach = try await env.live("workout.commented", to: coach).count; let toClient = try await env.live("workout.commented", to: client).count; return toCoach == 1 && toClient == 1 }
+            #expect(try await env.live("workout.commented", to: client).first?.contains("Drop the weight 10%") == true)
+            let session = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
+            #expect((session.json["comments"] as? [[String: Any]])?.compactMap { $0["text"] as? String } == ["Shoulder felt tight", "Drop the weight 10%"])
+            for text in ["", "   ", String(repeating: "c", count: 2001), "bad\u{0}"] {
+                #expect(try await env.call(.post, "/v1/training/sessions/\(id)/comments", as: client, json: ["text": text]).fieldErrors == ["text"])
+            }
+            #expect(try await env.call(.post, "/v1/training/sessions/\(id)/comments", as: client, json: ["text": 5]).status == .badRequest)
+        }
+    }
+}
