@@ -20,6 +20,10 @@ extension Components {
     public enum Parameters {
         /// - Remark: Generated from `#/components/parameters/ClientID`.
         public typealias ClientID = Swift.String
+        /// the roster entry's id (invitations' GET /v1/clients)
+        ///
+        /// - Remark: Generated from `#/components/parameters/ClientId`.
+        public typealias ClientId = Swift.String
         /// the invitation's code, from the mail's link
         ///
         /// - Remark: Generated from `#/components/parameters/Code`.
@@ -52,6 +56,10 @@ extension Components {
             case allergies = "allergies"
             case cuisines = "cuisines"
         }
+        /// the exercise's, workout's or session's id
+        ///
+        /// - Remark: Generated from `#/components/parameters/TrainingId`.
+        public typealias TrainingId = Swift.String
         /// - Remark: Generated from `#/components/parameters/UserID`.
         public typealias UserID = Swift.String
         /// compared without regard to case

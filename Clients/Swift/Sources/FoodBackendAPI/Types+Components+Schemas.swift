@@ -110,6 +110,53 @@ extension Components {
                 case used
             }
         }
+        /// - Remark: Generated from `#/components/schemas/Adherence`.
+        public struct Adherence: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Adherence/completed`.
+            public var completed: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/Adherence/due`.
+            public var due: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/Adherence/missed`.
+            public var missed: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/Adherence/partial`.
+            public var partial: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/Adherence/rate`.
+            public var rate: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/Adherence/skipped`.
+            public var skipped: Swift.Int
+            /// Creates a new `Adherence`.
+            ///
+            /// - Parameters:
+            ///   - completed:
+            ///   - due:
+            ///   - missed:
+            ///   - partial:
+            ///   - rate:
+            ///   - skipped:
+            public init(
+                completed: Swift.Int,
+                due: Swift.Int,
+                missed: Swift.Int,
+                partial: Swift.Int,
+                rate: Swift.Double? = nil,
+                skipped: Swift.Int
+            ) {
+                self.completed = completed
+                self.due = due
+                self.missed = missed
+                self.partial = partial
+                self.rate = rate
+                self.skipped = skipped
+            }
+            public enum CodingKeys: String, CodingKey {
+                case completed
+                case due
+                case missed
+                case partial
+                case rate
+                case skipped
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Allergy`.
         public struct Allergy: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Allergy/name`.
@@ -328,6 +375,77 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/AssignmentInput`.
+        public struct AssignmentInput: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AssignmentInput/dates`.
+            public var dates: [Swift.String]?
+            /// - Remark: Generated from `#/components/schemas/AssignmentInput/days_of_week`.
+            public var daysOfWeek: [Swift.Int]?
+            /// - Remark: Generated from `#/components/schemas/AssignmentInput/start`.
+            public var start: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AssignmentInput/weeks`.
+            public var weeks: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/AssignmentInput/workout_id`.
+            public var workoutId: Swift.String
+            /// Creates a new `AssignmentInput`.
+            ///
+            /// - Parameters:
+            ///   - dates:
+            ///   - daysOfWeek:
+            ///   - start:
+            ///   - weeks:
+            ///   - workoutId:
+            public init(
+                dates: [Swift.String]? = nil,
+                daysOfWeek: [Swift.Int]? = nil,
+                start: Swift.String? = nil,
+                weeks: Swift.Int? = nil,
+                workoutId: Swift.String
+            ) {
+                self.dates = dates
+                self.daysOfWeek = daysOfWeek
+                self.start = start
+                self.weeks = weeks
+                self.workoutId = workoutId
+            }
+            public enum CodingKeys: String, CodingKey {
+                case dates
+                case daysOfWeek = "days_of_week"
+                case start
+                case weeks
+                case workoutId = "workout_id"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.dates = try container.decodeIfPresent(
+                    [Swift.String].self,
+                    forKey: .dates
+                )
+                self.daysOfWeek = try container.decodeIfPresent(
+                    [Swift.Int].self,
+                    forKey: .daysOfWeek
+                )
+                self.start = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .start
+                )
+                self.weeks = try container.decodeIfPresent(
+                    Swift.Int.self,
+                    forKey: .weeks
+                )
+                self.workoutId = try container.decode(
+                    Swift.String.self,
+                    forKey: .workoutId
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "dates",
+                    "days_of_week",
+                    "start",
+                    "weeks",
+                    "workout_id"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Block`.
         public struct Block: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Block/value1`.
@@ -407,6 +525,16 @@ extension Components {
             public enum CodingKeys: String, CodingKey {
                 case blocking
             }
+        }
+        /// - Remark: Generated from `#/components/schemas/Category`.
+        @frozen public enum Category: String, Codable, Hashable, Sendable, CaseIterable {
+            case cardio = "cardio"
+            case olympicWeightlifting = "olympic weightlifting"
+            case plyometrics = "plyometrics"
+            case powerlifting = "powerlifting"
+            case strength = "strength"
+            case stretching = "stretching"
+            case strongman = "strongman"
         }
         /// - Remark: Generated from `#/components/schemas/ChangePasswordRequest`.
         public struct ChangePasswordRequest: Codable, Hashable, Sendable {
@@ -618,6 +746,136 @@ extension Components {
                 case nextCursor = "next_cursor"
             }
         }
+        /// - Remark: Generated from `#/components/schemas/ClientProgress`.
+        public struct ClientProgress: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/adherence`.
+            public struct AdherencePayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/ClientProgress/adherence/last_30_days`.
+                public var last30Days: Components.Schemas.Adherence
+                /// - Remark: Generated from `#/components/schemas/ClientProgress/adherence/last_7_days`.
+                public var last7Days: Components.Schemas.Adherence
+                /// Creates a new `AdherencePayload`.
+                ///
+                /// - Parameters:
+                ///   - last30Days:
+                ///   - last7Days:
+                public init(
+                    last30Days: Components.Schemas.Adherence,
+                    last7Days: Components.Schemas.Adherence
+                ) {
+                    self.last30Days = last30Days
+                    self.last7Days = last7Days
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case last30Days = "last_30_days"
+                    case last7Days = "last_7_days"
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/adherence`.
+            public var adherence: Components.Schemas.ClientProgress.AdherencePayload
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/client`.
+            public struct ClientPayload: Codable, Hashable, Sendable {
+                /// the roster entry
+                ///
+                /// - Remark: Generated from `#/components/schemas/ClientProgress/client/id`.
+                public var id: Swift.String
+                /// - Remark: Generated from `#/components/schemas/ClientProgress/client/status`.
+                @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case pending = "pending"
+                    case accepted = "accepted"
+                    case left = "left"
+                }
+                /// - Remark: Generated from `#/components/schemas/ClientProgress/client/status`.
+                public var status: Components.Schemas.ClientProgress.ClientPayload.StatusPayload
+                /// - Remark: Generated from `#/components/schemas/ClientProgress/client/time_zone`.
+                public var timeZone: Swift.String
+                /// - Remark: Generated from `#/components/schemas/ClientProgress/client/user_id`.
+                public var userId: Swift.String?
+                /// Creates a new `ClientPayload`.
+                ///
+                /// - Parameters:
+                ///   - id: the roster entry
+                ///   - status:
+                ///   - timeZone:
+                ///   - userId:
+                public init(
+                    id: Swift.String,
+                    status: Components.Schemas.ClientProgress.ClientPayload.StatusPayload,
+                    timeZone: Swift.String,
+                    userId: Swift.String? = nil
+                ) {
+                    self.id = id
+                    self.status = status
+                    self.timeZone = timeZone
+                    self.userId = userId
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case id
+                    case status
+                    case timeZone = "time_zone"
+                    case userId = "user_id"
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/client`.
+            public var client: Components.Schemas.ClientProgress.ClientPayload
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/from`.
+            public var from: Swift.String
+            /// comments empty here
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/items`.
+            public var items: [Components.Schemas.SessionDetail]
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/to`.
+            public var to: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/today`.
+            public var today: Swift.String
+            /// the coach's
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/weight_unit`.
+            @frozen public enum WeightUnitPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case kg = "kg"
+                case lbs = "lbs"
+            }
+            /// the coach's
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClientProgress/weight_unit`.
+            public var weightUnit: Components.Schemas.ClientProgress.WeightUnitPayload
+            /// Creates a new `ClientProgress`.
+            ///
+            /// - Parameters:
+            ///   - adherence:
+            ///   - client:
+            ///   - from:
+            ///   - items: comments empty here
+            ///   - to:
+            ///   - today:
+            ///   - weightUnit: the coach's
+            public init(
+                adherence: Components.Schemas.ClientProgress.AdherencePayload,
+                client: Components.Schemas.ClientProgress.ClientPayload,
+                from: Swift.String,
+                items: [Components.Schemas.SessionDetail],
+                to: Swift.String,
+                today: Swift.String,
+                weightUnit: Components.Schemas.ClientProgress.WeightUnitPayload
+            ) {
+                self.adherence = adherence
+                self.client = client
+                self.from = from
+                self.items = items
+                self.to = to
+                self.today = today
+                self.weightUnit = weightUnit
+            }
+            public enum CodingKeys: String, CodingKey {
+                case adherence
+                case client
+                case from
+                case items
+                case to
+                case today
+                case weightUnit = "weight_unit"
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/ClientUpdate`.
         public struct ClientUpdate: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/ClientUpdate/confirm_email`.
@@ -716,6 +974,52 @@ extension Components {
                 case avatarUrl = "avatar_url"
                 case displayName = "display_name"
                 case id
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Comment`.
+        public struct Comment: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Comment/author_id`.
+            public var authorId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Comment/author_role`.
+            @frozen public enum AuthorRolePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case coach = "coach"
+                case client = "client"
+            }
+            /// - Remark: Generated from `#/components/schemas/Comment/author_role`.
+            public var authorRole: Components.Schemas.Comment.AuthorRolePayload
+            /// - Remark: Generated from `#/components/schemas/Comment/created_at`.
+            public var createdAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/Comment/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Comment/text`.
+            public var text: Swift.String
+            /// Creates a new `Comment`.
+            ///
+            /// - Parameters:
+            ///   - authorId:
+            ///   - authorRole:
+            ///   - createdAt:
+            ///   - id:
+            ///   - text:
+            public init(
+                authorId: Swift.String,
+                authorRole: Components.Schemas.Comment.AuthorRolePayload,
+                createdAt: Foundation.Date,
+                id: Swift.String,
+                text: Swift.String
+            ) {
+                self.authorId = authorId
+                self.authorRole = authorRole
+                self.createdAt = createdAt
+                self.id = id
+                self.text = text
+            }
+            public enum CodingKeys: String, CodingKey {
+                case authorId = "author_id"
+                case authorRole = "author_role"
+                case createdAt = "created_at"
+                case id
+                case text
             }
         }
         /// - Remark: Generated from `#/components/schemas/CookingPreferences`.
@@ -1112,6 +1416,21 @@ extension Components {
                 case willRenew = "will_renew"
             }
         }
+        /// - Remark: Generated from `#/components/schemas/Equipment`.
+        @frozen public enum Equipment: String, Codable, Hashable, Sendable, CaseIterable {
+            case bands = "bands"
+            case barbell = "barbell"
+            case bodyOnly = "body only"
+            case cable = "cable"
+            case dumbbell = "dumbbell"
+            case eZCurlBar = "e-z curl bar"
+            case exerciseBall = "exercise ball"
+            case foamRoll = "foam roll"
+            case kettlebells = "kettlebells"
+            case machine = "machine"
+            case medicineBall = "medicine ball"
+            case other = "other"
+        }
         /// - Remark: Generated from `#/components/schemas/EventTicket`.
         public struct EventTicket: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/EventTicket/expires_at`.
@@ -1135,6 +1454,255 @@ extension Components {
             public enum CodingKeys: String, CodingKey {
                 case expiresAt = "expires_at"
                 case ticket
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Exercise`.
+        public struct Exercise: Codable, Hashable, Sendable {
+            /// the coach who wrote it; null for the library
+            ///
+            /// - Remark: Generated from `#/components/schemas/Exercise/coach_id`.
+            public var coachId: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/Exercise/created_at`.
+            public var createdAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/Exercise/id`.
+            public var id: Swift.String
+            /// the library's: the data set's own URLs
+            ///
+            /// - Remark: Generated from `#/components/schemas/Exercise/images`.
+            public var images: [Swift.String]
+            /// - Remark: Generated from `#/components/schemas/Exercise/instructions`.
+            public var instructions: [Swift.String]
+            /// - Remark: Generated from `#/components/schemas/Exercise/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Exercise/primary_muscles`.
+            public var primaryMuscles: [Components.Schemas.Muscle]
+            /// - Remark: Generated from `#/components/schemas/Exercise/secondary_muscles`.
+            public var secondaryMuscles: [Components.Schemas.Muscle]
+            /// - Remark: Generated from `#/components/schemas/Exercise/source`.
+            @frozen public enum SourcePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case library = "library"
+                case coach = "coach"
+            }
+            /// - Remark: Generated from `#/components/schemas/Exercise/source`.
+            public var source: Components.Schemas.Exercise.SourcePayload
+            /// - Remark: Generated from `#/components/schemas/Exercise/updated_at`.
+            public var updatedAt: Foundation.Date
+            /// Creates a new `Exercise`.
+            ///
+            /// - Parameters:
+            ///   - coachId: the coach who wrote it; null for the library
+            ///   - createdAt:
+            ///   - id:
+            ///   - images: the library's: the data set's own URLs
+            ///   - instructions:
+            ///   - name:
+            ///   - primaryMuscles:
+            ///   - secondaryMuscles:
+            ///   - source:
+            ///   - updatedAt:
+            public init(
+                coachId: Swift.String? = nil,
+                createdAt: Foundation.Date,
+                id: Swift.String,
+                images: [Swift.String],
+                instructions: [Swift.String],
+                name: Swift.String,
+                primaryMuscles: [Components.Schemas.Muscle],
+                secondaryMuscles: [Components.Schemas.Muscle],
+                source: Components.Schemas.Exercise.SourcePayload,
+                updatedAt: Foundation.Date
+            ) {
+                self.coachId = coachId
+                self.createdAt = createdAt
+                self.id = id
+                self.images = images
+                self.instructions = instructions
+                self.name = name
+                self.primaryMuscles = primaryMuscles
+                self.secondaryMuscles = secondaryMuscles
+                self.source = source
+                self.updatedAt = updatedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case coachId = "coach_id"
+                case createdAt = "created_at"
+                case id
+                case images
+                case instructions
+                case name
+                case primaryMuscles = "primary_muscles"
+                case secondaryMuscles = "secondary_muscles"
+                case source
+                case updatedAt = "updated_at"
+            }
+        }
+        /// The fields of ExerciseInput that change; name may not be null.
+        ///
+        /// - Remark: Generated from `#/components/schemas/ExerciseChange`.
+        public struct ExerciseChange: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ExerciseChange/images`.
+            public var images: [Swift.String]?
+            /// - Remark: Generated from `#/components/schemas/ExerciseChange/instructions`.
+            public var instructions: [Swift.String]?
+            /// - Remark: Generated from `#/components/schemas/ExerciseChange/name`.
+            public var name: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/ExerciseChange/primary_muscles`.
+            public var primaryMuscles: [Components.Schemas.Muscle]?
+            /// - Remark: Generated from `#/components/schemas/ExerciseChange/secondary_muscles`.
+            public var secondaryMuscles: [Components.Schemas.Muscle]?
+            /// Creates a new `ExerciseChange`.
+            ///
+            /// - Parameters:
+            ///   - images:
+            ///   - instructions:
+            ///   - name:
+            ///   - primaryMuscles:
+            ///   - secondaryMuscles:
+            public init(
+                images: [Swift.String]? = nil,
+                instructions: [Swift.String]? = nil,
+                name: Swift.String? = nil,
+                primaryMuscles: [Components.Schemas.Muscle]? = nil,
+                secondaryMuscles: [Components.Schemas.Muscle]? = nil
+            ) {
+                self.images = images
+                self.instructions = instructions
+                self.name = name
+                self.primaryMuscles = primaryMuscles
+                self.secondaryMuscles = secondaryMuscles
+            }
+            public enum CodingKeys: String, CodingKey {
+                case images
+                case instructions
+                case name
+                case primaryMuscles = "primary_muscles"
+                case secondaryMuscles = "secondary_muscles"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.images = try container.decodeIfPresent(
+                    [Swift.String].self,
+                    forKey: .images
+                )
+                self.instructions = try container.decodeIfPresent(
+                    [Swift.String].self,
+                    forKey: .instructions
+                )
+                self.name = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                self.primaryMuscles = try container.decodeIfPresent(
+                    [Components.Schemas.Muscle].self,
+                    forKey: .primaryMuscles
+                )
+                self.secondaryMuscles = try container.decodeIfPresent(
+                    [Components.Schemas.Muscle].self,
+                    forKey: .secondaryMuscles
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "images",
+                    "instructions",
+                    "name",
+                    "primary_muscles",
+                    "secondary_muscles"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ExerciseInput`.
+        public struct ExerciseInput: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ExerciseInput/images`.
+            public var images: [Swift.String]?
+            /// - Remark: Generated from `#/components/schemas/ExerciseInput/instructions`.
+            public var instructions: [Swift.String]?
+            /// unique among the coach's own, case aside
+            ///
+            /// - Remark: Generated from `#/components/schemas/ExerciseInput/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ExerciseInput/primary_muscles`.
+            public var primaryMuscles: [Components.Schemas.Muscle]?
+            /// - Remark: Generated from `#/components/schemas/ExerciseInput/secondary_muscles`.
+            public var secondaryMuscles: [Components.Schemas.Muscle]?
+            /// Creates a new `ExerciseInput`.
+            ///
+            /// - Parameters:
+            ///   - images:
+            ///   - instructions:
+            ///   - name: unique among the coach's own, case aside
+            ///   - primaryMuscles:
+            ///   - secondaryMuscles:
+            public init(
+                images: [Swift.String]? = nil,
+                instructions: [Swift.String]? = nil,
+                name: Swift.String,
+                primaryMuscles: [Components.Schemas.Muscle]? = nil,
+                secondaryMuscles: [Components.Schemas.Muscle]? = nil
+            ) {
+                self.images = images
+                self.instructions = instructions
+                self.name = name
+                self.primaryMuscles = primaryMuscles
+                self.secondaryMuscles = secondaryMuscles
+            }
+            public enum CodingKeys: String, CodingKey {
+                case images
+                case instructions
+                case name
+                case primaryMuscles = "primary_muscles"
+                case secondaryMuscles = "secondary_muscles"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.images = try container.decodeIfPresent(
+                    [Swift.String].self,
+                    forKey: .images
+                )
+                self.instructions = try container.decodeIfPresent(
+                    [Swift.String].self,
+                    forKey: .instructions
+                )
+                self.name = try container.decode(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                self.primaryMuscles = try container.decodeIfPresent(
+                    [Components.Schemas.Muscle].self,
+                    forKey: .primaryMuscles
+                )
+                self.secondaryMuscles = try container.decodeIfPresent(
+                    [Components.Schemas.Muscle].self,
+                    forKey: .secondaryMuscles
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "images",
+                    "instructions",
+                    "name",
+                    "primary_muscles",
+                    "secondary_muscles"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ExercisePage`.
+        public struct ExercisePage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ExercisePage/items`.
+            public var items: [Components.Schemas.Exercise]
+            /// - Remark: Generated from `#/components/schemas/ExercisePage/next_cursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `ExercisePage`.
+            ///
+            /// - Parameters:
+            ///   - items:
+            ///   - nextCursor:
+            public init(
+                items: [Components.Schemas.Exercise],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.items = items
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case items
+                case nextCursor = "next_cursor"
             }
         }
         /// - Remark: Generated from `#/components/schemas/Explanation`.
@@ -1478,6 +2046,12 @@ extension Components {
             case vegetable = "vegetable"
             case wholeGrain = "whole_grain"
         }
+        /// - Remark: Generated from `#/components/schemas/Force`.
+        @frozen public enum Force: String, Codable, Hashable, Sendable, CaseIterable {
+            case push = "push"
+            case pull = "pull"
+            case _static = "static"
+        }
         /// - Remark: Generated from `#/components/schemas/ForgotRequest`.
         public struct ForgotRequest: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/ForgotRequest/email`.
@@ -1811,6 +2385,182 @@ extension Components {
                 case days
             }
         }
+        /// - Remark: Generated from `#/components/schemas/Level`.
+        @frozen public enum Level: String, Codable, Hashable, Sendable, CaseIterable {
+            case beginner = "beginner"
+            case intermediate = "intermediate"
+            case expert = "expert"
+        }
+        /// - Remark: Generated from `#/components/schemas/LogInput`.
+        public struct LogInput: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/LogInput/notes`.
+            public var notes: Swift.String?
+            /// RFC 3339 with its offset; from 2000 to a day from now
+            ///
+            /// - Remark: Generated from `#/components/schemas/LogInput/performed_at`.
+            public var performedAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload`.
+            public struct SetsPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/block`.
+                public var block: Swift.Int
+                /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/distance_m`.
+                public var distanceM: Swift.Double?
+                /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/done`.
+                public var done: Swift.Bool
+                /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/duration_s`.
+                public var durationS: Swift.Int?
+                /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/reps`.
+                public var reps: Swift.Int?
+                /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/rpe`.
+                public var rpe: Swift.Double?
+                /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/set`.
+                public var set: Swift.Int
+                /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/weight_kg`.
+                public var weightKg: Swift.Double?
+                /// instead of weight_kg
+                ///
+                /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/weight_lbs`.
+                public var weightLbs: Swift.Double?
+                /// Creates a new `SetsPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - block:
+                ///   - distanceM:
+                ///   - done:
+                ///   - durationS:
+                ///   - reps:
+                ///   - rpe:
+                ///   - set:
+                ///   - weightKg:
+                ///   - weightLbs: instead of weight_kg
+                public init(
+                    block: Swift.Int,
+                    distanceM: Swift.Double? = nil,
+                    done: Swift.Bool,
+                    durationS: Swift.Int? = nil,
+                    reps: Swift.Int? = nil,
+                    rpe: Swift.Double? = nil,
+                    set: Swift.Int,
+                    weightKg: Swift.Double? = nil,
+                    weightLbs: Swift.Double? = nil
+                ) {
+                    self.block = block
+                    self.distanceM = distanceM
+                    self.done = done
+                    self.durationS = durationS
+                    self.reps = reps
+                    self.rpe = rpe
+                    self.set = set
+                    self.weightKg = weightKg
+                    self.weightLbs = weightLbs
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case block
+                    case distanceM = "distance_m"
+                    case done
+                    case durationS = "duration_s"
+                    case reps
+                    case rpe
+                    case set
+                    case weightKg = "weight_kg"
+                    case weightLbs = "weight_lbs"
+                }
+                public init(from decoder: any Swift.Decoder) throws {
+                    let container = try decoder.container(keyedBy: CodingKeys.self)
+                    self.block = try container.decode(
+                        Swift.Int.self,
+                        forKey: .block
+                    )
+                    self.distanceM = try container.decodeIfPresent(
+                        Swift.Double.self,
+                        forKey: .distanceM
+                    )
+                    self.done = try container.decode(
+                        Swift.Bool.self,
+                        forKey: .done
+                    )
+                    self.durationS = try container.decodeIfPresent(
+                        Swift.Int.self,
+                        forKey: .durationS
+                    )
+                    self.reps = try container.decodeIfPresent(
+                        Swift.Int.self,
+                        forKey: .reps
+                    )
+                    self.rpe = try container.decodeIfPresent(
+                        Swift.Double.self,
+                        forKey: .rpe
+                    )
+                    self.set = try container.decode(
+                        Swift.Int.self,
+                        forKey: .set
+                    )
+                    self.weightKg = try container.decodeIfPresent(
+                        Swift.Double.self,
+                        forKey: .weightKg
+                    )
+                    self.weightLbs = try container.decodeIfPresent(
+                        Swift.Double.self,
+                        forKey: .weightLbs
+                    )
+                    try decoder.ensureNoAdditionalProperties(knownKeys: [
+                        "block",
+                        "distance_m",
+                        "done",
+                        "duration_s",
+                        "reps",
+                        "rpe",
+                        "set",
+                        "weight_kg",
+                        "weight_lbs"
+                    ])
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/LogInput/sets`.
+            public typealias SetsPayload = [Components.Schemas.LogInput.SetsPayloadPayload]
+            /// - Remark: Generated from `#/components/schemas/LogInput/sets`.
+            public var sets: Components.Schemas.LogInput.SetsPayload
+            /// Creates a new `LogInput`.
+            ///
+            /// - Parameters:
+            ///   - notes:
+            ///   - performedAt: RFC 3339 with its offset; from 2000 to a day from now
+            ///   - sets:
+            public init(
+                notes: Swift.String? = nil,
+                performedAt: Foundation.Date,
+                sets: Components.Schemas.LogInput.SetsPayload
+            ) {
+                self.notes = notes
+                self.performedAt = performedAt
+                self.sets = sets
+            }
+            public enum CodingKeys: String, CodingKey {
+                case notes
+                case performedAt = "performed_at"
+                case sets
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.notes = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .notes
+                )
+                self.performedAt = try container.decode(
+                    Foundation.Date.self,
+                    forKey: .performedAt
+                )
+                self.sets = try container.decode(
+                    Components.Schemas.LogInput.SetsPayload.self,
+                    forKey: .sets
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "notes",
+                    "performed_at",
+                    "sets"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Logged`.
         public struct Logged: Codable, Hashable, Sendable {
             /// the local day it was logged for
@@ -1826,6 +2576,98 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case date
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/LoggedSet`.
+        public struct LoggedSet: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/block`.
+            public var block: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/distance_m`.
+            public var distanceM: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/done`.
+            public var done: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/duration_s`.
+            public var durationS: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/exercise_id`.
+            public var exerciseId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/exercise_name`.
+            public var exerciseName: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/reps`.
+            public var reps: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/rpe`.
+            public var rpe: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/set`.
+            public var set: Swift.Int
+            /// in weight_unit (pounds to millionths)
+            ///
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/weight`.
+            public var weight: Swift.Double?
+            /// exactly as stored
+            ///
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/weight_kg`.
+            public var weightKg: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/weight_unit`.
+            @frozen public enum WeightUnitPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case kg = "kg"
+                case lbs = "lbs"
+            }
+            /// - Remark: Generated from `#/components/schemas/LoggedSet/weight_unit`.
+            public var weightUnit: Components.Schemas.LoggedSet.WeightUnitPayload
+            /// Creates a new `LoggedSet`.
+            ///
+            /// - Parameters:
+            ///   - block:
+            ///   - distanceM:
+            ///   - done:
+            ///   - durationS:
+            ///   - exerciseId:
+            ///   - exerciseName:
+            ///   - reps:
+            ///   - rpe:
+            ///   - set:
+            ///   - weight: in weight_unit (pounds to millionths)
+            ///   - weightKg: exactly as stored
+            ///   - weightUnit:
+            public init(
+                block: Swift.Int,
+                distanceM: Swift.Double? = nil,
+                done: Swift.Bool,
+                durationS: Swift.Int? = nil,
+                exerciseId: Swift.String,
+                exerciseName: Swift.String? = nil,
+                reps: Swift.Int? = nil,
+                rpe: Swift.Double? = nil,
+                set: Swift.Int,
+                weight: Swift.Double? = nil,
+                weightKg: Swift.Double? = nil,
+                weightUnit: Components.Schemas.LoggedSet.WeightUnitPayload
+            ) {
+                self.block = block
+                self.distanceM = distanceM
+                self.done = done
+                self.durationS = durationS
+                self.exerciseId = exerciseId
+                self.exerciseName = exerciseName
+                self.reps = reps
+                self.rpe = rpe
+                self.set = set
+                self.weight = weight
+                self.weightKg = weightKg
+                self.weightUnit = weightUnit
+            }
+            public enum CodingKeys: String, CodingKey {
+                case block
+                case distanceM = "distance_m"
+                case done
+                case durationS = "duration_s"
+                case exerciseId = "exercise_id"
+                case exerciseName = "exercise_name"
+                case reps
+                case rpe
+                case set
+                case weight
+                case weightKg = "weight_kg"
+                case weightUnit = "weight_unit"
             }
         }
         /// - Remark: Generated from `#/components/schemas/LoginRequest`.
@@ -2719,6 +3561,31 @@ extension Components {
                 case message
             }
         }
+        /// - Remark: Generated from `#/components/schemas/Mechanic`.
+        @frozen public enum Mechanic: String, Codable, Hashable, Sendable, CaseIterable {
+            case compound = "compound"
+            case isolation = "isolation"
+        }
+        /// - Remark: Generated from `#/components/schemas/Muscle`.
+        @frozen public enum Muscle: String, Codable, Hashable, Sendable, CaseIterable {
+            case abdominals = "abdominals"
+            case abductors = "abductors"
+            case adductors = "adductors"
+            case biceps = "biceps"
+            case calves = "calves"
+            case chest = "chest"
+            case forearms = "forearms"
+            case glutes = "glutes"
+            case hamstrings = "hamstrings"
+            case lats = "lats"
+            case lowerBack = "lower back"
+            case middleBack = "middle back"
+            case neck = "neck"
+            case quadriceps = "quadriceps"
+            case shoulders = "shoulders"
+            case traps = "traps"
+            case triceps = "triceps"
+        }
         /// - Remark: Generated from `#/components/schemas/Mute`.
         public struct Mute: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Mute/value1`.
@@ -3266,6 +4133,61 @@ extension Components {
             public enum CodingKeys: String, CodingKey {
                 case complete
                 case steps
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PrescribedSet`.
+        public struct PrescribedSet: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PrescribedSet/distance_m`.
+            public var distanceM: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/PrescribedSet/duration_s`.
+            public var durationS: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/PrescribedSet/reps`.
+            public var reps: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/PrescribedSet/rest_s`.
+            public var restS: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/PrescribedSet/rpe`.
+            public var rpe: Swift.Double?
+            /// weight_kg in the reader's weight_unit
+            ///
+            /// - Remark: Generated from `#/components/schemas/PrescribedSet/weight`.
+            public var weight: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/PrescribedSet/weight_kg`.
+            public var weightKg: Swift.Double?
+            /// Creates a new `PrescribedSet`.
+            ///
+            /// - Parameters:
+            ///   - distanceM:
+            ///   - durationS:
+            ///   - reps:
+            ///   - restS:
+            ///   - rpe:
+            ///   - weight: weight_kg in the reader's weight_unit
+            ///   - weightKg:
+            public init(
+                distanceM: Swift.Double? = nil,
+                durationS: Swift.Int? = nil,
+                reps: Swift.Int? = nil,
+                restS: Swift.Int? = nil,
+                rpe: Swift.Double? = nil,
+                weight: Swift.Double? = nil,
+                weightKg: Swift.Double? = nil
+            ) {
+                self.distanceM = distanceM
+                self.durationS = durationS
+                self.reps = reps
+                self.restS = restS
+                self.rpe = rpe
+                self.weight = weight
+                self.weightKg = weightKg
+            }
+            public enum CodingKeys: String, CodingKey {
+                case distanceM = "distance_m"
+                case durationS = "duration_s"
+                case reps
+                case restS = "rest_s"
+                case rpe
+                case weight
+                case weightKg = "weight_kg"
             }
         }
         /// - Remark: Generated from `#/components/schemas/Problem`.
@@ -3963,6 +4885,107 @@ extension Components {
                 case tokenType = "token_type"
             }
         }
+        /// - Remark: Generated from `#/components/schemas/SessionBlock`.
+        public struct SessionBlock: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/SessionBlock/exercise_id`.
+            public var exerciseId: Swift.String
+            /// as it was when the session was copied
+            ///
+            /// - Remark: Generated from `#/components/schemas/SessionBlock/exercise_name`.
+            public var exerciseName: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/SessionBlock/notes`.
+            public var notes: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/SessionBlock/sets`.
+            public var sets: [Components.Schemas.PrescribedSet]
+            /// - Remark: Generated from `#/components/schemas/SessionBlock/superset`.
+            public var superset: Swift.String?
+            /// Creates a new `SessionBlock`.
+            ///
+            /// - Parameters:
+            ///   - exerciseId:
+            ///   - exerciseName: as it was when the session was copied
+            ///   - notes:
+            ///   - sets:
+            ///   - superset:
+            public init(
+                exerciseId: Swift.String,
+                exerciseName: Swift.String? = nil,
+                notes: Swift.String? = nil,
+                sets: [Components.Schemas.PrescribedSet],
+                superset: Swift.String? = nil
+            ) {
+                self.exerciseId = exerciseId
+                self.exerciseName = exerciseName
+                self.notes = notes
+                self.sets = sets
+                self.superset = superset
+            }
+            public enum CodingKeys: String, CodingKey {
+                case exerciseId = "exercise_id"
+                case exerciseName = "exercise_name"
+                case notes
+                case sets
+                case superset
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/SessionDetail`.
+        public struct SessionDetail: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/SessionDetail/value1`.
+            public var value1: Components.Schemas.TrainingSession
+            /// - Remark: Generated from `#/components/schemas/SessionDetail/value2`.
+            public struct Value2Payload: Codable, Hashable, Sendable {
+                /// empty in lists
+                ///
+                /// - Remark: Generated from `#/components/schemas/SessionDetail/value2/comments`.
+                public var comments: [Components.Schemas.Comment]
+                /// - Remark: Generated from `#/components/schemas/SessionDetail/value2/log_notes`.
+                public var logNotes: Swift.String?
+                /// - Remark: Generated from `#/components/schemas/SessionDetail/value2/logged_sets`.
+                public var loggedSets: [Components.Schemas.LoggedSet]
+                /// Creates a new `Value2Payload`.
+                ///
+                /// - Parameters:
+                ///   - comments: empty in lists
+                ///   - logNotes:
+                ///   - loggedSets:
+                public init(
+                    comments: [Components.Schemas.Comment],
+                    logNotes: Swift.String? = nil,
+                    loggedSets: [Components.Schemas.LoggedSet]
+                ) {
+                    self.comments = comments
+                    self.logNotes = logNotes
+                    self.loggedSets = loggedSets
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case comments
+                    case logNotes = "log_notes"
+                    case loggedSets = "logged_sets"
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/SessionDetail/value2`.
+            public var value2: Components.Schemas.SessionDetail.Value2Payload
+            /// Creates a new `SessionDetail`.
+            ///
+            /// - Parameters:
+            ///   - value1:
+            ///   - value2:
+            public init(
+                value1: Components.Schemas.TrainingSession,
+                value2: Components.Schemas.SessionDetail.Value2Payload
+            ) {
+                self.value1 = value1
+                self.value2 = value2
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                self.value1 = try .init(from: decoder)
+                self.value2 = try .init(from: decoder)
+            }
+            public func encode(to encoder: any Swift.Encoder) throws {
+                try self.value1.encode(to: encoder)
+                try self.value2.encode(to: encoder)
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/SessionList`.
         public struct SessionList: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/SessionList/ItemsPayload`.
@@ -4051,6 +5074,51 @@ extension Components {
             public enum CodingKeys: String, CodingKey {
                 case items
                 case nextCursor = "next_cursor"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Settings`.
+        public struct Settings: Codable, Hashable, Sendable {
+            /// an IANA time zone name, such as Europe/Lisbon
+            ///
+            /// - Remark: Generated from `#/components/schemas/Settings/time_zone`.
+            public var timeZone: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Settings/weight_unit`.
+            @frozen public enum WeightUnitPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case kg = "kg"
+                case lbs = "lbs"
+            }
+            /// - Remark: Generated from `#/components/schemas/Settings/weight_unit`.
+            public var weightUnit: Components.Schemas.Settings.WeightUnitPayload
+            /// Creates a new `Settings`.
+            ///
+            /// - Parameters:
+            ///   - timeZone: an IANA time zone name, such as Europe/Lisbon
+            ///   - weightUnit:
+            public init(
+                timeZone: Swift.String,
+                weightUnit: Components.Schemas.Settings.WeightUnitPayload
+            ) {
+                self.timeZone = timeZone
+                self.weightUnit = weightUnit
+            }
+            public enum CodingKeys: String, CodingKey {
+                case timeZone = "time_zone"
+                case weightUnit = "weight_unit"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.timeZone = try container.decode(
+                    Swift.String.self,
+                    forKey: .timeZone
+                )
+                self.weightUnit = try container.decode(
+                    Components.Schemas.Settings.WeightUnitPayload.self,
+                    forKey: .weightUnit
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "time_zone",
+                    "weight_unit"
+                ])
             }
         }
         /// - Remark: Generated from `#/components/schemas/ShareLink`.
@@ -4692,6 +5760,164 @@ extension Components {
                 case items
             }
         }
+        /// - Remark: Generated from `#/components/schemas/TrainingSession`.
+        public struct TrainingSession: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/blocks`.
+            public var blocks: [Components.Schemas.SessionBlock]
+            /// the client's user id; null until the invitation is accepted
+            ///
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/client_id`.
+            public var clientId: Swift.String?
+            /// null once the coach's account is gone
+            ///
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/coach_id`.
+            public var coachId: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/created_at`.
+            public var createdAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/notes`.
+            public var notes: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/performed_at`.
+            public var performedAt: Foundation.Date?
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/scheduled_on`.
+            public var scheduledOn: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/skip_reason`.
+            public var skipReason: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/status`.
+            @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case scheduled = "scheduled"
+                case completed = "completed"
+                case partial = "partial"
+                case skipped = "skipped"
+                case cancelled = "cancelled"
+            }
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/status`.
+            public var status: Components.Schemas.TrainingSession.StatusPayload
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/updated_at`.
+            public var updatedAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/weight_unit`.
+            @frozen public enum WeightUnitPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case kg = "kg"
+                case lbs = "lbs"
+            }
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/weight_unit`.
+            public var weightUnit: Components.Schemas.TrainingSession.WeightUnitPayload
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/workout_id`.
+            public var workoutId: Swift.String?
+            /// Creates a new `TrainingSession`.
+            ///
+            /// - Parameters:
+            ///   - blocks:
+            ///   - clientId: the client's user id; null until the invitation is accepted
+            ///   - coachId: null once the coach's account is gone
+            ///   - createdAt:
+            ///   - id:
+            ///   - name:
+            ///   - notes:
+            ///   - performedAt:
+            ///   - scheduledOn:
+            ///   - skipReason:
+            ///   - status:
+            ///   - updatedAt:
+            ///   - weightUnit:
+            ///   - workoutId:
+            public init(
+                blocks: [Components.Schemas.SessionBlock],
+                clientId: Swift.String? = nil,
+                coachId: Swift.String? = nil,
+                createdAt: Foundation.Date,
+                id: Swift.String,
+                name: Swift.String,
+                notes: Swift.String? = nil,
+                performedAt: Foundation.Date? = nil,
+                scheduledOn: Swift.String,
+                skipReason: Swift.String? = nil,
+                status: Components.Schemas.TrainingSession.StatusPayload,
+                updatedAt: Foundation.Date,
+                weightUnit: Components.Schemas.TrainingSession.WeightUnitPayload,
+                workoutId: Swift.String? = nil
+            ) {
+                self.blocks = blocks
+                self.clientId = clientId
+                self.coachId = coachId
+                self.createdAt = createdAt
+                self.id = id
+                self.name = name
+                self.notes = notes
+                self.performedAt = performedAt
+                self.scheduledOn = scheduledOn
+                self.skipReason = skipReason
+                self.status = status
+                self.updatedAt = updatedAt
+                self.weightUnit = weightUnit
+                self.workoutId = workoutId
+            }
+            public enum CodingKeys: String, CodingKey {
+                case blocks
+                case clientId = "client_id"
+                case coachId = "coach_id"
+                case createdAt = "created_at"
+                case id
+                case name
+                case notes
+                case performedAt = "performed_at"
+                case scheduledOn = "scheduled_on"
+                case skipReason = "skip_reason"
+                case status
+                case updatedAt = "updated_at"
+                case weightUnit = "weight_unit"
+                case workoutId = "workout_id"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/TrainingSessionList`.
+        public struct TrainingSessionList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TrainingSessionList/from`.
+            public var from: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TrainingSessionList/items`.
+            public var items: [Components.Schemas.TrainingSession]
+            /// - Remark: Generated from `#/components/schemas/TrainingSessionList/time_zone`.
+            public var timeZone: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TrainingSessionList/to`.
+            public var to: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TrainingSessionList/weight_unit`.
+            @frozen public enum WeightUnitPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case kg = "kg"
+                case lbs = "lbs"
+            }
+            /// - Remark: Generated from `#/components/schemas/TrainingSessionList/weight_unit`.
+            public var weightUnit: Components.Schemas.TrainingSessionList.WeightUnitPayload
+            /// Creates a new `TrainingSessionList`.
+            ///
+            /// - Parameters:
+            ///   - from:
+            ///   - items:
+            ///   - timeZone:
+            ///   - to:
+            ///   - weightUnit:
+            public init(
+                from: Swift.String,
+                items: [Components.Schemas.TrainingSession],
+                timeZone: Swift.String,
+                to: Swift.String,
+                weightUnit: Components.Schemas.TrainingSessionList.WeightUnitPayload
+            ) {
+                self.from = from
+                self.items = items
+                self.timeZone = timeZone
+                self.to = to
+                self.weightUnit = weightUnit
+            }
+            public enum CodingKeys: String, CodingKey {
+                case from
+                case items
+                case timeZone = "time_zone"
+                case to
+                case weightUnit = "weight_unit"
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Trend`.
         public struct Trend: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Trend/averages`.
@@ -5282,6 +6508,338 @@ extension Components {
         @frozen public enum WeightUnit: String, Codable, Hashable, Sendable, CaseIterable {
             case kg = "kg"
             case lbs = "lbs"
+        }
+        /// - Remark: Generated from `#/components/schemas/Workout`.
+        public struct Workout: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Workout/blocks`.
+            public var blocks: [Components.Schemas.WorkoutBlock]
+            /// - Remark: Generated from `#/components/schemas/Workout/created_at`.
+            public var createdAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/Workout/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Workout/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Workout/notes`.
+            public var notes: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/Workout/updated_at`.
+            public var updatedAt: Foundation.Date
+            /// Creates a new `Workout`.
+            ///
+            /// - Parameters:
+            ///   - blocks:
+            ///   - createdAt:
+            ///   - id:
+            ///   - name:
+            ///   - notes:
+            ///   - updatedAt:
+            public init(
+                blocks: [Components.Schemas.WorkoutBlock],
+                createdAt: Foundation.Date,
+                id: Swift.String,
+                name: Swift.String,
+                notes: Swift.String? = nil,
+                updatedAt: Foundation.Date
+            ) {
+                self.blocks = blocks
+                self.createdAt = createdAt
+                self.id = id
+                self.name = name
+                self.notes = notes
+                self.updatedAt = updatedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case blocks
+                case createdAt = "created_at"
+                case id
+                case name
+                case notes
+                case updatedAt = "updated_at"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WorkoutBlock`.
+        public struct WorkoutBlock: Codable, Hashable, Sendable {
+            /// an exercise of the library or the coach's own
+            ///
+            /// - Remark: Generated from `#/components/schemas/WorkoutBlock/exercise_id`.
+            public var exerciseId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WorkoutBlock/notes`.
+            public var notes: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/WorkoutBlock/sets`.
+            public var sets: [Components.Schemas.WorkoutSet]
+            /// blocks with the same label are done in turn
+            ///
+            /// - Remark: Generated from `#/components/schemas/WorkoutBlock/superset`.
+            public var superset: Swift.String?
+            /// Creates a new `WorkoutBlock`.
+            ///
+            /// - Parameters:
+            ///   - exerciseId: an exercise of the library or the coach's own
+            ///   - notes:
+            ///   - sets:
+            ///   - superset: blocks with the same label are done in turn
+            public init(
+                exerciseId: Swift.String,
+                notes: Swift.String? = nil,
+                sets: [Components.Schemas.WorkoutSet],
+                superset: Swift.String? = nil
+            ) {
+                self.exerciseId = exerciseId
+                self.notes = notes
+                self.sets = sets
+                self.superset = superset
+            }
+            public enum CodingKeys: String, CodingKey {
+                case exerciseId = "exercise_id"
+                case notes
+                case sets
+                case superset
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.exerciseId = try container.decode(
+                    Swift.String.self,
+                    forKey: .exerciseId
+                )
+                self.notes = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .notes
+                )
+                self.sets = try container.decode(
+                    [Components.Schemas.WorkoutSet].self,
+                    forKey: .sets
+                )
+                self.superset = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .superset
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "exercise_id",
+                    "notes",
+                    "sets",
+                    "superset"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WorkoutInput`.
+        public struct WorkoutInput: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WorkoutInput/blocks`.
+            public var blocks: [Components.Schemas.WorkoutBlock]
+            /// - Remark: Generated from `#/components/schemas/WorkoutInput/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WorkoutInput/notes`.
+            public var notes: Swift.String?
+            /// Creates a new `WorkoutInput`.
+            ///
+            /// - Parameters:
+            ///   - blocks:
+            ///   - name:
+            ///   - notes:
+            public init(
+                blocks: [Components.Schemas.WorkoutBlock],
+                name: Swift.String,
+                notes: Swift.String? = nil
+            ) {
+                self.blocks = blocks
+                self.name = name
+                self.notes = notes
+            }
+            public enum CodingKeys: String, CodingKey {
+                case blocks
+                case name
+                case notes
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.blocks = try container.decode(
+                    [Components.Schemas.WorkoutBlock].self,
+                    forKey: .blocks
+                )
+                self.name = try container.decode(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                self.notes = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .notes
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "blocks",
+                    "name",
+                    "notes"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WorkoutPage`.
+        public struct WorkoutPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WorkoutPage/items`.
+            public var items: [Components.Schemas.WorkoutSummary]
+            /// - Remark: Generated from `#/components/schemas/WorkoutPage/next_cursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `WorkoutPage`.
+            ///
+            /// - Parameters:
+            ///   - items:
+            ///   - nextCursor:
+            public init(
+                items: [Components.Schemas.WorkoutSummary],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.items = items
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case items
+                case nextCursor = "next_cursor"
+            }
+        }
+        /// Exactly one of reps, duration_s and distance_m.
+        ///
+        /// - Remark: Generated from `#/components/schemas/WorkoutSet`.
+        public struct WorkoutSet: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WorkoutSet/distance_m`.
+            public var distanceM: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/WorkoutSet/duration_s`.
+            public var durationS: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/WorkoutSet/reps`.
+            public var reps: Swift.Int?
+            /// rest after the set
+            ///
+            /// - Remark: Generated from `#/components/schemas/WorkoutSet/rest_s`.
+            public var restS: Swift.Int?
+            /// rate of perceived exertion
+            ///
+            /// - Remark: Generated from `#/components/schemas/WorkoutSet/rpe`.
+            public var rpe: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/WorkoutSet/weight_kg`.
+            public var weightKg: Swift.Double?
+            /// Creates a new `WorkoutSet`.
+            ///
+            /// - Parameters:
+            ///   - distanceM:
+            ///   - durationS:
+            ///   - reps:
+            ///   - restS: rest after the set
+            ///   - rpe: rate of perceived exertion
+            ///   - weightKg:
+            public init(
+                distanceM: Swift.Double? = nil,
+                durationS: Swift.Int? = nil,
+                reps: Swift.Int? = nil,
+                restS: Swift.Int? = nil,
+                rpe: Swift.Double? = nil,
+                weightKg: Swift.Double? = nil
+            ) {
+                self.distanceM = distanceM
+                self.durationS = durationS
+                self.reps = reps
+                self.restS = restS
+                self.rpe = rpe
+                self.weightKg = weightKg
+            }
+            public enum CodingKeys: String, CodingKey {
+                case distanceM = "distance_m"
+                case durationS = "duration_s"
+                case reps
+                case restS = "rest_s"
+                case rpe
+                case weightKg = "weight_kg"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.distanceM = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .distanceM
+                )
+                self.durationS = try container.decodeIfPresent(
+                    Swift.Int.self,
+                    forKey: .durationS
+                )
+                self.reps = try container.decodeIfPresent(
+                    Swift.Int.self,
+                    forKey: .reps
+                )
+                self.restS = try container.decodeIfPresent(
+                    Swift.Int.self,
+                    forKey: .restS
+                )
+                self.rpe = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .rpe
+                )
+                self.weightKg = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .weightKg
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "distance_m",
+                    "duration_s",
+                    "reps",
+                    "rest_s",
+                    "rpe",
+                    "weight_kg"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WorkoutSummary`.
+        public struct WorkoutSummary: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WorkoutSummary/block_count`.
+            public var blockCount: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/WorkoutSummary/created_at`.
+            public var createdAt: Foundation.Date
+            /// in the order they first appear
+            ///
+            /// - Remark: Generated from `#/components/schemas/WorkoutSummary/exercise_ids`.
+            public var exerciseIds: [Swift.String]
+            /// - Remark: Generated from `#/components/schemas/WorkoutSummary/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WorkoutSummary/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WorkoutSummary/notes`.
+            public var notes: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/WorkoutSummary/set_count`.
+            public var setCount: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/WorkoutSummary/updated_at`.
+            public var updatedAt: Foundation.Date
+            /// Creates a new `WorkoutSummary`.
+            ///
+            /// - Parameters:
+            ///   - blockCount:
+            ///   - createdAt:
+            ///   - exerciseIds: in the order they first appear
+            ///   - id:
+            ///   - name:
+            ///   - notes:
+            ///   - setCount:
+            ///   - updatedAt:
+            public init(
+                blockCount: Swift.Int,
+                createdAt: Foundation.Date,
+                exerciseIds: [Swift.String],
+                id: Swift.String,
+                name: Swift.String,
+                notes: Swift.String? = nil,
+                setCount: Swift.Int,
+                updatedAt: Foundation.Date
+            ) {
+                self.blockCount = blockCount
+                self.createdAt = createdAt
+                self.exerciseIds = exerciseIds
+                self.id = id
+                self.name = name
+                self.notes = notes
+                self.setCount = setCount
+                self.updatedAt = updatedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case blockCount = "block_count"
+                case createdAt = "created_at"
+                case exerciseIds = "exercise_ids"
+                case id
+                case name
+                case notes
+                case setCount = "set_count"
+                case updatedAt = "updated_at"
+            }
         }
     }
 }

@@ -254,7 +254,7 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/entitlements/me`.
     /// - Remark: Generated from `#/paths//v1/entitlements/me/get`.
     func getV1EntitlementsMe(_ input: Operations.GetV1EntitlementsMe.Input) async throws -> Operations.GetV1EntitlementsMe.Output
-    /// The signed-in user's live events, as server-sent events (docs/API.md, "Live events"). Sign in with Authorization: Bearer, or with a ticket (POST /v1/events/ticket) for clients that cannot set headers. Each message has id, event (notification, roles_changed, entitlement_changed, client_accepted, email_verified) and data (the event's fields and occurred_at); a comment ": ping" comes every SSE_HEARTBEAT_S seconds. With Last-Event-ID (or last_event_id) the events after that id come first, each once; "event: reset" says they are gone and the client reloads. The stream ends when the token expires, when its session ends, or when the account is deleted.
+    /// The signed-in user's live events, as server-sent events (docs/API.md, "Live events"). Sign in with Authorization: Bearer, or with a ticket (POST /v1/events/ticket) for clients that cannot set headers. Each message has id, event (notification, roles_changed, entitlement_changed, client_accepted, email_verified, workout_assigned, workout_logged, workout_comment) and data (the event's fields and occurred_at); a comment ": ping" comes every SSE_HEARTBEAT_S seconds. With Last-Event-ID (or last_event_id) the events after that id come first, each once; "event: reset" says they are gone and the client reloads. The stream ends when the token expires, when its session ends, or when the account is deleted.
     ///
     ///
     /// - Remark: HTTP `GET /v1/events`.
@@ -266,6 +266,34 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/events/ticket`.
     /// - Remark: Generated from `#/paths//v1/events/ticket/post`.
     func postV1EventsTicket(_ input: Operations.PostV1EventsTicket.Input) async throws -> Operations.PostV1EventsTicket.Output
+    /// Search the exercises the caller sees: the library, their own (coaches) and their coaches' (clients).
+    ///
+    /// With q, the best matches first: a name holding the query's words in any form (plurals, "squats" finds "Squat") ranks first, then the share of the query's letter trigrams the name holds (typos and run-together words: "dumbell", "benchpress"); names holding under half of them are left out. Without q, by name. muscle matches primary or secondary muscles.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/exercises`.
+    /// - Remark: Generated from `#/paths//v1/exercises/get`.
+    func getV1Exercises(_ input: Operations.GetV1Exercises.Input) async throws -> Operations.GetV1Exercises.Output
+    /// A coach's own exercise, seen by the coach and the coach's clients only.
+    ///
+    /// - Remark: HTTP `POST /v1/exercises`.
+    /// - Remark: Generated from `#/paths//v1/exercises/post`.
+    func postV1Exercises(_ input: Operations.PostV1Exercises.Input) async throws -> Operations.PostV1Exercises.Output
+    /// One exercise the caller sees; any other id is 404.
+    ///
+    /// - Remark: HTTP `GET /v1/exercises/{id}`.
+    /// - Remark: Generated from `#/paths//v1/exercises/{id}/get`.
+    func getV1ExercisesId(_ input: Operations.GetV1ExercisesId.Input) async throws -> Operations.GetV1ExercisesId.Output
+    /// Change the fields sent of the coach's own exercise (null clears an optional one).
+    ///
+    /// - Remark: HTTP `PATCH /v1/exercises/{id}`.
+    /// - Remark: Generated from `#/paths//v1/exercises/{id}/patch`.
+    func patchV1ExercisesId(_ input: Operations.PatchV1ExercisesId.Input) async throws -> Operations.PatchV1ExercisesId.Output
+    /// Delete the coach's own exercise, unless a workout uses it.
+    ///
+    /// - Remark: HTTP `DELETE /v1/exercises/{id}`.
+    /// - Remark: Generated from `#/paths//v1/exercises/{id}/delete`.
+    func deleteV1ExercisesId(_ input: Operations.DeleteV1ExercisesId.Input) async throws -> Operations.DeleteV1ExercisesId.Output
     /// Pending follow requests to the caller.
     ///
     /// - Remark: HTTP `GET /v1/follow-requests`.
@@ -691,6 +719,83 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/tiers`.
     /// - Remark: Generated from `#/paths//v1/tiers/get`.
     func getV1Tiers(_ input: Operations.GetV1Tiers.Input) async throws -> Operations.GetV1Tiers.Output
+    /// The client's sessions of some days with what was logged against what was prescribed, and adherence over the last 7 and 30 days. Coaches only.
+    ///
+    /// Days are the client's (their time zone); default from 30 days ago through 7 days ahead, at most 1,000 sessions. Adherence counts the sessions due in the window (today's once logged or skipped; cancelled ones never): completed 1, partial ½, skipped or missed 0; `rate` is their sum over `due`, null when nothing was due.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/training/clients/{client_id}`.
+    /// - Remark: Generated from `#/paths//v1/training/clients/{client_id}/get`.
+    func getV1TrainingClientsClientId(_ input: Operations.GetV1TrainingClientsClientId.Input) async throws -> Operations.GetV1TrainingClientsClientId.Output
+    /// Schedule the workout for the client on some days: each session a copy of the workout as it is now. Works before the client accepts the invitation; the acceptance gives the sessions to the client's account. Coaches only.
+    ///
+    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client who has an account gets the live event `workout_assigned`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/training/clients/{client_id}/assignments`.
+    /// - Remark: Generated from `#/paths//v1/training/clients/{client_id}/assignments/post`.
+    func postV1TrainingClientsClientIdAssignments(_ input: Operations.PostV1TrainingClientsClientIdAssignments.Input) async throws -> Operations.PostV1TrainingClientsClientIdAssignments.Output
+    /// History: the caller's performed sessions, newest first, with their logged sets; with `exercise_id`, only sessions and sets of that exercise. Not for coaches.
+    ///
+    /// - Remark: HTTP `GET /v1/training/history`.
+    /// - Remark: Generated from `#/paths//v1/training/history/get`.
+    func getV1TrainingHistory(_ input: Operations.GetV1TrainingHistory.Input) async throws -> Operations.GetV1TrainingHistory.Output
+    /// Per exercise, the best set by estimated one-repetition maximum and the day it was first reached. Not for coaches.
+    ///
+    /// Epley: e1RM = w × (1 + r / 30) for r > 1 repetitions, w for a single; over done sets with weight and repetitions. Rounded to hundredths.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/training/records`.
+    /// - Remark: Generated from `#/paths//v1/training/records/get`.
+    func getV1TrainingRecords(_ input: Operations.GetV1TrainingRecords.Input) async throws -> Operations.GetV1TrainingRecords.Output
+    /// My Workouts: the sessions from `from` through `to` (the caller's days; default the 7 days from today), at most 92 days; cancelled ones left out. Not for coaches.
+    ///
+    /// - Remark: HTTP `GET /v1/training/sessions`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/get`.
+    func getV1TrainingSessions(_ input: Operations.GetV1TrainingSessions.Input) async throws -> Operations.GetV1TrainingSessions.Output
+    /// One session with what was logged and its comments, for its client or its coach; anyone else 404.
+    ///
+    /// - Remark: HTTP `GET /v1/training/sessions/{id}`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/get`.
+    func getV1TrainingSessionsId(_ input: Operations.GetV1TrainingSessionsId.Input) async throws -> Operations.GetV1TrainingSessionsId.Output
+    /// Unschedule a session the client has not started. Coaches only.
+    ///
+    /// - Remark: HTTP `DELETE /v1/training/sessions/{id}`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/delete`.
+    func deleteV1TrainingSessionsId(_ input: Operations.DeleteV1TrainingSessionsId.Input) async throws -> Operations.DeleteV1TrainingSessionsId.Output
+    /// A comment by the session's coach or client; the other gets the live event `workout_comment`.
+    ///
+    /// - Remark: HTTP `POST /v1/training/sessions/{id}/comments`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/post`.
+    func postV1TrainingSessionsIdComments(_ input: Operations.PostV1TrainingSessionsIdComments.Input) async throws -> Operations.PostV1TrainingSessionsIdComments.Output
+    /// Log the session: `completed` when every prescribed set is logged done, else `partial`. A log replaces an earlier one. Not for coaches.
+    ///
+    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). The coach gets the live event `workout_logged`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/training/sessions/{id}/log`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/log/post`.
+    func postV1TrainingSessionsIdLog(_ input: Operations.PostV1TrainingSessionsIdLog.Input) async throws -> Operations.PostV1TrainingSessionsIdLog.Output
+    /// Skip a session not logged (again: a new reason). Not for coaches.
+    ///
+    /// - Remark: HTTP `POST /v1/training/sessions/{id}/skip`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/skip/post`.
+    func postV1TrainingSessionsIdSkip(_ input: Operations.PostV1TrainingSessionsIdSkip.Input) async throws -> Operations.PostV1TrainingSessionsIdSkip.Output
+    /// The caller's time zone and weight unit (default UTC and kg). Any signed-in user.
+    ///
+    /// - Remark: HTTP `GET /v1/training/settings`.
+    /// - Remark: Generated from `#/paths//v1/training/settings/get`.
+    func getV1TrainingSettings(_ input: Operations.GetV1TrainingSettings.Input) async throws -> Operations.GetV1TrainingSettings.Output
+    /// Set both.
+    ///
+    /// - Remark: HTTP `PUT /v1/training/settings`.
+    /// - Remark: Generated from `#/paths//v1/training/settings/put`.
+    func putV1TrainingSettings(_ input: Operations.PutV1TrainingSettings.Input) async throws -> Operations.PutV1TrainingSettings.Output
+    /// Today's sessions, today being the caller's day in their time zone (settings). Not for coaches.
+    ///
+    /// - Remark: HTTP `GET /v1/training/today`.
+    /// - Remark: Generated from `#/paths//v1/training/today/get`.
+    func getV1TrainingToday(_ input: Operations.GetV1TrainingToday.Input) async throws -> Operations.GetV1TrainingToday.Output
     /// The last 7 or 30 local days of eaten meals: daily sums against the goal each day had, averages over logged days, best and worst meal, the logging streak.
     ///
     /// - Remark: HTTP `GET /v1/trends`.
@@ -711,6 +816,36 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/webhooks/app-store`.
     /// - Remark: Generated from `#/paths//v1/webhooks/app-store/post`.
     func postV1WebhooksAppStore(_ input: Operations.PostV1WebhooksAppStore.Input) async throws -> Operations.PostV1WebhooksAppStore.Output
+    /// The coach's workouts, newest first, without their sets.
+    ///
+    /// - Remark: HTTP `GET /v1/workouts`.
+    /// - Remark: Generated from `#/paths//v1/workouts/get`.
+    func getV1Workouts(_ input: Operations.GetV1Workouts.Input) async throws -> Operations.GetV1Workouts.Output
+    /// A workout: blocks of an exercise (the library's or the coach's own) and its sets.
+    ///
+    /// - Remark: HTTP `POST /v1/workouts`.
+    /// - Remark: Generated from `#/paths//v1/workouts/post`.
+    func postV1Workouts(_ input: Operations.PostV1Workouts.Input) async throws -> Operations.PostV1Workouts.Output
+    /// One of the coach's workouts; another coach's is 404.
+    ///
+    /// - Remark: HTTP `GET /v1/workouts/{id}`.
+    /// - Remark: Generated from `#/paths//v1/workouts/{id}/get`.
+    func getV1WorkoutsId(_ input: Operations.GetV1WorkoutsId.Input) async throws -> Operations.GetV1WorkoutsId.Output
+    /// Replace the workout. Sessions already scheduled keep their copy.
+    ///
+    /// - Remark: HTTP `PUT /v1/workouts/{id}`.
+    /// - Remark: Generated from `#/paths//v1/workouts/{id}/put`.
+    func putV1WorkoutsId(_ input: Operations.PutV1WorkoutsId.Input) async throws -> Operations.PutV1WorkoutsId.Output
+    /// Delete the workout. Sessions already scheduled keep their copy.
+    ///
+    /// - Remark: HTTP `DELETE /v1/workouts/{id}`.
+    /// - Remark: Generated from `#/paths//v1/workouts/{id}/delete`.
+    func deleteV1WorkoutsId(_ input: Operations.DeleteV1WorkoutsId.Input) async throws -> Operations.DeleteV1WorkoutsId.Output
+    /// Copy the workout as it is now onto its sessions the clients have not started (not logged, not skipped); a started session keeps its copy. Coaches only.
+    ///
+    /// - Remark: HTTP `POST /v1/workouts/{id}/push`.
+    /// - Remark: Generated from `#/paths//v1/workouts/{id}/push/post`.
+    func postV1WorkoutsIdPush(_ input: Operations.PostV1WorkoutsIdPush.Input) async throws -> Operations.PostV1WorkoutsIdPush.Output
     /// The page the verification mail's link opens (EMAIL_VERIFY_URL): a form for the account's password, and one to disown the account. Opening it changes nothing: mail scanners open links.
     ///
     /// - Remark: HTTP `GET /verify-email`.
@@ -1252,7 +1387,7 @@ extension APIProtocol {
     public func getV1EntitlementsMe(headers: Operations.GetV1EntitlementsMe.Input.Headers = .init()) async throws -> Operations.GetV1EntitlementsMe.Output {
         try await getV1EntitlementsMe(Operations.GetV1EntitlementsMe.Input(headers: headers))
     }
-    /// The signed-in user's live events, as server-sent events (docs/API.md, "Live events"). Sign in with Authorization: Bearer, or with a ticket (POST /v1/events/ticket) for clients that cannot set headers. Each message has id, event (notification, roles_changed, entitlement_changed, client_accepted, email_verified) and data (the event's fields and occurred_at); a comment ": ping" comes every SSE_HEARTBEAT_S seconds. With Last-Event-ID (or last_event_id) the events after that id come first, each once; "event: reset" says they are gone and the client reloads. The stream ends when the token expires, when its session ends, or when the account is deleted.
+    /// The signed-in user's live events, as server-sent events (docs/API.md, "Live events"). Sign in with Authorization: Bearer, or with a ticket (POST /v1/events/ticket) for clients that cannot set headers. Each message has id, event (notification, roles_changed, entitlement_changed, client_accepted, email_verified, workout_assigned, workout_logged, workout_comment) and data (the event's fields and occurred_at); a comment ": ping" comes every SSE_HEARTBEAT_S seconds. With Last-Event-ID (or last_event_id) the events after that id come first, each once; "event: reset" says they are gone and the client reloads. The stream ends when the token expires, when its session ends, or when the account is deleted.
     ///
     ///
     /// - Remark: HTTP `GET /v1/events`.
@@ -1273,6 +1408,76 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//v1/events/ticket/post`.
     public func postV1EventsTicket(headers: Operations.PostV1EventsTicket.Input.Headers = .init()) async throws -> Operations.PostV1EventsTicket.Output {
         try await postV1EventsTicket(Operations.PostV1EventsTicket.Input(headers: headers))
+    }
+    /// Search the exercises the caller sees: the library, their own (coaches) and their coaches' (clients).
+    ///
+    /// With q, the best matches first: a name holding the query's words in any form (plurals, "squats" finds "Squat") ranks first, then the share of the query's letter trigrams the name holds (typos and run-together words: "dumbell", "benchpress"); names holding under half of them are left out. Without q, by name. muscle matches primary or secondary muscles.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/exercises`.
+    /// - Remark: Generated from `#/paths//v1/exercises/get`.
+    public func getV1Exercises(
+        query: Operations.GetV1Exercises.Input.Query = .init(),
+        headers: Operations.GetV1Exercises.Input.Headers = .init()
+    ) async throws -> Operations.GetV1Exercises.Output {
+        try await getV1Exercises(Operations.GetV1Exercises.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// A coach's own exercise, seen by the coach and the coach's clients only.
+    ///
+    /// - Remark: HTTP `POST /v1/exercises`.
+    /// - Remark: Generated from `#/paths//v1/exercises/post`.
+    public func postV1Exercises(
+        headers: Operations.PostV1Exercises.Input.Headers = .init(),
+        body: Operations.PostV1Exercises.Input.Body
+    ) async throws -> Operations.PostV1Exercises.Output {
+        try await postV1Exercises(Operations.PostV1Exercises.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// One exercise the caller sees; any other id is 404.
+    ///
+    /// - Remark: HTTP `GET /v1/exercises/{id}`.
+    /// - Remark: Generated from `#/paths//v1/exercises/{id}/get`.
+    public func getV1ExercisesId(
+        path: Operations.GetV1ExercisesId.Input.Path,
+        headers: Operations.GetV1ExercisesId.Input.Headers = .init()
+    ) async throws -> Operations.GetV1ExercisesId.Output {
+        try await getV1ExercisesId(Operations.GetV1ExercisesId.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Change the fields sent of the coach's own exercise (null clears an optional one).
+    ///
+    /// - Remark: HTTP `PATCH /v1/exercises/{id}`.
+    /// - Remark: Generated from `#/paths//v1/exercises/{id}/patch`.
+    public func patchV1ExercisesId(
+        path: Operations.PatchV1ExercisesId.Input.Path,
+        headers: Operations.PatchV1ExercisesId.Input.Headers = .init(),
+        body: Operations.PatchV1ExercisesId.Input.Body
+    ) async throws -> Operations.PatchV1ExercisesId.Output {
+        try await patchV1ExercisesId(Operations.PatchV1ExercisesId.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Delete the coach's own exercise, unless a workout uses it.
+    ///
+    /// - Remark: HTTP `DELETE /v1/exercises/{id}`.
+    /// - Remark: Generated from `#/paths//v1/exercises/{id}/delete`.
+    public func deleteV1ExercisesId(
+        path: Operations.DeleteV1ExercisesId.Input.Path,
+        headers: Operations.DeleteV1ExercisesId.Input.Headers = .init()
+    ) async throws -> Operations.DeleteV1ExercisesId.Output {
+        try await deleteV1ExercisesId(Operations.DeleteV1ExercisesId.Input(
+            path: path,
+            headers: headers
+        ))
     }
     /// Pending follow requests to the caller.
     ///
@@ -2337,6 +2542,179 @@ extension APIProtocol {
     public func getV1Tiers(headers: Operations.GetV1Tiers.Input.Headers = .init()) async throws -> Operations.GetV1Tiers.Output {
         try await getV1Tiers(Operations.GetV1Tiers.Input(headers: headers))
     }
+    /// The client's sessions of some days with what was logged against what was prescribed, and adherence over the last 7 and 30 days. Coaches only.
+    ///
+    /// Days are the client's (their time zone); default from 30 days ago through 7 days ahead, at most 1,000 sessions. Adherence counts the sessions due in the window (today's once logged or skipped; cancelled ones never): completed 1, partial ½, skipped or missed 0; `rate` is their sum over `due`, null when nothing was due.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/training/clients/{client_id}`.
+    /// - Remark: Generated from `#/paths//v1/training/clients/{client_id}/get`.
+    public func getV1TrainingClientsClientId(
+        path: Operations.GetV1TrainingClientsClientId.Input.Path,
+        query: Operations.GetV1TrainingClientsClientId.Input.Query = .init(),
+        headers: Operations.GetV1TrainingClientsClientId.Input.Headers = .init()
+    ) async throws -> Operations.GetV1TrainingClientsClientId.Output {
+        try await getV1TrainingClientsClientId(Operations.GetV1TrainingClientsClientId.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Schedule the workout for the client on some days: each session a copy of the workout as it is now. Works before the client accepts the invitation; the acceptance gives the sessions to the client's account. Coaches only.
+    ///
+    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client who has an account gets the live event `workout_assigned`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/training/clients/{client_id}/assignments`.
+    /// - Remark: Generated from `#/paths//v1/training/clients/{client_id}/assignments/post`.
+    public func postV1TrainingClientsClientIdAssignments(
+        path: Operations.PostV1TrainingClientsClientIdAssignments.Input.Path,
+        headers: Operations.PostV1TrainingClientsClientIdAssignments.Input.Headers = .init(),
+        body: Operations.PostV1TrainingClientsClientIdAssignments.Input.Body
+    ) async throws -> Operations.PostV1TrainingClientsClientIdAssignments.Output {
+        try await postV1TrainingClientsClientIdAssignments(Operations.PostV1TrainingClientsClientIdAssignments.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// History: the caller's performed sessions, newest first, with their logged sets; with `exercise_id`, only sessions and sets of that exercise. Not for coaches.
+    ///
+    /// - Remark: HTTP `GET /v1/training/history`.
+    /// - Remark: Generated from `#/paths//v1/training/history/get`.
+    public func getV1TrainingHistory(
+        query: Operations.GetV1TrainingHistory.Input.Query = .init(),
+        headers: Operations.GetV1TrainingHistory.Input.Headers = .init()
+    ) async throws -> Operations.GetV1TrainingHistory.Output {
+        try await getV1TrainingHistory(Operations.GetV1TrainingHistory.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Per exercise, the best set by estimated one-repetition maximum and the day it was first reached. Not for coaches.
+    ///
+    /// Epley: e1RM = w × (1 + r / 30) for r > 1 repetitions, w for a single; over done sets with weight and repetitions. Rounded to hundredths.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/training/records`.
+    /// - Remark: Generated from `#/paths//v1/training/records/get`.
+    public func getV1TrainingRecords(headers: Operations.GetV1TrainingRecords.Input.Headers = .init()) async throws -> Operations.GetV1TrainingRecords.Output {
+        try await getV1TrainingRecords(Operations.GetV1TrainingRecords.Input(headers: headers))
+    }
+    /// My Workouts: the sessions from `from` through `to` (the caller's days; default the 7 days from today), at most 92 days; cancelled ones left out. Not for coaches.
+    ///
+    /// - Remark: HTTP `GET /v1/training/sessions`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/get`.
+    public func getV1TrainingSessions(
+        query: Operations.GetV1TrainingSessions.Input.Query = .init(),
+        headers: Operations.GetV1TrainingSessions.Input.Headers = .init()
+    ) async throws -> Operations.GetV1TrainingSessions.Output {
+        try await getV1TrainingSessions(Operations.GetV1TrainingSessions.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// One session with what was logged and its comments, for its client or its coach; anyone else 404.
+    ///
+    /// - Remark: HTTP `GET /v1/training/sessions/{id}`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/get`.
+    public func getV1TrainingSessionsId(
+        path: Operations.GetV1TrainingSessionsId.Input.Path,
+        headers: Operations.GetV1TrainingSessionsId.Input.Headers = .init()
+    ) async throws -> Operations.GetV1TrainingSessionsId.Output {
+        try await getV1TrainingSessionsId(Operations.GetV1TrainingSessionsId.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Unschedule a session the client has not started. Coaches only.
+    ///
+    /// - Remark: HTTP `DELETE /v1/training/sessions/{id}`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/delete`.
+    public func deleteV1TrainingSessionsId(
+        path: Operations.DeleteV1TrainingSessionsId.Input.Path,
+        headers: Operations.DeleteV1TrainingSessionsId.Input.Headers = .init()
+    ) async throws -> Operations.DeleteV1TrainingSessionsId.Output {
+        try await deleteV1TrainingSessionsId(Operations.DeleteV1TrainingSessionsId.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// A comment by the session's coach or client; the other gets the live event `workout_comment`.
+    ///
+    /// - Remark: HTTP `POST /v1/training/sessions/{id}/comments`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/post`.
+    public func postV1TrainingSessionsIdComments(
+        path: Operations.PostV1TrainingSessionsIdComments.Input.Path,
+        headers: Operations.PostV1TrainingSessionsIdComments.Input.Headers = .init(),
+        body: Operations.PostV1TrainingSessionsIdComments.Input.Body
+    ) async throws -> Operations.PostV1TrainingSessionsIdComments.Output {
+        try await postV1TrainingSessionsIdComments(Operations.PostV1TrainingSessionsIdComments.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Log the session: `completed` when every prescribed set is logged done, else `partial`. A log replaces an earlier one. Not for coaches.
+    ///
+    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). The coach gets the live event `workout_logged`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/training/sessions/{id}/log`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/log/post`.
+    public func postV1TrainingSessionsIdLog(
+        path: Operations.PostV1TrainingSessionsIdLog.Input.Path,
+        headers: Operations.PostV1TrainingSessionsIdLog.Input.Headers = .init(),
+        body: Operations.PostV1TrainingSessionsIdLog.Input.Body
+    ) async throws -> Operations.PostV1TrainingSessionsIdLog.Output {
+        try await postV1TrainingSessionsIdLog(Operations.PostV1TrainingSessionsIdLog.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Skip a session not logged (again: a new reason). Not for coaches.
+    ///
+    /// - Remark: HTTP `POST /v1/training/sessions/{id}/skip`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/skip/post`.
+    public func postV1TrainingSessionsIdSkip(
+        path: Operations.PostV1TrainingSessionsIdSkip.Input.Path,
+        headers: Operations.PostV1TrainingSessionsIdSkip.Input.Headers = .init(),
+        body: Operations.PostV1TrainingSessionsIdSkip.Input.Body? = nil
+    ) async throws -> Operations.PostV1TrainingSessionsIdSkip.Output {
+        try await postV1TrainingSessionsIdSkip(Operations.PostV1TrainingSessionsIdSkip.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The caller's time zone and weight unit (default UTC and kg). Any signed-in user.
+    ///
+    /// - Remark: HTTP `GET /v1/training/settings`.
+    /// - Remark: Generated from `#/paths//v1/training/settings/get`.
+    public func getV1TrainingSettings(headers: Operations.GetV1TrainingSettings.Input.Headers = .init()) async throws -> Operations.GetV1TrainingSettings.Output {
+        try await getV1TrainingSettings(Operations.GetV1TrainingSettings.Input(headers: headers))
+    }
+    /// Set both.
+    ///
+    /// - Remark: HTTP `PUT /v1/training/settings`.
+    /// - Remark: Generated from `#/paths//v1/training/settings/put`.
+    public func putV1TrainingSettings(
+        headers: Operations.PutV1TrainingSettings.Input.Headers = .init(),
+        body: Operations.PutV1TrainingSettings.Input.Body
+    ) async throws -> Operations.PutV1TrainingSettings.Output {
+        try await putV1TrainingSettings(Operations.PutV1TrainingSettings.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Today's sessions, today being the caller's day in their time zone (settings). Not for coaches.
+    ///
+    /// - Remark: HTTP `GET /v1/training/today`.
+    /// - Remark: Generated from `#/paths//v1/training/today/get`.
+    public func getV1TrainingToday(headers: Operations.GetV1TrainingToday.Input.Headers = .init()) async throws -> Operations.GetV1TrainingToday.Output {
+        try await getV1TrainingToday(Operations.GetV1TrainingToday.Input(headers: headers))
+    }
     /// The last 7 or 30 local days of eaten meals: daily sums against the goal each day had, averages over logged days, best and worst meal, the logging streak.
     ///
     /// - Remark: HTTP `GET /v1/trends`.
@@ -2391,6 +2769,86 @@ extension APIProtocol {
         try await postV1WebhooksAppStore(Operations.PostV1WebhooksAppStore.Input(
             headers: headers,
             body: body
+        ))
+    }
+    /// The coach's workouts, newest first, without their sets.
+    ///
+    /// - Remark: HTTP `GET /v1/workouts`.
+    /// - Remark: Generated from `#/paths//v1/workouts/get`.
+    public func getV1Workouts(
+        query: Operations.GetV1Workouts.Input.Query = .init(),
+        headers: Operations.GetV1Workouts.Input.Headers = .init()
+    ) async throws -> Operations.GetV1Workouts.Output {
+        try await getV1Workouts(Operations.GetV1Workouts.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// A workout: blocks of an exercise (the library's or the coach's own) and its sets.
+    ///
+    /// - Remark: HTTP `POST /v1/workouts`.
+    /// - Remark: Generated from `#/paths//v1/workouts/post`.
+    public func postV1Workouts(
+        headers: Operations.PostV1Workouts.Input.Headers = .init(),
+        body: Operations.PostV1Workouts.Input.Body
+    ) async throws -> Operations.PostV1Workouts.Output {
+        try await postV1Workouts(Operations.PostV1Workouts.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// One of the coach's workouts; another coach's is 404.
+    ///
+    /// - Remark: HTTP `GET /v1/workouts/{id}`.
+    /// - Remark: Generated from `#/paths//v1/workouts/{id}/get`.
+    public func getV1WorkoutsId(
+        path: Operations.GetV1WorkoutsId.Input.Path,
+        headers: Operations.GetV1WorkoutsId.Input.Headers = .init()
+    ) async throws -> Operations.GetV1WorkoutsId.Output {
+        try await getV1WorkoutsId(Operations.GetV1WorkoutsId.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Replace the workout. Sessions already scheduled keep their copy.
+    ///
+    /// - Remark: HTTP `PUT /v1/workouts/{id}`.
+    /// - Remark: Generated from `#/paths//v1/workouts/{id}/put`.
+    public func putV1WorkoutsId(
+        path: Operations.PutV1WorkoutsId.Input.Path,
+        headers: Operations.PutV1WorkoutsId.Input.Headers = .init(),
+        body: Operations.PutV1WorkoutsId.Input.Body
+    ) async throws -> Operations.PutV1WorkoutsId.Output {
+        try await putV1WorkoutsId(Operations.PutV1WorkoutsId.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Delete the workout. Sessions already scheduled keep their copy.
+    ///
+    /// - Remark: HTTP `DELETE /v1/workouts/{id}`.
+    /// - Remark: Generated from `#/paths//v1/workouts/{id}/delete`.
+    public func deleteV1WorkoutsId(
+        path: Operations.DeleteV1WorkoutsId.Input.Path,
+        headers: Operations.DeleteV1WorkoutsId.Input.Headers = .init()
+    ) async throws -> Operations.DeleteV1WorkoutsId.Output {
+        try await deleteV1WorkoutsId(Operations.DeleteV1WorkoutsId.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Copy the workout as it is now onto its sessions the clients have not started (not logged, not skipped); a started session keeps its copy. Coaches only.
+    ///
+    /// - Remark: HTTP `POST /v1/workouts/{id}/push`.
+    /// - Remark: Generated from `#/paths//v1/workouts/{id}/push/post`.
+    public func postV1WorkoutsIdPush(
+        path: Operations.PostV1WorkoutsIdPush.Input.Path,
+        headers: Operations.PostV1WorkoutsIdPush.Input.Headers = .init()
+    ) async throws -> Operations.PostV1WorkoutsIdPush.Output {
+        try await postV1WorkoutsIdPush(Operations.PostV1WorkoutsIdPush.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// The page the verification mail's link opens (EMAIL_VERIFY_URL): a form for the account's password, and one to disown the account. Opening it changes nothing: mail scanners open links.
