@@ -11,9 +11,9 @@ import TestSupport
 @Suite struct CoachExerciseTests {
     static var sled: [String: Any] {
         [
-        "name": "Sled push", "category": "strongman", "level": "intermediate", "equipment": "other", "force": "push", "mechanic": "compound",
-        "primary_muscles": ["quadriceps"], "secondary_muscles": ["glutes", "calves"], "instructions": ["Lean in.", "Drive."],
-        "images": ["https://example.com/sled.jpg"],
+            "name": "Sled push", "category": "strongman", "level": "intermediate", "equipment": "other", "force": "push", "mechanic": "compound",
+            "primary_muscles": ["quadriceps"], "secondary_muscles": ["glutes", "calves"], "instructions": ["Lean in.", "Drive."],
+            "images": ["https://example.com/sled.jpg"],
         ]
     }
 

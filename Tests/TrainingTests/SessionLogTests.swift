@@ -134,7 +134,9 @@ import TestSupport
             #expect(fromClient.status == .created && fromClient.json["author_role"] as? String == "client", "\(fromClient.text)")
             let fromCoach = try await env.call(.post, "/v1/training/sessions/\(id)/comments", as: coach, json: ["text": "  Drop the weight 10%  "])
             #expect(fromCoach.status == .created && fromCoach.json["author_role"] as? String == "coach" && fromCoach.json["text"] as? String == "Drop the weight 10%")
-            try await waitUntil(.seconds(10)) { let toCoach = try await env.live("workout.commented", to: coach).count; let toClient = try await env.live("workout.commented", to: client).count; return toCoach == 1 && toClient == 1 }
+            try await waitUntil(.seconds(10)) {
+                let toCoach = try await env.live("workout.commented", to: coach).count; let toClient = try await env.live("workout.commented", to: client).count; return toCoach == 1 && toClient == 1
+            }
             #expect(try await env.live("workout.commented", to: client).first?.contains("Drop the weight 10%") == true)
             let session = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
             #expect((session.json["comments"] as? [[String: Any]])?.compactMap { $0["text"] as? String } == ["Shoulder felt tight", "Drop the weight 10%"])

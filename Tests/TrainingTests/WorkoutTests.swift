@@ -101,8 +101,10 @@ import TestSupport
             #expect(try await problems(sets([["weight_kg": 40]])) == ["blocks[0].sets[0]"])
             #expect(
                 try await problems(sets([["reps": 0, "rpe": 11, "weight_kg": -1, "rest_s": 3_601], ["distance_m": 0], ["duration_s": 86_401]]))
-                    == ["blocks[0].sets[0].reps", "blocks[0].sets[0].rpe", "blocks[0].sets[0].weight_kg", "blocks[0].sets[0].rest_s",
-                        "blocks[0].sets[1].distance_m", "blocks[0].sets[2].duration_s"])
+                    == [
+                        "blocks[0].sets[0].reps", "blocks[0].sets[0].rpe", "blocks[0].sets[0].weight_kg", "blocks[0].sets[0].rest_s",
+                        "blocks[0].sets[1].distance_m", "blocks[0].sets[2].duration_s",
+                    ])
             #expect(try await problems(sets([["reps": 5]], superset: "")) == ["blocks[0].superset"])
             let fraction = try await env.call(.post, "/v1/workouts", as: coach, json: sets([["reps": 5.5]]))
             #expect(fraction.fieldErrors == ["blocks[0].sets[0].reps"], "\(fraction.text)")

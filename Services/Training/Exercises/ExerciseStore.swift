@@ -122,7 +122,9 @@ struct ExerciseStore: Sendable {
     /// The exercise if `viewer` sees it.
     func find(_ id: UUID, viewer: UUID, on connection: PostgresConnection, logger: Logger) async throws -> ExerciseRecord? {
         try await Self.decode(
-            connection.checkedQuery("SELECT \(unescaped: Self.columns) FROM exercises e WHERE e.id = \(id) AND (e.coach_id IS NULL OR e.coach_id = \(viewer) OR e.coach_id IN (SELECT l.coach_id FROM coach_links l WHERE l.client_id = \(viewer)))", logger: logger)
+            connection.checkedQuery(
+                "SELECT \(unescaped: Self.columns) FROM exercises e WHERE e.id = \(id) AND (e.coach_id IS NULL OR e.coach_id = \(viewer) OR e.coach_id IN (SELECT l.coach_id FROM coach_links l WHERE l.client_id = \(viewer)))",
+                logger: logger)
         ).first
     }
 
@@ -136,7 +138,9 @@ struct ExerciseStore: Sendable {
     /// Which of `ids` `viewer` sees.
     func visibleIDs(_ ids: [UUID], viewer: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
         var seen = Set<UUID>()
-        let rows = try await connection.checkedQuery("SELECT e.id FROM exercises e WHERE e.id = ANY (\(ids)) AND (e.coach_id IS NULL OR e.coach_id = \(viewer) OR e.coach_id IN (SELECT l.coach_id FROM coach_links l WHERE l.client_id = \(viewer)))", logger: logger)
+        let rows = try await connection.checkedQuery(
+            "SELECT e.id FROM exercises e WHERE e.id = ANY (\(ids)) AND (e.coach_id IS NULL OR e.coach_id = \(viewer) OR e.coach_id IN (SELECT l.coach_id FROM coach_links l WHERE l.client_id = \(viewer)))",
+            logger: logger)
         for try await id in rows.decode(UUID.self) { seen.insert(id) }
         return seen
     }
