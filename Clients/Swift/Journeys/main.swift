@@ -10,6 +10,7 @@ let journeys: [(String, () async throws -> Void)] = [
     ("a follow is heard on the live stream", aFollowIsHeardOnTheLiveStream),
     ("a coach invites and the client accepts", aCoachInvitesAndTheClientAccepts),
     ("a meal is posted, eaten and seen in trends", aMealIsPostedEatenAndSeenInTrends),
+    ("a coach plans workouts and the client logs them", aCoachPlansWorkoutsAndTheClientLogsThem),
     ("a free user upgrades and passes", aFreeUserUpgradesAndPasses),
     ("a space needs Team until an admin grants it", aSpaceNeedsTeamUntilAnAdminGrantsIt),
     ("an admin moderates a user", anAdminModeratesAUser),
