@@ -52,7 +52,7 @@ struct Nutrition: Sendable {
         }
         self.settings = settings
         imageDecoding = settings.imageDecoding
-        analyzer = MealAnalyzer.configured(settings.analyzer, http: VisionHTTP(client: dependencies.httpClient))
+        analyzer = MealAnalyzer.configured(settings.analyzer, http: VisionHTTP(httpClient: dependencies.httpClient))
         trendResponses = settings.trendCacheSize > 0 ? VersionedCache(capacity: settings.trendCacheSize) : nil
         logger = dependencies.logger
         self.drawing = drawing

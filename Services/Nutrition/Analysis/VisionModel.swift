@@ -33,7 +33,7 @@ protocol VisionModel: Sendable {
 /// The HTTP exchange both providers share: a JSON `POST`, its answer read whole, timeouts and 429
 /// and 5xx turned into `unavailable`.
 struct VisionHTTP: Sendable {
-    let client: HTTPClient
+    let httpClient: HTTPClient
     /// An answer longer than this is not one this service asked for.
     static let maxAnswerBytes = 4 << 20
 
@@ -49,7 +49,7 @@ struct VisionHTTP: Sendable {
         }
         let started = ContinuousClock.now
         do {
-            let response = try await client.execute(request, timeout: .milliseconds(Int64(timeout / .milliseconds(1))))
+            let response = try await httpClient.execute(request, timeout: .milliseconds(Int64(timeout / .milliseconds(1))))
             let left = timeout - (ContinuousClock.now - started)
             // The body is read within what is left of the same timeout.
             let body = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in

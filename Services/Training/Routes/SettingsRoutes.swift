@@ -14,7 +14,7 @@ struct SettingsRoutes {
         settings.put(use: replace)
     }
 
-    struct SettingsView: ResponseEncodable, StrictJSONBody {
+    struct SettingsView: StrictJSONBody, ResponseEncodable {
         var timeZone: String
         var weightUnit: String
         enum CodingKeys: String, CodingKey, CaseIterable { case timeZone = "time_zone", weightUnit = "weight_unit" }
