@@ -3,13 +3,15 @@
 Usage: python3 mail_sink.py --port 2525 --dir .stack/mail [--reject-prefix PREFIX]
                             [--tls-cert CERT --tls-key KEY] [--auth USER:PASSWORD]
 (--reject-prefix: recipients starting with PREFIX are refused with 550, as a server refuses an
-address that does not exist. --tls-cert/--tls-key: STARTTLS is offered and required before MAIL.
+address that does not exist. SIGUSR1 turns refusing every message with 451 (a temporary failure,
+as a server that is overloaded answers) on, and the next one off: scripts/faults/smtp-refuse. --tls-cert/--tls-key: STARTTLS is offered and required before MAIL.
 --auth: AUTH PLAIN/LOGIN with these credentials is required (over TLS only when --tls-cert is
 given). Tests use them to check the transport as a real provider would treat it.)
 """
 import argparse
 import asyncio
 import os
+import signal
 import ssl
 import time
 
@@ -22,6 +24,14 @@ class SaveToFolder:
         self.folder = folder
         self.count = 0
         self.reject_prefix = reject_prefix
+        self.refusing = False
+
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        if self.refusing:
+            return "451 4.3.2 Not accepting mail at the moment"
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if self.reject_prefix and address.lower().startswith(self.reject_prefix):
@@ -67,7 +77,14 @@ def main():
             return AuthResult(success=ok, handled=False)
 
         options.update(authenticator=authenticate, auth_required=True, auth_require_tls=bool(args.tls_cert))
-    controller = Controller(SaveToFolder(args.dir, args.reject_prefix), hostname=args.host, port=args.port, **options)
+    handler = SaveToFolder(args.dir, args.reject_prefix)
+
+    def toggle_refusing(signum, frame):
+        handler.refusing = not handler.refusing
+        print(f"mail sink {'refusing' if handler.refusing else 'accepting'} mail", flush=True)
+
+    signal.signal(signal.SIGUSR1, toggle_refusing)
+    controller = Controller(handler, hostname=args.host, port=args.port, **options)
     controller.start()
     print(f"mail sink on {args.host}:{args.port}, saving to {args.dir}", flush=True)
     try:
