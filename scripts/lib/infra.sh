@@ -138,6 +138,19 @@ ensure_python_tools() {
   "$PYTHON" -c "$tools"
 }
 
+# ensure_locust: sets PYTHON (as ensure_python_tools does) to an interpreter that has Locust, the load
+# generator of scripts/load (pinned: the scenario uses its event hooks and FastHttpUser as they are in it).
+LOCUST_VERSION=2.47.0
+ensure_locust() {
+  ensure_python_tools
+  local check="import locust; assert locust.__version__ == '$LOCUST_VERSION'"
+  "$PYTHON" -c "$check" 2>/dev/null && return 0
+  log "installing Python tools: locust==$LOCUST_VERSION"
+  "$PYTHON" -m pip install -q "locust==$LOCUST_VERSION" >/dev/null 2>&1 \
+    || "$PYTHON" -m pip install -q --break-system-packages "locust==$LOCUST_VERSION" >/dev/null 2>&1 || true
+  "$PYTHON" -c "$check"
+}
+
 # ensure_browser: headless Chromium and its driver from Debian's packages, for the page tests
 # (Selenium drives them; nothing is downloaded at run time).
 ensure_browser() {
