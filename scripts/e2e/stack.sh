@@ -64,7 +64,8 @@ trap cleanup EXIT
 
 scripts/stack up
 # The contract run comes after the others (its sign-ups count against the per-address limit) and
-# before test_foundation.py (which kills and restarts services).
-tests=$(ls scripts/e2e/test_*.py | grep -v -e '/test_foundation.py$' -e '/test_contract.py$')
+# before test_foundation.py (which kills and restarts services); the event contracts come last, to
+# check every event the run published.
+tests=$(ls scripts/e2e/test_*.py | grep -v -e '/test_foundation.py$' -e '/test_contract.py$' -e '/test_event_contracts.py$')
 # shellcheck disable=SC2086
-"$PYTHON" -m pytest -q -p no:cacheprovider $tests scripts/e2e/test_contract.py scripts/e2e/test_foundation.py "$@"
+"$PYTHON" -m pytest -q -p no:cacheprovider $tests scripts/e2e/test_contract.py scripts/e2e/test_foundation.py scripts/e2e/test_event_contracts.py "$@"

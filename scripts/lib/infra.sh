@@ -115,15 +115,16 @@ ensure_packages() {
 
 # ensure_python_tools: sets PYTHON to an interpreter that has aiosmtpd, pytest, requests, PyJWT (the
 # end-to-end tests check tokens with a third-party JWT library), PyYAML (scripts/openapi), Selenium
-# (the pages are driven in Chromium), kubernetes-validate (scripts/deploy/check-manifests; pinned: its
+# (the pages are driven in Chromium), jsonschema (the events against their schemas, docs/EVENTS.md),
+# kubernetes-validate (scripts/deploy/check-manifests; pinned: its
 # version is the newest Kubernetes whose schemas it holds) and schemathesis (the contract run,
 # pinned: its configuration format is the one scripts/e2e/schemathesis.toml is written in): the one on
 # PATH (installing with pip when it may), else Debian's python3 with Debian's packages and pip.
 SCHEMATHESIS_VERSION=4.32.5
 KUBERNETES_VALIDATE_VERSION=1.37.0
 ensure_python_tools() {
-  local tools="import aiosmtpd, pytest, requests, jwt, cryptography, yaml, selenium, schemathesis, kubernetes_validate; assert schemathesis.__version__ == '$SCHEMATHESIS_VERSION'; assert kubernetes_validate.__version__ == '$KUBERNETES_VALIDATE_VERSION'"
-  local packages=(aiosmtpd pytest requests 'pyjwt[crypto]' pyyaml selenium "schemathesis==$SCHEMATHESIS_VERSION" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION")
+  local tools="import aiosmtpd, pytest, requests, jwt, cryptography, yaml, selenium, jsonschema, schemathesis, kubernetes_validate; assert schemathesis.__version__ == '$SCHEMATHESIS_VERSION'; assert kubernetes_validate.__version__ == '$KUBERNETES_VALIDATE_VERSION'"
+  local packages=(aiosmtpd pytest requests 'pyjwt[crypto]' pyyaml selenium jsonschema "schemathesis==$SCHEMATHESIS_VERSION" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION")
   PYTHON=python3
   "$PYTHON" -c "$tools" 2>/dev/null && return 0
   log "installing Python tools: ${packages[*]}"
@@ -132,7 +133,7 @@ ensure_python_tools() {
   "$PYTHON" -c "$tools" 2>/dev/null && return 0
   local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-pip python3-aiosmtpd python3-pytest python3-requests python3-jwt python3-cryptography python3-yaml python3-selenium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-pip python3-aiosmtpd python3-pytest python3-requests python3-jwt python3-cryptography python3-yaml python3-selenium python3-jsonschema >/dev/null
   PYTHON=/usr/bin/python3
   "$PYTHON" -m pip install -q --break-system-packages "schemathesis==$SCHEMATHESIS_VERSION" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" >/dev/null 2>&1 || true
   "$PYTHON" -c "$tools"
