@@ -406,9 +406,12 @@ def test_bodies_over_the_limit_are_413_before_they_are_read(stack):
     try:
         for _ in range(50):
             s = socket.create_connection(("127.0.0.1", port), timeout=5)
-            s.sendall(b"POST /v1/spaces HTTP/1.1\r\nHost: gw\r\n" + auth + b"Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n"
-                      + b"x" * 65536)
             sockets.append(s)
+            try:
+                s.sendall(b"POST /v1/spaces HTTP/1.1\r\nHost: gw\r\n" + auth + b"Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n"
+                          + b"x" * 65536)
+            except OSError:
+                pass  # refused and closed before the bytes went: as it should
         started = time.time()
         assert requests.get(f"{gw}/v1/auth/me", headers=bearer(user), timeout=5).status_code == 200
         assert time.time() - started < 2
@@ -500,5 +503,5 @@ def test_slow_clients_are_cut_off_while_others_are_served(stack, short_gateway):
     # The heads within the timeout of connecting, the stalled body within it of its last byte (at 2 s).
     assert max(v for k, v in closed_at.items() if sockets[k] is not slow_body) < 2 + 2, closed_at
     assert closed_at[len(sockets) - 1] < 2 + 2 + 2, closed_at[len(sockets) - 1]
-    assert slowest < 1.0, slowest
+    assert slowest < 1.5, slowest
     assert rss_kib(process.pid) - rss_before < 64 * 1024, (rss_before, rss_kib(process.pid))
