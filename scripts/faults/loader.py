@@ -78,7 +78,7 @@ class User:
 
 
 class Loader:
-    def __init__(self, gateway, mail_dir, record_path, users=50, tag=None):
+    def __init__(self, gateway, mail_dir, record_path, users=50, tag=None, only=None):
         self.gateway = gateway
         self.mail_dir = mail_dir
         self.record_path = record_path
@@ -92,6 +92,8 @@ class Loader:
         self.threads = []
         self.sequence = 0
         self.mail_seen = {}
+        # Actions to keep of the mix (None: all): beside scripts/load's users, only what they do not do.
+        self.only = only
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -237,6 +239,8 @@ class Loader:
 
     def run_user(self, user):
         mix = MIX + (COACH_MIX if user.coach else []) + (CLIENT_MIX if user.sessions else [])
+        if self.only:
+            mix = [(weight, action) for weight, action in mix if action in self.only]
         actions = [action for _, action in mix]
         weights = [weight for weight, _ in mix]
         rng = random.Random(user.index)
