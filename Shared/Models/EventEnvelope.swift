@@ -44,7 +44,8 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
         let header = try JSONDecoder.api.decode(Wire<Present>.self, from: Data(json.utf8))
         self.id = header.id
         self.type = header.type
-        self.version = header.version
+        // Every producer writes a version; an envelope without one is read as the first.
+        self.version = header.version ?? 1
         self.occurredAt = header.occurredAt
         self.producer = header.producer
         self.userID = header.userID
@@ -82,7 +83,7 @@ public struct EventEnvelope: Sendable, Equatable, Identifiable {
     fileprivate struct Wire<Payload> {
         var id: UUID
         var type: String
-        var version: Int
+        var version: Int?
         var occurredAt: Date
         var producer: String
         var userID: UUID?

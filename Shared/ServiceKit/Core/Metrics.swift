@@ -25,8 +25,10 @@ package struct EventBusMetrics: Sendable {
     package let handleDuration: DurationHistogram
     /// From the event's `occurred_at` to its handler's commit.
     package let endToEnd: DurationHistogram
+    private let registry: MetricsRegistry
 
     package init(registry: MetricsRegistry) {
+        self.registry = registry
         relayed = registry.makeCounter(name: "events_relayed_total", help: "Outbox rows published to the event stream")
         relayErrors = registry.makeCounter(name: "events_relay_errors_total", help: "Failed relay batches (rows stay in the outbox)")
         outboxBacklog = registry.makeGauge(name: "events_outbox_backlog", help: "Outbox rows not yet published")
@@ -38,6 +40,15 @@ package struct EventBusMetrics: Sendable {
         lag = registry.makeGauge(name: "events_consumer_lag", help: "Entries in the stream the group has not read yet")
         handleDuration = registry.makeDurationHistogram(name: "events_handle_duration_seconds", buckets: latencyBuckets, help: "Time to handle one event")
         endToEnd = registry.makeDurationHistogram(name: "events_end_to_end_seconds", buckets: latencyBuckets, help: "Time from an event's occurrence to its handling")
+    }
+
+    /// One event acknowledged without handling because this release does not know its type
+    /// (`unknown_type`) or its version (`unknown_version`). Rare, so the registry is asked each time.
+    package func ignored(type: String, reason: String) {
+        registry.makeCounter(
+            name: "events_ignored_total", labels: [("type", type), ("reason", reason)],
+            help: "Events left alone (acknowledged) because this release does not know their type or version"
+        ).increment()
     }
 }
 

@@ -23,6 +23,8 @@ package final class EventConsumer: Service, Sendable {
     private let metrics: EventBusMetrics
     private let logger: Logger
     private let lastErrors = Mutex<[String: String]>([:])
+    /// Kinds of ignored event (reason, type, version) logged once already.
+    private let reportedIgnored = Mutex<Set<String>>([])
 
     /// `redis` should be a client of its own: `XREADGROUP … BLOCK` holds its connection while waiting.
     package init(client: PostgresClient, redis: RedisClient, config: EventBusConfig, handlers: EventHandlers, producer: String, metrics: EventBusMetrics, logger: Logger) {
@@ -133,8 +135,16 @@ package final class EventConsumer: Service, Sendable {
                 await deadLetter(entry, error: "entry has no readable envelope", deliveries: 1)
                 continue
             }
-            guard let handler = handlers.handler(for: envelope.type) else {
+            let handler: EventHandlers.Handler
+            switch handlers.lookup(envelope) {
+            case .handle(let found):
+                handler = found
+            case .notConsumed:
                 skipped.append(entry.id)
+                continue
+            case .ignored(let reason):
+                skipped.append(entry.id)
+                ignored(envelope, reason: reason)
                 continue
             }
             if reclaimed {
@@ -238,6 +248,19 @@ package final class EventConsumer: Service, Sendable {
         case handled
         case duplicate
         case failed(String)
+    }
+
+    /// Counts an event left alone because this release does not know its type or version, and logs
+    /// the first of each kind: a newer release of its producer is running, and this service will
+    /// not act on what it says until it is upgraded too.
+    private func ignored(_ envelope: EventEnvelope, reason: String) {
+        let type = String(envelope.type.prefix(64))
+        metrics.ignored(type: type, reason: reason)
+        let key = "\(reason) \(type) \(envelope.version)"
+        guard reportedIgnored.withLock({ $0.insert(key).inserted }) else { return }
+        logger.warning(
+            "event left alone: this release does not read its type or version",
+            metadata: ["event_type": "\(type)", "version": "\(envelope.version)", "reason": "\(reason)", "event_id": "\(envelope.id)"])
     }
 
     private func waitForDatabase() async {

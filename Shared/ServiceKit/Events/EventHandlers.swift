@@ -14,26 +14,47 @@ public struct EventContext: Sendable {
 }
 
 /// The event types a service consumes and what it does with each. Types not registered here are
-/// acknowledged and skipped.
+/// acknowledged and skipped; so is an event of a registered type in a version newer than the
+/// handler knows (docs/EVENTS.md): a newer producer said its shape is not one this release reads.
 public struct EventHandlers: Sendable {
     public typealias Handler = @Sendable (EventContext) async throws -> Void
     private(set) var handlers: [String: Handler] = [:]
+    /// Type → the newest version its handler reads; it reads every version up to it.
+    private(set) var versions: [String: Int] = [:]
 
     public init() {}
 
-    /// Registers the handler of one typed event.
+    /// Registers the handler of one typed event, for the versions up to the payload type's.
     public mutating func on<Payload: EventPayload>(_: Payload.Type, _ handler: @escaping @Sendable (Payload, EventContext) async throws -> Void) {
         handlers[Payload.eventType] = { context in
             try await handler(try context.envelope.decode(Payload.self), context)
         }
+        versions[Payload.eventType] = Payload.version
     }
 
-    /// Registers a handler by type name, for events read as raw JSON.
-    public mutating func on(type: String, _ handler: @escaping Handler) {
+    /// Registers a handler by type name, for events read as raw JSON, for the versions up to `version`.
+    public mutating func on(type: String, version: Int = 1, _ handler: @escaping Handler) {
         handlers[type] = handler
+        versions[type] = version
     }
 
     package var types: [String] { handlers.keys.sorted() }
     public var isEmpty: Bool { handlers.isEmpty }
-    func handler(for type: String) -> Handler? { handlers[type] }
+
+    /// What becomes of an event: its handler, or why it is left alone.
+    func lookup(_ envelope: EventEnvelope) -> Lookup {
+        guard let handler = handlers[envelope.type] else {
+            return EventCatalog.versions[envelope.type] == nil ? .ignored(reason: "unknown_type") : .notConsumed
+        }
+        guard (1...max(1, versions[envelope.type] ?? 1)).contains(envelope.version) else { return .ignored(reason: "unknown_version") }
+        return .handle(handler)
+    }
+
+    enum Lookup {
+        case handle(Handler)
+        /// A type this release knows and this service does not read: every service reads the one stream.
+        case notConsumed
+        /// A type or version this release does not know (from a newer one): acknowledged, and counted.
+        case ignored(reason: String)
+    }
 }
