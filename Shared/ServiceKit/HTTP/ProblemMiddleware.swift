@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Models
 import NIOCore
+import NIOHTTP1
 import PostgresNIO
 import ServiceKitCore
 import ServiceKitDatabase
@@ -36,6 +37,10 @@ public struct ProblemMiddleware<Context: IdentifiedRequestContext>: RouterMiddle
             let detail = error.body ?? Self.defaultDetail(status: status, request: request)
             return Problem(status: Int(status.code), code: StatusCode.code(for: status), title: status.reasonPhrase, detail: detail, requestID: requestID)
                 .response(status: status, headers: headers)
+        case let error as HTTPParserError:
+            // The body's framing broke after its head was read (a chunk size that is no number): the
+            // client's request is not HTTP, as a bad head is, which the channel answers 400 itself.
+            return Self.response(for: APIError.badRequest("The request is not valid HTTP/1.1: \(error).", code: "malformed_request"), request: request, context: context)
         case is NIOTooManyBytesError:
             return Self.response(for: APIError(.contentTooLarge, code: "payload_too_large", detail: "The request body is too large."), request: request, context: context)
         case let error as DecodingError:
