@@ -48,7 +48,7 @@ struct PurchaseRoutes {
         let entitlements = self.entitlements
         let caller = context.caller.userID
         return try await entitlements.postgres.transaction(logger: context.logger) { connection in
-            try await entitlements.store.ensureCustomer(caller, on: connection, logger: context.logger)
+            try await entitlements.store.ensureLiveCustomer(caller, on: connection, logger: context.logger)
             for transaction in transactions.sorted(by: { $0.signedDate < $1.signedDate }) {
                 try await entitlements.applyFromDevice(transaction, caller: caller, on: connection, logger: context.logger)
             }

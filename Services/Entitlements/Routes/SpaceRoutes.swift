@@ -64,7 +64,10 @@ struct SpaceRoutes {
         let name = try SpaceFields.name(body.name)
         let spaces = self.spaces
         let me = context.caller.userID
+        let store = entitlements.store
         let view = try await entitlements.postgres.transaction(logger: context.logger) { connection -> SpaceView in
+            // A deleted account's token outlives it: a space made now would outlive it too.
+            if try await store.isDeleted(me, on: connection, logger: context.logger) { throw EntitlementStore.accountDeleted }
             let id = try await spaces.create(name: name, owner: me, on: connection, logger: context.logger)
             return SpaceView(try await spaces.find(id, member: me, on: connection, logger: context.logger)!)
         }

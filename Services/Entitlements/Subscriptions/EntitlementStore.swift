@@ -42,8 +42,18 @@ struct EntitlementStore: Sendable {
     /// The user's inputs; the customer row (and its `appAccountToken`) is made on first sight.
     func inputs(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> EntitlementInputs {
         if let found = try await read(user, on: connection, logger: logger) { return found }
-        try await ensureCustomer(user, on: connection, logger: logger)
+        try await ensureLiveCustomer(user, on: connection, logger: logger)
         return try await read(user, on: connection, logger: logger)!
+    }
+
+    static let accountDeleted = APIError.unauthorized("This account has been deleted.", code: "account_deleted")
+
+    /// `ensureCustomer` for a request of the user's own. A deleted account's token outlives it by up
+    /// to 15 minutes, and a row made for it after `user.deleted` would never be removed: `401
+    /// account_deleted`, as social and nutrition answer it.
+    func ensureLiveCustomer(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        if try await isDeleted(user, on: connection, logger: logger) { throw Self.accountDeleted }
+        try await ensureCustomer(user, on: connection, logger: logger)
     }
 
     private func read(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> EntitlementInputs? {

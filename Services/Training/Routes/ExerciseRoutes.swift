@@ -67,7 +67,8 @@ struct ExerciseRoutes {
         let training = self.training
         let id = UUID()
         let stored = try await training.postgres.withConnectionOnItsLoop { connection in
-            try await training.exercises.insert(fields, id: id, coach: context.caller.userID, on: connection, logger: context.logger)
+            try await Training.refuseDeleted(context.caller.userID, on: connection, logger: context.logger)
+            return try await training.exercises.insert(fields, id: id, coach: context.caller.userID, on: connection, logger: context.logger)
         }
         guard let stored else { throw Self.duplicate }
         return EditedResponse(

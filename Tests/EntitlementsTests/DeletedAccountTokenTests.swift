@@ -1,0 +1,32 @@
+import Foundation
+@testable import Entitlements
+import Models
+import Testing
+import TestSupport
+
+/// A deleted account's access token outlives it by up to 15 minutes. What it asks after
+/// `user.deleted` makes no row that names the account, which nothing would ever remove.
+@Suite struct DeletedAccountTokenTests {
+    typealias Env = EntitlementsTestEnvironment
+
+    @Test func aDeletedAccountsTokenMakesNothing() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            try await env.publish(UserDeleted(userID: user.id), userID: user.id)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(user.id)'") == 0 }
+
+            let me = try await env.call(.get, "/v1/entitlements/me", as: user)
+            #expect(me.status == .unauthorized && me.code == "account_deleted", "\(me.text)")
+            let acquired = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 1])
+            #expect(acquired.status == .unauthorized && acquired.code == "account_deleted", "\(acquired.text)")
+            let space = try await env.call(.post, "/v1/spaces", as: user, json: ["name": "Left behind"])
+            #expect(space.status == .unauthorized && space.code == "account_deleted", "\(space.text)")
+            let bought = try await env.buy(try await env.transaction(original: "4000000000001"), as: user)
+            #expect(bought.status == .unauthorized && bought.code == "account_deleted", "\(bought.text)")
+
+            for table in ["customers", "usage_counters", "usage_acquisitions", "space_members", "entitlement_versions"] {
+                #expect(try await env.count("SELECT count(*) FROM \(table) WHERE user_id = '\(user.id)'") == 0, "a row in \(table)")
+            }
+        }
+    }
+}
