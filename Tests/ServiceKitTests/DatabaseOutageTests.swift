@@ -43,6 +43,26 @@ import TestSupport
         }
     }
 
+    /// PostgreSQL out of disk space (`53100`, a table or index that cannot grow) or of memory
+    /// (`53200`) fails the statement, not the request: a 503 with `Retry-After`, like an outage.
+    @Test func aDatabaseOutOfDiskOrMemoryCountsAsUnavailable() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        try await withClient(database.config(for: "social", poolSize: 1)) { client in
+            let statements: [PostgresQuery] = [
+                "DO $$ BEGIN RAISE EXCEPTION 'could not extend file' USING ERRCODE = 'disk_full'; END $$",
+                "DO $$ BEGIN RAISE EXCEPTION 'out of memory' USING ERRCODE = 'out_of_memory'; END $$",
+            ]
+            for statement in statements {
+                do {
+                    try await client.query(statement, logger: TestEnvironment.logger)
+                    Issue.record("the statement did not fail")
+                } catch {
+                    #expect(isDatabaseUnavailable(error), "\(String(reflecting: error))")
+                }
+            }
+        }
+    }
+
     /// Nothing listens on the database port: the connection error PostgreSQL's client gives is a 503
     /// problem with `Retry-After`, as is the error its pool gives once it stops waiting for a
     /// connection, while a wrong query stays a 500.

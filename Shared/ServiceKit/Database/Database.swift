@@ -116,9 +116,10 @@ package func isDatabaseUnavailable(_ error: any Error) -> Bool {
             return true
         case .server:
             // 57P01–57P03: shutting down or starting up; 53300: too many connections; 57014: the
-            // statement timeout cancelled the query (an overloaded or locked database).
+            // statement timeout cancelled the query (an overloaded or locked database); 53100 and
+            // 53200: out of disk space or memory (the server's trouble, however the request was).
             guard let state = error.serverInfo?[.sqlState] else { return false }
-            return state.hasPrefix("57P") || state == "53300" || state == "57014"
+            return state.hasPrefix("57P") || ["53100", "53200", "53300", "57014"].contains(state)
         default:
             return false
         }
