@@ -333,15 +333,28 @@ def stack_pids():
     return found
 
 
+def waited(pids):
+    """Nanoseconds the threads of PIDS spent runnable but waiting for a core (schedstat's run_delay)."""
+    total = {}
+    for pid in pids:
+        try:
+            for thread in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{thread}/schedstat") as f:
+                    total[f"{pid}/{thread}"] = int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
 def cpu_sample():
     sample = {}
     for name, pid in stack_pids().items():
         pids = [pid] + (wrk_cpu.children(pid) if name == "postgres" else [])
         ticks = {p: wrk_cpu.cpu_ticks(p) for p in pids}
         sample[name] = {"ticks": {p: t for p, t in ticks.items() if t is not None},
-                        "reaped": wrk_cpu.reaped_ticks(pid) if name == "postgres" else 0}
+                        "reaped": wrk_cpu.reaped_ticks(pid) if name == "postgres" else 0, "waited": waited(pids)}
     own = resource.getrusage(resource.RUSAGE_SELF)
-    sample["locust (load generator)"] = {"seconds": own.ru_utime + own.ru_stime}
+    sample["locust (load generator)"] = {"seconds": own.ru_utime + own.ru_stime, "waited": waited([os.getpid()])}
     sample["machine"] = wrk_cpu.machine()
     return sample
 
@@ -360,7 +373,10 @@ def cpu_used(before, after, seconds):
             spent = ticks / wrk_cpu.TICKS
         else:
             continue
-        used[name] = {"seconds": round(spent, 2), "percent_of_a_core": round(100 * spent / seconds, 1)}
+        # Time runnable but not running: what a busy machine adds to every request in the process.
+        delay = sum(ns - before[name]["waited"].get(thread, 0) for thread, ns in after[name]["waited"].items()) / 1e9
+        used[name] = {"seconds": round(spent, 2), "percent_of_a_core": round(100 * spent / seconds, 1),
+                      "waited_for_a_core_seconds": round(delay, 2)}
     total = after["machine"][0] - before["machine"][0]
     idle = after["machine"][1] - before["machine"][1]
     return used, round(100 * (total - idle) / total, 1) if total else 0

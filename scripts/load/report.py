@@ -26,7 +26,8 @@ def main():
         print("errors: 0")
     print(f"CPU over the window ({report['cores']} cores, {report['cores_busy_percent']}% busy):")
     for name, used in sorted(report["cpu"].items(), key=lambda item: -item[1]["seconds"]):
-        print(f"  {name:26} {used['seconds']:8.2f} s  {used['percent_of_a_core']:6.1f}% of a core")
+        print(f"  {name:26} {used['seconds']:8.2f} s  {used['percent_of_a_core']:6.1f}% of a core, "
+              f"waited {used.get('waited_for_a_core_seconds', 0):.2f} s for a core")
 
 
 if __name__ == "__main__":
