@@ -8,6 +8,12 @@
 # in the second by package name).
 ARG SWIFT_IMAGE=swift:6.3-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
+# The executables may also come from a release build made elsewhere (on a Debian host of
+# RUNTIME_IMAGE's release, with the flags below): a folder whose out/ scripts/lib/image-binaries
+# wrote, given as the build context named `build`, takes the build stage's place, which is then
+# not built (scripts/compose-test does this):
+#   scripts/lib/image-binaries .build/release /tmp/images/out
+#   docker build --build-context build=/tmp/images --build-arg SERVICE=auth -t foodbackend-auth .
 
 FROM ${SWIFT_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends libhiredis-dev libcurl4-openssl-dev libidn2-dev libvips-dev libcairo2-dev libpango1.0-dev && rm -rf /var/lib/apt/lists/*
@@ -21,25 +27,16 @@ COPY services.txt ./
 COPY Shared Shared
 COPY Services Services
 COPY Tests Tests
+COPY scripts/lib/image-binaries scripts/lib/
 # The same flags as scripts/lib/infra.sh's RELEASE_BUILD (the binaries the benchmarks measure).
 # Each executable gets a folder /out/<name>: the binary, its resource bundle, and `packages`, the
 # Debian packages (not -dev) that hold the shared libraries it links.
 RUN swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic \
- && bin=$(swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic --show-bin-path) \
- && for name in gateway $(awk '!/^#/ && NF { print $1 }' services.txt); do \
-      target=$(printf '%s' "$name" | cut -c1 | tr a-z A-Z)$(printf '%s' "$name" | cut -c2-); \
-      mkdir -p "/out/$name" && cp "$bin/$name" "/out/$name/" && cp -R "$bin"/*_"$target".resources "/out/$name/" \
-      && ldd "$bin/$name" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' \
-         | while read -r library; do dpkg -S "*/$(basename "$library")" 2>/dev/null | cut -d: -f1; done \
-         | grep -v -- '-dev$' | sort -u > "/out/$name/packages" \
-      && test -s "/out/$name/packages" || exit 1; \
-    done
+ && scripts/lib/image-binaries "$(swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic --show-bin-path)" /out
 
 FROM ${RUNTIME_IMAGE}
 # gateway, or a name in services.txt.
 ARG SERVICE=gateway
-ARG VERSION=unversioned
-ARG REVISION=unknown
 COPY --from=build /out/${SERVICE}/packages /tmp/packages
 # Its libraries; fonts where it draws text (Pango: nutrition's share cards); curl for the
 # compose healthchecks; openssl for the compose stack's signing key.
@@ -49,6 +46,10 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /tmp/packages \
  && groupadd --system --gid 10001 app && useradd --system --uid 10001 --gid 10001 app
 COPY --from=build /out/${SERVICE} /app
+# Declared after the packages are installed: a build argument is part of the cache key of every RUN
+# after it, and a new version should not install them again.
+ARG VERSION=unversioned
+ARG REVISION=unknown
 # The version `--version` reads beside the executable; /app/service is the entry point whatever the
 # image holds, so that Kubernetes' `args` and compose's `command` are subcommands (serve, migrate).
 RUN rm /app/packages && printf '%s\n' "$VERSION" > /app/VERSION && ln -s "$SERVICE" /app/service
