@@ -1,10 +1,10 @@
 import Foundation
 import Logging
 import PostgresNIO
-import ServiceKit
+import ServiceKitDatabase
 
-/// Which coach may read which client's diary: from `invitation.accepted` until `client.unlinked`,
-/// in the order invitations' database gave the two events, not the order they arrived in, nor the
+/// Which coach coaches which client, as a consumer of invitations' events keeps it: from
+/// `invitation.accepted` until `client.unlinked`, in the order invitations' database gave the two events, not the order they arrived in, nor the
 /// clocks of the processes that wrote them.
 ///
 /// Each link's latest acceptance and latest end are kept with their `EventOrder`. One order is
@@ -12,10 +12,15 @@ import ServiceKit
 /// has none (an event relayed before envelopes carried one), when its `occurred_at` is later.
 /// Invitations writes every event of one client's links in a transaction that holds that client's
 /// accepted roster row, so its numbers follow commit order for them.
-struct CoachLinkStore: Sendable {
+///
+/// A service that keeps links creates the two tables it writes, `coach_links` and `coach_unlinks`,
+/// in its own schema (nutrition's and training's migrations have the same columns).
+public struct CoachLinkStore: Sendable {
+    public init() {}
+
     /// Links them, unless the link ended after this acceptance (a late acceptance, delivered after
     /// the unlink that followed it); a link kept from an earlier acceptance takes this one's order.
-    func link(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+    public func link(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
             INSERT INTO coach_links (coach_id, client_id, linked_at, linked_seq)
@@ -31,7 +36,7 @@ struct CoachLinkStore: Sendable {
     }
 
     /// Ends the link if it was accepted before this unlink, and remembers the unlink (the latest one).
-    func unlink(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+    public func unlink(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
             DELETE FROM coach_links WHERE coach_id = \(coach) AND client_id = \(client)
@@ -47,12 +52,12 @@ struct CoachLinkStore: Sendable {
             """, logger: logger)
     }
 
-    func isLinked(coach: UUID, client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    public func isLinked(coach: UUID, client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         try await connection.returnsRow("SELECT 1 FROM coach_links WHERE coach_id = \(coach) AND client_id = \(client)", logger: logger)
     }
 
     /// Ends every link of `user`'s, as coach or as client, accepted before `order`, remembering it.
-    func endAll(of user: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+    public func endAll(of user: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
         let rows = try await connection.checkedQuery(
             "SELECT coach_id, client_id FROM coach_links WHERE coach_id = \(user) OR client_id = \(user) ORDER BY coach_id, client_id", logger: logger)
         var links: [(UUID, UUID)] = []
@@ -62,7 +67,7 @@ struct CoachLinkStore: Sendable {
         }
     }
 
-    func forget(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+    public func forget(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("DELETE FROM coach_links WHERE coach_id = \(user) OR client_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM coach_unlinks WHERE coach_id = \(user) OR client_id = \(user)", logger: logger)
     }
