@@ -21,6 +21,7 @@ import TestSupport
         "GET /v1/training/today": .client, "GET /v1/training/sessions": .client, "POST /v1/training/sessions/{id}/log": .client,
         "POST /v1/training/sessions/{id}/skip": .client, "GET /v1/training/history": .client, "GET /v1/training/records": .client,
         "GET /v1/training/sessions/{id}": .party, "POST /v1/training/sessions/{id}/comments": .party,
+        "GET /v1/training/sessions/{id}/comments": .party,
         "GET /v1/training/settings": .anyone, "PUT /v1/training/settings": .anyone,
         "GET /healthz": .open,
     ]
@@ -71,6 +72,8 @@ import TestSupport
                 (.post, "/v1/training/sessions/\(id)/skip", otherClient, nil, "session_not_found"),
                 (.post, "/v1/training/sessions/\(id)/comments", otherClient, ["text": "hi"], "session_not_found"),
                 (.post, "/v1/training/sessions/\(id)/comments", otherCoach, ["text": "hi"], "session_not_found"),
+                (.get, "/v1/training/sessions/\(id)/comments", otherClient, nil, "session_not_found"),
+                (.get, "/v1/training/sessions/\(id)/comments", otherCoach, nil, "session_not_found"),
                 (.delete, "/v1/training/sessions/\(id)", otherCoach, nil, "session_not_found"),
                 (.get, "/v1/training/clients/\(entry)", otherCoach, nil, "client_not_found"),
                 (.post, "/v1/training/clients/\(entry)/assignments", otherCoach, ["workout_id": workout, "dates": ["2030-01-01"]], "client_not_found"),

@@ -146,4 +146,49 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/training/sessions/\(id)/comments", as: client, json: ["text": 5]).status == .badRequest)
         }
     }
+
+    /// A thread holds at most `maxComments`: racing comments for the last places get exactly those
+    /// places, the detail carries the latest ones, and the list pages through all of them in order.
+    @Test func aSessionsThreadIsCappedAndPaged() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
+            let kept = SessionStore.maxComments - 2
+            try await env.execute(
+                """
+                INSERT INTO session_comments (id, session_id, author_id, author_role, text, created_at)
+                SELECT gen_random_uuid(), '\(id)', '\(client.id)', 'client', 'note ' || n, now() - interval '1 hour' + n * interval '1 second'
+                FROM generate_series(1, \(kept)) AS n
+                """)
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for n in 0..<6 {
+                    group.addTask {
+                        try await env.concurrentCall(.post, "/v1/training/sessions/\(id)/comments", as: n.isMultiple(of: 2) ? client : coach, json: ["text": "race \(n)"])
+                    }
+                }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .created }.count == 2 && statuses.filter { $0 == .conflict }.count == 4, "\(statuses)")
+            let refused = try await env.call(.post, "/v1/training/sessions/\(id)/comments", as: coach, json: ["text": "one more"])
+            #expect(refused.status == .conflict && refused.json["code"] as? String == "comment_limit", "\(refused.text)")
+
+            let detail = try await env.call(.get, "/v1/training/sessions/\(id)", as: coach)
+            let latest = (detail.json["comments"] as? [[String: Any]])?.compactMap { $0["text"] as? String } ?? []
+            #expect(latest.count == SessionStore.commentsInDetail && latest.first == "note \(kept - SessionStore.commentsInDetail + 3)")
+            #expect(latest.suffix(2).allSatisfy { $0.hasPrefix("race ") })
+
+            var texts: [String] = []
+            var cursor: String?
+            repeat {
+                let query = cursor.map { "&cursor=\($0)" } ?? ""
+                let page = try await env.call(.get, "/v1/training/sessions/\(id)/comments?limit=100\(query)", as: client)
+                #expect(page.status == .ok, "\(page.text)")
+                texts += (page.json["items"] as? [[String: Any]])?.compactMap { $0["text"] as? String } ?? []
+                cursor = page.json["next_cursor"] as? String
+            } while cursor != nil && texts.count <= SessionStore.maxComments
+            #expect(texts.count == SessionStore.maxComments && Set(texts).count == texts.count)
+            #expect(Array(texts.prefix(kept)) == (1...kept).map { "note \($0)" })
+            #expect(try await env.call(.get, "/v1/training/sessions/\(id)/comments?cursor=nonsense", as: client).status == .badRequest)
+        }
+    }
 }

@@ -161,6 +161,15 @@ func aCoachPlansWorkoutsAndTheClientLogsThem() async throws {
     }
     let thread = try await client.app.send { try await $0.getV1TrainingSessionsId(path: .init(id: sessions[0].id)).ok.body.json }
     try expect(thread.value2.comments.map(\.text) == ["Strong start, add 5 lb", "Will do"], "the comments: \(thread.value2.comments)")
+    // The whole thread, a page at a time (the detail carries only the latest comments).
+    var comments: [Components.Schemas.Comment] = []
+    for try await comment in coach.app.pages({ api, cursor in
+        let page = try await api.getV1TrainingSessionsIdComments(path: .init(id: sessions[0].id), query: .init(limit: 1, cursor: cursor)).ok.body.json
+        return (page.items, page.nextCursor)
+    }) {
+        comments.append(comment)
+    }
+    try expect(comments.map(\.text) == ["Strong start, add 5 lb", "Will do"], "the thread: \(comments)")
 
     // The workout deleted with its ETag; the sessions keep their copy.
     _ = try await coach.app.send { try await $0.deleteV1WorkoutsId(path: .init(id: posted.id), headers: .init(ifMatch: replaced.headers.eTag)).noContent }

@@ -15,6 +15,7 @@ struct SessionRoutes {
         training.get("sessions/:id", use: session)
         training.post("sessions/:id/log", use: log)
         training.post("sessions/:id/skip", use: skip)
+        training.get("sessions/:id/comments", use: comments)
         training.post("sessions/:id/comments", use: comment)
     }
 
@@ -78,7 +79,7 @@ struct SessionRoutes {
     static func detail(_ session: SessionRecord, viewer: UUID, training: Training, on connection: PostgresConnection, logger: Logger) async throws -> SessionDetail {
         let unit = try await training.sessions.settings(of: viewer, on: connection, logger: logger).unit
         let sets = try await training.sessions.loggedSets(of: [session.id], unit: unit, on: connection, logger: logger)[session.id] ?? []
-        let comments = try await training.sessions.comments(of: session.id, on: connection, logger: logger)
+        let comments = try await training.sessions.latestComments(of: session.id, on: connection, logger: logger)
         return SessionDetail(session: session, unit: unit, sets: sets, comments: comments)
     }
 
@@ -137,6 +138,34 @@ struct SessionRoutes {
         }
     }
 
+    struct CommentCursor: Codable {
+        var createdAt: Date
+        var id: UUID
+        enum CodingKeys: String, CodingKey { case createdAt = "c", id = "i" }
+    }
+
+    struct CommentPage: ResponseEncodable {
+        var items: [CommentView]
+        @Nullable var nextCursor: String?
+        enum CodingKeys: String, CodingKey { case items, nextCursor = "next_cursor" }
+    }
+
+    /// The whole thread of a session, oldest first, a page at a time, for its client or its coach.
+    @Sendable func comments(_ request: Request, context: AuthenticatedContext) async throws -> CommentPage {
+        let id = try context.sessionID()
+        let page = try PageRequest(query: request)
+        let after = try page.position(CommentCursor.self)
+        let training = self.training
+        let user = context.caller.userID
+        return try await training.postgres.withConnectionOnItsLoop { connection in
+            guard try await training.sessions.find(id, party: user, on: connection, logger: context.logger) != nil else { throw SessionErrors.sessionNotFound }
+            let rows = try await training.sessions.comments(
+                of: id, after: after.map { ($0.createdAt, $0.id) }, limit: page.limit + 1, on: connection, logger: context.logger)
+            let (items, next) = Cursor.page(rows, limit: page.limit) { CommentCursor(createdAt: $0.createdAt, id: $0.id) }
+            return CommentPage(items: items, nextCursor: next)
+        }
+    }
+
     struct CommentBody: StrictJSONBody {
         var text: String
         enum CodingKeys: String, CodingKey, CaseIterable { case text }
@@ -154,7 +183,13 @@ struct SessionRoutes {
         let training = self.training
         let user = context.caller.userID
         let comment = try await training.postgres.transaction(logger: context.logger) { connection in
-            guard let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger) else { throw SessionErrors.sessionNotFound }
+            // The session's row lock orders concurrent comments, so the count cannot pass the cap.
+            guard let session = try await training.sessions.find(id, party: user, lock: true, on: connection, logger: context.logger) else {
+                throw SessionErrors.sessionNotFound
+            }
+            guard try await training.sessions.commentCount(of: id, on: connection, logger: context.logger) < SessionStore.maxComments else {
+                throw SessionErrors.commentLimit
+            }
             let role = session.coachID == user ? "coach" : "client"
             let comment = try await training.sessions.addComment(UUID(), session: id, author: user, role: role, text: text, on: connection, logger: context.logger)
             if let other = role == "coach" ? session.clientID : session.coachID {

@@ -133,10 +133,44 @@ struct SessionStore: Sendable {
         return sets
     }
 
-    func comments(of session: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [CommentView] {
-        var comments: [CommentView] = []
+    /// The most comments one session holds: a session's detail carries its latest ones, and the
+    /// thread pages through the rest, so neither grows without bound.
+    static let maxComments = 500
+    /// How many of the latest comments a session's detail carries.
+    static let commentsInDetail = 50
+
+    /// The latest `count` comments, oldest first (as a thread reads).
+    func latestComments(of session: UUID, count: Int = commentsInDetail, on connection: PostgresConnection, logger: Logger) async throws -> [CommentView] {
         let rows = try await connection.checkedQuery(
-            "SELECT id, author_id, author_role, text, created_at FROM session_comments WHERE session_id = \(session) ORDER BY created_at, id", logger: logger)
+            """
+            SELECT id, author_id, author_role, text, created_at FROM (
+                SELECT * FROM session_comments WHERE session_id = \(session) ORDER BY created_at DESC, id DESC LIMIT \(count)
+            ) latest ORDER BY created_at, id
+            """, logger: logger)
+        return try await Self.decodeComments(rows)
+    }
+
+    /// A page of the thread, oldest first, after `after` (the last comment of the page before).
+    func comments(of session: UUID, after: (Date, UUID)?, limit: Int, on connection: PostgresConnection, logger: Logger) async throws -> [CommentView] {
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT id, author_id, author_role, text, created_at FROM session_comments
+            WHERE session_id = \(session) AND (\(after == nil) OR (created_at, id) > (\(after?.0 ?? Date()), \(after?.1 ?? UUID())))
+            ORDER BY created_at, id LIMIT \(limit)
+            """, logger: logger)
+        return try await Self.decodeComments(rows)
+    }
+
+    func commentCount(of session: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        var count = 0
+        for try await value in try await connection.checkedQuery("SELECT count(*) FROM session_comments WHERE session_id = \(session)", logger: logger).decode(Int.self) {
+            count = value
+        }
+        return count
+    }
+
+    private static func decodeComments(_ rows: PostgresRowSequence) async throws -> [CommentView] {
+        var comments: [CommentView] = []
         for try await (id, author, role, text, created) in rows.decode((UUID, UUID, String, String, Date).self) {
             comments.append(CommentView(id: id, authorID: author, authorRole: role, text: text, createdAt: created))
         }

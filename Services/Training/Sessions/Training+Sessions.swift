@@ -34,6 +34,7 @@ enum SessionErrors {
     static let started = APIError.conflict("The client has already logged or skipped this session.", code: "session_started")
     static let cancelled = APIError.conflict("This session was cancelled.", code: "session_cancelled")
     static let logged = APIError.conflict("This session was logged; log it again to change it.", code: "session_logged")
+    static let commentLimit = APIError.conflict("This session holds as many comments as it can (\(SessionStore.maxComments)).", code: "comment_limit")
     static let coachesOnly = APIError.forbidden("Only coaches plan and follow sessions.")
     static let clientsOnly = APIError.forbidden("A coach's account has no sessions of its own.")
 }

@@ -4934,7 +4934,7 @@ extension Components {
             public var value1: Components.Schemas.TrainingSession
             /// - Remark: Generated from `#/components/schemas/SessionDetail/value2`.
             public struct Value2Payload: Codable, Hashable, Sendable {
-                /// empty in lists
+                /// the latest 50, oldest first (the whole thread: GET /v1/training/sessions/{id}/comments); empty in lists
                 ///
                 /// - Remark: Generated from `#/components/schemas/SessionDetail/value2/comments`.
                 public var comments: [Components.Schemas.Comment]
@@ -4945,7 +4945,7 @@ extension Components {
                 /// Creates a new `Value2Payload`.
                 ///
                 /// - Parameters:
-                ///   - comments: empty in lists
+                ///   - comments: the latest 50, oldest first (the whole thread: GET /v1/training/sessions/{id}/comments); empty in lists
                 ///   - logNotes:
                 ///   - loggedSets:
                 public init(

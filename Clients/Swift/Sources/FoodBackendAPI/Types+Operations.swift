@@ -36419,6 +36419,261 @@ public enum Operations {
             }
         }
     }
+    /// The session's whole thread of comments, oldest first, a page at a time, for its client or its coach; anyone else 404.
+    ///
+    /// - Remark: HTTP `GET /v1/training/sessions/{id}/comments`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/get`.
+    public enum GetV1TrainingSessionsIdComments {
+        public static let id: Swift.String = "get/v1/training/sessions/{id}/comments"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// the exercise's, workout's or session's id
+                ///
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/path/id`.
+                public var id: Components.Parameters.TrainingId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: the exercise's, workout's or session's id
+                public init(id: Components.Parameters.TrainingId) {
+                    self.id = id
+                }
+            }
+            public var path: Operations.GetV1TrainingSessionsIdComments.Input.Path
+            /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// page size
+                ///
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/query/limit`.
+                public var limit: Components.Parameters.Limit?
+                /// next_cursor of the previous page
+                ///
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/query/cursor`.
+                public var cursor: Components.Parameters.Cursor?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - limit: page size
+                ///   - cursor: next_cursor of the previous page
+                public init(
+                    limit: Components.Parameters.Limit? = nil,
+                    cursor: Components.Parameters.Cursor? = nil
+                ) {
+                    self.limit = limit
+                    self.cursor = cursor
+                }
+            }
+            public var query: Operations.GetV1TrainingSessionsIdComments.Input.Query
+            /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1TrainingSessionsIdComments.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1TrainingSessionsIdComments.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetV1TrainingSessionsIdComments.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            public init(
+                path: Operations.GetV1TrainingSessionsIdComments.Input.Path,
+                query: Operations.GetV1TrainingSessionsIdComments.Input.Query = .init(),
+                headers: Operations.GetV1TrainingSessionsIdComments.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/responses/200/content/json`.
+                    public struct JsonPayload: Codable, Hashable, Sendable {
+                        /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/responses/200/content/json/items`.
+                        public var items: [Components.Schemas.Comment]
+                        /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/responses/200/content/json/next_cursor`.
+                        public var nextCursor: Swift.String?
+                        /// Creates a new `JsonPayload`.
+                        ///
+                        /// - Parameters:
+                        ///   - items:
+                        ///   - nextCursor:
+                        public init(
+                            items: [Components.Schemas.Comment],
+                            nextCursor: Swift.String? = nil
+                        ) {
+                            self.items = items
+                            self.nextCursor = nextCursor
+                        }
+                        public enum CodingKeys: String, CodingKey {
+                            case items
+                            case nextCursor = "next_cursor"
+                        }
+                    }
+                    /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/GET/responses/200/content/application\/json`.
+                    case json(Operations.GetV1TrainingSessionsIdComments.Output.Ok.Body.JsonPayload)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Operations.GetV1TrainingSessionsIdComments.Output.Ok.Body.JsonPayload {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetV1TrainingSessionsIdComments.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetV1TrainingSessionsIdComments.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK.
+            ///
+            /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/get/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetV1TrainingSessionsIdComments.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetV1TrainingSessionsIdComments.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: validation_failed (errors[] names each field), malformed_json
+            ///
+            /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/get/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.Invalid)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.Invalid {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: unauthorized, invalid_token, token_expired
+            ///
+            /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/get/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// code: session_not_found (also another user's session)
+            ///
+            /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/get/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.SessionNotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.SessionNotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
     /// A comment by the session's coach or client; the other gets the live event `workout_comment`.
     ///
     /// - Remark: HTTP `POST /v1/training/sessions/{id}/comments`.
@@ -36618,6 +36873,57 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/POST/responses/409/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/comments/POST/responses/409/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PostV1TrainingSessionsIdComments.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.PostV1TrainingSessionsIdComments.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// code: comment_limit (a session holds at most 500 comments)
+            ///
+            /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/post/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.PostV1TrainingSessionsIdComments.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            public var conflict: Operations.PostV1TrainingSessionsIdComments.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
                             response: self
                         )
                     }

@@ -763,6 +763,11 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/training/sessions/{id}`.
     /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/delete`.
     func deleteV1TrainingSessionsId(_ input: Operations.DeleteV1TrainingSessionsId.Input) async throws -> Operations.DeleteV1TrainingSessionsId.Output
+    /// The session's whole thread of comments, oldest first, a page at a time, for its client or its coach; anyone else 404.
+    ///
+    /// - Remark: HTTP `GET /v1/training/sessions/{id}/comments`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/get`.
+    func getV1TrainingSessionsIdComments(_ input: Operations.GetV1TrainingSessionsIdComments.Input) async throws -> Operations.GetV1TrainingSessionsIdComments.Output
     /// A comment by the session's coach or client; the other gets the live event `workout_comment`.
     ///
     /// - Remark: HTTP `POST /v1/training/sessions/{id}/comments`.
@@ -2637,6 +2642,21 @@ extension APIProtocol {
     ) async throws -> Operations.DeleteV1TrainingSessionsId.Output {
         try await deleteV1TrainingSessionsId(Operations.DeleteV1TrainingSessionsId.Input(
             path: path,
+            headers: headers
+        ))
+    }
+    /// The session's whole thread of comments, oldest first, a page at a time, for its client or its coach; anyone else 404.
+    ///
+    /// - Remark: HTTP `GET /v1/training/sessions/{id}/comments`.
+    /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/comments/get`.
+    public func getV1TrainingSessionsIdComments(
+        path: Operations.GetV1TrainingSessionsIdComments.Input.Path,
+        query: Operations.GetV1TrainingSessionsIdComments.Input.Query = .init(),
+        headers: Operations.GetV1TrainingSessionsIdComments.Input.Headers = .init()
+    ) async throws -> Operations.GetV1TrainingSessionsIdComments.Output {
+        try await getV1TrainingSessionsIdComments(Operations.GetV1TrainingSessionsIdComments.Input(
+            path: path,
+            query: query,
             headers: headers
         ))
     }
