@@ -29,6 +29,9 @@ class Stack:
         self.gateway_admin = f"http://127.0.0.1:{admin['gateway']}"
         self.admin_urls = {process: f"http://127.0.0.1:{port}" for process, port in admin.items()}
         self.pg_port = os.environ["STACK_PG_PORT"]
+        # Which PostgreSQL server holds each service's schema (STACK_PG_SERVERS=2 puts them on two).
+        with open(os.path.join(self.dir, "pg-ports")) as f:
+            self.pg_ports = dict(line.split() for line in f if line.strip())
         self.redis_port = os.environ["STACK_REDIS_PORT"]
 
     def pid(self, name):
@@ -40,8 +43,29 @@ class Stack:
             return f.read()
 
     def psql(self, role, sql):
-        url = f"postgres://{role}:{role}@127.0.0.1:{self.pg_port}/foodbackend"
+        url = f"postgres://{role}:{role}@127.0.0.1:{self.pg_ports.get(role, self.pg_port)}/foodbackend"
         return subprocess.run(["psql", url, "-qAtX", "-v", "ON_ERROR_STOP=1", "-c", sql], check=True, capture_output=True, text=True).stdout.strip()
+
+    def pg_server(self, service):
+        """The folder and port of the PostgreSQL server holding `service`'s schema, and its pid file's name."""
+        if self.pg_ports[service] == self.pg_port:
+            return self.dir, self.pg_port, "postgres"
+        return os.path.join(self.dir, "pg-2"), self.pg_ports[service], "postgres-2"
+
+    def pg_servers(self):
+        """One service per PostgreSQL server: stopping each of them stops every server."""
+        return list({port: service for service, port in self.pg_ports.items()}.values())
+
+    def stop_postgres(self, service):
+        """Fast-stops the PostgreSQL server that holds `service`'s schema."""
+        folder, _, _ = self.pg_server(service)
+        subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && stop_postgres "$0"', folder], check=True)
+
+    def start_postgres(self, service):
+        """Starts that server again (straight away, as a restarted database would be) and records its pid."""
+        folder, port, name = self.pg_server(service)
+        subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && start_postgres "$0" "$1" && head -n 1 "$0/pg/data/postmaster.pid" > "$2"',
+                        folder, port, os.path.join(self.dir, "pids", f"{name}.pid")], check=True)
 
     def redis(self, *args):
         return subprocess.run(["redis-cli", "-p", self.redis_port, *args], check=True, capture_output=True, text=True).stdout

@@ -22,6 +22,9 @@ export STACK_ENV="${STACK_ENV:-} SIGNUP_MAX_PER_IP_PER_HOUR=1000000 DATABASE_STA
 export STACK_DIR; STACK_DIR=$(mktemp -d /tmp/foodbackend-e2e.XXXXXX)
 export STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT STACK_ADMIN_BASE_PORT
 STACK_PG_PORT=$(free_port); STACK_REDIS_PORT=$(free_port); STACK_SMTP_PORT=$(free_port); STACK_GATEWAY_PORT=$(free_port)
+# Two PostgreSQL servers, auth and social on the first, the other services on the second: every
+# test passes with the services' databases apart, as a deployment with a server per service has them.
+export STACK_PG_SERVERS=2 STACK_PG2_PORT; STACK_PG2_PORT=$(free_port)
 # The services in services.txt: how many, and how far apart their lowest and highest ports are.
 read -r service_count port_span < <(awk '!/^#/ && NF { n++; if (!lo || $2 < lo) lo = $2; if ($2 > hi) hi = $2 } END { print n, hi - lo + 1 }' services.txt)
 # Consecutive free ports for the services, as scripts/stack places them (below the ephemeral range, as free_port's).

@@ -67,7 +67,7 @@ def fixtures(stack):
                     binary = os.path.join(f.read().strip(), "auth")
                 port = stack.service_urls["auth"].rsplit(":", 1)[1]
                 env = {**os.environ, "APP_ENV": "development", "HTTP_HOST": "127.0.0.1", "HTTP_PORT": port,
-                       "DATABASE_URL": f"postgres://auth:auth@127.0.0.1:{stack.pg_port}/foodbackend",
+                       "DATABASE_URL": f"postgres://auth:auth@127.0.0.1:{stack.pg_ports['auth']}/foodbackend",
                        "REDIS_URL": f"redis://127.0.0.1:{stack.redis_port}", "JWT_SIGNING_KEY": os.path.join(stack.dir, "jwt-signing-key.pem"),
                        "JWT_ISSUER": stack.gateway, "PUBLIC_BASE_URL": stack.gateway, "APP_BASE_URL": stack.gateway,
                        "JWKS_URL": f"{stack.service_urls['auth']}/.well-known/jwks.json",

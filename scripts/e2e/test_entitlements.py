@@ -2,7 +2,6 @@
 StoreKit transaction, the limit lifts; Apple's EXPIRED notification brings it back. A notification
 that arrives while PostgreSQL is stopped is refused with 503 and applied when Apple retries."""
 import os
-import subprocess
 import time
 import uuid
 
@@ -59,15 +58,14 @@ def test_a_notification_during_a_database_outage_is_503_and_applied_on_apples_re
     user = sign_up(stack)
     token = requests.get(f"{gw}/v1/entitlements/me", headers=user, timeout=10).json()["app_account_token"]
     payload = issuer.notification("SUBSCRIBED", issuer.transaction(str(uuid.uuid4().int % 10**15), token=token), subtype="INITIAL_BUY")
-    subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && stop_postgres "$STACK_DIR"'], check=True)
+    stack.stop_postgres("entitlements")
     try:
         stack.wait_until(lambda: requests.post(f"{gw}/v1/webhooks/app-store", json={"signedPayload": payload}, timeout=10).status_code == 503,
                          seconds=15, what="the webhook refusing with 503 while the database is down")
         refused = requests.post(f"{gw}/v1/webhooks/app-store", json={"signedPayload": payload}, timeout=10)
         assert refused.status_code == 503 and refused.headers["Retry-After"], refused.text
     finally:
-        subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && start_postgres "$STACK_DIR" "$STACK_PG_PORT" '
-                        '&& head -n 1 "$STACK_DIR/pg/data/postmaster.pid" > "$STACK_DIR/pids/postgres.pid"'], check=True)
+        stack.start_postgres("entitlements")
     # Apple retries; the same payload is now recorded and applied, once.
     stack.wait_until(lambda: requests.post(f"{gw}/v1/webhooks/app-store", json={"signedPayload": payload}, timeout=10).status_code == 200,
                      seconds=90, what="the webhook accepting Apple's retry after PostgreSQL came back")

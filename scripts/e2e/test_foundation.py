@@ -161,7 +161,8 @@ def test_a_database_outage_is_503_at_once_and_every_service_recovers(stack):
     assert before.status_code == 201, before.text
     headers = {"Authorization": f"Bearer {before.json()['session']['access_token']}"}
     pids = {name: stack.pid(name) for name in SERVICES}
-    subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && stop_postgres "$STACK_DIR"'], check=True)
+    for server in stack.pg_servers():
+        stack.stop_postgres(server)
     try:
         ready = requests.get(f"{stack.admin_urls['social']}/readyz", timeout=10)
         assert ready.status_code == 503 and ready.json()["checks"]["database"].startswith("failing"), ready.text
@@ -177,8 +178,8 @@ def test_a_database_outage_is_503_at_once_and_every_service_recovers(stack):
     finally:
         # Straight back, as a restarted database would be (`scripts/stack up` would first spend
         # seconds checking the build, and a longer outage only means longer pool back-offs).
-        subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && start_postgres "$STACK_DIR" "$STACK_PG_PORT" '
-                        '&& head -n 1 "$STACK_DIR/pg/data/postmaster.pid" > "$STACK_DIR/pids/postgres.pid"'], check=True)
+        for server in stack.pg_servers():
+            stack.start_postgres(server)
     # PostgresNIO's pool retries the connection with a back-off that grows with the outage.
     # Each service's DatabaseWatch reopens on its own next probe (a second apart), so wait for both.
     stack.wait_until(lambda: requests.get(f"{stack.gateway}/v1/profiles/me", headers=headers, timeout=10).status_code == 200,
@@ -226,12 +227,13 @@ def test_requests_in_flight_when_postgresql_stops_answer_within_the_statement_ti
         reader.start()
     try:
         time.sleep(1)
-        subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && stop_postgres "$STACK_DIR"'], check=True)
+        for server in stack.pg_servers():
+            stack.stop_postgres(server)
         outage_started = len(results)
         time.sleep(6)
     finally:
-        subprocess.run(["bash", "-c", 'source scripts/lib/infra.sh && start_postgres "$STACK_DIR" "$STACK_PG_PORT" '
-                        '&& head -n 1 "$STACK_DIR/pg/data/postmaster.pid" > "$STACK_DIR/pids/postgres.pid"'], check=True)
+        for server in stack.pg_servers():
+            stack.start_postgres(server)
     try:
         deadline = time.time() + 90
         while time.time() < deadline:
