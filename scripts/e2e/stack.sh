@@ -70,5 +70,6 @@ scripts/stack up
 # before test_foundation.py (which kills and restarts services); the event contracts come last, to
 # check every event the run published.
 tests=$(ls scripts/e2e/test_*.py | grep -v -e '/test_foundation.py$' -e '/test_contract.py$' -e '/test_event_contracts.py$')
+# The slowest tests are named at the end: where the run's minutes go.
 # shellcheck disable=SC2086
-"$PYTHON" -m pytest -q -p no:cacheprovider $tests scripts/e2e/test_contract.py scripts/e2e/test_foundation.py scripts/e2e/test_event_contracts.py "$@"
+"$PYTHON" -m pytest -q -p no:cacheprovider --durations=15 $tests scripts/e2e/test_contract.py scripts/e2e/test_foundation.py scripts/e2e/test_event_contracts.py "$@"
