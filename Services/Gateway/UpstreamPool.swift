@@ -212,7 +212,7 @@ final class UpstreamPool: Sendable {
         let serverHostname = host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) ? nil : host
         return ClientBootstrap(group: loop)
             .connectTimeout(timeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     // Set here, on the channel's loop before it is active, like all the handler's

@@ -57,7 +57,7 @@ final class RedisConnection: Sendable {
         do {
             channel = try await ClientBootstrap(group: eventLoopGroup)
                 .connectTimeout(configuration.connectTimeout)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .channelOption(.socketOption(.so_keepalive), value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
