@@ -81,17 +81,11 @@ public struct MailOutbox: Sendable {
     }
 }
 
-/// Delivers the mail outbox: due messages one at a time. A message is claimed first, in a statement
-/// of its own that pushes its `next_attempt_at` a lease ahead, so that two replicas never send it
-/// twice; it is sent with no transaction open, and its outcome is recorded afterwards, retried
-/// while the lease lasts. Holding a row lock across the send would lose the outcome with the
-/// connection: a database connection cut after the SMTP server took the message rolled the
-/// transaction back, and the message went out again. What remains is a process dying between the
-/// send and the record: its message is sent again once the lease runs out (at least once, never
-/// lost). A failure is recorded (attempts, last error) and retried with exponential backoff; a
-/// permanent refusal, or `maxAttempts` failures, marks the message `failed`. Refused credentials are
-/// not the message's failure: it waits, tried again every `credentialsRetry`, without using an
-/// attempt, until the operator fixes them.
+/// Delivers the mail outbox: due messages one at a time, each inside a transaction that holds its
+/// row, so two replicas never send one message twice. A failure is recorded (attempts, last error)
+/// and retried with exponential backoff; a permanent refusal, or `maxAttempts` failures, marks the
+/// message `failed`. Refused credentials are not the message's failure: it waits, tried again every
+/// `credentialsRetry`, without using an attempt, until the operator fixes them.
 public final class MailSender: Service, Sendable {
     private let client: PostgresClient
     private let transport: any MailTransport
@@ -100,13 +94,11 @@ public final class MailSender: Service, Sendable {
     private let retryBase: Duration
     private let maxAttempts: Int
     private let credentialsRetry: Duration
-    private let lease: Duration
 
-    /// `lease` must outlast the transport's timeout: until it ends, no other sender takes the message.
     public init(
         client: PostgresClient, transport: any MailTransport, logger: Logger,
         pollInterval: Duration = .seconds(5), retryBase: Duration = .seconds(5), maxAttempts: Int = 8,
-        credentialsRetry: Duration = .seconds(600), lease: Duration = .seconds(600)
+        credentialsRetry: Duration = .seconds(600)
     ) {
         self.client = client
         self.transport = transport
@@ -115,7 +107,6 @@ public final class MailSender: Service, Sendable {
         self.retryBase = retryBase
         self.maxAttempts = maxAttempts
         self.credentialsRetry = credentialsRetry
-        self.lease = lease
     }
 
     public func run() async throws {
@@ -135,30 +126,36 @@ public final class MailSender: Service, Sendable {
     /// leaked table a set of working links. The row stays (recipient, template, status, times).
     private func sendOne() async throws -> Bool {
         let logger = self.logger
-        let leaseSeconds = Int(lease.components.seconds)
-        let rows = try await client.withConnection { connection in
-            try await connection.checkedQuery(
+        let transport = self.transport
+        let retryBase = self.retryBase
+        let maxAttempts = self.maxAttempts
+        let credentialsRetry = Int(self.credentialsRetry.components.seconds)
+        return try await client.transaction(logger: logger) { connection -> Bool in
+            let rows = try await connection.checkedQuery(
                 """
-                UPDATE mail_outbox SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
-                WHERE id = (
-                    SELECT id FROM mail_outbox WHERE status = 'pending' AND next_attempt_at <= now()
-                    ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-                RETURNING id, recipient, subject, body_text, body_html, reply_to, unsubscribe_url, attempts
-                """, logger: logger
-            ).collect()
-        }
-        guard let row = rows.first else { return false }
-        let (id, recipient, subject, text, html, replyTo, unsubscribe, attempts) = try row.decode((UUID, String, String, String, String?, String?, String?, Int).self)
-        let message = MailMessage(to: recipient, subject: subject, text: text, html: html, replyTo: replyTo, unsubscribeURL: unsubscribe)
-        do {
-            try await transport.send(message, messageID: "\(id.uuidString.lowercased())@foodbackend")
-        } catch {
-            let permanent = (error as? MailError)?.isPermanent ?? false
-            let counted = (error as? MailError)?.countsAsAttempt ?? true
-            let failed = permanent || (counted && attempts + 1 >= maxAttempts)
-            let delaySeconds =
-                counted ? min(Int(retryBase.components.seconds) * (1 << min(attempts, 10)), 3600) : Int(credentialsRetry.components.seconds)
-            try await record(id) { connection in
+                SELECT id, recipient, subject, body_text, body_html, reply_to, unsubscribe_url, attempts FROM mail_outbox
+                WHERE status = 'pending' AND next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED
+                """, logger: logger)
+            var found: (UUID, MailMessage, Int)?
+            for try await (id, recipient, subject, text, html, replyTo, unsubscribe, attempts) in rows.decode((UUID, String, String, String, String?, String?, String?, Int).self) {
+                found = (id, MailMessage(to: recipient, subject: subject, text: text, html: html, replyTo: replyTo, unsubscribeURL: unsubscribe), attempts)
+            }
+            guard let (id, message, attempts) = found else { return false }
+            do {
+                try await transport.send(message, messageID: "\(id.uuidString.lowercased())@foodbackend")
+                try await connection.checkedRun(
+                    """
+                    UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL,
+                        body_text = '', body_html = NULL, unsubscribe_url = NULL
+                    WHERE id = \(id)
+                    """, logger: logger)
+                logger.info("mail sent", metadata: ["mail_id": "\(id)"])
+            } catch {
+                let permanent = (error as? MailError)?.isPermanent ?? false
+                let counted = (error as? MailError)?.countsAsAttempt ?? true
+                let failed = permanent || (counted && attempts + 1 >= maxAttempts)
+                let delaySeconds = counted ? min(Int(retryBase.components.seconds) * (1 << min(attempts, 10)), 3600) : credentialsRetry
                 try await connection.checkedRun(
                     """
                     UPDATE mail_outbox SET attempts = attempts + \(counted ? 1 : 0), last_error = \(String(describing: error)),
@@ -168,35 +165,9 @@ public final class MailSender: Service, Sendable {
                         next_attempt_at = now() + make_interval(secs => \(delaySeconds))
                     WHERE id = \(id)
                     """, logger: logger)
+                logger.warning("mail not sent", metadata: ["mail_id": "\(id)", "error": "\(error)", "gave_up": "\(failed)"])
             }
-            logger.warning("mail not sent", metadata: ["mail_id": "\(id)", "error": "\(error)", "gave_up": "\(failed)"])
             return true
-        }
-        try await record(id) { connection in
-            try await connection.checkedRun(
-                """
-                UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL, body_text = '', body_html = NULL, unsubscribe_url = NULL
-                WHERE id = \(id)
-                """, logger: logger)
-        }
-        logger.info("mail sent", metadata: ["mail_id": "\(id)"])
-        return true
-    }
-
-    /// Records a message's outcome, retrying on a new connection while the lease lasts: the message
-    /// is already with the server (or refused), and losing this write would send it again.
-    private func record(_ id: UUID, _ write: @escaping @Sendable (PostgresConnection) async throws -> Void) async throws {
-        let deadline = ContinuousClock.now + lease / 2
-        var wait = Duration.milliseconds(100)
-        while true {
-            do {
-                return try await client.withConnection { try await write($0) }
-            } catch {
-                guard ContinuousClock.now + wait < deadline else { throw error }
-                logger.warning("mail outcome not recorded; retrying", metadata: ["mail_id": "\(id)", "error": "\(error)"])
-                try await Task.sleep(for: wait)
-                wait = min(wait * 2, .seconds(5))
-            }
         }
     }
 }

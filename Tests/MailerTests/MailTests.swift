@@ -9,7 +9,6 @@ import ServiceKitEvents
 import ServiceKitHTTP
 import ServiceKitRedis
 import ServiceKitTokens
-import Synchronization
 import Testing
 import TestSupport
 
@@ -220,56 +219,6 @@ import TestSupport
             }
             let count = try await client.query("SELECT count(*)::int FROM mail_outbox", logger: TestEnvironment.logger).decode(Int.self).first { _ in true }
             #expect(count == 1)
-        }
-    }
-
-    /// The database connections cut while the SMTP server takes a message (a failover, an
-    /// operator's `pg_terminate_backend`): the message was delivered, so it is recorded sent, once,
-    /// and not sent again.
-    @Test func aConnectionCutDuringTheSendDoesNotSendTheMessageAgain() async throws {
-        let database = try await TestDatabase.create(services: ["auth"])
-        let sink = try await MailSink.start()
-        defer { sink.stop() }
-        try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
-            try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
-            /// Delivers, then (the first time) ends every other connection to this test's database.
-            final class CuttingTransport: MailTransport {
-                let inner: SMTPTransport
-                let client: PostgresClient
-                let cuts = Mutex(0)
-                init(inner: SMTPTransport, client: PostgresClient) {
-                    self.inner = inner
-                    self.client = client
-                }
-                func send(_ message: MailMessage, messageID: String) async throws {
-                    try await inner.send(message, messageID: messageID)
-                    guard
-                        cuts.withLock({ count in
-                            defer { count += 1 }; return count == 0
-                        })
-                    else { return }
-                    _ = try await client.query(
-                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
-                        logger: TestEnvironment.logger
-                    ).collect()
-                }
-            }
-            let id = try await client.transaction(logger: TestEnvironment.logger) { connection in
-                try await MailOutbox().enqueue(MailMessage(to: "once@example.com", subject: "Once", text: "t"), template: "test", on: connection, logger: TestEnvironment.logger)
-            }
-            let sender = MailSender(
-                client: client, transport: CuttingTransport(inner: SMTPTransport(config: config(sink)), client: client), logger: TestEnvironment.logger,
-                pollInterval: .milliseconds(100), retryBase: .zero)
-            let running = Task { try await sender.run() }
-            defer { running.cancel() }
-            try await waitUntil(.seconds(30)) {
-                let rows = try await client.query("SELECT status FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
-                for try await status in rows.decode(String.self) { return status == "sent" }
-                return false
-            }
-            // Long enough for a second send, had the outcome been lost with the connection.
-            try await Task.sleep(for: .seconds(2))
-            #expect(sink.messages().count == 1, "sent \(sink.messages().count) times")
         }
     }
 
