@@ -123,6 +123,67 @@ import TestSupport
         }
     }
 
+    /// PostgreSQL refusing new connections (as while it restarts: here the database's connection
+    /// limit is set to zero) after ending every connection of a pool whose minimum is the whole pool
+    /// (the services' setting), with requests queued, then accepting them again while more arrive:
+    /// every request is served, and the process lives on. Without `LeaseGate`, PostgresNIO 1.33's
+    /// pool came back with fewer connections than its minimum and stopped the process on a
+    /// precondition as the next request arrived.
+    @Test(.timeLimit(.minutes(1))) func requestsQueuedWhileConnectionsAreRefusedAreServedOnceTheyAreAccepted() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let config = {
+            var config = database.config(for: "social", poolSize: 10); config.minimumConnections = 10; return config
+        }()
+        let logger = TestEnvironment.logger
+        try await withClient(try database.adminConfig()) { adminClient in
+            @Sendable func open() async throws -> Int {
+                let rows = try await adminClient.query(
+                    "SELECT count(*)::int FROM pg_stat_activity WHERE datname = \(database.name) AND usename = 'social'", logger: logger)
+                for try await count in rows.decode(Int.self) { return count }
+                return 0
+            }
+            @Sendable func waitFor(_ expected: Int) async throws {
+                let deadline = ContinuousClock.now + .seconds(10)
+                while try await open() != expected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(try await open() == expected)
+            }
+            /// A statement retried while it meets a connection the pool has not yet seen end.
+            @Sendable func served(_ statement: PostgresQuery, by client: PostgresClient) async throws {
+                let deadline = ContinuousClock.now + .seconds(20)
+                while true {
+                    do {
+                        try await client.checkedQuery(statement, logger: logger)
+                        return
+                    } catch  where isDatabaseUnavailable(error) && ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                }
+            }
+            try await withClient(config) { client in
+                try await waitFor(10)
+                try await adminClient.query("ALTER DATABASE \(unescaped: quoteIdentifier(database.name)) CONNECTION LIMIT 0", logger: logger)
+                try await adminClient.query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(database.name) AND usename = 'social'", logger: logger)
+                try await waitFor(0)
+                // Queued while every attempt to connect is refused; slow enough that the queue is still
+                // draining when the newer requests below arrive.
+                let queued = (0..<12).map { _ in Task { try await served("SELECT pg_sleep(0.3)", by: client) } }
+                try await Task.sleep(for: .seconds(1))
+                try await adminClient.query("ALTER DATABASE \(unescaped: quoteIdentifier(database.name)) CONNECTION LIMIT -1", logger: logger)
+                // The pool tries again after a back-off of up to a second by now: newer requests keep
+                // arriving until well after that.
+                var newer: [Task<Void, any Error>] = []
+                let until = ContinuousClock.now + .seconds(3)
+                while ContinuousClock.now < until {
+                    newer.append(Task { try await served("SELECT 1", by: client) })
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                for task in queued + newer { try await task.value }
+                try await waitFor(10)
+            }
+        }
+    }
+
     /// PostgresNIO remembers a prepared statement that failed to prepare for the life of its
     /// connection. Here the outbox insert is first sent into a transaction that has already failed
     /// (its preparation is refused), on a pool of one connection: afterwards the pool still writes

@@ -18,11 +18,15 @@ extension PostgresClient {
     /// (child tasks included) shares that loop with its sockets.
     ///
     /// Within a request (a `DatabaseBudget` is set), the wait for the connection ends at the
-    /// budget's deadline, or when the database is known to be out of reach.
+    /// budget's deadline, or when the database is known to be out of reach. Every lease passes the
+    /// pool's `LeaseGate` first.
     public func withConnectionOnItsLoop<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
         guard let budget = DatabaseBudget.current else {
+            let pass = try await LeaseGate.of(self).enter()
+            defer { pass.leave() }
             return try await withConnection { connection in
-                try await withTaskExecutorPreference(EventLoopTaskExecutor.for(connection.eventLoop)) {
+                pass.leave()
+                return try await withTaskExecutorPreference(EventLoopTaskExecutor.for(connection.eventLoop)) {
                     try await body(connection)
                 }
             }

@@ -61,9 +61,16 @@ extension PostgresClient {
         // On this thread's event loop: an unstructured task inherits no executor preference, and on
         // the global executor every lease and release woke a thread of its own and hopped back.
         let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? PostgresClient.defaultEventLoopGroup.any()
+        // A wait that ended while the lease stood at the gate asks the pool for nothing.
         Task(executorPreference: EventLoopTaskExecutor.for(loop)) {
             do {
-                try await self.withConnection { connection in await handoff.hold(connection) }
+                let pass = try await LeaseGate.of(self).enter()
+                defer { pass.leave() }
+                guard !handoff.isSettled else { return }
+                try await self.withConnection { connection in
+                    pass.leave()
+                    await handoff.hold(connection)
+                }
             } catch {
                 handoff.fail(error)
             }
