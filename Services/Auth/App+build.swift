@@ -32,7 +32,7 @@ enum AuthService {
                     return ServiceComponents(
                         handlers: AuthEventHandlers(accounts: accounts).handlers,
                         services: [
-                            MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), logger: dependencies.logger),
+                            MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), logger: dependencies.logger, lease: settings.smtp.timeout * 4),
                             AuthJanitor(postgres: dependencies.postgres, logger: dependencies.logger),
                         ]
                     )

@@ -26,7 +26,7 @@ enum InvitationsService {
                     InvitePageRoutes(invitations: invitations, pages: pages).add(to: router)
                     return ServiceComponents(
                         handlers: InvitationsEventHandlers(invitations: invitations).handlers,
-                        services: [MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), logger: dependencies.logger)]
+                        services: [MailSender(client: dependencies.postgres, transport: SMTPTransport(config: settings.smtp), logger: dependencies.logger, lease: settings.smtp.timeout * 4)]
                     )
                 })
         }

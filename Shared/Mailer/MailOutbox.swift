@@ -81,10 +81,19 @@ public struct MailOutbox: Sendable {
     }
 }
 
-/// Delivers the mail outbox: due messages one at a time, each inside a transaction that holds its
-/// row, so two replicas never send one message twice. A failure is recorded (attempts, last error)
-/// and retried with exponential backoff; a permanent refusal, or `maxAttempts` failures, marks the
-/// message `failed`. Refused credentials are not the message's failure: it waits, tried again every
+/// Delivers the mail outbox: due messages one at a time. A message is claimed first, in a statement
+/// of its own that moves its `next_attempt_at` a lease ahead, so that two replicas never send it
+/// twice; it is sent with no transaction open, and its outcome is recorded afterwards on whatever
+/// connection the pool has, retried for most of the lease. Holding a row lock across the send
+/// would lose the outcome with the connection: a connection cut after the SMTP server took the
+/// message rolled the transaction back, and the message went out again.
+///
+/// A sender stopped while it sends gives the message back at once (it may have gone out: at least
+/// once, never lost). What remains is a process dying between the send and the record, or a
+/// database out of reach for most of the lease: that message is sent again when the lease ends,
+/// with the same `Message-ID`. A failure is recorded (attempts, last error) and retried with
+/// exponential backoff; a permanent refusal, or `maxAttempts` failures, marks the message `failed`.
+/// Refused credentials are not the message's failure: it waits, tried again every
 /// `credentialsRetry`, without using an attempt, until the operator fixes them.
 public final class MailSender: Service, Sendable {
     private let client: PostgresClient
@@ -94,11 +103,13 @@ public final class MailSender: Service, Sendable {
     private let retryBase: Duration
     private let maxAttempts: Int
     private let credentialsRetry: Duration
+    private let lease: Duration
 
+    /// `lease` must outlast one delivery attempt (the transport's timeout) with room to record it.
     public init(
         client: PostgresClient, transport: any MailTransport, logger: Logger,
         pollInterval: Duration = .seconds(5), retryBase: Duration = .seconds(5), maxAttempts: Int = 8,
-        credentialsRetry: Duration = .seconds(600)
+        credentialsRetry: Duration = .seconds(600), lease: Duration = .seconds(120)
     ) {
         self.client = client
         self.transport = transport
@@ -107,6 +118,7 @@ public final class MailSender: Service, Sendable {
         self.retryBase = retryBase
         self.maxAttempts = maxAttempts
         self.credentialsRetry = credentialsRetry
+        self.lease = lease
     }
 
     public func run() async throws {
@@ -121,53 +133,117 @@ public final class MailSender: Service, Sendable {
         return attempted
     }
 
+    private typealias Claimed = (id: UUID, message: MailMessage, attempts: Int)
+
     /// A message's body goes once it is sent or given up on: it may carry a link whose token is
     /// stored elsewhere only as a hash (a reset, a verification), and a copy kept here would make a
     /// leaked table a set of working links. The row stays (recipient, template, status, times).
     private func sendOne() async throws -> Bool {
         let logger = self.logger
-        let transport = self.transport
-        let retryBase = self.retryBase
-        let maxAttempts = self.maxAttempts
-        let credentialsRetry = Int(self.credentialsRetry.components.seconds)
-        return try await client.transaction(logger: logger) { connection -> Bool in
-            let rows = try await connection.checkedQuery(
+        let claimedAt = ContinuousClock.now
+        guard let claimed = try await claim() else { return false }
+        let id = claimed.id
+        do {
+            try await transport.send(claimed.message, messageID: "\(id.uuidString.lowercased())@foodbackend")
+        } catch {
+            if Task.isCancelled {
+                await giveBack(id)
+                throw CancellationError()
+            }
+            let permanent = (error as? MailError)?.isPermanent ?? false
+            let counted = (error as? MailError)?.countsAsAttempt ?? true
+            let failed = permanent || (counted && claimed.attempts + 1 >= maxAttempts)
+            let delaySeconds =
+                counted ? min(Int(retryBase.components.seconds) * (1 << min(claimed.attempts, 10)), 3600) : Int(credentialsRetry.components.seconds)
+            await record(
+                id, claimedAt: claimedAt,
                 """
-                SELECT id, recipient, subject, body_text, body_html, reply_to, unsubscribe_url, attempts FROM mail_outbox
-                WHERE status = 'pending' AND next_attempt_at <= now()
-                ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED
-                """, logger: logger)
-            var found: (UUID, MailMessage, Int)?
-            for try await (id, recipient, subject, text, html, replyTo, unsubscribe, attempts) in rows.decode((UUID, String, String, String, String?, String?, String?, Int).self) {
-                found = (id, MailMessage(to: recipient, subject: subject, text: text, html: html, replyTo: replyTo, unsubscribeURL: unsubscribe), attempts)
-            }
-            guard let (id, message, attempts) = found else { return false }
-            do {
-                try await transport.send(message, messageID: "\(id.uuidString.lowercased())@foodbackend")
-                try await connection.checkedRun(
-                    """
-                    UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL,
-                        body_text = '', body_html = NULL, unsubscribe_url = NULL
-                    WHERE id = \(id)
-                    """, logger: logger)
-                logger.info("mail sent", metadata: ["mail_id": "\(id)"])
-            } catch {
-                let permanent = (error as? MailError)?.isPermanent ?? false
-                let counted = (error as? MailError)?.countsAsAttempt ?? true
-                let failed = permanent || (counted && attempts + 1 >= maxAttempts)
-                let delaySeconds = counted ? min(Int(retryBase.components.seconds) * (1 << min(attempts, 10)), 3600) : credentialsRetry
-                try await connection.checkedRun(
-                    """
-                    UPDATE mail_outbox SET attempts = attempts + \(counted ? 1 : 0), last_error = \(String(describing: error)),
-                        status = \(failed ? "failed" : "pending"),
-                        body_text = CASE WHEN \(failed) THEN '' ELSE body_text END, body_html = CASE WHEN \(failed) THEN NULL ELSE body_html END,
-                        unsubscribe_url = CASE WHEN \(failed) THEN NULL ELSE unsubscribe_url END,
-                        next_attempt_at = now() + make_interval(secs => \(delaySeconds))
-                    WHERE id = \(id)
-                    """, logger: logger)
-                logger.warning("mail not sent", metadata: ["mail_id": "\(id)", "error": "\(error)", "gave_up": "\(failed)"])
-            }
+                UPDATE mail_outbox SET attempts = attempts + \(counted ? 1 : 0), last_error = \(String(describing: error)),
+                    status = \(failed ? "failed" : "pending"),
+                    body_text = CASE WHEN \(failed) THEN '' ELSE body_text END, body_html = CASE WHEN \(failed) THEN NULL ELSE body_html END,
+                    unsubscribe_url = CASE WHEN \(failed) THEN NULL ELSE unsubscribe_url END,
+                    next_attempt_at = now() + make_interval(secs => \(delaySeconds))
+                WHERE id = \(id) AND status = 'pending'
+                """)
+            logger.warning("mail not sent", metadata: ["mail_id": "\(id)", "error": "\(error)", "gave_up": "\(failed)"])
             return true
         }
+        await record(
+            id, claimedAt: claimedAt,
+            """
+            UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL,
+                body_text = '', body_html = NULL, unsubscribe_url = NULL
+            WHERE id = \(id) AND status = 'pending'
+            """)
+        logger.info("mail sent", metadata: ["mail_id": "\(id)"])
+        return true
+    }
+
+    /// The oldest due message, its `next_attempt_at` moved a lease ahead in the same statement.
+    private func claim() async throws -> Claimed? {
+        let logger = self.logger
+        let leaseSeconds = Int(lease.components.seconds)
+        return try await client.withConnectionOnItsLoop { connection -> Claimed? in
+            let rows = try await connection.checkedQuery(
+                """
+                UPDATE mail_outbox SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
+                WHERE id = (
+                    SELECT id FROM mail_outbox WHERE status = 'pending' AND next_attempt_at <= now()
+                    ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+                RETURNING id, recipient, subject, body_text, body_html, reply_to, unsubscribe_url, attempts
+                """, logger: logger)
+            var claimed: Claimed?
+            for try await (id, recipient, subject, text, html, replyTo, unsubscribe, attempts) in rows.decode(
+                (UUID, String, String, String, String?, String?, String?, Int).self)
+            {
+                claimed = (id, MailMessage(to: recipient, subject: subject, text: text, html: html, replyTo: replyTo, unsubscribeURL: unsubscribe), attempts)
+            }
+            return claimed
+        }
+    }
+
+    /// Records a message's outcome, retried on a new connection for three quarters of the lease: the
+    /// message is already with the server (or refused), and losing this write would send it again.
+    /// A sender being stopped makes one last bounded try instead of waiting out the retries.
+    private func record(_ id: UUID, claimedAt: ContinuousClock.Instant, _ update: PostgresQuery) async {
+        let deadline = claimedAt + lease * 3 / 4
+        var wait = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            do {
+                try await write(update)
+                return
+            } catch {
+                guard ContinuousClock.now + wait < deadline else {
+                    logger.error(
+                        "mail outcome not recorded: the message goes again when its lease ends",
+                        metadata: ["mail_id": "\(id)", "error": "\(String(reflecting: error))"])
+                    return
+                }
+                logger.warning("mail outcome not recorded; retrying", metadata: ["mail_id": "\(id)", "error": "\(error)"])
+                try? await Task.sleep(for: wait)
+                wait = min(wait * 2, .seconds(5))
+            }
+        }
+        await lastWrite(update, id: id, what: "mail outcome")
+    }
+
+    /// A message claimed by a sender being stopped mid-send is due again at once, for this or
+    /// another replica, rather than at the end of its lease.
+    private func giveBack(_ id: UUID) async {
+        await lastWrite("UPDATE mail_outbox SET next_attempt_at = now() WHERE id = \(id) AND status = 'pending'", id: id, what: "mail given back")
+    }
+
+    /// A write made while the sender is being stopped: in a task of its own, which the stop does not
+    /// cancel, and given two seconds at most, so a database out of reach cannot hold the shutdown.
+    private func lastWrite(_ update: PostgresQuery, id: UUID, what: String) async {
+        let write = Task { try await withTimeout(.seconds(2), what: what) { try await self.write(update) } }
+        if case .failure(let error) = await write.result {
+            logger.warning("\(what) not written while stopping", metadata: ["mail_id": "\(id)", "error": "\(error)"])
+        }
+    }
+
+    private func write(_ update: PostgresQuery) async throws {
+        let logger = self.logger
+        try await client.withConnectionOnItsLoop { connection in try await connection.checkedRun(update, logger: logger) }
     }
 }

@@ -9,6 +9,7 @@ import ServiceKitEvents
 import ServiceKitHTTP
 import ServiceKitRedis
 import ServiceKitTokens
+import Synchronization
 import Testing
 import TestSupport
 
@@ -277,5 +278,102 @@ import TestSupport
             try await Task.sleep(for: .milliseconds(500))
             #expect(try await state(unreachable).attempts == 3, "a failed message is not tried again")
         }
+    }
+
+    /// The database connections cut while the SMTP server takes a message (a failover, an
+    /// operator's `pg_terminate_backend`): the message was delivered, so it is recorded sent, once,
+    /// and not sent again.
+    @Test func aConnectionCutDuringTheSendDoesNotSendTheMessageAgain() async throws {
+        let database = try await TestDatabase.create(services: ["auth"])
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
+            try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
+            /// Delivers, then (the first time) ends every other connection to this test's database,
+            /// which is the sender's pool's and no other test's.
+            final class CuttingTransport: MailTransport {
+                let inner: SMTPTransport
+                let client: PostgresClient
+                let cuts = Mutex(0)
+                init(inner: SMTPTransport, client: PostgresClient) {
+                    self.inner = inner
+                    self.client = client
+                }
+                func send(_ message: MailMessage, messageID: String) async throws {
+                    try await inner.send(message, messageID: messageID)
+                    guard
+                        cuts.withLock({ count in
+                            defer { count += 1 }
+                            return count == 0
+                        })
+                    else { return }
+                    _ = try await client.query(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                        logger: TestEnvironment.logger
+                    ).collect()
+                }
+            }
+            let id = try await client.transaction(logger: TestEnvironment.logger) { connection in
+                try await MailOutbox().enqueue(MailMessage(to: "once@example.com", subject: "Once", text: "t"), template: "test", on: connection, logger: TestEnvironment.logger)
+            }
+            let sender = MailSender(
+                client: client, transport: CuttingTransport(inner: SMTPTransport(config: config(sink)), client: client), logger: TestEnvironment.logger,
+                pollInterval: .milliseconds(100), retryBase: .zero)
+            let running = Task { try await sender.run() }
+            defer { running.cancel() }
+            try await waitUntil(.seconds(30)) { try await Self.status(of: id, client) == "sent" }
+            // Long enough for a second send, had the outcome been lost with the connection.
+            try await Task.sleep(for: .seconds(2))
+            #expect(sink.messages().count == 1, "sent \(sink.messages().count) times")
+        }
+    }
+
+    /// A sender stopped while the SMTP server holds the message (a deploy, a scale-down) gives the
+    /// message back at once: another sender sends it without waiting for the claim's lease to end.
+    @Test func aSenderStoppedMidSendGivesTheMessageBack() async throws {
+        let database = try await TestDatabase.create(services: ["auth"])
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
+            try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
+            /// A server that takes the message and never answers.
+            struct StallingTransport: MailTransport {
+                let started: AsyncStream<Void>.Continuation
+                func send(_ message: MailMessage, messageID: String) async throws {
+                    started.yield()
+                    try await Task.sleep(for: .seconds(3600))
+                }
+            }
+            let id = try await client.transaction(logger: TestEnvironment.logger) { connection in
+                try await MailOutbox().enqueue(MailMessage(to: "back@example.com", subject: "Back", text: "t"), template: "test", on: connection, logger: TestEnvironment.logger)
+            }
+            let (started, startedContinuation) = AsyncStream<Void>.makeStream()
+            let stalled = MailSender(
+                client: client, transport: StallingTransport(started: startedContinuation), logger: TestEnvironment.logger,
+                pollInterval: .milliseconds(100), retryBase: .zero, lease: .seconds(600))
+            let stopped = Task { try await stalled.run() }
+            var sends = started.makeAsyncIterator()
+            _ = await sends.next()
+            stopped.cancel()
+            _ = await stopped.result
+            let rows = try await client.query(
+                "SELECT status, attempts, next_attempt_at <= now() FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
+            for try await (status, attempts, due) in rows.decode((String, Int, Bool).self) {
+                #expect(status == "pending" && attempts == 0 && due, "\(status), \(attempts) attempts, due: \(due)")
+            }
+            let sender = MailSender(
+                client: client, transport: SMTPTransport(config: config(sink)), logger: TestEnvironment.logger,
+                pollInterval: .milliseconds(100), retryBase: .zero, lease: .seconds(600))
+            let running = Task { try await sender.run() }
+            defer { running.cancel() }
+            try await waitUntil(.seconds(30)) { try await Self.status(of: id, client) == "sent" }
+            #expect(sink.messages().count == 1)
+        }
+    }
+
+    static func status(of id: UUID, _ client: PostgresClient) async throws -> String? {
+        let rows = try await client.query("SELECT status FROM mail_outbox WHERE id = \(id)", logger: TestEnvironment.logger)
+        for try await status in rows.decode(String.self) { return status }
+        return nil
     }
 }
