@@ -356,6 +356,38 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// Redis comes back without its data (no persistence, a new instance) before a consumer read
+    /// what the relay had sent: the relay finds its marker gone and sends again what it relayed
+    /// within the replay window, and the consumer, its group made anew, handles every event once.
+    @Test func eventsUnreadWhenRedisLosesItsDataAreSentAgain() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        bus.startRelay(poll: .milliseconds(100))
+        var emitted: [EventEnvelope] = []
+        for _ in 0..<5 { emitted.append(try await bus.emit()) }
+        let ids = Set(emitted.map { $0.id.uuidString.lowercased() })
+        // Sent, under an epoch the producer's schema has recorded.
+        try await waitUntil(.seconds(10)) {
+            let sent = Set(try await bus.redis.xrange(bus.stream).compactMap { $0.fields["id"] })
+            let recorded = try await bus.producer.query("SELECT epoch FROM outbox_relay_epoch", logger: TestEnvironment.logger).decode(String.self)
+                .first { _ in true }
+            return recorded != nil && sent.isSuperset(of: ids)
+        }
+        let kept = try await bus.producer.query("SELECT count(*)::int FROM outbox_relayed", logger: TestEnvironment.logger).decode(Int.self).first { _ in true }
+        #expect(kept == 5)
+        _ = try await bus.redis.send("FLUSHALL")
+        bus.startConsumer(name: "c1")
+        let rows = try await bus.waitForEffects(5, within: .seconds(20))
+        #expect(Set(rows.map(\.0)) == Set(emitted.map(\.id)))
+        // Sent again once: Redis has an epoch again, recorded, so later polls send nothing more.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await bus.effects().count == 5)
+        #expect(try await bus.redis.xlen(bus.stream) == 5)
+        await bus.stop()
+        try await server.stop()
+    }
+
     @Test func aHandlerThatAlwaysFailsEndsInTheDeadLetterStream() async throws {
         let bus = try await BusHarness(redis: try TestEnvironment.redis())
         bus.startRelay()

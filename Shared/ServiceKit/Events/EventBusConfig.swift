@@ -21,11 +21,14 @@ public struct EventBusConfig: Sendable {
     /// How often the relay looks at the outbox when no commit of this process rang it (rows written by another process).
     package var relayPollInterval: Duration
     package var readBlock: Duration
+    /// How long the relay keeps what it sent, to send it again if Redis comes back without its data
+    /// (`OutboxRelay`); zero keeps nothing.
+    package var replayWindow: Duration
 
     public init(
         stream: String = "events", maxLength: Int = 1_000_000, retention: Duration = .seconds(7 * 86_400), group: String, consumerName: String,
         claimIdle: Duration = .seconds(30), maxDeliveries: Int = 5, relayPollInterval: Duration = .seconds(2),
-        readBlock: Duration = .seconds(2)
+        readBlock: Duration = .seconds(2), replayWindow: Duration = .seconds(24 * 3_600)
     ) {
         self.stream = stream
         self.maxLength = maxLength
@@ -36,6 +39,7 @@ public struct EventBusConfig: Sendable {
         self.maxDeliveries = maxDeliveries
         self.relayPollInterval = relayPollInterval
         self.readBlock = readBlock
+        self.replayWindow = replayWindow
     }
 
     /// The dead-letter stream of this group.
@@ -52,7 +56,8 @@ public struct EventBusConfig: Sendable {
             claimIdle: env.milliseconds("EVENTS_CLAIM_IDLE_MS", default: 30_000, range: 100...86_400_000),
             maxDeliveries: env.int("EVENTS_MAX_DELIVERIES", default: 5, range: 1...1_000),
             relayPollInterval: env.milliseconds("EVENTS_RELAY_POLL_MS", default: 2_000, range: 10...600_000),
-            readBlock: env.milliseconds("EVENTS_READ_BLOCK_MS", default: 2_000, range: 10...60_000)
+            readBlock: env.milliseconds("EVENTS_READ_BLOCK_MS", default: 2_000, range: 10...60_000),
+            replayWindow: .seconds(3_600 * env.int("EVENTS_REPLAY_HOURS", default: 24, range: 0...8_760))
         )
     }
 }

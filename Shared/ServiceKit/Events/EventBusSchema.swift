@@ -2,7 +2,7 @@ import ServiceKitDatabase
 /// The tables the event bus needs in every service's schema. The migration runner applies these before
 /// the service's own files, so each service gets the same outbox and inbox without copying the SQL.
 package enum EventBusSchema {
-    package static let migrations = [created, notifyDropped, liveRecipient]
+    package static let migrations = [created, notifyDropped, liveRecipient, relayedKept]
 
     static let created = Migration(
         name: "0000_event_bus",
@@ -51,5 +51,25 @@ package enum EventBusSchema {
         name: "0000_event_bus_live_recipient",
         sql: """
             ALTER TABLE outbox ADD COLUMN live_to uuid;
+            """)
+
+    /// What the relay sent, kept for `EVENTS_REPLAY_HOURS` so that it can be sent again when Redis
+    /// comes back without its data (`OutboxRelay`).
+    static let relayedKept = Migration(
+        name: "0000_event_bus_relayed",
+        sql: """
+            CREATE TABLE outbox_relayed (
+                seq bigint PRIMARY KEY,
+                id uuid NOT NULL,
+                type text NOT NULL,
+                envelope text NOT NULL,
+                relayed_at timestamptz NOT NULL DEFAULT now()
+            );
+            CREATE INDEX outbox_relayed_at ON outbox_relayed (relayed_at);
+            -- The Redis epoch (a random value the relays keep in Redis) the kept rows were sent under.
+            CREATE TABLE outbox_relay_epoch (
+                only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+                epoch text NOT NULL
+            );
             """)
 }

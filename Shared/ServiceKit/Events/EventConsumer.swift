@@ -196,7 +196,9 @@ package final class EventConsumer: Service, Sendable {
                 for try await id in inserted.decode(UUID.self) { new.insert(id) }
                 var outcomes: [(String, EventEnvelope, HandlerOutcome)] = []
                 for (entry, envelope, handler) in shard {
-                    guard new.contains(envelope.id) else {
+                    // Removed once handled: an event in the shard twice (sent again after Redis lost
+                    // the stream) is handled the first time only.
+                    guard new.remove(envelope.id) != nil else {
                         outcomes.append((entry.id, envelope, .duplicate))
                         continue
                     }

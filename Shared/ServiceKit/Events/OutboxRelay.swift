@@ -6,6 +6,7 @@ import ServiceKitCore
 import ServiceKitDatabase
 import ServiceKitRedis
 import ServiceLifecycle
+import Synchronization
 
 /// Moves committed outbox rows to the Redis stream (and the live copies of live ones to their
 /// user's `LiveStream`), oldest first.
@@ -14,6 +15,15 @@ import ServiceLifecycle
 /// A row is deleted only in the transaction that saw Redis take it, so if Redis is down the rows wait
 /// and are sent when it returns; a crash between `XADD` and commit can send a row twice, which the
 /// consumers' inbox makes harmless.
+///
+/// Once sent, a row is kept in `outbox_relayed` for `replayWindow`: until every group has read an
+/// event, the stream is its only other copy. Redis holds an epoch (a random value, made by the first
+/// relay that finds none), read on every poll and, in the same round trip, before every batch; the
+/// relay records in its schema the epoch it sends under. An epoch other than the recorded one means
+/// Redis lost its data since (restarted without persistence, replaced): the kept rows are sent
+/// again, oldest first. Consumers' groups, made anew from the stream's start, read them; what a
+/// consumer had handled already its inbox skips, and an older event arriving after a newer one is
+/// what `EventOrder` is for.
 package final class OutboxRelay: Service, Sendable {
     private let client: PostgresClient
     private let redis: RedisClient
@@ -40,6 +50,9 @@ package final class OutboxRelay: Service, Sendable {
             // Debug: while Redis is down this fails on every poll, and the relay already says so.
             do { try await self.trimExpired() } catch {
                 self.logger.debug("could not trim expired events", metadata: ["error": "\(error)"])
+            }
+            do { try await self.replayIfRedisLostItsData() } catch {
+                self.logger.debug("could not check the stream's marker", metadata: ["error": "\(error)"])
             }
         }
         try await worker.run { [self] in
@@ -76,6 +89,94 @@ package final class OutboxRelay: Service, Sendable {
         }
     }
 
+    /// The key holding Redis's epoch.
+    var epochKey: String { "\(config.stream):epoch" }
+
+    /// `GET` of the epoch, sent ahead of a batch's `XADD`s in one pipeline.
+    private var epochProbe: [RedisArgument] { ["GET", RedisArgument(epochKey)] }
+
+    /// The epoch this schema's rows were last sent under, once read from the schema.
+    private let recordedEpoch = Mutex<String??>(nil)
+
+    /// On every poll: drops kept rows older than the window, and sends the kept rows again if Redis
+    /// has lost its data. Returns how many it sent again.
+    @discardableResult
+    func replayIfRedisLostItsData() async throws -> Int {
+        guard config.replayWindow > .zero else { return 0 }
+        let logger = self.logger
+        let windowSeconds = Int(config.replayWindow.components.seconds)
+        try await client.withConnectionOnItsLoop { connection in
+            try await connection.checkedRun(
+                "DELETE FROM outbox_relayed WHERE relayed_at < now() - make_interval(secs => \(windowSeconds))", logger: logger)
+        }
+        return try await recover(seen: try await redis.send(epochProbe).string, before: .max)
+    }
+
+    /// Makes sure the schema records Redis's current epoch (`seen`, or a new one if Redis has none);
+    /// when it recorded another, sends again the kept rows numbered below `before`.
+    private func recover(seen: String?, before: Int64) async throws -> Int {
+        let logger = self.logger
+        var current = seen
+        if current == nil {
+            _ = try await redis.send("SET", RedisArgument(epochKey), RedisArgument(UUID().uuidString.lowercased()), "NX")
+            current = try await redis.send(epochProbe).string
+        }
+        guard let current else { throw RedisError.unexpectedReply("no epoch after SET NX") }
+        let recorded: String?
+        if let known = recordedEpoch.withLock({ $0 }) {
+            recorded = known
+        } else {
+            recorded = try await client.checkedQuery("SELECT epoch FROM outbox_relay_epoch", decoding: String.self, logger: logger).first
+            recordedEpoch.withLock { $0 = .some(recorded) }
+        }
+        guard recorded != current else { return 0 }
+        // No epoch recorded: nothing was sent under one, so nothing kept can be missing.
+        let sent = recorded == nil ? 0 : try await replay(before: before)
+        try await client.withConnectionOnItsLoop { connection in
+            try await connection.checkedRun(
+                """
+                INSERT INTO outbox_relay_epoch (epoch) VALUES (\(current))
+                ON CONFLICT (only_row) DO UPDATE SET epoch = excluded.epoch
+                """, logger: logger)
+        }
+        recordedEpoch.withLock { $0 = .some(current) }
+        if sent > 0 {
+            metrics.relayed.increment(by: Int64(sent))
+            logger.warning("Redis had lost its data: events relayed within the replay window sent again", metadata: ["events": "\(sent)"])
+        }
+        return sent
+    }
+
+    /// Sends the kept rows numbered below `before`, oldest first, in batches.
+    private func replay(before: Int64) async throws -> Int {
+        let logger = self.logger
+        let windowSeconds = Int(config.replayWindow.components.seconds)
+        var after: Int64 = 0
+        var sent = 0
+        while true {
+            let rows = try await client.withConnectionOnItsLoop { connection -> [(Int64, UUID, String, String)] in
+                var rows: [(Int64, UUID, String, String)] = []
+                for try await row in try await connection.checkedQuery(
+                    """
+                    SELECT seq, id, type, envelope FROM outbox_relayed
+                    WHERE seq > \(after) AND seq < \(before) AND relayed_at >= now() - make_interval(secs => \(windowSeconds))
+                    ORDER BY seq LIMIT 500
+                    """, logger: logger
+                ).decode((Int64, UUID, String, String).self) { rows.append(row) }
+                return rows
+            }
+            guard let last = rows.last else { return sent }
+            let commands = rows.map { seq, id, type, envelope in
+                RedisClient.xaddCommand(
+                    config.stream, maxLength: config.maxLength,
+                    fields: [("id", id.uuidString.lowercased()), ("type", type), ("envelope", EventEnvelope.stamping(envelope, sequence: seq))])
+            }
+            for reply in try await redis.pipeline(commands) { try reply.checked() }
+            sent += rows.count
+            after = last.0
+        }
+    }
+
     /// Sends up to one batch; returns how many rows it moved, or nil when another relay of this schema
     /// holds the lock. One relay per schema works at a time
     /// (a transaction-scoped advisory lock), so replicas cannot interleave batches and the stream keeps
@@ -89,14 +190,19 @@ package final class OutboxRelay: Service, Sendable {
         let redis = self.redis
         let config = self.config
         let lockKey = schema + ".outbox-relay"
-        let moved = try await client.transaction(logger: logger) { connection -> Int? in
+        let keep = config.replayWindow > .zero
+        let outcome = try await client.transaction(logger: logger) { connection -> (Int, (String?, Int64)?)? in
             var haveLock = false
             for try await value in try await connection.checkedExecute(TryLock(key: lockKey), logger: logger) { haveLock = value }
             guard haveLock else { return nil }
             // Taken out of the outbox in the same statement that reads them: if Redis refuses the batch
             // the transaction rolls back and the rows are still there.
             var taken: [Take.Row] = []
-            for try await row in try await connection.checkedExecute(Take(limit: batchSize), logger: logger) { taken.append(row) }
+            if keep {
+                for try await row in try await connection.checkedExecute(TakeAndKeep(limit: batchSize), logger: logger) { taken.append(row) }
+            } else {
+                for try await row in try await connection.checkedExecute(Take(limit: batchSize), logger: logger) { taken.append(row) }
+            }
             taken.sort { $0.seq < $1.seq }  // RETURNING has no order of its own; the stream keeps commit order
             var commands: [[RedisArgument]] = []
             for row in taken {
@@ -113,13 +219,20 @@ package final class OutboxRelay: Service, Sendable {
                     commands.append(LiveStream.publishCommand(envelope: envelope, type: row.type, to: recipient))
                 }
             }
-            // One pipelined round trip for the batch, in commit order.
-            if !commands.isEmpty {
-                for reply in try await redis.pipeline(commands) { try reply.checked() }
-            }
-            return taken.count
+            // One pipelined round trip for the batch, in commit order, after the epoch's probe.
+            guard let first = taken.first else { return (0, nil) }
+            let probes = keep ? [self.epochProbe] : []
+            let replies = try await redis.pipeline(probes + commands)
+            for reply in replies.dropFirst(probes.count) { try reply.checked() }
+            guard keep else { return (taken.count, nil) }
+            return (taken.count, (replies[0].string, first.seq))
         }
-        if let moved, moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
+        guard let (moved, probed) = outcome else { return nil }
+        if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
+        // If Redis lost what earlier batches sent, they go again (they come before this one in number).
+        if let (seen, first) = probed, seen == nil || seen != recordedEpoch.withLock({ $0 ?? nil }) {
+            _ = try await recover(seen: seen, before: first)
+        }
         return moved
     }
 
@@ -162,6 +275,28 @@ package final class OutboxRelay: Service, Sendable {
                 try cells[3].decode(UUID?.self), try cells[4].decode(String.self)
             )
         }
+    }
+
+    /// `Take`, with a copy of each row kept in `outbox_relayed` in the same statement.
+    struct TakeAndKeep: OneParameterStatement {
+        static let name = "outbox_relay.take_and_keep"
+        static let sql = """
+            WITH taken AS (
+                DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT $1)
+                RETURNING seq, id, type, live, live_to, user_id, envelope
+            ), kept AS (
+                INSERT INTO outbox_relayed (seq, id, type, envelope) SELECT seq, id, type, envelope FROM taken
+            )
+            SELECT seq, id, type, CASE WHEN live THEN coalesce(live_to, user_id) END, envelope FROM taken
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.int8]
+        typealias Row = Take.Row
+
+        let limit: Int
+
+        var parameter: Int64 { Int64(limit) }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try Take(limit: limit).decodeRow(row) }
     }
 
     /// Rows not yet sent, for the backlog gauge.
