@@ -24,12 +24,17 @@ struct Invitations: Sendable {
     }
 
     /// The account as auth's events described it. Right after a sign-up the event may still be on
-    /// its way: it is awaited briefly, then the request is refused with `503` to be tried again.
+    /// its way: it is awaited briefly, then the request is refused with `503` to be tried again. A
+    /// deleted account (its token outlives it by a few minutes) is `401 account_deleted` at once.
     func account(_ userID: UUID, logger: Logger) async throws -> AccountRecord {
         let deadline = ContinuousClock.now + .seconds(3)
         while true {
-            let found = try await postgres.withConnectionOnItsLoop { connection in
-                try await accounts.find(userID, on: connection, logger: logger)
+            let found = try await postgres.withConnectionOnItsLoop { connection -> AccountRecord? in
+                if let found = try await accounts.find(userID, on: connection, logger: logger) { return found }
+                if try await accounts.isDeleted(userID, on: connection, logger: logger) {
+                    throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
+                }
+                return nil
             }
             if let found { return found }
             guard ContinuousClock.now < deadline else {

@@ -36,7 +36,9 @@ struct AccountDirectory: Sendable {
     func registered(_ event: UserRegistered, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
-            INSERT INTO accounts (user_id, email, email_normalized, display_name) VALUES (\(event.userID), \(event.email), \(EmailAddress.normalize(event.email)), \(event.displayName))
+            INSERT INTO accounts (user_id, email, email_normalized, display_name)
+            SELECT \(event.userID), \(event.email), \(EmailAddress.normalize(event.email)), \(event.displayName)
+            WHERE NOT EXISTS (SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(event.userID.uuidString.lowercased()), 'UTF8')))
             ON CONFLICT (user_id) DO UPDATE SET email = excluded.email, email_normalized = excluded.email_normalized,
                 display_name = coalesce(accounts.display_name, excluded.display_name)
             """, logger: logger)
@@ -70,7 +72,16 @@ struct AccountDirectory: Sendable {
         try await connection.checkedRun("UPDATE accounts SET display_name = NULL, avatar_url = NULL WHERE user_id = \(userID)", logger: logger)
     }
 
+    /// The account and a tombstone in its place (`deleted_accounts`).
     func delete(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("DELETE FROM accounts WHERE user_id = \(userID)", logger: logger)
+        try await connection.checkedRun(
+            "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(userID.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
+            logger: logger)
+    }
+
+    func isDeleted(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow(
+            "SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(userID.uuidString.lowercased()), 'UTF8'))", logger: logger)
     }
 }
