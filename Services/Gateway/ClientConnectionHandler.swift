@@ -13,10 +13,13 @@ import NIOHTTPTypesHTTP1
 /// `Connection` header that is exactly `close`, and HTTP/1.0's default not at all.
 ///
 /// A client that keeps the gateway waiting is cut off after `timeout`: the whole head of its next
-/// request must arrive within it of the last response (or of connecting), each part of a body within
-/// it of the one before, and a response it is slow to read within it of being written. Otherwise a
-/// client sending a byte at a time (slowloris), or none at all, holds a connection and its buffers
-/// for ever. While the gateway works on a request (an upstream, or the router, responding) the
+/// request must arrive within it of the last response (or of connecting), and a response it is slow
+/// to read within it of being written. A body has `timeout` from its head, and each part moves the
+/// deadline on by what its bytes earn at `bodyMinRate` bytes a second (never past `timeout` from
+/// now), as Apache's `mod_reqtimeout` does: a body that keeps coming at that rate or faster is never
+/// cut, one trickling a byte at a time is cut about `timeout` after it began. Otherwise a client
+/// sending a byte at a time (slowloris), or none at all, holds a connection and its buffers for
+/// ever. While the gateway works on a request (an upstream, or the router, responding) the
 /// client is not timed, except that a response it has stopped reading (the connection unwritable)
 /// must be read on within it: an event stream blocked in a write can end no other way.
 final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -28,7 +31,10 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     private enum ClientPart { case head, body, response }
 
     private let timeout: TimeAmount
+    private let bodyMinRate: Int64
     private let logger: Logger
+    /// The size of the body part just read.
+    private var lastBodyBytes = 0
     /// A request's head has come and its end not yet.
     private var readingBody = false
     /// Requests whose head has come, and responses that have ended: the gateway owes a response
@@ -47,8 +53,9 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// While a response waits for the client to read it: the bytes it had left to take when last timed.
     private var backlog: Int?
 
-    init(timeout: Duration, logger: Logger) {
+    init(timeout: Duration, bodyMinRate: Int, logger: Logger) {
         self.timeout = TimeAmount(timeout)
+        self.bodyMinRate = Int64(max(1, bodyMinRate))
         self.logger = logger
     }
 
@@ -67,7 +74,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
             requestsRead += 1
             readingBody = true
             keepsConnection.append(head.isKeepAlive)
-        case .body: break
+        case .body(let part): lastBodyBytes = part.readableBytes
         case .end: readingBody = false
         }
         context.fireChannelRead(data)
@@ -135,7 +142,10 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
             return
         }
         if let current = deadline, current.waitingFor == wanted, !(wanted == .body && progressed) { return }
-        let by = NIODeadline.now() + timeout
+        var by = NIODeadline.now() + timeout
+        if wanted == .body, let current = deadline, current.waitingFor == .body {
+            by = min(by, current.by + .nanoseconds(Int64(lastBodyBytes) * 1_000_000_000 / bodyMinRate))
+        }
         deadline = (wanted, by)
         backlog = wanted == .response ? Self.backlog(context) : nil
         if timer == nil { schedule(at: by, context: context) }
@@ -179,14 +189,15 @@ struct GatewayHTTP1Channel: ServerChildChannel {
 
     let http1: HTTP1Channel
     let clientTimeout: Duration
+    let bodyMinRate: Int
     let logger: Logger
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let (timeout, deadlineLogger) = (clientTimeout, self.logger)
+        let (timeout, minRate, deadlineLogger) = (clientTimeout, bodyMinRate, self.logger)
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandler(ClientConnectionHandler(timeout: timeout, logger: deadlineLogger), position: .before(codec))
+            try pipeline.addHandler(ClientConnectionHandler(timeout: timeout, bodyMinRate: minRate, logger: deadlineLogger), position: .before(codec))
             return value
         }
     }

@@ -20,6 +20,10 @@ struct GatewayConfig: Sendable {
     /// Above the idle timeout of a load balancer in front (60 s for many), so that the balancer, not
     /// the gateway, ends an idle connection: one closing under a request it just sent is its 502.
     var clientTimeout: Duration = .seconds(75)
+    /// The slowest a request body may come, in bytes a second, once it has started: each part of a
+    /// body moves its deadline on by the time its bytes earn at this rate, never past
+    /// `clientTimeout` from now (`ClientConnectionHandler`).
+    var clientBodyMinRate: Int = 1_024
     /// The apps that open the pages mails and share links point to (`AppLinks`).
     var appLinks = AppLinks()
     /// How long `GET /openapi.json` keeps a merge before it fetches the services' documents again
@@ -66,6 +70,7 @@ struct GatewayConfig: Sendable {
             connectTimeout: env.milliseconds("UPSTREAM_CONNECT_TIMEOUT_MS", default: 2_000, range: 10...60_000),
             trustedProxies: env.trustedProxies("TRUSTED_PROXIES", default: .none),
             clientTimeout: env.milliseconds("CLIENT_TIMEOUT_MS", default: 75_000, range: 100...3_600_000),
+            clientBodyMinRate: env.int("CLIENT_BODY_MIN_RATE", default: 1_024, range: 1...1_000_000_000),
             appLinks: AppLinks(reading: &env),
             redis: Self.redis(reading: &env),
             tokens: Self.tokens(reading: &env, authURL: upstreams["auth"]),

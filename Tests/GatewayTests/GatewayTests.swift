@@ -417,6 +417,48 @@ final class EchoUpstream: Sendable {
         }
     }
 
+    /// A body must keep coming at `CLIENT_BODY_MIN_RATE` (1 KiB/s by default): one trickling in a
+    /// byte every 50 ms, each within the client timeout of the one before, is cut about that timeout
+    /// after it began; one coming at 5 KiB/s, longer in all than the timeout, is carried.
+    @Test func aBodyTricklingInIsCutOffAndOneKeepingTheRateIsNot() async throws {
+        try await Self.withGateway(clientTimeout: .milliseconds(400)) { client in
+            let port = try #require(client.port)
+            /// Sends the head, then `parts` of `size` bytes `every` apart; returns how long it went on,
+            /// how many parts went, and what came back.
+            @Sendable func post(parts: Int, size: Int, every: Duration) async throws -> (took: Duration, sent: Int, response: String) {
+                try await LoopbackSocket.blocking {
+                    let fd = try LoopbackSocket.connect(port: port)
+                    defer { close(fd) }
+                    let head = Array("POST /v1/auth/me HTTP/1.1\r\nHost: gw\r\nContent-Length: \(parts * size)\r\n\r\n".utf8)
+                    guard send(fd, head, head.count, Int32(MSG_NOSIGNAL)) == head.count else { throw LoopbackSocket.Failure(call: "send") }
+                    let started = ContinuousClock.now
+                    let part = [UInt8](repeating: 0x61, count: size)
+                    var sent = 0
+                    while sent < parts, send(fd, part, size, Int32(MSG_NOSIGNAL)) == size {
+                        sent += 1
+                        if sent < parts { usleep(UInt32(every / .microseconds(1))) }
+                    }
+                    let took = ContinuousClock.now - started
+                    var response: [UInt8] = []
+                    var buffer = [UInt8](repeating: 0, count: 65_536)
+                    while true {
+                        let read = recv(fd, &buffer, buffer.count, 0)
+                        if read <= 0 { break }
+                        response += buffer[0..<read]
+                        if String(decoding: response, as: UTF8.self).contains("\"path\"") { break }
+                    }
+                    return (took, sent, String(decoding: response, as: UTF8.self))
+                }
+            }
+            let trickled = try await post(parts: 200, size: 1, every: .milliseconds(50))
+            #expect(trickled.sent < 200 && trickled.took < .seconds(3), "\(trickled.sent) bytes over \(trickled.took)")
+            #expect(!trickled.response.contains("200 OK"))
+            let steady = try await post(parts: 8, size: 512, every: .milliseconds(100))
+            #expect(steady.sent == 8 && steady.took > .milliseconds(600))
+            #expect(steady.response.hasPrefix("HTTP/1.1 200"), "\(steady.response.prefix(200))")
+        }
+    }
+
     /// A shutdown that begins while a proxied request waits on its upstream lets it finish: the client
     /// gets the response, then the connection closes and the gateway stops.
     @Test func aShutdownLetsAProxiedRequestFinish() async throws {
