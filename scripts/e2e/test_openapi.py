@@ -197,3 +197,21 @@ def test_the_check_exits_1_and_lists_breaking_changes():
 def test_a_request_field_removed_where_unknown_ones_are_refused_is_breaking():
     assert changed(lambda d: d["components"]["schemas"]["MealInput"]["properties"].pop("note")) == [
         "POST /v1/meals: request body: removed field `note`, which is now refused"]
+
+
+def test_the_check_compares_with_the_previous_release():
+    """A change that is not breaking against the snapshot can still break what an app built against
+    the previous release uses: the release's document is checked too."""
+    released = copy.deepcopy(BASE)
+    new = copy.deepcopy(BASE)
+    new["paths"].pop(next(iter(new["paths"])))
+    code, lines = openapi_tool.check_against_release("0123456789abcdef", released, new)
+    assert code == 1 and "against the previous release (0123456789ab, deploy/previous-release)" in lines[0], lines
+    assert openapi_tool.check_against_release("0123456789abcdef", released, copy.deepcopy(BASE))[0] == 0
+    # The release deploy/previous-release names is in the history and its document reads.
+    previous = openapi_tool.previous_release()
+    if previous is None:
+        pytest.skip("a shallow clone without the previous release's commit")
+    commit, document = previous
+    assert len(commit) == 40 and document["paths"], commit
+

@@ -14,6 +14,7 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SNAPSHOT = os.path.join(ROOT, "docs", "openapi.json")
+PREVIOUS_RELEASE = os.path.join(ROOT, "deploy", "previous-release")
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
@@ -294,8 +295,53 @@ def main(arguments):
         print("there is no docs/openapi.json: run scripts/openapi snapshot")
         return 1
     code, lines = check(json.loads(snapshot_text), document, current=snapshot_text == text)
+    try:
+        previous = previous_release()
+    except MergeError as error:
+        print("\n".join(lines + [str(error)]))
+        return 1
+    if previous:
+        release_code, release_lines = check_against_release(*previous, document)
+        code = max(code, release_code)
+        lines += release_lines
     print("\n".join(lines))
     return code
+
+
+def previous_release():
+    """(commit, document) of the release deploy/previous-release names, or None without one. The
+    document is docs/openapi.json at that commit, read from the repository's history."""
+    try:
+        with open(PREVIOUS_RELEASE) as f:
+            names = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    except FileNotFoundError:
+        return None
+    if not names:
+        return None
+    commit = names[0]
+    # A shallow clone (some CI checkouts) may not hold the release's commit: said, not failed.
+    known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True).returncode == 0
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if not known and shallow == "true":
+        print(f"the previous release {commit[:12]} is not in this shallow clone: not compared with it", file=sys.stderr)
+        return None
+    result = subprocess.run(["git", "show", f"{commit}:docs/openapi.json"], cwd=ROOT, capture_output=True)
+    if result.returncode != 0:
+        raise MergeError(f"cannot read docs/openapi.json at {commit} (deploy/previous-release): "
+                         + result.stderr.decode("utf-8", "replace").strip())
+    return commit, json.loads(result.stdout)
+
+
+def check_against_release(commit, released, document):
+    """What `scripts/openapi check` says of `document` against the previous release's document:
+    (exit code, lines). A client an app shipped with that release must keep working."""
+    changes = breaking_changes(released, document)
+    where = f"the previous release ({commit[:12]}, deploy/previous-release)"
+    if changes:
+        return 1, ([f"{len(changes)} breaking change{'s' if len(changes) != 1 else ''} against {where}:"]
+                   + [f"  {change}" for change in changes]
+                   + ["apps built against that release would break: keep what they use"])
+    return 0, [f"no breaking changes against {where}"]
 
 
 def check(snapshot, document, current=None):
