@@ -29,6 +29,20 @@ import TestSupport
         }
     }
 
+    /// Redis Sentinel: the sentinels listed, the primary's name, and one replica to wait for by
+    /// default; an entry that is not `host:port` is named in the error.
+    @Test func sentinelsAreReadFromTheirList() throws {
+        let config = try ServiceConfig.load(
+            name: "social", defaultPort: 8082, environment: ["REDIS_SENTINELS": "127.0.0.1:26379, sentinel-2:26380", "REDIS_SENTINEL_PRIMARY": "main"])
+        #expect(config.redis.sentinels == [.init(host: "127.0.0.1", port: 26379), .init(host: "sentinel-2", port: 26380)])
+        #expect(config.redis.sentinelPrimary == "main" && config.redis.replicasToWaitFor == 1)
+        #expect(try ServiceConfig.load(name: "social", defaultPort: 8082, environment: [:]).redis.replicasToWaitFor == 0)
+        let error = #expect(throws: ConfigurationError.self) {
+            try ServiceConfig.load(name: "social", defaultPort: 8082, environment: ["REDIS_SENTINELS": "127.0.0.1"])
+        }
+        #expect(String(describing: error!).contains("REDIS_SENTINELS"))
+    }
+
     /// The services' pools keep all their connections open (see `PostgresClient(database:)`).
     @Test func thePoolKeepsAllItsConnections() throws {
         #expect(try ServiceConfig.load(name: "social", defaultPort: 8082, environment: [:]).database.minimumConnections == 10)

@@ -15,11 +15,27 @@ public final class RedisServer: @unchecked Sendable {
     private var process: ChildProcess?
     private var started = false
     private var starts = 0
+    /// Arguments after the defaults (`--replicaof 127.0.0.1 6379`).
+    private let extraArguments: [String]
+    /// A sentinel watching this primary, named thus, rather than a server.
+    private let sentinelOf: (name: String, port: Int)?
 
-    public init() throws {
+    public init(extraArguments: [String] = []) throws {
         port = try Self.freePort()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("redis"))
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        self.extraArguments = extraArguments
+        sentinelOf = nil
+    }
+
+    /// A Redis Sentinel that watches the primary at `primaryPort` as `name`, with a quorum of two, and
+    /// fails it over half a second after it stops answering.
+    public init(sentinelOf name: String, primaryPort: Int) throws {
+        port = try Self.freePort()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("sentinel"))
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        extraArguments = []
+        sentinelOf = (name, primaryPort)
     }
 
     public var configuration: RedisConfiguration {
@@ -34,11 +50,31 @@ public final class RedisServer: @unchecked Sendable {
             // A log for each start, since redis-server appends: the marker must be this start's own.
             starts += 1
             let log = directory.appendingPathComponent("redis-\(starts).log").path
-            let child = try ChildProcess([
-                "redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                "--appendfsync", "always", "--dir", directory.path, "--logfile", log,
-            ])
-            if try await child.waitUntilServing(port: port, log: log, marker: "Ready to accept connections") {
+            let arguments: [String]
+            let marker: String
+            if let sentinelOf {
+                // A sentinel rewrites its configuration file: one of its own, written afresh.
+                let file = directory.appendingPathComponent("sentinel-\(starts).conf")
+                let settings = [
+                    "port \(port)", "bind 127.0.0.1", "dir \(directory.path)", "logfile \(log)",
+                    "sentinel monitor \(sentinelOf.name) 127.0.0.1 \(sentinelOf.port) 2",
+                    "sentinel down-after-milliseconds \(sentinelOf.name) 500",
+                    "sentinel failover-timeout \(sentinelOf.name) 2000",
+                    "sentinel parallel-syncs \(sentinelOf.name) 1",
+                ]
+                try (settings.joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
+                arguments = ["redis-server", file.path, "--sentinel"]
+                marker = "+monitor master"
+            } else {
+                arguments =
+                    [
+                        "redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                        "--appendfsync", "always", "--dir", directory.path, "--logfile", log,
+                    ] + extraArguments
+                marker = "Ready to accept connections"
+            }
+            let child = try ChildProcess(arguments)
+            if try await child.waitUntilServing(port: port, log: log, marker: marker) {
                 process = child
                 started = true
                 return

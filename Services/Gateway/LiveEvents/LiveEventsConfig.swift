@@ -30,15 +30,9 @@ struct LiveEventsConfig: Sendable {
 }
 
 extension GatewayConfig {
-    /// `REDIS_URL`, `REDIS_POOL_SIZE` and `REDIS_COMMAND_TIMEOUT_MS`, read as the services read them.
+    /// Redis, read as the services read it (`RedisConfiguration(reading:)`).
     static func redis(reading env: inout EnvironmentReader) -> RedisConfiguration {
-        let url = env.url("REDIS_URL", default: "redis://127.0.0.1:6379", schemes: ["redis"], requiredInProduction: true)
-        return RedisConfiguration(
-            host: url?.hostName ?? "127.0.0.1", port: url?.port ?? 6379, password: url?.password,
-            database: Int(url?.path.dropFirst() ?? "") ?? 0,
-            poolSize: env.int("REDIS_POOL_SIZE", default: 4, range: 1...64),
-            commandTimeout: .milliseconds(Int64(env.int("REDIS_COMMAND_TIMEOUT_MS", default: 5_000, range: 10...600_000)))
-        )
+        RedisConfiguration(reading: &env)
     }
 
     /// The token settings the services read (`TokenConfig`), except that `JWKS_URL` may be left out:

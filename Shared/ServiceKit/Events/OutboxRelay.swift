@@ -222,8 +222,15 @@ package final class OutboxRelay: Service, Sendable {
             // One pipelined round trip for the batch, in commit order, after the epoch's probe.
             guard let first = taken.first else { return (0, nil) }
             let probes = keep ? [self.epochProbe] : []
-            let replies = try await redis.pipeline(probes + commands)
+            // With replicas (Redis Sentinel), the batch counts as sent once they hold it too: a
+            // failover to one of them then loses none of it.
+            let replicas = redis.configuration.replicasToWaitFor
+            let waits: [[RedisArgument]] = replicas > 0 ? [["WAIT", RedisArgument(replicas), "1000"]] : []
+            let replies = try await redis.pipeline(probes + commands + waits)
             for reply in replies.dropFirst(probes.count) { try reply.checked() }
+            if replicas > 0, let held = replies.last?.int, held < replicas {
+                throw RedisError.unavailable("a relayed batch reached \(held) of \(replicas) replicas")
+            }
             guard keep else { return (taken.count, nil) }
             return (taken.count, (replies[0].string, first.seq))
         }

@@ -27,12 +27,16 @@ public final class RedisClient: Sendable {
         let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
         let slot = slots[abs(index % slots.count)]
         let connection = try await slot.connection()
+        let reply: RESPValue
         do {
-            return try await connection.send(arguments, timeout: configuration.commandTimeout + extraTimeout).checked()
+            reply = try await connection.send(arguments, timeout: configuration.commandTimeout + extraTimeout)
         } catch let error as RedisError where error == .connectionClosed {
             slot.dropped(connection)
             throw error
         }
+        // A primary demoted in a failover: the next command connects to the new one.
+        if reply.isReadOnlyRefusal { slot.dropped(connection) }
+        return try reply.checked()
     }
 
     /// Sends commands back to back on one connection and returns their replies in order: one round
@@ -55,6 +59,7 @@ public final class RedisClient: Sendable {
             slot.dropped(connection)
             throw error
         }
+        if replies.contains(where: \.isReadOnlyRefusal) { slot.dropped(connection) }
         return replies
     }
 
@@ -101,7 +106,7 @@ final class ConnectionSlot: Sendable {
             if let connecting = state.connecting { return .pending(connecting) }
             let now = ContinuousClock.now
             if state.failures > 0, now < state.retryAt {
-                throw RedisError.unavailable("reconnecting to \(configuration.host):\(configuration.port) after \(state.failures) failed attempt(s)")
+                throw RedisError.unavailable("reconnecting to \(configuration.target) after \(state.failures) failed attempt(s)")
             }
             let configuration = self.configuration
             let group = self.eventLoopGroup
@@ -121,7 +126,7 @@ final class ConnectionSlot: Sendable {
                     state.connection = connection
                     state.connecting = nil
                     if state.failures > 0 {
-                        logger.info("redis reconnected", metadata: ["redis": "\(configuration.host):\(configuration.port)"])
+                        logger.info("redis reconnected", metadata: ["redis": "\(configuration.target)"])
                     }
                     state.failures = 0
                 }

@@ -36,13 +36,7 @@ public struct ServiceConfig: Sendable {
         admin = HTTPListenerOptions.admin(publicPort: listener.port, reading: &env)
         logLevel = Logger.Level(rawValue: env.oneOf("LOG_LEVEL", default: "info", allowed: Logger.Level.allCases.map(\.rawValue))) ?? .info
         database = DatabaseConfig(service: name, reading: &env)
-        let redisURL = env.url("REDIS_URL", default: "redis://127.0.0.1:6379", schemes: ["redis"], requiredInProduction: true)
-        redis = RedisConfiguration(
-            host: redisURL?.hostName ?? "127.0.0.1", port: redisURL?.port ?? 6379, password: redisURL?.password,
-            database: Int(redisURL?.path.dropFirst() ?? "") ?? 0,
-            poolSize: env.int("REDIS_POOL_SIZE", default: 4, range: 1...64),
-            commandTimeout: .milliseconds(Int64(env.int("REDIS_COMMAND_TIMEOUT_MS", default: 5_000, range: 10...600_000)))
-        )
+        redis = RedisConfiguration(reading: &env)
         events = EventBusConfig(service: name, reading: &env)
         tokens = TokenConfig(reading: &env)
         trustedProxies = env.trustedProxies("TRUSTED_PROXIES", default: .privateNetworks)

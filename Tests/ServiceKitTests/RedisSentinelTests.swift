@@ -1,0 +1,100 @@
+import Foundation
+import Logging
+import Models
+@testable import ServiceKitEvents
+@testable import ServiceKitRedis
+import Testing
+import TestSupport
+
+/// Redis behind Sentinel, on loopback: a primary, a replica and three sentinels. The kit asks the
+/// sentinels where the primary is; when the primary dies and the sentinels promote the replica, it
+/// finds the new primary by itself, and a relayed batch of events, held by the replica before it
+/// counts as sent, survives the failover.
+@Suite(.serialized) struct RedisSentinelTests {
+    struct SentinelSet {
+        var primary: RedisServer
+        var replica: RedisServer
+        var sentinels: [RedisServer]
+        var configuration: RedisConfiguration
+
+        func stop() async {
+            for server in sentinels + [replica, primary] { try? await server.stop() }
+        }
+    }
+
+    static let name = "foodbackend-test"
+
+    static func start() async throws -> SentinelSet {
+        let primary = try RedisServer()
+        try await primary.start()
+        let replica = try RedisServer(extraArguments: ["--replicaof", "127.0.0.1", String(primary.port)])
+        try await replica.start()
+        // Until its first sync is done, the replica acknowledges nothing.
+        let replicaClient = RedisClient(configuration: replica.configuration, logger: TestEnvironment.logger)
+        try await waitUntil(.seconds(30)) { try await replicaClient.send("ROLE").array?.dropFirst(3).first?.string == "connected" }
+        await replicaClient.close()
+        var sentinels: [RedisServer] = []
+        for _ in 0..<3 {
+            let sentinel = try RedisServer(sentinelOf: name, primaryPort: primary.port)
+            try await sentinel.start()
+            sentinels.append(sentinel)
+        }
+        var configuration = primary.configuration
+        configuration.host = "127.0.0.1"
+        configuration.port = 1  // never used: the sentinels say where the primary is
+        configuration.sentinels = sentinels.map { .init(host: "127.0.0.1", port: $0.port) }
+        configuration.sentinelPrimary = name
+        configuration.replicasToWaitFor = 1
+        // Before a failover can happen, each sentinel must know the replica and the two others.
+        for sentinel in sentinels {
+            let asked = RedisClient(configuration: sentinel.configuration, logger: TestEnvironment.logger)
+            try await waitUntil(.seconds(30)) {
+                let replicas = try await asked.send("SENTINEL", "replicas", RedisArgument(name)).array?.count ?? 0
+                let others = try await asked.send("SENTINEL", "sentinels", RedisArgument(name)).array?.count ?? 0
+                return replicas == 1 && others == 2
+            }
+            await asked.close()
+        }
+        return SentinelSet(primary: primary, replica: replica, sentinels: sentinels, configuration: configuration)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func commandsFindTheNewPrimaryAfterAFailover() async throws {
+        let set = try await Self.start()
+        let redis = RedisClient(configuration: set.configuration, logger: TestEnvironment.logger)
+        // WAIT counts the replicas holding this connection's writes: one pipeline, one connection.
+        let written = try await redis.pipeline([["SET", "kept", "before"], ["WAIT", "1", "1000"]])
+        #expect(written.last?.int == 1)
+        try await set.primary.stop()
+        let started = ContinuousClock.now
+        try await waitUntil(.seconds(30)) { (try? await redis.send("INCR", "after")) != nil }
+        TestEnvironment.logger.info("failover", metadata: ["took": "\(ContinuousClock.now - started)"])
+        // Each connection of the pool finds the new primary on its next command.
+        try await waitUntil(.seconds(10)) { (try? await redis.send("GET", "kept"))?.string == "before" }
+        let promoted = RedisClient(configuration: set.replica.configuration, logger: TestEnvironment.logger)
+        #expect(try await promoted.send("ROLE").array?.first?.string == "master")
+        #expect(try await promoted.send("GET", "after").string == "1")
+        await promoted.close()
+        await redis.close()
+        await set.stop()
+    }
+
+    /// Events committed before, during and after the failover are each handled once: the relay's
+    /// batches wait for the replica (`WAIT`), so the promoted replica holds every one it counted as sent.
+    @Test(.timeLimit(.minutes(2))) func noEventIsLostWhenThePrimaryFailsOver() async throws {
+        let set = try await Self.start()
+        let bus = try await BusHarness(redis: set.configuration)
+        bus.startRelay(poll: .milliseconds(100))
+        bus.startConsumer(name: "c1")
+        var emitted: [EventEnvelope] = []
+        for round in 0..<60 {
+            if round == 20 { try await set.primary.stop() }
+            emitted.append(try await bus.emit())
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let rows = try await bus.waitForEffects(emitted.count, within: .seconds(60))
+        #expect(Set(rows.map(\.0)) == Set(emitted.map(\.id)), "\(emitted.count - Set(rows.map(\.0)).count) events not handled")
+        #expect(rows.count == emitted.count)
+        await bus.stop()
+        await set.stop()
+    }
+}
