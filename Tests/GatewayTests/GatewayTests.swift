@@ -417,9 +417,9 @@ final class EchoUpstream: Sendable {
         }
     }
 
-    /// A body must keep coming at `CLIENT_BODY_MIN_RATE` (1 KiB/s by default): one trickling in a
-    /// byte every 50 ms, each within the client timeout of the one before, is cut about that timeout
-    /// after it began; one coming at 5 KiB/s, longer in all than the timeout, is carried.
+    /// A body must keep coming at `CLIENT_BODY_MIN_RATE`: one trickling in a byte at a time, each
+    /// byte well within the client timeout of the one before, is cut about that timeout after it
+    /// began; one coming faster than the rate, longer in all than the timeout, is carried.
     @Test func aBodyTricklingInIsCutOffAndOneKeepingTheRateIsNot() async throws {
         try await Self.withGateway(clientTimeout: .milliseconds(400)) { client in
             let port = try #require(client.port)
