@@ -389,6 +389,22 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// A kept copy goes once every group has read and acknowledged its event (and the clocks'
+    /// margin has passed): envelopes carry personal data, a deleted account's included.
+    @Test(.timeLimit(.minutes(1))) func keptCopiesGoOnceEveryGroupHasReadThem() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        bus.startRelay(poll: .milliseconds(200))
+        bus.startConsumer(name: "c1")
+        for _ in 0..<3 { try await bus.emit() }
+        #expect(try await bus.waitForEffects(3).count == 3)
+        @Sendable func kept() async throws -> Int {
+            try await bus.producer.query("SELECT count(*)::int FROM outbox_relayed", logger: TestEnvironment.logger).decode(Int.self).first { _ in true } ?? 0
+        }
+        #expect(try await kept() == 3)
+        try await waitUntil(.seconds(OutboxRelay.clockMargin + 15)) { try await kept() == 0 }
+        await bus.stop()
+    }
+
     @Test func aHandlerThatAlwaysFailsEndsInTheDeadLetterStream() async throws {
         let bus = try await BusHarness(redis: try TestEnvironment.redis())
         bus.startRelay()

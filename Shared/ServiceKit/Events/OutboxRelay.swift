@@ -98,18 +98,65 @@ package final class OutboxRelay: Service, Sendable {
     /// The epoch this schema's rows were last sent under, once read from the schema.
     private let recordedEpoch = Mutex<String??>(nil)
 
-    /// On every poll: drops kept rows older than the window, and sends the kept rows again if Redis
+    /// On every poll: drops the kept rows no longer needed, and sends the kept rows again if Redis
     /// has lost its data. Returns how many it sent again.
     @discardableResult
     func replayIfRedisLostItsData() async throws -> Int {
         guard config.replayWindow > .zero else { return 0 }
         let logger = self.logger
         let windowSeconds = Int(config.replayWindow.components.seconds)
+        // A row is needed until every group has read and acknowledged its event: up to the oldest
+        // entry a group has pending, or else the last it was given. Envelopes carry personal data,
+        // so they are kept no longer (the stream's ids are Redis's clock, the rows PostgreSQL's: a
+        // margin covers the two disagreeing), and never past the window.
+        let readByAll = try await readByEveryGroup()
         try await client.withConnectionOnItsLoop { connection in
             try await connection.checkedRun(
-                "DELETE FROM outbox_relayed WHERE relayed_at < now() - make_interval(secs => \(windowSeconds))", logger: logger)
+                """
+                DELETE FROM outbox_relayed WHERE relayed_at < now() - make_interval(secs => \(windowSeconds))
+                    OR relayed_at < to_timestamp(\(readByAll.map { Double($0) / 1000 }) - \(Self.clockMargin))
+                """, logger: logger)
         }
         return try await recover(seen: try await redis.send(epochProbe).string, before: .max)
+    }
+
+    /// Seconds by which Redis's and PostgreSQL's clocks may disagree.
+    static let clockMargin = 10.0
+
+    /// The milliseconds (Redis's clock) before which every consumer group of the stream has read and
+    /// acknowledged every entry; nil when there is no group, or no stream.
+    private func readByEveryGroup() async throws -> UInt64? {
+        let groups: [RESPValue]
+        do {
+            groups = try await redis.send("XINFO", "GROUPS", RedisArgument(config.stream)).array ?? []
+        } catch RedisError.server(let message) where message.contains("no such key") {
+            return nil
+        }
+        var oldest: UInt64?
+        for group in groups {
+            let fields = group.array ?? []
+            var info: [String: RESPValue] = [:]
+            for index in stride(from: 0, to: fields.count - 1, by: 2) {
+                if let key = fields[index].string { info[key] = fields[index + 1] }
+            }
+            guard let name = info["name"]?.string, var point = info["last-delivered-id"]?.string.flatMap({ StreamID($0) }) else { continue }
+            let pending = info["pending"]?.int ?? 0
+            // A group with nothing pending and nothing left to read has read up to now.
+            if pending == 0, info["lag"]?.int == 0 {
+                let time = try await redis.send("TIME").array ?? []
+                if let seconds = time.first?.string.flatMap({ UInt64($0) }), let micros = time.dropFirst().first?.string.flatMap({ UInt64($0) }) {
+                    point = StreamID(milliseconds: seconds * 1000 + micros / 1000, sequence: 0)
+                }
+            }
+            if pending > 0,
+                let smallest = try await redis.send("XPENDING", RedisArgument(config.stream), RedisArgument(name)).array?.dropFirst().first?.string
+                    .flatMap({ StreamID($0) })
+            {
+                point = min(point, smallest)
+            }
+            oldest = min(oldest ?? point.milliseconds, point.milliseconds)
+        }
+        return oldest
     }
 
     /// Makes sure the schema records Redis's current epoch (`seen`, or a new one if Redis has none);
