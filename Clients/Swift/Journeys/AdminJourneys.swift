@@ -43,8 +43,12 @@ func aSpaceNeedsTeamUntilAnAdminGrantsIt() async throws {
     _ = try await owner.app.send {
         try await $0.postV1SpacesIdMembers(path: .init(id: space.id), body: .json(.init(email: member.email, permission: .editor))).created.body.json
     }
-    let invitations = try await member.app.send { try await $0.getV1SpacesInvitations().ok.body.json }
-    try expect(invitations.items.contains { $0.spaceId == space.id }, "the member's invitation: \(invitations)")
+    // The invitations are listed to an address entitlements knows is proven, which it learns from
+    // auth's user.email_verified a moment after the member confirmed it: the app's list fills then.
+    _ = try await eventually("the member's invitation") {
+        let invitations = try await member.app.send { try await $0.getV1SpacesInvitations().ok.body.json }
+        return invitations.items.contains { $0.spaceId == space.id } ? invitations : nil
+    }
     _ = try await member.app.send { try await $0.postV1SpacesIdInvitationAccept(path: .init(id: space.id)).ok.body.json }
     let spaces = try await member.app.send { try await $0.getV1Spaces().ok.body.json }
     try expect(spaces.items.contains { $0.id == space.id }, "the member's spaces")
@@ -62,6 +66,10 @@ func aSpaceNeedsTeamUntilAnAdminGrantsIt() async throws {
     let guest = try await signUp("space-guest", verified: true)
     _ = try await owner.app.send {
         try await $0.postV1SpacesIdMembers(path: .init(id: space.id), body: .json(.init(email: guest.email, permission: .viewer))).created.body.json
+    }
+    _ = try await eventually("the guest's invitation") {
+        let invitations = try await guest.app.send { try await $0.getV1SpacesInvitations().ok.body.json }
+        return invitations.items.contains { $0.spaceId == space.id } ? invitations : nil
     }
     _ = try await guest.app.send { try await $0.deleteV1SpacesIdInvitation(path: .init(id: space.id)).noContent }
     _ = try await owner.app.send { try await $0.postV1SpacesIdTransfer(path: .init(id: space.id), body: .json(.init(userId: member.id))).ok.body.json }

@@ -28,17 +28,24 @@ func expect(_ condition: Bool, _ message: @autoclosure () -> String, file: Stati
 final class CalledOperations: ClientMiddleware, @unchecked Sendable {
     private let lock = NSLock()
     private var called: Set<String> = []
+    private var last: String?
 
     func intercept(
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
         next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
         let answer = try await next(request, body, baseURL)
-        _ = lock.withLock { called.insert(operationID) }
+        lock.withLock {
+            called.insert(operationID)
+            last = "\(operationID) answered \(answer.0.status.code)"
+        }
         return answer
     }
 
     var all: [String] { lock.withLock { called.sorted() } }
+
+    /// The last operation answered and its status: where a failed journey stopped.
+    var lastAnswered: String? { lock.withLock { last } }
 }
 
 let calledOperations = CalledOperations()

@@ -28,7 +28,7 @@ for (name, journey) in journeys where only == nil || name.contains(only!) {
         print("ok    \(name) (\(String(format: "%.1f", Date().timeIntervalSince(started))) s)")
     } catch {
         failed += 1
-        print("FAIL  \(name): \(error)")
+        print("FAIL  \(name): \(error)" + (calledOperations.lastAnswered.map { " (after \($0))" } ?? ""))
     }
 }
 if let path = Environment.coverageFile {
