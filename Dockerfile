@@ -26,12 +26,14 @@ RUN swift package resolve
 COPY services.txt ./
 COPY Shared Shared
 COPY Services Services
+# The manifest names the tests' and the Swift client's folders too: they must be there for it to load.
 COPY Tests Tests
-COPY scripts/lib/image-binaries scripts/lib/
+COPY Clients Clients
+COPY scripts/lib/build-executables scripts/lib/image-binaries scripts/lib/
 # The same flags as scripts/lib/infra.sh's RELEASE_BUILD (the binaries the benchmarks measure).
 # Each executable gets a folder /out/<name>: the binary, its resource bundle, and `packages`, the
 # Debian packages (not -dev) that hold the shared libraries it links.
-RUN swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic \
+RUN scripts/lib/build-executables -c release --static-swift-stdlib -Xlinker --no-export-dynamic \
  && scripts/lib/image-binaries "$(swift build -c release --static-swift-stdlib -Xlinker --no-export-dynamic --show-bin-path)" /out
 
 FROM ${RUNTIME_IMAGE}

@@ -86,16 +86,20 @@ def operations(document):
     return {f"{method}{path}" for path, item in document["paths"].items() for method in item if method in METHODS}
 
 
-def journeys_binary(stack):
-    with open(os.path.join(stack.dir, "bin-path")) as f:
-        return os.path.join(f.read().strip(), "ClientJourneys")
+def journeys_binary():
+    """ClientJourneys from the debug build, with the client's assertions: the stack runs the
+    release build of the server, which does not hold the client (scripts/lib/build-executables).
+    A no-op where scripts/test's debug build is there."""
+    subprocess.run(["swift", "build", "--product", "ClientJourneys"], cwd=ROOT, check=True, capture_output=True)
+    bin_path = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    return os.path.join(bin_path, "ClientJourneys")
 
 
 def test_the_apps_flows_through_the_swift_client_call_every_route(stack, tmp_path):
     server = fixtures(stack)
     coverage = tmp_path / "called.txt"
     try:
-        run = subprocess.run([journeys_binary(stack)], cwd=ROOT, capture_output=True, text=True, timeout=600, env={
+        run = subprocess.run([journeys_binary()], cwd=ROOT, capture_output=True, text=True, timeout=600, env={
             **os.environ, "FOODBACKEND_URL": stack.gateway, "FIXTURES_URL": f"http://127.0.0.1:{server.server_address[1]}",
             "CLIENT_COVERAGE_FILE": str(coverage)})
     finally:
