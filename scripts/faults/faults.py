@@ -2,7 +2,7 @@
 
     python3 scripts/faults/faults.py FAULT [FAULT ...]
 
-with FAULT one of: redis-stop, redis-kill, postgres-stop, postgres-terminate[:SERVICE],
+with FAULT one of: redis-stop, redis-kill, redis-failover, postgres-stop, postgres-terminate[:SERVICE],
 service-kill[:SERVICE] (a process of services.txt, social-2 included), gateway-kill, smtp-refuse.
 The stack is the one the STACK_* variables describe (scripts/faults/run starts one). Each fault:
 the load (scripts/load/run at FAULT_USERS users (50), each with an account of its own, and beside
@@ -63,13 +63,27 @@ class Stack:
                                                replicas={name: 3 for name in self.services})
         self.admin = {process: f"http://127.0.0.1:{port}" for process, port in admin.items()}
         self.pg_port = os.environ["STACK_PG_PORT"]
-        self.redis_port = os.environ["STACK_REDIS_PORT"]
         self.db = checks.Database(self.pg_port)
+        # Redis as a Sentinel-managed pair (scripts/stack's STACK_REDIS_SENTINELS): the primary moves.
+        self.sentinel_ports = os.environ.get("STACK_SENTINEL_PORTS", "").split() if os.environ.get("STACK_REDIS_SENTINELS") == "1" else []
+        self.redis_ports = {os.environ["STACK_REDIS_PORT"]: self.dir}
+        if self.sentinel_ports:
+            self.redis_ports[os.environ["STACK_REDIS_REPLICA_PORT"]] = os.path.join(self.dir, "redis-replica")
+
+    @property
+    def redis_port(self):
+        """The port of Redis's primary: the one the first sentinel that answers names."""
+        for port in self.sentinel_ports:
+            named = subprocess.run(["redis-cli", "-p", port, "SENTINEL", "get-master-addr-by-name", "foodbackend"],
+                                   capture_output=True, text=True).stdout.split()
+            if len(named) == 2:
+                return named[1]
+        return os.environ["STACK_REDIS_PORT"]
 
     def processes(self):
         """The recorded service processes and the gateway (social-2 included)."""
         names = sorted(os.path.basename(path)[:-4] for path in os.listdir(os.path.join(self.dir, "pids")) if path.endswith(".pid"))
-        return [name for name in names if name not in ("postgres", "redis", "mail")]
+        return [name for name in names if name in self.admin]
 
     def pid(self, name):
         with open(os.path.join(self.dir, "pids", f"{name}.pid")) as f:
@@ -321,6 +335,33 @@ class Run:
         self.stack.bash('start_redis "$STACK_DIR" "$STACK_REDIS_PORT" && cp "$STACK_DIR/redis/redis.pid" "$STACK_DIR/pids/redis.pid"')
         return set()
 
+    def fault_redis_failover(self):
+        """Redis's primary killed (`kill -9`): the sentinels promote its replica, and the old primary,
+        started again 5 s later, follows the new one. Needs the stack's STACK_REDIS_SENTINELS=1."""
+        stack = self.stack
+        if not stack.sentinel_ports:
+            raise RuntimeError("redis-failover needs a stack with STACK_REDIS_SENTINELS=1 (scripts/faults/run starts one)")
+        old = stack.redis_port
+        folder = stack.redis_ports[old]
+        pid = int(open(os.path.join(folder, "redis", "redis.pid")).read())
+        log(f"redis: the primary (port {old}) killed with kill -9")
+        killed = time.time()
+        os.kill(pid, signal.SIGKILL)
+        while stack.redis_port == old and time.time() < killed + 60:
+            time.sleep(0.05)
+        new = stack.redis_port
+        if new == old:
+            self.fail("the sentinels promoted no replica within 60 s")
+            return set()
+        promoted = time.time() - killed
+        log(f"redis: the sentinels named port {new} the primary {promoted:.1f}s after the kill")
+        self.notes.append(f"primary promoted {promoted:.1f} s after the kill")
+        time.sleep(max(0.0, 5 - promoted))
+        stack.bash(f'start_redis "{folder}" {old} --replicaof 127.0.0.1 {new}')
+        name = "redis" if folder == stack.dir else "redis-replica"
+        subprocess.run(["cp", os.path.join(folder, "redis", "redis.pid"), os.path.join(stack.dir, "pids", f"{name}.pid")], check=True)
+        return set()
+
     def fault_postgres_stop(self):
         log("postgresql: fast stop for 10 s")
         self.stack.bash('stop_postgres "$STACK_DIR"')
@@ -373,7 +414,7 @@ class Run:
         return set()
 
 
-FAULTS = ["redis-stop", "redis-kill", "postgres-stop", "postgres-terminate", "service-kill", "gateway-kill", "smtp-refuse"]
+FAULTS = ["redis-stop", "redis-kill", "redis-failover", "postgres-stop", "postgres-terminate", "service-kill", "gateway-kill", "smtp-refuse"]
 
 
 def table(path):

@@ -217,16 +217,44 @@ stop_postgres() {
 }
 
 # start_redis DIR PORT: a Redis server with append-only persistence in DIR/redis.
+# start_redis DIR PORT [ARGUMENT…]: redis-server on 127.0.0.1:PORT, its files under DIR/redis; the
+# arguments are added to its command line (`--replicaof 127.0.0.1 6379` makes it a replica).
 start_redis() {
   local dir=$1 port=$2
+  shift 2
   mkdir -p "$dir/redis"
   redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/redis" --appendonly yes --save "" \
-    --daemonize yes --pidfile "$dir/redis/redis.pid" --logfile "$dir/redis/redis.log"
+    --daemonize yes --pidfile "$dir/redis/redis.pid" --logfile "$dir/redis/redis.log" "$@"
+  wait_redis "$port" "$dir/redis/redis.log"
+}
+
+# wait_redis PORT LOG: until the Redis server or sentinel on PORT answers, at most 5 s.
+wait_redis() {
   for _ in $(seq 1 50); do
-    redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+    redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
     sleep 0.1
   done
-  log "redis did not start; see $dir/redis/redis.log"; return 1
+  log "nothing answers on port $1; see $2"; return 1
+}
+
+# start_sentinel DIR PORT PRIMARY_PORT: a Redis Sentinel on 127.0.0.1:PORT watching the primary at
+# PRIMARY_PORT as `foodbackend` (REDIS_SENTINEL_PRIMARY's default), with a quorum of two of three,
+# failing it over after a second without an answer. Its files under DIR/sentinel-PORT. A sentinel
+# rewrites its configuration as it learns: one already there (a restart) is kept.
+start_sentinel() {
+  local dir=$1/sentinel-$2 port=$2 primary=$3
+  mkdir -p "$dir"
+  [ -s "$dir/sentinel.conf" ] || printf '%s\n' "port $port" "bind 127.0.0.1" "dir $dir" "daemonize yes" \
+    "pidfile $dir/sentinel.pid" "logfile $dir/sentinel.log" "sentinel monitor foodbackend 127.0.0.1 $primary 2" \
+    "sentinel down-after-milliseconds foodbackend 1000" "sentinel failover-timeout foodbackend 10000" \
+    "sentinel parallel-syncs foodbackend 1" >"$dir/sentinel.conf"
+  redis-server "$dir/sentinel.conf" --sentinel
+  wait_redis "$port" "$dir/sentinel.log"
+}
+
+# redis_primary SENTINEL_PORT: the port of the primary the sentinel names now.
+redis_primary() {
+  redis-cli -p "$1" SENTINEL get-master-addr-by-name foodbackend | sed -n 2p
 }
 
 stop_redis() {
