@@ -2,7 +2,7 @@
 # End-to-end checks: the whole stack on private ports (scripts/stack up), then every
 # scripts/e2e/test_*.py against it through the gateway and each process (in name order, except
 # test_contract.py and test_foundation.py, which come last). Stops everything it started.
-# Usage: scripts/e2e/stack.sh [pytest args, e.g. -k auth]
+# Usage: scripts/e2e/stack.sh [pytest args, e.g. -k auth]   (E2E_TESTS="FILE…": only those test files)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/infra.sh
@@ -69,7 +69,9 @@ scripts/stack up
 # The contract run comes after the others (its sign-ups count against the per-address limit) and
 # before test_foundation.py (which kills and restarts services); the event contracts come last, to
 # check every event the run published.
-tests=$(ls scripts/e2e/test_*.py | grep -v -e '/test_foundation.py$' -e '/test_contract.py$' -e '/test_event_contracts.py$')
+# E2E_TESTS names the test files to run instead of all of them (scripts/release-matrix does).
+tests=${E2E_TESTS:-$(ls scripts/e2e/test_*.py | grep -v -e '/test_foundation.py$' -e '/test_contract.py$' -e '/test_event_contracts.py$'
+  echo scripts/e2e/test_contract.py scripts/e2e/test_foundation.py scripts/e2e/test_event_contracts.py)}
 # The slowest tests are named at the end: where the run's minutes go.
 # shellcheck disable=SC2086
-"$PYTHON" -m pytest -q -p no:cacheprovider --durations=15 $tests scripts/e2e/test_contract.py scripts/e2e/test_foundation.py scripts/e2e/test_event_contracts.py "$@"
+"$PYTHON" -m pytest -q -p no:cacheprovider --durations=15 $tests "$@"
