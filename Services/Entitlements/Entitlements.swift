@@ -33,7 +33,7 @@ struct Entitlements: Sendable {
         subscriptions = SubscriptionStore(acceptsSandbox: settings.acceptsSandbox)
         self.catalog = catalog
         let chainChecks = dependencies.metrics.makeCounter(
-            name: "app_store_chain_checks_total", help: "App Store certificate chains parsed and checked (payloads that passed the cheaper checks)")
+            descriptor: .init(metricName: "app_store_chain_checks", unitName: "total", helpText: "App Store certificate chains parsed and checked (payloads that passed the cheaper checks)"))
         verifier = try SignedDataVerifier(settings.appStore, onChainCheck: { chainChecks.increment() })
         logger = dependencies.logger
         self.clock = clock

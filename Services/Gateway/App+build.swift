@@ -17,7 +17,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     let metrics = HTTPMetrics(registry: registry)
     // The live stream's token checks and the rate limits' share one verifier and its cache.
     let signatureChecks = registry.makeCounter(
-        name: "gateway_token_signature_checks_total", help: "Access-token signatures checked (rate limits and the live stream)")
+        descriptor: .init(metricName: "gateway_token_signature_checks", unitName: "total", helpText: "Access-token signatures checked (rate limits and the live stream)"))
     let live = LiveEventsSetup(config, logger: logger, onSignatureCheck: { signatureChecks.increment() })
     let limiter = EdgeRateLimiter(
         table: config.rateLimits, redis: config.rateLimits.isEmpty ? nil : RedisClient(configuration: config.redis, logger: logger),

@@ -56,7 +56,7 @@ struct Nutrition: Sendable {
         trendResponses = settings.trendCacheSize > 0 ? VersionedCache(capacity: settings.trendCacheSize) : nil
         logger = dependencies.logger
         self.drawing = drawing
-        let drawn = dependencies.metrics.makeCounter(name: "share_cards_drawn_total", help: "Share cards drawn (each is kept with its link once drawn)")
+        let drawn = dependencies.metrics.makeCounter(descriptor: .init(metricName: "share_cards_drawn", unitName: "total", helpText: "Share cards drawn (each is kept with its link once drawn)"))
         cards = ShareCardPainter(pool: drawing, drawn: { drawn.increment() })
     }
 

@@ -29,25 +29,26 @@ package struct EventBusMetrics: Sendable {
 
     package init(registry: MetricsRegistry) {
         self.registry = registry
-        relayed = registry.makeCounter(name: "events_relayed_total", help: "Outbox rows published to the event stream")
-        relayErrors = registry.makeCounter(name: "events_relay_errors_total", help: "Failed relay batches (rows stay in the outbox)")
-        outboxBacklog = registry.makeGauge(name: "events_outbox_backlog", help: "Outbox rows not yet published")
-        handled = registry.makeCounter(name: "events_handled_total", help: "Events handled by this service's consumer")
-        duplicates = registry.makeCounter(name: "events_duplicates_total", help: "Redelivered events found in the inbox and skipped")
-        handlerErrors = registry.makeCounter(name: "events_handler_errors_total", help: "Handler failures (the event is retried)")
-        deadLettered = registry.makeCounter(name: "events_dead_lettered_total", help: "Events moved to the dead-letter stream")
-        pending = registry.makeGauge(name: "events_consumer_pending", help: "Entries delivered to the group and not acknowledged")
-        lag = registry.makeGauge(name: "events_consumer_lag", help: "Entries in the stream the group has not read yet")
-        handleDuration = registry.makeDurationHistogram(name: "events_handle_duration_seconds", buckets: latencyBuckets, help: "Time to handle one event")
-        endToEnd = registry.makeDurationHistogram(name: "events_end_to_end_seconds", buckets: latencyBuckets, help: "Time from an event's occurrence to its handling")
+        relayed = registry.makeCounter(descriptor: .init(metricName: "events_relayed", unitName: "total", helpText: "Outbox rows published to the event stream"))
+        relayErrors = registry.makeCounter(descriptor: .init(metricName: "events_relay_errors", unitName: "total", helpText: "Failed relay batches (rows stay in the outbox)"))
+        outboxBacklog = registry.makeGauge(descriptor: .init(metricName: "events_outbox_backlog", unitName: "", helpText: "Outbox rows not yet published"))
+        handled = registry.makeCounter(descriptor: .init(metricName: "events_handled", unitName: "total", helpText: "Events handled by this service's consumer"))
+        duplicates = registry.makeCounter(descriptor: .init(metricName: "events_duplicates", unitName: "total", helpText: "Redelivered events found in the inbox and skipped"))
+        handlerErrors = registry.makeCounter(descriptor: .init(metricName: "events_handler_errors", unitName: "total", helpText: "Handler failures (the event is retried)"))
+        deadLettered = registry.makeCounter(descriptor: .init(metricName: "events_dead_lettered", unitName: "total", helpText: "Events moved to the dead-letter stream"))
+        pending = registry.makeGauge(descriptor: .init(metricName: "events_consumer_pending", unitName: "", helpText: "Entries delivered to the group and not acknowledged"))
+        lag = registry.makeGauge(descriptor: .init(metricName: "events_consumer_lag", unitName: "", helpText: "Entries in the stream the group has not read yet"))
+        handleDuration = registry.makeDurationHistogram(descriptor: .init(metricName: "events_handle_duration", unitName: "seconds", helpText: "Time to handle one event"), buckets: latencyBuckets)
+        endToEnd = registry.makeDurationHistogram(
+            descriptor: .init(metricName: "events_end_to_end", unitName: "seconds", helpText: "Time from an event's occurrence to its handling"), buckets: latencyBuckets)
     }
 
     /// One event acknowledged without handling because this release does not know its type
     /// (`unknown_type`) or its version (`unknown_version`). Rare, so the registry is asked each time.
     package func ignored(type: String, reason: String) {
         registry.makeCounter(
-            name: "events_ignored_total", labels: [("type", type), ("reason", reason)],
-            help: "Events left alone (acknowledged) because this release does not know their type or version"
+            descriptor: .init(metricName: "events_ignored", unitName: "total", helpText: "Events left alone (acknowledged) because this release does not know their type or version"),
+            labels: [("type", type), ("reason", reason)]
         ).increment()
     }
 }
@@ -69,8 +70,11 @@ public struct HTTPMetrics: Sendable {
         let (counter, histogram) = instruments.cache.withLock { cache in
             if let found = cache[key] { return found }
             let made = (
-                registry.makeCounter(name: "http_requests_total", labels: [("method", method), ("route", route), ("status", String(status))], help: "HTTP requests served"),
-                registry.makeDurationHistogram(name: "http_request_duration_seconds", labels: [("method", method), ("route", route)], buckets: latencyBuckets, help: "HTTP request duration")
+                registry.makeCounter(
+                    descriptor: .init(metricName: "http_requests", unitName: "total", helpText: "HTTP requests served"), labels: [("method", method), ("route", route), ("status", String(status))]),
+                registry.makeDurationHistogram(
+                    descriptor: .init(metricName: "http_request_duration", unitName: "seconds", helpText: "HTTP request duration"), labels: [("method", method), ("route", route)],
+                    buckets: latencyBuckets)
             )
             cache[key] = made
             return made
