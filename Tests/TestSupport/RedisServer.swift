@@ -91,7 +91,10 @@ public final class RedisServer: @unchecked Sendable {
         process.signal(SIGKILL)
         try await process.wait()
         self.process = nil
-        for _ in 0..<100 where await Self.accepts(port: port) {
+        // Until the port is free, two seconds at most: the first refused connection ends the wait
+        // (each attempt may take up to its connect timeout on a loaded machine).
+        for _ in 0..<100 {
+            guard await Self.accepts(port: port) else { break }
             try await Task.sleep(for: .milliseconds(20))
         }
     }
