@@ -86,9 +86,7 @@ class Stack:
         return pid
 
     def up(self):
-        """`scripts/stack up` on the running stack: starts what is not running, from the build it
-        came up with (the tree has not changed since)."""
-        subprocess.run(["scripts/stack", "up"], check=True, capture_output=True, env={**os.environ, "STACK_SKIP_BUILD": "1"})
+        subprocess.run(["scripts/stack", "up"], check=True, capture_output=True)
 
     def wait_until(self, condition, seconds=20, what="condition"):
         deadline = time.time() + seconds
