@@ -43,8 +43,10 @@ def test_a_day_of_keto_logged_trended_and_shared(stack):
     days = trend.json()["days"]
     assert len(days) == 7 and trend.json()["days_logged"] == 1 and trend.json()["streak"] == 1
     # The breakfast's day in Paris: today, or yesterday when it was eaten just before midnight there.
+    # The goal set today counts from today: a day before it keeps the default (2000).
     eaten_on = [day for day in days if day["date"] == meal["local_date"]]
-    assert eaten_on and eaten_on[0]["calories"] == 460 and eaten_on[0]["calorie_goal"] == 1800, (meal["local_date"], days)
+    goal = 1800 if meal["local_date"] == days[-1]["date"] else 2000
+    assert eaten_on and eaten_on[0]["calories"] == 460 and eaten_on[0]["calorie_goal"] == goal, (meal["local_date"], days)
     assert meal["local_date"] in (days[-1]["date"], days[-2]["date"]) and days[0]["calories"] is None
 
     share = requests.post(f"{gw}/v1/meals/{meal['id']}/share", headers=user, timeout=10)
