@@ -6,7 +6,9 @@ import ServiceKitDatabase
 import ServiceKitEvents
 import ServiceKitHTTP
 import ServiceKitRedis
+import ServiceKitTokens
 import ServiceLifecycle
+import Synchronization
 import Testing
 import TestSupport
 
@@ -27,5 +29,35 @@ import TestSupport
             }
         }
         #expect(String(describing: error.map { $0 } as Any).contains("0001_broken"), "\(String(describing: error))")
+    }
+
+    /// A service started before its token issuer answers loads the keys on its own once it does,
+    /// before any request asks for them.
+    @Test func theIssuersKeysLoadAtStartOnceTheIssuerAnswers() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        let source = KeysUnavailableAtFirst(failures: 2, then: HTTPJWKSSource(url: issuer.jwksURL, httpClient: HTTPClientBox.shared))
+        let tokens = Mutex<TokenVerifier?>(nil)
+        let definition = ServiceDefinition(
+            name: "social", defaultPort: 0, migrations: { [] },
+            setup: { _ in
+                ServiceSetup(
+                    tokenSource: source,
+                    build: { _, dependencies in
+                        tokens.withLock { $0 = dependencies.tokens }
+                        return ServiceComponents()
+                    })
+            })
+        var config = ServiceConfig.test(name: "social", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"))
+        config.tokens.minRefreshInterval = .milliseconds(300)
+        let app = try buildServiceApplication(definition, config: config)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await ServiceGroup(services: [app], logger: TestEnvironment.logger).run() }
+            try await waitUntil(.seconds(10)) { source.calls >= 3 && tokens.withLock { $0?.fetchCount } == 1 }
+            group.cancelAll()
+        }
+        #expect(issuer.fetches == 1)
     }
 }

@@ -11,6 +11,7 @@ import ServiceKitEvents
 import ServiceKitHTTP
 import ServiceKitRedis
 import ServiceKitTokens
+import Synchronization
 import Testing
 import TestSupport
 
@@ -198,6 +199,26 @@ import TestSupport
         #expect(issuer.fetches == 2)
     }
 
+    /// An issuer that did not answer is asked again a second later, not after the whole refresh
+    /// interval: every token was refused until then.
+    @Test func anIssuerThatDidNotAnswerIsAskedAgainASecondLater() async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        var config = issuer.tokenConfig
+        config.minRefreshInterval = .seconds(60)
+        let source = KeysUnavailableAtFirst(failures: 1, then: HTTPJWKSSource(url: issuer.jwksURL, httpClient: HTTPClientBox.shared))
+        let verifier = TokenVerifier(source: source, config: config, logger: TestEnvironment.logger)
+        let token = try await issuer.token()
+        await #expect(throws: TokenError.self) { try await verifier.verify(token) }
+        // Within the second: refused at once, without asking.
+        await #expect(throws: TokenError.self) { try await verifier.verify(token) }
+        #expect(source.calls == 1)
+        try await Task.sleep(for: JWKSCache.retryAfterFailure + .milliseconds(100))
+        _ = try await verifier.verify(token)
+        #expect(source.calls == 2 && issuer.fetches == 1)
+    }
+
     @Test func aRotatedKeyIsPickedUpByRefreshing() async throws {
         let issuer = TestIssuer()
         try await issuer.start()
@@ -262,5 +283,29 @@ import TestSupport
         }
         #expect(Base64URL.decode("YR") == Data("a".utf8) && Base64URL.decode("+/8") == Base64URL.decode("-_8"))
         #expect(Base64URL.decode("YQ==YQ") == nil && Base64URL.decode("Y\nQ") == nil)
+    }
+}
+
+/// A JWKS source whose first `failures` fetches fail as an unreachable issuer's do, then asks `source`.
+final class KeysUnavailableAtFirst: JWKSSource {
+    private let state: Mutex<(failuresLeft: Int, calls: Int)>
+    private let source: any JWKSSource
+
+    init(failures: Int, then source: any JWKSSource) {
+        state = Mutex((failures, 0))
+        self.source = source
+    }
+
+    var calls: Int { state.withLock { $0.calls } }
+
+    func fetch() async throws -> JWKS {
+        let fail = state.withLock { state -> Bool in
+            state.calls += 1
+            guard state.failuresLeft > 0 else { return false }
+            state.failuresLeft -= 1
+            return true
+        }
+        if fail { throw TokenError.keysUnavailable("connection refused (scripted)") }
+        return try await source.fetch()
     }
 }

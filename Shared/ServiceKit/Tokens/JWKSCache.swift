@@ -3,20 +3,26 @@ import Logging
 import Synchronization
 
 /// An issuer's public keys, fetched from its JWKS and cached: an unknown `kid` (the issuer rotated)
-/// refreshes them, at most once per `minRefreshInterval`, concurrent callers sharing one fetch; keys
-/// older than `maxKeyAge` are fetched again. Used for our own access tokens and for the ID tokens of
-/// Apple and Google. Only keys for `algorithms` are loaded, so a token cannot pick a weaker one.
+/// refreshes them, at most once per `minRefreshInterval` (a second after a failed fetch), concurrent
+/// callers sharing one fetch; keys older than `maxKeyAge` are fetched again. Used for our own access
+/// tokens and for the ID tokens of Apple and Google. Only keys for `algorithms` are loaded, so a
+/// token cannot pick a weaker one.
 public final class JWKSCache: Sendable {
     private struct Cache {
         var keys = JWTKeyCollection()
         var kids: Set<String> = []
         var lastFetch: ContinuousClock.Instant?
         var lastLoaded: ContinuousClock.Instant?
+        var lastFailure: ContinuousClock.Instant?
         var lastError: String?
         var fetchCount = 0
     }
 
     package static let maxKeyAge: Duration = .seconds(600)
+    /// After a failed fetch the next may come this soon (or after `minRefreshInterval`, if shorter):
+    /// the issuer did not answer, which is no reason to refuse every token for the whole interval
+    /// once it does (a service started before auth, a passing network failure).
+    package static let retryAfterFailure: Duration = .seconds(1)
 
     private let source: any JWKSSource
     private let algorithms: Set<String>
@@ -62,7 +68,10 @@ public final class JWKSCache: Sendable {
         do {
             try await refresh.run { [self] in
                 let recent = cache.withLock { cache in
-                    cache.lastFetch.map { ContinuousClock.now - $0 < minRefreshInterval } ?? false
+                    let now = ContinuousClock.now
+                    if let lastFetch = cache.lastFetch, now - lastFetch < minRefreshInterval { return true }
+                    if let lastFailure = cache.lastFailure, now - lastFailure < min(minRefreshInterval, Self.retryAfterFailure) { return true }
+                    return false
                 }
                 if recent { return }
                 let jwks: JWKS
@@ -70,7 +79,7 @@ public final class JWKSCache: Sendable {
                     jwks = try await source.fetch()
                 } catch {
                     cache.withLock { cache in
-                        cache.lastFetch = .now
+                        cache.lastFailure = .now
                         cache.lastError = "\(error)"
                     }
                     logger.warning("cannot fetch JWKS", metadata: ["error": "\(error)"])
@@ -92,6 +101,7 @@ public final class JWKSCache: Sendable {
                     cache.kids = kids
                     cache.lastFetch = .now
                     cache.lastLoaded = .now
+                    cache.lastFailure = nil
                     cache.lastError = nil
                     cache.fetchCount += 1
                 }
