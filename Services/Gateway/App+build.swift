@@ -61,7 +61,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
         services: [
             Closer { for pool in pools.values { pool.shutdown() } },
             live.service,
-            SigningKeysPrefetch(tokens: live.events.tokens, config: config.tokens, logger: logger),
+            SigningKeysPrefetch(tokens: live.events.tokens, logger: logger),
             limiter,
             AdminListener(router: adminRouter, options: config.admin, serverName: GatewayHTTP1Channel.serverName, logger: logger),
             ShutdownNotice(logger: logger),

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import JWTKit
 import ServiceKit
 import ServiceKitCore
 import ServiceKitDatabase
@@ -59,5 +60,43 @@ import TestSupport
             group.cancelAll()
         }
         #expect(issuer.fetches == 1)
+    }
+
+    /// A graceful shutdown while the keys are being fetched ends that fetch instead of waiting for
+    /// it: a stopping process has no use for them.
+    @Test func aStopDuringTheKeysFetchDoesNotWaitForIt() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let source = KeysThatNeverCome()
+        let definition = ServiceDefinition(
+            name: "social", defaultPort: 0, migrations: { [] },
+            setup: { _ in ServiceSetup(tokenSource: source, build: { _, _ in ServiceComponents() }) })
+        let config = ServiceConfig.test(name: "social", database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"))
+        let app = try buildServiceApplication(definition, config: config)
+        let group = ServiceGroup(services: [app], logger: TestEnvironment.logger)
+        let running = Task { try await group.run() }
+        try await waitUntil(.seconds(10)) { source.calls == 1 }
+        let stopping = ContinuousClock.now
+        await group.triggerGracefulShutdown()
+        try await withTimeout(.seconds(20), what: "graceful shutdown") { try await running.value }
+        #expect(ContinuousClock.now - stopping < .seconds(5))
+        #expect(source.calls == 1 && source.cancelled)
+    }
+}
+
+/// A JWKS source whose fetch never ends unless its task is cancelled.
+final class KeysThatNeverCome: JWKSSource {
+    private let state = Mutex((calls: 0, cancelled: false))
+    var calls: Int { state.withLock { $0.calls } }
+    var cancelled: Bool { state.withLock { $0.cancelled } }
+
+    func fetch() async throws -> JWKS {
+        state.withLock { $0.calls += 1 }
+        do {
+            try await Task.sleep(for: .seconds(3600))
+        } catch {
+            state.withLock { $0.cancelled = true }
+            throw error
+        }
+        throw TokenError.keysUnavailable("never")
     }
 }

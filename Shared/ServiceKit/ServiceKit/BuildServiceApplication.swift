@@ -79,7 +79,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
             relayPostgres,
             databaseWatch,
             EventBus(readiness: readiness, relay: relay, consumer: consumer),
-            SigningKeysPrefetch(tokens: tokens, config: config.tokens, logger: logger),
+            SigningKeysPrefetch(tokens: tokens, logger: logger),
         ] + components.services.map { AfterMigrations(readiness: readiness, service: $0) } + [
             ShutdownNotice(logger: logger)
         ],

@@ -54,10 +54,10 @@ public final class JWKSCache: Sendable {
             if known { return keys }
             throw error
         }
-        let (knownNow, keysNow, lastError) = cache.withLock { ($0.kids.contains(kid), $0.keys, $0.lastError) }
+        let (knownNow, keysNow, neverLoaded, lastError) = cache.withLock { ($0.kids.contains(kid), $0.keys, $0.lastLoaded == nil, $0.lastError) }
         guard knownNow else {
-            // Keys that could not be fetched are a 503, not the caller's fault.
-            if let lastError, cache.withLock({ $0.kids.isEmpty }) { throw .keysUnavailable(lastError) }
+            // Keys that could not be fetched (or whose fetch was cancelled) are a 503, not the caller's fault.
+            if neverLoaded || (lastError != nil && cache.withLock({ $0.kids.isEmpty })) { throw .keysUnavailable(lastError ?? "not loaded yet") }
             throw .unknownKey(kid)
         }
         return keysNow
@@ -78,11 +78,14 @@ public final class JWKSCache: Sendable {
                 do {
                     jwks = try await source.fetch()
                 } catch {
-                    cache.withLock { cache in
-                        cache.lastFailure = .now
-                        cache.lastError = "\(error)"
+                    // A fetch cancelled with the task that started it says nothing of the issuer.
+                    if !Task.isCancelled {
+                        cache.withLock { cache in
+                            cache.lastFailure = .now
+                            cache.lastError = "\(error)"
+                        }
+                        logger.warning("cannot fetch JWKS", metadata: ["error": "\(error)"])
                     }
-                    logger.warning("cannot fetch JWKS", metadata: ["error": "\(error)"])
                     throw TokenError.keysUnavailable("\(error)")
                 }
                 let collection = JWTKeyCollection()

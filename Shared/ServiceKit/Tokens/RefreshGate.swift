@@ -1,4 +1,6 @@
-/// Lets one task at a time run a refresh; the others wait for it and then see its result.
+/// Lets one task at a time run a refresh; the others wait for it and then see its result. The
+/// refresh is cancelled with the task that started it, so that a process stopping does not wait
+/// for a fetch nobody needs any more (the waiters then see no new keys).
 actor RefreshGate {
     private var running: Task<Void, any Error>?
 
@@ -10,6 +12,10 @@ actor RefreshGate {
         let task = Task { try await work() }
         running = task
         defer { running = nil }
-        try await task.value
+        try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
     }
 }
