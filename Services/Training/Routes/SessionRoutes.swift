@@ -98,8 +98,7 @@ struct SessionRoutes {
             }
             guard session.status != "cancelled" else { throw SessionErrors.cancelled }
             let draft = try LogDraft(body, session: session)
-            try await training.sessions.log(draft, session: session, on: connection, logger: context.logger)
-            let logged = try await training.sessions.find(id, party: user, on: connection, logger: context.logger)!
+            let logged = try await training.sessions.log(draft, session: session, on: connection, logger: context.logger)
             if let coach = logged.coachID {
                 try await training.outbox.write(
                     WorkoutLogged(sessionID: id, coachID: coach, clientID: user, status: logged.status), userID: user, liveTo: coach, on: connection, logger: context.logger)

@@ -85,30 +85,60 @@ struct SessionStore: Sendable {
     /// The client's sessions from `from` through `to` (their local days; nil: today in their zone),
     /// cancelled ones left out, with the settings they are read in: one statement.
     func days(of client: UUID, from: String?, to: String?, on connection: PostgresConnection, logger: Logger) async throws -> (SessionList, today: String) {
-        let rows = try await connection.checkedQuery(
-            """
+        var list = SessionList(from: "", to: "", timeZone: "UTC", unit: .kg, sessions: [])
+        var today = ""
+        for try await (range, session) in try await connection.checkedExecute(DaysQuery(client: client, from: from, to: to), logger: logger) {
+            (list.timeZone, list.unit, today, list.from, list.to) = (range.timeZone, range.unit, range.today, range.from, range.to)
+            if let session { list.sessions.append(session) }
+        }
+        return (list, today)
+    }
+
+    /// Prepared once per connection: today's sessions are what every app asks for as it opens, and
+    /// a statement parsed and planned on each request costs PostgreSQL more than the rows do.
+    struct DaysQuery: PostgresPreparedStatement {
+        static let name = "training.session_days"
+        static let sql = """
             WITH st AS (
                 SELECT coalesce(u.time_zone, 'UTC') AS tz, coalesce(u.weight_unit, 'kg') AS unit,
                        (now() AT TIME ZONE coalesce(u.time_zone, 'UTC'))::date AS today
-                FROM (SELECT 1) AS one LEFT JOIN user_settings u ON u.user_id = \(client)),
-            range AS (SELECT tz, unit, today, coalesce(\(from)::date, today) AS first, coalesce(\(to)::date, today) AS last FROM st)
-            SELECT r.tz, r.unit, r.today::text, r.first::text, r.last::text, \(unescaped: Self.columns)
-            FROM range r LEFT JOIN sessions s ON s.client_id = \(client) AND s.scheduled_on BETWEEN r.first AND r.last AND s.status <> 'cancelled'
+                FROM (SELECT 1) AS one LEFT JOIN user_settings u ON u.user_id = $1),
+            range AS (SELECT tz, unit, today, coalesce($2::date, today) AS first, coalesce($3::date, today) AS last FROM st)
+            SELECT r.tz, r.unit, r.today::text, r.first::text, r.last::text, \(SessionStore.columns)
+            FROM range r LEFT JOIN sessions s ON s.client_id = $1 AND s.scheduled_on BETWEEN r.first AND r.last AND s.status <> 'cancelled'
             ORDER BY s.scheduled_on, s.created_at, s.id
-            """, logger: logger)
-        var list = SessionList(from: "", to: "", timeZone: "UTC", unit: .kg, sessions: [])
-        var today = ""
-        for try await row in rows {
-            let cells = row.makeRandomAccess()
-            list.timeZone = try cells[0].decode(String.self)
-            list.unit = WeightUnit(rawValue: try cells[1].decode(String.self)) ?? .kg
-            today = try cells[2].decode(String.self)
-            list.from = try cells[3].decode(String.self)
-            list.to = try cells[4].decode(String.self)
-            guard try cells[5].decode(UUID?.self) != nil else { continue }
-            list.sessions.append(try Self.record(cells, from: 5))
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text]
+        struct Range {
+            var timeZone: String
+            var unit: WeightUnit
+            var today: String
+            var from: String
+            var to: String
         }
-        return (list, today)
+        /// The range's settings and days on every row; a session on each, unless the range has none.
+        typealias Row = (Range, SessionRecord?)
+
+        var client: UUID
+        var from: String?
+        var to: String?
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(client)
+            try bindings.append(from)
+            try bindings.append(to)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let cells = row.makeRandomAccess()
+            let range = Range(
+                timeZone: try cells[0].decode(String.self), unit: WeightUnit(rawValue: try cells[1].decode(String.self)) ?? .kg,
+                today: try cells[2].decode(String.self), from: try cells[3].decode(String.self), to: try cells[4].decode(String.self))
+            guard try cells[5].decode(UUID?.self) != nil else { return (range, nil) }
+            return (range, try SessionStore.record(cells, from: 5))
+        }
     }
 
     func loggedSets(of sessions: [UUID], unit: WeightUnit, exercise: UUID? = nil, on connection: PostgresConnection, logger: Logger) async throws -> [UUID: [LoggedSet]] {
@@ -215,9 +245,9 @@ struct SessionStore: Sendable {
         try await connection.returnsRow("SELECT 1 FROM workouts WHERE id = \(workout) AND coach_id = \(coach)", logger: logger)
     }
 
-    /// The log, replacing any earlier one (a retry, or a correction): one statement for the sets and
-    /// one for the session.
-    func log(_ draft: LogDraft, session: SessionRecord, on connection: PostgresConnection, logger: Logger) async throws {
+    /// The log, replacing any earlier one (a retry, or a correction), in one statement that writes
+    /// the sets and the session and returns the session as it now is.
+    func log(_ draft: LogDraft, session: SessionRecord, on connection: PostgresConnection, logger: Logger) async throws -> SessionRecord {
         struct Row: Encodable {
             var block: Int
             var n: Int
@@ -237,21 +267,32 @@ struct SessionStore: Sendable {
                 distance: $0.distanceM.map { String(describing: $0) }, kg: $0.weightKg, lbs: $0.weightLbs, rpe: $0.rpe.map { String(describing: $0) }, done: $0.done)
         }
         let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
-        try await connection.checkedRun("DELETE FROM session_sets WHERE session_id = \(session.id)", logger: logger)
-        try await connection.checkedRun(
-            """
-            INSERT INTO session_sets (session_id, block, set_number, client_id, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done, performed_at, performed_on)
-            SELECT \(session.id), x.block, x.n, \(session.clientID), x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done,
-                   \(draft.performedAt), \(draft.localDay)::date
-            FROM jsonb_to_recordset(\(json)::jsonb) AS x(block int2, n int2, exercise uuid, reps int4, duration int4, distance numeric, kg numeric, lbs numeric,
-                                                          rpe numeric, done bool)
-            """, logger: logger)
-        try await connection.checkedRun(
-            """
-            UPDATE sessions SET status = \(draft.status(for: session)), performed_at = \(draft.performedAt), performed_on = \(draft.localDay)::date,
-                log_notes = \(draft.notes), skip_reason = NULL, logged_at = now(), version = version + 1, updated_at = now()
-            WHERE id = \(session.id)
-            """, logger: logger)
+        // One statement: the sets the log no longer has go, the others are written over or added,
+        // and the session takes its new state and comes back as it now is.
+        let updated = try await Self.decode(
+            connection.checkedQuery(
+                """
+                WITH x AS (
+                    SELECT * FROM jsonb_to_recordset(\(json)::jsonb) AS x(block int2, n int2, exercise uuid, reps int4, duration int4, distance numeric, kg numeric,
+                                                                         lbs numeric, rpe numeric, done bool)),
+                gone AS (
+                    DELETE FROM session_sets ss WHERE ss.session_id = \(session.id) AND NOT EXISTS (SELECT 1 FROM x WHERE x.block = ss.block AND x.n = ss.set_number)),
+                saved AS (
+                    INSERT INTO session_sets (session_id, block, set_number, client_id, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done, performed_at, performed_on)
+                    SELECT \(session.id), x.block, x.n, \(session.clientID), x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done,
+                           \(draft.performedAt), \(draft.localDay)::date
+                    FROM x
+                    ON CONFLICT (session_id, block, set_number) DO UPDATE SET
+                        client_id = EXCLUDED.client_id, exercise_id = EXCLUDED.exercise_id, reps = EXCLUDED.reps, duration_s = EXCLUDED.duration_s,
+                        distance_m = EXCLUDED.distance_m, weight_kg = EXCLUDED.weight_kg, rpe = EXCLUDED.rpe, done = EXCLUDED.done,
+                        performed_at = EXCLUDED.performed_at, performed_on = EXCLUDED.performed_on)
+                UPDATE sessions s SET status = \(draft.status(for: session)), performed_at = \(draft.performedAt), performed_on = \(draft.localDay)::date,
+                    log_notes = \(draft.notes), skip_reason = NULL, logged_at = now(), version = s.version + 1, updated_at = now()
+                WHERE s.id = \(session.id)
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger))
+        guard let updated = updated.first else { throw SessionErrors.sessionNotFound }
+        return updated
     }
 
     func skip(_ id: UUID, reason: String?, on connection: PostgresConnection, logger: Logger) async throws {
