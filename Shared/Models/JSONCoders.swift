@@ -94,6 +94,36 @@ package enum RFC3339 {
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
+    /// A date-time as the API's routes take one: RFC 3339's shape (`2026-03-01T07:30:00+01:00`, an
+    /// optional fraction of up to nine digits, the offset `Z` or `±hh:mm` required), checked here
+    /// because Foundation's ISO 8601 parser also takes forms RFC 3339 does not (`+0100`); the value
+    /// is Foundation's. Neither builds a formatter per call, as `ISO8601DateFormatter` and a regex
+    /// literal do.
+    package static func strictDate(from text: String) -> Date? {
+        guard hasShape(text) else { return nil }
+        return try? Date.ISO8601FormatStyle().parse(text)
+    }
+
+    static func hasShape(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        func digits(_ range: Range<Int>) -> Bool { range.upperBound <= bytes.count && range.allSatisfy { (0x30...0x39).contains(bytes[$0]) } }
+        func byte(_ index: Int, _ character: Character) -> Bool { index < bytes.count && bytes[index] == character.asciiValue }
+        // yyyy-mm-ddThh:mm:ss
+        guard digits(0..<4), byte(4, "-"), digits(5..<7), byte(7, "-"), digits(8..<10), byte(10, "T"), digits(11..<13), byte(13, ":"), digits(14..<16),
+            byte(16, ":"), digits(17..<19)
+        else { return false }
+        var index = 19
+        if byte(index, ".") {
+            var end = index + 1
+            while end < bytes.count, (0x30...0x39).contains(bytes[end]) { end += 1 }
+            guard (1...9).contains(end - index - 1) else { return false }
+            index = end
+        }
+        if byte(index, "Z") || byte(index, "z") { return index + 1 == bytes.count }
+        guard byte(index, "+") || byte(index, "-") else { return false }
+        return digits(index + 1..<index + 3) && byte(index + 3, ":") && digits(index + 4..<index + 6) && index + 6 == bytes.count
+    }
+
     package static func date(from text: String) -> Date? {
         if let date = try? Date(text, strategy: .iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon).timeZone(separator: .omitted)) {
             return date

@@ -267,6 +267,26 @@ import TestSupport
         #expect(RFC3339.fastString(from: Date(timeIntervalSince1970: 1_795_000_000)) == "2026-11-18T11:06:40.000Z")
     }
 
+    /// The routes' date-times: RFC 3339's shape with its offset, or nothing; the value as
+    /// Foundation's ISO8601DateFormatter reads the same text.
+    @Test func strictDatesTakeRFC3339AndNothingElse() throws {
+        let reference = ISO8601DateFormatter()
+        reference.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for text in ["2026-03-01T07:30:00+01:00", "2026-03-01T07:30:00Z", "2026-03-01T07:30:00z", "2026-03-01T07:30:00.5-09:30", "2026-03-01T07:30:00.123456789Z"] {
+            let date = try #require(RFC3339.strictDate(from: text), "\(text)")
+            let withFraction = text.contains(".") ? text : text.replacingOccurrences(of: ":00", with: ":00.000", options: [], range: text.range(of: "07:30:00"))
+            let expected = try #require(reference.date(from: withFraction), "\(withFraction)")
+            #expect(abs(date.timeIntervalSince(expected)) < 0.001, "\(text)")
+        }
+        for text in [
+            "2026-03-01T07:30:00", "2026-03-01T07:30:00+0100", "2026-03-01 07:30:00Z", "2026-03-01T07:30Z", "2026-3-01T07:30:00Z", "2026-03-01T07:30:00.Z",
+            "2026-03-01T07:30:00.1234567890Z", "2026-03-01T07:30:00+01:00x", "2026-03-01T07:30:00+01", "", "2026-03-01", "２０２６-03-01T07:30:00Z",
+            "2026-13-01T07:30:00Z",
+        ] {
+            #expect(RFC3339.strictDate(from: text) == nil, "\(text)")
+        }
+    }
+
     /// Random trees of JSON values with random keys, compared byte for byte.
     @Test func randomDocumentsMatchJSONEncoder() throws {
         var generator = SeededRandom("randomDocumentsMatchJSONEncoder")

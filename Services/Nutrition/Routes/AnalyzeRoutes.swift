@@ -37,7 +37,7 @@ struct AnalyzeRoutes {
             if let name, name.isEmpty || name.unicodeScalars.count > 200 { problems.append(.init(field: "name", message: "must be 1 to 200 characters")) }
             eatenAt = Date()
             if let text = form?.text("eaten_at") {
-                if let date = Self.rfc3339(text) {
+                if let date = RFC3339.strictDate(from: text) {
                     eatenAt = date
                 } else {
                     problems.append(.init(field: "eaten_at", message: "must be an RFC 3339 date-time with an offset, like 2026-11-28T12:30:00+01:00"))
@@ -46,15 +46,6 @@ struct AnalyzeRoutes {
             if !problems.isEmpty { throw APIError.validation(problems) }
         }
 
-        static func rfc3339(_ text: String) -> Date? {
-            // The offset is required: "Z" or ±hh:mm, as the JSON routes take.
-            guard text.range(of: #"(Z|z|[+-][0-9]{2}:[0-9]{2})$"#, options: .regularExpression) != nil else { return nil }
-            let plain = ISO8601DateFormatter()
-            plain.formatOptions = [.withInternetDateTime]
-            let fractional = ISO8601DateFormatter()
-            fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            return plain.date(from: text) ?? fractional.date(from: text)
-        }
     }
 
     static func limitExceeded(_ allowance: MealAnalysisAllowance, cap: Int) -> APIError {

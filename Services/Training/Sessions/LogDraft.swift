@@ -67,12 +67,7 @@ struct LogDraft: Sendable {
         func problem(_ field: String, _ message: String) { problems.append(.init(field: field, message: message)) }
 
         let text = body.performedAt
-        var performed: Date?
-        if text.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|z|[+-]\d{2}:\d{2})/) != nil {
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = text.contains(".") ? [.withInternetDateTime, .withFractionalSeconds] : [.withInternetDateTime]
-            performed = formatter.date(from: text)
-        }
+        let performed = RFC3339.strictDate(from: text)
         if let date = performed {
             if date > now.addingTimeInterval(86_400) || date < Date(timeIntervalSince1970: 946_684_800) {
                 problem("performed_at", "must be a moment between 2000 and a day from now")
