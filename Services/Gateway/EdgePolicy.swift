@@ -5,11 +5,17 @@ import NIOCore
 import ServiceKit
 
 /// How large a request body may be, by path prefix (whole segments, longest first, as routes
-/// match): `BODY_LIMITS`, `prefix=size` pairs, `/` for every other path. Avatars take images,
-/// everything else JSON. A body over its limit is `413 payload_too_large` before the gateway reads
-/// past the limit: at once when its `Content-Length` says so, else as its chunks add up.
+/// match; a `*` segment stands for any one segment, an id): `BODY_LIMITS`, `prefix=size` pairs, `/`
+/// for every other path. Avatars and meal photos take images, everything else JSON. A body over its
+/// limit is `413 payload_too_large` before the gateway reads past the limit: at once when its
+/// `Content-Length` says so, else as its chunks add up.
 struct BodyLimits: Sendable, Equatable {
-    static let standard = BodyLimits(limits: ["/": 256 * 1024, "/v1/profiles/me/avatar": 5 * 1024 * 1024])
+    /// A meal photo: nutrition's own limit at its default (`MEAL_PHOTO_MAX_BYTES`, 10 MiB) and the
+    /// 16 KiB a multipart body may add for its other fields.
+    static let mealPhoto = 10 * 1024 * 1024 + 16 * 1024
+    static let standard = BodyLimits(limits: [
+        "/": 256 * 1024, "/v1/profiles/me/avatar": 5 * 1024 * 1024, "/v1/meals/analyze": mealPhoto, "/v1/meals/*/photo": mealPhoto,
+    ])
 
     /// Prefix → bytes, longest prefix first.
     let limits: [(prefix: String, bytes: Int)]
@@ -24,16 +30,22 @@ struct BodyLimits: Sendable, Equatable {
 
     /// The limit of `path`: its longest configured prefix's, or the `/` entry's.
     func limit(for path: some StringProtocol) -> Int {
-        for (prefix, bytes) in limits where prefix != "/" && path.hasPrefix(prefix) {
-            let rest = path.dropFirst(prefix.count)
-            if rest.isEmpty || rest.first == "/" || rest.first == "?" { return bytes }
-        }
+        let segments = path.prefix { $0 != "?" }.split(separator: "/", omittingEmptySubsequences: false)
+        for (prefix, bytes) in limits where prefix != "/" && Self.segments(segments, beginWith: prefix) { return bytes }
         return limits.first { $0.prefix == "/" }?.bytes ?? Self.fallback
+    }
+
+    /// Whether a path's segments begin with the prefix's, a `*` matching any one that is not empty.
+    static func segments(_ segments: [some StringProtocol], beginWith prefix: String) -> Bool {
+        let wanted = prefix.split(separator: "/", omittingEmptySubsequences: false)
+        guard segments.count >= wanted.count else { return false }
+        for (want, segment) in zip(wanted, segments) where want == "*" ? segment.isEmpty : want != segment { return false }
+        return true
     }
 
     private static let fallback = 256 * 1024
 
-    /// `BODY_LIMITS`: `/v1/profiles/me/avatar=5MiB,/=256KiB` (sizes in B, KiB or MiB); entries given
+    /// `BODY_LIMITS`: `/v1/meals/*/photo=10MiB,/=256KiB` (sizes in B, KiB or MiB); entries given
     /// replace the defaults' of the same prefix, the others stay.
     init(reading env: inout EnvironmentReader) {
         var limits = Dictionary(uniqueKeysWithValues: Self.standard.limits.map { ($0.prefix, $0.bytes) })

@@ -5,6 +5,7 @@ on it."""
 import datetime
 import os
 import struct
+import time
 import uuid
 
 import requests
@@ -60,3 +61,36 @@ def test_a_photo_analysed_corrected_eaten_and_shared(stack):
     card = requests.get(f"{gw}/v1/shared/{token}/card.png", timeout=10)
     assert card.status_code == 200 and card.content[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", card.content[16:24]) == (1200, 630)
+
+
+def test_a_phone_sized_photo_passes_the_gateway(stack):
+    """A phone's photo is megabytes: the gateway lets a meal photo through up to nutrition's own
+    limit, where a JSON body stops at 256 KiB. The photo here is a JPEG (the one the first
+    analysis kept) grown past 4 MB with comment segments, which decoders skip."""
+    gw = stack.gateway
+    signup = requests.post(f"{gw}/v1/auth/signup", json={"email": f"e2e-photo-big-{uuid.uuid4().hex[:10]}@example.com",
+                           "password": "e2e photo password"}, timeout=10)
+    assert signup.status_code == 201, signup.text
+    user = {"Authorization": f"Bearer {signup.json()['session']['access_token']}"}
+    with open(PHOTO, "rb") as photo:
+        heic = photo.read()
+    # Until nutrition has heard the new account's tier it answers 503 allowance_unknown, Retry-After 5.
+    deadline = time.monotonic() + 20
+    while True:
+        first = requests.post(f"{gw}/v1/meals/analyze", headers=user, files={"photo": ("plate.heic", heic, "image/heic")}, timeout=60)
+        if first.status_code != 503 or first.json().get("code") != "allowance_unknown" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert first.status_code == 201, first.text
+    jpeg = requests.get(f"{gw}{first.json()['photo_url']}", headers=user, timeout=10).content
+    assert jpeg[:2] == b"\xff\xd8"
+    comment = b"\xff\xfe" + struct.pack(">H", 65535) + b" " * 65533
+    big = jpeg[:2] + comment * 64 + jpeg[2:]
+    assert len(big) > 4_000_000
+    second = requests.post(f"{gw}/v1/meals/analyze", headers=user, files={"photo": ("plate.jpg", big, "image/jpeg")}, timeout=60)
+    assert second.status_code == 201, second.text
+    kept = requests.get(f"{gw}{second.json()['photo_url']}", headers=user, timeout=10)
+    assert kept.status_code == 200 and kept.content[:2] == b"\xff\xd8" and len(kept.content) < 1_000_000
+    # A JSON body of the same size is still refused at the edge.
+    refused = requests.post(f"{gw}/v1/meals", headers={**user, "Content-Type": "application/json"}, data=b"{" + b" " * 300_000 + b"}", timeout=10)
+    assert refused.status_code == 413 and refused.json()["code"] == "payload_too_large", refused.text
