@@ -219,6 +219,28 @@ import TestSupport
         #expect(source.calls == 2 && issuer.fetches == 1)
     }
 
+    /// A fetch shared by two requests goes with the one that started it when that one is
+    /// cancelled; the other, still waiting for the keys, fetches them itself instead of being
+    /// told its token's key is unknown.
+    @Test func aWaiterFetchesAgainWhenTheSharedFetchIsCancelled() async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        let source = FirstFetchHangs(then: HTTPJWKSSource(url: issuer.jwksURL, httpClient: HTTPClientBox.shared))
+        let verifier = TokenVerifier(source: source, config: issuer.tokenConfig, logger: TestEnvironment.logger)
+        let token = try await issuer.token()
+        let first = Task { try await verifier.verify(token) }
+        try await waitUntil(.seconds(10)) { source.calls == 1 }
+        let second = Task { try await verifier.verify(token) }
+        // The second is waiting on the first's fetch (it has not asked the source itself).
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(source.calls == 1)
+        first.cancel()
+        await #expect(throws: TokenError.self) { try await first.value }
+        _ = try await second.value
+        #expect(source.calls == 2 && issuer.fetches == 1)
+    }
+
     @Test func aRotatedKeyIsPickedUpByRefreshing() async throws {
         let issuer = TestIssuer()
         try await issuer.start()
@@ -306,6 +328,27 @@ final class KeysUnavailableAtFirst: JWKSSource {
             return true
         }
         if fail { throw TokenError.keysUnavailable("connection refused (scripted)") }
+        return try await source.fetch()
+    }
+}
+
+/// A JWKS source whose first fetch never ends unless its task is cancelled; later ones ask `source`.
+final class FirstFetchHangs: JWKSSource {
+    private let state = Mutex(0)
+    private let source: any JWKSSource
+
+    init(then source: any JWKSSource) { self.source = source }
+
+    var calls: Int { state.withLock { $0 } }
+
+    func fetch() async throws -> JWKS {
+        let call = state.withLock { calls -> Int in
+            calls += 1
+            return calls
+        }
+        if call == 1 {
+            try await Task.sleep(for: .seconds(3600))
+        }
         return try await source.fetch()
     }
 }
