@@ -95,7 +95,8 @@ package enum RFC3339 {
     }
 
     /// A date-time as the API's routes take one: RFC 3339's shape (`2026-03-01T07:30:00+01:00`, an
-    /// optional fraction of up to nine digits, the offset `Z` or `±hh:mm` required), checked here
+    /// optional fraction of up to nine digits, the offset `Z` or `±hh:mm` required; a day the
+    /// calendar has, a time before 24:00, no leap second), checked here
     /// because Foundation's ISO 8601 parser also takes forms RFC 3339 does not (`+0100`); the value
     /// is Foundation's. Neither builds a formatter per call, as `ISO8601DateFormatter` and a regex
     /// literal do.
@@ -108,9 +109,17 @@ package enum RFC3339 {
         let bytes = Array(text.utf8)
         func digits(_ range: Range<Int>) -> Bool { range.upperBound <= bytes.count && range.allSatisfy { (0x30...0x39).contains(bytes[$0]) } }
         func byte(_ index: Int, _ character: Character) -> Bool { index < bytes.count && bytes[index] == character.asciiValue }
+        func number(_ range: Range<Int>) -> Int { range.reduce(0) { $0 * 10 + Int(bytes[$1] - 0x30) } }
         // yyyy-mm-ddThh:mm:ss
         guard digits(0..<4), byte(4, "-"), digits(5..<7), byte(7, "-"), digits(8..<10), byte(10, "T"), digits(11..<13), byte(13, ":"), digits(14..<16),
             byte(16, ":"), digits(17..<19)
+        else { return false }
+        // A day the calendar has and a time of day: Foundation's parser rolls 30 February over to
+        // March and takes 24:00, and the routes date records by the text's own day.
+        let (year, month, day) = (number(0..<4), number(5..<7), number(8..<10))
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let monthDays = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...12).contains(month), (1...monthDays[month - 1]).contains(day), number(11..<13) < 24, number(14..<16) < 60, number(17..<19) < 60
         else { return false }
         var index = 19
         if byte(index, ".") {
@@ -122,6 +131,7 @@ package enum RFC3339 {
         if byte(index, "Z") || byte(index, "z") { return index + 1 == bytes.count }
         guard byte(index, "+") || byte(index, "-") else { return false }
         return digits(index + 1..<index + 3) && byte(index + 3, ":") && digits(index + 4..<index + 6) && index + 6 == bytes.count
+            && number(index + 1..<index + 3) < 24 && number(index + 4..<index + 6) < 60
     }
 
     package static func date(from text: String) -> Date? {
