@@ -22,7 +22,7 @@ let services: [(target: String, extra: [Target.Dependency], resources: [String])
     ("Social", ["Images", .product(name: "NIOPosix", package: "swift-nio")], []),
     ("Invitations", ["Mailer"], ["Pages"]),
     ("Entitlements", ["AppStoreServer", .product(name: "X509", package: "swift-certificates"), .product(name: "JWTKit", package: "jwt-kit")], ["Resources"]),
-    ("Nutrition", ["CShareCard", "Images", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "AsyncHTTPClient", package: "async-http-client")], ["Pages"]),
+    ("Nutrition", ["CShareCard", "Images", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "AsyncHTTPClient", package: "async-http-client")], ["Resources", "Pages"]),
     ("Training", [], ["Resources"]),
 ]
 // end of the lines generated from services.txt

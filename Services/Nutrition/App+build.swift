@@ -1,13 +1,14 @@
 import Hummingbird
 import ServiceKit
 
-/// The nutrition service: the diet profile, meals with an explained diet score, daily weight and
-/// ketones, trends, share links with a share card, and a coach's read-only view of a client.
+/// The nutrition service: the diet profile, meals with an explained diet score (typed, or analysed
+/// from a photo), the food composition table, daily weight and ketones, trends, share links with a
+/// share card, and a coach's read-only view of a client.
 enum NutritionService {
     static let definition = ServiceDefinition(
         name: "nutrition",
         defaultPort: ServiceRegistry.nutrition.port,
-        migrations: { try ServiceDefinition.bundledMigrations(.module) },
+        migrations: { try ServiceDefinition.bundledMigrations(.module) + [try FoodTable.migration(bundle: .module)] },
         openAPIDocument: ServiceDefinition.bundledOpenAPIDocument(.module),
         setup: { config in
             let settings = try NutritionSettings(config)
@@ -17,6 +18,7 @@ enum NutritionService {
                 DietProfileRoutes(nutrition: nutrition).add(to: router)
                 MealRoutes(nutrition: nutrition).add(to: router)
                 AnalyzeRoutes(nutrition: nutrition).add(to: router)
+                FoodRoutes(nutrition: nutrition).add(to: router)
                 MealPhotoRoutes(nutrition: nutrition).add(to: router)
                 ShareRoutes(nutrition: nutrition).add(to: router)
                 SharedPageRoutes(nutrition: nutrition, pages: pages).add(to: router)

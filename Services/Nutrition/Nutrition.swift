@@ -29,9 +29,7 @@ struct Nutrition: Sendable {
     let imageDecoding: ImageDecoding
     /// The vision model meal photos are analysed by; nil when none is configured.
     let analyzer: MealAnalyzer?
-    /// Finds the food table's food for an analysed item's name; nil matches nothing (every item
-    /// keeps the model's estimate).
-    var foodMatcher: FoodMatcher?
+    let foods = FoodStore()
     /// Cairo draws off the event loops.
     let drawing: NIOThreadPool
     /// Share cards, drawn on `drawing` and counted.

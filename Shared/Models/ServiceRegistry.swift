@@ -28,7 +28,7 @@ public enum ServiceRegistry {
             "/v1/webhooks/app-store",
             "/v1/spaces",
         ])
-    public static let nutrition = Entry(name: "nutrition", port: 8085, prefixes: ["/v1/nutrition", "/v1/meals", "/v1/metrics", "/v1/trends", "/v1/shared", "/shared"])
+    public static let nutrition = Entry(name: "nutrition", port: 8085, prefixes: ["/v1/nutrition", "/v1/meals", "/v1/foods", "/v1/metrics", "/v1/trends", "/v1/shared", "/shared"])
     public static let training = Entry(name: "training", port: 8086, prefixes: ["/v1/training", "/v1/exercises", "/v1/workouts"])
 
     /// Every service, in the table's order.

@@ -65,19 +65,31 @@ import TestSupport
             #expect(items.map { $0["name"] as? String } == ["grilled chicken breast", "white rice, cooked"])
             #expect(items.map { $0["grams"] as? Double } == [150, 200])
             #expect(items.map { $0["confidence"] as? Double } == [0.9, 0.8])
-            // No food table is loaded here: every item keeps the model's estimate, and says so.
-            #expect(items.allSatisfy { ($0["source"] as? [String: Any])?["kind"] as? String == "model" })
-            // Per-100 g × grams, totalled as a typed meal is: 247.5 + 260 kcal.
+            // "white rice, cooked" names a food of the table, whose values it takes and names; no
+            // food holds every word of "grilled chicken breast", which keeps the model's estimate.
+            #expect((items[0]["source"] as? [String: Any])?["kind"] as? String == "model")
+            let source = try #require(items[1]["source"] as? [String: Any])
+            #expect(source["kind"] as? String == "usda_sr")
+            let number = try #require(source["ndb_number"] as? String)
+            let description = try #require(source["description"] as? String)
+            #expect(description.hasPrefix("Rice, white") && description.contains("cooked"), "\(description)")
+            let rice = try await env.call(.get, "/v1/foods/\(number)", as: user)
+            #expect(rice.json["description"] as? String == description)
+            let riceKcal = try #require(rice.json[path: "per_100g.calories"] as? Double)
+            let riceProtein = try #require(rice.json[path: "per_100g.protein_g"] as? Double)
+            #expect((meal["items"] as? [[String: Any]])?.last?["ndb_number"] as? String == number)
+            // Per-100 g × grams, totalled as a typed meal is: 247.5 kcal of the model's chicken and
+            // 200 g of the table's rice.
             let totals = try #require(meal["totals"] as? [String: Any])
-            #expect(totals["calories"] as? Double == 507.5)
-            #expect(totals["protein_g"] as? Double == 51.9)
+            #expect(totals["calories"] as? Double == ((247.5 + 2 * riceKcal) * 10).rounded() / 10)
+            #expect(totals["protein_g"] as? Double == ((46.5 + 2 * riceProtein) * 10).rounded() / 10)
             #expect(meal["diet_score"] is Int)
             #expect(reply.headers[HTTPField.Name("Server-Timing")!]?.contains("provider;dur=") == true)
 
             // As GET shows it, and in the analysed list only.
             let read = try await env.call(.get, "/v1/meals/\(id)", as: user)
             #expect(read.json["analysis"] != nil)
-            #expect((read.json["totals"] as? [String: Any])?["calories"] as? Double == 507.5)
+            #expect((read.json["totals"] as? [String: Any])?["calories"] as? Double == totals["calories"] as? Double)
             #expect(read.headers[.eTag] == reply.headers[.eTag])
             let typed = try #require(try await env.meal(user)["id"] as? String)
             #expect(try await env.call(.get, "/v1/meals?analyzed=true", as: user).ids == [id])

@@ -1,6 +1,6 @@
 """End-to-end: a user signs up, sets a diet, analyses a photo of a plate (the stack's nutrition
-service asks the e2e's own vision stand-in, scripts/e2e/vision.py), corrects one item by hand, eats
-the meal, sees it in the trend, shares it, and opens the share card with the photo
+service asks the e2e's own vision stand-in, scripts/e2e/vision.py), corrects one item by a search of
+the food table, eats the meal, sees it in the trend, shares it, and opens the share card with the photo
 on it."""
 import datetime
 import os
@@ -34,15 +34,26 @@ def test_a_photo_analysed_corrected_eaten_and_shared(stack):
     photo = requests.get(f"{gw}{meal['photo_url']}", headers=user, timeout=10)
     assert photo.status_code == 200 and photo.headers["Content-Type"] == "image/jpeg" and b"iPhone" not in photo.content
 
-    # The rice was brown: the user corrects the item in the edit screen, typing its values in (no
-    # food composition table ships yet: docs/API.md, "Meal analysis").
+    # The rice took the food table's values: "white rice, cooked" names a food of it.
+    source = meal["analysis"]["items"][1]["source"]
+    assert source["kind"] == "usda_sr" and source["description"].startswith("Rice, white"), source
+    assert meal["items"][1]["ndb_number"] == source["ndb_number"]
+
+    # The rice was brown: in the edit screen the user searches the table, misspelt, and picks the
+    # first cooked brown rice; the server fills in its amounts for the grams.
+    found = requests.get(f"{gw}/v1/foods", params={"q": "brwn rice, cooked", "limit": 5}, headers=user, timeout=10)
+    assert found.status_code == 200, found.text
+    brown = found.json()["items"][0]
+    assert brown["description"].startswith("Rice, brown") and "cooked" in brown["description"], found.text
     items = [{k: v for k, v in item.items() if k != "totals"} for item in meal["items"]]
-    items[1] = {"name": "brown rice, cooked", "grams": 200, "calories": 246, "protein_g": 5.5, "carbs_g": 51, "fat_g": 2, "fiber_g": 3.2,
-                "tags": ["whole_grain"]}
+    items[1] = {"ndb_number": brown["ndb_number"], "grams": 200}
     corrected = requests.put(f"{gw}/v1/meals/{meal['id']}", headers=user, json={"name": "Chicken with brown rice", "eaten_at": eaten_at,
                              "items": items}, timeout=10)
     assert corrected.status_code == 200 and corrected.json()["edited"] is True, corrected.text
     assert corrected.json()["photo_url"] == meal["photo_url"]
+    rice = corrected.json()["items"][1]
+    assert rice["name"] == brown["description"] and rice["ndb_number"] == brown["ndb_number"]
+    assert abs(rice["calories"] - 2 * brown["per_100g"]["calories"]) < 1e-6 and "whole_grain" in rice["tags"]
 
     eaten = requests.post(f"{gw}/v1/meals/{meal['id']}/consume", headers=user, timeout=10)
     assert eaten.status_code == 200 and eaten.json()["consumed"] is True

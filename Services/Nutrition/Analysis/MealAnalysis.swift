@@ -6,11 +6,11 @@ import ServiceKit
 /// What the vision model said of an analysed meal, kept with it and shown as `analysis`.
 struct MealAnalysis: Codable, Sendable, Equatable {
     struct Source: Codable, Sendable, Equatable {
-        /// "fdc": the food composition table's values × grams; "model": the model's own estimate.
+        /// "usda_sr": the food composition table's values × grams; "model": the model's own estimate.
         var kind: String
-        var fdcID: Int?
+        var ndbNumber: String?
         var description: String?
-        enum CodingKeys: String, CodingKey { case description, fdcID = "fdc_id", kind }
+        enum CodingKeys: String, CodingKey { case description, kind, ndbNumber = "ndb_number" }
     }
 
     struct Item: Codable, Sendable, Equatable {
@@ -65,14 +65,10 @@ struct Per100g: Codable, Sendable, Equatable {
 
 /// A food of the composition table that an item's name matched.
 struct MatchedFood: Sendable, Equatable {
-    var fdcID: Int
+    var ndbNumber: String
     var description: String
     var per100g: Per100g
 }
-
-/// Finds the table's food for an item's name, above the table's documented match score; nil when
-/// none is close enough.
-typealias FoodMatcher = @Sendable (_ name: String, _ connection: PostgresConnection, _ logger: Logger) async throws -> MatchedFood?
 
 /// The model's answer, as the JSON schema sent with each request describes it.
 struct ModelAnswer: Sendable, Equatable {

@@ -7,7 +7,7 @@ struct MealDraft: Sendable {
     struct Body: StrictJSONBody {
         var name: String
         var eatenAt: Date
-        var items: [MealItem]
+        var items: [MealItemInput]
         var notes: String?
         var photoURL: String?
         enum CodingKeys: String, CodingKey, CaseIterable { case name, eatenAt = "eaten_at", items, notes, photoURL = "photo_url" }
@@ -41,12 +41,13 @@ struct MealDraft: Sendable {
     var notes: String?
     var photoURL: String?
 
-    init(_ body: Body, profile: DietProfile) throws {
+    /// `items` are the body's, each with its amounts (`FoodStore.fill`).
+    init(_ body: Body, items: [MealItem], profile: DietProfile) throws {
         var problems: [Problem.FieldError] = []
         let name = body.name.trimmingCharacters(in: .whitespacesAndNewlines)
         if name.isEmpty || body.name.unicodeScalars.count > 200 { problems.append(.init(field: "name", message: "must be 1 to 200 characters")) }
-        if body.items.isEmpty || body.items.count > Self.maxItems { problems.append(.init(field: "items", message: "must hold 1 to \(Self.maxItems) items")) }
-        for (index, item) in body.items.prefix(Self.maxItems).enumerated() { problems += item.problems(at: index) }
+        if items.isEmpty || items.count > Self.maxItems { problems.append(.init(field: "items", message: "must hold 1 to \(Self.maxItems) items")) }
+        for (index, item) in items.prefix(Self.maxItems).enumerated() { problems += item.problems(at: index) }
         if let notes = body.notes, notes.unicodeScalars.count > 2000 { problems.append(.init(field: "notes", message: "must be at most 2000 characters")) }
         if let photo = body.photoURL, photo.unicodeScalars.count > 2048 || !(photo.hasPrefix("https://") || photo.hasPrefix("http://") || photo.hasPrefix("/")) {
             problems.append(.init(field: "photo_url", message: "must be an http(s) URL or a path on this API, at most 2048 characters"))
@@ -56,14 +57,14 @@ struct MealDraft: Sendable {
         self.name = name
         eatenAt = body.eatenAt
         localDay = profile.localDay(of: body.eatenAt)
-        items = body.items
-        totals = body.items.map(\.totals).reduce(.zero, +)
+        self.items = items
+        totals = items.map(\.totals).reduce(.zero, +)
         diet = profile.diet
-        score = DietScore.score(body.items.map(\.scored), diet: profile.diet, custom: profile.customMacros)
+        score = DietScore.score(items.map(\.scored), diet: profile.diet, custom: profile.customMacros)
         notes = body.notes
         photoURL = body.photoURL
-        allergyWarnings = Self.allergyWarnings(body.items, allergies: profile.allergies)
-        warnings = body.items.enumerated().compactMap { index, item in
+        allergyWarnings = Self.allergyWarnings(items, allergies: profile.allergies)
+        warnings = items.enumerated().compactMap { index, item in
             let expected = item.energyFromMacros
             let allowed = max(MealItem.energyTolerance.kcal, expected * MealItem.energyTolerance.share)
             guard abs(item.calories - expected) > allowed else { return nil }

@@ -15,11 +15,13 @@ struct MealItem: Codable, Sendable, Equatable {
     var sodiumMg: Double?
     var alcoholG: Double?
     var tags: [String]?
+    /// The food of the composition table the amounts came from, when they did.
+    var ndbNumber: String? = nil
 
     /// In the order of their names, as the JSON is written (sorted keys).
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case alcoholG = "alcohol_g", calories, carbsG = "carbs_g", fatG = "fat_g", fiberG = "fiber_g", grams, name, proteinG = "protein_g"
-        case saturatedFatG = "saturated_fat_g", sodiumMg = "sodium_mg", sugarG = "sugar_g", tags
+        case alcoholG = "alcohol_g", calories, carbsG = "carbs_g", fatG = "fat_g", fiberG = "fiber_g", grams, name, ndbNumber = "ndb_number"
+        case proteinG = "protein_g", saturatedFatG = "saturated_fat_g", sodiumMg = "sodium_mg", sugarG = "sugar_g", tags
     }
 
     var scored: ScoredItem {
@@ -78,6 +80,34 @@ struct MealItem: Codable, Sendable, Equatable {
         if !unknown.isEmpty { fail("tags", "unknown tags \(unknown.sorted().joined(separator: ", ")); known: \(FoodTags.all.sorted().joined(separator: ", "))") }
         if (tags ?? []).count > 20 { fail("tags", "at most 20") }
         return problems
+    }
+}
+
+/// An item as a request writes it: its amounts (`MealItem`), or a food of the composition table
+/// (`ndb_number`) and its grams, whose amounts the server fills in. An item with both keeps the
+/// amounts it gives, the number saying where they came from.
+enum MealItemInput: Decodable, Sendable, Equatable {
+    case amounts(MealItem)
+    case food(ndbNumber: String, grams: Double, name: String?, tags: [String]?)
+
+    private enum Keys: String, CodingKey { case calories, grams, name, ndbNumber = "ndb_number", tags }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Keys.self)
+        if !container.contains(.calories), let ndbNumber = try container.decodeIfPresent(String.self, forKey: .ndbNumber) {
+            self = .food(
+                ndbNumber: ndbNumber, grams: try container.decode(Double.self, forKey: .grams), name: try container.decodeIfPresent(String.self, forKey: .name),
+                tags: try container.decodeIfPresent([String].self, forKey: .tags))
+        } else {
+            self = .amounts(try MealItem(from: decoder))
+        }
+    }
+
+    var ndbNumber: String? {
+        switch self {
+        case .amounts(let item): item.ndbNumber
+        case .food(let ndbNumber, _, _, _): ndbNumber
+        }
     }
 }
 

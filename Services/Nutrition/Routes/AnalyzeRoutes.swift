@@ -102,23 +102,30 @@ struct AnalyzeRoutes {
             throw APIError(.unprocessableContent, code: "no_food_found", detail: "No food was found in this photo. Try a photo of the plate from above.")
         }
 
+        // The table's food for each item, looked up before the transaction: the table never changes.
+        let matches = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+            var matches: [MatchedFood?] = []
+            for found in answer.items { matches.append(try await nutrition.foods.match(found.name, on: connection, logger: context.logger)) }
+            return matches
+        }
         let id = UUID()
         let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
             var items: [MealItem] = []
             var analysed: [MealAnalysis.Item] = []
-            for found in answer.items {
-                let match = try await nutrition.foodMatcher?(found.name, connection, context.logger)
+            for (found, match) in zip(answer.items, matches) {
                 let per100g = match?.per100g ?? found.per100g
-                items.append(per100g.item(named: found.name, grams: found.grams, tags: found.tags.isEmpty ? nil : found.tags))
+                var item = per100g.item(named: found.name, grams: found.grams, tags: found.tags.isEmpty ? nil : found.tags)
+                item.ndbNumber = match?.ndbNumber
+                items.append(item)
                 let source =
-                    match.map { MealAnalysis.Source(kind: "fdc", fdcID: $0.fdcID, description: $0.description) } ?? MealAnalysis.Source(kind: "model")
+                    match.map { MealAnalysis.Source(kind: "usda_sr", ndbNumber: $0.ndbNumber, description: $0.description) } ?? MealAnalysis.Source(kind: "model")
                 analysed.append(MealAnalysis.Item(name: found.name, grams: found.grams, confidence: found.confidence, source: source))
             }
             let name = fields.name ?? (answer.mealName.isEmpty ? "Meal" : String(answer.mealName.prefix(200)))
-            let body = MealDraft.Body(name: name, eatenAt: fields.eatenAt, items: items, notes: nil, photoURL: MealPhotoStore.path(of: id))
+            let body = MealDraft.Body(name: name, eatenAt: fields.eatenAt, items: items.map(MealItemInput.amounts), notes: nil, photoURL: MealPhotoStore.path(of: id))
             let draft: MealDraft
             do {
-                draft = try MealDraft(body, profile: profile)
+                draft = try MealDraft(body, items: items, profile: profile)
             } catch let error as APIError {
                 context.logger.warning("analysed meal not valid", metadata: ["problem": "\(error)"])
                 throw APIError(.badGateway, code: "analysis_failed", detail: "The photo analysis service did not give a usable answer; try again.")

@@ -30,8 +30,9 @@ struct MealRoutes {
         // meal as if it were logged a moment before the change). The profile is the one this
         // process keeps while the change feed vouches for it: then the insert is the only statement.
         let meal = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+            let items = try await nutrition.foods.fill(body.items, on: connection, logger: context.logger)
             let profile = try await nutrition.dietProfile(user, on: connection, logger: context.logger)
-            let draft = try MealDraft(body, profile: profile)
+            let draft = try MealDraft(body, items: items, profile: profile)
             return try await nutrition.meals.insert(draft, id: UUID(), user: user, on: connection, logger: context.logger)
         }
         return EditedResponse(status: .created, headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
@@ -94,8 +95,9 @@ struct MealRoutes {
         let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
             guard let before = try await nutrition.meals.find(id, of: user, forUpdate: true, on: connection, logger: context.logger) else { throw Self.notFound }
             try EntityTag(version: before.version).check(ifMatchOf: request)
+            let items = try await nutrition.foods.fill(body.items, on: connection, logger: context.logger)
             let profile = try await nutrition.profiles.find(user, on: connection, logger: context.logger)
-            try await nutrition.meals.replace(id, with: try MealDraft(body, profile: profile), on: connection, logger: context.logger)
+            try await nutrition.meals.replace(id, with: try MealDraft(body, items: items, profile: profile), on: connection, logger: context.logger)
             return try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger)!
         }
         return EditedResponse(headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))

@@ -2021,6 +2021,184 @@ extension Components {
                 case nextCursor = "next_cursor"
             }
         }
+        /// A food of the composition table: USDA's values in 100 g (a nutrient absent where USDA gives no value), its household portions, and the diet score's tags read from USDA's food group and description (docs/API.md lists the rules).
+        ///
+        /// - Remark: Generated from `#/components/schemas/Food`.
+        public struct Food: Codable, Hashable, Sendable {
+            /// USDA's, kind first ("Rice, brown, long-grain, cooked")
+            ///
+            /// - Remark: Generated from `#/components/schemas/Food/description`.
+            public var description: Swift.String
+            /// USDA's Nutrient Databank number, which FoodData Central keeps for its SR foods
+            ///
+            /// - Remark: Generated from `#/components/schemas/Food/ndb_number`.
+            public var ndbNumber: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Food/per_100g`.
+            public struct Per100gPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/Food/per_100g/alcohol_g`.
+                public var alcoholG: Swift.Double?
+                /// - Remark: Generated from `#/components/schemas/Food/per_100g/calories`.
+                public var calories: Swift.Double
+                /// by difference, fibre included
+                ///
+                /// - Remark: Generated from `#/components/schemas/Food/per_100g/carbs_g`.
+                public var carbsG: Swift.Double
+                /// - Remark: Generated from `#/components/schemas/Food/per_100g/fat_g`.
+                public var fatG: Swift.Double
+                /// - Remark: Generated from `#/components/schemas/Food/per_100g/fiber_g`.
+                public var fiberG: Swift.Double?
+                /// - Remark: Generated from `#/components/schemas/Food/per_100g/protein_g`.
+                public var proteinG: Swift.Double
+                /// - Remark: Generated from `#/components/schemas/Food/per_100g/saturated_fat_g`.
+                public var saturatedFatG: Swift.Double?
+                /// - Remark: Generated from `#/components/schemas/Food/per_100g/sodium_mg`.
+                public var sodiumMg: Swift.Double?
+                /// - Remark: Generated from `#/components/schemas/Food/per_100g/sugar_g`.
+                public var sugarG: Swift.Double?
+                /// Creates a new `Per100gPayload`.
+                ///
+                /// - Parameters:
+                ///   - alcoholG:
+                ///   - calories:
+                ///   - carbsG: by difference, fibre included
+                ///   - fatG:
+                ///   - fiberG:
+                ///   - proteinG:
+                ///   - saturatedFatG:
+                ///   - sodiumMg:
+                ///   - sugarG:
+                public init(
+                    alcoholG: Swift.Double? = nil,
+                    calories: Swift.Double,
+                    carbsG: Swift.Double,
+                    fatG: Swift.Double,
+                    fiberG: Swift.Double? = nil,
+                    proteinG: Swift.Double,
+                    saturatedFatG: Swift.Double? = nil,
+                    sodiumMg: Swift.Double? = nil,
+                    sugarG: Swift.Double? = nil
+                ) {
+                    self.alcoholG = alcoholG
+                    self.calories = calories
+                    self.carbsG = carbsG
+                    self.fatG = fatG
+                    self.fiberG = fiberG
+                    self.proteinG = proteinG
+                    self.saturatedFatG = saturatedFatG
+                    self.sodiumMg = sodiumMg
+                    self.sugarG = sugarG
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case alcoholG = "alcohol_g"
+                    case calories
+                    case carbsG = "carbs_g"
+                    case fatG = "fat_g"
+                    case fiberG = "fiber_g"
+                    case proteinG = "protein_g"
+                    case saturatedFatG = "saturated_fat_g"
+                    case sodiumMg = "sodium_mg"
+                    case sugarG = "sugar_g"
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/Food/per_100g`.
+            public var per100g: Components.Schemas.Food.Per100gPayload
+            /// - Remark: Generated from `#/components/schemas/Food/PortionsPayload`.
+            public struct PortionsPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/Food/PortionsPayload/amount`.
+                public var amount: Swift.Double
+                /// - Remark: Generated from `#/components/schemas/Food/PortionsPayload/grams`.
+                public var grams: Swift.Double
+                /// USDA's words ("cup, sliced", "medium (7" to 7-7/8" long)")
+                ///
+                /// - Remark: Generated from `#/components/schemas/Food/PortionsPayload/unit`.
+                public var unit: Swift.String
+                /// Creates a new `PortionsPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - amount:
+                ///   - grams:
+                ///   - unit: USDA's words ("cup, sliced", "medium (7" to 7-7/8" long)")
+                public init(
+                    amount: Swift.Double,
+                    grams: Swift.Double,
+                    unit: Swift.String
+                ) {
+                    self.amount = amount
+                    self.grams = grams
+                    self.unit = unit
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case amount
+                    case grams
+                    case unit
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/Food/portions`.
+            public typealias PortionsPayload = [Components.Schemas.Food.PortionsPayloadPayload]
+            /// - Remark: Generated from `#/components/schemas/Food/portions`.
+            public var portions: Components.Schemas.Food.PortionsPayload
+            /// the release the values are from ("USDA SR24")
+            ///
+            /// - Remark: Generated from `#/components/schemas/Food/source`.
+            public var source: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Food/tags`.
+            public var tags: [Components.Schemas.FoodTag]
+            /// Creates a new `Food`.
+            ///
+            /// - Parameters:
+            ///   - description: USDA's, kind first ("Rice, brown, long-grain, cooked")
+            ///   - ndbNumber: USDA's Nutrient Databank number, which FoodData Central keeps for its SR foods
+            ///   - per100g:
+            ///   - portions:
+            ///   - source: the release the values are from ("USDA SR24")
+            ///   - tags:
+            public init(
+                description: Swift.String,
+                ndbNumber: Swift.String,
+                per100g: Components.Schemas.Food.Per100gPayload,
+                portions: Components.Schemas.Food.PortionsPayload,
+                source: Swift.String,
+                tags: [Components.Schemas.FoodTag]
+            ) {
+                self.description = description
+                self.ndbNumber = ndbNumber
+                self.per100g = per100g
+                self.portions = portions
+                self.source = source
+                self.tags = tags
+            }
+            public enum CodingKeys: String, CodingKey {
+                case description
+                case ndbNumber = "ndb_number"
+                case per100g = "per_100g"
+                case portions
+                case source
+                case tags
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/FoodPage`.
+        public struct FoodPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/FoodPage/items`.
+            public var items: [Components.Schemas.Food]
+            /// - Remark: Generated from `#/components/schemas/FoodPage/next_cursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `FoodPage`.
+            ///
+            /// - Parameters:
+            ///   - items:
+            ///   - nextCursor:
+            public init(
+                items: [Components.Schemas.Food],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.items = items
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case items
+                case nextCursor = "next_cursor"
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/FoodTag`.
         @frozen public enum FoodTag: String, Codable, Hashable, Sendable, CaseIterable {
             case alcohol = "alcohol"
@@ -3096,40 +3274,51 @@ extension Components {
                 public var name: Swift.String
                 /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source`.
                 public struct SourcePayload: Codable, Hashable, Sendable {
+                    /// the table's description of the food (usda_sr)
+                    ///
                     /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source/description`.
                     public var description: Swift.String?
                     /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source/fdc_id`.
                     public var fdcId: Swift.Int?
-                    /// fdc, the food table's values × grams; model, the model's estimate
+                    /// usda_sr, the food table's values × grams (GET /v1/foods/{ndb_number}); model, the model's estimate; fdc is kept for a FoodData Central table and not given by this release
                     ///
                     /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source/kind`.
                     @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
                         case fdc = "fdc"
+                        case usdaSr = "usda_sr"
                         case model = "model"
                     }
-                    /// fdc, the food table's values × grams; model, the model's estimate
+                    /// usda_sr, the food table's values × grams (GET /v1/foods/{ndb_number}); model, the model's estimate; fdc is kept for a FoodData Central table and not given by this release
                     ///
                     /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source/kind`.
                     public var kind: Components.Schemas.MealAnalysis.ItemsPayloadPayload.SourcePayload.KindPayload
+                    /// the table's food (usda_sr)
+                    ///
+                    /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source/ndb_number`.
+                    public var ndbNumber: Swift.String?
                     /// Creates a new `SourcePayload`.
                     ///
                     /// - Parameters:
-                    ///   - description:
+                    ///   - description: the table's description of the food (usda_sr)
                     ///   - fdcId:
-                    ///   - kind: fdc, the food table's values × grams; model, the model's estimate
+                    ///   - kind: usda_sr, the food table's values × grams (GET /v1/foods/{ndb_number}); model, the model's estimate; fdc is kept for a FoodData Central table and not given by this release
+                    ///   - ndbNumber: the table's food (usda_sr)
                     public init(
                         description: Swift.String? = nil,
                         fdcId: Swift.Int? = nil,
-                        kind: Components.Schemas.MealAnalysis.ItemsPayloadPayload.SourcePayload.KindPayload
+                        kind: Components.Schemas.MealAnalysis.ItemsPayloadPayload.SourcePayload.KindPayload,
+                        ndbNumber: Swift.String? = nil
                     ) {
                         self.description = description
                         self.fdcId = fdcId
                         self.kind = kind
+                        self.ndbNumber = ndbNumber
                     }
                     public enum CodingKeys: String, CodingKey {
                         case description
                         case fdcId = "fdc_id"
                         case kind
+                        case ndbNumber = "ndb_number"
                     }
                 }
                 /// - Remark: Generated from `#/components/schemas/MealAnalysis/ItemsPayload/source`.
@@ -3274,7 +3463,7 @@ extension Components {
                 ])
             }
         }
-        /// An item as it was sent (optional nutrients and tags absent when they were not given), with its rounded totals.
+        /// An item as it was sent or filled in from the food table (optional nutrients and tags absent when they were not given), with its rounded totals.
         ///
         /// - Remark: Generated from `#/components/schemas/MealItem`.
         public struct MealItem: Codable, Hashable, Sendable {
@@ -3292,6 +3481,10 @@ extension Components {
             public var grams: Swift.Double
             /// - Remark: Generated from `#/components/schemas/MealItem/name`.
             public var name: Swift.String
+            /// the food of the table its amounts came from, when they did
+            ///
+            /// - Remark: Generated from `#/components/schemas/MealItem/ndb_number`.
+            public var ndbNumber: Swift.String?
             /// - Remark: Generated from `#/components/schemas/MealItem/protein_g`.
             public var proteinG: Swift.Double
             /// - Remark: Generated from `#/components/schemas/MealItem/saturated_fat_g`.
@@ -3314,6 +3507,7 @@ extension Components {
             ///   - fiberG:
             ///   - grams:
             ///   - name:
+            ///   - ndbNumber: the food of the table its amounts came from, when they did
             ///   - proteinG:
             ///   - saturatedFatG:
             ///   - sodiumMg:
@@ -3328,6 +3522,7 @@ extension Components {
                 fiberG: Swift.Double? = nil,
                 grams: Swift.Double,
                 name: Swift.String,
+                ndbNumber: Swift.String? = nil,
                 proteinG: Swift.Double,
                 saturatedFatG: Swift.Double? = nil,
                 sodiumMg: Swift.Double? = nil,
@@ -3342,6 +3537,7 @@ extension Components {
                 self.fiberG = fiberG
                 self.grams = grams
                 self.name = name
+                self.ndbNumber = ndbNumber
                 self.proteinG = proteinG
                 self.saturatedFatG = saturatedFatG
                 self.sodiumMg = sodiumMg
@@ -3357,6 +3553,7 @@ extension Components {
                 case fiberG = "fiber_g"
                 case grams
                 case name
+                case ndbNumber = "ndb_number"
                 case proteinG = "protein_g"
                 case saturatedFatG = "saturated_fat_g"
                 case sodiumMg = "sodium_mg"
@@ -3365,7 +3562,7 @@ extension Components {
                 case totals
             }
         }
-        /// One food of a meal, amounts for the portion eaten. Protein, carbs, fat and alcohol together are at most grams.
+        /// One food of a meal, in one of two forms. Its amounts for the portion eaten: name, grams, calories, protein_g, carbs_g and fat_g are then required, and protein, carbs, fat and alcohol together are at most grams. Or a food of the table and its grams, without calories: ndb_number and grams, the name (default the food's description) and tags (default the food's) optional; the server fills in the amounts (GET /v1/foods). An item with both keeps its amounts, ndb_number saying where they came from. An ndb_number not in the table is 400 naming items[i].ndb_number.
         ///
         /// - Remark: Generated from `#/components/schemas/MealItemInput`.
         public struct MealItemInput: Codable, Hashable, Sendable {
@@ -3374,15 +3571,15 @@ extension Components {
             /// - Remark: Generated from `#/components/schemas/MealItemInput/alcohol_g`.
             public var alcoholG: Swift.Double?
             /// - Remark: Generated from `#/components/schemas/MealItemInput/calories`.
-            public var calories: Swift.Double
+            public var calories: Swift.Double?
             /// at most grams, fibre included
             ///
             /// - Remark: Generated from `#/components/schemas/MealItemInput/carbs_g`.
-            public var carbsG: Swift.Double
+            public var carbsG: Swift.Double?
             /// at most grams
             ///
             /// - Remark: Generated from `#/components/schemas/MealItemInput/fat_g`.
-            public var fatG: Swift.Double
+            public var fatG: Swift.Double?
             /// at most carbs_g
             ///
             /// - Remark: Generated from `#/components/schemas/MealItemInput/fiber_g`.
@@ -3394,11 +3591,15 @@ extension Components {
             /// trimmed, 1 to 200 characters
             ///
             /// - Remark: Generated from `#/components/schemas/MealItemInput/name`.
-            public var name: Swift.String
+            public var name: Swift.String?
+            /// a food of the table (GET /v1/foods)
+            ///
+            /// - Remark: Generated from `#/components/schemas/MealItemInput/ndb_number`.
+            public var ndbNumber: Swift.String?
             /// at most grams
             ///
             /// - Remark: Generated from `#/components/schemas/MealItemInput/protein_g`.
-            public var proteinG: Swift.Double
+            public var proteinG: Swift.Double?
             /// at most fat_g
             ///
             /// - Remark: Generated from `#/components/schemas/MealItemInput/saturated_fat_g`.
@@ -3423,6 +3624,7 @@ extension Components {
             ///   - fiberG: at most carbs_g
             ///   - grams: the portion eaten
             ///   - name: trimmed, 1 to 200 characters
+            ///   - ndbNumber: a food of the table (GET /v1/foods)
             ///   - proteinG: at most grams
             ///   - saturatedFatG: at most fat_g
             ///   - sodiumMg: at most 400 times grams
@@ -3430,13 +3632,14 @@ extension Components {
             ///   - tags:
             public init(
                 alcoholG: Swift.Double? = nil,
-                calories: Swift.Double,
-                carbsG: Swift.Double,
-                fatG: Swift.Double,
+                calories: Swift.Double? = nil,
+                carbsG: Swift.Double? = nil,
+                fatG: Swift.Double? = nil,
                 fiberG: Swift.Double? = nil,
                 grams: Swift.Double,
-                name: Swift.String,
-                proteinG: Swift.Double,
+                name: Swift.String? = nil,
+                ndbNumber: Swift.String? = nil,
+                proteinG: Swift.Double? = nil,
                 saturatedFatG: Swift.Double? = nil,
                 sodiumMg: Swift.Double? = nil,
                 sugarG: Swift.Double? = nil,
@@ -3449,6 +3652,7 @@ extension Components {
                 self.fiberG = fiberG
                 self.grams = grams
                 self.name = name
+                self.ndbNumber = ndbNumber
                 self.proteinG = proteinG
                 self.saturatedFatG = saturatedFatG
                 self.sodiumMg = sodiumMg
@@ -3463,6 +3667,7 @@ extension Components {
                 case fiberG = "fiber_g"
                 case grams
                 case name
+                case ndbNumber = "ndb_number"
                 case proteinG = "protein_g"
                 case saturatedFatG = "saturated_fat_g"
                 case sodiumMg = "sodium_mg"

@@ -15845,6 +15845,388 @@ public enum Operations {
             }
         }
     }
+    /// Searches the food composition table (USDA SR24), the best matches first.
+    ///
+    /// A food ranks by the share of the query's words its description holds, in any form (plurals: "bananas" finds "Bananas, raw"), after each word no food uses is replaced by the nearest food word by letter trigrams (typos: "chiken"); then by naming exactly the query as its kind and first detail ("brown rice": "Rice, brown, ..."), by being a generic food (not a baby food, fast food, restaurant dish or brand), by how much of its description the query is, and by how many household portions USDA lists. Foods holding under half of the query's words are left out. Any signed-in user.
+    ///
+    /// - Remark: HTTP `GET /v1/foods`.
+    /// - Remark: Generated from `#/paths//v1/foods/get`.
+    public enum GetV1Foods {
+        public static let id: Swift.String = "get/v1/foods"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/foods/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// 1 to 100 characters, without control characters
+                ///
+                /// - Remark: Generated from `#/paths/v1/foods/GET/query/q`.
+                public var q: Swift.String
+                /// page size
+                ///
+                /// - Remark: Generated from `#/paths/v1/foods/GET/query/limit`.
+                public var limit: Components.Parameters.Limit?
+                /// next_cursor of the previous page
+                ///
+                /// - Remark: Generated from `#/paths/v1/foods/GET/query/cursor`.
+                public var cursor: Components.Parameters.Cursor?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - q: 1 to 100 characters, without control characters
+                ///   - limit: page size
+                ///   - cursor: next_cursor of the previous page
+                public init(
+                    q: Swift.String,
+                    limit: Components.Parameters.Limit? = nil,
+                    cursor: Components.Parameters.Cursor? = nil
+                ) {
+                    self.q = q
+                    self.limit = limit
+                    self.cursor = cursor
+                }
+            }
+            public var query: Operations.GetV1Foods.Input.Query
+            /// - Remark: Generated from `#/paths/v1/foods/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1Foods.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1Foods.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetV1Foods.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            public init(
+                query: Operations.GetV1Foods.Input.Query,
+                headers: Operations.GetV1Foods.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/foods/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/foods/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.FoodPage)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.FoodPage {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetV1Foods.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetV1Foods.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK.
+            ///
+            /// - Remark: Generated from `#/paths//v1/foods/get/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetV1Foods.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetV1Foods.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: validation_failed (q, limit), invalid_cursor
+            ///
+            /// - Remark: Generated from `#/paths//v1/foods/get/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: unauthorized, invalid_token, token_expired
+            ///
+            /// - Remark: Generated from `#/paths//v1/foods/get/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// One food of the composition table.
+    ///
+    /// - Remark: HTTP `GET /v1/foods/{ndb_number}`.
+    /// - Remark: Generated from `#/paths//v1/foods/{ndb_number}/get`.
+    public enum GetV1FoodsNdbNumber {
+        public static let id: Swift.String = "get/v1/foods/{ndb_number}"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/foods/{ndb_number}/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// USDA's NDB number of the food (anything else is 404 food_not_found)
+                ///
+                /// - Remark: Generated from `#/paths/v1/foods/{ndb_number}/GET/path/ndb_number`.
+                public var ndbNumber: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - ndbNumber: USDA's NDB number of the food (anything else is 404 food_not_found)
+                public init(ndbNumber: Swift.String) {
+                    self.ndbNumber = ndbNumber
+                }
+            }
+            public var path: Operations.GetV1FoodsNdbNumber.Input.Path
+            /// - Remark: Generated from `#/paths/v1/foods/{ndb_number}/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1FoodsNdbNumber.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1FoodsNdbNumber.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetV1FoodsNdbNumber.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.GetV1FoodsNdbNumber.Input.Path,
+                headers: Operations.GetV1FoodsNdbNumber.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/foods/{ndb_number}/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/foods/{ndb_number}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Food)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.Food {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetV1FoodsNdbNumber.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetV1FoodsNdbNumber.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK.
+            ///
+            /// - Remark: Generated from `#/paths//v1/foods/{ndb_number}/get/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetV1FoodsNdbNumber.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetV1FoodsNdbNumber.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: unauthorized, invalid_token, token_expired
+            ///
+            /// - Remark: Generated from `#/paths//v1/foods/{ndb_number}/get/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: food_not_found
+            ///
+            /// - Remark: Generated from `#/paths//v1/foods/{ndb_number}/get/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
     /// The pending invitations to the caller's verified address, each with a new code (the mailed link stops working).
     ///
     /// - Remark: HTTP `GET /v1/invitations/mine`.

@@ -309,6 +309,18 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/follow-requests/{id}/deny`.
     /// - Remark: Generated from `#/paths//v1/follow-requests/{id}/deny/post`.
     func postV1FollowRequestsIdDeny(_ input: Operations.PostV1FollowRequestsIdDeny.Input) async throws -> Operations.PostV1FollowRequestsIdDeny.Output
+    /// Searches the food composition table (USDA SR24), the best matches first.
+    ///
+    /// A food ranks by the share of the query's words its description holds, in any form (plurals: "bananas" finds "Bananas, raw"), after each word no food uses is replaced by the nearest food word by letter trigrams (typos: "chiken"); then by naming exactly the query as its kind and first detail ("brown rice": "Rice, brown, ..."), by being a generic food (not a baby food, fast food, restaurant dish or brand), by how much of its description the query is, and by how many household portions USDA lists. Foods holding under half of the query's words are left out. Any signed-in user.
+    ///
+    /// - Remark: HTTP `GET /v1/foods`.
+    /// - Remark: Generated from `#/paths//v1/foods/get`.
+    func getV1Foods(_ input: Operations.GetV1Foods.Input) async throws -> Operations.GetV1Foods.Output
+    /// One food of the composition table.
+    ///
+    /// - Remark: HTTP `GET /v1/foods/{ndb_number}`.
+    /// - Remark: Generated from `#/paths//v1/foods/{ndb_number}/get`.
+    func getV1FoodsNdbNumber(_ input: Operations.GetV1FoodsNdbNumber.Input) async throws -> Operations.GetV1FoodsNdbNumber.Output
     /// The pending invitations to the caller's verified address, each with a new code (the mailed link stops working).
     ///
     /// - Remark: HTTP `GET /v1/invitations/mine`.
@@ -1519,6 +1531,34 @@ extension APIProtocol {
         headers: Operations.PostV1FollowRequestsIdDeny.Input.Headers = .init()
     ) async throws -> Operations.PostV1FollowRequestsIdDeny.Output {
         try await postV1FollowRequestsIdDeny(Operations.PostV1FollowRequestsIdDeny.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Searches the food composition table (USDA SR24), the best matches first.
+    ///
+    /// A food ranks by the share of the query's words its description holds, in any form (plurals: "bananas" finds "Bananas, raw"), after each word no food uses is replaced by the nearest food word by letter trigrams (typos: "chiken"); then by naming exactly the query as its kind and first detail ("brown rice": "Rice, brown, ..."), by being a generic food (not a baby food, fast food, restaurant dish or brand), by how much of its description the query is, and by how many household portions USDA lists. Foods holding under half of the query's words are left out. Any signed-in user.
+    ///
+    /// - Remark: HTTP `GET /v1/foods`.
+    /// - Remark: Generated from `#/paths//v1/foods/get`.
+    public func getV1Foods(
+        query: Operations.GetV1Foods.Input.Query,
+        headers: Operations.GetV1Foods.Input.Headers = .init()
+    ) async throws -> Operations.GetV1Foods.Output {
+        try await getV1Foods(Operations.GetV1Foods.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// One food of the composition table.
+    ///
+    /// - Remark: HTTP `GET /v1/foods/{ndb_number}`.
+    /// - Remark: Generated from `#/paths//v1/foods/{ndb_number}/get`.
+    public func getV1FoodsNdbNumber(
+        path: Operations.GetV1FoodsNdbNumber.Input.Path,
+        headers: Operations.GetV1FoodsNdbNumber.Input.Headers = .init()
+    ) async throws -> Operations.GetV1FoodsNdbNumber.Output {
+        try await getV1FoodsNdbNumber(Operations.GetV1FoodsNdbNumber.Input(
             path: path,
             headers: headers
         ))

@@ -1,0 +1,162 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// A food of the composition table (`foods`): USDA's description, its amounts in 100 g, its
+/// household portions and the diet score's tags read from USDA's classification.
+struct FoodRecord: Sendable, Equatable {
+    struct Portion: Codable, Sendable, Equatable {
+        var amount: Double
+        var unit: String
+        var grams: Double
+    }
+
+    var ndbNumber: String
+    var description: String
+    var per100g: Per100g
+    var portions: [Portion]
+    var tags: [String]
+}
+
+/// Position in a food search: the food's rank for the query, its description, its number.
+struct FoodCursor: Codable, Sendable {
+    var rank: Int
+    var description: String
+    var ndbNumber: String
+    enum CodingKeys: String, CodingKey { case rank = "r", description = "d", ndbNumber = "n" }
+}
+
+/// The queries on the food composition table. It changes only with a migration.
+struct FoodStore: Sendable {
+    /// A search lists foods naming at least half of the query's words.
+    static let minimumCoverage = 0.5
+    /// An analysed item takes a food's values only when the food names every word of the item's
+    /// name (after spelling is corrected); otherwise the model's estimate stands.
+    static let matchCoverage = 1.0
+
+    static let columns = """
+        f.ndb_number, f.description, f.energy_kcal, f.protein_g, f.carbs_g, f.fat_g, f.fiber_g, f.sugars_g, f.saturated_fat_g, f.sodium_mg, f.alcohol_g,
+        f.portions::text, f.tags
+        """
+
+    static func decode(_ row: PostgresRandomAccessRow) throws -> FoodRecord {
+        func v<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws -> T { try row[index].decode(T.self) }
+        let per100g = Per100g(
+            calories: try v(2, Double.self), proteinG: try v(3, Double.self), carbsG: try v(4, Double.self), fatG: try v(5, Double.self),
+            fiberG: try v(6, Double?.self), sugarG: try v(7, Double?.self), saturatedFatG: try v(8, Double?.self), sodiumMg: try v(9, Double?.self),
+            alcoholG: try v(10, Double?.self))
+        let portions = try JSONDecoder().decode([FoodRecord.Portion].self, from: Data(try v(11, String.self).utf8))
+        return FoodRecord(
+            ndbNumber: try v(0, String.self), description: try v(1, String.self), per100g: per100g, portions: portions, tags: try v(12, [String].self))
+    }
+
+    /// The foods best matching `query`, with each one's rank and coverage (the share of the query's
+    /// words it names). The query's words are corrected first: one no food uses becomes the food word
+    /// nearest it by trigrams (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are the candidates; when none does, those
+    /// naming any. They rank by coverage, then by naming exactly the query in their kind ("Bananas")
+    /// or kind and first detail ("Rice, brown"), by being generic, by how much of their name the
+    /// query is, and by how many household portions USDA lists (common foods list many).
+    func search(_ query: String, limit: Int, after: FoodCursor?, minimumCoverage: Double, on connection: PostgresConnection, logger: Logger)
+        async throws -> [(food: FoodRecord, rank: Int, coverage: Double)]
+    {
+        let rows = try await connection.checkedQuery(
+            """
+            WITH typed AS (
+                SELECT word, word_trigrams(word) AS t
+                FROM (SELECT DISTINCT word FROM regexp_split_to_table(lower(\(query)::text), '[^[:alnum:]]+') AS word WHERE word <> '') AS words
+            ),
+            corrected AS (
+                SELECT coalesce(
+                    (SELECT w.word FROM food_words w WHERE w.word = t.word),
+                    (SELECT w.word FROM food_words w, LATERAL (SELECT count(*)::float8 AS n FROM unnest(w.trigrams) AS g WHERE g = ANY (t.t)) AS s
+                        WHERE w.trigrams && t.t AND length(w.word) BETWEEN length(t.word) - 2 AND length(t.word) + 2
+                          AND s.n / (cardinality(w.trigrams) + cardinality(t.t) - s.n) >= 0.3
+                        ORDER BY s.n / (cardinality(w.trigrams) + cardinality(t.t) - s.n) DESC, w.foods DESC, w.word
+                        LIMIT 1),
+                    t.word) AS word
+                FROM typed t
+            ),
+            q AS (SELECT tsvector_to_array(to_tsvector('english', coalesce(string_agg(word, ' '), ''))) AS w FROM corrected),
+            candidates AS (
+                SELECT f.* FROM foods f, q WHERE f.words @> q.w
+                UNION ALL
+                SELECT f.* FROM foods f, q WHERE NOT EXISTS (SELECT FROM foods e WHERE e.words @> q.w) AND f.words && q.w
+            )
+            SELECT * FROM (
+                SELECT \(unescaped: Self.columns), found.n / cardinality(q.w) AS coverage,
+                    (20000 * found.n / cardinality(q.w))::int
+                    + (1500 * found.n / cardinality(f.words))::int
+                    + (CASE WHEN f.generic THEN 1000 ELSE 0 END)
+                    + (CASE WHEN (f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words)
+                        THEN 3000 ELSE 0 END)
+                    + 100 * least(jsonb_array_length(f.portions), 10) AS rank
+                FROM candidates f, q, LATERAL (SELECT count(*)::float8 AS n FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found
+                WHERE cardinality(q.w) > 0
+            ) AS f
+            WHERE f.coverage >= \(minimumCoverage)
+              AND (\(after == nil) OR f.rank < \(after?.rank ?? 0)
+                   OR (f.rank = \(after?.rank ?? 0) AND (f.description, f.ndb_number) > (\(after?.description ?? ""), \(after?.ndbNumber ?? ""))))
+            ORDER BY f.rank DESC, f.description, f.ndb_number
+            LIMIT \(limit)
+            """, logger: logger)
+        var found: [(food: FoodRecord, rank: Int, coverage: Double)] = []
+        for try await row in rows {
+            let c = row.makeRandomAccess()
+            found.append((try Self.decode(c), try c[14].decode(Int.self), try c[13].decode(Double.self)))
+        }
+        return found
+    }
+
+    func find(_ ndbNumber: String, on connection: PostgresConnection, logger: Logger) async throws -> FoodRecord? {
+        try await foods([ndbNumber], on: connection, logger: logger)[ndbNumber]
+    }
+
+    /// The foods of these numbers, by number; numbers not in the table are absent.
+    func foods(_ ndbNumbers: [String], on connection: PostgresConnection, logger: Logger) async throws -> [String: FoodRecord] {
+        guard !ndbNumbers.isEmpty else { return [:] }
+        let rows = try await connection.checkedQuery(
+            "SELECT \(unescaped: Self.columns) FROM foods f WHERE f.ndb_number = ANY (\(Array(Set(ndbNumbers)))::text[])", logger: logger)
+        var found: [String: FoodRecord] = [:]
+        for try await row in rows {
+            let food = try Self.decode(row.makeRandomAccess())
+            found[food.ndbNumber] = food
+        }
+        return found
+    }
+
+    /// A request's items with their amounts: a food named by number and grams becomes the table's
+    /// amounts for those grams, its description the name and its tags the tags unless the item gives
+    /// them. A number not in the table is a problem of that item. Items that give their amounts cost
+    /// no query unless they name a number.
+    func fill(_ inputs: [MealItemInput], on connection: PostgresConnection, logger: Logger) async throws -> [MealItem] {
+        let numbers = inputs.compactMap(\.ndbNumber)
+        let foods = try await self.foods(numbers.filter { $0.utf8.count <= 16 }, on: connection, logger: logger)
+        var problems: [Problem.FieldError] = []
+        var items: [MealItem] = []
+        for (index, input) in inputs.enumerated() {
+            if let number = input.ndbNumber, foods[number] == nil {
+                problems.append(.init(field: "items[\(index)].ndb_number", message: "is not a food of the table (GET /v1/foods)"))
+                continue
+            }
+            switch input {
+            case .amounts(let item):
+                items.append(item)
+            case .food(let number, let grams, let name, let tags):
+                let food = foods[number]!
+                var item = food.per100g.item(named: name ?? food.description, grams: grams, tags: tags ?? (food.tags.isEmpty ? nil : food.tags))
+                item.ndbNumber = number
+                items.append(item)
+            }
+        }
+        if !problems.isEmpty { throw APIError.validation(problems) }
+        return items
+    }
+
+    /// The food an analysed item's name means: the best match naming every word of it, or nil.
+    func match(_ name: String, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
+        guard let best = try await search(name, limit: 1, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger).first
+        else { return nil }
+        return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+import TestSupport
+
+@testable import Nutrition
+
+/// The food composition table (USDA SR24) through HTTP: search with plurals and typos, one food,
+/// and meals whose items name a food and grams.
+@Suite(.serialized) struct FoodTableTests {
+    typealias Env = NutritionTestEnvironment
+
+    @Test func searchFindsWhatAPersonMeansWithPluralsAndTypos() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            func first(_ query: String) async throws -> [String: Any]? {
+                let reply = try await env.call(.get, "/v1/foods?q=\(query.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&limit=5", as: user)
+                #expect(reply.status == .ok, "\(query)")
+                return (reply.json["items"] as? [[String: Any]])?.first
+            }
+            let rice = try #require(try await first("brown rice"))
+            #expect((rice["description"] as? String)?.hasPrefix("Rice, brown") == true)
+            #expect(rice["source"] as? String == "USDA SR24")
+            let bananas = try #require(try await first("bananas"))
+            #expect(bananas["description"] as? String == "Bananas, raw" && bananas["ndb_number"] as? String == "09040")
+            #expect(bananas[path: "per_100g.calories"] as? Double == 89 && bananas[path: "per_100g.carbs_g"] as? Double == 22.84)
+            #expect((bananas["tags"] as? [String]) == ["fruit"])
+            #expect((bananas["portions"] as? [[String: Any]])?.contains { $0["unit"] as? String == "cup, sliced" && $0["grams"] as? Double == 150 } == true)
+            #expect(try await first("banana")?["ndb_number"] as? String == "09040", "the singular finds the plural")
+            let chicken = try #require(try await first("chiken breast")?["description"] as? String)
+            #expect(chicken.hasPrefix("Chicken") && chicken.lowercased().contains("breast"), "\(chicken)")
+            #expect((try await first("chiken breast")?["tags"] as? [String])?.contains { ["poultry", "processed_meat"].contains($0) } == true)
+            #expect(try await first("strawberies")?["description"] as? String == "Strawberries, raw")
+            #expect(try await first("olive oil")?["tags"] as? [String] == ["olive_oil"])
+            #expect(try await first("whole milk")?["ndb_number"] as? String == "01077")
+            #expect(try await first("xyzzyq") == nil)
+        }
+    }
+
+    @Test func searchPagesAndRefusesBadQueries() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let firstPage = try await env.call(.get, "/v1/foods?q=rice&limit=3", as: user)
+            let cursor = try #require(firstPage.json["next_cursor"] as? String)
+            let secondPage = try await env.call(.get, "/v1/foods?q=rice&limit=3&cursor=\(cursor)", as: user)
+            let seen = ((firstPage.json["items"] as? [[String: Any]]) ?? []) + ((secondPage.json["items"] as? [[String: Any]]) ?? [])
+            #expect(Set(seen.compactMap { $0["ndb_number"] as? String }).count == 6, "no food twice across pages")
+            #expect(try await env.call(.get, "/v1/foods", as: user).fieldErrors == ["q"])
+            #expect(try await env.call(.get, "/v1/foods?q=%20%20", as: user).fieldErrors == ["q"])
+            #expect(try await env.call(.get, "/v1/foods?q=\(String(repeating: "a", count: 101))", as: user).fieldErrors == ["q"])
+            #expect(try await env.call(.get, "/v1/foods?q=a%00b", as: user).fieldErrors == ["q"])
+            #expect(try await env.call(.get, "/v1/foods?q=rice&limit=0", as: user).fieldErrors == ["limit"])
+            #expect(try await env.call(.get, "/v1/foods?q=rice&cursor=nope", as: user).status == .badRequest)
+            #expect(try await env.call(.get, "/v1/foods?q=rice").status == .unauthorized)
+            // Words the text search treats as its own syntax are only words here.
+            #expect(try await env.call(.get, "/v1/foods?q=%27%20OR%201%3D1%20--%20%21%26%7C", as: user).status == .ok)
+        }
+    }
+
+    @Test func oneFoodByItsNumber() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let rice = try await env.call(.get, "/v1/foods/20037", as: user)
+            #expect(rice.status == .ok)
+            #expect(rice.json["description"] as? String == "Rice, brown, long-grain, cooked")
+            #expect(rice.json[path: "per_100g.calories"] as? Double == 111 && rice.json[path: "per_100g.fiber_g"] as? Double == 1.8)
+            #expect(Set(rice.json["tags"] as? [String] ?? []) == ["grain", "whole_grain"])
+            #expect(try await env.call(.get, "/v1/foods/99999", as: user).status == .notFound)
+            #expect(try await env.call(.get, "/v1/foods/abc", as: user).status == .notFound)
+            #expect(try await env.call(.get, "/v1/foods/20037").status == .unauthorized)
+        }
+    }
+
+    /// An item may name a food and grams: the table's amounts are filled in, scored as typed items
+    /// are, and the number kept with it; an unknown number names the item.
+    @Test func aMealItemNamingAFoodTakesTheTablesAmounts() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let posted = try await env.call(
+                .post, "/v1/meals", as: user,
+                json: ["name": "Lunch", "eaten_at": "2025-06-01T12:00:00Z", "items": [["ndb_number": "20037", "grams": 195], Env.item()]])
+            #expect(posted.status == .created)
+            let rice = try #require((posted.json["items"] as? [[String: Any]])?.first)
+            #expect(rice["name"] as? String == "Rice, brown, long-grain, cooked" && rice["ndb_number"] as? String == "20037")
+            #expect(rice["calories"] as? Double == 216.45, "111 kcal in 100 g × 1.95")
+            #expect(Set(rice["tags"] as? [String] ?? []) == ["grain", "whole_grain"])
+            let id = try #require(posted.json["id"] as? String)
+
+            // Corrected to another food and portion by number, with the user's own name for it.
+            let put = try await env.call(
+                .put, "/v1/meals/\(id)", as: user,
+                json: ["name": "Lunch", "eaten_at": "2025-06-01T12:00:00Z", "items": [["ndb_number": "09040", "grams": 118, "name": "Banana"]]])
+            #expect(put.status == .ok)
+            let banana = try #require((put.json["items"] as? [[String: Any]])?.first)
+            #expect(banana["name"] as? String == "Banana" && banana["ndb_number"] as? String == "09040")
+            #expect(abs((banana["calories"] as? Double ?? 0) - 105.02) < 0.001)
+            #expect(put.json["edited"] as? Bool == true)
+
+            // A number with amounts keeps the amounts given.
+            var given = Env.item()
+            given["ndb_number"] = "09040"
+            let kept = try await env.call(.post, "/v1/meals", as: user, json: ["name": "x", "eaten_at": "2025-06-01T12:00:00Z", "items": [given]])
+            #expect(kept.status == .created && (kept.json["items"] as? [[String: Any]])?.first?["calories"] as? Double == given["calories"] as? Double)
+
+            func post(_ items: [[String: Any]]) async throws -> APIReply {
+                try await env.call(.post, "/v1/meals", as: user, json: ["name": "x", "eaten_at": "2025-06-01T12:00:00Z", "items": items])
+            }
+            #expect(try await post([Env.item(), ["ndb_number": "99999", "grams": 100]]).fieldErrors == ["items[1].ndb_number"])
+            #expect(try await post([["ndb_number": "20037", "grams": 0]]).fieldErrors == ["items[0].grams"])
+            #expect(try await post([["ndb_number": "20037"]]).status == .badRequest, "grams missing")
+            #expect(try await post([["ndb_number": 20037, "grams": 100]]).status == .badRequest, "a number where text belongs")
+            #expect(try await post([["ndb_number": String(repeating: "1", count: 5000), "grams": 100]]).fieldErrors == ["items[0].ndb_number"])
+            #expect(try await env.count("SELECT count(*) FROM meals WHERE user_id = '\(user.id)'") == 2, "no refused meal was kept")
+        }
+    }
+
+    /// The loader refuses a file that would close its quote.
+    @Test func theTableFileCannotCloseItsQuote() {
+        #expect(throws: FoodTable.Missing.self) { try FoodTable.migration(json: "[{\"description\": \"$foods$\"}]") }
+    }
+}
