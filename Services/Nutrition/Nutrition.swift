@@ -30,6 +30,10 @@ struct Nutrition: Sendable {
     /// The vision model meal photos are analysed by; nil when none is configured.
     let analyzer: MealAnalyzer?
     let foods = FoodStore()
+    /// Food search responses by query and page. The table changes only with a migration, which a new
+    /// release's processes run: a kept response stays right for the life of the process. Two
+    /// generations of `FOOD_SEARCH_CACHE_SIZE`; none at 0.
+    let foodSearches: VersionedCache<FoodRoutes.SearchKey, EncodedJSON>?
     /// Cairo draws off the event loops.
     let drawing: NIOThreadPool
     /// Share cards, drawn on `drawing` and counted.
@@ -52,6 +56,7 @@ struct Nutrition: Sendable {
         imageDecoding = settings.imageDecoding
         analyzer = MealAnalyzer.configured(settings.analyzer, http: VisionHTTP(httpClient: dependencies.httpClient))
         trendResponses = settings.trendCacheSize > 0 ? VersionedCache(capacity: settings.trendCacheSize) : nil
+        foodSearches = settings.foodSearchCacheSize > 0 ? VersionedCache(capacity: settings.foodSearchCacheSize) : nil
         logger = dependencies.logger
         self.drawing = drawing
         let drawn = dependencies.metrics.makeCounter(descriptor: .init(metricName: "share_cards_drawn", unitName: "total", helpText: "Share cards drawn (each is kept with its link once drawn)"))

@@ -12,6 +12,7 @@ struct NutritionSettings: Sendable {
     var shareTTLDays: Int
     /// Trend responses kept per process, in each of two generations; 0 keeps none.
     var trendCacheSize: Int
+    var foodSearchCacheSize: Int
     /// Diet profiles kept per process, in each of two generations, served while the change feed
     /// vouches for them; 0 keeps none (every meal post reads its profile).
     var profileCacheSize: Int
@@ -31,6 +32,7 @@ struct NutritionSettings: Sendable {
         shareTTLDays = env.int("SHARE_TTL_DAYS", default: 7, range: 1...365)
         trendCacheSize = env.int("TREND_CACHE_SIZE", default: 1_000, range: 0...100_000)
         profileCacheSize = env.int("PROFILE_CACHE_SIZE", default: 10_000, range: 0...1_000_000)
+        foodSearchCacheSize = env.int("FOOD_SEARCH_CACHE_SIZE", default: 500, range: 0...100_000)
         pages = PageSettings(reading: &env)
         mealPhotoMaxBytes = env.int("MEAL_PHOTO_MAX_BYTES", default: 10 << 20, range: (64 << 10)...(64 << 20))
         imageDecoding = ImageDecoding(reading: &env)

@@ -9,6 +9,8 @@ enum FoodTable {
     static let migrationName = "0018_foods_usda_sr24"
     /// What `source` names in answers: the release the values are from.
     static let release = "USDA SR24"
+    /// The table's version for kept search responses: the release's number.
+    static let version: Int64 = 24
 
     struct Missing: Error, CustomStringConvertible {
         var description: String

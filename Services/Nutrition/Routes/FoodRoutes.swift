@@ -16,9 +16,16 @@ struct FoodRoutes {
     static let notFound = APIError.notFound("No such food.", code: "food_not_found")
     static let maxQuery = 100
 
+    /// What a search's response is kept by: the query as matched (case and spacing aside) and the page.
+    struct SearchKey: Hashable, Sendable {
+        var query: String
+        var limit: Int
+        var cursor: String?
+    }
+
     /// `?q=` (required) matched against USDA's descriptions with plurals, word forms and typos; the
-    /// best matches first.
-    @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> Page<FoodView> {
+    /// best matches first. Answered from `Nutrition.foodSearches` when this process has answered it.
+    @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> EncodedJSON {
         let page = try PageRequest(query: request)
         let query = request.uri.queryParameters["q"].map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
         if query.isEmpty || query.codePoints > Self.maxQuery || query.hasInvisibleCharacters() {
@@ -26,12 +33,17 @@ struct FoodRoutes {
         }
         let after = try page.position(FoodCursor.self)
         let nutrition = self.nutrition
-        let rows = try await nutrition.postgres.withConnectionOnItsLoop { connection in
-            try await nutrition.foods.search(
-                query, limit: page.limit + 1, after: after, minimumCoverage: FoodStore.minimumCoverage, on: connection, logger: context.logger)
+        func search() async throws -> EncodedJSON {
+            let rows = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+                try await nutrition.foods.search(
+                    query, limit: page.limit + 1, after: after, minimumCoverage: FoodStore.minimumCoverage, on: connection, logger: context.logger)
+            }
+            let (items, next) = Cursor.page(rows, limit: page.limit) { FoodCursor(rank: $0.rank, description: $0.food.description, ndbNumber: $0.food.ndbNumber) }
+            return try EncodedJSON(Page(items: items.map { FoodView($0.food) }, nextCursor: next))
         }
-        let (items, next) = Cursor.page(rows, limit: page.limit) { FoodCursor(rank: $0.rank, description: $0.food.description, ndbNumber: $0.food.ndbNumber) }
-        return Page(items: items.map { FoodView($0.food) }, nextCursor: next)
+        guard let kept = nutrition.foodSearches else { return try await search() }
+        let words = query.lowercased().split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        return try await kept.value(for: SearchKey(query: words, limit: page.limit, cursor: page.cursor), version: FoodTable.version, orMake: search)
     }
 
     @Sendable func food(_ request: Request, context: AuthenticatedContext) async throws -> FoodView {
