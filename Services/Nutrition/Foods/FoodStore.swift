@@ -54,17 +54,26 @@ struct FoodStore: Sendable {
     /// The foods best matching `query`, with each one's rank and coverage (the share of the query's
     /// words it names). The query's words are corrected first: one no food uses becomes the food word
     /// nearest it by trigrams (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are the candidates; when none does, those
-    /// naming any. They rank by coverage, then by naming exactly the query in their kind ("Bananas")
+    /// naming any (unless every word must be named). They rank by coverage, then by naming exactly the query in their kind ("Bananas")
     /// or kind and first detail ("Rice, brown"), by being generic, by how much of their name the
     /// query is, and by how many household portions USDA lists (common foods list many).
     func search(_ query: String, limit: Int, after: FoodCursor?, minimumCoverage: Double, on connection: PostgresConnection, logger: Logger)
         async throws -> [(food: FoodRecord, rank: Int, coverage: Double)]
     {
-        let rows = try await connection.checkedQuery(
-            """
+        var found: [(food: FoodRecord, rank: Int, coverage: Double)] = []
+        let statement = SearchQuery(query: query, limit: limit, after: after, minimumCoverage: minimumCoverage)
+        for try await row in try await connection.checkedExecute(statement, logger: logger) { found.append(row) }
+        return found
+    }
+
+    /// Prepared once per connection: planning the statement costs PostgreSQL about as much as
+    /// running it.
+    struct SearchQuery: PostgresPreparedStatement {
+        static let name = "nutrition.food_search"
+        static let sql = """
             WITH typed AS (
                 SELECT word, word_trigrams(word) AS t
-                FROM (SELECT DISTINCT word FROM regexp_split_to_table(lower(\(query)::text), '[^[:alnum:]]+') AS word WHERE word <> '') AS words
+                FROM (SELECT DISTINCT word FROM regexp_split_to_table(lower($1), '[^[:alnum:]]+') AS word WHERE word <> '') AS words
             ),
             corrected AS (
                 SELECT coalesce(
@@ -81,10 +90,11 @@ struct FoodStore: Sendable {
             candidates AS (
                 SELECT f.* FROM foods f, q WHERE f.words @> q.w
                 UNION ALL
-                SELECT f.* FROM foods f, q WHERE NOT EXISTS (SELECT FROM foods e WHERE e.words @> q.w) AND f.words && q.w
+                SELECT f.* FROM foods f, q
+                WHERE $3 < 1 AND NOT EXISTS (SELECT FROM foods e WHERE e.words @> q.w) AND f.words && q.w
             )
             SELECT * FROM (
-                SELECT \(unescaped: Self.columns), found.n / cardinality(q.w) AS coverage,
+                SELECT \(FoodStore.columns), found.n / cardinality(q.w) AS coverage,
                     (20000 * found.n / cardinality(q.w))::int
                     + (1500 * found.n / cardinality(f.words))::int
                     + (CASE WHEN f.generic THEN 1000 ELSE 0 END)
@@ -94,18 +104,34 @@ struct FoodStore: Sendable {
                 FROM candidates f, q, LATERAL (SELECT count(*)::float8 AS n FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found
                 WHERE cardinality(q.w) > 0
             ) AS f
-            WHERE f.coverage >= \(minimumCoverage)
-              AND (\(after == nil) OR f.rank < \(after?.rank ?? 0)
-                   OR (f.rank = \(after?.rank ?? 0) AND (f.description, f.ndb_number) > (\(after?.description ?? ""), \(after?.ndbNumber ?? ""))))
+            WHERE f.coverage >= $3
+              AND ($4::int IS NULL OR f.rank < $4 OR (f.rank = $4 AND (f.description, f.ndb_number) > ($5, $6)))
             ORDER BY f.rank DESC, f.description, f.ndb_number
-            LIMIT \(limit)
-            """, logger: logger)
-        var found: [(food: FoodRecord, rank: Int, coverage: Double)] = []
-        for try await row in rows {
-            let c = row.makeRandomAccess()
-            found.append((try Self.decode(c), try c[14].decode(Int.self), try c[13].decode(Double.self)))
+            LIMIT $2
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.text, .int8, .float8, .int4, .text, .text]
+        typealias Row = (food: FoodRecord, rank: Int, coverage: Double)
+
+        var query: String
+        var limit: Int
+        var after: FoodCursor?
+        var minimumCoverage: Double
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 6)
+            bindings.append(query)
+            bindings.append(limit)
+            bindings.append(minimumCoverage)
+            bindings.append(after.map { Int32(clamping: $0.rank) })
+            bindings.append(after?.description)
+            bindings.append(after?.ndbNumber)
+            return bindings
         }
-        return found
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let c = row.makeRandomAccess()
+            return (try FoodStore.decode(c), try c[14].decode(Int.self), try c[13].decode(Double.self))
+        }
     }
 
     func find(_ ndbNumber: String, on connection: PostgresConnection, logger: Logger) async throws -> FoodRecord? {
