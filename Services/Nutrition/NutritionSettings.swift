@@ -12,6 +12,7 @@ struct NutritionSettings: Sendable {
     var shareTTLDays: Int
     /// Trend responses kept per process, in each of two generations; 0 keeps none.
     var trendCacheSize: Int
+    /// Food search responses each process keeps (`Nutrition.foodSearches`); 0 keeps none.
     var foodSearchCacheSize: Int
     /// Diet profiles kept per process, in each of two generations, served while the change feed
     /// vouches for them; 0 keeps none (every meal post reads its profile).

@@ -29,6 +29,13 @@ struct FoodCursor: Codable, Sendable {
 
 /// The queries on the food composition table. It changes only with a migration.
 struct FoodStore: Sendable {
+    /// The words of a query that count, from its first, stop words ("the", "how") left out before
+    /// spelling is corrected (they would become food words): each unknown one costs a search of the
+    /// food words, and no food's name needs more.
+    static let maxWords = 8
+    /// Of those, the first this many are corrected when no food uses them (each correction is a
+    /// search of the food words); a later unknown word stays as typed.
+    static let maxCorrections = 4
     /// A search lists foods naming at least half of the query's words.
     static let minimumCoverage = 0.5
     /// An analysed item takes a food's values only when the food names every word of the item's
@@ -66,20 +73,24 @@ struct FoodStore: Sendable {
         return found
     }
 
-    /// Prepared once per connection: planning the statement costs PostgreSQL about as much as
-    /// running it.
+    /// Prepared once per connection: parsing and planning the statement on every request cost
+    /// PostgreSQL about as much as running it (its plan cache now decides when to plan again).
     struct SearchQuery: PostgresPreparedStatement {
         static let name = "nutrition.food_search"
         static let sql = """
             WITH typed AS (
-                SELECT word, word_trigrams(word) AS t
-                FROM (SELECT DISTINCT word FROM regexp_split_to_table(lower($1), '[^[:alnum:]]+') AS word WHERE word <> '') AS words
+                SELECT word, word_trigrams(word) AS t, row_number() OVER (ORDER BY first) AS place
+                FROM (
+                    SELECT word, min(n) AS first FROM regexp_split_to_table(lower($1), '[^[:alnum:]]+') WITH ORDINALITY AS w(word, n)
+                    WHERE word <> '' AND length(to_tsvector('english', word)) > 0
+                    GROUP BY word ORDER BY min(n) LIMIT \(FoodStore.maxWords)
+                ) AS words
             ),
             corrected AS (
                 SELECT coalesce(
                     (SELECT w.word FROM food_words w WHERE w.word = t.word),
                     (SELECT w.word FROM food_words w, LATERAL (SELECT count(*)::float8 AS n FROM unnest(w.trigrams) AS g WHERE g = ANY (t.t)) AS s
-                        WHERE w.trigrams && t.t AND length(w.word) BETWEEN length(t.word) - 2 AND length(t.word) + 2
+                        WHERE t.place <= \(FoodStore.maxCorrections) AND w.trigrams && t.t AND length(w.word) BETWEEN length(t.word) - 2 AND length(t.word) + 2
                           AND s.n / (cardinality(w.trigrams) + cardinality(t.t) - s.n) >= 0.3
                         ORDER BY s.n / (cardinality(w.trigrams) + cardinality(t.t) - s.n) DESC, w.foods DESC, w.word
                         LIMIT 1),
@@ -156,6 +167,11 @@ struct FoodStore: Sendable {
     /// them. A number not in the table is a problem of that item. Items that give their amounts cost
     /// no query unless they name a number.
     func fill(_ inputs: [MealItemInput], on connection: PostgresConnection, logger: Logger) async throws -> [MealItem] {
+        // The count is checked before any lookup, as the draft checks it: a body of thousands of
+        // numbers asks for nothing.
+        guard (1...MealDraft.maxItems).contains(inputs.count) else {
+            throw APIError.validation([.init(field: "items", message: "must hold 1 to \(MealDraft.maxItems) items")])
+        }
         let numbers = inputs.compactMap(\.ndbNumber)
         let foods = try await self.foods(numbers.filter { $0.utf8.count <= 16 }, on: connection, logger: logger)
         var problems: [Problem.FieldError] = []
@@ -163,6 +179,12 @@ struct FoodStore: Sendable {
         for (index, input) in inputs.enumerated() {
             if let number = input.ndbNumber, foods[number] == nil {
                 problems.append(.init(field: "items[\(index)].ndb_number", message: "is not a food of the table (GET /v1/foods)"))
+                continue
+            }
+            // Grams are checked before they scale the table's amounts, so that a bad one is named
+            // as itself rather than as the amounts it would make.
+            if case .food(_, let grams, _, _) = input, !(grams.isFinite && grams > 0 && grams <= 10_000) {
+                problems.append(.init(field: "items[\(index)].grams", message: "must be more than 0 and at most 10000"))
                 continue
             }
             switch input {

@@ -12,20 +12,20 @@ enum FoodTable {
     /// The table's version for kept search responses: the release's number.
     static let version: Int64 = 24
 
-    struct Missing: Error, CustomStringConvertible {
+    struct Unusable: Error, CustomStringConvertible {
         var description: String
     }
 
     static func migration(bundle: Bundle) throws -> Migration {
         guard let url = bundle.url(forResource: "usda-sr24-foods", withExtension: "json", subdirectory: "Resources") else {
-            throw Missing(description: "Resources/usda-sr24-foods.json is missing from the bundle")
+            throw Unusable(description: "Resources/usda-sr24-foods.json is missing from the bundle")
         }
         return try migration(json: String(contentsOf: url, encoding: .utf8))
     }
 
     static func migration(json: String) throws -> Migration {
         // The text goes into the statement dollar-quoted: it must not close the quote itself.
-        guard !json.contains("$foods$") else { throw Missing(description: "Resources/usda-sr24-foods.json contains the quote $foods$") }
+        guard !json.contains("$foods$") else { throw Unusable(description: "Resources/usda-sr24-foods.json contains the quote $foods$") }
         let sql = """
             INSERT INTO foods (ndb_number, description, energy_kcal, protein_g, carbs_g, fat_g, fiber_g, sugars_g, saturated_fat_g, sodium_mg, alcohol_g, portions)
             SELECT f.ndb_number, f.description, f.energy_kcal, f.protein_g, f.carbs_g, f.fat_g, f.fiber_g, f.sugars_g, f.saturated_fat_g, f.sodium_mg,

@@ -90,11 +90,20 @@ enum MealItemInput: Decodable, Sendable, Equatable {
     case amounts(MealItem)
     case food(ndbNumber: String, grams: Double, name: String?, tags: [String]?)
 
-    private enum Keys: String, CodingKey { case calories, grams, name, ndbNumber = "ndb_number", tags }
+    private enum Keys: String, CodingKey {
+        case alcoholG = "alcohol_g", calories, carbsG = "carbs_g", fatG = "fat_g", fiberG = "fiber_g", grams, name, ndbNumber = "ndb_number"
+        case proteinG = "protein_g", saturatedFatG = "saturated_fat_g", sodiumMg = "sodium_mg", sugarG = "sugar_g", tags
+    }
+    private static let amounts: [Keys] = [.proteinG, .carbsG, .fatG, .fiberG, .sugarG, .saturatedFatG, .sodiumMg, .alcoholG]
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: Keys.self)
         if !container.contains(.calories), let ndbNumber = try container.decodeIfPresent(String.self, forKey: .ndbNumber) {
+            // Amounts without their energy are neither form: refused, not dropped.
+            if let given = Self.amounts.first(where: container.contains) {
+                throw DecodingError.dataCorruptedError(
+                    forKey: given, in: container, debugDescription: "an item naming ndb_number gives grams only, or all of its amounts with calories")
+            }
             self = .food(
                 ndbNumber: ndbNumber, grams: try container.decode(Double.self, forKey: .grams), name: try container.decodeIfPresent(String.self, forKey: .name),
                 tags: try container.decodeIfPresent([String].self, forKey: .tags))

@@ -28,7 +28,8 @@ struct MealRoutes {
         let user = context.caller.userID
         // One statement writes: no transaction around it (a profile changed in between scores the
         // meal as if it were logged a moment before the change). The profile is the one this
-        // process keeps while the change feed vouches for it: then the insert is the only statement.
+        // process keeps while the change feed vouches for it: then the insert is the only statement
+        // (with the foods' lookup before it when an item names one).
         let meal = try await nutrition.postgres.withConnectionOnItsLoop { connection in
             let items = try await nutrition.foods.fill(body.items, on: connection, logger: context.logger)
             let profile = try await nutrition.dietProfile(user, on: connection, logger: context.logger)

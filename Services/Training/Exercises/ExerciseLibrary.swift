@@ -11,21 +11,21 @@ enum ExerciseLibrary {
     static let imageBase = "https://raw.githubusercontent.com/yuhonas/free-exercise-db/\(sourceCommit)/exercises/"
     static let migrationName = "0001_training_library"
 
-    struct Missing: Error, CustomStringConvertible {
+    struct Unusable: Error, CustomStringConvertible {
         var description: String
     }
 
     /// The migration that upserts the library's rows by the data set's ids (stable UUIDs made from them).
     static func migration(bundle: Bundle) throws -> Migration {
         guard let url = bundle.url(forResource: "exercises", withExtension: "json", subdirectory: "Resources") else {
-            throw Missing(description: "Resources/exercises.json is missing from the bundle")
+            throw Unusable(description: "Resources/exercises.json is missing from the bundle")
         }
         return try migration(json: String(contentsOf: url, encoding: .utf8))
     }
 
     static func migration(json: String) throws -> Migration {
         // The text goes into the statement dollar-quoted: it must not close the quote itself.
-        guard !json.contains("$library$") else { throw Missing(description: "Resources/exercises.json contains the quote $library$") }
+        guard !json.contains("$library$") else { throw Unusable(description: "Resources/exercises.json contains the quote $library$") }
         let sql = """
             INSERT INTO exercises (id, source_id, name, category, level, equipment, force, mechanic,
                 primary_muscles, secondary_muscles, instructions, images)

@@ -3562,7 +3562,7 @@ extension Components {
                 case totals
             }
         }
-        /// One food of a meal, in one of two forms. Its amounts for the portion eaten: name, grams, calories, protein_g, carbs_g and fat_g are then required, and protein, carbs, fat and alcohol together are at most grams. Or a food of the table and its grams, without calories: ndb_number and grams, the name (default the food's description) and tags (default the food's) optional; the server fills in the amounts (GET /v1/foods). An item with both keeps its amounts, ndb_number saying where they came from. An ndb_number not in the table is 400 naming items[i].ndb_number.
+        /// One food of a meal, in one of two forms. Its amounts for the portion eaten: name, grams, calories, protein_g, carbs_g and fat_g are then required, and protein, carbs, fat and alcohol together are at most grams. Or a food of the table and its grams, without calories: ndb_number and grams, the name (default the food's description) and tags (default the food's) optional; the server fills in the amounts (GET /v1/foods), and other amounts beside ndb_number without calories are 400. An item with both keeps its amounts as sent, ndb_number saying where they came from: to change a table food's grams send {ndb_number, grams} again. An ndb_number not in the table is 400 naming items[i].ndb_number.
         ///
         /// - Remark: Generated from `#/components/schemas/MealItemInput`.
         public struct MealItemInput: Codable, Hashable, Sendable {

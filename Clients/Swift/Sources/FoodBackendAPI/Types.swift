@@ -311,7 +311,7 @@ public protocol APIProtocol: Sendable {
     func postV1FollowRequestsIdDeny(_ input: Operations.PostV1FollowRequestsIdDeny.Input) async throws -> Operations.PostV1FollowRequestsIdDeny.Output
     /// Searches the food composition table (USDA SR24), the best matches first.
     ///
-    /// A food ranks by the share of the query's words its description holds, in any form (plurals: "bananas" finds "Bananas, raw"), after each word no food uses is replaced by the nearest food word by letter trigrams (typos: "chiken"); then by naming exactly the query as its kind and first detail ("brown rice": "Rice, brown, ..."), by being a generic food (not a baby food, fast food, restaurant dish or brand), by how much of its description the query is, and by how many household portions USDA lists. Foods holding under half of the query's words are left out. Any signed-in user.
+    /// A food ranks by the share of the query's words its description holds, in any form (plurals: "bananas" finds "Bananas, raw"), after each word no food uses is replaced by the nearest food word by letter trigrams (typos: "chiken"); then by naming exactly the query as its kind and first detail ("brown rice": "Rice, brown, ..."), by being a generic food (not a baby food, fast food, restaurant dish or brand), by how much of its description the query is, and by how many household portions USDA lists. When some food holds every word only those are listed, else those holding at least half of them; the query's first eight words count, stop words aside, and the first four of them are corrected when misspelt. Any signed-in user.
     ///
     /// - Remark: HTTP `GET /v1/foods`.
     /// - Remark: Generated from `#/paths//v1/foods/get`.
@@ -1537,7 +1537,7 @@ extension APIProtocol {
     }
     /// Searches the food composition table (USDA SR24), the best matches first.
     ///
-    /// A food ranks by the share of the query's words its description holds, in any form (plurals: "bananas" finds "Bananas, raw"), after each word no food uses is replaced by the nearest food word by letter trigrams (typos: "chiken"); then by naming exactly the query as its kind and first detail ("brown rice": "Rice, brown, ..."), by being a generic food (not a baby food, fast food, restaurant dish or brand), by how much of its description the query is, and by how many household portions USDA lists. Foods holding under half of the query's words are left out. Any signed-in user.
+    /// A food ranks by the share of the query's words its description holds, in any form (plurals: "bananas" finds "Bananas, raw"), after each word no food uses is replaced by the nearest food word by letter trigrams (typos: "chiken"); then by naming exactly the query as its kind and first detail ("brown rice": "Rice, brown, ..."), by being a generic food (not a baby food, fast food, restaurant dish or brand), by how much of its description the query is, and by how many household portions USDA lists. When some food holds every word only those are listed, else those holding at least half of them; the query's first eight words count, stop words aside, and the first four of them are corrected when misspelt. Any signed-in user.
     ///
     /// - Remark: HTTP `GET /v1/foods`.
     /// - Remark: Generated from `#/paths//v1/foods/get`.
