@@ -98,6 +98,23 @@ import TestSupport
         }
     }
 
+    /// A food's tags come from USDA's food group (its number's first two digits) and its name's kind,
+    /// by the rules docs/API.md lists.
+    @Test func tagsComeFromUSDAsGroupsAndNames() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let expected: [String: Set<String>] = [
+                "01009": ["cheese"], "01123": ["egg"], "05062": ["poultry"], "07022": ["processed_meat"], "10123": ["processed_meat", "red_meat"],
+                "12061": ["nuts"], "13047": ["red_meat"], "14003": ["alcohol"], "15076": ["fish"], "15149": ["seafood"], "16057": ["legume"],
+                "19296": ["honey"],
+            ]
+            for (number, tags) in expected {
+                let food = try await env.call(.get, "/v1/foods/\(number)", as: user)
+                #expect(Set(food.json["tags"] as? [String] ?? ["missing"]) == tags, "\(number) \(food.json["description"] ?? "")")
+            }
+        }
+    }
+
     /// An item may name a food and grams: the table's amounts are filled in, scored as typed items
     /// are, and the number kept with it; an unknown number names the item.
     @Test func aMealItemNamingAFoodTakesTheTablesAmounts() async throws {
