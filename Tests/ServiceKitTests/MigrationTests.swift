@@ -114,5 +114,12 @@ import TestSupport
         #expect(statements.count == 4)
         #expect(statements[2].hasPrefix("DO $body$ BEGIN PERFORM 1; END $body$"))
         #expect(statements[3] == "SELECT 'it''s; fine'")
+        // Characters outside ASCII, in text, quotes and a dollar tag; a tag that is not closed runs
+        // to the end; "/*/" does not close its comment.
+        let others = SQLScript.statements(
+            """
+            SELECT 'café; crème' AS "naïve;x"; DO $tâche$ SELECT 1; $tâche$; SELECT 2 /*/ ; */; SELECT $a$ open; to the end
+            """)
+        #expect(others == [#"SELECT 'café; crème' AS "naïve;x""#, "DO $tâche$ SELECT 1; $tâche$", "SELECT 2 /*/ ; */", "SELECT $a$ open; to the end"])
     }
 }
