@@ -30,6 +30,7 @@ NOT_IDS = {
     "counter": "the name of one of the caller's own usage counters",
     "date": "a day of the caller's own metrics",
     "username": "a public profile found by its username (GET /v1/profiles/by-username)",
+    "ndb_number": "a food of the food composition table, the same for everyone (GET /v1/foods/{ndb_number})",
 }
 
 # Operations another user may call with the first user's id, by design; not called here.

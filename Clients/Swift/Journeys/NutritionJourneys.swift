@@ -35,6 +35,12 @@ func aMealIsPostedEatenAndSeenInTrends() async throws {
     let trend = try await app.send { try await $0.getV1Trends(query: .init(period: ._7d)).ok.body.json }
     try expect(trend.days.compactMap(\.calories).reduce(0, +) == 180, "the week's trend counts the meal: \(trend.days)")
 
+    // The food table: the edit screen's search, misspelt, then one food by its number.
+    let foods = try await app.send { try await $0.getV1Foods(query: .init(q: "brwn rice, cooked", limit: 5)).ok.body.json }
+    try expect(foods.items.first?.description.hasPrefix("Rice, brown") == true, "the food search: \(foods.items.map(\.description))")
+    let food = try await app.send { try await $0.getV1FoodsNdbNumber(path: .init(ndbNumber: foods.items[0].ndbNumber)).ok.body.json }
+    try expect(food.description == foods.items[0].description && food.source == "USDA SR24", "one food: \(food)")
+
     var eaten: [Components.Schemas.Meal] = []
     for try await item in app.pages({ api, cursor in
         let page = try await api.getV1Meals(query: .init(consumed: ._true, limit: 10, cursor: cursor)).ok.body.json

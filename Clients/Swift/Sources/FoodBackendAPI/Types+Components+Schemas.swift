@@ -2579,6 +2579,8 @@ extension Components {
             public var performedAt: Foundation.Date
             /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload`.
             public struct SetsPayloadPayload: Codable, Hashable, Sendable {
+                /// a block of the session (a workout has at most 50)
+                ///
                 /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/block`.
                 public var block: Swift.Int
                 /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/distance_m`.
@@ -2602,7 +2604,7 @@ extension Components {
                 /// Creates a new `SetsPayloadPayload`.
                 ///
                 /// - Parameters:
-                ///   - block:
+                ///   - block: a block of the session (a workout has at most 50)
                 ///   - distanceM:
                 ///   - done:
                 ///   - durationS:
