@@ -203,12 +203,14 @@ final class EdgeRateLimiter: Service, Sendable {
     }
 
     /// Decides one request: nil when no rule applies (no limits). A bearer token this process has
-    /// not verified counts by address, and is verified (off the request's path) only when the
-    /// address's count let the request through (`verifyLater`).
+    /// not verified counts by address, and is verified off the request's path (`verifyLater`),
+    /// whether or not the address's count let the request through: many users behind one address
+    /// (a carrier's NAT, an office) fill its count, and a user refused there counts as itself from
+    /// its next request instead of waiting for the window to end.
     func decide(path: some StringProtocol, authorization: String?, client: String, now: Date = Date()) -> RateDecision? {
         if let user = signedIn(authorization, now: now)?.user { return decide(path: path, user: user, client: client, now: now) }
         let decision = decide(path: path, user: nil, client: client, now: now)
-        if let authorization, decision?.allowed == true { verifyLater(authorization, client: client, now: now) }
+        if let authorization, decision != nil { verifyLater(authorization, client: client, now: now) }
         return decision
     }
 
@@ -249,10 +251,10 @@ final class EdgeRateLimiter: Service, Sendable {
     }
 
     /// Verifies a token not seen before off the request's path, so that the caller's next requests
-    /// count as its user: only for a request the address's count let through, and at most
-    /// `tokenChecksPerAddress` times a minute per address. A signature check costs far more than a
-    /// count, so made-up tokens from one address cost at most that many, however many are sent; past
-    /// them a caller's requests go on counting by address until the next minute.
+    /// count as its user: at most `tokenChecksPerAddress` times a minute per address. A signature
+    /// check costs far more than a count, so made-up tokens from one address cost at most that many,
+    /// however many are sent; past them a caller's requests go on counting by address until the next
+    /// minute.
     func verifyLater(_ authorization: String, client: String, now: Date) {
         guard let verifier, tokenChecksPerAddress > 0, let token = TokenMiddleware<ServiceRequestContext>.bearerToken(authorization) else { return }
         let address = TrustedProxies.limitKey(client)

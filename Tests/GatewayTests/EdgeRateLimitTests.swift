@@ -77,9 +77,9 @@ import TestSupport
         }
     }
 
-    /// Made-up bearer tokens cost a signature check each. The address's count decides first: a
-    /// request it refuses is not verified, and an address has its tokens verified at most
-    /// `RATE_LIMIT_TOKEN_CHECKS` times a minute; beyond that they count by address, unverified.
+    /// Made-up bearer tokens cost a signature check each: an address has its tokens verified at most
+    /// `RATE_LIMIT_TOKEN_CHECKS` times a minute, whatever its count says; beyond that they count by
+    /// address, unverified.
     @Test func aFloodOfForgedTokensIsRefusedByAddressAndVerifiedWithinABudget() async throws {
         let issuer = TestIssuer()
         try await issuer.start()
@@ -116,6 +116,35 @@ import TestSupport
             // minute's end, each minute has its own three.
             let minutes = Set([started, allowedUntil].map { Int($0.timeIntervalSince1970 / 60) }).count
             #expect(minutes == 1 ? count == 3 : count <= 3 * minutes, "\(count) signatures checked")
+        }
+    }
+
+    /// Many users behind one address fill its count: a user whose first request the address's
+    /// count refuses is verified all the same, and its next requests count as its own.
+    @Test func aUserRefusedByItsAddresssCountIsVerifiedAndThenCountsAsItself() async throws {
+        let issuer = TestIssuer()
+        try await issuer.start()
+        defer { issuer.stop() }
+        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::5"
+        @Sendable func limited(_ config: inout GatewayConfig) throws {
+            config.tokens = issuer.tokenConfig
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 2, window: .seconds(3600))])
+            config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
+        }
+        let token = try await issuer.token(userID: UUID())
+        try await EdgePolicyTests.withGateway(configure: limited) { client in
+            for _ in 0..<2 { #expect(try await client.execute(uri: "/v1/profiles/me", method: .get, headers: [.forwardedFor: address]).status == .ok) }
+            let signedIn: HTTPFields = [.forwardedFor: address, .authorization: "Bearer \(token)"]
+            #expect(try await client.execute(uri: "/v1/profiles/me", method: .get, headers: signedIn).status == .tooManyRequests)
+            // The check runs off the request's path: the next requests pass once it is done.
+            var status = HTTPResponse.Status.tooManyRequests
+            for _ in 0..<100 where status == .tooManyRequests {
+                try await Task.sleep(for: .milliseconds(20))
+                status = try await client.execute(uri: "/v1/profiles/me", method: .get, headers: signedIn).status
+            }
+            #expect(status == .ok)
+            // The address itself stays refused.
+            #expect(try await client.execute(uri: "/v1/profiles/me", method: .get, headers: [.forwardedFor: address]).status == .tooManyRequests)
         }
     }
 
