@@ -30,6 +30,11 @@ import TestSupport
             #expect(chicken.hasPrefix("Chicken") && chicken.lowercased().contains("breast"), "\(chicken)")
             #expect((try await first("chiken breast")?["tags"] as? [String])?.contains { ["poultry", "processed_meat"].contains($0) } == true)
             #expect(try await first("strawberies")?["description"] as? String == "Strawberries, raw")
+            // A stand-in named as its kind ranks after the food itself, unless asked for.
+            let plainChicken = try #require(try await first("chicken"))
+            #expect(plainChicken["tags"] as? [String] == ["poultry"], "\(plainChicken["description"] ?? "")")
+            #expect(try await first("chicken meatless")?["description"] as? String == "Chicken, meatless")
+            #expect((try await first("sour cream")?["description"] as? String).map { !$0.contains("imitation") } == true)
             #expect(try await first("olive oil")?["tags"] as? [String] == ["olive_oil"])
             #expect(try await first("whole milk")?["ndb_number"] as? String == "01077")
             #expect(try await first("xyzzyq") == nil)

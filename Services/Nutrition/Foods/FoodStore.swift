@@ -63,7 +63,8 @@ struct FoodStore: Sendable {
     /// nearest it by trigrams (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are the candidates; when none does, those
     /// naming any (unless every word must be named). They rank by coverage, then by naming exactly the query in their kind ("Bananas")
     /// or kind and first detail ("Rice, brown"), by being generic, by how much of their name the
-    /// query is, and by how many household portions USDA lists (common foods list many).
+    /// query is, and by how many household portions USDA lists (common foods list many). A stand-in
+    /// ("Chicken, meatless") gives up the kind and generic shares unless the query names it so.
     func search(_ query: String, limit: Int, after: FoodCursor?, minimumCoverage: Double, on connection: PostgresConnection, logger: Logger)
         async throws -> [(food: FoodRecord, rank: Int, coverage: Double)]
     {
@@ -97,7 +98,11 @@ struct FoodStore: Sendable {
                     t.word) AS word
                 FROM typed t
             ),
-            q AS (SELECT tsvector_to_array(to_tsvector('english', coalesce(string_agg(word, ' '), ''))) AS w FROM corrected),
+            q AS (
+                SELECT tsvector_to_array(to_tsvector('english', coalesce(string_agg(word, ' '), ''))) AS w,
+                    tsvector_to_array(to_tsvector('english', 'meatless imitation substitute')) AS stand_in_words
+                FROM corrected
+            ),
             candidates AS (
                 SELECT f.* FROM foods f, q WHERE f.words @> q.w
                 UNION ALL
@@ -111,7 +116,8 @@ struct FoodStore: Sendable {
                     + (CASE WHEN f.generic THEN 1000 ELSE 0 END)
                     + (CASE WHEN (f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words)
                         THEN 3000 ELSE 0 END)
-                    + 100 * least(jsonb_array_length(f.portions), 10) AS rank
+                    + 100 * least(jsonb_array_length(f.portions), 10)
+                    - (CASE WHEN f.stand_in AND NOT q.w && q.stand_in_words THEN 4000 ELSE 0 END) AS rank
                 FROM candidates f, q, LATERAL (SELECT count(*)::float8 AS n FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found
                 WHERE cardinality(q.w) > 0
             ) AS f
