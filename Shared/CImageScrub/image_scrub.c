@@ -51,11 +51,11 @@ static int load(const void *data, size_t length, image_scrub_format format, int 
 }
 
 image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, image_scrub_result *result) {
-    return image_scrub_resized(data, length, format, max_side, max_bytes, 0, format, result);
+    return image_scrub_resized(data, length, format, max_side, max_bytes, 0, format, 1, result);
 }
 
 image_scrub_status image_scrub_resized(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, int max_long_side,
-                                       image_scrub_format output_format, image_scrub_result *result) {
+                                       image_scrub_format output_format, int compact, image_scrub_result *result) {
     memset(result, 0, sizeof *result);
     if (output_format == IMAGE_SCRUB_HEIF) return fail(result, IMAGE_SCRUB_FAILED, "HEIF is not written");
     pthread_once(&started, start);
@@ -149,7 +149,7 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
     int saved;
     switch (output_format) {
     case IMAGE_SCRUB_JPEG:
-        saved = vips_jpegsave_buffer(upright, &output, &output_length, "strip", TRUE, "Q", 90, "optimize_coding", TRUE, NULL);
+        saved = vips_jpegsave_buffer(upright, &output, &output_length, "strip", TRUE, "Q", 90, "optimize_coding", compact ? TRUE : FALSE, NULL);
         break;
     case IMAGE_SCRUB_PNG:
         saved = vips_pngsave_buffer(upright, &output, &output_length, "strip", TRUE, NULL);

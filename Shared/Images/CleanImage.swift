@@ -39,15 +39,17 @@ public struct CleanImage: Sendable {
         }
     }
 
+    /// `compact`: a JPEG's Huffman tables made for the image (a smaller file, a second pass over it),
+    /// for an image kept and served; a copy sent once goes without.
     public static func cleanNow(
         _ input: ByteBuffer, format: ImageFormat, maxSide: Int, maxBytes: Int = ImageDecoding.standardMaxDecodedBytes, maxLongSide: Int? = nil,
-        output: ImageFormat? = nil
+        output: ImageFormat? = nil, compact: Bool = true
     ) throws(Problem) -> CleanImage {
         let written = output ?? format
         guard written != .heic else { throw .failed("HEIC is read, never written") }
         var result = image_scrub_result()
         let status = input.withUnsafeReadableBytes { bytes in
-            image_scrub_resized(bytes.baseAddress, bytes.count, format.scrubFormat, Int32(maxSide), maxBytes, Int32(maxLongSide ?? 0), written.scrubFormat, &result)
+            image_scrub_resized(bytes.baseAddress, bytes.count, format.scrubFormat, Int32(maxSide), maxBytes, Int32(maxLongSide ?? 0), written.scrubFormat, compact ? 1 : 0, &result)
         }
         defer { image_scrub_free(result.data) }
         switch status {

@@ -122,7 +122,7 @@ extension MealPhoto {
                 try await NIOThreadPool.singleton.runIfActive {
                     let stored = try CleanImage.cleanNow(
                         photo, format: format, maxSide: maxSide, maxBytes: decoding.maxDecodedBytes, maxLongSide: storedLongSide, output: .jpeg)
-                    let model = try CleanImage.cleanNow(stored.bytes, format: .jpeg, maxSide: maxSide, maxBytes: decoding.maxDecodedBytes, maxLongSide: modelLongSide)
+                    let model = try CleanImage.cleanNow(stored.bytes, format: .jpeg, maxSide: maxSide, maxBytes: decoding.maxDecodedBytes, maxLongSide: modelLongSide, compact: false)
                     return (stored, model)
                 }
             }

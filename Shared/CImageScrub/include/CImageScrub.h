@@ -49,9 +49,11 @@ image_scrub_status image_scrub(const void *data, size_t length, image_scrub_form
 /// As image_scrub, then scaled down (never up) to at most `max_long_side` pixels on its long side
 /// (0 keeps its size), and written as `output_format` (JPEG, PNG or WebP). A JPEG is decoded at a
 /// half, quarter or eighth of its size when that keeps at least nine tenths of `max_long_side`, so a
-/// phone photo is not decoded whole to be shrunk.
+/// phone photo is not decoded whole to be shrunk. `compact` (JPEG only) makes the encoder find the
+/// image's own Huffman tables, a second pass over it: a smaller file for one kept and served, not
+/// worth its time for a copy sent once.
 image_scrub_status image_scrub_resized(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, int max_long_side,
-                                       image_scrub_format output_format, image_scrub_result *result);
+                                       image_scrub_format output_format, int compact, image_scrub_result *result);
 
 /// An image this library wrote (trusted: it is not checked again), scaled and cropped around its
 /// centre to fill exactly `width` x `height`, as a PNG (for Cairo, which reads PNG only).
