@@ -147,9 +147,14 @@ final class EdgeRateLimiter: Service, Sendable {
     private let logger: Logger
     let syncInterval: Duration
     private let counters = Mutex<[CounterKey: Counter]>([:])
-    /// Tokens sent for verification per address (`TrustedProxies.limitKey`) in the current minute;
-    /// bounded as the counters are.
-    private let tokenChecks = Mutex<[String: (minute: Int64, count: Int)]>([:])
+    /// Tokens sent for verification per address (`TrustedProxies.limitKey`) in the current minute,
+    /// bounded as the counters are, and the tokens being verified now: a client retrying while its
+    /// token is checked spends its address's budget once.
+    private struct TokenChecks {
+        var spent: [String: (minute: Int64, count: Int)] = [:]
+        var inFlight: Set<String> = []
+    }
+    private let tokenChecks = Mutex(TokenChecks())
 
     /// Keys held at most: beyond it the oldest windows go first (a flood of addresses cannot grow it).
     static let capacity = 100_000
@@ -205,8 +210,8 @@ final class EdgeRateLimiter: Service, Sendable {
     /// Decides one request: nil when no rule applies (no limits). A bearer token this process has
     /// not verified counts by address, and is verified off the request's path (`verifyLater`),
     /// whether or not the address's count let the request through: many users behind one address
-    /// (a carrier's NAT, an office) fill its count, and a user refused there counts as itself from
-    /// its next request instead of waiting for the window to end.
+    /// (a carrier's NAT, an office) fill its count, and a user refused there counts as itself once
+    /// its token is checked instead of waiting for the window to end.
     func decide(path: some StringProtocol, authorization: String?, client: String, now: Date = Date()) -> RateDecision? {
         if let user = signedIn(authorization, now: now)?.user { return decide(path: path, user: user, client: client, now: now) }
         let decision = decide(path: path, user: nil, client: client, now: now)
@@ -251,27 +256,33 @@ final class EdgeRateLimiter: Service, Sendable {
     }
 
     /// Verifies a token not seen before off the request's path, so that the caller's next requests
-    /// count as its user: at most `tokenChecksPerAddress` times a minute per address. A signature
-    /// check costs far more than a count, so made-up tokens from one address cost at most that many,
-    /// however many are sent; past them a caller's requests go on counting by address until the next
-    /// minute.
+    /// count as its user once the check is done: at most `tokenChecksPerAddress` times a minute per
+    /// address, whatever the address's rate limit, and once for a token already being checked. A
+    /// signature check costs far more than a count, so made-up tokens from one address cost at most
+    /// that many, however many are sent; past them a caller's requests go on counting by address
+    /// until the next minute.
     func verifyLater(_ authorization: String, client: String, now: Date) {
         guard let verifier, tokenChecksPerAddress > 0, let token = TokenMiddleware<ServiceRequestContext>.bearerToken(authorization) else { return }
         let address = TrustedProxies.limitKey(client)
         let minute = Int64(now.timeIntervalSince1970 / 60)
         let allowed = tokenChecks.withLock { checks in
-            var spent = checks[address].flatMap { $0.minute == minute ? $0.count : nil } ?? 0
+            guard !checks.inFlight.contains(token), checks.inFlight.count < Self.capacity else { return false }
+            var spent = checks.spent[address].flatMap { $0.minute == minute ? $0.count : nil } ?? 0
             guard spent < tokenChecksPerAddress else { return false }
             spent += 1
-            if checks.count >= Self.capacity, checks[address] == nil {
-                checks = checks.filter { $0.value.minute >= minute }
-                if checks.count >= Self.capacity { checks.removeAll(keepingCapacity: true) }
+            if checks.spent.count >= Self.capacity, checks.spent[address] == nil {
+                checks.spent = checks.spent.filter { $0.value.minute >= minute }
+                if checks.spent.count >= Self.capacity { checks.spent.removeAll(keepingCapacity: true) }
             }
-            checks[address] = (minute, spent)
+            checks.spent[address] = (minute, spent)
+            checks.inFlight.insert(token)
             return true
         }
         guard allowed else { return }
-        Task { _ = try? await verifier.verify(token) }
+        Task {
+            _ = try? await verifier.verify(token)
+            _ = self.tokenChecks.withLock { $0.inFlight.remove(token) }
+        }
     }
 
     private static func evict(_ counters: inout [CounterKey: Counter], before window: Int64) {
