@@ -33,6 +33,7 @@ import TestSupport
             // A stand-in named as its kind ranks after the food itself, unless asked for.
             let plainChicken = try #require(try await first("chicken"))
             #expect(plainChicken["tags"] as? [String] == ["poultry"], "\(plainChicken["description"] ?? "")")
+            #expect((try await first("sausage")?["description"] as? String).map { !$0.contains("meatless") } == true)
             #expect(try await first("chicken meatless")?["description"] as? String == "Chicken, meatless")
             #expect((try await first("sour cream")?["description"] as? String).map { !$0.contains("imitation") } == true)
             #expect(try await first("olive oil")?["tags"] as? [String] == ["olive_oil"])

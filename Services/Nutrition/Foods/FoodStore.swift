@@ -113,12 +113,13 @@ struct FoodStore: Sendable {
                 SELECT \(FoodStore.columns), found.n / cardinality(q.w) AS coverage,
                     (20000 * found.n / cardinality(q.w))::int
                     + (1500 * found.n / cardinality(f.words))::int
-                    + (CASE WHEN f.generic THEN 1000 ELSE 0 END)
-                    + (CASE WHEN (f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words)
+                    + (CASE WHEN f.generic AND NOT unasked.stand_in THEN 1000 ELSE 0 END)
+                    + (CASE WHEN NOT unasked.stand_in
+                        AND ((f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words))
                         THEN 3000 ELSE 0 END)
-                    + 100 * least(jsonb_array_length(f.portions), 10)
-                    - (CASE WHEN f.stand_in AND NOT q.w && q.stand_in_words THEN 4000 ELSE 0 END) AS rank
-                FROM candidates f, q, LATERAL (SELECT count(*)::float8 AS n FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found
+                    + 100 * least(jsonb_array_length(f.portions), 10) AS rank
+                FROM candidates f, q, LATERAL (SELECT count(*)::float8 AS n FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found,
+                    LATERAL (SELECT f.stand_in AND NOT q.w && q.stand_in_words AS stand_in) AS unasked
                 WHERE cardinality(q.w) > 0
             ) AS f
             WHERE f.coverage >= $3
