@@ -56,7 +56,7 @@ struct EntitlementsTestEnvironment: ServiceHarness {
         let clock = TestClock()
         let definition = EntitlementsService.configured(clock: { clock.now() })
         func build(_ config: ServiceConfig) throws -> some ApplicationProtocol { try buildServiceApplication(definition, config: config) }
-        try await runService("entitlements", environment: settings, build: build) { service in
+        try await runService("entitlements", environment: settings, migrations: EntitlementsService.definition.allMigrations, build: build) { service in
             let adminID = UUID()
             let admin = User(id: adminID, email: "admin@example.com", token: try await service.issuer.token(userID: adminID, roles: [.user, .admin]))
             let env = EntitlementsTestEnvironment(

@@ -36,7 +36,7 @@ struct InvitationsTestEnvironment: ServiceHarness {
             "SMTP_URL": "smtp://127.0.0.1:\(mail.port)", "APP_NAME": "Test Gym", "APP_BASE_URL": "https://app.test", "APP_STORE_URL": "https://apps.apple.com/app/id123",
             "PUBLIC_API_URL": "https://api.test", "ACCEPT_ROLE_WAIT_MS": "3000",
         ].merging(environment) { $1 }
-        try await runService("invitations", environment: settings, build: buildApplication) { service in
+        try await runService("invitations", environment: settings, migrations: InvitationsService.definition.allMigrations, build: buildApplication) { service in
             try await body(
                 InvitationsTestEnvironment(client: service.client, issuer: service.issuer, database: service.database, config: service.config, redis: service.redis, mail: mail))
         }

@@ -33,7 +33,7 @@ struct SocialTestEnvironment: ServiceHarness {
     ) async throws {
         let definition = SocialService.configured(imageDecoding: imageDecoding)
         func build(_ config: ServiceConfig) throws -> some ApplicationProtocol { try buildServiceApplication(definition, config: config) }
-        try await runService("social", environment: environment, build: build) { service in
+        try await runService("social", environment: environment, migrations: SocialService.definition.allMigrations, build: build) { service in
             try await body(SocialTestEnvironment(client: service.client, issuer: service.issuer, database: service.database, config: service.config, redis: service.redis))
         }
     }

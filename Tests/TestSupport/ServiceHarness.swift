@@ -77,13 +77,15 @@ public struct RunningService: Sendable {
     public let redis: RedisClient
 }
 
-/// Boots one service for a test as it runs in production: its own database and Redis stream, access
-/// tokens from a test issuer whose JWKS it fetches over HTTP, the application `build` makes (the
-/// service's own `buildApplication`), waited for until `/healthz` answers.
+/// Boots one service for a test as it runs in production: its own database (a copy of one its
+/// `migrations` already ran in: `TestDatabase.migrated`) and Redis stream, access tokens from a test
+/// issuer whose JWKS it fetches over HTTP, the application `build` makes (the service's own
+/// `buildApplication`), waited for until `/healthz` answers.
 public func runService<App: ApplicationProtocol>(
-    _ name: String, environment: [String: String], build: (ServiceConfig) throws -> App, _ body: @Sendable (RunningService) async throws -> Void
+    _ name: String, environment: [String: String], migrations: @escaping @Sendable () throws -> [Migration], build: (ServiceConfig) throws -> App,
+    _ body: @Sendable (RunningService) async throws -> Void
 ) async throws {
-    let database = try await TestDatabase.create(services: [name])
+    let database = try await TestDatabase.migrated(service: name, migrations: migrations)
     let issuer = TestIssuer()
     try await issuer.start()
     defer { issuer.stop() }

@@ -84,11 +84,25 @@ public struct TestDatabase: Sendable {
     /// connection pool that never hands out a connection would otherwise hold the turn, and every
     /// test waiting behind it, until CI's limit.
     public static func create(services: [String]) async throws -> TestDatabase {
+        try await create(services: services, template: nil)
+    }
+
+    /// A database for one service whose migrations (`migrations`, as its definition lists them)
+    /// already ran: a copy of a database this process migrated once for that service, so the
+    /// service finds nothing to apply when it starts. Applying them for every test cost PostgreSQL
+    /// about as much CPU as the tests themselves (nutrition's food table above all). The copy is
+    /// provisioned as `create` provisions, since a database's own grants are not copied with it.
+    public static func migrated(service: String, migrations: @escaping @Sendable () throws -> [Migration]) async throws -> TestDatabase {
+        let template = try await MigratedTemplates.shared.template(for: service, migrations: migrations)
+        return try await create(services: [service], template: template)
+    }
+
+    static func create(services: [String], template: String?) async throws -> TestDatabase {
         try await DatabaseCreation.shared.run {
             var attempt = 0
             while true {
                 do {
-                    return try await withDeadline(.seconds(30), "creating a test database") { try await createOnce(services: services) }
+                    return try await withDeadline(.seconds(30), "creating a test database") { try await createOnce(services: services, template: template) }
                 } catch {
                     attempt += 1
                     TestEnvironment.logger.warning("test database creation failed; retrying", metadata: ["attempt": "\(attempt)", "error": "\(String(reflecting: error))"])
@@ -104,7 +118,7 @@ public struct TestDatabase: Sendable {
         var description: String { "cannot create a test database: \(detail)" }
     }
 
-    static func createOnce(services: [String]) async throws -> TestDatabase {
+    static func createOnce(services: [String], template: String?) async throws -> TestDatabase {
         let admin = try TestEnvironment.adminURL()
         let name = TestEnvironment.uniqueName("t")
         let host = admin.hostName ?? "127.0.0.1"
@@ -113,7 +127,8 @@ public struct TestDatabase: Sendable {
             host: host, port: port, user: admin.user ?? "postgres", password: admin.password, database: String(admin.path.dropFirst()).isEmpty ? "postgres" : String(admin.path.dropFirst()),
             schema: "public", poolSize: 2)
         try await withClient(adminConfig) { client in
-            try await client.query("CREATE DATABASE \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger)
+            let copying = template.map { " TEMPLATE \(quoteIdentifier($0))" } ?? ""
+            try await client.query("CREATE DATABASE \(unescaped: quoteIdentifier(name))\(unescaped: copying)", logger: TestEnvironment.logger)
         }
         var databaseConfig = adminConfig
         databaseConfig.database = name
@@ -177,6 +192,44 @@ extension ServiceConfig {
         config.events.relayPollInterval = .milliseconds(500)
         config.tokens.jwksURL = jwksURL
         return config
+    }
+}
+
+/// Per service, the database this process migrated once, that `TestDatabase.migrated` copies.
+actor MigratedTemplates {
+    static let shared = MigratedTemplates()
+    private var templates: [String: Task<String, any Error>] = [:]
+
+    func template(for service: String, migrations: @escaping @Sendable () throws -> [Migration]) async throws -> String {
+        let task = templates[service] ?? Task { try await Self.make(service: service, migrations: migrations) }
+        templates[service] = task
+        do {
+            return try await task.value
+        } catch {
+            // The next test tries again rather than failing on this one's cause.
+            if templates[service] == task { templates[service] = nil }
+            throw error
+        }
+    }
+
+    private static func make(service: String, migrations: @escaping @Sendable () throws -> [Migration]) async throws -> String {
+        let database = try await TestDatabase.create(services: [service], template: nil)
+        try await withClient(database.config(for: service, poolSize: 1)) { client in
+            try await MigrationRunner(client: client, schema: service, migrations: try migrations(), logger: TestEnvironment.logger).run()
+        }
+        // PostgreSQL copies a database only when no session is in it: the pool's last connection
+        // may still be closing on the server's side.
+        var admin = try database.adminConfig()
+        admin.database = "postgres"
+        try await withClient(admin) { client in
+            try await waitUntil(.seconds(15)) {
+                var sessions: Int64 = 1
+                let rows = try await client.query("SELECT count(*) FROM pg_stat_activity WHERE datname = \(database.name)", logger: TestEnvironment.logger)
+                for try await count in rows.decode(Int64.self) { sessions = count }
+                return sessions == 0
+            }
+        }
+        return database.name
     }
 }
 

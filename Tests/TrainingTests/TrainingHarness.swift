@@ -24,7 +24,7 @@ struct TrainingTestEnvironment: ServiceHarness {
     let redis: RedisClient
 
     static func run(_ environment: [String: String] = [:], _ body: @Sendable (TrainingTestEnvironment) async throws -> Void) async throws {
-        try await runService("training", environment: environment, build: buildApplication) { service in
+        try await runService("training", environment: environment, migrations: TrainingService.definition.allMigrations, build: buildApplication) { service in
             try await body(TrainingTestEnvironment(client: service.client, issuer: service.issuer, database: service.database, config: service.config, redis: service.redis))
         }
     }
