@@ -86,7 +86,8 @@ class Stack:
         return pid
 
     def up(self):
-        subprocess.run(["scripts/stack", "up"], check=True, capture_output=True)
+        # The stage built the stack before the tests: `up` starts what that build made.
+        subprocess.run(["scripts/stack", "up"], check=True, capture_output=True, env={**os.environ, "STACK_NO_BUILD": "1"})
 
     def wait_until(self, condition, seconds=20, what="condition"):
         deadline = time.time() + seconds
