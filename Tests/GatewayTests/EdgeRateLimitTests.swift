@@ -17,6 +17,12 @@ import TestSupport
 @Suite struct EdgeRateLimitTests {
     static let noon = Date(timeIntervalSince1970: 1_800_000_000)  // a whole minute
 
+    /// An address in IPv6's documentation range that no other run has counted: the tests that go
+    /// through Redis share its counts with every earlier run and every other process.
+    static func freshAddress(host: Int) -> String {
+        "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::\(host)"
+    }
+
     @Test func theTableIsReadAndTheLongestPrefixWins() throws {
         var env = EnvironmentReader(["RATE_LIMITS": "/v1/auth=5/60s, /v1/meals=100/2m, /=50/10s"])
         let table = RateLimitTable(reading: &env)
@@ -55,7 +61,7 @@ import TestSupport
     @Test func applesNotificationsHaveALimitOfTheirOwn() async throws {
         let standard = try #require(RateLimitTable.standard.rule(for: "/v1/webhooks/app-store"))
         #expect(standard.max == 60 && standard.window == .seconds(60) && standard.name == "app-store")
-        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::4"
+        let address = Self.freshAddress(host: 4)
         // The standard rule over an hour, so that no window ends while the test sends.
         @Sendable func limited(_ config: inout GatewayConfig) throws {
             config.redis = try TestEnvironment.redis()
@@ -84,7 +90,7 @@ import TestSupport
         let issuer = TestIssuer()
         try await issuer.start()
         defer { issuer.stop() }
-        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::3"
+        let address = Self.freshAddress(host: 3)
         let adminPort = try RedisServer.freePort()
         @Sendable func limited(_ config: inout GatewayConfig) throws {
             config.tokens = issuer.tokenConfig
@@ -125,7 +131,7 @@ import TestSupport
         let issuer = TestIssuer()
         try await issuer.start()
         defer { issuer.stop() }
-        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::5"
+        let address = Self.freshAddress(host: 5)
         @Sendable func limited(_ config: inout GatewayConfig) throws {
             config.tokens = issuer.tokenConfig
             config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 2, window: .seconds(3600))])
@@ -185,7 +191,7 @@ import TestSupport
 
     @Test func theGatewayAnswers429WithTheHeadersOnBothPaths() async throws {
         // A client of its own behind a trusted balancer: counts in Redis outlive the test run.
-        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::1"
+        let address = Self.freshAddress(host: 1)
         let from: HTTPFields = [.forwardedFor: address]
         let redis = try TestEnvironment.redis()
         @Sendable func limited(_ config: inout GatewayConfig) throws {
@@ -221,7 +227,7 @@ import TestSupport
         let issuer = TestIssuer()
         try await issuer.start()
         defer { issuer.stop() }
-        let address = "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::2"
+        let address = Self.freshAddress(host: 2)
         @Sendable func limited(_ config: inout GatewayConfig) throws {
             config.tokens = issuer.tokenConfig
             config.tokens.leeway = .zero
