@@ -38,6 +38,18 @@ import TestSupport
             #expect((try await first("sour cream")?["description"] as? String).map { !$0.contains("imitation") } == true)
             #expect(try await first("olive oil")?["tags"] as? [String] == ["olive_oil"])
             #expect(try await first("whole milk")?["ndb_number"] as? String == "01077")
+            // No food is Greek yogurt, and "greek" is corrected to "green": yogurts, which hold the word as
+            // typed, come before green peppers, which hold only the guess.
+            let yogurt = try #require(try await first("greek yogurt")?["description"] as? String)
+            #expect(yogurt.hasPrefix("Yogurt"), "\(yogurt)")
+            // A word corrected to another form of itself ("chickens": no food says it) is no guess.
+            func page(_ query: String) async throws -> [String] {
+                let reply = try await env.call(.get, "/v1/foods?q=\(query.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&limit=6", as: user)
+                return (reply.json["items"] as? [[String: Any]])?.compactMap { $0["ndb_number"] as? String } ?? []
+            }
+            let chickenKale = try await page("chicken kale")
+            let chickensKale = try await page("chickens kale")
+            #expect(chickenKale.count == 6 && chickensKale == chickenKale)
             #expect(try await first("xyzzyq") == nil)
             // Stop words are not corrected into food words ("how" is not "hot", "it" not "item").
             #expect(try await first("how is it") == nil)

@@ -61,8 +61,10 @@ struct FoodStore: Sendable {
     /// The foods best matching `query`, with each one's rank and coverage (the share of the query's
     /// words it names). The query's words are corrected first: one no food uses becomes the food word
     /// nearest it by trigrams (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are the candidates; when none does, those
-    /// naming any (unless every word must be named). They rank by coverage, then by naming exactly the query in their kind ("Bananas")
-    /// or kind and first detail ("Rice, brown"), by being generic, by how much of their name the
+    /// naming any (unless every word must be named). They rank by coverage, a corrected word counting half as
+    /// much as one typed as a food word (a correction is a guess: "greek yogurt" lists yogurts before
+    /// green peppers), then by naming in their kind ("Bananas") or kind and first detail ("Rice, brown")
+    /// exactly the query's words they hold (all of it, when they hold every word), by being generic, by how much of their name the
     /// query is, and by how many household portions USDA lists (common foods list many). A stand-in
     /// ("Chicken, meatless") gives up the kind and generic shares unless the query names it so.
     func search(_ query: String, limit: Int, after: FoodCursor?, minimumCoverage: Double, on connection: PostgresConnection, logger: Logger)
@@ -88,18 +90,22 @@ struct FoodStore: Sendable {
                 ) AS words
             ),
             corrected AS (
-                SELECT coalesce(
+                SELECT c.word, t.word AS typed, c.word <> t.word AS guessed
+                FROM typed t, LATERAL (SELECT coalesce(
                     (SELECT w.word FROM food_words w WHERE w.word = t.word),
                     (SELECT w.word FROM food_words w, LATERAL (SELECT count(*)::float8 AS n FROM unnest(w.trigrams) AS g WHERE g = ANY (t.t)) AS s
                         WHERE t.place <= \(FoodStore.maxCorrections) AND w.trigrams && t.t AND length(w.word) BETWEEN length(t.word) - 2 AND length(t.word) + 2
                           AND s.n / (cardinality(w.trigrams) + cardinality(t.t) - s.n) >= 0.3
                         ORDER BY s.n / (cardinality(w.trigrams) + cardinality(t.t) - s.n) DESC, w.foods DESC, w.word
                         LIMIT 1),
-                    t.word) AS word
-                FROM typed t
+                    t.word) AS word) AS c
             ),
             q AS (
                 SELECT tsvector_to_array(to_tsvector('english', coalesce(string_agg(word, ' '), ''))) AS w,
+                    -- A correction to another form of the word typed ("chickens" to "chicken") guesses nothing.
+                    ARRAY(
+                        SELECT unnest(tsvector_to_array(to_tsvector('english', coalesce(string_agg(word, ' ') FILTER (WHERE guessed), ''))))
+                        EXCEPT SELECT unnest(tsvector_to_array(to_tsvector('english', coalesce(string_agg(typed, ' '), ''))))) AS guessed,
                     tsvector_to_array(to_tsvector('english', 'meatless imitation substitute')) AS stand_in_words
                 FROM corrected
             ),
@@ -111,14 +117,18 @@ struct FoodStore: Sendable {
             )
             SELECT * FROM (
                 SELECT \(FoodStore.columns), found.n / cardinality(q.w) AS coverage,
-                    (20000 * found.n / cardinality(q.w))::int
+                    (20000 * (found.n - found.guessed / 2) / cardinality(q.w))::int
                     + (1500 * found.n / cardinality(f.words))::int
                     + (CASE WHEN f.generic AND NOT unasked.stand_in THEN 1000 ELSE 0 END)
                     + (CASE WHEN NOT unasked.stand_in
-                        AND ((f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words))
+                        AND ((q.w @> f.kind_words AND found.in_kind = found.n) OR (q.w @> f.kind_and_detail_words AND found.in_kind_and_detail = found.n))
                         THEN 3000 ELSE 0 END)
                     + 100 * least(jsonb_array_length(f.portions), 10) AS rank
-                FROM candidates f, q, LATERAL (SELECT count(*)::float8 AS n FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found,
+                FROM candidates f, q, LATERAL (
+                    SELECT count(*)::float8 AS n, count(*) FILTER (WHERE w = ANY (q.guessed))::float8 AS guessed,
+                        count(*) FILTER (WHERE w = ANY (f.kind_words))::float8 AS in_kind,
+                        count(*) FILTER (WHERE w = ANY (f.kind_and_detail_words))::float8 AS in_kind_and_detail
+                    FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found,
                     LATERAL (SELECT f.stand_in AND NOT q.w && q.stand_in_words AS stand_in) AS unasked
                 WHERE cardinality(q.w) > 0
             ) AS f
