@@ -1,7 +1,6 @@
 import NIOCore
+import ServiceKitHTTP
 import Testing
-
-@testable import Nutrition
 
 /// The multipart reader on its own: parts found by their boundary however the bytes around it fall.
 @Suite struct MultipartFormTests {
@@ -37,9 +36,21 @@ import Testing
         #expect(form.parts.count == 1 && Array(buffer: form.parts[0].body) == Array("--b\r\n".utf8) + [1, 2, 3])
     }
 
+    /// A byte of 0x80 or more in a header is read as text (vapor/multipart-kit 4.7.1 traps on it).
+    @Test func aHeaderWithBytesOutsideASCIIIsReadNotTrappedOn() throws {
+        let text = "--b\r\n\u{80}\u{E9}: x\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"caf\u{E9}.jpg\"\r\n\r\nx\r\n--b--\r\n"
+        let form = try MultipartForm(ByteBuffer(bytes: Array(text.utf8) + [0xFF]), boundary: "b")
+        #expect(form.parts.map(\.name) == ["photo"] && form.first("photo")?.filename == "caf\u{E9}.jpg")
+    }
+
     @Test(arguments: [
         "", "--b", "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nno end", "--b\r\nno headers end", "nothing like it",
         "--b\r\nContent-Disposition: form-data\r\n\r\nx\r\n--b--",
+        // Cut short after a delimiter, or a delimiter that is neither another part nor the end.
+        "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nx\r\n--b\r\n",
+        "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nx\r\n--b\r",
+        "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nx\r\n--b\r\nContent-Disposition: form-data; name=\"hint\"",
+        "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nx\r\n--b-garbage",
     ])
     func aBrokenBodyIsRefused(_ text: String) {
         #expect(throws: MultipartForm.Problem.self) { try MultipartForm(ByteBuffer(string: text), boundary: "b") }

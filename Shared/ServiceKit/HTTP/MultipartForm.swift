@@ -7,25 +7,30 @@ import NIOCore
 
 /// A `multipart/form-data` body (RFC 7578) read whole: its parts by field name. Only what the
 /// upload routes need: `Content-Disposition`'s `name` and `filename`, each part's `Content-Type`,
-/// and the bytes between boundaries.
-struct MultipartForm: Sendable {
-    struct Part: Sendable {
-        var name: String
-        var filename: String?
-        var contentType: String?
-        var body: ByteBuffer
+/// and the bytes between boundaries, which stay in the request's buffer (no copy of a photo).
+///
+/// The project's own because the maintained parser at hand is not safe to expose: vapor/multipart-kit
+/// 4.7.1 looks each header-name byte up in a table of 128 entries, so one byte of 0x80 or more in a
+/// part's header traps, and a signed-in user could stop the process with one upload (its 5.x parser
+/// is still a beta). `MultipartFormTests` sends such a body.
+public struct MultipartForm: Sendable {
+    public struct Part: Sendable {
+        public var name: String
+        public var filename: String?
+        public var contentType: String?
+        public var body: ByteBuffer
     }
 
-    var parts: [Part]
+    public var parts: [Part]
 
-    func first(_ name: String) -> Part? { parts.first { $0.name == name } }
+    public func first(_ name: String) -> Part? { parts.first { $0.name == name } }
 
-    func text(_ name: String) -> String? { first(name).map { String(buffer: $0.body) } }
+    public func text(_ name: String) -> String? { first(name).map { String(buffer: $0.body) } }
 
-    enum Problem: Error { case malformed(String) }
+    public enum Problem: Error { case malformed(String) }
 
     /// The boundary of a `multipart/form-data` content type; nil for any other type.
-    static func boundary(of contentType: String) -> String? {
+    public static func boundary(of contentType: String) -> String? {
         let pieces = contentType.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
         guard let type = pieces.first, type.lowercased() == "multipart/form-data" else { return nil }
         for piece in pieces.dropFirst() {
@@ -39,7 +44,7 @@ struct MultipartForm: Sendable {
         return nil
     }
 
-    init(_ body: ByteBuffer, boundary: String) throws(Problem) {
+    public init(_ body: ByteBuffer, boundary: String) throws(Problem) {
         let bytes = body.readableBytesView
         let delimiter = Array("--\(boundary)".utf8)
         var parts: [Part] = []
