@@ -60,13 +60,17 @@ struct FoodStore: Sendable {
 
     /// The foods best matching `query`, with each one's rank and coverage (the share of the query's
     /// words it names). The query's words are corrected first: one no food uses becomes the food word
-    /// nearest it by trigrams (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are the candidates; when none does, those
-    /// naming any (unless every word must be named). They rank by coverage, a corrected word counting half as
-    /// much as one typed as a food word (a correction is a guess: "greek yogurt" lists yogurts before
-    /// green peppers), then by naming in their kind ("Bananas") or kind and first detail ("Rice, brown")
-    /// exactly the query's words they hold (all of it, when they hold every word), by being generic, by how much of their name the
-    /// query is, and by how many household portions USDA lists (common foods list many). A stand-in
-    /// ("Chicken, meatless") gives up the kind and generic shares unless the query names it so.
+    /// nearest it by trigrams (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods
+    /// naming every word are the candidates; when none does, those naming any (unless every word must
+    /// be named); when they name every word only by a correction ("greek salad" read as "green
+    /// salad"), the foods whose kind holds a word as typed follow them. They rank by coverage,
+    /// a corrected word counting half as much as one typed as a food word (a correction is a guess:
+    /// "greek yogurt" lists yogurts before green peppers); then a food whose kind the query names
+    /// ("Chicken, …" for "chicken breast") by how usual it is among its kind's foods (`typicality`:
+    /// "chicken" means broilers, not feet), a little more when its kind, or kind and first detail, is
+    /// the query ("Milk, whole"); then by being generic, by how much of their name the query is, and
+    /// by how many household portions USDA lists (common foods list many). A stand-in ("Chicken,
+    /// meatless") gives up the kind and generic shares unless the query names it so.
     func search(_ query: String, limit: Int, after: FoodCursor?, minimumCoverage: Double, on connection: PostgresConnection, logger: Logger)
         async throws -> [(food: FoodRecord, rank: Int, coverage: Double)]
     {
@@ -109,25 +113,31 @@ struct FoodStore: Sendable {
                     tsvector_to_array(to_tsvector('english', 'meatless imitation substitute')) AS stand_in_words
                 FROM corrected
             ),
+            as_typed AS (SELECT ARRAY(SELECT unnest(q.w) EXCEPT SELECT unnest(q.guessed)) AS w FROM q),
             candidates AS (
-                SELECT f.* FROM foods f, q WHERE f.words @> q.w
+                SELECT f.*, false AS typed_only FROM foods f, q WHERE f.words @> q.w
                 UNION ALL
-                SELECT f.* FROM foods f, q
+                SELECT f.*, false FROM foods f, q
                 WHERE $3 < 1 AND NOT EXISTS (SELECT FROM foods e WHERE e.words @> q.w) AND f.words && q.w
+                UNION ALL
+                -- Foods naming every word only with a guess ("greek salad" read as "green salad") do not
+                -- hide the foods whose kind holds a word as typed ("Salad dressing, …"): those follow them.
+                SELECT f.*, true FROM foods f, q, as_typed
+                WHERE $3 < 1 AND cardinality(q.guessed) > 0 AND EXISTS (SELECT FROM foods e WHERE e.words @> q.w)
+                  AND f.kind_words && as_typed.w AND NOT f.words @> q.w
             )
             SELECT * FROM (
                 SELECT \(FoodStore.columns), found.n / cardinality(q.w) AS coverage,
-                    (20000 * (found.n - found.guessed / 2) / cardinality(q.w))::int
-                    + (1500 * found.n / cardinality(f.words))::int
+                    (20000 * (found.n - found.guessed / 2) / cardinality(q.w))::int - (CASE WHEN f.typed_only THEN 20000 ELSE 0 END)
+                    + (500 * found.n / cardinality(f.words))::int
                     + (CASE WHEN f.generic AND NOT unasked.stand_in THEN 1000 ELSE 0 END)
-                    + (CASE WHEN NOT unasked.stand_in
-                        AND ((q.w @> f.kind_words AND found.in_kind = found.n) OR (q.w @> f.kind_and_detail_words AND found.in_kind_and_detail = found.n))
-                        THEN 3000 ELSE 0 END)
+                    + (CASE WHEN NOT unasked.stand_in AND q.w @> f.kind_words THEN 3000 + (2000 * f.typicality)::int ELSE 0 END)
+                    + (CASE WHEN NOT unasked.stand_in AND found.n = cardinality(q.w)
+                        AND ((f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words))
+                        THEN 300 ELSE 0 END)
                     + 100 * least(jsonb_array_length(f.portions), 10) AS rank
                 FROM candidates f, q, LATERAL (
-                    SELECT count(*)::float8 AS n, count(*) FILTER (WHERE w = ANY (q.guessed))::float8 AS guessed,
-                        count(*) FILTER (WHERE w = ANY (f.kind_words))::float8 AS in_kind,
-                        count(*) FILTER (WHERE w = ANY (f.kind_and_detail_words))::float8 AS in_kind_and_detail
+                    SELECT count(*)::float8 AS n, count(*) FILTER (WHERE w = ANY (q.guessed))::float8 AS guessed
                     FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found,
                     LATERAL (SELECT f.stand_in AND NOT q.w && q.stand_in_words AS stand_in) AS unasked
                 WHERE cardinality(q.w) > 0
