@@ -153,3 +153,20 @@ public struct AnyKey: CodingKey, Sendable {
     public init(stringValue: String) { self.stringValue = stringValue }
     public init?(intValue: Int) { nil }
 }
+
+extension KeyedEncodingContainer {
+    /// The value, or `null`, through the container's own overload for its type. The generic
+    /// `encode(_:forKey:)` that an `Optional` otherwise takes makes Foundation's encoder try a
+    /// dynamic cast per value, which dominates objects of many small optional numbers.
+    public mutating func encodeOrNull(_ value: Int?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
+    }
+
+    public mutating func encodeOrNull(_ value: Double?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
+    }
+
+    public mutating func encodeOrNull(_ value: String?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
+    }
+}

@@ -16,6 +16,12 @@ enum WeightUnit: String, Codable, Sendable {
         }
     }
 
+    /// The same, in the unit a statement's parameter names (`'kg'` or `'lbs'`): one text for both, so
+    /// the statement can be prepared once.
+    static func sql(_ kilograms: String, inUnit parameter: String) -> String {
+        "CASE WHEN \(parameter) = 'lbs' THEN \(WeightUnit.lbs.sql(kilograms)) ELSE \(WeightUnit.kg.sql(kilograms)) END"
+    }
+
     /// A prescribed weight (a number in the template) in this unit, for display.
     func display(_ kilograms: Double) -> Double {
         switch self {
@@ -90,16 +96,16 @@ struct LoggedSetView: Encodable, Sendable {
     func encode(to encoder: any Encoder) throws {
         var json = encoder.container(keyedBy: AnyKey.self)
         try json.encode(set.block, forKey: AnyKey("block"))
-        try json.encode(set.distanceM, forKey: AnyKey("distance_m"))
+        try json.encodeOrNull(set.distanceM, forKey: AnyKey("distance_m"))
         try json.encode(set.done, forKey: AnyKey("done"))
-        try json.encode(set.durationS, forKey: AnyKey("duration_s"))
+        try json.encodeOrNull(set.durationS, forKey: AnyKey("duration_s"))
         try json.encode(set.exerciseID, forKey: AnyKey("exercise_id"))
-        try json.encode(set.exerciseName, forKey: AnyKey("exercise_name"))
-        try json.encode(set.reps, forKey: AnyKey("reps"))
-        try json.encode(set.rpe, forKey: AnyKey("rpe"))
+        try json.encodeOrNull(set.exerciseName, forKey: AnyKey("exercise_name"))
+        try json.encodeOrNull(set.reps, forKey: AnyKey("reps"))
+        try json.encodeOrNull(set.rpe, forKey: AnyKey("rpe"))
         try json.encode(set.set, forKey: AnyKey("set"))
-        try json.encode(set.weight, forKey: AnyKey("weight"))
-        try json.encode(set.weightKg, forKey: AnyKey("weight_kg"))
+        try json.encodeOrNull(set.weight, forKey: AnyKey("weight"))
+        try json.encodeOrNull(set.weightKg, forKey: AnyKey("weight_kg"))
         try json.encode(unit, forKey: AnyKey("weight_unit"))
     }
 }
@@ -127,10 +133,10 @@ struct SessionView: Encodable, Sendable {
         func encode(to encoder: any Encoder) throws {
             var json = encoder.container(keyedBy: AnyKey.self)
             try json.encode(block.exerciseID, forKey: AnyKey("exercise_id"))
-            try json.encode(block.exerciseName, forKey: AnyKey("exercise_name"))
-            try json.encode(block.notes, forKey: AnyKey("notes"))
+            try json.encodeOrNull(block.exerciseName, forKey: AnyKey("exercise_name"))
+            try json.encodeOrNull(block.notes, forKey: AnyKey("notes"))
             try json.encode(block.sets.map { SetView(set: $0, unit: unit) }, forKey: AnyKey("sets"))
-            try json.encode(block.superset, forKey: AnyKey("superset"))
+            try json.encodeOrNull(block.superset, forKey: AnyKey("superset"))
         }
     }
 
@@ -139,13 +145,13 @@ struct SessionView: Encodable, Sendable {
         var unit: WeightUnit
         func encode(to encoder: any Encoder) throws {
             var json = encoder.container(keyedBy: AnyKey.self)
-            try json.encode(set.distanceM, forKey: AnyKey("distance_m"))
-            try json.encode(set.durationS, forKey: AnyKey("duration_s"))
-            try json.encode(set.reps, forKey: AnyKey("reps"))
-            try json.encode(set.restS, forKey: AnyKey("rest_s"))
-            try json.encode(set.rpe, forKey: AnyKey("rpe"))
-            try json.encode(set.weightKg.map(unit.display), forKey: AnyKey("weight"))
-            try json.encode(set.weightKg, forKey: AnyKey("weight_kg"))
+            try json.encodeOrNull(set.distanceM, forKey: AnyKey("distance_m"))
+            try json.encodeOrNull(set.durationS, forKey: AnyKey("duration_s"))
+            try json.encodeOrNull(set.reps, forKey: AnyKey("reps"))
+            try json.encodeOrNull(set.restS, forKey: AnyKey("rest_s"))
+            try json.encodeOrNull(set.rpe, forKey: AnyKey("rpe"))
+            try json.encodeOrNull(set.weightKg.map(unit.display), forKey: AnyKey("weight"))
+            try json.encodeOrNull(set.weightKg, forKey: AnyKey("weight_kg"))
         }
     }
 
@@ -157,10 +163,10 @@ struct SessionView: Encodable, Sendable {
         try json.encode(session.createdAt, forKey: AnyKey("created_at"))
         try json.encode(session.id, forKey: AnyKey("id"))
         try json.encode(session.name, forKey: AnyKey("name"))
-        try json.encode(session.notes, forKey: AnyKey("notes"))
+        try json.encodeOrNull(session.notes, forKey: AnyKey("notes"))
         try json.encode(session.performedAt, forKey: AnyKey("performed_at"))
         try json.encode(session.scheduledOn, forKey: AnyKey("scheduled_on"))
-        try json.encode(session.skipReason, forKey: AnyKey("skip_reason"))
+        try json.encodeOrNull(session.skipReason, forKey: AnyKey("skip_reason"))
         try json.encode(session.status, forKey: AnyKey("status"))
         try json.encode(session.updatedAt, forKey: AnyKey("updated_at"))
         try json.encode(unit, forKey: AnyKey("weight_unit"))
@@ -179,7 +185,7 @@ struct SessionDetail: Encodable, Sendable, ResponseEncodable {
         try SessionView(session: session, unit: unit).encode(to: encoder)
         var json = encoder.container(keyedBy: AnyKey.self)
         try json.encode(comments, forKey: AnyKey("comments"))
-        try json.encode(session.logNotes, forKey: AnyKey("log_notes"))
+        try json.encodeOrNull(session.logNotes, forKey: AnyKey("log_notes"))
         try json.encode(sets.map { LoggedSetView(set: $0, unit: unit) }, forKey: AnyKey("logged_sets"))
     }
 }

@@ -53,9 +53,26 @@ struct SessionStore: Sendable {
     }
 
     func settings(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Settings {
-        let rows = try await connection.checkedQuery("SELECT time_zone, weight_unit FROM user_settings WHERE user_id = \(user)", logger: logger)
-        for try await (zone, unit) in rows.decode((String, String).self) { return Settings(timeZone: zone, unit: WeightUnit(rawValue: unit) ?? .kg) }
+        for try await settings in try await connection.checkedExecute(SettingsQuery(user: user), logger: logger) { return settings }
         return Settings(timeZone: "UTC", unit: .kg)
+    }
+
+    /// Read with every session a client opens or logs: prepared once per connection.
+    struct SettingsQuery: PostgresPreparedStatement {
+        static let name = "training.user_settings"
+        static let sql = "SELECT time_zone, weight_unit FROM user_settings WHERE user_id = $1"
+        static let bindingDataTypes: [PostgresDataType] = [.uuid]
+        typealias Row = Settings
+        var user: UUID
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(user)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws -> Settings {
+            let (zone, unit) = try row.decode((String, String).self)
+            return Settings(timeZone: zone, unit: WeightUnit(rawValue: unit) ?? .kg)
+        }
     }
 
     func saveSettings(_ settings: Settings, of user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
@@ -75,11 +92,44 @@ struct SessionStore: Sendable {
 
     /// A session the caller is a party to: its client, or its coach. Anyone else finds nothing.
     func find(_ id: UUID, party: UUID, lock: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> SessionRecord? {
-        try await Self.decode(
-            connection.checkedQuery(
-                "SELECT \(unescaped: Self.columns) FROM sessions s WHERE s.id = \(id) AND (s.client_id = \(party) OR s.coach_id = \(party)) \(unescaped: lock ? "FOR UPDATE" : "")",
-                logger: logger)
-        ).first
+        if lock {
+            for try await session in try await connection.checkedExecute(FindForUpdateQuery(id: id, party: party), logger: logger) { return session }
+        } else {
+            for try await session in try await connection.checkedExecute(FindQuery(id: id, party: party), logger: logger) { return session }
+        }
+        return nil
+    }
+
+    /// Every route on one session starts here: prepared once per connection, as are the other
+    /// statements of a log, since parsing and planning them each time cost PostgreSQL more than
+    /// running them.
+    struct FindQuery: PostgresPreparedStatement {
+        static let name = "training.session_of_party"
+        static let sql = "SELECT \(SessionStore.columns) FROM sessions s WHERE s.id = $1 AND (s.client_id = $2 OR s.coach_id = $2)"
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
+        typealias Row = SessionRecord
+        var id: UUID
+        var party: UUID
+        func makeBindings() throws -> PostgresBindings { SessionStore.bindings(id, party) }
+        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.record(row.makeRandomAccess(), from: 0) }
+    }
+
+    /// `FindQuery`, locking the session until the transaction ends.
+    struct FindForUpdateQuery: PostgresPreparedStatement {
+        static let name = "training.session_of_party_for_update"
+        static let sql = FindQuery.sql + " FOR UPDATE"
+        static let bindingDataTypes = FindQuery.bindingDataTypes
+        typealias Row = SessionRecord
+        var id: UUID
+        var party: UUID
+        func makeBindings() throws -> PostgresBindings { SessionStore.bindings(id, party) }
+        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.record(row.makeRandomAccess(), from: 0) }
+    }
+
+    static func bindings(_ values: UUID...) -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: values.count)
+        for value in values { bindings.append(value) }
+        return bindings
     }
 
     /// The client's sessions from `from` through `to` (their local days; nil: today in their zone),
@@ -143,24 +193,44 @@ struct SessionStore: Sendable {
 
     func loggedSets(of sessions: [UUID], unit: WeightUnit, exercise: UUID? = nil, on connection: PostgresConnection, logger: Logger) async throws -> [UUID: [LoggedSet]] {
         guard !sessions.isEmpty else { return [:] }
-        let rows = try await connection.checkedQuery(
-            """
-            SELECT ss.session_id, ss.block, ss.set_number, ss.exercise_id, s.blocks->(ss.block - 1)->>'exercise_name', ss.reps, ss.duration_s, ss.distance_m::float8,
-                   ss.weight_kg::text, \(unescaped: unit.sql("ss.weight_kg")), ss.rpe::float8, ss.done
-            FROM session_sets ss JOIN sessions s ON s.id = ss.session_id
-            WHERE ss.session_id = ANY(\(sessions)) AND (\(exercise)::uuid IS NULL OR ss.exercise_id = \(exercise)::uuid)
-            ORDER BY ss.session_id, ss.block, ss.set_number
-            """, logger: logger)
         var sets: [UUID: [LoggedSet]] = [:]
-        for try await (session, block, number, exercise, name, reps, duration, distance, kg, weight, rpe, done) in rows.decode(
-            (UUID, Int16, Int16, UUID, String?, Int32?, Int32?, Double?, String?, String?, Double?, Bool).self)
-        {
-            sets[session, default: []].append(
-                LoggedSet(
-                    block: Int(block), set: Int(number), exerciseID: exercise, exerciseName: name, reps: reps.map(Int.init), durationS: duration.map(Int.init),
-                    distanceM: distance, weightKg: kg.flatMap(Double.init), weight: weight.flatMap(Double.init), rpe: rpe, done: done))
+        for try await (session, set) in try await connection.checkedExecute(LoggedSetsQuery(sessions: sessions, unit: unit, exercise: exercise), logger: logger) {
+            sets[session, default: []].append(set)
         }
         return sets
+    }
+
+    struct LoggedSetsQuery: PostgresPreparedStatement {
+        static let name = "training.logged_sets"
+        static let sql = """
+            SELECT ss.session_id, ss.block, ss.set_number, ss.exercise_id, s.blocks->(ss.block - 1)->>'exercise_name', ss.reps, ss.duration_s, ss.distance_m::float8,
+                   ss.weight_kg::text, \(WeightUnit.sql("ss.weight_kg", inUnit: "$2")), ss.rpe::float8, ss.done
+            FROM session_sets ss JOIN sessions s ON s.id = ss.session_id
+            WHERE ss.session_id = ANY($1) AND ($3::uuid IS NULL OR ss.exercise_id = $3)
+            ORDER BY ss.session_id, ss.block, ss.set_number
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuidArray, .text, .uuid]
+        typealias Row = (UUID, LoggedSet)
+        var sessions: [UUID]
+        var unit: WeightUnit
+        var exercise: UUID?
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(sessions)
+            bindings.append(unit.rawValue)
+            try bindings.append(exercise)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (session, block, number, exercise, name, reps, duration, distance, kg, weight, rpe, done) = try row.decode(
+                (UUID, Int16, Int16, UUID, String?, Int32?, Int32?, Double?, String?, String?, Double?, Bool).self)
+            return (
+                session,
+                LoggedSet(
+                    block: Int(block), set: Int(number), exerciseID: exercise, exerciseName: name, reps: reps.map(Int.init), durationS: duration.map(Int.init),
+                    distanceM: distance, weightKg: kg.flatMap(Double.init), weight: weight.flatMap(Double.init), rpe: rpe, done: done)
+            )
+        }
     }
 
     /// The most comments one session holds: a session's detail carries its latest ones, and the
@@ -171,13 +241,32 @@ struct SessionStore: Sendable {
 
     /// The latest `count` comments, oldest first (as a thread reads).
     func latestComments(of session: UUID, count: Int = commentsInDetail, on connection: PostgresConnection, logger: Logger) async throws -> [CommentView] {
-        let rows = try await connection.checkedQuery(
-            """
+        var comments: [CommentView] = []
+        for try await comment in try await connection.checkedExecute(LatestCommentsQuery(session: session, count: count), logger: logger) { comments.append(comment) }
+        return comments
+    }
+
+    struct LatestCommentsQuery: PostgresPreparedStatement {
+        static let name = "training.latest_comments"
+        static let sql = """
             SELECT id, author_id, author_role, text, created_at FROM (
-                SELECT * FROM session_comments WHERE session_id = \(session) ORDER BY created_at DESC, id DESC LIMIT \(count)
+                SELECT * FROM session_comments WHERE session_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2
             ) latest ORDER BY created_at, id
-            """, logger: logger)
-        return try await Self.decodeComments(rows)
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .int8]
+        typealias Row = CommentView
+        var session: UUID
+        var count: Int
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(session)
+            bindings.append(count)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws -> CommentView {
+            let (id, author, role, text, created) = try row.decode((UUID, UUID, String, String, Date).self)
+            return CommentView(id: id, authorID: author, authorRole: role, text: text, createdAt: created)
+        }
     }
 
     /// A page of the thread, oldest first, after `after` (the last comment of the page before).
@@ -267,32 +356,58 @@ struct SessionStore: Sendable {
                 distance: $0.distanceM.map { String(describing: $0) }, kg: $0.weightKg, lbs: $0.weightLbs, rpe: $0.rpe.map { String(describing: $0) }, done: $0.done)
         }
         let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
-        // One statement: the sets the log no longer has go, the others are written over or added,
-        // and the session takes its new state and comes back as it now is.
-        let updated = try await Self.decode(
-            connection.checkedQuery(
-                """
-                WITH x AS (
-                    SELECT * FROM jsonb_to_recordset(\(json)::jsonb) AS x(block int2, n int2, exercise uuid, reps int4, duration int4, distance numeric, kg numeric,
-                                                                         lbs numeric, rpe numeric, done bool)),
-                gone AS (
-                    DELETE FROM session_sets ss WHERE ss.session_id = \(session.id) AND NOT EXISTS (SELECT 1 FROM x WHERE x.block = ss.block AND x.n = ss.set_number)),
-                saved AS (
-                    INSERT INTO session_sets (session_id, block, set_number, client_id, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done, performed_at, performed_on)
-                    SELECT \(session.id), x.block, x.n, \(session.clientID), x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done,
-                           \(draft.performedAt), \(draft.localDay)::date
-                    FROM x
-                    ON CONFLICT (session_id, block, set_number) DO UPDATE SET
-                        client_id = EXCLUDED.client_id, exercise_id = EXCLUDED.exercise_id, reps = EXCLUDED.reps, duration_s = EXCLUDED.duration_s,
-                        distance_m = EXCLUDED.distance_m, weight_kg = EXCLUDED.weight_kg, rpe = EXCLUDED.rpe, done = EXCLUDED.done,
-                        performed_at = EXCLUDED.performed_at, performed_on = EXCLUDED.performed_on)
-                UPDATE sessions s SET status = \(draft.status(for: session)), performed_at = \(draft.performedAt), performed_on = \(draft.localDay)::date,
-                    log_notes = \(draft.notes), skip_reason = NULL, logged_at = now(), version = s.version + 1, updated_at = now()
-                WHERE s.id = \(session.id)
-                RETURNING \(unescaped: Self.columns)
-                """, logger: logger))
-        guard let updated = updated.first else { throw SessionErrors.sessionNotFound }
-        return updated
+        let statement = LogQuery(
+            sets: json, session: session.id, client: session.clientID, performedAt: draft.performedAt, localDay: draft.localDay, status: draft.status(for: session),
+            notes: draft.notes)
+        for try await updated in try await connection.checkedExecute(statement, logger: logger) { return updated }
+        throw SessionErrors.sessionNotFound
+    }
+
+    /// One statement: the sets the log no longer has go, the others are written over or added, and
+    /// the session takes its new state and comes back as it now is.
+    struct LogQuery: PostgresPreparedStatement {
+        static let name = "training.log_session"
+        static let sql = """
+            WITH x AS (
+                SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(block int2, n int2, exercise uuid, reps int4, duration int4, distance numeric, kg numeric,
+                                                                lbs numeric, rpe numeric, done bool)),
+            gone AS (
+                DELETE FROM session_sets ss WHERE ss.session_id = $2 AND NOT EXISTS (SELECT 1 FROM x WHERE x.block = ss.block AND x.n = ss.set_number)),
+            saved AS (
+                INSERT INTO session_sets (session_id, block, set_number, client_id, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done, performed_at, performed_on)
+                SELECT $2, x.block, x.n, $3, x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done, $4, $5::date
+                FROM x
+                ON CONFLICT (session_id, block, set_number) DO UPDATE SET
+                    client_id = EXCLUDED.client_id, exercise_id = EXCLUDED.exercise_id, reps = EXCLUDED.reps, duration_s = EXCLUDED.duration_s,
+                    distance_m = EXCLUDED.distance_m, weight_kg = EXCLUDED.weight_kg, rpe = EXCLUDED.rpe, done = EXCLUDED.done,
+                    performed_at = EXCLUDED.performed_at, performed_on = EXCLUDED.performed_on)
+            UPDATE sessions s SET status = $6, performed_at = $4, performed_on = $5::date,
+                log_notes = $7, skip_reason = NULL, logged_at = now(), version = s.version + 1, updated_at = now()
+            WHERE s.id = $2
+            RETURNING \(SessionStore.columns)
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.text, .uuid, .uuid, .timestamptz, .text, .text, .text]
+        typealias Row = SessionRecord
+        /// The sets as a JSON array, numbers as decimal text, so `numeric` gets exactly what the client sent.
+        var sets: String
+        var session: UUID
+        var client: UUID?
+        var performedAt: Date
+        var localDay: String
+        var status: String
+        var notes: String?
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 7)
+            bindings.append(sets)
+            bindings.append(session)
+            try bindings.append(client)
+            bindings.append(performedAt)
+            bindings.append(localDay)
+            bindings.append(status)
+            try bindings.append(notes)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.record(row.makeRandomAccess(), from: 0) }
     }
 
     func skip(_ id: UUID, reason: String?, on connection: PostgresConnection, logger: Logger) async throws {
