@@ -20,8 +20,10 @@ struct NutritionSettings: Sendable {
     /// The largest meal photo taken (`MEAL_PHOTO_MAX_BYTES`, 10 MiB): a larger one is `413`.
     var mealPhotoMaxBytes: Int
     /// How many images are decoded at once, and how large (`IMAGE_DECODE_CONCURRENCY`,
-    /// `IMAGE_DECODE_MAX_BYTES`), as in social.
+    /// `IMAGE_DECODE_MAX_BYTES`), as in social, with a larger default budget.
     var imageDecoding: ImageDecoding
+    /// The default decode budget of one meal photo: 96 MiB.
+    static let mealPhotoMaxDecodedBytes = 96 << 20
     /// The vision model meal photos are analysed by (`ANALYZER_*`); off when unset.
     var analyzer: AnalyzerSettings
 
@@ -36,7 +38,9 @@ struct NutritionSettings: Sendable {
         foodSearchCacheSize = env.int("FOOD_SEARCH_CACHE_SIZE", default: 500, range: 0...100_000)
         pages = PageSettings(reading: &env)
         mealPhotoMaxBytes = env.int("MEAL_PHOTO_MAX_BYTES", default: 10 << 20, range: (64 << 10)...(64 << 20))
-        imageDecoding = ImageDecoding(reading: &env)
+        // A phone's 24-megapixel HEIC (5712 × 4284) decodes whole, 73 MB: libheif cannot decode it
+        // smaller, as libjpeg does a JPEG.
+        imageDecoding = ImageDecoding(reading: &env, defaultMaxDecodedBytes: Self.mealPhotoMaxDecodedBytes)
         analyzer = AnalyzerSettings(reading: &env)
         try env.finish()
     }

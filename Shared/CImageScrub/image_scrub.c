@@ -72,14 +72,6 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
         g_object_unref(image);
         return fail(result, IMAGE_SCRUB_TOO_LARGE, "the stated size is over the limit");
     }
-    // The pixels as the loader will hand them over: a 16-bit PNG takes two bytes a channel, a
-    // palette one is expanded to RGB or RGBA. Counted before anything is decoded.
-    result->decoded_bytes = (size_t)VIPS_IMAGE_SIZEOF_IMAGE(image);
-    if (result->decoded_bytes > max_bytes) {
-        g_object_unref(image);
-        return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, "the decoded size is over the budget");
-    }
-
     // A JPEG shrinks by 2, 4 or 8 while it decodes (its DCT blocks scaled), far cheaper than
     // decoding every pixel and resizing them: the largest factor that keeps the long side at least
     // nine tenths of `max_long_side` (a 4032-pixel phone photo decodes at 2016 for 2048).
@@ -96,6 +88,15 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
             g_object_unref(image);
             image = smaller;
         }
+    }
+
+    // The pixels as the loader will hand them over: a 16-bit PNG takes two bytes a channel, a
+    // palette one is expanded to RGB or RGBA, a JPEG comes at the scale chosen above (a 24-megapixel
+    // phone photo decodes at a quarter of its pixels). Counted before anything is decoded.
+    result->decoded_bytes = (size_t)VIPS_IMAGE_SIZEOF_IMAGE(image);
+    if (result->decoded_bytes > max_bytes) {
+        g_object_unref(image);
+        return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, "the decoded size is over the budget");
     }
 
     VipsImage *upright = NULL;

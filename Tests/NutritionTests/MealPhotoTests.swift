@@ -52,6 +52,36 @@ import TestSupport
         }
     }
 
+    /// The photo a current iPhone takes by default, 24 megapixels (5712 × 4284), is taken as JPEG and
+    /// as HEIC and kept at 2048 pixels on its long side: the HEIC decodes whole (73 MB, within the
+    /// default budget), the JPEG at half its sides, and only that is counted against the budget.
+    @Test func aTwentyFourMegapixelPhoneShotIsTaken() async throws {
+        try await NutritionTestEnvironment.run { env in
+            let user = try await env.user()
+            for (fixture, type) in [("meals/plate24.jpg", "image/jpeg"), ("meals/plate24.heic", "image/heic")] {
+                let id = try #require(try await env.meal(user)["id"] as? String)
+                let upload = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: try Photos.fixture(fixture)), headers: [.contentType: type])
+                #expect(upload.status == .ok, "\(fixture): \(upload.text)")
+                let stored = Array(buffer: try await env.call(.get, "/v1/meals/\(id)/photo", as: user).body)
+                let size = try #require(Photos.jpegSize(stored))
+                #expect(size.width == 2048 && size.height == 1536, "\(fixture): \(size)")
+                let pixels = try CleanImage.rgb(stored)
+                #expect(Photos.close(Photos.mean(pixels, x: 1000..<1010, y: 300..<310), (240, 240, 235), within: 8), "\(fixture): the plate")
+            }
+        }
+        // With a budget of 24 MiB, the JPEG (decoded at 2856 × 2142, 18 MB) still goes through and the
+        // HEIC, which has no smaller decode, is refused before decoding.
+        try await NutritionTestEnvironment.run(["IMAGE_DECODE_MAX_BYTES": "\(24 << 20)"]) { env in
+            let user = try await env.user()
+            let id = try #require(try await env.meal(user)["id"] as? String)
+            let jpeg = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate24.jpg")), headers: [.contentType: "image/jpeg"])
+            #expect(jpeg.status == .ok, "\(jpeg.text)")
+            let heic = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate24.heic")), headers: [.contentType: "image/heic"])
+            #expect(heic.status == .unprocessableContent && heic.code == "image_too_large", "\(heic.text)")
+            #expect(heic.text.contains("5712×4284") && heic.text.contains("\(24 << 20)"), "\(heic.text)")
+        }
+    }
+
     @Test func multipartUploadIsTheSame() async throws {
         try await NutritionTestEnvironment.run { env in
             let user = try await env.user()

@@ -21,11 +21,12 @@ public final class ImageDecoding: Sendable {
         self.maxDecodedBytes = maxDecodedBytes
     }
 
-    /// `IMAGE_DECODE_CONCURRENCY` (0 refuses every image) and `IMAGE_DECODE_MAX_BYTES`.
-    public convenience init(reading env: inout EnvironmentReader) {
+    /// `IMAGE_DECODE_CONCURRENCY` (0 refuses every image) and `IMAGE_DECODE_MAX_BYTES` (a service
+    /// whose images come straight from a phone's camera gives a larger default).
+    public convenience init(reading env: inout EnvironmentReader, defaultMaxDecodedBytes: Int = standardMaxDecodedBytes) {
         self.init(
             concurrency: env.int("IMAGE_DECODE_CONCURRENCY", default: NIOCore.System.coreCount, range: 0...1_024),
-            maxDecodedBytes: env.int("IMAGE_DECODE_MAX_BYTES", default: Self.standardMaxDecodedBytes, range: (1 << 20)...(1 << 32)))
+            maxDecodedBytes: env.int("IMAGE_DECODE_MAX_BYTES", default: defaultMaxDecodedBytes, range: (1 << 20)...(1 << 32)))
     }
 
     /// `work` with one of the process's decode slots, or `503 image_busy` at once when none is free.

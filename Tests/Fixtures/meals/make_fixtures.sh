@@ -7,6 +7,9 @@
 #               libheif applies while decoding, not by an EXIF orientation.)
 #   plate.png   the same picture, 640 x 480, no metadata: a small PNG upload and the e2e's photo.
 #   tall.png    9000 x 16 of one grey: a side over the 8192-pixel limit, refused from its header.
+#   plate24.jpg, plate24.heic
+#               the plate at 5712 x 4284, the 24-megapixel photo a current iPhone takes by default:
+#               73 MB decoded whole, which a JPEG never is here (it decodes at half its sides).
 set -euo pipefail
 cd "$(dirname "$0")"
 work=$(mktemp -d)
@@ -43,3 +46,7 @@ vips black "$work/tall.v" 9000 16
 vips linear "$work/tall.v" "$work/tall1.v" 1 128
 vips cast "$work/tall1.v" "$work/tall2.v" uchar
 vips copy "$work/tall2.v" "tall.png[strip]"
+vips resize plate.heic "$work/plate24.v" 2.38
+vips copy "$work/plate24.v" "plate24.jpg[Q=60,optimize-coding,strip]"
+vips copy "$work/plate24.v" "$work/plate24.png"
+heif-enc -q 40 -o plate24.heic "$work/plate24.png"
