@@ -66,11 +66,14 @@ import TestSupport
             #expect(weekly.status == .created && weekly.items.map { $0["scheduled_on"] as? String } == ["2030-01-07", "2030-01-10", "2030-01-14", "2030-01-17"], "\(weekly.text)")
             for (body, field) in [
                 (["workout_id": workout, "dates": ["2030-02-30"]], "dates[0]"),
+                (["workout_id": workout, "dates": ["2030-01-01", "2030-+1-01"]], "dates[1]"),
                 (["workout_id": workout, "dates": []], "dates"),
                 (["workout_id": workout], "dates"),
                 (["workout_id": workout, "dates": ["2030-01-01"], "weeks": 2], "dates"),
                 (["workout_id": workout, "start": "2030-01-07", "days_of_week": [0, 8], "weeks": 2], "days_of_week"),
                 (["workout_id": workout, "start": "2030-01-07", "days_of_week": [1], "weeks": 53], "weeks"),
+                (["workout_id": workout, "start": "2030-01-07", "days_of_week": [1], "weeks": 1.5], "weeks"),
+                (["workout_id": workout, "start": "2030-01-07", "days_of_week": [1, 4.5], "weeks": 1], "days_of_week[1]"),
                 (["workout_id": workout, "start": "2030-01-07", "days_of_week": [1, 2, 3, 4, 5, 6, 7], "weeks": 52], "weeks"),
             ] as [([String: Any], String)] {
                 let reply = try await env.call(.post, path, as: coach, json: body)
@@ -94,12 +97,30 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/training/clients/\(UUID())/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).code == "client_not_found")
             #expect(try await env.call(.post, "/v1/training/clients/not-an-id/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).status == .notFound)
 
-            // Logged, then the client leaves: what is to come is cancelled, the log stays.
+            // Logged, then the client leaves: what was not started is cancelled, yesterday's too; the
+            // log stays the client's, and the former coach no longer reads it nor hears of it.
             let today = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])
+            let yesterday = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(-1)])
             #expect(try await env.call(.post, "/v1/training/sessions/\(today[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).status == .ok)
+            #expect(try await env.call(.get, "/v1/training/sessions/\(today[0])", as: coach).status == .ok)
+            try await waitUntil(.seconds(10)) { try await env.live("workout.logged", to: coach).count == 1 }
             try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: entry), userID: client.id)
-            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions WHERE status = 'cancelled'") == 4 }
-            #expect(try await env.call(.get, "/v1/training/sessions/\(today[0])", as: client).json["status"] as? String == "completed")
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions WHERE status = 'cancelled'") == 5 }
+            #expect(try await env.call(.post, "/v1/training/sessions/\(yesterday[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).code == "session_cancelled")
+            let corrected = try await env.call(.post, "/v1/training/sessions/\(today[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 2))
+            #expect(corrected.status == .ok && corrected.json["status"] as? String == "partial", "\(corrected.text)")
+            // A line break as Windows writes it is a line break.
+            let note = try await env.call(.post, "/v1/training/sessions/\(today[0])/comments", as: client, json: ["text": "on my own\r\nnow"])
+            #expect(note.status == .created && note.json["text"] as? String == "on my own\r\nnow", "\(note.text)")
+            #expect(try await env.call(.post, "/v1/training/sessions/\(today[0])/comments", as: client, json: ["text": "bell\u{7}"]).code == "validation_failed")
+            #expect(try await env.call(.get, "/v1/training/sessions/\(today[0])", as: coach).code == "session_not_found")
+            #expect(try await env.call(.get, "/v1/training/sessions/\(today[0])/comments", as: coach).code == "session_not_found")
+            #expect(try await env.call(.post, "/v1/training/sessions/\(today[0])/comments", as: coach, json: ["text": "come back"]).code == "session_not_found")
+            #expect(try await env.call(.get, "/v1/training/clients/\(entry)", as: coach).code == "client_not_linked")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await env.live("workout.logged", to: coach).count == 1, "the correction after leaving is not announced to the former coach")
+            #expect(try await env.live("workout.commented", to: coach).isEmpty)
+            #expect(try await env.call(.get, "/v1/training/sessions/\(today[0])", as: client).json["status"] as? String == "partial")
             #expect(try await env.call(.get, "/v1/training/history", as: client).ids == today)
             #expect(try await env.call(.get, "/v1/training/sessions?from=2030-01-07&to=2030-01-20", as: client).items.isEmpty)
             let refused = try await env.call(.post, path, as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]])

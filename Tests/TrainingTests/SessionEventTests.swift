@@ -112,6 +112,9 @@ import TestSupport
             let narrow = try await env.call(.get, "/v1/training/clients/\(entry)?from=\(TrainingTestEnvironment.day(-2))&to=\(TrainingTestEnvironment.day(0))", as: coach)
             #expect(narrow.items.count == 3)
             #expect(try await env.call(.get, "/v1/training/clients/\(entry)?from=yesterday", as: coach).fieldErrors == ["from"])
+            // A sign is not a digit: PostgreSQL would refuse the day, so the request is refused first.
+            #expect(try await env.call(.get, "/v1/training/clients/\(entry)?from=2030-01-%2B1", as: coach).fieldErrors == ["from"])
+            #expect(try await env.call(.get, "/v1/training/sessions?from=2030-%2B1-01", as: client).fieldErrors == ["from"])
             // Today's, unlogged, is not yet due; logged, it counts.
             try await log(ids[5], sets: 2)
             #expect(try await env.call(.get, "/v1/training/clients/\(entry)", as: coach).json[path: "adherence.last_7_days.due"] as? Int == 5)

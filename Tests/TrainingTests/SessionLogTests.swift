@@ -68,6 +68,8 @@ import TestSupport
             #expect(records.items.count == 1 && records.json["weight_unit"] as? String == "lbs", "\(records.text)")
             let best = try #require(records.items.first)
             #expect(best["reps"] as? Int == 8 && best["weight_kg"] as? Double == 100 && best["estimated_1rm_kg"] as? Double == 126.67)
+            // In pounds, the estimate itself rounded to hundredths, not the kilograms' rounding converted.
+            #expect(best["estimated_1rm"] as? Double == 279.25, "\(records.text)")
             #expect(best["performed_on"] as? String == "2026-03-02" && (best["session_id"] as? String)?.lowercased() == ids[1])
             #expect(best["exercise_name"] as? String == "Pushups")
 
@@ -97,6 +99,8 @@ import TestSupport
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 2, "set": 1, "done": true]]], "sets[0].block"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [good, good]], "sets[1].set"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "reps": -1, "done": true]]], "sets[0].reps"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [good, ["block": 1, "set": 2, "reps": 1.5, "done": true]]], "sets[1].reps"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "duration_s": 2.5, "done": true]]], "sets[0].duration_s"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "weight_kg": 1e9, "done": true]]], "sets[0].weight_kg"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "weight_kg": 10, "weight_lbs": 22, "done": true]]], "sets[0].weight_lbs"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "rpe": 11, "done": true]]], "sets[0].rpe"),

@@ -33,7 +33,8 @@ struct TrainingEventHandlers {
                 WHERE roster_entry_id = \(entry) AND coach_id = \(event.coachID) AND client_id IS NULL
                 """, logger: context.logger)
         }
-        // The sessions still to come are cancelled; what the client performed stays theirs.
+        // The sessions not started are cancelled; what the client performed stays theirs, and their
+        // former coach no longer reads it.
         handlers.on(ClientUnlinked.self) { event, context in
             guard try await !deleted(event.clientID, context), try await !deleted(event.coachID, context) else { return }
             try await training.coaching.unlink(
@@ -46,7 +47,7 @@ struct TrainingEventHandlers {
             }
             for entry in entries {
                 try await training.roster.advance(entry, coach: event.coachID, client: event.clientID, to: .left, on: context.connection, logger: context.logger)
-                try await Self.cancelUpcoming(entry: entry, coach: event.coachID, on: context.connection, logger: context.logger)
+                try await Self.cancelNotStarted(entry: entry, coach: event.coachID, on: context.connection, logger: context.logger)
             }
         }
         // A removed entry that never had an account takes its sessions with it.
@@ -55,7 +56,7 @@ struct TrainingEventHandlers {
             try await training.roster.advance(event.rosterEntryID, coach: event.coachID, client: nil, to: .removed, on: context.connection, logger: context.logger)
             try await context.connection.checkedRun(
                 "DELETE FROM sessions WHERE roster_entry_id = \(event.rosterEntryID) AND coach_id = \(event.coachID) AND client_id IS NULL", logger: context.logger)
-            try await Self.cancelUpcoming(entry: event.rosterEntryID, coach: event.coachID, on: context.connection, logger: context.logger)
+            try await Self.cancelNotStarted(entry: event.rosterEntryID, coach: event.coachID, on: context.connection, logger: context.logger)
         }
         // The address's owner proved it for the first time (disowning, or a reset of an account
         // nobody had proven): what the account's maker made goes, and its links end at this event.
@@ -75,13 +76,13 @@ struct TrainingEventHandlers {
         return handlers
     }
 
-    /// Sessions of the entry not started and not before the client's today are cancelled.
-    static func cancelUpcoming(entry: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+    /// Sessions of the entry not started are cancelled, past days' too: the plan ends with the link,
+    /// and a session logged afterwards would be the former coach's to read.
+    static func cancelNotStarted(entry: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
             UPDATE sessions s SET status = 'cancelled', version = s.version + 1, updated_at = now()
             WHERE s.roster_entry_id = \(entry) AND s.coach_id = \(coach) AND s.status = 'scheduled'
-              AND s.scheduled_on >= (now() AT TIME ZONE coalesce((SELECT time_zone FROM user_settings u WHERE u.user_id = s.client_id), 'UTC'))::date
             """, logger: logger)
     }
 

@@ -106,6 +106,8 @@ struct AssignmentRoutes {
             guard let entry = try await training.roster.find(entryID, on: connection, logger: context.logger), entry.coachID == coach, entry.stage != .removed else {
                 throw SessionErrors.clientNotFound
             }
+            // What a client who left does is no longer their former coach's to read.
+            guard entry.stage != .left else { throw SessionErrors.clientNotLinked }
             return try await ClientProgress.load(entry, from: from, to: to, viewer: coach, training: training, on: connection, logger: context.logger)
         }
     }

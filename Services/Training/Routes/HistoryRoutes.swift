@@ -88,7 +88,7 @@ struct HistoryRoutes {
             var items: [Record] = []
             let rows = try await connection.checkedQuery(
                 """
-                SELECT exercise_id, name, reps, kg::text, \(unescaped: unit.sql("kg")), round(e1rm, 2)::text, \(unescaped: unit.sql("round(e1rm, 2)")), performed_on::text, session_id
+                SELECT exercise_id, name, reps, kg::text, \(unescaped: unit.sql("kg")), round(e1rm, 2)::text, round(\(unescaped: unit == .lbs ? "e1rm / \(WeightUnit.kilogramsPerPound)" : "e1rm"), 2)::text, performed_on::text, session_id
                 FROM (
                     SELECT DISTINCT ON (ss.exercise_id) ss.exercise_id, s.blocks->(ss.block - 1)->>'exercise_name' AS name, ss.reps, ss.weight_kg AS kg,
                            CASE WHEN ss.reps = 1 THEN ss.weight_kg ELSE ss.weight_kg * (1 + ss.reps / 30.0) END AS e1rm, ss.performed_on, ss.session_id

@@ -99,7 +99,7 @@ struct SessionRoutes {
             guard session.status != "cancelled" else { throw SessionErrors.cancelled }
             let draft = try LogDraft(body, session: session)
             let logged = try await training.sessions.log(draft, session: session, on: connection, logger: context.logger)
-            if let coach = logged.coachID {
+            if let coach = logged.coachID, logged.coachLinked {
                 try await training.outbox.write(
                     WorkoutLogged(sessionID: id, coachID: coach, clientID: user, status: logged.status), userID: user, liveTo: coach, on: connection, logger: context.logger)
             }
@@ -176,7 +176,7 @@ struct SessionRoutes {
         let id = try context.sessionID()
         let body = try await request.decode(as: CommentBody.self, context: context)
         let text = body.text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...2000).contains(text.codePoints), !text.hasInvisibleCharacters(allowing: ["\n"]) else {
+        guard (1...2000).contains(text.codePoints), !text.hasInvisibleCharacters(allowing: ["\n", "\r"]) else {
             throw APIError.validation([.init(field: "text", message: "must be 1 to 2000 characters without control characters")])
         }
         let training = self.training
@@ -191,7 +191,8 @@ struct SessionRoutes {
             }
             let role = session.coachID == user ? "coach" : "client"
             let comment = try await training.sessions.addComment(UUID(), session: id, author: user, role: role, text: text, on: connection, logger: context.logger)
-            if let other = role == "coach" ? session.clientID : session.coachID {
+            // A coach the client has left is not told (nor could read the session).
+            if let other = role == "coach" ? session.clientID : session.coachLinked ? session.coachID : nil {
                 try await training.outbox.write(
                     WorkoutCommented(sessionID: id, commentID: comment.id, authorID: user, authorRole: role, text: text), userID: user, liveTo: other,
                     on: connection, logger: context.logger)

@@ -11,6 +11,15 @@ struct AssignmentDraft: Sendable {
         var daysOfWeek: [Int]?
         var weeks: Int?
         enum CodingKeys: String, CodingKey, CaseIterable { case workoutID = "workout_id", dates, start, daysOfWeek = "days_of_week", weeks }
+
+        init(from decoder: any Decoder) throws {
+            let json = try decoder.container(keyedBy: CodingKeys.self)
+            workoutID = try json.decode(UUID.self, forKey: .workoutID)
+            dates = try json.decodeIfPresent([String].self, forKey: .dates)
+            start = try json.decodeIfPresent(String.self, forKey: .start)
+            daysOfWeek = try json.decodeWholesIfPresent(forKey: .daysOfWeek)
+            weeks = try json.decodeWholeIfPresent(forKey: .weeks)
+        }
     }
 
     static let maxSessions = 100

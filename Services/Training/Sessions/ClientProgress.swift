@@ -65,6 +65,12 @@ struct ClientProgress: ResponseEncodable {
             """, logger: logger
         ).decode((String, String, String).self) { range = row }
         let (today, first, last) = range
+        // One of the two given, the other's default may still fall on the wrong side of it.
+        guard first <= last else {
+            throw APIError.validation([
+                to == nil ? .init(field: "from", message: "must not be after to (by default 7 days from today)") : .init(field: "to", message: "must not be before from")
+            ])
+        }
         let sessions = try await SessionStore.decode(
             connection.checkedQuery(
                 """

@@ -69,6 +69,9 @@ struct SessionRecord: Sendable {
     var skipReason: String?
     var createdAt: Date
     var updatedAt: Date
+    /// Whether its coach still coaches its client (the roster entry pending or accepted): only then
+    /// does the coach hear of the client's log and comments. False where a statement did not ask.
+    var coachLinked = false
 
     /// Whether the client has done anything with it: logged or skipped. Push and unscheduling leave a
     /// started session alone.
@@ -211,6 +214,8 @@ struct SessionList: Encodable, Sendable, ResponseEncodable {
 /// `YYYY-MM-DD` days, checked without a calendar.
 enum DayText {
     static func isValid(_ text: String) -> Bool {
+        // ASCII digits only: `Int` would take "+1" for a month, which PostgreSQL's date does not.
+        guard text.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return false }
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
             let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), year >= 1900, (1...12).contains(month)

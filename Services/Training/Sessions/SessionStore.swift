@@ -100,30 +100,48 @@ struct SessionStore: Sendable {
         return nil
     }
 
+    /// Whether the coach of session `s` still coaches its client: the roster entry is pending or
+    /// accepted. Once the client left (or the entry was removed), the coach no longer reads the
+    /// session nor hears of what the client does with it.
+    static let coachLinked = """
+        EXISTS (SELECT 1 FROM roster_entries r WHERE r.id = s.roster_entry_id AND r.coach_id = s.coach_id AND r.stage < \(RosterStore.Stage.left.rawValue))
+        """
+
+    /// The session in `columns` order, then `coachLinked`.
+    static func recordWithLink(_ row: PostgresRow) throws -> SessionRecord {
+        let cells = row.makeRandomAccess()
+        var session = try record(cells, from: 0)
+        session.coachLinked = try cells[15].decode(Bool.self)
+        return session
+    }
+
     /// Every route on one session starts here: prepared once per connection, as are the other
     /// statements of a log, since parsing and planning them each time cost PostgreSQL more than
-    /// running them.
+    /// running them. Its client finds it; its coach, while still coaching that client.
     struct FindQuery: PostgresPreparedStatement {
         static let name = "training.session_of_party"
-        static let sql = "SELECT \(SessionStore.columns) FROM sessions s WHERE s.id = $1 AND (s.client_id = $2 OR s.coach_id = $2)"
+        static let sql = """
+            SELECT \(SessionStore.columns), \(SessionStore.coachLinked) FROM sessions s
+            WHERE s.id = $1 AND (s.client_id = $2 OR (s.coach_id = $2 AND \(SessionStore.coachLinked)))
+            """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
         typealias Row = SessionRecord
         var id: UUID
         var party: UUID
         func makeBindings() throws -> PostgresBindings { SessionStore.bindings(id, party) }
-        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.record(row.makeRandomAccess(), from: 0) }
+        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.recordWithLink(row) }
     }
 
     /// `FindQuery`, locking the session until the transaction ends.
     struct FindForUpdateQuery: PostgresPreparedStatement {
         static let name = "training.session_of_party_for_update"
-        static let sql = FindQuery.sql + " FOR UPDATE"
+        static let sql = FindQuery.sql + " FOR UPDATE OF s"
         static let bindingDataTypes = FindQuery.bindingDataTypes
         typealias Row = SessionRecord
         var id: UUID
         var party: UUID
         func makeBindings() throws -> PostgresBindings { SessionStore.bindings(id, party) }
-        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.record(row.makeRandomAccess(), from: 0) }
+        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.recordWithLink(row) }
     }
 
     static func bindings(_ values: UUID...) -> PostgresBindings {
@@ -384,7 +402,7 @@ struct SessionStore: Sendable {
             UPDATE sessions s SET status = $6, performed_at = $4, performed_on = $5::date,
                 log_notes = $7, skip_reason = NULL, logged_at = now(), version = s.version + 1, updated_at = now()
             WHERE s.id = $2
-            RETURNING \(SessionStore.columns)
+            RETURNING \(SessionStore.columns), \(SessionStore.coachLinked)
             """
         static let bindingDataTypes: [PostgresDataType] = [.text, .uuid, .uuid, .timestamptz, .text, .text, .text]
         typealias Row = SessionRecord
@@ -407,7 +425,7 @@ struct SessionStore: Sendable {
             try bindings.append(notes)
             return bindings
         }
-        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.record(row.makeRandomAccess(), from: 0) }
+        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.recordWithLink(row) }
     }
 
     func skip(_ id: UUID, reason: String?, on connection: PostgresConnection, logger: Logger) async throws {

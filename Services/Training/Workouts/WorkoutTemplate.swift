@@ -19,21 +19,12 @@ struct WorkoutSet: Codable, Sendable, Equatable {
     init(from decoder: any Decoder) throws {
         try StrictKeys.check(decoder, CodingKeys.self, what: "a set")
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        // A fraction where a whole number belongs is named as that field (JSONDecoder's own error
-        // for it carries no path, and would read as malformed JSON).
-        func whole(_ key: CodingKeys) throws -> Int? {
-            guard let number = try container.decodeIfPresent(Double.self, forKey: key) else { return nil }
-            guard number.rounded() == number, abs(number) < 1e9 else {
-                throw DecodingError.dataCorrupted(.init(codingPath: container.codingPath + [key], debugDescription: "must be a whole number"))
-            }
-            return Int(number)
-        }
-        reps = try whole(.reps)
-        durationS = try whole(.durationS)
+        reps = try container.decodeWholeIfPresent(forKey: .reps)
+        durationS = try container.decodeWholeIfPresent(forKey: .durationS)
         distanceM = try container.decodeIfPresent(Double.self, forKey: .distanceM)
         weightKg = try container.decodeIfPresent(Double.self, forKey: .weightKg)
         rpe = try container.decodeIfPresent(Double.self, forKey: .rpe)
-        restS = try whole(.restS)
+        restS = try container.decodeWholeIfPresent(forKey: .restS)
     }
 
     // The documented ranges (openapi.yaml, API.md).
@@ -157,4 +148,37 @@ enum StrictKeys {
                 .init(codingPath: decoder.codingPath + [AnyKey(stringValue: unknown)], debugDescription: "is not a field of \(what); its fields are \(known.sorted().joined(separator: ", "))"))
         }
     }
+}
+
+extension KeyedDecodingContainer {
+    /// A whole number, nil when absent or null. A fraction is refused naming its field: JSONDecoder's
+    /// own error for one where an `Int` belongs carries no path, and would read as malformed JSON.
+    func decodeWholeIfPresent(forKey key: Key) throws -> Int? {
+        guard let number = try decodeIfPresent(Double.self, forKey: key) else { return nil }
+        return try Self.whole(number, at: codingPath + [key])
+    }
+
+    func decodeWhole(forKey key: Key) throws -> Int {
+        try Self.whole(try decode(Double.self, forKey: key), at: codingPath + [key])
+    }
+
+    /// A list of whole numbers, each fraction named by its place (`days_of_week[1]`).
+    func decodeWholesIfPresent(forKey key: Key) throws -> [Int]? {
+        try decodeIfPresent([Double].self, forKey: key)?.enumerated().map { index, number in
+            try Self.whole(number, at: codingPath + [key, IndexKey(intValue: index)])
+        }
+    }
+
+    private static func whole(_ number: Double, at path: [any CodingKey]) throws -> Int {
+        guard number.rounded() == number, abs(number) < 1e9 else { throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "must be a whole number")) }
+        return Int(number)
+    }
+}
+
+/// A place in a list, as a coding path names it.
+private struct IndexKey: CodingKey {
+    var intValue: Int?
+    var stringValue: String { "\(intValue ?? 0)" }
+    init(intValue: Int) { self.intValue = intValue }
+    init?(stringValue: String) { nil }
 }
