@@ -219,6 +219,11 @@ import TestSupport
             #expect(long.fieldErrors == ["hint"])
             let noOffset = try await Self.analyze(env, user, fields: [("eaten_at", "2026-11-27T12:30:00"), ("name", "")])
             #expect(noOffset.fieldErrors.sorted() == ["eaten_at", "name"])
+            // Out of the range a typed meal takes: refused as it would be, not after a call.
+            for when in ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"] {
+                let far = try await Self.analyze(env, user, fields: [("eaten_at", when)])
+                #expect(far.status == .badRequest && far.fieldErrors == ["eaten_at"], "\(when): \(far.text)")
+            }
             let raw = try await env.call(.post, "/v1/meals/analyze", as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate.heic")), headers: [.contentType: "image/heic"])
             #expect(raw.status == .unsupportedMediaType)
             let (gif, gifHeaders) = Photos.form(photo: Array("GIF89a-not-a-photo".utf8))

@@ -74,6 +74,11 @@ import TestSupport
             #expect(try await post([Env.item(grams: 0)]).fieldErrors.contains("items[0].grams"))
             #expect(try await post([Env.item()], eatenAt: "2025-06-01T12:00:00").status == .badRequest, "a time without an offset")
             #expect(try await post([Env.item()], extra: ["calories": 3]).status == .badRequest, "an unknown field")
+            // A photo this API keeps is set by uploading it: a path names another meal's, or nothing.
+            #expect(try await post([Env.item()], extra: ["photo_url": "/v1/meals/\(UUID())/photo"]).fieldErrors == ["photo_url"])
+            #expect(try await post([Env.item()], extra: ["photo_url": "javascript:alert(1)"]).fieldErrors == ["photo_url"])
+            let linked = try await post([Env.item()], extra: ["photo_url": "https://cdn.example.com/lunch.jpg"])
+            #expect(linked.status == .created && linked.json["photo_url"] as? String == "https://cdn.example.com/lunch.jpg")
             let nan = try await env.call(
                 .post, "/v1/meals", as: user,
                 raw: .init(string: #"{"name":"x","eaten_at":"2025-06-01T12:00:00Z","items":[{"name":"a","grams":NaN,"calories":1,"protein_g":0,"carbs_g":0,"fat_g":0}]}"#),

@@ -42,17 +42,27 @@ struct MealDraft: Sendable {
     var photoURL: String?
 
     /// `items` are the body's, each with its amounts (`FoodStore.fill`).
-    init(_ body: Body, items: [MealItem], profile: DietProfile) throws {
+    /// When a meal may say it was eaten: within five years of now either way.
+    static func eatenAtProblem(_ date: Date) -> Problem.FieldError? {
+        abs(date.timeIntervalSinceNow) > 5 * 366 * 86_400 ? .init(field: "eaten_at", message: "must be within five years of now") : nil
+    }
+
+    /// `meal` is the meal written (nil for a new one): the only path on this API its `photo_url` may
+    /// name is its own photo's, which the server sets; any other is another meal's, or nothing.
+    init(_ body: Body, items: [MealItem], profile: DietProfile, meal: UUID?) throws {
         var problems: [Problem.FieldError] = []
         let name = body.name.trimmingCharacters(in: .whitespacesAndNewlines)
         if name.isEmpty || body.name.unicodeScalars.count > 200 { problems.append(.init(field: "name", message: "must be 1 to 200 characters")) }
         if items.isEmpty || items.count > Self.maxItems { problems.append(.init(field: "items", message: "must hold 1 to \(Self.maxItems) items")) }
         for (index, item) in items.prefix(Self.maxItems).enumerated() { problems += item.problems(at: index) }
         if let notes = body.notes, notes.unicodeScalars.count > 2000 { problems.append(.init(field: "notes", message: "must be at most 2000 characters")) }
-        if let photo = body.photoURL, photo.unicodeScalars.count > 2048 || !(photo.hasPrefix("https://") || photo.hasPrefix("http://") || photo.hasPrefix("/")) {
-            problems.append(.init(field: "photo_url", message: "must be an http(s) URL or a path on this API, at most 2048 characters"))
+        if let photo = body.photoURL,
+            photo.unicodeScalars.count > 2048 || !(photo.hasPrefix("https://") || photo.hasPrefix("http://") || photo == meal.map(MealPhotoStore.path(of:)))
+        {
+            problems.append(
+                .init(field: "photo_url", message: "must be an http(s) URL, at most 2048 characters (a photo this API keeps is set by POST /v1/meals/{id}/photo)"))
         }
-        if abs(body.eatenAt.timeIntervalSinceNow) > 5 * 366 * 86_400 { problems.append(.init(field: "eaten_at", message: "must be within five years of now")) }
+        if let problem = Self.eatenAtProblem(body.eatenAt) { problems.append(problem) }
         if !problems.isEmpty { throw APIError.validation(problems) }
         self.name = name
         eatenAt = body.eatenAt

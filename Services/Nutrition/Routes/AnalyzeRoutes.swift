@@ -39,6 +39,8 @@ struct AnalyzeRoutes {
             if let text = form?.text("eaten_at") {
                 if let date = RFC3339.strictDate(from: text) {
                     eatenAt = date
+                    // Checked before the photo is decoded and the model asked, as a typed meal's is.
+                    if let problem = MealDraft.eatenAtProblem(date) { problems.append(problem) }
                 } else {
                     problems.append(.init(field: "eaten_at", message: "must be an RFC 3339 date-time with an offset, like 2026-11-28T12:30:00+01:00"))
                 }
@@ -125,7 +127,7 @@ struct AnalyzeRoutes {
             let body = MealDraft.Body(name: name, eatenAt: fields.eatenAt, items: items.map(MealItemInput.amounts), notes: nil, photoURL: MealPhotoStore.path(of: id))
             let draft: MealDraft
             do {
-                draft = try MealDraft(body, items: items, profile: profile)
+                draft = try MealDraft(body, items: items, profile: profile, meal: id)
             } catch let error as APIError {
                 context.logger.warning("analysed meal not valid", metadata: ["problem": "\(error)"])
                 throw APIError(.badGateway, code: "analysis_failed", detail: "The photo analysis service did not give a usable answer; try again.")

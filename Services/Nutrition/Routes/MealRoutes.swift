@@ -33,7 +33,7 @@ struct MealRoutes {
         let meal = try await nutrition.postgres.withConnectionOnItsLoop { connection in
             let items = try await nutrition.foods.fill(body.items, on: connection, logger: context.logger)
             let profile = try await nutrition.dietProfile(user, on: connection, logger: context.logger)
-            let draft = try MealDraft(body, items: items, profile: profile)
+            let draft = try MealDraft(body, items: items, profile: profile, meal: nil)
             return try await nutrition.meals.insert(draft, id: UUID(), user: user, on: connection, logger: context.logger)
         }
         return EditedResponse(status: .created, headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
@@ -98,7 +98,7 @@ struct MealRoutes {
             try EntityTag(version: before.version).check(ifMatchOf: request)
             let items = try await nutrition.foods.fill(body.items, on: connection, logger: context.logger)
             let profile = try await nutrition.profiles.find(user, on: connection, logger: context.logger)
-            try await nutrition.meals.replace(id, with: try MealDraft(body, items: items, profile: profile), on: connection, logger: context.logger)
+            try await nutrition.meals.replace(id, with: try MealDraft(body, items: items, profile: profile, meal: id), on: connection, logger: context.logger)
             return try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger)!
         }
         return EditedResponse(headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
