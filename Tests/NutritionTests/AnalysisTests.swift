@@ -20,9 +20,9 @@ import TestSupport
 
     static func analyze(
         _ env: NutritionTestEnvironment, _ user: NutritionTestEnvironment.User, photo: String = "meals/plate.heic", fields: [(String, String)] = [],
-        headers extra: HTTPFields = [:]
+        headers extra: HTTPFields = [:], boundary: String = Photos.boundary
     ) async throws -> APIReply {
-        let (body, form) = Photos.form(photo: try Photos.fixture(photo), fields: fields)
+        let (body, form) = Photos.form(photo: try Photos.fixture(photo), fields: fields, boundary: boundary)
         var headers = form
         for field in extra { headers.append(field) }
         return try await env.call(.post, "/v1/meals/analyze", as: user, raw: body, headers: headers)
@@ -308,8 +308,10 @@ import TestSupport
             let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "analyze-1"]
             let first = try await Self.analyze(env, user, headers: key)
             #expect(first.status == .created)
-            let again = try await Self.analyze(env, user, headers: key)
-            #expect(again.status == .created)
+            // A retry is a new body with a new boundary, as clients draw one for each request: the
+            // same fields and photo are the same request.
+            let again = try await Self.analyze(env, user, headers: key, boundary: "retry-\(UUID())")
+            #expect(again.status == .created && again.headers[HTTPField.Name("Idempotent-Replayed")!] == "true", "\(again.text)")
             #expect(again.json["id"] as? String == first.json["id"] as? String)
             #expect(standIn.received.count == 1, "the model was asked once")
             #expect(try await env.count("SELECT count(*) FROM meals") == 1)
@@ -318,6 +320,8 @@ import TestSupport
             let other = try await Self.analyze(env, user, photo: "meals/plate.png", headers: key)
             #expect(other.status == .unprocessableContent)
             #expect(other.code == "idempotency_key_reused")
+            let hinted = try await Self.analyze(env, user, fields: [("hint", "no dressing")], headers: key)
+            #expect(hinted.code == "idempotency_key_reused", "another field is another request")
             // A body past what is read to be hashed is 413, as the route's own limit is.
             let (huge, hugeHeaders) = Photos.form(photo: [UInt8](repeating: 0xFF, count: 17 << 20))
             var keyed = hugeHeaders

@@ -18,7 +18,9 @@ enum Photos {
     static let boundary = "----meal-photo-test-boundary"
 
     /// A `multipart/form-data` body: text fields, then the photo as the file field `photo`.
-    static func form(photo: [UInt8]?, fields: [(String, String)] = [], filename: String = "plate.heic", type: String = "image/heic") -> (ByteBuffer, HTTPFields) {
+    static func form(
+        photo: [UInt8]?, fields: [(String, String)] = [], filename: String = "plate.heic", type: String = "image/heic", boundary: String = boundary
+    ) -> (ByteBuffer, HTTPFields) {
         var body = ByteBuffer()
         for (name, value) in fields {
             body.writeString("--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)\r\n")

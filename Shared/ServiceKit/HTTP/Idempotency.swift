@@ -54,6 +54,29 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
         self.maxStoredResponse = maxStoredResponse
     }
 
+    /// What makes two requests the same: the body's bytes, except for a `multipart/form-data` body,
+    /// whose boundary a client draws afresh for each request (retries included): there, each part's
+    /// name, type and bytes, in order.
+    static func requestHash(_ body: ByteBuffer, contentType: String?) -> Data {
+        var hasher = SHA256()
+        if let boundary = contentType.flatMap(MultipartForm.boundary(of:)), let form = try? MultipartForm(body, boundary: boundary) {
+            // Each field with its length before it, so that no two lists of parts hash alike.
+            func add(_ bytes: ByteBuffer) {
+                withUnsafeBytes(of: UInt64(bytes.readableBytes).bigEndian) { hasher.update(bufferPointer: $0) }
+                bytes.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+            }
+            add(ByteBuffer(string: "multipart/form-data"))
+            for part in form.parts {
+                add(ByteBuffer(string: part.name))
+                add(ByteBuffer(string: part.contentType ?? ""))
+                add(part.body)
+            }
+        } else {
+            body.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+        }
+        return Data(hasher.finalize())
+    }
+
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard request.method == .post, let key = request.headers[Self.headerName], let caller = context.caller,
             !excludedPrefixes.contains(where: { request.uri.path.hasPrefix($0) })
@@ -72,7 +95,7 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
         }
         request.body = RequestBody(buffer: body)
         let route = "\(request.method.rawValue) \(request.uri.path)"
-        let hash = Data(SHA256.hash(data: Data(buffer: body, byteTransferStrategy: .noCopy)))
+        let hash = Self.requestHash(body, contentType: request.headers[.contentType])
         let record = IdempotencyRecord(postgres: postgres, user: caller.userID, route: route, key: key, requestHash: hash, logger: context.logger)
 
         let deadline = ContinuousClock.now + waitLimit
