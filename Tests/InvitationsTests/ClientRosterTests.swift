@@ -184,6 +184,7 @@ import TestSupport
             // The event leaves through the outbox relay, a moment after the handler's commit.
             try await waitUntil(.seconds(10)) { try await env.events("client.unlinked").contains { $0["reason"] as? String == "coach_deleted" } }
             #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(other.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM invitation_sends WHERE coach_id = '\(other.id)'") == 0, "not even the sends counted")
             // The deleted coach's token, still within its lifetime: refused at once as deleted (not a
             // 503 for an account not known yet), and it leaves no row behind.
             let started = ContinuousClock.now

@@ -62,6 +62,11 @@ struct InvitationsEventHandlers {
                 client_user_id = CASE WHEN \(keepingAccount) THEN client_user_id END
             WHERE client_user_id = \(user)
             """, logger: logger)
-        if !keepingAccount { try await invitations.accounts.delete(user, on: connection, logger: logger) }
+        if !keepingAccount {
+            // The sends counted against the coach's daily limit name the account too; a kept account
+            // keeps its count, so that disowning an address does not reset it.
+            try await connection.checkedRun("DELETE FROM invitation_sends WHERE coach_id = \(user)", logger: logger)
+            try await invitations.accounts.delete(user, on: connection, logger: logger)
+        }
     }
 }
