@@ -69,6 +69,8 @@ import TestSupport
             // Stop words are not corrected into food words ("how" is not "hot", "it" not "item").
             #expect(try await first("how is it") == nil)
             #expect(try await first("the bananas")?["ndb_number"] as? String == "09040")
+            // A letter with a mark is the letter: USDA writes "jalapeno".
+            #expect((try await first("jalapeño")?["description"] as? String)?.contains("jalapeno") == true)
         }
     }
 
@@ -86,6 +88,10 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/foods?q=a%00b", as: user).fieldErrors == ["q"])
             #expect(try await env.call(.get, "/v1/foods?q=rice&limit=0", as: user).fieldErrors == ["limit"])
             #expect(try await env.call(.get, "/v1/foods?q=rice&cursor=nope", as: user).status == .badRequest)
+            // A cursor is its search's: a rank means nothing for another query.
+            let elsewhere = try await env.call(.get, "/v1/foods?q=banana&limit=3&cursor=\(cursor)", as: user)
+            #expect(elsewhere.status == .badRequest && elsewhere.code == "invalid_cursor", "\(elsewhere.text)")
+            #expect(try await env.call(.get, "/v1/foods?q=RICE&limit=3&cursor=\(cursor)", as: user).status == .ok, "the same words in another case")
             #expect(try await env.call(.get, "/v1/foods?q=rice").status == .unauthorized)
             // Words the text search treats as its own syntax are only words here.
             #expect(try await env.call(.get, "/v1/foods?q=%27%20OR%201%3D1%20--%20%21%26%7C", as: user).status == .ok)

@@ -19,12 +19,14 @@ struct FoodRecord: Sendable, Equatable {
     var tags: [String]
 }
 
-/// Position in a food search: the food's rank for the query, its description, its number.
+/// Position in a food search: the food's rank for the query, its description, its number; and the
+/// query (its words, lowercased), since a rank means nothing for another one.
 struct FoodCursor: Codable, Sendable {
     var rank: Int
     var description: String
     var ndbNumber: String
-    enum CodingKeys: String, CodingKey { case rank = "r", description = "d", ndbNumber = "n" }
+    var query: String
+    enum CodingKeys: String, CodingKey { case rank = "r", description = "d", ndbNumber = "n", query = "q" }
 }
 
 /// The queries on the food composition table. It changes only with a migration.
@@ -75,7 +77,10 @@ struct FoodStore: Sendable {
         async throws -> [(food: FoodRecord, rank: Int, coverage: Double)]
     {
         var found: [(food: FoodRecord, rank: Int, coverage: Double)] = []
-        let statement = SearchQuery(query: query, limit: limit, after: after, minimumCoverage: minimumCoverage)
+        // USDA's descriptions are ASCII ("Peppers, jalapeno"): a letter with a mark is matched as the
+        // letter, so "jalapeño" is not split into two words at the "ñ".
+        let letters = query.folding(options: [.diacriticInsensitive], locale: nil)
+        let statement = SearchQuery(query: letters, limit: limit, after: after, minimumCoverage: minimumCoverage)
         for try await row in try await connection.checkedExecute(statement, logger: logger) { found.append(row) }
         return found
     }

@@ -31,18 +31,25 @@ struct FoodRoutes {
         if query.isEmpty || query.codePoints > Self.maxQuery || query.hasInvisibleCharacters() {
             throw APIError.validation([.init(field: "q", message: "must be 1 to \(Self.maxQuery) characters, without control characters")])
         }
+        let words = query.lowercased().split(whereSeparator: \.isWhitespace).joined(separator: " ")
         let after = try page.position(FoodCursor.self)
+        if let after, after.query != words {
+            throw APIError(
+                .badRequest, code: "invalid_cursor", detail: "This cursor belongs to another search; start from the first page.",
+                errors: [.init(field: "cursor", message: "is not a cursor this search returned")])
+        }
         let nutrition = self.nutrition
         func search() async throws -> EncodedJSON {
             let rows = try await nutrition.postgres.withConnectionOnItsLoop { connection in
                 try await nutrition.foods.search(
                     query, limit: page.limit + 1, after: after, minimumCoverage: FoodStore.minimumCoverage, on: connection, logger: context.logger)
             }
-            let (items, next) = Cursor.page(rows, limit: page.limit) { FoodCursor(rank: $0.rank, description: $0.food.description, ndbNumber: $0.food.ndbNumber) }
+            let (items, next) = Cursor.page(rows, limit: page.limit) {
+                FoodCursor(rank: $0.rank, description: $0.food.description, ndbNumber: $0.food.ndbNumber, query: words)
+            }
             return try EncodedJSON(Page(items: items.map { FoodView($0.food) }, nextCursor: next))
         }
         guard let kept = nutrition.foodSearches else { return try await search() }
-        let words = query.lowercased().split(whereSeparator: \.isWhitespace).joined(separator: " ")
         return try await kept.value(for: SearchKey(query: words, limit: page.limit, cursor: page.cursor), version: FoodTable.version, orMake: search)
     }
 
