@@ -69,6 +69,13 @@ import TestSupport
             // Stop words are not corrected into food words ("how" is not "hot", "it" not "item").
             #expect(try await first("how is it") == nil)
             #expect(try await first("the bananas")?["ndb_number"] as? String == "09040")
+            // A form nobody eats as it is (powder, condensed, a dry mix) comes after the ready one unless
+            // the query names it: a cup of coffee is not 240 g of instant powder.
+            #expect(try await first("coffee")?["description"] as? String == "Coffee, instant, decaffeinated, powder, prepared with water")
+            #expect((try await first("tomato soup")?["description"] as? String).map { !$0.contains("condensed") } == true)
+            #expect((try await first("condensed tomato soup")?["description"] as? String).map { $0.contains("condensed") } == true)
+            #expect(try await first("cocoa")?["description"] as? String == "Cocoa, dry powder, unsweetened", "when all of a kind are so, they still lead")
+            #expect(try await first("orange juice")?["description"] as? String == "Orange juice, chilled, includes from concentrate", "from concentrate is ready")
             // A letter with a mark is the letter: USDA writes "jalapeno".
             #expect((try await first("jalapeño")?["description"] as? String)?.contains("jalapeno") == true)
         }

@@ -72,7 +72,8 @@ struct FoodStore: Sendable {
     /// "chicken" means broilers, not feet), a little more when its kind, or kind and first detail, is
     /// the query ("Milk, whole"); then by being generic, by how much of their name the query is, and
     /// by how many household portions USDA lists (common foods list many). A stand-in ("Chicken,
-    /// meatless") gives up the kind and generic shares unless the query names it so.
+    /// meatless") gives up the kind and generic shares unless the query names it so, and a form
+    /// nobody eats as it is (`unready`: "Coffee, instant, regular, powder") a little less.
     func search(_ query: String, limit: Int, after: FoodCursor?, minimumCoverage: Double, on connection: PostgresConnection, logger: Logger)
         async throws -> [(food: FoodRecord, rank: Int, coverage: Double)]
     {
@@ -115,7 +116,8 @@ struct FoodStore: Sendable {
                     ARRAY(
                         SELECT unnest(tsvector_to_array(to_tsvector('english', coalesce(string_agg(word, ' ') FILTER (WHERE guessed), ''))))
                         EXCEPT SELECT unnest(tsvector_to_array(to_tsvector('english', coalesce(string_agg(typed, ' '), ''))))) AS guessed,
-                    tsvector_to_array(to_tsvector('english', 'meatless imitation substitute')) AS stand_in_words
+                    tsvector_to_array(to_tsvector('english', 'meatless imitation substitute')) AS stand_in_words,
+                    tsvector_to_array(to_tsvector('english', 'powder powdered dry dehydrated concentrate concentrated condensed unprepared')) AS unready_words
                 FROM corrected
             ),
             as_typed AS (SELECT ARRAY(SELECT unnest(q.w) EXCEPT SELECT unnest(q.guessed)) AS w FROM q),
@@ -140,7 +142,8 @@ struct FoodStore: Sendable {
                     + (CASE WHEN NOT unasked.stand_in AND found.n = cardinality(q.w)
                         AND ((f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words))
                         THEN 300 ELSE 0 END)
-                    + 100 * least(jsonb_array_length(f.portions), 10) AS rank
+                    + 100 * least(jsonb_array_length(f.portions), 10)
+                    - (CASE WHEN f.unready AND NOT q.w && q.unready_words THEN 1500 ELSE 0 END) AS rank
                 FROM candidates f, q, LATERAL (
                     SELECT count(*)::float8 AS n, count(*) FILTER (WHERE w = ANY (q.guessed))::float8 AS guessed
                     FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found,
