@@ -50,6 +50,38 @@ static int load(const void *data, size_t length, image_scrub_format format, int 
     }
 }
 
+// Whether a JPEG holds more than one scan (progressive, or its components in separate scans). libjpeg
+// then keeps the coefficients of the whole image while it decodes, whatever the scale it writes at.
+// Walks the markers from SOI; anything it cannot follow counts as several scans.
+static int jpeg_has_several_scans(const unsigned char *bytes, size_t length) {
+    if (length < 4 || bytes[0] != 0xFF || bytes[1] != 0xD8) return 1;
+    size_t at = 2;
+    int scans = 0;
+    while (at + 4 <= length) {
+        if (bytes[at] != 0xFF) return 1;
+        unsigned char marker = bytes[at + 1];
+        if (marker == 0xFF) { at += 1; continue; }  // fill byte before a marker
+        if (marker == 0xD9) break;                  // EOI
+        if (marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE) return 1;  // progressive frames
+        size_t segment = ((size_t)bytes[at + 2] << 8) | bytes[at + 3];
+        if (segment < 2) return 1;
+        at += 2 + segment;
+        if (marker != 0xDA) continue;
+        if (++scans > 1) return 1;
+        // The scan's entropy-coded data runs to the next marker: 0xFF not followed by a stuffed zero
+        // or a restart marker.
+        for (;;) {
+            const unsigned char *ff = at < length ? memchr(bytes + at, 0xFF, length - at) : NULL;
+            if (ff == NULL || (size_t)(ff - bytes) + 1 >= length) return scans > 1;
+            at = (size_t)(ff - bytes);
+            unsigned char next = bytes[at + 1];
+            if (next == 0x00 || (next >= 0xD0 && next <= 0xD7) || next == 0xFF) { at += (next == 0xFF) ? 1 : 2; continue; }
+            break;
+        }
+    }
+    return scans > 1;
+}
+
 image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, image_scrub_result *result) {
     return image_scrub_resized(data, length, format, max_side, max_bytes, 0, format, 1, result);
 }
@@ -72,6 +104,9 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
         g_object_unref(image);
         return fail(result, IMAGE_SCRUB_TOO_LARGE, "the stated size is over the limit");
     }
+    // What the whole image takes decoded, as its header states it.
+    size_t whole_bytes = (size_t)VIPS_IMAGE_SIZEOF_IMAGE(image);
+
     // A JPEG shrinks by 2, 4 or 8 while it decodes (its DCT blocks scaled), far cheaper than
     // decoding every pixel and resizing them: the largest factor that keeps the long side at least
     // nine tenths of `max_long_side` (a 4032-pixel phone photo decodes at 2016 for 2048).
@@ -91,9 +126,12 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
     }
 
     // The pixels as the loader will hand them over: a 16-bit PNG takes two bytes a channel, a
-    // palette one is expanded to RGB or RGBA, a JPEG comes at the scale chosen above (a 24-megapixel
-    // phone photo decodes at a quarter of its pixels). Counted before anything is decoded.
+    // palette one is expanded to RGB or RGBA, a JPEG of one scan comes at the scale chosen above (a
+    // 24-megapixel phone photo decodes at a quarter of its pixels). A JPEG of several scans holds
+    // every coefficient of the whole image meanwhile, so it counts whole. Counted before anything
+    // is decoded.
     result->decoded_bytes = (size_t)VIPS_IMAGE_SIZEOF_IMAGE(image);
+    if (format == IMAGE_SCRUB_JPEG && result->decoded_bytes < whole_bytes && jpeg_has_several_scans(data, length)) result->decoded_bytes = whole_bytes;
     if (result->decoded_bytes > max_bytes) {
         g_object_unref(image);
         return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, "the decoded size is over the budget");

@@ -79,6 +79,12 @@ import TestSupport
             let heic = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate24.heic")), headers: [.contentType: "image/heic"])
             #expect(heic.status == .unprocessableContent && heic.code == "image_too_large", "\(heic.text)")
             #expect(heic.text.contains("5712×4284") && heic.text.contains("\(24 << 20)"), "\(heic.text)")
+            // A progressive JPEG is decoded through every coefficient of the whole image, whatever the
+            // scale: 3712 × 2784 counts its 31 MB, not the 8 MB it is written at.
+            let progressive = try await env.call(
+                .post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate-progressive.jpg")), headers: [.contentType: "image/jpeg"])
+            #expect(progressive.status == .unprocessableContent && progressive.code == "image_too_large", "\(progressive.text)")
+            #expect(progressive.text.contains("31002624 bytes"), "\(progressive.text)")
         }
     }
 

@@ -10,6 +10,9 @@
 #   plate24.jpg, plate24.heic
 #               the plate at 5712 x 4284, the 24-megapixel photo a current iPhone takes by default:
 #               73 MB decoded whole, which a JPEG never is here (it decodes at half its sides).
+#   plate-progressive.jpg
+#               the plate at 3712 x 2784 as a progressive JPEG: libjpeg holds all its coefficients
+#               whatever the scale, so it counts whole against the decode budget (31 MB).
 set -euo pipefail
 cd "$(dirname "$0")"
 work=$(mktemp -d)
@@ -50,3 +53,5 @@ vips resize plate.heic "$work/plate24.v" 2.38
 vips copy "$work/plate24.v" "plate24.jpg[Q=60,optimize-coding,strip]"
 vips copy "$work/plate24.v" "$work/plate24.png"
 heif-enc -q 40 -o plate24.heic "$work/plate24.png"
+vips resize plate.heic "$work/plate37.v" 1.5467
+vips copy "$work/plate37.v" "plate-progressive.jpg[Q=30,interlace,optimize-coding,strip]"
