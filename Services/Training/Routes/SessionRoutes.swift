@@ -176,7 +176,8 @@ struct SessionRoutes {
         let id = try context.sessionID()
         let body = try await request.decode(as: CommentBody.self, context: context)
         let text = body.text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...2000).contains(text.codePoints), !text.hasInvisibleCharacters(allowing: ["\n", "\r"]) else {
+        // A line break is "\n" or "\r\n"; a carriage return alone could overwrite what a log viewer shows.
+        guard (1...2000).contains(text.codePoints), !text.replacingOccurrences(of: "\r\n", with: "\n").hasInvisibleCharacters(allowing: ["\n"]) else {
             throw APIError.validation([.init(field: "text", message: "must be 1 to 2000 characters without control characters")])
         }
         let training = self.training

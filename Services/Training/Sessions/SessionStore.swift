@@ -342,6 +342,7 @@ struct SessionStore: Sendable {
             UPDATE sessions s SET name = w.name, notes = w.notes, blocks = \(unescaped: Self.copiedBlocks), version = s.version + 1, updated_at = now()
             FROM workouts w
             WHERE w.id = \(workout) AND w.coach_id = \(coach) AND s.workout_id = w.id AND s.coach_id = \(coach) AND s.status = 'scheduled'
+              AND \(unescaped: Self.coachLinked)
             RETURNING s.id
             """, logger: logger)
         for try await id in rows.decode(UUID.self) { ids.append(id) }
