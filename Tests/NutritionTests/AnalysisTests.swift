@@ -150,6 +150,50 @@ import TestSupport
         }
     }
 
+    /// An item the model named and estimated, as its answer writes one.
+    static func item(_ name: String, grams: Double, kcal: Double, protein: Double, carbs: Double, fat: Double) -> String {
+        """
+        {"name": "\(name)", "grams": \(grams), "confidence": 0.8, "tags": [],
+         "per_100g": {"calories": \(kcal), "protein_g": \(protein), "carbs_g": \(carbs), "fat_g": \(fat), "fiber_g": null, "sugar_g": null, "saturated_fat_g": null, "sodium_mg": null}}
+        """
+    }
+
+    /// A name can mean another food of the same words; the table's food is taken only when its
+    /// energy is plausible beside the model's estimate, else the next, else the estimate.
+    @Test func aMatchMustBePlausibleBesideTheModelsEstimate() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("openai", standIn)) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            let items = [
+                Self.item("cod", grams: 150, kcal: 90, protein: 19, carbs: 0, fat: 1),
+                // Salted dried cod, which the model saw and named "cod".
+                Self.item("cod", grams: 50, kcal: 290, protein: 62, carbs: 0, fat: 2.4),
+                // Porridge: the table's foods naming "oatmeal" are breads and cookies.
+                Self.item("oatmeal", grams: 240, kcal: 71, protein: 2.5, carbs: 12, fat: 1.5),
+            ]
+            standIn.always(.answer(#"{"meal_name": "Cod and porridge", "items": [\#(items.joined(separator: ","))]}"#))
+            let reply = try await Self.analyze(env, user)
+            #expect(reply.status == .created, "\(reply.text)")
+            let analysed = try #require(reply.json[path: "analysis.items"] as? [[String: Any]])
+            let sources = analysed.map { $0["source"] as? [String: Any] ?? [:] }
+            #expect(sources.map { $0["kind"] as? String } == ["usda_sr", "usda_sr", "model"])
+            #expect(sources[0]["description"] as? String == "Fish, cod, Atlantic, raw")
+            #expect(sources[1]["description"] as? String == "Fish, cod, Atlantic, dried and salted")
+            let eaten = try #require(reply.json["items"] as? [[String: Any]])
+            #expect(eaten.map { $0["calories"] as? Double } == [123, 145, 170.4])
+        }
+    }
+
+    @Test func plausibleEnergiesAreWithinAFactorOfTwoOrAFewCalories() {
+        #expect(FoodStore.isPlausible(82, beside: 90))
+        #expect(FoodStore.isPlausible(180, beside: 90) && !FoodStore.isPlausible(181, beside: 90))
+        #expect(FoodStore.isPlausible(45, beside: 90) && !FoodStore.isPlausible(44, beside: 100))
+        #expect(!FoodStore.isPlausible(902, beside: 90), "cod liver oil is not cod")
+        #expect(FoodStore.isPlausible(2, beside: 0) && FoodStore.isPlausible(40, beside: 0) && !FoodStore.isPlausible(41, beside: 0))
+    }
+
     static let failures: [(String, VisionStandIn.Behaviour, HTTPResponse.Status, String, String?)] = [
         ("429 with Retry-After", .rateLimited(retryAfter: "7"), .serviceUnavailable, "analyzer_unavailable", "7"),
         ("429 without", .rateLimited(retryAfter: nil), .serviceUnavailable, "analyzer_unavailable", "5"),

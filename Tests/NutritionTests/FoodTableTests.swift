@@ -78,6 +78,22 @@ import TestSupport
             #expect(try await first("orange juice")?["description"] as? String == "Orange juice, chilled, includes from concentrate", "from concentrate is ready")
             // A letter with a mark is the letter: USDA writes "jalapeno".
             #expect((try await first("jalapeño")?["description"] as? String)?.contains("jalapeno") == true)
+            // Where USDA names a food by its class first, the part after it is the food's kind:
+            // "cod" is the fish, not "Fish oil, cod liver"; "salmon" is the fish as sold, not a food of
+            // USDA's Alaska Native group; a query naming the class still names the kind.
+            #expect((try await first("cod")?["description"] as? String)?.hasPrefix("Fish, cod, ") == true)
+            let salmon = try #require(try await first("salmon")?["description"] as? String)
+            #expect(salmon.hasPrefix("Fish, salmon, ") && !salmon.contains("Alaska Native"), "\(salmon)")
+            #expect(try await first("beer")?["description"] as? String == "Alcoholic beverage, beer, light")
+            #expect(try await first("cinnamon")?["description"] as? String == "Spices, cinnamon, ground")
+            #expect((try await first("pumpkin seeds")?["description"] as? String)?.hasPrefix("Seeds, pumpkin and squash seed") == true)
+            #expect((try await first("scallops")?["description"] as? String)?.hasPrefix("Mollusks, scallop") == true)
+            #expect(try await first("fish oil salmon")?["description"] as? String == "Fish oil, salmon")
+            // Two words that foods write as one are that word, unless a food also writes them apart.
+            #expect((try await first("soy milk")?["description"] as? String)?.hasPrefix("Soymilk") == true)
+            #expect(try await first("flax seed")?["description"] as? String == "Seeds, flaxseed")
+            #expect((try await first("low fat yogurt")?["description"] as? String)?.contains("low fat") == true)
+            #expect(try await first("water melon soy")?["description"] as? String == "Watermelon, raw", "a word after a joined pair still counts")
         }
     }
 

@@ -43,6 +43,16 @@ struct FoodStore: Sendable {
     /// An analysed item takes a food's values only when the food names every word of the item's
     /// name (after spelling is corrected); otherwise the model's estimate stands.
     static let matchCoverage = 1.0
+    /// How many of the best matches an analysed item's energy is checked against.
+    static let plausibleCandidates = 5
+    /// Energies per 100 g this close are plausible whatever their ratio (black coffee 1 or 2 kcal).
+    static let plausibleEnergyGap = 40.0
+
+    /// A table's energy per 100 g beside a model's estimate: within a factor of two either way, or
+    /// within `plausibleEnergyGap`.
+    static func isPlausible(_ energy: Double, beside estimate: Double) -> Bool {
+        abs(energy - estimate) <= plausibleEnergyGap || (energy <= 2 * estimate && estimate <= 2 * energy)
+    }
 
     static let columns = """
         f.ndb_number, f.description, f.energy_kcal, f.protein_g, f.carbs_g, f.fat_g, f.fiber_g, f.sugars_g, f.saturated_fat_g, f.sodium_mg, f.alcohol_g,
@@ -61,19 +71,22 @@ struct FoodStore: Sendable {
     }
 
     /// The foods best matching `query`, with each one's rank and coverage (the share of the query's
-    /// words it names). The query's words are corrected first: one no food uses becomes the food word
-    /// nearest it by trigrams (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods
-    /// naming every word are the candidates; when none does, those naming any (unless every word must
-    /// be named); when they name every word only by a correction ("greek salad" read as "green
-    /// salad"), the foods whose kind holds a word as typed follow them. They rank by coverage,
-    /// a corrected word counting half as much as one typed as a food word (a correction is a guess:
-    /// "greek yogurt" lists yogurts before green peppers); then a food whose kind the query names
-    /// ("Chicken, …" for "chicken breast") by how usual it is among its kind's foods (`typicality`:
-    /// "chicken" means broilers, not feet), a little more when its kind, or kind and first detail, is
-    /// the query ("Milk, whole"); then by being generic, by how much of their name the query is, and
-    /// by how many household portions USDA lists (common foods list many). A stand-in ("Chicken,
-    /// meatless") gives up the kind and generic shares unless the query names it so, and a form
-    /// nobody eats as it is (`unready`: "Coffee, instant, regular, powder") a little less.
+    /// words it names). Two words that foods write as one are read as that word ("soy milk"); then the
+    /// query's words are corrected: one no food uses becomes the food word nearest it by trigrams
+    /// (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are
+    /// the candidates; when none does, those naming any (unless every word must be named); when they
+    /// name every word only by a correction ("greek salad" read as "green salad"), the foods whose kind
+    /// holds a word as typed follow them. A food's kind is its name before the first comma, or the part
+    /// after it when that is one of USDA's classes ("Fish, salmon, …": see `0022_food_classes.sql`).
+    /// They rank by coverage, a corrected word counting half as much as one typed as a food word (a
+    /// correction is a guess: "greek yogurt" lists yogurts before green peppers); then a food whose
+    /// kind the query names ("Chicken, …" for "chicken breast"), or its class ("pumpkin seeds"), by how
+    /// usual it is among its kind's foods (`typicality`: "chicken" means broilers, not feet), a little
+    /// more when its kind, or kind and first detail, is the query ("Milk, whole"); then by being
+    /// generic, by how much of their name the query is, and by how many household portions USDA lists
+    /// (common foods list many). A stand-in ("Chicken, meatless") gives up the kind and generic shares
+    /// unless the query names it so, and a form nobody eats as it is (`unready`: "Coffee, instant,
+    /// regular, powder") a little less.
     func search(_ query: String, limit: Int, after: FoodCursor?, minimumCoverage: Double, on connection: PostgresConnection, logger: Logger)
         async throws -> [(food: FoodRecord, rank: Int, coverage: Double)]
     {
@@ -91,11 +104,26 @@ struct FoodStore: Sendable {
     struct SearchQuery: PostgresPreparedStatement {
         static let name = "nutrition.food_search"
         static let sql = """
-            WITH typed AS (
+            WITH split AS (
+                SELECT word, n, lead(word) OVER (ORDER BY n) AS next
+                FROM regexp_split_to_table(lower($1), '[^[:alnum:]]+') WITH ORDINALITY AS w(word, n) WHERE word <> ''
+            ),
+            -- Two words that foods' names write as one ("soy milk": "Soymilk") are read as that word
+            -- (`food_word_pairs`). Looked up by key as a scalar subquery: as EXISTS, the planner
+            -- hashed the whole table for the thousand words it expects of a split.
+            pairs AS (
+                SELECT word, n, next, coalesce((SELECT true FROM food_word_pairs p WHERE p.first = s.word AND p.second = s.next), false) AS pair
+                FROM split s
+            ),
+            joined AS (
+                SELECT CASE WHEN joins THEN word || next ELSE word END AS word, n, coalesce(lag(joins) OVER (ORDER BY n), false) AS taken
+                FROM (SELECT word, n, next, pair AND NOT coalesce(lag(pair) OVER (ORDER BY n), false) AS joins FROM pairs) AS p
+            ),
+            typed AS (
                 SELECT word, word_trigrams(word) AS t, row_number() OVER (ORDER BY first) AS place
                 FROM (
-                    SELECT word, min(n) AS first FROM regexp_split_to_table(lower($1), '[^[:alnum:]]+') WITH ORDINALITY AS w(word, n)
-                    WHERE word <> '' AND length(to_tsvector('english', word)) > 0
+                    SELECT word, min(n) AS first FROM joined
+                    WHERE NOT taken AND length(to_tsvector('english', word)) > 0
                     GROUP BY word ORDER BY min(n) LIMIT \(FoodStore.maxWords)
                 ) AS words
             ),
@@ -138,7 +166,7 @@ struct FoodStore: Sendable {
                     (20000 * (found.n - found.guessed / 2) / cardinality(q.w))::int - (CASE WHEN f.typed_only THEN 20000 ELSE 0 END)
                     + (500 * found.n / cardinality(f.words))::int
                     + (CASE WHEN f.generic AND NOT unasked.stand_in THEN 1000 ELSE 0 END)
-                    + (CASE WHEN NOT unasked.stand_in AND q.w @> f.kind_words THEN 3000 + (2000 * f.typicality)::int ELSE 0 END)
+                    + (CASE WHEN NOT unasked.stand_in AND (q.w @> f.kind_words OR q.w @> f.class_words) THEN 3000 + (2000 * f.typicality)::int ELSE 0 END)
                     + (CASE WHEN NOT unasked.stand_in AND found.n = cardinality(q.w)
                         AND ((f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words))
                         THEN 300 ELSE 0 END)
@@ -236,10 +264,19 @@ struct FoodStore: Sendable {
         return items
     }
 
-    /// The food an analysed item's name means: the best match naming every word of it, or nil.
-    func match(_ name: String, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
-        guard let best = try await search(name, limit: 1, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger).first
-        else { return nil }
+    /// The food an analysed item's name means: of the best matches naming every word of it, the
+    /// first whose energy is plausible beside the model's own estimate, or nil.
+    ///
+    /// A name alone can mean another food of the same words: "cod" names "Fish oil, cod liver" as
+    /// fully as "Fish, cod, Atlantic, raw", and "oatmeal" names "Bread, oatmeal" but no porridge.
+    /// The model saw the plate; its estimate is a guess, but one ten times off is rarer than a name
+    /// read as another food. So a match whose energy per 100 g is more than twice or less than half
+    /// the estimate (and more than `plausibleEnergyGap` away from it, as low-energy foods vary by
+    /// more than a factor) is passed over for the next, and when none of the first
+    /// `plausibleCandidates` will do, the estimate stands.
+    func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
+        let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
+        guard let best = found.first(where: { Self.isPlausible($0.food.per100g.calories, beside: estimate.calories) }) else { return nil }
         return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
     }
 }

@@ -107,7 +107,7 @@ struct AnalyzeRoutes {
         // The table's food for each item, looked up before the transaction: the table never changes.
         let matches = try await nutrition.postgres.withConnectionOnItsLoop { connection in
             var matches: [MatchedFood?] = []
-            for found in answer.items { matches.append(try await nutrition.foods.match(found.name, on: connection, logger: context.logger)) }
+            for found in answer.items { matches.append(try await nutrition.foods.match(found.name, near: found.per100g, on: connection, logger: context.logger)) }
             return matches
         }
         let id = UUID()
