@@ -94,6 +94,16 @@ import TestSupport
             #expect(try await first("flax seed")?["description"] as? String == "Seeds, flaxseed")
             #expect((try await first("low fat yogurt")?["description"] as? String)?.contains("low fat") == true)
             #expect(try await first("water melon soy")?["description"] as? String == "Watermelon, raw", "a word after a joined pair still counts")
+            // A food is found by what people call it, and such a name names its kind; a query naming
+            // another kind too still finds that kind.
+            #expect((try await first("oatmeal")?["description"] as? String)?.hasPrefix("Cereals, oats, ") == true)
+            #expect((try await first("oatmeal cookies")?["description"] as? String)?.hasPrefix("Cookies, oatmeal") == true)
+            #expect((try await first("bacon")?["description"] as? String)?.hasPrefix("Pork, cured, bacon") == true)
+            #expect(try await first("turkey bacon")?["description"] as? String == "Turkey bacon, cooked")
+            #expect((try await first("fries")?["description"] as? String)?.hasPrefix("Potatoes, french fried") == true)
+            #expect((try await first("donuts")?["description"] as? String)?.hasPrefix("Doughnuts") == true)
+            #expect((try await first("diet coke")?["description"] as? String)?.hasPrefix("Carbonated beverage, low calorie, cola") == true)
+            #expect((try await first("hot dog")?["description"] as? String)?.hasPrefix("Frankfurter") == true)
         }
     }
 

@@ -70,8 +70,9 @@ struct FoodStore: Sendable {
             ndbNumber: try v(0, String.self), description: try v(1, String.self), per100g: per100g, portions: portions, tags: try v(12, [String].self))
     }
 
-    /// The foods best matching `query`, with each one's rank and coverage (the share of the query's
-    /// words it names). Two words that foods write as one are read as that word ("soy milk"); then the
+    /// The foods best matching `query`, with each one's rank and whether it names a word of the query
+    /// only by a correction. Two words that foods write as one are read as that word ("soy milk"), and
+    /// a food is also found by what people call it (`food_common_names`: "oatmeal", "fries"); then the
     /// query's words are corrected: one no food uses becomes the food word nearest it by trigrams
     /// (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are
     /// the candidates; when none does, those naming any (unless every word must be named); when they
@@ -80,17 +81,17 @@ struct FoodStore: Sendable {
     /// after it when that is one of USDA's classes ("Fish, salmon, …": see `0022_food_classes.sql`).
     /// They rank by coverage, a corrected word counting half as much as one typed as a food word (a
     /// correction is a guess: "greek yogurt" lists yogurts before green peppers); then a food whose
-    /// kind the query names ("Chicken, …" for "chicken breast"), or its class ("pumpkin seeds"), by how
-    /// usual it is among its kind's foods (`typicality`: "chicken" means broilers, not feet), a little
-    /// more when its kind, or kind and first detail, is the query ("Milk, whole"); then by being
-    /// generic, by how much of their name the query is, and by how many household portions USDA lists
-    /// (common foods list many). A stand-in ("Chicken, meatless") gives up the kind and generic shares
-    /// unless the query names it so, and a form nobody eats as it is (`unready`: "Coffee, instant,
-    /// regular, powder") a little less.
+    /// kind the query names ("Chicken, …" for "chicken breast"), or its class ("pumpkin seeds"), or one
+    /// of its common names, by how usual it is among its kind's foods (`typicality`: "chicken" means
+    /// broilers, not feet), a little more when its kind, or kind and first detail, is the query ("Milk,
+    /// whole"); then by being generic, by how much of their name the query is, and by how many
+    /// household portions USDA lists (common foods list many). A stand-in ("Chicken, meatless") gives
+    /// up the kind and generic shares unless the query names it so, and a form nobody eats as it is
+    /// (`unready`: "Coffee, instant, regular, powder") a little less.
     func search(_ query: String, limit: Int, after: FoodCursor?, minimumCoverage: Double, on connection: PostgresConnection, logger: Logger)
-        async throws -> [(food: FoodRecord, rank: Int, coverage: Double)]
+        async throws -> [(food: FoodRecord, rank: Int, guessed: Bool)]
     {
-        var found: [(food: FoodRecord, rank: Int, coverage: Double)] = []
+        var found: [(food: FoodRecord, rank: Int, guessed: Bool)] = []
         // USDA's descriptions are ASCII ("Peppers, jalapeno"): a letter with a mark is matched as the
         // letter, so "jalapeño" is not split into two words at the "ñ".
         let letters = query.folding(options: [.diacriticInsensitive], locale: nil)
@@ -166,12 +167,13 @@ struct FoodStore: Sendable {
                     (20000 * (found.n - found.guessed / 2) / cardinality(q.w))::int - (CASE WHEN f.typed_only THEN 20000 ELSE 0 END)
                     + (500 * found.n / cardinality(f.words))::int
                     + (CASE WHEN f.generic AND NOT unasked.stand_in THEN 1000 ELSE 0 END)
-                    + (CASE WHEN NOT unasked.stand_in AND (q.w @> f.kind_words OR q.w @> f.class_words) THEN 3000 + (2000 * f.typicality)::int ELSE 0 END)
+                    + (CASE WHEN NOT unasked.stand_in AND (q.w @> f.kind_words OR q.w @> f.class_words OR q.w && f.name_words) THEN 3000 + (2000 * f.typicality)::int ELSE 0 END)
                     + (CASE WHEN NOT unasked.stand_in AND found.n = cardinality(q.w)
                         AND ((f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words))
                         THEN 300 ELSE 0 END)
                     + 100 * least(jsonb_array_length(f.portions), 10)
-                    - (CASE WHEN f.unready AND NOT q.w && q.unready_words THEN 1500 ELSE 0 END) AS rank
+                    - (CASE WHEN f.unready AND NOT q.w && q.unready_words THEN 1500 ELSE 0 END) AS rank,
+                    found.guessed > 0 AS guessed
                 FROM candidates f, q, LATERAL (
                     SELECT count(*)::float8 AS n, count(*) FILTER (WHERE w = ANY (q.guessed))::float8 AS guessed
                     FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found,
@@ -184,7 +186,7 @@ struct FoodStore: Sendable {
             LIMIT $2
             """
         static let bindingDataTypes: [PostgresDataType] = [.text, .int8, .float8, .int4, .text, .text]
-        typealias Row = (food: FoodRecord, rank: Int, coverage: Double)
+        typealias Row = (food: FoodRecord, rank: Int, guessed: Bool)
 
         var query: String
         var limit: Int
@@ -204,7 +206,7 @@ struct FoodStore: Sendable {
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let c = row.makeRandomAccess()
-            return (try FoodStore.decode(c), try c[14].decode(Int.self), try c[13].decode(Double.self))
+            return (try FoodStore.decode(c), try c[14].decode(Int.self), try c[15].decode(Bool.self))
         }
     }
 
@@ -264,19 +266,20 @@ struct FoodStore: Sendable {
         return items
     }
 
-    /// The food an analysed item's name means: of the best matches naming every word of it, the
-    /// first whose energy is plausible beside the model's own estimate, or nil.
+    /// The food an analysed item's name means: of the best matches naming every word of it as
+    /// written, the first whose energy is plausible beside the model's own estimate, or nil.
     ///
-    /// A name alone can mean another food of the same words: "cod" names "Fish oil, cod liver" as
-    /// fully as "Fish, cod, Atlantic, raw", and "oatmeal" names "Bread, oatmeal" but no porridge.
-    /// The model saw the plate; its estimate is a guess, but one ten times off is rarer than a name
-    /// read as another food. So a match whose energy per 100 g is more than twice or less than half
-    /// the estimate (and more than `plausibleEnergyGap` away from it, as low-energy foods vary by
-    /// more than a factor) is passed over for the next, and when none of the first
-    /// `plausibleCandidates` will do, the estimate stands.
+    /// A model spells its names, so a word the table lacks means a food it lacks, not a typo: a
+    /// correction is no match ("latte" is not "late"). And a name alone can mean another food of
+    /// the same words ("chips" holds banana chips and chocolate chip cookies). The model saw the
+    /// plate; its estimate is a guess, but one ten times off is rarer than a name read as another
+    /// food. So a match whose energy per 100 g is more than twice or less than half the estimate
+    /// (and more than `plausibleEnergyGap` away from it, as low-energy foods vary by more than a
+    /// factor) is passed over for the next, and when none of the first `plausibleCandidates` will
+    /// do, the estimate stands.
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
         let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
-        guard let best = found.first(where: { Self.isPlausible($0.food.per100g.calories, beside: estimate.calories) }) else { return nil }
+        guard let best = found.first(where: { !$0.guessed && Self.isPlausible($0.food.per100g.calories, beside: estimate.calories) }) else { return nil }
         return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
     }
 }
