@@ -45,8 +45,9 @@ struct FoodStore: Sendable {
     static let matchCoverage = 1.0
     /// How many of the best matches an analysed item's energy is checked against.
     static let plausibleCandidates = 5
-    /// Energies per 100 g this close are plausible whatever their ratio (black coffee 1 or 2 kcal).
-    static let plausibleEnergyGap = 40.0
+    /// Energies per 100 g this close are plausible whatever their ratio (black coffee 1 or 2 kcal),
+    /// and no closer than a sweet drink (35 to 50) to an unsweetened one (0 to 2).
+    static let plausibleEnergyGap = 20.0
 
     /// A table's energy per 100 g beside a model's estimate: within a factor of two either way, or
     /// within `plausibleEnergyGap`.
@@ -116,9 +117,14 @@ struct FoodStore: Sendable {
                 SELECT word, n, next, coalesce((SELECT true FROM food_word_pairs p WHERE p.first = s.word AND p.second = s.next), false) AS pair
                 FROM split s
             ),
+            -- In a run of words each joining the next ("corn bread fruit cake"), the first joins,
+            -- the second is taken, the third joins: a word's place in its run is counted from the
+            -- last word before the run that joins nothing.
+            runs AS (SELECT word, n, next, pair, count(*) FILTER (WHERE NOT pair) OVER (ORDER BY n) AS run FROM pairs),
+            places AS (SELECT word, n, next, pair, row_number() OVER (PARTITION BY run ORDER BY n) - (CASE WHEN run = 0 THEN 1 ELSE 2 END) AS place FROM runs),
             joined AS (
                 SELECT CASE WHEN joins THEN word || next ELSE word END AS word, n, coalesce(lag(joins) OVER (ORDER BY n), false) AS taken
-                FROM (SELECT word, n, next, pair AND NOT coalesce(lag(pair) OVER (ORDER BY n), false) AS joins FROM pairs) AS p
+                FROM (SELECT word, n, next, pair AND place % 2 = 0 AS joins FROM places) AS p
             ),
             typed AS (
                 SELECT word, word_trigrams(word) AS t, row_number() OVER (ORDER BY first) AS place
@@ -167,7 +173,11 @@ struct FoodStore: Sendable {
                     (20000 * (found.n - found.guessed / 2) / cardinality(q.w))::int - (CASE WHEN f.typed_only THEN 20000 ELSE 0 END)
                     + (500 * found.n / cardinality(f.words))::int
                     + (CASE WHEN f.generic AND NOT unasked.stand_in THEN 1000 ELSE 0 END)
-                    + (CASE WHEN NOT unasked.stand_in AND (q.w @> f.kind_words OR q.w @> f.class_words OR q.w && f.name_words) THEN 3000 + (2000 * f.typicality)::int ELSE 0 END)
+                    + (CASE WHEN NOT unasked.stand_in
+                        AND (q.w @> f.kind_words OR (f.class_words IS NOT NULL AND (f.class_words || f.kind_words) @> q.w) OR q.w && f.name_words)
+                        -- A kind read after a class ranks after the same kind named first ("Basil, fresh"
+                        -- before "Spices, basil, dried").
+                        THEN (CASE WHEN f.class_words IS NULL THEN 3000 ELSE 2500 END) + (2000 * f.typicality)::int ELSE 0 END)
                     + (CASE WHEN NOT unasked.stand_in AND found.n = cardinality(q.w)
                         AND ((f.kind_words @> q.w AND q.w @> f.kind_words) OR (f.kind_and_detail_words @> q.w AND q.w @> f.kind_and_detail_words))
                         THEN 300 ELSE 0 END)
@@ -267,7 +277,7 @@ struct FoodStore: Sendable {
     }
 
     /// The food an analysed item's name means: of the best matches naming every word of it as
-    /// written, the first whose energy is plausible beside the model's own estimate, or nil.
+    /// written, the one whose energy is plausible and nearest beside the model's own estimate, or nil.
     ///
     /// A model spells its names, so a word the table lacks means a food it lacks, not a typo: a
     /// correction is no match ("latte" is not "late"). And a name alone can mean another food of
@@ -275,11 +285,16 @@ struct FoodStore: Sendable {
     /// plate; its estimate is a guess, but one ten times off is rarer than a name read as another
     /// food. So a match whose energy per 100 g is more than twice or less than half the estimate
     /// (and more than `plausibleEnergyGap` away from it, as low-energy foods vary by more than a
-    /// factor) is passed over for the next, and when none of the first `plausibleCandidates` will
-    /// do, the estimate stands.
+    /// factor) is passed over, and when none of the first `plausibleCandidates` will do, the
+    /// estimate stands.
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
         let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
-        guard let best = found.first(where: { !$0.guessed && Self.isPlausible($0.food.per100g.calories, beside: estimate.calories) }) else { return nil }
+        let plausible = found.filter { !$0.guessed && Self.isPlausible($0.food.per100g.calories, beside: estimate.calories) }
+        // The nearest in energy: of foods naming the item alike, the form the model saw ("lentils"
+        // cooked rather than sprouted raw, soy milk unsweetened rather than chocolate); of two as
+        // near, the better match.
+        guard let best = plausible.min(by: { abs($0.food.per100g.calories - estimate.calories) < abs($1.food.per100g.calories - estimate.calories) })
+        else { return nil }
         return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
     }
 }

@@ -1,18 +1,15 @@
 -- USDA names some foods by their class first: "Fish, salmon, Atlantic, …", "Nuts, almonds",
--- "Crustaceans, shrimp, …", "Spices, pepper, black", "Cereals, oats, …", "Alcoholic beverage,
--- beer, …". For those the part after the class is what a person calls the food, so it is the
--- food's kind: "salmon" names "Fish, salmon, …" as "chicken" names "Chicken, …", while "Fish oil,
--- salmon" (an oil) stays of its own kind. A query naming the class ("pumpkin seeds", "cereal")
--- still names the food's kind as before (`class_words`).
-CREATE FUNCTION food_class(description text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT CASE WHEN position(',' IN description) > 0 AND split_part(description, ',', 1) IN (
-        'Fish', 'Crustaceans', 'Mollusks', 'Nuts', 'Seeds', 'Spices', 'Game meat', 'Cereals', 'Alcoholic beverage', 'Beverages', 'Snacks', 'Candies')
-        THEN split_part(description, ',', 1) END
-$$;
--- The parts of a name with its class left out.
-CREATE FUNCTION food_name_parts(description text) RETURNS text[] LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT CASE WHEN food_class(description) IS NULL THEN parts ELSE parts[2:] END
-    FROM (SELECT string_to_array(description, ',') AS parts) AS p
+-- "Crustaceans, shrimp, …", "Spices, cinnamon, ground", "Alcoholic beverage, beer, …", or two
+-- parts of it: "Alcoholic beverage, distilled, vodka, …". For those the part after the class is
+-- what a person calls the food, so it is the food's kind: "salmon" names "Fish, salmon, …" as
+-- "chicken" names "Chicken, …", while "Fish oil, salmon" (an oil) stays of its own kind. How many
+-- parts of a name are its class (0 for most foods). The function stands alone, calling no other
+-- of the schema's: a generated column's function must work under any search path (pg_restore's).
+CREATE FUNCTION food_class_parts(description text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN description ~* '^alcoholic beverage, distilled, [^,]' THEN 2
+        WHEN description ~* '^(fish|crustaceans|mollusks|nuts|seeds|spices|game meat|cereals|alcoholic beverage|carbonated beverage|beverages|snacks), [^,]' THEN 1
+        ELSE 0 END
 $$;
 
 -- USDA's American Indian/Alaska Native foods (35) are recorded as particular communities prepare
@@ -25,11 +22,18 @@ ALTER TABLE foods
 ALTER TABLE foods
     ADD COLUMN generic boolean GENERATED ALWAYS AS (
         left(ndb_number, 2) NOT IN ('03', '21', '35', '36') AND description !~* '^(babyfood|infant formula)' AND description !~ '[A-Z]{3,}') STORED,
-    ADD COLUMN kind_words text[] GENERATED ALWAYS AS (tsvector_to_array(to_tsvector('english', (food_name_parts(description))[1]))) STORED,
+    ADD COLUMN kind_words text[] GENERATED ALWAYS AS (
+        tsvector_to_array(to_tsvector('english', split_part(description, ',', food_class_parts(description) + 1)))) STORED,
     ADD COLUMN kind_and_detail_words text[] GENERATED ALWAYS AS (
-        tsvector_to_array(to_tsvector('english', (food_name_parts(description))[1] || ' ' || coalesce((food_name_parts(description))[2], '')))) STORED,
-    -- NULL for a food named without a class.
-    ADD COLUMN class_words text[] GENERATED ALWAYS AS (tsvector_to_array(to_tsvector('english', food_class(description)))) STORED;
+        tsvector_to_array(to_tsvector('english',
+            split_part(description, ',', food_class_parts(description) + 1) || ' ' || split_part(description, ',', food_class_parts(description) + 2)))) STORED,
+    -- The class's words; NULL for a food named without one. A query naming the class and the
+    -- kind's words ("pumpkin seeds" for "Seeds, pumpkin and squash seed kernels") names the kind.
+    ADD COLUMN class_words text[] GENERATED ALWAYS AS (
+        CASE food_class_parts(description)
+            WHEN 1 THEN tsvector_to_array(to_tsvector('english', split_part(description, ',', 1)))
+            WHEN 2 THEN tsvector_to_array(to_tsvector('english', split_part(description, ',', 1) || ' ' || split_part(description, ',', 2)))
+        END) STORED;
 CREATE INDEX foods_kind_words ON foods USING gin (kind_words);
 
 -- Typicality is read within each kind (0020_food_typicality), so it is read again for the kinds
@@ -51,24 +55,31 @@ WITH kinds AS (
 UPDATE foods f SET typicality = t.typicality FROM typicality t WHERE t.ndb_number = f.ndb_number;
 
 -- Two words that foods' names write as one ("soy milk": "Soymilk", "pop corn", "flax seed") are
--- read as that word, unless some name also writes them apart ("low fat" beside "lowfat"): every
--- way of cutting a food word in two, each part at least two letters, less the pairs of words
--- adjacent in a name.
+-- read as that word: every way of cutting a food word in two, each part at least two letters,
+-- where more generic foods use the word than hold both parts apart, in any form: "milk shake"
+-- stays two words, as "Milk shakes" are more foods than "milkshake"; so do "low fat", "meat loaf",
+-- "corn dog" (the "corndog" is fast food) and parts that are stop words, which every food holds
+-- ("me at").
 CREATE TABLE food_word_pairs (
     first  text NOT NULL,
     second text NOT NULL,
     PRIMARY KEY (first, second)
 );
-WITH apart AS (
-    SELECT DISTINCT word AS first, next AS second FROM (
-        SELECT word, lead(word) OVER (PARTITION BY f.ndb_number ORDER BY n) AS next
-        FROM foods f, regexp_split_to_table(lower(f.description), '[^[:alnum:]]+') WITH ORDINALITY AS w(word, n)
-        WHERE word <> ''
-    ) AS words
-    WHERE next IS NOT NULL
+WITH lexemes AS (
+    SELECT lexeme, count(*) AS foods FROM foods, unnest(words) AS lexeme WHERE generic GROUP BY lexeme
+), lexeme_pairs AS (
+    SELECT a, b, count(*) AS foods FROM foods f, unnest(f.words) AS a, unnest(f.words) AS b WHERE f.generic AND a < b GROUP BY a, b
+), cuts AS (
+    SELECT DISTINCT left(w.word, i) AS first, substr(w.word, i + 1) AS second,
+        tsvector_to_array(to_tsvector('english', w.word)) AS joined,
+        tsvector_to_array(to_tsvector('english', left(w.word, i) || ' ' || substr(w.word, i + 1))) AS apart
+    FROM food_words w, generate_series(2, length(w.word) - 2) AS i
 )
 INSERT INTO food_word_pairs (first, second)
-SELECT left(w.word, i), substr(w.word, i + 1)
-FROM food_words w, generate_series(2, length(w.word) - 2) AS i
-WHERE NOT EXISTS (SELECT FROM apart a WHERE a.first = left(w.word, i) AND a.second = substr(w.word, i + 1))
+SELECT c.first, c.second
+FROM cuts c
+    LEFT JOIN lexemes j ON cardinality(c.joined) = 1 AND j.lexeme = c.joined[1]
+    LEFT JOIN lexemes a ON cardinality(c.apart) = 1 AND a.lexeme = c.apart[1]
+    LEFT JOIN lexeme_pairs ab ON cardinality(c.apart) = 2 AND ab.a = c.apart[1] AND ab.b = c.apart[2]
+WHERE coalesce(j.foods, 0) > CASE cardinality(c.apart) WHEN 0 THEN (SELECT count(*) FROM foods WHERE generic) WHEN 1 THEN coalesce(a.foods, 0) ELSE coalesce(ab.foods, 0) END
 ON CONFLICT DO NOTHING;

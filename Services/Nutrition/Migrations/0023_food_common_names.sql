@@ -11,7 +11,7 @@ CREATE FUNCTION food_common_names(description text) RETURNS text LANGUAGE sql IM
         CASE WHEN description ~ '^Carbonated beverage, low calorie' THEN 'diet' END,
         CASE WHEN description ~ '^Potatoes, french fried' THEN 'fries' END,
         CASE WHEN description ~ '^Doughnuts' THEN 'donut' END,
-        CASE WHEN description ~ '^Frankfurter' THEN 'hot dog' END,
+        CASE WHEN description ~ '^Frankfurter' THEN 'hot dog hotdog' END,
         CASE WHEN description ~ '^Pork, cured, bacon' THEN 'bacon' END,
         CASE WHEN description ~ '^Pork, cured, ham' THEN 'ham' END,
         CASE WHEN description ~* '^Macaroni and cheese' THEN 'mac' END), '')
