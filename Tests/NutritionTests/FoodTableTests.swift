@@ -106,6 +106,10 @@ import TestSupport
             #expect((try await first("low fat yogurt")?["description"] as? String)?.contains("low fat") == true)
             #expect((try await first("milk shake")?["description"] as? String)?.hasPrefix("Milk shakes") == true)
             #expect((try await first("meat loaf")?["description"] as? String)?.hasPrefix("Beef, ground") == true)
+            #expect(try await first("poppy seed")?["description"] as? String == "Spices, poppy seed", "two oils beside one spice join nothing")
+            // A query names a class food's kind only when it names the class too, or the whole kind:
+            // "pita" is the bread, not "Snacks, pita chips".
+            #expect((try await first("pita")?["description"] as? String)?.hasPrefix("Bread, pita") == true)
             // A food is found by what people call it, and such a name names its kind; a query naming
             // another kind too still finds that kind.
             #expect((try await first("oatmeal")?["description"] as? String)?.hasPrefix("Cereals, oats, ") == true)
@@ -115,7 +119,12 @@ import TestSupport
             #expect((try await first("fries")?["description"] as? String)?.hasPrefix("Potatoes, french fried") == true)
             #expect((try await first("donuts")?["description"] as? String)?.hasPrefix("Doughnuts") == true)
             #expect((try await first("diet coke")?["description"] as? String)?.hasPrefix("Carbonated beverage, low calorie, cola") == true)
+            for query in ["coke", "soda"] {
+                #expect((try await first(query)?["description"] as? String)?.hasPrefix("Carbonated beverage, cola") == true, "\(query): not the diet cola")
+            }
             #expect((try await first("hot dog")?["description"] as? String)?.hasPrefix("Frankfurter") == true)
+            // A query naming more than a common name does not take its kind: hot wings are no hot dogs.
+            #expect((try await first("hot wings")?["description"] as? String).map { !$0.hasPrefix("Frankfurter") } == true)
         }
     }
 

@@ -41,10 +41,13 @@ struct FoodStore: Sendable {
     /// A search lists foods naming at least half of the query's words.
     static let minimumCoverage = 0.5
     /// An analysed item takes a food's values only when the food names every word of the item's
-    /// name (after spelling is corrected); otherwise the model's estimate stands.
+    /// name as written (`match`); otherwise the model's estimate stands.
     static let matchCoverage = 1.0
     /// How many of the best matches an analysed item's energy is checked against.
     static let plausibleCandidates = 5
+    /// Search ranks this close mean foods named alike: how usual a food is among its kind and how
+    /// many portions USDA lists move a rank by less; a kind, being generic or a stand-in by more.
+    static let alikeRanks = 300
     /// Energies per 100 g this close are plausible whatever their ratio (black coffee 1 or 2 kcal),
     /// and no closer than a sweet drink (35 to 50) to an unsweetened one (0 to 2).
     static let plausibleEnergyGap = 20.0
@@ -174,7 +177,7 @@ struct FoodStore: Sendable {
                     + (500 * found.n / cardinality(f.words))::int
                     + (CASE WHEN f.generic AND NOT unasked.stand_in THEN 1000 ELSE 0 END)
                     + (CASE WHEN NOT unasked.stand_in
-                        AND (q.w @> f.kind_words OR (f.class_words IS NOT NULL AND (f.class_words || f.kind_words) @> q.w) OR q.w && f.name_words)
+                        AND (q.w @> f.kind_words OR (q.w && f.class_words AND (f.class_words || f.kind_words) @> q.w) OR f.name_words @> q.w)
                         -- A kind read after a class ranks after the same kind named first ("Basil, fresh"
                         -- before "Spices, basil, dried").
                         THEN (CASE WHEN f.class_words IS NULL THEN 3000 ELSE 2500 END) + (2000 * f.typicality)::int ELSE 0 END)
@@ -277,7 +280,7 @@ struct FoodStore: Sendable {
     }
 
     /// The food an analysed item's name means: of the best matches naming every word of it as
-    /// written, the one whose energy is plausible and nearest beside the model's own estimate, or nil.
+    /// written, one whose energy is plausible beside the model's own estimate, or nil.
     ///
     /// A model spells its names, so a word the table lacks means a food it lacks, not a typo: a
     /// correction is no match ("latte" is not "late"). And a name alone can mean another food of
@@ -290,11 +293,15 @@ struct FoodStore: Sendable {
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
         let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
         let plausible = found.filter { !$0.guessed && Self.isPlausible($0.food.per100g.calories, beside: estimate.calories) }
-        // The nearest in energy: of foods naming the item alike, the form the model saw ("lentils"
-        // cooked rather than sprouted raw, soy milk unsweetened rather than chocolate); of two as
-        // near, the better match.
-        guard let best = plausible.min(by: { abs($0.food.per100g.calories - estimate.calories) < abs($1.food.per100g.calories - estimate.calories) })
-        else { return nil }
+        guard let first = plausible.first else { return nil }
+        // Of foods ranked alike (within `alikeRanks`: the same kind, as generic, as much of the
+        // name, differing in how usual they are), the nearest in energy is the form the model saw:
+        // oats cooked with water rather than instant with cinnamon. A food ranked lower for another
+        // reason (a stand-in, a brand, another kind) is never taken over the first for its energy.
+        let best =
+            plausible.filter { $0.rank >= first.rank - Self.alikeRanks }.min {
+                abs($0.food.per100g.calories - estimate.calories) < abs($1.food.per100g.calories - estimate.calories)
+            } ?? first
         return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
     }
 }

@@ -1,13 +1,14 @@
 -- USDA names some foods by their class first: "Fish, salmon, Atlantic, …", "Nuts, almonds",
 -- "Crustaceans, shrimp, …", "Spices, cinnamon, ground", "Alcoholic beverage, beer, …", or two
--- parts of it: "Alcoholic beverage, distilled, vodka, …". For those the part after the class is
+-- parts of it: "Alcoholic beverage, distilled, vodka, …", "Carbonated beverage, low calorie, cola
+-- …". For those the part after the class is
 -- what a person calls the food, so it is the food's kind: "salmon" names "Fish, salmon, …" as
 -- "chicken" names "Chicken, …", while "Fish oil, salmon" (an oil) stays of its own kind. How many
 -- parts of a name are its class (0 for most foods). The function stands alone, calling no other
 -- of the schema's: a generated column's function must work under any search path (pg_restore's).
 CREATE FUNCTION food_class_parts(description text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE
-        WHEN description ~* '^alcoholic beverage, distilled, [^,]' THEN 2
+        WHEN description ~* '^(alcoholic beverage, distilled|carbonated beverage, (low calorie|reduced sugar)), [^,]' THEN 2
         WHEN description ~* '^(fish|crustaceans|mollusks|nuts|seeds|spices|game meat|cereals|alcoholic beverage|carbonated beverage|beverages|snacks), [^,]' THEN 1
         ELSE 0 END
 $$;
@@ -55,11 +56,11 @@ WITH kinds AS (
 UPDATE foods f SET typicality = t.typicality FROM typicality t WHERE t.ndb_number = f.ndb_number;
 
 -- Two words that foods' names write as one ("soy milk": "Soymilk", "pop corn", "flax seed") are
--- read as that word: every way of cutting a food word in two, each part at least two letters,
--- where more generic foods use the word than hold both parts apart, in any form: "milk shake"
--- stays two words, as "Milk shakes" are more foods than "milkshake"; so do "low fat", "meat loaf",
--- "corn dog" (the "corndog" is fast food) and parts that are stop words, which every food holds
--- ("me at").
+-- read as that word: every way of cutting a food word in two words of their own (not stop words),
+-- where more than twice as many generic foods use the word as hold both parts apart, in any form:
+-- "milk shake" stays two words, as "Milk shakes" are more foods than "milkshake"; so do "low fat",
+-- "meat loaf", "corn dog" (the "corndog" is fast food) and "poppy seed" (two poppyseed oils beside
+-- one spice).
 CREATE TABLE food_word_pairs (
     first  text NOT NULL,
     second text NOT NULL,
@@ -79,7 +80,6 @@ INSERT INTO food_word_pairs (first, second)
 SELECT c.first, c.second
 FROM cuts c
     LEFT JOIN lexemes j ON cardinality(c.joined) = 1 AND j.lexeme = c.joined[1]
-    LEFT JOIN lexemes a ON cardinality(c.apart) = 1 AND a.lexeme = c.apart[1]
     LEFT JOIN lexeme_pairs ab ON cardinality(c.apart) = 2 AND ab.a = c.apart[1] AND ab.b = c.apart[2]
-WHERE coalesce(j.foods, 0) > CASE cardinality(c.apart) WHEN 0 THEN (SELECT count(*) FROM foods WHERE generic) WHEN 1 THEN coalesce(a.foods, 0) ELSE coalesce(ab.foods, 0) END
+WHERE cardinality(c.apart) = 2 AND coalesce(j.foods, 0) > 2 * coalesce(ab.foods, 0)
 ON CONFLICT DO NOTHING;

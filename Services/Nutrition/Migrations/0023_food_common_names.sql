@@ -1,15 +1,16 @@
 -- What people call some foods that USDA names otherwise: "oatmeal" is USDA's "Cereals, oats, …,
 -- cooked with water" (its "Bread, oatmeal" and "Cookies, oatmeal" are other foods), "soda" a
 -- carbonated beverage, "fries" "Potatoes, french fried", "bacon" "Pork, cured, bacon" (not only
--- "Turkey bacon"). A search finds a food by these names as by its own words, and a query holding one
--- of them names the food's kind. Only names nobody would mean another food by are listed.
+-- "Turkey bacon"). A search finds a food by these names as by its own words, and a query made of
+-- their words names the food's kind. Only names nobody would mean another food by are listed. A
+-- food's typicality stays as its description gives it (0022): a name is no rarer form of the food.
 CREATE FUNCTION food_common_names(description text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT nullif(concat_ws(' ',
         CASE WHEN description ~ '^Cereals, oats, .*(cooked|prepared)' THEN 'oatmeal porridge' END,
         CASE WHEN description ~ '^Carbonated beverage, ' AND description !~ '^Carbonated beverage, (club soda|tonic water)' THEN 'soda' END,
         CASE WHEN description ~ '^Carbonated beverage, (reduced sugar, |low calorie, )?cola' THEN 'coke' END,
         CASE WHEN description ~ '^Carbonated beverage, low calorie' THEN 'diet' END,
-        CASE WHEN description ~ '^Potatoes, french fried' THEN 'fries' END,
+        CASE WHEN description ~ '^Potatoes, french fried' THEN 'french fries' END,
         CASE WHEN description ~ '^Doughnuts' THEN 'donut' END,
         CASE WHEN description ~ '^Frankfurter' THEN 'hot dog hotdog' END,
         CASE WHEN description ~ '^Pork, cured, bacon' THEN 'bacon' END,
