@@ -175,22 +175,35 @@ import TestSupport
                 Self.item("oatmeal", grams: 240, kcal: 71, protein: 2.5, carbs: 12, fat: 1.5),
                 // No food of the table is a latte; "late" is the nearest word, a correction is no match.
                 Self.item("latte", grams: 240, kcal: 56, protein: 3, carbs: 4.5, fat: 3),
+                // Whole milk by the estimate: the best-ranked plausible milk, not another milk (goat's)
+                // nearer in energy.
+                Self.item("milk", grams: 200, kcal: 64, protein: 3.3, carbs: 4.8, fat: 3.5),
             ]
             standIn.always(.answer(#"{"meal_name": "Cod, porridge and a latte", "items": [\#(items.joined(separator: ","))]}"#))
             let reply = try await Self.analyze(env, user)
             #expect(reply.status == .created, "\(reply.text)")
             let analysed = try #require(reply.json[path: "analysis.items"] as? [[String: Any]])
             let sources = analysed.map { $0["source"] as? [String: Any] ?? [:] }
-            #expect(sources.map { $0["kind"] as? String } == ["usda_sr", "usda_sr", "usda_sr", "model"])
+            #expect(sources.map { $0["kind"] as? String } == ["usda_sr", "usda_sr", "usda_sr", "model", "usda_sr"])
             #expect(sources[0]["description"] as? String == "Fish, cod, Atlantic, raw")
             #expect(sources[1]["description"] as? String == "Fish, cod, Atlantic, dried and salted")
-            // Of the five foods naming "oatmeal", ranked alike, the one nearest the estimate: plain oats
-            // cooked with water (71 kcal), the fourth, not the first (instant with cinnamon, 107).
             let oats = try #require(sources[2]["description"] as? String)
-            #expect(oats.hasPrefix("Cereals, oats, regular and quick") && oats.contains("cooked with water"), "\(oats)")
+            #expect(oats.hasPrefix("Cereals, oats, ") && (oats.contains("cooked") || oats.contains("prepared")), "\(oats)")
+            let milk = try #require(sources[4]["description"] as? String)
+            #expect(milk.hasPrefix("Milk, ") && !milk.contains("goat"), "\(milk)")
+            // Each item is the table's food × grams, the latte the model's estimate.
+            var expected: [Double] = []
+            for (source, grams) in zip(sources, [150.0, 50, 240, 240, 200]) {
+                guard let number = source["ndb_number"] as? String else {
+                    expected.append(56 * grams / 100)
+                    continue
+                }
+                let food = try await env.call(.get, "/v1/foods/\(number)", as: user)
+                expected.append(try #require(food.json[path: "per_100g.calories"] as? Double) * grams / 100)
+            }
             let eaten = try #require(reply.json["items"] as? [[String: Any]])
             let calories = eaten.compactMap { $0["calories"] as? Double }
-            #expect(calories.count == 4 && zip(calories, [123, 145, 170.4, 134.4]).allSatisfy { abs($0 - $1) < 0.05 }, "\(calories)")
+            #expect(calories.count == 5 && zip(calories, expected).allSatisfy { abs($0 - $1) < 0.05 }, "\(calories) against \(expected)")
         }
     }
 

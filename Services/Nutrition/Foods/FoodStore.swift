@@ -45,9 +45,6 @@ struct FoodStore: Sendable {
     static let matchCoverage = 1.0
     /// How many of the best matches an analysed item's energy is checked against.
     static let plausibleCandidates = 5
-    /// Search ranks this close mean foods named alike: how usual a food is among its kind and how
-    /// many portions USDA lists move a rank by less; a kind, being generic or a stand-in by more.
-    static let alikeRanks = 300
     /// Energies per 100 g this close are plausible whatever their ratio (black coffee 1 or 2 kcal),
     /// and no closer than a sweet drink (35 to 50) to an unsweetened one (0 to 2).
     static let plausibleEnergyGap = 20.0
@@ -280,7 +277,7 @@ struct FoodStore: Sendable {
     }
 
     /// The food an analysed item's name means: of the best matches naming every word of it as
-    /// written, one whose energy is plausible beside the model's own estimate, or nil.
+    /// written, the first whose energy is plausible beside the model's own estimate, or nil.
     ///
     /// A model spells its names, so a word the table lacks means a food it lacks, not a typo: a
     /// correction is no match ("latte" is not "late"). And a name alone can mean another food of
@@ -292,16 +289,12 @@ struct FoodStore: Sendable {
     /// estimate stands.
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
         let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
-        let plausible = found.filter { !$0.guessed && Self.isPlausible($0.food.per100g.calories, beside: estimate.calories) }
-        guard let first = plausible.first else { return nil }
-        // Of foods ranked alike (within `alikeRanks`: the same kind, as generic, as much of the
-        // name, differing in how usual they are), the nearest in energy is the form the model saw:
-        // oats cooked with water rather than instant with cinnamon. A food ranked lower for another
-        // reason (a stand-in, a brand, another kind) is never taken over the first for its energy.
-        let best =
-            plausible.filter { $0.rank >= first.rank - Self.alikeRanks }.min {
-                abs($0.food.per100g.calories - estimate.calories) < abs($1.food.per100g.calories - estimate.calories)
-            } ?? first
+        // The best-ranked of them: the rank says what the name means, the energy only which foods
+        // it cannot mean. The nearest in energy is often another food of the same kind ("milk" at
+        // 64 kcal would be goat's milk, "cheese" at 350 cream cheese).
+        guard let best = found.first(where: { !$0.guessed && Self.isPlausible($0.food.per100g.calories, beside: estimate.calories) }) else {
+            return nil
+        }
         return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
     }
 }
