@@ -38,12 +38,14 @@ ALTER TABLE foods
 CREATE INDEX foods_kind_words ON foods USING gin (kind_words);
 
 -- Typicality is read within each kind (0020_food_typicality), so it is read again for the kinds
--- as they now are.
+-- as they now are; as a procedure, which a later migration changing the foods or their kinds calls.
+-- A food's words are read from its description: a name people call it by (0023) is no rarer form.
+CREATE PROCEDURE refresh_food_typicality() LANGUAGE sql AS $$
 WITH kinds AS (
     SELECT kind_words AS kind, count(*)::float8 AS foods FROM foods GROUP BY kind_words
 ), details AS (
     SELECT f.ndb_number, f.kind_words AS kind, word
-    FROM foods f, unnest(f.words) AS word WHERE NOT word = ANY (f.kind_words)
+    FROM foods f, unnest(tsvector_to_array(to_tsvector('english', f.description))) AS word WHERE NOT word = ANY (f.kind_words)
 ), shares AS (
     SELECT kind, word, count(*)::float8 AS foods FROM details GROUP BY kind, word
 ), typicality AS (
@@ -54,6 +56,8 @@ WITH kinds AS (
     GROUP BY f.ndb_number, k.foods
 )
 UPDATE foods f SET typicality = t.typicality FROM typicality t WHERE t.ndb_number = f.ndb_number;
+$$;
+CALL refresh_food_typicality();
 
 -- Two words that foods' names write as one ("soy milk": "Soymilk", "pop corn", "flax seed") are
 -- read as that word: every way of cutting a food word in two words of their own (not stop words),
