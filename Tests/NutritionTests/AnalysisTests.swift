@@ -178,24 +178,34 @@ import TestSupport
                 // Whole milk by the estimate: the best-ranked plausible milk, not another milk (goat's)
                 // nearer in energy.
                 Self.item("milk", grams: 200, kcal: 64, protein: 3.3, carbs: 4.8, fat: 3.5),
+                // "Rolls, hamburger or hotdog" names it and is near in energy, but draws it from
+                // carbohydrate: a bun is not the burger.
+                Self.item("hamburger", grams: 110, kcal: 254, protein: 13, carbs: 24, fat: 12),
+                // Plain yoghurt by the estimate; the yoghurts the table ranks first are fruit ones,
+                // their energy within a factor of two but mostly sugar.
+                Self.item("yogurt", grams: 150, kcal: 61, protein: 3.5, carbs: 4.7, fat: 3.3),
             ]
             standIn.always(.answer(#"{"meal_name": "Cod, porridge and a latte", "items": [\#(items.joined(separator: ","))]}"#))
             let reply = try await Self.analyze(env, user)
             #expect(reply.status == .created, "\(reply.text)")
             let analysed = try #require(reply.json[path: "analysis.items"] as? [[String: Any]])
             let sources = analysed.map { $0["source"] as? [String: Any] ?? [:] }
-            #expect(sources.map { $0["kind"] as? String } == ["usda_sr", "usda_sr", "usda_sr", "model", "usda_sr"])
+            #expect(sources.prefix(5).map { $0["kind"] as? String } == ["usda_sr", "usda_sr", "usda_sr", "model", "usda_sr"])
             #expect(sources[0]["description"] as? String == "Fish, cod, Atlantic, raw")
             #expect(sources[1]["description"] as? String == "Fish, cod, Atlantic, dried and salted")
             let oats = try #require(sources[2]["description"] as? String)
             #expect(oats.hasPrefix("Cereals, oats, ") && (oats.contains("cooked") || oats.contains("prepared")), "\(oats)")
             let milk = try #require(sources[4]["description"] as? String)
             #expect(milk.hasPrefix("Milk, ") && !milk.contains("goat"), "\(milk)")
-            // Each item is the table's food × grams, the latte the model's estimate.
+            for (source, refused) in zip(sources.suffix(2), ["Rolls, ", "Yogurt, fruit"]) {
+                let description = source["description"] as? String ?? ""
+                #expect(source["kind"] as? String == "model" || !description.hasPrefix(refused), "\(description)")
+            }
+            // Each item is the table's food × grams, the others the model's estimate.
             var expected: [Double] = []
-            for (source, grams) in zip(sources, [150.0, 50, 240, 240, 200]) {
+            for (source, (grams, estimate)) in zip(sources, [(150.0, 82.0), (50, 290), (240, 71), (240, 56), (200, 64), (110, 254), (150, 61)]) {
                 guard let number = source["ndb_number"] as? String else {
-                    expected.append(56 * grams / 100)
+                    expected.append(estimate * grams / 100)
                     continue
                 }
                 let food = try await env.call(.get, "/v1/foods/\(number)", as: user)
@@ -203,8 +213,27 @@ import TestSupport
             }
             let eaten = try #require(reply.json["items"] as? [[String: Any]])
             let calories = eaten.compactMap { $0["calories"] as? Double }
-            #expect(calories.count == 5 && zip(calories, expected).allSatisfy { abs($0 - $1) < 0.05 }, "\(calories) against \(expected)")
+            #expect(calories.count == 7 && zip(calories, expected).allSatisfy { abs($0 - $1) < 0.05 }, "\(calories) against \(expected)")
         }
+    }
+
+    /// Per 100 g: protein, carbohydrate and fat in grams, and the energy they make.
+    static func per100g(_ protein: Double, _ carbs: Double, _ fat: Double, alcohol: Double? = nil) -> Per100g {
+        Per100g(calories: 4 * protein + 4 * carbs + 9 * fat + 7 * (alcohol ?? 0), proteinG: protein, carbsG: carbs, fatG: fat, alcoholG: alcohol)
+    }
+
+    @Test func plausibleFoodsShareTheirEnergyOutAsTheEstimateDoes() {
+        let burger = Self.per100g(13, 24, 12)
+        #expect(!FoodStore.isPlausible(Self.per100g(9.5, 50, 3.6), beside: burger), "a bun is not the burger")
+        #expect(FoodStore.isPlausible(Self.per100g(12.4, 30, 9.8), beside: burger))
+        // Half the sum of the share differences: 0.25 of the energy moved is plausible, more is not.
+        #expect(FoodStore.isPlausible(Per100g(calories: 100, proteinG: 18.75, carbsG: 6.25, fatG: 0), beside: Per100g(calories: 100, proteinG: 25, carbsG: 0, fatG: 0)))
+        #expect(!FoodStore.isPlausible(Per100g(calories: 100, proteinG: 18.5, carbsG: 6.5, fatG: 0), beside: Per100g(calories: 100, proteinG: 25, carbsG: 0, fatG: 0)))
+        // Alcohol counts in neither: an estimate for beer may leave it out.
+        #expect(FoodStore.isPlausible(Self.per100g(0.5, 3.6, 0, alcohol: 3.9), beside: Per100g(calories: 43, proteinG: 0.5, carbsG: 3.6, fatG: 0)))
+        // Too little of the three to share out: only the energy counts (black coffee beside tea).
+        #expect(FoodStore.isPlausible(Per100g(calories: 1, proteinG: 0.1, carbsG: 0, fatG: 0.02), beside: Per100g(calories: 1, proteinG: 0, carbsG: 0.3, fatG: 0)))
+        #expect(!FoodStore.isPlausible(Self.per100g(0, 10, 0), beside: Self.per100g(0, 0.5, 0)), "the energy still counts: a cola is not a diet cola")
     }
 
     @Test func plausibleEnergiesAreWithinAFactorOfTwoOrAFewCalories() {

@@ -48,11 +48,31 @@ struct FoodStore: Sendable {
     /// Energies per 100 g this close are plausible whatever their ratio (black coffee 1 or 2 kcal),
     /// and no closer than a sweet drink (35 to 50) to an unsweetened one (0 to 2).
     static let plausibleEnergyGap = 20.0
+    /// The most of its energy a plausible food draws otherwise than the estimate among protein,
+    /// carbohydrate and fat (half the sum of the three shares' differences): a bun is not the
+    /// burger, a dressing not the salad, a fruit yoghurt not a plain one, whatever their energies.
+    static let plausibleShareDifference = 0.25
 
     /// A table's energy per 100 g beside a model's estimate: within a factor of two either way, or
     /// within `plausibleEnergyGap`.
     static func isPlausible(_ energy: Double, beside estimate: Double) -> Bool {
         abs(energy - estimate) <= plausibleEnergyGap || (energy <= 2 * estimate && estimate <= 2 * energy)
+    }
+
+    /// A table's food beside a model's estimate: its energy plausible, and its energy shared out
+    /// among protein, carbohydrate and fat (4, 4 and 9 kcal a gram) as the estimate's is, within
+    /// `plausibleShareDifference`. Alcohol is left out of both, as an estimate may not give it.
+    /// Where either side's macronutrients hold less than `plausibleEnergyGap` (coffee, tea, a diet
+    /// drink) the shares say nothing and only the energy counts.
+    static func isPlausible(_ food: Per100g, beside estimate: Per100g) -> Bool {
+        guard isPlausible(food.calories, beside: estimate.calories) else { return false }
+        func shares(_ values: Per100g) -> [Double]? {
+            let energies = [4 * values.proteinG, 4 * values.carbsG, 9 * values.fatG]
+            let total = energies.reduce(0, +)
+            return total < plausibleEnergyGap ? nil : energies.map { $0 / total }
+        }
+        guard let found = shares(food), let estimated = shares(estimate) else { return true }
+        return zip(found, estimated).map { abs($0 - $1) }.reduce(0, +) / 2 <= plausibleShareDifference
     }
 
     static let columns = """
@@ -277,7 +297,7 @@ struct FoodStore: Sendable {
     }
 
     /// The food an analysed item's name means: of the best matches naming every word of it as
-    /// written, the first whose energy is plausible beside the model's own estimate, or nil.
+    /// written, the first plausible beside the model's own estimate (`isPlausible`), or nil.
     ///
     /// A model spells its names, so a word the table lacks means a food it lacks, not a typo: a
     /// correction is no match ("latte" is not "late"). And a name alone can mean another food of
@@ -285,14 +305,14 @@ struct FoodStore: Sendable {
     /// plate; its estimate is a guess, but one ten times off is rarer than a name read as another
     /// food. So a match whose energy per 100 g is more than twice or less than half the estimate
     /// (and more than `plausibleEnergyGap` away from it, as low-energy foods vary by more than a
-    /// factor) is passed over, and when none of the first `plausibleCandidates` will do, the
-    /// estimate stands.
+    /// factor) is passed over, as is one whose energy comes from other macronutrients ("hamburger"
+    /// names a bun too); when none of the first `plausibleCandidates` will do, the estimate stands.
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
         let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
-        // The best-ranked of them: the rank says what the name means, the energy only which foods
-        // it cannot mean. The nearest in energy is often another food of the same kind ("milk" at
+        // The best-ranked of them: the rank says what the name means, the energy and its shares
+        // only which foods it cannot mean. The nearest in energy is often another food of the same kind ("milk" at
         // 64 kcal would be goat's milk, "cheese" at 350 cream cheese).
-        guard let best = found.first(where: { !$0.guessed && Self.isPlausible($0.food.per100g.calories, beside: estimate.calories) }) else {
+        guard let best = found.first(where: { !$0.guessed && Self.isPlausible($0.food.per100g, beside: estimate) }) else {
             return nil
         }
         return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)

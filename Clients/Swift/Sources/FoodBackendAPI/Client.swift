@@ -8628,7 +8628,7 @@ public struct Client: APIProtocol {
     }
     /// Analyses a photo of a meal with the configured vision model and logs it as an analysed meal, not yet eaten.
     ///
-    /// The photo is checked and cleaned as by POST /v1/meals/{id}/photo and kept; a copy at most 1024 pixels on its long side goes to the vision model with the diet and the hint, nothing else about the user (docs/PRIVACY.md). Each item takes the food table's per-100 g values × grams when a food names every word of its name as written and its energy is within a factor of two of the model's estimate or 20 kcal of it (of five such foods, the best-ranked), else the model's estimate. A failure keeps nothing and does not count against the daily allowance (meal_analyses_per_day of the user's tier, counted per local day).
+    /// The photo is checked and cleaned as by POST /v1/meals/{id}/photo and kept; a copy at most 1024 pixels on its long side goes to the vision model with the diet and the hint, nothing else about the user (docs/PRIVACY.md). Each item takes the food table's per-100 g values × grams when a food names every word of its name as written and its energy is within a factor of two of the model's estimate or 20 kcal of it, shared among protein, carbohydrate and fat as the estimate's is (at most 0.25 of the energy otherwise; of five such foods, the best-ranked), else the model's estimate. A failure keeps nothing and does not count against the daily allowance (meal_analyses_per_day of the user's tier, counted per local day).
     ///
     /// - Remark: HTTP `POST /v1/meals/analyze`.
     /// - Remark: Generated from `#/paths//v1/meals/analyze/post`.
