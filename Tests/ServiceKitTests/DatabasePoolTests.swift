@@ -57,10 +57,12 @@ import TestSupport
                 try await waitFor(3, excluding: before, "after PostgreSQL ended every connection")
                 // A connection whose end the pool has not read yet may still be handed out once: that
                 // statement fails as "unavailable" (a 503 in a service), and the next one is served.
+                // Through the checked path, as the services' statements: a plain `query` written to
+                // that connection would wait forever.
                 let deadline = ContinuousClock.now + .seconds(5)
                 while true {
                     do {
-                        try await client.query("SELECT 1", logger: TestEnvironment.logger)
+                        try await client.checkedQuery("SELECT 1", logger: TestEnvironment.logger)
                         break
                     } catch {
                         #expect(isDatabaseUnavailable(error), "\(String(reflecting: error))")

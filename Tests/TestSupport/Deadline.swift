@@ -22,14 +22,25 @@ public func withDeadline<T: Sendable>(_ limit: Duration, _ what: String, _ work:
         continuation.resume(with: result)
         return true
     }
+    // The timer is stopped when the work ends first: a poll checking every few milliseconds would
+    // otherwise leave a sleeping task behind for each check.
+    let timer = DeadlineTimer()
     return try await withCheckedThrowingContinuation { continuation in
         outcome.withLock { $0 = continuation }
         let worker = Task {
-            do { _ = finish(.success(try await work())) } catch { _ = finish(.failure(error)) }
+            let ended: Bool
+            do { ended = finish(.success(try await work())) } catch { ended = finish(.failure(error)) }
+            if ended { timer.task.withLock { $0?.cancel() } }
         }
-        Task {
-            try? await Task.sleep(for: limit)
+        let sleeper = Task {
+            guard (try? await Task.sleep(for: limit)) != nil else { return }
             if finish(.failure(DeadlineExceeded(what: what, limit: limit))) { worker.cancel() }
         }
+        timer.task.withLock { $0 = sleeper }
     }
+}
+
+/// The task that ends `withDeadline`'s wait at the deadline, kept to be stopped when the work ends first.
+private final class DeadlineTimer: Sendable {
+    let task = Mutex<Task<Void, Never>?>(nil)
 }
