@@ -91,8 +91,9 @@ struct FoodStore: Sendable {
             ndbNumber: try v(0, String.self), description: try v(1, String.self), per100g: per100g, portions: portions, tags: try v(12, [String].self))
     }
 
-    /// The foods best matching `query`, with each one's rank and whether it names a word of the query
-    /// only by a correction. Two words that foods write as one are read as that word ("soy milk"), and
+    /// The foods best matching `query`, with each one's rank, whether it names a word of the query
+    /// only by a correction, whether it is a stand-in the query does not ask for, and whether it
+    /// names every word of the query outside a brand's capitals. Two words that foods write as one are read as that word ("soy milk"), and
     /// a food is also found by what people call it (`food_common_names`: "oatmeal", "fries"); then the
     /// query's words are corrected: one no food uses becomes the food word nearest it by trigrams
     /// (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are
@@ -110,9 +111,9 @@ struct FoodStore: Sendable {
     /// up the kind and generic shares unless the query names it so, and a form nobody eats as it is
     /// (`unready`: "Coffee, instant, regular, powder") a little less.
     func search(_ query: String, limit: Int, after: FoodCursor?, minimumCoverage: Double, on connection: PostgresConnection, logger: Logger)
-        async throws -> [(food: FoodRecord, rank: Int, guessed: Bool)]
+        async throws -> [SearchQuery.Row]
     {
-        var found: [(food: FoodRecord, rank: Int, guessed: Bool)] = []
+        var found: [SearchQuery.Row] = []
         // USDA's descriptions are ASCII ("Peppers, jalapeno"): a letter with a mark is matched as the
         // letter, so "jalapeño" is not split into two words at the "ñ".
         let letters = query.folding(options: [.diacriticInsensitive], locale: nil)
@@ -203,7 +204,11 @@ struct FoodStore: Sendable {
                         THEN 300 ELSE 0 END)
                     + 100 * least(jsonb_array_length(f.portions), 10)
                     - (CASE WHEN f.unready AND NOT q.w && q.unready_words THEN 1500 ELSE 0 END) AS rank,
-                    found.guessed > 0 AS guessed
+                    found.guessed > 0 AS guessed, unasked.stand_in,
+                    -- Whether the food names every word outside the capitals of a brand or product
+                    -- ("BURGER KING, CHICKEN TENDERS" is no chicken burger).
+                    f.generic OR q.w <@ (tsvector_to_array(to_tsvector('english', regexp_replace(f.description, '\\S*[A-Z]{3,}\\S*', ' ', 'g')))
+                        || coalesce(f.name_words, '{}')) AS unbranded
                 FROM candidates f, q, LATERAL (
                     SELECT count(*)::float8 AS n, count(*) FILTER (WHERE w = ANY (q.guessed))::float8 AS guessed
                     FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found,
@@ -216,7 +221,7 @@ struct FoodStore: Sendable {
             LIMIT $2
             """
         static let bindingDataTypes: [PostgresDataType] = [.text, .int8, .float8, .int4, .text, .text]
-        typealias Row = (food: FoodRecord, rank: Int, guessed: Bool)
+        typealias Row = (food: FoodRecord, rank: Int, guessed: Bool, standIn: Bool, unbranded: Bool)
 
         var query: String
         var limit: Int
@@ -236,7 +241,7 @@ struct FoodStore: Sendable {
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let c = row.makeRandomAccess()
-            return (try FoodStore.decode(c), try c[14].decode(Int.self), try c[15].decode(Bool.self))
+            return (try FoodStore.decode(c), try c[14].decode(Int.self), try c[15].decode(Bool.self), try c[16].decode(Bool.self), try c[17].decode(Bool.self))
         }
     }
 
@@ -306,13 +311,16 @@ struct FoodStore: Sendable {
     /// food. So a match whose energy per 100 g is more than twice or less than half the estimate
     /// (and more than `plausibleEnergyGap` away from it, as low-energy foods vary by more than a
     /// factor) is passed over, as is one whose energy comes from other macronutrients ("hamburger"
-    /// names a bun too); when none of the first `plausibleCandidates` will do, the estimate stands.
+    /// names a bun too), a stand-in the name does not ask for ("Meatballs, meatless": the search
+    /// ranks those lower, not out), and a food naming a word only in a brand's capitals ("chicken
+    /// burger" is not "BURGER KING, CHICKEN TENDERS"). When none of the first `plausibleCandidates`
+    /// will do, the estimate stands.
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
         let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
         // The best-ranked of them: the rank says what the name means, the energy and its shares
         // only which foods it cannot mean. The nearest in energy is often another food of the same kind ("milk" at
         // 64 kcal would be goat's milk, "cheese" at 350 cream cheese).
-        guard let best = found.first(where: { !$0.guessed && Self.isPlausible($0.food.per100g, beside: estimate) }) else {
+        guard let best = found.first(where: { !$0.guessed && !$0.standIn && $0.unbranded && Self.isPlausible($0.food.per100g, beside: estimate) }) else {
             return nil
         }
         return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
