@@ -188,6 +188,8 @@ import TestSupport
                 Self.item("chicken burger", grams: 180, kcal: 240, protein: 15, carbs: 20, fat: 11),
                 // Among the best-ranked meatballs is "Meatballs, meatless", plausible by energy and shares.
                 Self.item("meatballs", grams: 120, kcal: 197, protein: 14, carbs: 7, fat: 13),
+                // A brand the name holds whole is the food's own.
+                Self.item("burger king whopper", grams: 270, kcal: 233, protein: 11, carbs: 19, fat: 13),
             ]
             standIn.always(.answer(#"{"meal_name": "Cod, porridge and a latte", "items": [\#(items.joined(separator: ","))]}"#))
             let reply = try await Self.analyze(env, user)
@@ -201,13 +203,15 @@ import TestSupport
             #expect(oats.hasPrefix("Cereals, oats, ") && (oats.contains("cooked") || oats.contains("prepared")), "\(oats)")
             let milk = try #require(sources[4]["description"] as? String)
             #expect(milk.hasPrefix("Milk, ") && !milk.contains("goat"), "\(milk)")
-            for (source, refused) in zip(sources.suffix(4), ["Rolls, ", "Yogurt, fruit", "BURGER KING", "Meatballs, meatless"]) {
+            let whopper = try #require(sources.last?["description"] as? String)
+            #expect(whopper.hasPrefix("BURGER KING, WHOPPER"), "\(whopper)")
+            for (source, refused) in zip(sources.suffix(5), ["Rolls, ", "Yogurt, fruit", "BURGER KING", "Meatballs, meatless"]) {
                 let description = source["description"] as? String ?? ""
                 #expect(source["kind"] as? String == "model" || !description.hasPrefix(refused), "\(description)")
             }
             // Each item is the table's food × grams, the others the model's estimate.
             var expected: [Double] = []
-            for (source, (grams, estimate)) in zip(sources, [(150.0, 82.0), (50, 290), (240, 71), (240, 56), (200, 64), (110, 254), (150, 61), (180, 240), (120, 197)]) {
+            for (source, (grams, estimate)) in zip(sources, [(150.0, 82.0), (50, 290), (240, 71), (240, 56), (200, 64), (110, 254), (150, 61), (180, 240), (120, 197), (270, 233)]) {
                 guard let number = source["ndb_number"] as? String else {
                     expected.append(estimate * grams / 100)
                     continue
@@ -217,7 +221,7 @@ import TestSupport
             }
             let eaten = try #require(reply.json["items"] as? [[String: Any]])
             let calories = eaten.compactMap { $0["calories"] as? Double }
-            #expect(calories.count == 9 && zip(calories, expected).allSatisfy { abs($0 - $1) < 0.05 }, "\(calories) against \(expected)")
+            #expect(calories.count == 10 && zip(calories, expected).allSatisfy { abs($0 - $1) < 0.05 }, "\(calories) against \(expected)")
         }
     }
 

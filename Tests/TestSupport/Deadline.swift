@@ -37,6 +37,8 @@ public func withDeadline<T: Sendable>(_ limit: Duration, _ what: String, _ work:
             if finish(.failure(DeadlineExceeded(what: what, limit: limit))) { worker.cancel() }
         }
         timer.task.withLock { $0 = sleeper }
+        // Work that ended before the sleeper was stored found nothing to stop.
+        if outcome.withLock({ $0 == nil }) { sleeper.cancel() }
     }
 }
 

@@ -93,7 +93,7 @@ struct FoodStore: Sendable {
 
     /// The foods best matching `query`, with each one's rank, whether it names a word of the query
     /// only by a correction, whether it is a stand-in the query does not ask for, and whether it
-    /// names every word of the query outside a brand's capitals. Two words that foods write as one are read as that word ("soy milk"), and
+    /// names each word of the query other than by a piece of a brand's or product's capitals. Two words that foods write as one are read as that word ("soy milk"), and
     /// a food is also found by what people call it (`food_common_names`: "oatmeal", "fries"); then the
     /// query's words are corrected: one no food uses becomes the food word nearest it by trigrams
     /// (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are
@@ -205,10 +205,17 @@ struct FoodStore: Sendable {
                     + 100 * least(jsonb_array_length(f.portions), 10)
                     - (CASE WHEN f.unready AND NOT q.w && q.unready_words THEN 1500 ELSE 0 END) AS rank,
                     found.guessed > 0 AS guessed, unasked.stand_in,
-                    -- Whether the food names every word outside the capitals of a brand or product
-                    -- ("BURGER KING, CHICKEN TENDERS" is no chicken burger).
+                    -- Whether the food names each word of the query outside the capitals of a brand or
+                    -- product, or in such a name the query holds whole ("BURGER KING, CHICKEN TENDERS"
+                    -- is no chicken burger, but is "burger king chicken tenders"). A capitalised name
+                    -- ends at a comma.
                     f.generic OR q.w <@ (tsvector_to_array(to_tsvector('english', regexp_replace(f.description, '\\S*[A-Z]{3,}\\S*', ' ', 'g')))
-                        || coalesce(f.name_words, '{}')) AS unbranded
+                        || coalesce(f.name_words, '{}')
+                        || ARRAY(
+                            SELECT unnest(b.w)
+                            FROM regexp_matches(f.description, '([^\\s,]*[A-Z]{3,}[^\\s,]*(?:\\s+[^\\s,]*[A-Z]{3,}[^\\s,]*)*)', 'g') AS m,
+                                LATERAL (SELECT tsvector_to_array(to_tsvector('english', m[1])) AS w) AS b
+                            WHERE q.w @> b.w)) AS not_by_brand
                 FROM candidates f, q, LATERAL (
                     SELECT count(*)::float8 AS n, count(*) FILTER (WHERE w = ANY (q.guessed))::float8 AS guessed
                     FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found,
@@ -221,7 +228,7 @@ struct FoodStore: Sendable {
             LIMIT $2
             """
         static let bindingDataTypes: [PostgresDataType] = [.text, .int8, .float8, .int4, .text, .text]
-        typealias Row = (food: FoodRecord, rank: Int, guessed: Bool, standIn: Bool, unbranded: Bool)
+        typealias Row = (food: FoodRecord, rank: Int, guessed: Bool, standIn: Bool, notByBrand: Bool)
 
         var query: String
         var limit: Int
@@ -312,15 +319,16 @@ struct FoodStore: Sendable {
     /// (and more than `plausibleEnergyGap` away from it, as low-energy foods vary by more than a
     /// factor) is passed over, as is one whose energy comes from other macronutrients ("hamburger"
     /// names a bun too), a stand-in the name does not ask for ("Meatballs, meatless": the search
-    /// ranks those lower, not out), and a food naming a word only in a brand's capitals ("chicken
-    /// burger" is not "BURGER KING, CHICKEN TENDERS"). When none of the first `plausibleCandidates`
-    /// will do, the estimate stands.
+    /// ranks those lower, not out), and a food naming a word only in a brand's capitals that the
+    /// name does not hold whole ("chicken burger" is not "BURGER KING, CHICKEN TENDERS"; "burger king
+    /// whopper" is "BURGER KING, WHOPPER, …"). When none of the first `plausibleCandidates` will do,
+    /// the estimate stands.
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
         let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
         // The best-ranked of them: the rank says what the name means, the energy and its shares
         // only which foods it cannot mean. The nearest in energy is often another food of the same kind ("milk" at
         // 64 kcal would be goat's milk, "cheese" at 350 cream cheese).
-        guard let best = found.first(where: { !$0.guessed && !$0.standIn && $0.unbranded && Self.isPlausible($0.food.per100g, beside: estimate) }) else {
+        guard let best = found.first(where: { !$0.guessed && !$0.standIn && $0.notByBrand && Self.isPlausible($0.food.per100g, beside: estimate) }) else {
             return nil
         }
         return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
