@@ -159,8 +159,9 @@ import TestSupport
     }
 
     /// A name can mean another food of the same words; the table's food is taken only when it
-    /// names every word as written and its energy is plausible beside the model's estimate, else
-    /// the next, else the estimate.
+    /// names every word as written, its energy and the energy's shares are plausible beside the
+    /// model's estimate, and it is neither a stand-in nor named by a piece of a brand; else the
+    /// next, else the estimate.
     @Test func aMatchMustBePlausibleBesideTheModelsEstimate() async throws {
         let standIn = try await VisionStandIn.start()
         defer { standIn.stop() }
