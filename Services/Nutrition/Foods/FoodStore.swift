@@ -93,7 +93,9 @@ struct FoodStore: Sendable {
 
     /// The foods best matching `query`, with each one's rank, whether it names a word of the query
     /// only by a correction, whether it is a stand-in the query does not ask for, and whether it
-    /// names each word of the query other than by a piece of a brand's or product's capitals. Two words that foods write as one are read as that word ("soy milk"), and
+    /// names each word of the query other than by a piece of a brand's or product's capitals.
+    ///
+    /// Two words that foods write as one are read as that word ("soy milk"), and
     /// a food is also found by what people call it (`food_common_names`: "oatmeal", "fries"); then the
     /// query's words are corrected: one no food uses becomes the food word nearest it by trigrams
     /// (similarity as pg_trgm counts it, at least pg_trgm's default 0.3). Foods naming every word are
@@ -326,8 +328,8 @@ struct FoodStore: Sendable {
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
         let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
         // The best-ranked of them: the rank says what the name means, the energy and its shares
-        // only which foods it cannot mean. The nearest in energy is often another food of the same kind ("milk" at
-        // 64 kcal would be goat's milk, "cheese" at 350 cream cheese).
+        // only which foods it cannot mean. The nearest in energy is often another food of the same
+        // kind ("milk" at 64 kcal would be goat's milk, "cheese" at 350 cream cheese).
         guard let best = found.first(where: { !$0.guessed && !$0.standIn && $0.notByBrand && Self.isPlausible($0.food.per100g, beside: estimate) }) else {
             return nil
         }
