@@ -90,6 +90,9 @@ class Stack:
         subprocess.run(["scripts/stack", "up"], check=True, capture_output=True, env={**os.environ, "STACK_NO_BUILD": "1"})
 
     def wait_until(self, condition, seconds=20, what="condition"):
+        # STACK_WAIT_GRACE_SECONDS lengthens every wait by the time a stack's own retries may need
+        # beyond the test's window (scripts/compose-test says when and why).
+        seconds += int(os.environ.get("STACK_WAIT_GRACE_SECONDS", "0"))
         deadline = time.time() + seconds
         while time.time() < deadline:
             try:
