@@ -160,8 +160,8 @@ import TestSupport
 
     /// A name can mean another food of the same words; the table's food is taken only when it
     /// names every word as written, its energy and the energy's shares are plausible beside the
-    /// model's estimate, and it is neither a stand-in nor named by a piece of a brand; else the
-    /// next, else the estimate.
+    /// model's estimate, and it is neither a stand-in nor named by a piece of a brand; else another,
+    /// else the estimate.
     @Test func aMatchMustBePlausibleBesideTheModelsEstimate() async throws {
         let standIn = try await VisionStandIn.start()
         defer { standIn.stop() }
@@ -176,8 +176,7 @@ import TestSupport
                 Self.item("oatmeal", grams: 240, kcal: 71, protein: 2.5, carbs: 12, fat: 1.5),
                 // No food of the table is a latte; "late" is the nearest word, a correction is no match.
                 Self.item("latte", grams: 240, kcal: 56, protein: 3, carbs: 4.5, fat: 3),
-                // Whole milk by the estimate: the best-ranked plausible milk, not another milk (goat's)
-                // nearer in energy.
+                // Whole milk by the estimate, not goat's milk, a few kcal farther and ranked lower.
                 Self.item("milk", grams: 200, kcal: 64, protein: 3.3, carbs: 4.8, fat: 3.5),
                 // "Rolls, hamburger or hotdog" names it and is near in energy, but draws it from
                 // carbohydrate: a bun is not the burger.
@@ -224,6 +223,49 @@ import TestSupport
             let calories = eaten.compactMap { $0["calories"] as? Double }
             #expect(calories.count == 10 && zip(calories, expected).allSatisfy { abs($0 - $1) < 0.05 }, "\(calories) against \(expected)")
         }
+    }
+
+    /// Of the plausible foods among the best named, the one nearest the estimate stands for the
+    /// item: the search ranks raw bacon, sandwich steaks and corn pasta as high as what a plate
+    /// holds. When even the nearest is far, the estimate stands.
+    @Test func theNearestOfTheBestNamedFoodsStandsForTheItem() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("openai", standIn)) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            let items = [
+                Self.item("bacon", grams: 30, kcal: 541, protein: 37, carbs: 1.4, fat: 42),
+                Self.item("steak", grams: 200, kcal: 271, protein: 25, carbs: 0, fat: 19),
+                Self.item("pasta", grams: 180, kcal: 158, protein: 5.8, carbs: 31, fat: 0.9),
+                Self.item("pancakes", grams: 120, kcal: 227, protein: 6.4, carbs: 28, fat: 9.7),
+                // The plausible foods named "tacos" are a taco salad, ranked far below the shells.
+                Self.item("tacos", grams: 150, kcal: 226, protein: 9, carbs: 20, fat: 12),
+            ]
+            standIn.always(.answer(#"{"meal_name": "Breakfast and tacos", "items": [\#(items.joined(separator: ","))]}"#))
+            let reply = try await Self.analyze(env, user)
+            #expect(reply.status == .created, "\(reply.text)")
+            let sources = try #require(reply.json[path: "analysis.items"] as? [[String: Any]]).map { $0["source"] as? [String: Any] ?? [:] }
+            let descriptions = sources.map { $0["description"] as? String ?? "" }
+            #expect(descriptions.count == 5, "\(sources)")
+            #expect(descriptions[0].hasPrefix("Pork, cured, bacon, cooked"), "\(descriptions[0])")
+            #expect(descriptions[1].hasPrefix("Beef, ") && descriptions[1].contains("steak") && !descriptions[1].contains("sandwich"), "\(descriptions[1])")
+            #expect(descriptions[2].hasPrefix("Pasta, ") && !descriptions[2].contains("corn"), "\(descriptions[2])")
+            #expect(descriptions[3].hasPrefix("Pancakes, ") && !descriptions[3].contains("dry mix"), "\(descriptions[3])")
+            #expect(sources.last?["kind"] as? String == "model", "\(sources.last ?? [:])")
+        }
+    }
+
+    @Test func theDistanceWeighsEnergySharesAndRank() {
+        let estimate = Self.per100g(25, 0, 19)
+        #expect(FoodStore.distance(estimate, rankedBelowBestBy: 0, from: estimate) == 0)
+        // A tenth of the energy off is 0.1; so is 300 rank points below the best match.
+        #expect(abs(FoodStore.distance(Self.per100g(27.5, 0, 20.9), rankedBelowBestBy: 0, from: estimate) - 0.1) < 1e-9)
+        #expect(abs(FoodStore.distance(estimate, rankedBelowBestBy: 300, from: estimate) - 0.1) < 1e-9)
+        // Below 50 kcal, a kcal counts as a fiftieth: black coffee at 2 kcal is not twice off at 1.
+        #expect(abs(FoodStore.distance(Per100g(calories: 2, proteinG: 0.1, carbsG: 0, fatG: 0), rankedBelowBestBy: 0, from: Per100g(calories: 1, proteinG: 0.1, carbsG: 0, fatG: 0)) - 0.02) < 1e-9)
+        // The shares count as they are: all of the energy from fat beside all from protein is 1.
+        #expect(abs(FoodStore.distance(Self.per100g(0, 0, 10), rankedBelowBestBy: 0, from: Self.per100g(22.5, 0, 0)) - 1) < 1e-9)
     }
 
     /// Per 100 g: protein, carbohydrate and fat in grams, and the energy they make.

@@ -43,8 +43,8 @@ struct FoodStore: Sendable {
     /// An analysed item takes a food's values only when the food names every word of the item's
     /// name as written (`match`); otherwise the model's estimate stands.
     static let matchCoverage = 1.0
-    /// How many of the best matches an analysed item's energy is checked against.
-    static let plausibleCandidates = 5
+    /// How many of the best matches an analysed item is weighed against.
+    static let matchCandidates = 10
     /// Energies per 100 g this close are plausible whatever their ratio (black coffee 1 or 2 kcal),
     /// and no closer than a sweet drink (35 to 50) to an unsweetened one (0 to 2).
     static let plausibleEnergyGap = 20.0
@@ -52,6 +52,13 @@ struct FoodStore: Sendable {
     /// carbohydrate and fat (half the sum of the three shares' differences): a bun is not the
     /// burger, a dressing not the salad, a fruit yoghurt not a plain one, whatever their energies.
     static let plausibleShareDifference = 0.25
+    /// How far below the best match's rank a food ranks for as much distance as the whole of the
+    /// estimate's energy: what the name means counts with what the model saw (`distance`).
+    static let rankPerDistance = 3000.0
+    /// Foods whose distances are this close are alike; the better ranked of them is taken.
+    static let alikeDistance = 0.03
+    /// The farthest a food may be and still stand for the item; farther, the estimate stands.
+    static let farthestMatch = 0.6
 
     /// A table's energy per 100 g beside a model's estimate: within a factor of two either way, or
     /// within `plausibleEnergyGap`.
@@ -65,14 +72,29 @@ struct FoodStore: Sendable {
     /// Where either side's macronutrients hold less than `plausibleEnergyGap` (coffee, tea, a diet
     /// drink) the shares say nothing and only the energy counts.
     static func isPlausible(_ food: Per100g, beside estimate: Per100g) -> Bool {
-        guard isPlausible(food.calories, beside: estimate.calories) else { return false }
+        isPlausible(food.calories, beside: estimate.calories) && (shareDifference(food, estimate) ?? 0) <= plausibleShareDifference
+    }
+
+    /// Half the sum of the differences between the shares of two foods' energy that protein,
+    /// carbohydrate and fat give (4, 4 and 9 kcal a gram), alcohol left out; nil where either
+    /// side's three give less than `plausibleEnergyGap`.
+    static func shareDifference(_ food: Per100g, _ estimate: Per100g) -> Double? {
         func shares(_ values: Per100g) -> [Double]? {
             let energies = [4 * values.proteinG, 4 * values.carbsG, 9 * values.fatG]
             let total = energies.reduce(0, +)
             return total < plausibleEnergyGap ? nil : energies.map { $0 / total }
         }
-        guard let found = shares(food), let estimated = shares(estimate) else { return true }
-        return zip(found, estimated).map { abs($0 - $1) }.reduce(0, +) / 2 <= plausibleShareDifference
+        guard let found = shares(food), let estimated = shares(estimate) else { return nil }
+        return zip(found, estimated).map { abs($0 - $1) }.reduce(0, +) / 2
+    }
+
+    /// How far a food is from the model's estimate for an item: the energy per 100 g between them
+    /// as a share of the estimate's (of 50 kcal at least, so that a cup of black coffee is not ten
+    /// times off for one kcal), plus the share difference, plus how far below the best match the
+    /// search ranked it, `rankPerDistance` points counting one.
+    static func distance(_ food: Per100g, rankedBelowBestBy rankGap: Int, from estimate: Per100g) -> Double {
+        abs(food.calories - estimate.calories) / max(estimate.calories, 50) + (shareDifference(food, estimate) ?? 0)
+            + Double(max(rankGap, 0)) / rankPerDistance
     }
 
     static let columns = """
@@ -311,7 +333,8 @@ struct FoodStore: Sendable {
     }
 
     /// The food an analysed item's name means: of the best matches naming every word of it as
-    /// written, the first plausible beside the model's own estimate (`isPlausible`), or nil.
+    /// written and plausible beside the model's own estimate (`isPlausible`), the nearest to the
+    /// estimate (`distance`), or nil.
     ///
     /// A model spells its names, so a word the table lacks means a food it lacks, not a typo: a
     /// correction is no match ("latte" is not "late"). And a name alone can mean another food of
@@ -323,16 +346,22 @@ struct FoodStore: Sendable {
     /// names a bun too), a stand-in the name does not ask for ("Meatballs, meatless": the search
     /// ranks those lower, not out), and a food naming a word only in a brand's capitals that the
     /// name does not hold whole ("chicken burger" is not "BURGER KING, CHICKEN TENDERS"; "burger king
-    /// whopper" is "BURGER KING, WHOPPER, …"). When none of the first `plausibleCandidates` will do,
-    /// the estimate stands.
+    /// whopper" is "BURGER KING, WHOPPER, …").
+    ///
+    /// Of those left among the first `matchCandidates`, the estimate says which variant the plate
+    /// held: the table ranks raw bacon, toasted bread and 2 % milk first, and a name of one word
+    /// ("steak", "pasta") ranks sandwich steaks and corn pasta as high as the usual kind. The rank
+    /// still counts, so that a food the name fits worse ("milk" at 64 kcal is not goat's milk) needs
+    /// to be much nearer to win. When the nearest is farther than `farthestMatch` ("tacos" as a taco
+    /// salad), the estimate stands.
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
-        let found = try await search(name, limit: Self.plausibleCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
-        // The best-ranked of them: the rank says what the name means, the energy and its shares
-        // only which foods it cannot mean. The nearest in energy is often another food of the same
-        // kind ("milk" at 64 kcal would be goat's milk, "cheese" at 350 cream cheese).
-        guard let best = found.first(where: { !$0.guessed && !$0.standIn && $0.notByBrand && Self.isPlausible($0.food.per100g, beside: estimate) }) else {
-            return nil
-        }
+        let found = try await search(name, limit: Self.matchCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
+        guard let bestRank = found.first?.rank else { return nil }
+        let weighed = found.filter { !$0.guessed && !$0.standIn && $0.notByBrand && Self.isPlausible($0.food.per100g, beside: estimate) }
+            .map { (row: $0, distance: Self.distance($0.food.per100g, rankedBelowBestBy: bestRank - $0.rank, from: estimate)) }
+        guard let nearest = weighed.map(\.distance).min(), nearest <= Self.farthestMatch,
+            let best = weighed.first(where: { $0.distance <= nearest + Self.alikeDistance })?.row
+        else { return nil }
         return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
     }
 }
