@@ -239,7 +239,8 @@ import TestSupport
                 Self.item("steak", grams: 200, kcal: 271, protein: 25, carbs: 0, fat: 19),
                 Self.item("pasta", grams: 180, kcal: 158, protein: 5.8, carbs: 31, fat: 0.9),
                 Self.item("pancakes", grams: 120, kcal: 227, protein: 6.4, carbs: 28, fat: 9.7),
-                // The plausible foods named "tacos" are a taco salad, ranked far below the shells.
+                // Of the ten best-named foods, the plausible ones are taco salads, ranked far below
+                // the shells: the nearest is more than 0.6 away.
                 Self.item("tacos", grams: 150, kcal: 226, protein: 9, carbs: 20, fat: 12),
             ]
             standIn.always(.answer(#"{"meal_name": "Breakfast and tacos", "items": [\#(items.joined(separator: ","))]}"#))
@@ -256,6 +257,8 @@ import TestSupport
         }
     }
 
+    /// The distance adds the energy apart (a share of the estimate's), the share difference and
+    /// the rank below the best-named food.
     @Test func theDistanceWeighsEnergySharesAndRank() {
         let estimate = Self.per100g(25, 0, 19)
         #expect(FoodStore.distance(estimate, rankedBelowBestBy: 0, from: estimate) == 0)

@@ -82,17 +82,19 @@ class Stack:
             except ProcessLookupError:
                 return True
 
-        self.wait_until(gone, seconds=seconds, what=f"{name} exited after SIGTERM")
+        self.wait_until(gone, seconds=seconds, what=f"{name} exited after SIGTERM", grace=False)
         return pid
 
     def up(self):
         # The stage built the stack before the tests: `up` starts what that build made.
         subprocess.run(["scripts/stack", "up"], check=True, capture_output=True, env={**os.environ, "STACK_NO_BUILD": "1"})
 
-    def wait_until(self, condition, seconds=20, what="condition"):
-        # STACK_WAIT_GRACE_SECONDS lengthens every wait by the time a stack's own retries may need
-        # beyond the test's window (scripts/compose-test says when and why).
-        seconds += int(os.environ.get("STACK_WAIT_GRACE_SECONDS", "0"))
+    def wait_until(self, condition, seconds=20, what="condition", grace=True):
+        # STACK_WAIT_GRACE_SECONDS lengthens a wait by the time a stack's own retries may need
+        # beyond the test's window (scripts/compose-test says when and why); not a wait whose
+        # window is what the test checks (grace=False: a shutdown's).
+        if grace:
+            seconds += int(os.environ.get("STACK_WAIT_GRACE_SECONDS", "0"))
         deadline = time.time() + seconds
         while time.time() < deadline:
             try:
