@@ -91,6 +91,12 @@ struct AuthTestEnvironment: Sendable {
     let google: ProviderIssuer
     let database: TestDatabase
     let config: ServiceConfig
+    /// The client address this environment's requests come from unless a test names another
+    /// (`X-Forwarded-For`, as the gateway writes it). Failed sign-ins are counted per address in
+    /// the Redis every test shares, for a quarter of an hour: from one shared loopback address, the
+    /// wrong passwords of tests running side by side would add up to the address's limit and lock
+    /// out another test's right one.
+    let clientAddress = Self.nextClientAddress()
     /// The service's signing key, so that a test can make tokens the service would (expired ones, say).
     let signingKey: TestIssuer.Key
 
@@ -131,6 +137,20 @@ struct AuthTestEnvironment: Sendable {
         }
     }
 
+    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+
+    /// Addresses in 198.18.0.0/15 (RFC 2544's benchmarking range, which no test names on its
+    /// own): one after another within a run, from a random start so that a run soon after another
+    /// against the same Redis does not meet its counts.
+    private static let addresses = Mutex(Int.random(in: 0..<(1 << 17)))
+    static func nextClientAddress() -> String {
+        let n = addresses.withLock { n in
+            defer { n = (n + 1) % (1 << 17) }
+            return n
+        }
+        return "198.\(18 + (n >> 16)).\((n >> 8) & 255).\(n & 255)"
+    }
+
     /// A token signed with the service's own key; claims can be made bad on purpose.
     func token(for userID: String, sessionID: String? = nil, roles: [Role] = [.user], expiresIn: TimeInterval = 900, issuedAt: Date = Date()) async throws -> String {
         try await TestIssuer(issuer: config.tokens.issuer, audience: config.tokens.audience).token(
@@ -144,6 +164,7 @@ struct AuthTestEnvironment: Sendable {
     @discardableResult
     func call(_ method: HTTPRequest.Method, _ path: String, json: Any? = nil, raw: String? = nil, token: String? = nil, headers extra: HTTPFields = [:]) async throws -> Reply {
         var headers = extra
+        if headers[Self.forwardedFor] == nil { headers[Self.forwardedFor] = clientAddress }
         if let token { headers[.authorization] = "Bearer \(token)" }
         var body: ByteBuffer?
         if let json {
@@ -275,5 +296,5 @@ extension AuthTestEnvironment {
 
 extension HTTPFields {
     /// The address the gateway would put in `X-Forwarded-For` (tests reach the service from loopback).
-    static func from(_ ip: String) -> HTTPFields { [HTTPField.Name("X-Forwarded-For")!: ip] }
+    static func from(_ ip: String) -> HTTPFields { [AuthTestEnvironment.forwardedFor: ip] }
 }
