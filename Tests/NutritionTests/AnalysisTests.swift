@@ -192,8 +192,8 @@ import TestSupport
             Self.item("latte", grams: 240, kcal: 56, protein: 3, carbs: 4.5, fat: 3),
             // Whole milk by the estimate, not goat's milk, a few kcal farther and ranked lower.
             Self.item("milk", grams: 200, kcal: 64, protein: 3.3, carbs: 4.8, fat: 3.5),
-            // "Rolls, hamburger or hotdog" names it and is near in energy, but draws it from
-            // carbohydrate: a bun is not the burger.
+            // A fast-food hamburger: "Rolls, hamburger or hotdog" names it too and is near in
+            // energy, but draws it from carbohydrate (a bun is not the burger).
             Self.item("hamburger", grams: 110, kcal: 254, protein: 13, carbs: 24, fat: 12),
             // Plain yoghurt by the estimate; the yoghurts the table ranks first are fruit ones,
             // their energy within a factor of two but mostly sugar.
@@ -213,6 +213,7 @@ import TestSupport
             #expect(oats.hasPrefix("Cereals, oats, ") && (oats.contains("cooked") || oats.contains("prepared")), "\(oats)")
             let milk = try #require(sources[4]["description"] as? String)
             #expect(milk.hasPrefix("Milk, ") && !milk.contains("goat"), "\(milk)")
+            #expect((sources[5]["description"] as? String)?.hasPrefix("Fast foods, hamburger") == true, "\(sources[5])")
             let whopper = try #require(sources.last?["description"] as? String)
             #expect(whopper.hasPrefix("BURGER KING, WHOPPER"), "\(whopper)")
             for (source, refused) in zip(sources.suffix(5), ["Rolls, ", "Yogurt, fruit", "BURGER KING", "Meatballs, meatless"]) {

@@ -125,6 +125,13 @@ import TestSupport
             #expect((try await first("hot dog")?["description"] as? String)?.hasPrefix("Frankfurter") == true)
             // A query naming more than a common name does not take its kind: hot wings are no hot dogs.
             #expect((try await first("hot wings")?["description"] as? String).map { !$0.hasPrefix("Frankfurter") } == true)
+            // Fast foods and restaurant dishes are named by their class first: a hamburger is the
+            // burger, not "Rolls, hamburger or hotdog"; a kind's generic foods still come first; and
+            // what a counter adds to its croissants does not change which croissant is usual.
+            #expect((try await first("hamburger")?["description"] as? String)?.hasPrefix("Fast foods, hamburger") == true)
+            #expect(try await first("fried rice")?["description"] as? String == "Restaurant, Chinese, fried rice")
+            #expect((try await first("onion rings")?["description"] as? String)?.hasPrefix("Onion rings, breaded") == true)
+            #expect(try await first("croissant")?["description"] as? String == "Croissants, butter")
         }
     }
 
