@@ -117,7 +117,7 @@ import TestSupport
 
             // Similar time: both run one bcrypt at the configured cost. Load from tests running alongside
             // only ever adds time, so each side's fastest of twelve is its own cost; without the bcrypt,
-            // an unknown address would answer many times faster.
+            // an unknown email would answer many times faster.
             var samples: [(known: Double, unknown: Double)] = []
             for round in 0..<12 {
                 let clock = ContinuousClock()

@@ -124,7 +124,8 @@ struct FoodStore: Sendable {
     /// the candidates; when none does, those naming any (unless every word must be named); when they
     /// name every word only by a correction ("greek salad" read as "green salad"), the foods whose kind
     /// holds a word as typed follow them. A food's kind is its name before the first comma, or the part
-    /// after it when that is one of USDA's classes ("Fish, salmon, …": see `0022_food_classes.sql`).
+    /// after it when that is one of USDA's classes ("Fish, salmon, …", "Fast foods, hamburger; …", up
+    /// to a semicolon: see `0022_food_classes.sql` and `0024_food_eaten_out_classes.sql`).
     /// They rank by coverage, a corrected word counting half as much as one typed as a food word (a
     /// correction is a guess: "greek yogurt" lists yogurts before green peppers); then a food whose
     /// kind the query names ("Chicken, …" for "chicken breast"), or its class ("pumpkin seeds"), or one

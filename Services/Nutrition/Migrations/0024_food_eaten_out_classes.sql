@@ -1,17 +1,22 @@
 -- Fast foods and restaurant dishes are named by their class first too: "Fast foods, hamburger;
 -- single, regular patty; with condiments", "Restaurant, Chinese, fried rice", "Restaurant, family
--- style, French fries". Read as foods of the kinds "fast foods" and "restaurant, chinese", a
--- hamburger was no food's kind, so "hamburger" named "Rolls, hamburger or hotdog" (a bun) better
--- than the burger, and "fried rice" a frozen rice bowl. The part after the class is their kind
--- now, up to a semicolon ("hamburger", not "hamburger; single"). They still rank after the
--- generic foods of the same kind (`generic`, 0022).
+-- style, French fries". Read as foods of the kinds "fast foods" and "restaurant", a hamburger was
+-- no food's kind, so "hamburger" named "Rolls, hamburger or hotdog" (a bun) better than the
+-- burger, and "fried rice" a frozen rice bowl. The part after the class is their kind now, and a
+-- semicolon ends a part as a comma does ("hamburger; single, regular patty": the kind "hamburger",
+-- its first detail "single"). They still rank after the generic foods of the same kind
+-- (`generic`, 0022).
 ALTER TABLE foods
     DROP COLUMN kind_words,
     DROP COLUMN kind_and_detail_words,
     DROP COLUMN class_words;
 
+-- A fast food whose name lists what is in it with commas ("Fast foods, ham, egg, and cheese
+-- sandwich", "…, grilled chicken, bacon and tomato club sandwich") is read as before: the part after
+-- the class is no kind of it.
 CREATE OR REPLACE FUNCTION food_class_parts(description text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE
+        WHEN description ~* '^fast foods, [^,]+,[^,]*,? and [^,]*sandwich' THEN 0
         WHEN description ~* '^(alcoholic beverage, distilled|carbonated beverage, (low calorie|reduced sugar)|restaurant, [^,]+), [^,]' THEN 2
         WHEN description ~* '^(fish|crustaceans|mollusks|nuts|seeds|spices|game meat|cereals|alcoholic beverage|carbonated beverage|beverages|snacks|fast foods), [^,]' THEN 1
         ELSE 0 END
@@ -19,10 +24,11 @@ $$;
 
 ALTER TABLE foods
     ADD COLUMN kind_words text[] GENERATED ALWAYS AS (
-        tsvector_to_array(to_tsvector('english', split_part(split_part(description, ',', food_class_parts(description) + 1), ';', 1)))) STORED,
+        tsvector_to_array(to_tsvector('english', split_part(translate(description, ';', ','), ',', food_class_parts(description) + 1)))) STORED,
     ADD COLUMN kind_and_detail_words text[] GENERATED ALWAYS AS (
         tsvector_to_array(to_tsvector('english',
-            split_part(description, ',', food_class_parts(description) + 1) || ' ' || split_part(description, ',', food_class_parts(description) + 2)))) STORED,
+            split_part(translate(description, ';', ','), ',', food_class_parts(description) + 1) || ' '
+            || split_part(translate(description, ';', ','), ',', food_class_parts(description) + 2)))) STORED,
     -- The class's words; NULL for a food named without one.
     ADD COLUMN class_words text[] GENERATED ALWAYS AS (
         CASE food_class_parts(description)
