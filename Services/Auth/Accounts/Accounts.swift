@@ -33,7 +33,9 @@ struct Accounts: Sendable {
         outbox = dependencies.outbox
         logger = dependencies.logger
         sessions = SessionStore(idleDays: settings.sessionIdleDays, outbox: dependencies.outbox)
-        hasher = PasswordHasher(cost: settings.bcryptCost)
+        let checks = dependencies.metrics.makeCounter(
+            descriptor: .init(metricName: "auth_password_checks", unitName: "total", helpText: "Passwords checked with bcrypt (an unknown account's against the dummy hash)"))
+        hasher = PasswordHasher(cost: settings.bcryptCost, onCheck: { checks.increment() })
         policy = PasswordPolicy(common: common)
         throttle = LoginThrottle(redis: dependencies.redis, limits: settings.throttle, logger: dependencies.logger)
         reauthThrottle = LoginThrottle(redis: dependencies.redis, limits: settings.throttle, logger: dependencies.logger, scope: "reauth")

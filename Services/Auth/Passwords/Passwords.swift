@@ -12,9 +12,13 @@ struct PasswordHasher: Sendable {
     /// not exist (or has no password), so that such a login takes as long as a real one. Made in
     /// the background at start, so it does not delay readiness.
     private let dummy: Task<String, Never>
+    /// Called after each check, the dummy's included: operators see bcrypt's load
+    /// (`auth_password_checks_total`), and tests see that an unknown account costs one check too.
+    private let onCheck: @Sendable () -> Void
 
-    init(cost: Int) {
+    init(cost: Int, onCheck: @escaping @Sendable () -> Void = {}) {
         self.cost = cost
+        self.onCheck = onCheck
         // On the thread pool like every hash: tasks share the event-loop threads (`ProcessTuning`).
         dummy = Task { (try? await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(UUID().uuidString, cost: UInt8(cost)) }) ?? Bcrypt.hash(UUID().uuidString, cost: UInt8(cost)) }
     }
@@ -32,6 +36,7 @@ struct PasswordHasher: Sendable {
         let dummyHash = await dummy.value
         let target = tooLong ? dummyHash : (hash ?? dummyHash)
         let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: target) }
+        onCheck()
         return matches && hash != nil && !tooLong
     }
 }
