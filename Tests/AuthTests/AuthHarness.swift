@@ -106,6 +106,12 @@ struct AuthTestEnvironment: Sendable {
     /// `redis`: a Redis of the test's own (one it may stop); the shared test Redis otherwise.
     static func run(_ environment: [String: String] = [:], redis: RedisConfiguration? = nil, _ body: @Sendable (AuthTestEnvironment) async throws -> Void) async throws {
         let database = try await TestDatabase.migrated(service: "auth", migrations: AuthService.definition.allMigrations)
+        try await database.dropping { try await run(environment, redis: redis, database: database, body) }
+    }
+
+    private static func run(
+        _ environment: [String: String], redis: RedisConfiguration?, database: TestDatabase, _ body: @Sendable (AuthTestEnvironment) async throws -> Void
+    ) async throws {
         let mail = try await MailSink.start()
         defer { mail.stop() }
         let apple = try ProviderIssuer(issuer: "https://appleid.apple.com", clientID: appleClientID)

@@ -86,6 +86,14 @@ public func runService<App: ApplicationProtocol>(
     _ body: @Sendable (RunningService) async throws -> Void
 ) async throws {
     let database = try await TestDatabase.migrated(service: name, migrations: migrations)
+    try await database.dropping {
+        try await runService(name, database: database, environment: environment, build: build, body)
+    }
+}
+
+private func runService<App: ApplicationProtocol>(
+    _ name: String, database: TestDatabase, environment: [String: String], build: (ServiceConfig) throws -> App, _ body: @Sendable (RunningService) async throws -> Void
+) async throws {
     let issuer = TestIssuer()
     try await issuer.start()
     defer { issuer.stop() }

@@ -119,13 +119,9 @@ public struct TestDatabase: Sendable {
     }
 
     static func createOnce(services: [String], template: String?) async throws -> TestDatabase {
-        let admin = try TestEnvironment.adminURL()
         let name = TestEnvironment.uniqueName("t")
-        let host = admin.hostName ?? "127.0.0.1"
-        let port = admin.port ?? 5432
-        let adminConfig = DatabaseConfig(
-            host: host, port: port, user: admin.user ?? "postgres", password: admin.password, database: String(admin.path.dropFirst()).isEmpty ? "postgres" : String(admin.path.dropFirst()),
-            schema: "public", poolSize: 2)
+        let adminConfig = try serverAdminConfig()
+        let (host, port) = (adminConfig.host, adminConfig.port)
         try await withClient(adminConfig) { client in
             let copying = template.map { " TEMPLATE \(quoteIdentifier($0))" } ?? ""
             try await client.query("CREATE DATABASE \(unescaped: quoteIdentifier(name))\(unescaped: copying)", logger: TestEnvironment.logger)
@@ -146,6 +142,16 @@ public struct TestDatabase: Sendable {
         return TestDatabase(name: name, host: host, port: port)
     }
 
+    /// A superuser connection to the database `TEST_DATABASE_URL` names, where databases are made
+    /// and dropped.
+    static func serverAdminConfig() throws -> DatabaseConfig {
+        let admin = try TestEnvironment.adminURL()
+        let database = String(admin.path.dropFirst())
+        return DatabaseConfig(
+            host: admin.hostName ?? "127.0.0.1", port: admin.port ?? 5432, user: admin.user ?? "postgres", password: admin.password,
+            database: database.isEmpty ? "postgres" : database, schema: "public", poolSize: 2)
+    }
+
     /// The service's own connection settings: its role, its schema.
     public func config(for service: String, poolSize: Int = 8) -> DatabaseConfig {
         DatabaseConfig(host: host, port: port, user: service, password: service, database: name, schema: service, poolSize: poolSize)
@@ -155,6 +161,28 @@ public struct TestDatabase: Sendable {
     public func adminConfig() throws -> DatabaseConfig {
         let admin = try TestEnvironment.adminURL()
         return DatabaseConfig(host: host, port: port, user: admin.user ?? "postgres", password: admin.password, database: name, schema: "public", poolSize: 2)
+    }
+
+    /// Drops the database, ending any connection a test left in it. `scripts/test` throws its
+    /// PostgreSQL away, but a developer's long-lived one would keep every test's database (the
+    /// food table in each of nutrition's) until its disk is full. A failure is reported, not
+    /// thrown: it says nothing about the test that used the database.
+    public func drop() async {
+        do {
+            try await withClient(try Self.serverAdminConfig()) { client in
+                try await client.query("DROP DATABASE IF EXISTS \(unescaped: quoteIdentifier(name)) WITH (FORCE)", logger: TestEnvironment.logger)
+            }
+        } catch {
+            TestEnvironment.logger.warning("a test database was not dropped", metadata: ["database": "\(name)", "error": "\(String(reflecting: error))"])
+        }
+    }
+
+    /// Runs `body` with this database and drops it afterwards, whether `body` throws or not.
+    public func dropping<T: Sendable>(after body: () async throws -> T) async throws -> T {
+        let result: Result<T, any Error>
+        do { result = .success(try await body()) } catch { result = .failure(error) }
+        await drop()
+        return try result.get()
     }
 }
 
@@ -219,9 +247,7 @@ actor MigratedTemplates {
         }
         // PostgreSQL copies a database only when no session is in it: the pool's last connection
         // may still be closing on the server's side.
-        var admin = try database.adminConfig()
-        admin.database = "postgres"
-        try await withClient(admin) { client in
+        try await withClient(try TestDatabase.serverAdminConfig()) { client in
             try await waitUntil(.seconds(15)) {
                 var sessions: Int64 = 1
                 let rows = try await client.query("SELECT count(*) FROM pg_stat_activity WHERE datname = \(database.name)", logger: TestEnvironment.logger)
