@@ -238,7 +238,8 @@ import TestSupport
 
     /// Of the plausible foods among the best named, the one nearest the estimate stands for the
     /// item: the search ranks raw bacon, sandwich steaks and corn pasta as high as what a plate
-    /// holds. When even the nearest is far, the estimate stands.
+    /// holds. When even the nearest is far, the estimate stands, as it does when the foods name the
+    /// item only after "with".
     @Test func theNearestOfTheBestNamedFoodsStandsForTheItem() async throws {
         let items = [
             Self.item("bacon", grams: 30, kcal: 541, protein: 37, carbs: 1.4, fat: 42),
@@ -248,15 +249,22 @@ import TestSupport
             // Of the ten best-named foods, the plausible ones are taco salads, ranked far below
             // the shells: the nearest is more than 0.6 away.
             Self.item("tacos", grams: 150, kcal: 226, protein: 9, carbs: 20, fat: 12),
+            // The only food naming guacamole is "Tostada with guacamole", near by energy and shares:
+            // a tostada, which names it only after "with".
+            Self.item("guacamole", grams: 60, kcal: 155, protein: 2, carbs: 8.5, fat: 14),
+            // A name that says "with" too is that food.
+            Self.item("tostada with guacamole", grams: 130, kcal: 138, protein: 4.8, carbs: 12.3, fat: 8.9),
         ]
         try await Self.analysing(items) { _, _, _, sources in
             let descriptions = sources.map { $0["description"] as? String ?? "" }
-            #expect(descriptions.count == 5, "\(sources)")
+            #expect(descriptions.count == 7, "\(sources)")
             #expect(descriptions[0].hasPrefix("Pork, cured, bacon, cooked"), "\(descriptions[0])")
             #expect(descriptions[1].hasPrefix("Beef, ") && descriptions[1].contains("steak") && !descriptions[1].contains("sandwich"), "\(descriptions[1])")
             #expect(descriptions[2].hasPrefix("Pasta, ") && !descriptions[2].contains("corn"), "\(descriptions[2])")
             #expect(descriptions[3].hasPrefix("Pancakes, ") && !descriptions[3].contains("dry mix"), "\(descriptions[3])")
-            #expect(sources.last?["kind"] as? String == "model", "\(sources.last ?? [:])")
+            #expect(sources[4]["kind"] as? String == "model", "\(sources[4])")
+            #expect(sources[5]["kind"] as? String == "model", "\(sources[5])")
+            #expect(descriptions[6] == "Tostada with guacamole", "\(sources[6])")
         }
     }
 

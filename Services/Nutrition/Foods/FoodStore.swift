@@ -240,7 +240,9 @@ struct FoodStore: Sendable {
                             SELECT unnest(b.w)
                             FROM regexp_matches(f.description, '([^\\s,]*[A-Z]{3,}[^\\s,]*(?:\\s+[^\\s,]*[A-Z]{3,}[^\\s,]*)*)', 'g') AS m,
                                 LATERAL (SELECT tsvector_to_array(to_tsvector('english', m[1])) AS w) AS b
-                            WHERE q.w @> b.w)) AS not_by_brand
+                            WHERE q.w @> b.w)) AS not_by_brand,
+                    -- Whether it names a word of the query before "with", or by what people call it.
+                    q.w && (f.words_before_with || coalesce(f.name_words, '{}')) AS named_before_with
                 FROM candidates f, q, LATERAL (
                     SELECT count(*)::float8 AS n, count(*) FILTER (WHERE w = ANY (q.guessed))::float8 AS guessed
                     FROM unnest(q.w) AS w WHERE w = ANY (f.words)) AS found,
@@ -253,7 +255,7 @@ struct FoodStore: Sendable {
             LIMIT $2
             """
         static let bindingDataTypes: [PostgresDataType] = [.text, .int8, .float8, .int4, .text, .text]
-        typealias Row = (food: FoodRecord, rank: Int, guessed: Bool, standIn: Bool, notByBrand: Bool)
+        typealias Row = (food: FoodRecord, rank: Int, guessed: Bool, standIn: Bool, notByBrand: Bool, namedBeforeWith: Bool)
 
         var query: String
         var limit: Int
@@ -273,7 +275,10 @@ struct FoodStore: Sendable {
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let c = row.makeRandomAccess()
-            return (try FoodStore.decode(c), try c[14].decode(Int.self), try c[15].decode(Bool.self), try c[16].decode(Bool.self), try c[17].decode(Bool.self))
+            return (
+                try FoodStore.decode(c), try c[14].decode(Int.self), try c[15].decode(Bool.self), try c[16].decode(Bool.self), try c[17].decode(Bool.self),
+                try c[18].decode(Bool.self)
+            )
         }
     }
 
@@ -347,7 +352,8 @@ struct FoodStore: Sendable {
     /// names a bun too), a stand-in the name does not ask for ("Meatballs, meatless": the search
     /// ranks those lower, not out), and a food naming a word only in a brand's capitals that the
     /// name does not hold whole ("chicken burger" is not "BURGER KING, CHICKEN TENDERS"; "burger king
-    /// whopper" is "BURGER KING, WHOPPER, …").
+    /// whopper" is "BURGER KING, WHOPPER, …"), nor one naming the words only after "with" when the
+    /// name does not say "with" ("guacamole" is not "Tostada with guacamole": `words_before_with`).
     ///
     /// Of those left among the first `matchCandidates`, the estimate says which variant the plate
     /// held: the table ranks raw bacon, toasted bread and 2 % milk first, and a name of one word
@@ -358,8 +364,11 @@ struct FoodStore: Sendable {
     func match(_ name: String, near estimate: Per100g, on connection: PostgresConnection, logger: Logger) async throws -> MatchedFood? {
         let found = try await search(name, limit: Self.matchCandidates, after: nil, minimumCoverage: Self.matchCoverage, on: connection, logger: logger)
         guard let bestRank = found.first?.rank else { return nil }
-        let weighed = found.filter { !$0.guessed && !$0.standIn && $0.notByBrand && Self.isPlausible($0.food.per100g, beside: estimate) }
-            .map { (row: $0, distance: Self.distance($0.food.per100g, rankedBelowBestBy: bestRank - $0.rank, from: estimate)) }
+        let saysWith = name.lowercased().split(whereSeparator: { !$0.isLetter }).contains("with")
+        let plausible = found.filter {
+            !$0.guessed && !$0.standIn && $0.notByBrand && ($0.namedBeforeWith || saysWith) && Self.isPlausible($0.food.per100g, beside: estimate)
+        }
+        let weighed = plausible.map { (row: $0, distance: Self.distance($0.food.per100g, rankedBelowBestBy: bestRank - $0.rank, from: estimate)) }
         guard let nearest = weighed.map(\.distance).min(), nearest <= Self.farthestMatch,
             let best = weighed.first(where: { $0.distance <= nearest + Self.alikeDistance })?.row
         else { return nil }
