@@ -77,9 +77,7 @@ struct SessionRoutes {
     }
 
     static func detail(_ session: SessionRecord, viewer: UUID, training: Training, on connection: PostgresConnection, logger: Logger) async throws -> SessionDetail {
-        let unit = try await training.sessions.settings(of: viewer, on: connection, logger: logger).unit
-        let sets = try await training.sessions.loggedSets(of: [session.id], unit: unit, on: connection, logger: logger)[session.id] ?? []
-        let comments = try await training.sessions.latestComments(of: session.id, on: connection, logger: logger)
+        let (unit, sets, comments) = try await training.sessions.detail(of: session.id, viewer: viewer, on: connection, logger: logger)
         return SessionDetail(session: session, unit: unit, sets: sets, comments: comments)
     }
 

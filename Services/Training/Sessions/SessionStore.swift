@@ -257,33 +257,84 @@ struct SessionStore: Sendable {
     /// How many of the latest comments a session's detail carries.
     static let commentsInDetail = 50
 
-    /// The latest `count` comments, oldest first (as a thread reads).
-    func latestComments(of session: UUID, count: Int = commentsInDetail, on connection: PostgresConnection, logger: Logger) async throws -> [CommentView] {
-        var comments: [CommentView] = []
-        for try await comment in try await connection.checkedExecute(LatestCommentsQuery(session: session, count: count), logger: logger) { comments.append(comment) }
-        return comments
+    /// What a session's detail carries beside the session: the viewer's weight unit, the sets
+    /// logged in it (in that unit) and its latest `commentsInDetail` comments, oldest first (as a
+    /// thread reads). One statement, where three had cost a round trip each inside every log post.
+    func detail(of session: UUID, viewer: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (
+        unit: WeightUnit, sets: [LoggedSet], comments: [CommentView]
+    ) {
+        var detail: (unit: WeightUnit, sets: [LoggedSet], comments: [CommentView]) = (.kg, [], [])
+        for try await row in try await connection.checkedExecute(DetailQuery(session: session, viewer: viewer, comments: Self.commentsInDetail), logger: logger) {
+            detail.unit = row.unit
+            switch row.part {
+            case .set(let set): detail.sets.append(set)
+            case .comment(let comment): detail.comments.append(comment)
+            case nil: break
+            }
+        }
+        return detail
     }
 
-    struct LatestCommentsQuery: PostgresPreparedStatement {
-        static let name = "training.latest_comments"
+    /// Prepared once per connection. The sets and the comments come as rows of one shape, each
+    /// with the viewer's unit; a session with neither gives one row with the unit alone.
+    struct DetailQuery: PostgresPreparedStatement {
+        static let name = "training.session_detail"
         static let sql = """
-            SELECT id, author_id, author_role, text, created_at FROM (
-                SELECT * FROM session_comments WHERE session_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2
-            ) latest ORDER BY created_at, id
+            WITH v AS (SELECT coalesce((SELECT weight_unit FROM user_settings WHERE user_id = $2), 'kg') AS unit)
+            SELECT v.unit, d.part, d.block, d.set_number, d.exercise_id, d.exercise_name, d.reps, d.duration_s, d.distance_m, d.weight_kg, d.weight,
+                   d.rpe, d.done, d.comment_id, d.author_id, d.author_role, d.text, d.created_at
+            FROM v LEFT JOIN (
+                SELECT 0 AS part, ss.block, ss.set_number, ss.exercise_id, s.blocks->(ss.block - 1)->>'exercise_name' AS exercise_name, ss.reps,
+                       ss.duration_s, ss.distance_m::float8 AS distance_m, ss.weight_kg::text AS weight_kg,
+                       \(WeightUnit.sql("ss.weight_kg", inUnit: "v.unit")) AS weight, ss.rpe::float8 AS rpe, ss.done,
+                       NULL::uuid AS comment_id, NULL::uuid AS author_id, NULL::text AS author_role, NULL::text AS text, NULL::timestamptz AS created_at
+                FROM v, session_sets ss JOIN sessions s ON s.id = ss.session_id
+                WHERE ss.session_id = $1
+                UNION ALL
+                SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, c.id, c.author_id, c.author_role, c.text, c.created_at
+                FROM (SELECT * FROM session_comments WHERE session_id = $1 ORDER BY created_at DESC, id DESC LIMIT $3) AS c
+            ) AS d ON true
+            ORDER BY d.part, d.block, d.set_number, d.created_at, d.comment_id
             """
-        static let bindingDataTypes: [PostgresDataType] = [.uuid, .int8]
-        typealias Row = CommentView
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .int8]
+        enum Part {
+            case set(LoggedSet)
+            case comment(CommentView)
+        }
+        typealias Row = (unit: WeightUnit, part: Part?)
+
         var session: UUID
-        var count: Int
+        var viewer: UUID
+        var comments: Int
+
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 2)
+            var bindings = PostgresBindings(capacity: 3)
             bindings.append(session)
-            bindings.append(count)
+            bindings.append(viewer)
+            bindings.append(comments)
             return bindings
         }
-        func decodeRow(_ row: PostgresRow) throws -> CommentView {
-            let (id, author, role, text, created) = try row.decode((UUID, UUID, String, String, Date).self)
-            return CommentView(id: id, authorID: author, authorRole: role, text: text, createdAt: created)
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let cells = row.makeRandomAccess()
+            let unit = WeightUnit(rawValue: try cells[0].decode(String.self)) ?? .kg
+            switch try cells[1].decode(Int32?.self) {
+            case 0:
+                let (block, number, exercise, name) = (try cells[2].decode(Int16.self), try cells[3].decode(Int16.self), try cells[4].decode(UUID.self), try cells[5].decode(String?.self))
+                let (reps, duration, distance) = (try cells[6].decode(Int32?.self), try cells[7].decode(Int32?.self), try cells[8].decode(Double?.self))
+                let (kg, weight, rpe, done) = (try cells[9].decode(String?.self), try cells[10].decode(String?.self), try cells[11].decode(Double?.self), try cells[12].decode(Bool.self))
+                let set = LoggedSet(
+                    block: Int(block), set: Int(number), exerciseID: exercise, exerciseName: name, reps: reps.map(Int.init), durationS: duration.map(Int.init),
+                    distanceM: distance, weightKg: kg.flatMap(Double.init), weight: weight.flatMap(Double.init), rpe: rpe, done: done)
+                return (unit, .set(set))
+            case 1:
+                let comment = CommentView(
+                    id: try cells[13].decode(UUID.self), authorID: try cells[14].decode(UUID.self), authorRole: try cells[15].decode(String.self),
+                    text: try cells[16].decode(String.self), createdAt: try cells[17].decode(Date.self))
+                return (unit, .comment(comment))
+            default:
+                return (unit, nil)
+            }
         }
     }
 
