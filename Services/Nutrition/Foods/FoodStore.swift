@@ -114,8 +114,9 @@ struct FoodStore: Sendable {
     }
 
     /// The foods best matching `query`, with each one's rank, whether it names a word of the query
-    /// only by a correction, whether it is a stand-in the query does not ask for, and whether it
-    /// names each word of the query other than by a piece of a brand's or product's capitals.
+    /// only by a correction, whether it is a stand-in the query does not ask for, whether it
+    /// names each word of the query other than by a piece of a brand's or product's capitals, and
+    /// whether it names one of them before "with" or by a common name (`words_before_with`).
     ///
     /// Two words that foods write as one are read as that word ("soy milk"), and
     /// a food is also found by what people call it (`food_common_names`: "oatmeal", "fries"); then the
