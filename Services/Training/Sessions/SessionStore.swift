@@ -240,15 +240,25 @@ struct SessionStore: Sendable {
             return bindings
         }
         func decodeRow(_ row: PostgresRow) throws -> Row {
-            let (session, block, number, exercise, name, reps, duration, distance, kg, weight, rpe, done) = try row.decode(
-                (UUID, Int16, Int16, UUID, String?, Int32?, Int32?, Double?, String?, String?, Double?, Bool).self)
-            return (
-                session,
-                LoggedSet(
-                    block: Int(block), set: Int(number), exerciseID: exercise, exerciseName: name, reps: reps.map(Int.init), durationS: duration.map(Int.init),
-                    distanceM: distance, weightKg: kg.flatMap(Double.init), weight: weight.flatMap(Double.init), rpe: rpe, done: done)
-            )
+            let cells = row.makeRandomAccess()
+            return (try cells[0].decode(UUID.self), try SessionStore.loggedSet(cells, from: 1))
         }
+    }
+
+    /// A logged set from the eleven cells from `first` on: block, set number, exercise, its name,
+    /// reps, duration, distance, weight in kilograms and in the reader's unit (exact decimal text),
+    /// RPE, done.
+    static func loggedSet(_ cells: PostgresRandomAccessRow, from first: Int) throws -> LoggedSet {
+        let (block, number, exercise, name) = (
+            try cells[first].decode(Int16.self), try cells[first + 1].decode(Int16.self), try cells[first + 2].decode(UUID.self), try cells[first + 3].decode(String?.self)
+        )
+        let (reps, duration, distance) = (try cells[first + 4].decode(Int32?.self), try cells[first + 5].decode(Int32?.self), try cells[first + 6].decode(Double?.self))
+        let (kg, weight, rpe, done) = (
+            try cells[first + 7].decode(String?.self), try cells[first + 8].decode(String?.self), try cells[first + 9].decode(Double?.self), try cells[first + 10].decode(Bool.self)
+        )
+        return LoggedSet(
+            block: Int(block), set: Int(number), exerciseID: exercise, exerciseName: name, reps: reps.map(Int.init), durationS: duration.map(Int.init),
+            distanceM: distance, weightKg: kg.flatMap(Double.init), weight: weight.flatMap(Double.init), rpe: rpe, done: done)
     }
 
     /// The most comments one session holds: a session's detail carries its latest ones, and the
@@ -320,13 +330,7 @@ struct SessionStore: Sendable {
             let unit = WeightUnit(rawValue: try cells[0].decode(String.self)) ?? .kg
             switch try cells[1].decode(Int32?.self) {
             case 0:
-                let (block, number, exercise, name) = (try cells[2].decode(Int16.self), try cells[3].decode(Int16.self), try cells[4].decode(UUID.self), try cells[5].decode(String?.self))
-                let (reps, duration, distance) = (try cells[6].decode(Int32?.self), try cells[7].decode(Int32?.self), try cells[8].decode(Double?.self))
-                let (kg, weight, rpe, done) = (try cells[9].decode(String?.self), try cells[10].decode(String?.self), try cells[11].decode(Double?.self), try cells[12].decode(Bool.self))
-                let set = LoggedSet(
-                    block: Int(block), set: Int(number), exerciseID: exercise, exerciseName: name, reps: reps.map(Int.init), durationS: duration.map(Int.init),
-                    distanceM: distance, weightKg: kg.flatMap(Double.init), weight: weight.flatMap(Double.init), rpe: rpe, done: done)
-                return (unit, .set(set))
+                return (unit, .set(try SessionStore.loggedSet(cells, from: 2)))
             case 1:
                 let comment = CommentView(
                     id: try cells[13].decode(UUID.self), authorID: try cells[14].decode(UUID.self), authorRole: try cells[15].decode(String.self),
