@@ -14,6 +14,24 @@ import Testing
 import TestSupport
 
 @Suite struct FollowTests {
+    /// Every follow, unfollow and block first locks the pair: that statement keeps one plan for
+    /// every pair, rather than PostgreSQL planning it again on every call.
+    @Test func lockingAPairIsPlannedOnce() async throws {
+        try await SocialTestEnvironment.run { env in
+            let (a, b) = (try await env.user(), try await env.user())
+            // The planner weighs its plans by the table's statistics: a table of some size, analysed.
+            try await env.execute("INSERT INTO profiles (user_id) SELECT gen_random_uuid() FROM generate_series(1, 10000)")
+            try await env.execute("ANALYZE profiles")
+            let plans = try await env.plans(of: FollowStore.LockPair.name) { connection in
+                for n in 0..<10 {
+                    let locked = try await FollowStore().lockPair(n % 2 == 0 ? a.id : b.id, n % 2 == 0 ? b.id : a.id, on: connection, logger: TestEnvironment.logger)
+                    #expect(locked == [a.id, b.id])
+                }
+            }
+            #expect(plans.generic >= 5, "\(plans)")
+        }
+    }
+
     @Test func followingIsIdempotentAndCountsOnce() async throws {
         try await SocialTestEnvironment.run { env in
             let a = try await env.user()

@@ -66,6 +66,23 @@ extension ServiceHarness {
             _ = try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).collect()
         }
     }
+
+    /// How PostgreSQL planned the prepared statement `name` while `body` ran it on one connection of
+    /// the service's role: how many executions used the generic plan and how many were planned
+    /// again for their parameters. A statement is prepared so that it is planned once; after its
+    /// first five executions PostgreSQL keeps re-planning only when it costs the generic plan higher.
+    public func plans(of name: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> Void) async throws -> (generic: Int, custom: Int) {
+        try await withClient(database.config(for: serviceName)) { client in
+            try await client.withConnection { connection in
+                try await body(connection)
+                let rows = try await connection.query(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = \(name)", logger: TestEnvironment.logger)
+                var plans = (generic: 0, custom: 0)
+                for try await (generic, custom) in rows.decode((Int64, Int64).self) { plans = (Int(generic), Int(custom)) }
+                return plans
+            }
+        }
+    }
 }
 
 /// What a running service under test is reached and checked through.

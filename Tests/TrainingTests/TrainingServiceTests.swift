@@ -14,3 +14,31 @@ import TestSupport
         #expect(failures.isEmpty, "\(failures)")
     }
 }
+
+@Suite struct TrainingStatementPlanTests {
+    /// Today's sessions are what every app reads as it opens: their statement keeps one plan for
+    /// every client and day, rather than PostgreSQL planning it again on every request.
+    @Test func todaysSessionsArePlannedOnce() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            _ = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(1)])
+            // The planner weighs its plans by the table's statistics: two years of sessions, analysed.
+            try await env.execute(
+                """
+                INSERT INTO sessions (id, coach_id, client_id, name, blocks, scheduled_on)
+                SELECT gen_random_uuid(), '\(coach.id)', '\(client.id)', 'Session ' || i, '[]', current_date - 1 - (i % 730)
+                FROM generate_series(1, 20000) AS i
+                """)
+            try await env.execute("ANALYZE sessions")
+            let plans = try await env.plans(of: SessionStore.DaysQuery.name) { connection in
+                for n in 0..<10 {
+                    // Today, then a week, as `today` and My Workouts ask.
+                    let (from, to) = n % 2 == 0 ? (nil, nil) : (TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(6))
+                    let (list, _) = try await SessionStore().days(of: client.id, from: from, to: to, on: connection, logger: TestEnvironment.logger)
+                    #expect(list.sessions.count == (n % 2 == 0 ? 1 : 2))
+                }
+            }
+            #expect(plans.generic >= 5, "\(plans)")
+        }
+    }
+}
