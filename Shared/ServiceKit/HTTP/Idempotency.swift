@@ -256,21 +256,47 @@ struct IdempotencyRecord {
     /// abandoned while pending. Old rows of any key are removed on the way, a few at a time (rows
     /// another claim is removing are skipped).
     func claim(abandonedAfter: Duration) async throws -> Bool {
-        let abandoned = Double(abandonedAfter.components.seconds)
-        let query: PostgresQuery = """
+        let claim = Claim(record: self, abandonedAfter: Double(abandonedAfter.components.seconds))
+        let logger = self.logger
+        return try await postgres.withConnectionOnItsLoop { try await $0.returnsRow(claim, logger: logger) }
+    }
+
+    // `claim` and `store` run in every request that carries a key: prepared once per connection, as
+    // PostgreSQL otherwise parses and plans each of them (the claim with its clean-up) every time.
+
+    struct Claim: PostgresPreparedStatement {
+        static let name = "idempotency.claim"
+        static let sql = """
             WITH expired AS (
                 DELETE FROM idempotency_keys WHERE ctid IN (
                     SELECT ctid FROM idempotency_keys WHERE created_at < now() - interval '24 hours' LIMIT 10 FOR UPDATE SKIP LOCKED)
             )
             INSERT INTO idempotency_keys (user_id, route, key, request_hash, claim_id)
-            VALUES (\(user), \(route), \(key), \(ByteBuffer(bytes: requestHash)), \(claimID))
+            VALUES ($1, $2, $3, $4, $5)
             ON CONFLICT (user_id, route, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, claim_id = EXCLUDED.claim_id,
                 status = NULL, headers = NULL, body = NULL, created_at = now()
                 WHERE idempotency_keys.created_at < now() - interval '24 hours'
-                   OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => \(abandoned)))
+                   OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => $6))
             RETURNING 1
             """
-        return try await postgres.withConnectionOnItsLoop { try await $0.returnsRow(query, logger: logger) }
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text, .bytea, .uuid, .float8]
+        typealias Row = Void
+
+        let record: IdempotencyRecord
+        let abandonedAfter: Double
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 6)
+            bindings.append(record.user)
+            bindings.append(record.route)
+            bindings.append(record.key)
+            bindings.append(ByteBuffer(bytes: record.requestHash))
+            bindings.append(record.claimID)
+            bindings.append(abandonedAfter)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
     }
 
     func stored() async throws -> Stored {
@@ -296,11 +322,38 @@ struct IdempotencyRecord {
 
     /// Keeps the response; `body` nil keeps only the status (the response held a secret).
     func store(status: Int, headers: String, body: [UInt8]?) async throws {
-        let query: PostgresQuery = """
-            UPDATE idempotency_keys SET status = \(status), headers = \(headers), body = \(body.map { ByteBuffer(bytes: $0) })
-            WHERE user_id = \(user) AND route = \(route) AND key = \(key) AND claim_id = \(claimID) AND status IS NULL
+        let store = Store(record: self, status: status, headers: headers, body: body)
+        let logger = self.logger
+        _ = try await postgres.withConnectionOnItsLoop { try await $0.returnsRow(store, logger: logger) }
+    }
+
+    struct Store: PostgresPreparedStatement {
+        static let name = "idempotency.store"
+        static let sql = """
+            UPDATE idempotency_keys SET status = $5, headers = $6, body = $7
+            WHERE user_id = $1 AND route = $2 AND key = $3 AND claim_id = $4 AND status IS NULL
             """
-        try await run(query)
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text, .uuid, .int4, .text, .bytea]
+        typealias Row = Void
+
+        let record: IdempotencyRecord
+        let status: Int
+        let headers: String
+        let body: [UInt8]?
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 7)
+            bindings.append(record.user)
+            bindings.append(record.route)
+            bindings.append(record.key)
+            bindings.append(record.claimID)
+            bindings.append(Int32(status))
+            bindings.append(headers)
+            if let body { bindings.append(ByteBuffer(bytes: body)) } else { bindings.appendNull() }
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
     }
 
     /// Gives the key back after a failure, so that a retry runs the route again; only this claim's.
