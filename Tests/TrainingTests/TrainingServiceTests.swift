@@ -1,3 +1,4 @@
+import Foundation
 import ServiceKit
 import ServiceKitDatabase
 import ServiceKitEvents
@@ -22,11 +23,12 @@ import TestSupport
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithClient()
             _ = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(1)])
-            // The planner weighs its plans by the table's statistics: two years of sessions, analysed.
+            // The planner weighs its plans by the table's statistics: beside this client's two
+            // sessions, another client's two years of them, analysed.
             try await env.execute(
                 """
                 INSERT INTO sessions (id, coach_id, client_id, name, blocks, scheduled_on)
-                SELECT gen_random_uuid(), '\(coach.id)', '\(client.id)', 'Session ' || i, '[]', current_date - 1 - (i % 730)
+                SELECT gen_random_uuid(), '\(coach.id)', '\(UUID())', 'Session ' || i, '[]', current_date - (i % 730)
                 FROM generate_series(1, 20000) AS i
                 """)
             try await env.execute("ANALYZE sessions")

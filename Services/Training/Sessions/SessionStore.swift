@@ -164,9 +164,10 @@ struct SessionStore: Sendable {
 
     /// Prepared once per connection: today's sessions are what every app asks for as it opens, and
     /// a statement parsed and planned on each request costs PostgreSQL more than the rows do.
-    /// `range` is materialized so that the days reach the index as values of a row, whatever the
-    /// parameters: inlined, `$2` and `$3` made the generic plan cost a little more than a plan for
-    /// NULL, so PostgreSQL planned the statement again on every execution.
+    /// `range` is materialized, and carries the client, so that the client and the days reach the
+    /// index as values of a row, unknown to the planner whatever the parameters. Otherwise PostgreSQL
+    /// planned the statement again on every execution: a plan made for a client with few sessions
+    /// (beside one with many) or for NULL days cost less than the generic one.
     struct DaysQuery: PostgresPreparedStatement {
         static let name = "training.session_days"
         static let sql = """
@@ -174,9 +175,9 @@ struct SessionStore: Sendable {
                 SELECT coalesce(u.time_zone, 'UTC') AS tz, coalesce(u.weight_unit, 'kg') AS unit,
                        (now() AT TIME ZONE coalesce(u.time_zone, 'UTC'))::date AS today
                 FROM (SELECT 1) AS one LEFT JOIN user_settings u ON u.user_id = $1),
-            range AS MATERIALIZED (SELECT tz, unit, today, coalesce($2::date, today) AS first, coalesce($3::date, today) AS last FROM st)
+            range AS MATERIALIZED (SELECT $1::uuid AS client, tz, unit, today, coalesce($2::date, today) AS first, coalesce($3::date, today) AS last FROM st)
             SELECT r.tz, r.unit, r.today::text, r.first::text, r.last::text, \(SessionStore.columns)
-            FROM range r LEFT JOIN sessions s ON s.client_id = $1 AND s.scheduled_on BETWEEN r.first AND r.last AND s.status <> 'cancelled'
+            FROM range r LEFT JOIN sessions s ON s.client_id = r.client AND s.scheduled_on BETWEEN r.first AND r.last AND s.status <> 'cancelled'
             ORDER BY s.scheduled_on, s.created_at, s.id
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text]
