@@ -235,6 +235,58 @@ import TestSupport
         }
     }
 
+    /// A range of days finds the meals of those days at the zones' extremes: a meal's day is its
+    /// moment in the owner's zone less the day's start hour, up to a day before its UTC date and
+    /// nearly two after, and the list bounds its scan by the moments a range can hold.
+    @Test func aRangeOfDaysFindsItsMealsAtTheZonesExtremes() async throws {
+        try await Env.run { env in
+            for (zone, offset) in [("Pacific/Kiritimati", "+14:00"), ("Etc/GMT+12", "-12:00")] {
+                let user = try await env.user()
+                try await env.setProfile(user, zone: zone, dayStartsAt: 6)
+                // The first and the last minute of 1 June there, with days starting at 06:00.
+                _ = try await env.meal(user, name: "First", at: "2025-06-01T06:00:00\(offset)")
+                _ = try await env.meal(user, name: "Last", at: "2025-06-02T05:59:00\(offset)")
+                _ = try await env.meal(user, name: "Next day", at: "2025-06-02T06:00:00\(offset)")
+                let day = try await env.call(.get, "/v1/meals?from=2025-06-01&to=2025-06-01", as: user)
+                #expect(day.items.compactMap { $0["name"] as? String } == ["Last", "First"], "\(zone): \(day.text)")
+                let next = try await env.call(.get, "/v1/meals?from=2025-06-02&to=2025-06-02", as: user)
+                #expect(next.items.compactMap { $0["name"] as? String } == ["Next day"], "\(zone): \(next.text)")
+                let paged = try await env.call(.get, "/v1/meals?from=2025-06-01&to=2025-06-01&limit=1", as: user)
+                let cursor = try #require(paged.json["next_cursor"] as? String)
+                let rest = try await env.call(.get, "/v1/meals?from=2025-06-01&to=2025-06-01&limit=1&cursor=\(cursor)", as: user)
+                #expect(rest.items.compactMap { $0["name"] as? String } == ["First"], "\(zone): \(rest.text)")
+            }
+        }
+    }
+
+    /// The first page of a list, the app's commonest read, keeps one plan for every user and range,
+    /// rather than PostgreSQL planning it again on every request: beside a user with years of meals
+    /// too.
+    @Test func theListsFirstPageIsPlannedOnce() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let meal = try #require(try await env.meal(user, at: "2025-06-01T12:00:00Z")["id"] as? String)
+            // The planner weighs its plans by the table's statistics: another user's three years, analysed.
+            let columns = "name, items, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg, diet, diet_score, score_band, score, algorithm_version"
+            try await env.execute(
+                """
+                INSERT INTO meals (id, user_id, eaten_at, local_date, \(columns))
+                SELECT gen_random_uuid(), '\(UUID())', now() - make_interval(hours => i * 8), (now() - make_interval(hours => i * 8))::date, \(columns)
+                FROM meals, generate_series(1, 3000) AS i WHERE id = '\(meal)'
+                """)
+            try await env.execute("ANALYZE meals")
+            let plans = try await env.plans(of: MealStore.ListPage.name) { connection in
+                for n in 0..<10 {
+                    let range = n % 2 == 0 ? (LocalDay("2025-06-01"), LocalDay("2025-06-07")) : (nil, nil)
+                    let meals = try await MealStore().list(
+                        user.id, .init(consumed: nil, from: range.0, to: range.1, limit: 50, after: nil), on: connection, logger: TestEnvironment.logger)
+                    #expect(meals.count == 1)
+                }
+            }
+            #expect(plans.generic >= 5, "\(plans)")
+        }
+    }
+
     @Test func theListFiltersAndPages() async throws {
         try await Env.run { env in
             let user = try await env.user()

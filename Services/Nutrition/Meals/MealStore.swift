@@ -43,25 +43,27 @@ struct MealStore: Sendable {
     static func decode(_ rows: PostgresRowSequence) async throws -> [MealRecord] {
         var meals: [MealRecord] = []
         let json = JSONDecoder()
-        for try await row in rows {
-            let c = row.makeRandomAccess()
-            func v<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws -> T { try c[index].decode(T.self) }
-            meals.append(
-                MealRecord(
-                    id: try v(0, UUID.self), userID: try v(1, UUID.self), name: try v(2, String.self), eatenAt: try v(3, Date.self), localDate: try v(4, String.self),
-                    items: try json.decode([MealItem].self, from: Data(try v(5, String.self).utf8)),
-                    totals: NutrientTotals(
-                        calories: try v(6, Double.self), proteinG: try v(7, Double.self), carbsG: try v(8, Double.self), fatG: try v(9, Double.self),
-                        fiberG: try v(10, Double.self), sugarG: try v(11, Double.self), saturatedFatG: try v(12, Double.self), sodiumMg: try v(13, Double.self)),
-                    diet: try v(14, String.self), score: try json.decode(DietScoreResult.self, from: Data(try v(15, String.self).utf8)),
-                    allergyWarnings: try json.decode([MealDraft.AllergyWarning].self, from: Data(try v(16, String.self).utf8)),
-                    warnings: try json.decode([MealDraft.Warning].self, from: Data(try v(17, String.self).utf8)), notes: try v(18, String?.self),
-                    photoURL: try v(19, String?.self), consumed: try v(20, Bool.self), consumedAt: try v(21, Date?.self), consumedNotes: try v(22, String?.self),
-                    edited: try v(23, Bool.self), viewCount: try v(24, Int.self), version: try v(25, Int64.self), createdAt: try v(26, Date.self),
-                    updatedAt: try v(27, Date.self),
-                    analysis: try v(28, String?.self).map { try json.decode(MealAnalysis.self, from: Data($0.utf8)) }))
-        }
+        for try await row in rows { meals.append(try record(row, json: json)) }
         return meals
+    }
+
+    /// A row of `select` as a meal.
+    static func record(_ row: PostgresRow, json: JSONDecoder) throws -> MealRecord {
+        let c = row.makeRandomAccess()
+        func v<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws -> T { try c[index].decode(T.self) }
+        return MealRecord(
+            id: try v(0, UUID.self), userID: try v(1, UUID.self), name: try v(2, String.self), eatenAt: try v(3, Date.self), localDate: try v(4, String.self),
+            items: try json.decode([MealItem].self, from: Data(try v(5, String.self).utf8)),
+            totals: NutrientTotals(
+                calories: try v(6, Double.self), proteinG: try v(7, Double.self), carbsG: try v(8, Double.self), fatG: try v(9, Double.self),
+                fiberG: try v(10, Double.self), sugarG: try v(11, Double.self), saturatedFatG: try v(12, Double.self), sodiumMg: try v(13, Double.self)),
+            diet: try v(14, String.self), score: try json.decode(DietScoreResult.self, from: Data(try v(15, String.self).utf8)),
+            allergyWarnings: try json.decode([MealDraft.AllergyWarning].self, from: Data(try v(16, String.self).utf8)),
+            warnings: try json.decode([MealDraft.Warning].self, from: Data(try v(17, String.self).utf8)), notes: try v(18, String?.self),
+            photoURL: try v(19, String?.self), consumed: try v(20, Bool.self), consumedAt: try v(21, Date?.self), consumedNotes: try v(22, String?.self),
+            edited: try v(23, Bool.self), viewCount: try v(24, Int.self), version: try v(25, Int64.self), createdAt: try v(26, Date.self),
+            updatedAt: try v(27, Date.self),
+            analysis: try v(28, String?.self).map { try json.decode(MealAnalysis.self, from: Data($0.utf8)) })
     }
 
     static func json(_ value: some Encodable) throws -> String { String(decoding: try APIJSON.encode(value), as: UTF8.self) }
@@ -178,20 +180,67 @@ struct MealStore: Sendable {
         var after: MealCursor?
     }
 
-    /// A page of `user`'s meals, newest first.
+    /// A page of `user`'s meals, newest first. The first page, what the app reads most (a day, a
+    /// week), is a prepared statement: PostgreSQL parsed and planned this one on every list, the
+    /// largest part of its time under the app's load. Later pages stay unnamed, so that each is
+    /// planned for its cursor, which then bounds the index scan.
     func list(_ user: UUID, _ query: ListQuery, on connection: PostgresConnection, logger: Logger) async throws -> [MealRecord] {
-        try await Self.decode(
-            connection.checkedQuery(
-                """
-                \(unescaped: Self.select)
-                WHERE user_id = \(user) AND (\(query.consumed)::boolean IS NULL OR consumed = \(query.consumed))
-                  AND (\(query.analyzed)::boolean IS NULL OR (analysis IS NOT NULL) = \(query.analyzed))
-                  AND (\(query.from?.description)::date IS NULL OR local_date >= \(query.from?.description)::date)
-                  AND (\(query.to?.description)::date IS NULL OR local_date <= \(query.to?.description)::date)
-                  AND (\(query.after == nil) OR (eaten_at, id) < (\(query.after?.eatenAt ?? Date()), \(query.after?.id ?? UUID())))
-                ORDER BY eaten_at DESC, id DESC
-                LIMIT \(query.limit + 1)
-                """, logger: logger))
+        let page = ListPage(user: user, query: query)
+        guard let after = query.after else {
+            var meals: [MealRecord] = []
+            let json = JSONDecoder()
+            for try await row in try await connection.checkedExecute(page, logger: logger) { meals.append(try Self.record(row, json: json)) }
+            return meals
+        }
+        var bindings = try page.makeBindings()
+        bindings.append(after.eatenAt)
+        bindings.append(after.id)
+        return try await Self.decode(connection.checkedQuery(PostgresQuery(unsafeSQL: ListPage.text(after: true), binds: bindings), logger: logger))
+    }
+
+    /// The statement of a page of meals; with `after`, the rows before the cursor's `$7`, `$8`.
+    /// A meal's local day is its moment in its owner's zone (UTC−12 to UTC+14) less the day's start
+    /// hour (0 to 6), so it falls within a day before and two after the moment's UTC date: the
+    /// moments a range of days can hold, a day wider each way, bound the scan of the index on
+    /// `(user_id, eaten_at)`, which otherwise read every meal after the range's first day. The
+    /// owner and the bounds are subqueries, unknown to the planner in every plan: a plan made for a
+    /// user with few meals (beside one with years of them) or for one range cost less than the
+    /// generic plan, so PostgreSQL would plan the statement again on every list.
+    struct ListPage: PostgresPreparedStatement {
+        static let name = "nutrition.list_meals"
+        static let sql = text(after: false)
+        static func text(after: Bool) -> String {
+            """
+            \(MealStore.select)
+            WHERE user_id = (SELECT $1::uuid)
+              AND eaten_at >= (SELECT coalesce(($4::date - 2)::timestamp AT TIME ZONE 'UTC', '-infinity'))
+              AND eaten_at < (SELECT coalesce(($5::date + 3)::timestamp AT TIME ZONE 'UTC', 'infinity'))
+              AND ($2::boolean IS NULL OR consumed = $2)
+              AND ($3::boolean IS NULL OR (analysis IS NOT NULL) = $3)
+              AND ($4::date IS NULL OR local_date >= $4::date)
+              AND ($5::date IS NULL OR local_date <= $5::date)\(after ? "\n  AND (eaten_at, id) < ($7, $8)" : "")
+            ORDER BY eaten_at DESC, id DESC
+            LIMIT $6
+            """
+        }
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .bool, .bool, .text, .text, .int8]
+        typealias Row = PostgresRow
+
+        var user: UUID
+        var query: ListQuery
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 8)
+            bindings.append(user)
+            try bindings.append(query.consumed)
+            try bindings.append(query.analyzed)
+            try bindings.append(query.from?.description)
+            try bindings.append(query.to?.description)
+            bindings.append(query.limit + 1)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 }
 
