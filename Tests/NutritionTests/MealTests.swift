@@ -236,8 +236,8 @@ import TestSupport
     }
 
     /// A range of days finds the meals of those days at the zones' extremes: a meal's day is its
-    /// moment in the owner's zone less the day's start hour, up to a day before its UTC date and
-    /// nearly two after, and the list bounds its scan by the moments a range can hold.
+    /// moment in the owner's zone less the day's start hour, within a day either side of its UTC
+    /// date, and the list bounds its scan by the moments a range can hold.
     @Test func aRangeOfDaysFindsItsMealsAtTheZonesExtremes() async throws {
         try await Env.run { env in
             for (zone, offset) in [("Pacific/Kiritimati", "+14:00"), ("Etc/GMT+12", "-12:00")] {

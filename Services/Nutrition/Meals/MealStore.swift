@@ -182,27 +182,32 @@ struct MealStore: Sendable {
 
     /// A page of `user`'s meals, newest first. The first page, what the app reads most (a day, a
     /// week), is a prepared statement: PostgreSQL parsed and planned this one on every list, the
-    /// largest part of its time under the app's load. Later pages stay unnamed, so that each is
-    /// planned for its cursor, which then bounds the index scan.
+    /// largest part of its time under the app's load. Later pages and the analysed meals stay
+    /// unnamed, planned for their values: the cursor then bounds the index scan, and
+    /// `analyzed=true` reads the index of analysed meals, which no generic plan can prove it may.
     func list(_ user: UUID, _ query: ListQuery, on connection: PostgresConnection, logger: Logger) async throws -> [MealRecord] {
         let page = ListPage(user: user, query: query)
-        guard let after = query.after else {
+        if query.after == nil, query.analyzed != true {
             var meals: [MealRecord] = []
             let json = JSONDecoder()
             for try await row in try await connection.checkedExecute(page, logger: logger) { meals.append(try Self.record(row, json: json)) }
             return meals
         }
         var bindings = try page.makeBindings()
-        bindings.append(after.eatenAt)
-        bindings.append(after.id)
-        return try await Self.decode(connection.checkedQuery(PostgresQuery(unsafeSQL: ListPage.text(after: true), binds: bindings), logger: logger))
+        if let after = query.after {
+            bindings.append(after.eatenAt)
+            bindings.append(after.id)
+        }
+        let sql = ListPage.text(after: query.after != nil)
+        return try await Self.decode(connection.checkedQuery(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger))
     }
 
     /// The statement of a page of meals; with `after`, the rows before the cursor's `$7`, `$8`.
     /// A meal's local day is its moment in its owner's zone (UTC−12 to UTC+14) less the day's start
-    /// hour (0 to 6), so it falls within a day before and two after the moment's UTC date: the
-    /// moments a range of days can hold, a day wider each way, bound the scan of the index on
-    /// `(user_id, eaten_at)`, which otherwise read every meal after the range's first day. The
+    /// hour (0 to 6), so it is within a day either side of the moment's UTC date: the moments a
+    /// range of days can hold, a day wider each way, bound the scan of the index on `(user_id,
+    /// eaten_at DESC, id DESC)`, which otherwise read every meal the user has (a day or a week holds
+    /// fewer than a page, so the scan never stopped early). The
     /// owner and the bounds are subqueries, unknown to the planner in every plan: a plan made for a
     /// user with few meals (beside one with years of them) or for one range cost less than the
     /// generic plan, so PostgreSQL would plan the statement again on every list.
