@@ -45,4 +45,22 @@ import TestSupport
             #expect(plans.generic >= 5, "\(plans)")
         }
     }
+
+    /// Every service asks its tombstones before a user's first row (here settings, an exercise, a
+    /// workout; elsewhere an account, a customer, a profile): one prepared statement, one plan.
+    @Test func aDeletedAccountCheckIsPlannedOnce() async throws {
+        try await TrainingTestEnvironment.run { env in
+            try await env.execute("INSERT INTO deleted_accounts (user_hash) SELECT sha256(gen_random_uuid()::text::bytea) FROM generate_series(1, 10000)")
+            try await env.execute("ANALYZE deleted_accounts")
+            let (deleted, live) = (UUID(), UUID())
+            let plans = try await env.plans(of: DeletedAccountCheck.name) { connection in
+                try await connection.recordDeletedAccount(deleted, logger: TestEnvironment.logger)
+                for n in 0..<10 {
+                    let found = try await connection.isDeletedAccount(n % 2 == 0 ? deleted : live, logger: TestEnvironment.logger)
+                    #expect(found == (n % 2 == 0))
+                }
+            }
+            #expect(plans.generic + plans.custom == 10 && plans.generic >= 5, "\(plans)")
+        }
+    }
 }

@@ -116,7 +116,7 @@ struct EntitlementStore: Sendable {
 
     /// Whether auth deleted the account: a late event about it makes nothing again.
     func isDeleted(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow("SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))", logger: logger)
+        try await connection.isDeletedAccount(user, logger: logger)
     }
 
     /// Whose `appAccountToken` this is, if anyone's.
@@ -157,6 +157,6 @@ struct EntitlementStore: Sendable {
         try await connection.checkedRun("DELETE FROM account_standing WHERE user_id = \(user)", logger: logger)
         // Also left out at the commit by the triggers of the changes above, which find no customer.
         try await connection.checkedRun("DELETE FROM entitlement_versions WHERE user_id = \(user)", logger: logger)
-        try await connection.checkedRun("INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING", logger: logger)
+        try await connection.recordDeletedAccount(user, logger: logger)
     }
 }

@@ -75,13 +75,10 @@ struct AccountDirectory: Sendable {
     /// The account and a tombstone in its place (`deleted_accounts`).
     func delete(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun("DELETE FROM accounts WHERE user_id = \(userID)", logger: logger)
-        try await connection.checkedRun(
-            "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(userID.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
-            logger: logger)
+        try await connection.recordDeletedAccount(userID, logger: logger)
     }
 
     func isDeleted(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow(
-            "SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(userID.uuidString.lowercased()), 'UTF8'))", logger: logger)
+        try await connection.isDeletedAccount(userID, logger: logger)
     }
 }

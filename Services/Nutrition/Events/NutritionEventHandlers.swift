@@ -14,7 +14,7 @@ struct NutritionEventHandlers {
         let nutrition = self.nutrition
         // A late event about a deleted account makes nothing again.
         @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
-            try await context.connection.returnsRow("SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))", logger: context.logger)
+            try await context.connection.isDeletedAccount(user, logger: context.logger)
         }
         handlers.on(UserRegistered.self) { event, context in
             guard try await !deleted(event.userID, context) else { return }
@@ -87,6 +87,6 @@ struct NutritionEventHandlers {
         try await nutrition.coaching.forget(user, on: connection, logger: logger)
         try await AllowanceStore().forget(user, on: connection, logger: logger)
         try await nutrition.analysisCounts.forget(user, on: connection, logger: logger)
-        try await connection.checkedRun("INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING", logger: logger)
+        try await connection.recordDeletedAccount(user, logger: logger)
     }
 }

@@ -65,11 +65,13 @@ struct SocialEventHandlers {
             "DELETE FROM warnings WHERE user_id = \(user)",
             "DELETE FROM avatars WHERE user_id = \(user)",
             "DELETE FROM profiles WHERE user_id = \(user)",
-            keepingAccount
-                ? "INSERT INTO profiles (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING"
-                : "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
         ] {
             try await connection.checkedRun(statement, logger: logger)
+        }
+        if keepingAccount {
+            try await connection.checkedRun("INSERT INTO profiles (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING", logger: logger)
+        } else {
+            try await connection.recordDeletedAccount(user, logger: logger)
         }
     }
 }

@@ -13,8 +13,7 @@ struct TrainingEventHandlers {
         let training = self.training
         // A late event about a deleted account makes nothing again.
         @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
-            try await context.connection.returnsRow(
-                "SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))", logger: context.logger)
+            try await context.connection.isDeletedAccount(user, logger: context.logger)
         }
         handlers.on(ClientInvited.self) { event, context in
             guard try await !deleted(event.coachID, context) else { return }
@@ -69,9 +68,7 @@ struct TrainingEventHandlers {
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, on: context.connection, logger: context.logger)
             try await training.coaching.forget(event.userID, on: context.connection, logger: context.logger)
-            try await context.connection.checkedRun(
-                "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(event.userID.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
-                logger: context.logger)
+            try await context.connection.recordDeletedAccount(event.userID, logger: context.logger)
         }
         return handlers
     }
