@@ -29,12 +29,12 @@ final class BusHarness: Sendable {
 
     static let effects = Migration(name: "0001_effects", sql: "CREATE TABLE effects (event_id uuid NOT NULL, consumer text NOT NULL, user_id uuid)")
 
-    init(redis redisConfig: RedisConfiguration) async throws {
+    init(redis redisConfig: RedisConfiguration, consumerPoolSize: Int = 8) async throws {
         database = try await TestDatabase.create(services: ["auth", "social"])
         stream = TestEnvironment.uniqueName("events")
         self.redisConfig = redisConfig
         producer = PostgresClient(database: database.config(for: "auth"), logger: TestEnvironment.logger)
-        consumerDB = PostgresClient(database: database.config(for: "social"), logger: TestEnvironment.logger)
+        consumerDB = PostgresClient(database: database.config(for: "social", poolSize: consumerPoolSize), logger: TestEnvironment.logger)
         redis = RedisClient(configuration: redisConfig, logger: TestEnvironment.logger)
         launch { await self.producer.run() }
         launch { await self.consumerDB.run() }
@@ -329,6 +329,27 @@ final class BusHarness: Sendable {
         let rows = try await bus.effects()
         #expect(rows.filter { $0.0 == crashedBeforeHandling.id }.map(\.1) == ["c2"])
         #expect(rows.filter { $0.0 == crashedAfterCommit.id }.map(\.1) == ["crashed"])
+        await bus.stop()
+    }
+
+    /// Every event a service handles is recorded in its inbox first: that statement is prepared, and
+    /// PostgreSQL keeps its plan rather than making one for each shard's ids.
+    @Test func theInboxRecordIsPlannedOnce() async throws {
+        // One connection, so that the consumer's prepared statement is the one this test reads.
+        let bus = try await BusHarness(redis: try TestEnvironment.redis(), consumerPoolSize: 1)
+        try await bus.redis.xgroupCreate(bus.stream, group: "social")
+        bus.startRelay(poll: .milliseconds(50))
+        bus.startConsumer(name: "c1")
+        // One at a time, so that each is a shard of its own and one execution.
+        for handled in 1...10 {
+            try await bus.emit()
+            #expect(try await bus.waitForEffects(handled).count == handled)
+        }
+        let rows = try await bus.consumerDB.query(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = \(InboxRecord.name)", logger: TestEnvironment.logger)
+        var plans: (generic: Int64, custom: Int64) = (0, 0)
+        for try await row in rows.decode((Int64, Int64).self) { plans = row }
+        #expect(plans.generic + plans.custom == 10 && plans.generic >= 5, "\(plans)")
         await bus.stop()
     }
 

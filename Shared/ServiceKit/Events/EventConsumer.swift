@@ -186,14 +186,9 @@ package final class EventConsumer: Service, Sendable {
             outcomes = try await client.transaction(logger: logger) { connection in
                 // One statement records the whole shard in the inbox; the ids it returns are the events
                 // not handled before (the others are redeliveries).
-                let inserted = try await connection.checkedQuery(
-                    """
-                    INSERT INTO inbox (event_id, type)
-                    SELECT * FROM unnest(\(shard.map(\.1.id))::uuid[], \(shard.map(\.1.type))::text[])
-                    ON CONFLICT (event_id) DO NOTHING RETURNING event_id
-                    """, logger: logger)
+                let inserted = try await connection.checkedExecute(InboxRecord(ids: shard.map(\.1.id), types: shard.map(\.1.type)), logger: logger)
                 var new: Set<UUID> = []
-                for try await id in inserted.decode(UUID.self) { new.insert(id) }
+                for try await id in inserted { new.insert(id) }
                 var outcomes: [(String, EventEnvelope, HandlerOutcome)] = []
                 for (entry, envelope, handler) in shard {
                     // Removed once handled: an event in the shard twice (sent again after Redis lost
@@ -321,4 +316,30 @@ struct HandlerFailed: Error {
 /// The transaction could not run: nobody's fault but the database's, never counted as a delivery.
 struct DatabaseUnavailable: Error {
     var underlying: any Error
+}
+
+/// Records a shard's events in the inbox and returns the ids not recorded before. Every event each
+/// service handles passes through it: prepared once per connection, as PostgreSQL otherwise parses
+/// and plans it each time.
+struct InboxRecord: PostgresPreparedStatement {
+    static let name = "inbox.record"
+    static let sql = """
+        INSERT INTO inbox (event_id, type)
+        SELECT * FROM unnest($1::uuid[], $2::text[])
+        ON CONFLICT (event_id) DO NOTHING RETURNING event_id
+        """
+    static let bindingDataTypes: [PostgresDataType] = [.uuidArray, .textArray]
+    typealias Row = UUID
+
+    let ids: [UUID]
+    let types: [String]
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(ids)
+        bindings.append(types)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> UUID { try row.decode(UUID.self) }
 }
