@@ -182,7 +182,7 @@ struct MealStore: Sendable {
 
     /// A page of `user`'s meals, newest first. The first page, what the app reads most (a day, a
     /// week), is a prepared statement: PostgreSQL parsed and planned this one on every list, the
-    /// largest part of its time under the app's load. Later pages and the analysed meals stay
+    /// largest of its statements under the app's load. Later pages and the analysed meals stay
     /// unnamed, planned for their values: the cursor then bounds the index scan, and
     /// `analyzed=true` reads the index of analysed meals, which no generic plan can prove it may.
     func list(_ user: UUID, _ query: ListQuery, on connection: PostgresConnection, logger: Logger) async throws -> [MealRecord] {
