@@ -287,6 +287,48 @@ import TestSupport
         }
     }
 
+    /// Opening a meal and eating it are prepared statements that keep one plan; eating changes and
+    /// returns the meal in one statement, and another user's meal is not found by either.
+    @Test func readingAndEatingAMealArePlannedOnce() async throws {
+        try await Env.run { env in
+            let (owner, stranger) = (try await env.user(), try await env.user())
+            var made: [UUID] = []
+            for hour in 10..<15 {
+                let id = try await env.meal(owner, at: "2025-06-01T\(hour):00:00Z")["id"] as? String
+                made.append(try #require(id.flatMap(UUID.init(uuidString:))))
+            }
+            let meals = made
+            try await env.execute("ANALYZE meals")
+            let store = MealStore()
+            let logger = TestEnvironment.logger
+            let eaten = try await env.plans(of: MealStore.SetConsumed.name) { connection in
+                for n in 0..<10 {
+                    let meal = try #require(try await store.setConsumed(meals[n % 5], of: owner.id, n < 5, notes: n < 5 ? "all of it" : nil, on: connection, logger: logger))
+                    #expect(meal.consumed == (n < 5) && meal.consumedNotes == (n < 5 ? "all of it" : nil) && meal.version == Int64(2 + n / 5))
+                }
+                let strangers = try await store.setConsumed(meals[0], of: stranger.id, true, notes: nil, on: connection, logger: logger)
+                #expect(strangers == nil)
+            }
+            #expect(eaten.generic >= 5, "\(eaten)")
+            for (name, forUpdate) in [(MealStore.Find.name, false), (MealStore.FindForUpdate.name, true)] {
+                let read = try await env.plans(of: name) { connection in
+                    for n in 0..<10 {
+                        let found = try await store.find(meals[n % 5], of: owner.id, forUpdate: forUpdate, on: connection, logger: logger)
+                        #expect(found?.id == meals[n % 5])
+                    }
+                    let strangers = try await store.find(meals[0], of: stranger.id, forUpdate: forUpdate, on: connection, logger: logger)
+                    #expect(strangers == nil)
+                }
+                #expect(read.generic >= 5, "\(name): \(read)")
+            }
+            // Through HTTP: eaten, then not, then another user's.
+            let path = "/v1/meals/\(meals[1].uuidString.lowercased())"
+            #expect(try await env.call(.post, path + "/consume", as: owner, json: ["notes": "half"]).json["consumed"] as? Bool == true)
+            #expect(try await env.call(.delete, path + "/consume", as: owner).json["consumed"] as? Bool == false)
+            #expect(try await env.call(.post, path + "/consume", as: stranger).status == .notFound)
+        }
+    }
+
     @Test func theListFiltersAndPages() async throws {
         try await Env.run { env in
             let user = try await env.user()

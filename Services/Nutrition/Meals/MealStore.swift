@@ -33,12 +33,13 @@ struct MealRecord: Sendable {
 /// The queries on `meals`. Each runs on the caller's connection; a meal of another user is nil, as
 /// if it did not exist.
 struct MealStore: Sendable {
-    static let select = """
-        SELECT id, user_id, name, eaten_at, local_date::text, items::text, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
+    /// A meal's columns in the order `record` reads them.
+    static let columns = """
+        id, user_id, name, eaten_at, local_date::text, items::text, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
                diet, score::text, allergy_warnings::text, warnings::text, notes, photo_url, consumed, consumed_at, consumed_notes, edited, view_count, version,
                created_at, updated_at, analysis::text
-        FROM meals
         """
+    static let select = "SELECT \(columns)\nFROM meals"
 
     static func decode(_ rows: PostgresRowSequence) async throws -> [MealRecord] {
         var meals: [MealRecord] = []
@@ -69,9 +70,46 @@ struct MealStore: Sendable {
     static func json(_ value: some Encodable) throws -> String { String(decoding: try APIJSON.encode(value), as: UTF8.self) }
 
     func find(_ id: UUID, of user: UUID, forUpdate: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> MealRecord? {
-        try await Self.decode(
-            connection.checkedQuery("\(unescaped: Self.select) WHERE id = \(id) AND user_id = \(user) \(unescaped: forUpdate ? "FOR UPDATE" : "")", logger: logger)
-        ).first
+        let rows =
+            forUpdate
+            ? try await connection.checkedExecute(FindForUpdate(id: id, user: user), logger: logger)
+            : try await connection.checkedExecute(Find(id: id, user: user), logger: logger)
+        var found: MealRecord?
+        for try await meal in rows { found = meal }
+        return found
+    }
+
+    // Opening, editing, eating or sharing a meal starts by reading it: prepared once per connection,
+    // as PostgreSQL otherwise parses and plans the statement every time.
+
+    struct Find: PostgresPreparedStatement {
+        static let name = "nutrition.meal_of_user"
+        static let sql = MealStore.select + " WHERE id = $1 AND user_id = $2"
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
+        typealias Row = MealRecord
+        var id: UUID
+        var user: UUID
+        func makeBindings() throws -> PostgresBindings { MealStore.bindings(id, user) }
+        func decodeRow(_ row: PostgresRow) throws -> MealRecord { try MealStore.record(row, json: JSONDecoder()) }
+    }
+
+    /// `Find`, locking the meal until the transaction ends.
+    struct FindForUpdate: PostgresPreparedStatement {
+        static let name = "nutrition.meal_of_user_for_update"
+        static let sql = Find.sql + " FOR UPDATE"
+        static let bindingDataTypes = Find.bindingDataTypes
+        typealias Row = MealRecord
+        var id: UUID
+        var user: UUID
+        func makeBindings() throws -> PostgresBindings { MealStore.bindings(id, user) }
+        func decodeRow(_ row: PostgresRow) throws -> MealRecord { try MealStore.record(row, json: JSONDecoder()) }
+    }
+
+    static func bindings(_ first: UUID, _ second: UUID) -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(first)
+        bindings.append(second)
+        return bindings
     }
 
     /// The new meal as stored, made from the draft and what the insert returned: no second read.
@@ -158,13 +196,40 @@ struct MealStore: Sendable {
             """, logger: logger)
     }
 
-    func setConsumed(_ id: UUID, _ consumed: Bool, notes: String?, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun(
+    /// Marks `user`'s meal eaten (with `notes`) or not; the meal as it now is, nil when it is not theirs.
+    func setConsumed(_ id: UUID, of user: UUID, _ consumed: Bool, notes: String?, on connection: PostgresConnection, logger: Logger) async throws -> MealRecord? {
+        var updated: MealRecord?
+        for try await meal in try await connection.checkedExecute(SetConsumed(id: id, user: user, consumed: consumed, notes: notes), logger: logger) {
+            updated = meal
+        }
+        return updated
+    }
+
+    /// Eating a meal, the commonest write after logging one: one prepared statement that changes and
+    /// returns it (the row is locked before the day-row trigger runs, as a read `FOR UPDATE` would).
+    struct SetConsumed: PostgresPreparedStatement {
+        static let name = "nutrition.set_consumed"
+        static let sql = """
+            UPDATE meals SET consumed = $3, consumed_at = CASE WHEN $3 THEN coalesce(consumed_at, now()) END,
+              consumed_notes = CASE WHEN $3 THEN $4 END, version = version + 1, updated_at = now()
+            WHERE id = $1 AND user_id = $2
+            RETURNING \(MealStore.columns)
             """
-            UPDATE meals SET consumed = \(consumed), consumed_at = CASE WHEN \(consumed) THEN coalesce(consumed_at, now()) END,
-              consumed_notes = CASE WHEN \(consumed) THEN \(notes) END, version = version + 1, updated_at = now()
-            WHERE id = \(id)
-            """, logger: logger)
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .bool, .text]
+        typealias Row = MealRecord
+        var id: UUID
+        var user: UUID
+        var consumed: Bool
+        var notes: String?
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            bindings.append(id)
+            bindings.append(user)
+            bindings.append(consumed)
+            bindings.append(notes)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws -> MealRecord { try MealStore.record(row, json: JSONDecoder()) }
     }
 
     func delete(_ id: UUID, of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {

@@ -136,10 +136,10 @@ struct MealRoutes {
     func setConsumed(_ id: UUID, _ consumed: Bool, notes: String?, context: AuthenticatedContext) async throws -> MealView {
         let nutrition = self.nutrition
         let user = context.caller.userID
-        let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
-            guard try await nutrition.meals.find(id, of: user, forUpdate: true, on: connection, logger: context.logger) != nil else { throw Self.notFound }
-            try await nutrition.meals.setConsumed(id, consumed, notes: notes, on: connection, logger: context.logger)
-            return try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger)!
+        // One statement, a transaction of its own.
+        let meal = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+            guard let meal = try await nutrition.meals.setConsumed(id, of: user, consumed, notes: notes, on: connection, logger: context.logger) else { throw Self.notFound }
+            return meal
         }
         return MealView(meal)
     }
