@@ -3,6 +3,7 @@ import HTTPTypes
 import Models
 import PostgresNIO
 @testable import Nutrition
+@testable import ServiceKitEvents
 import Testing
 import TestSupport
 
@@ -43,6 +44,50 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 80, "unit": "kg", "date": "yesterday"]).fieldErrors == ["date"])
             #expect(try await env.call(.delete, "/v1/metrics/\(Self.date(1))", as: user).status == .noContent)
             #expect(try await env.call(.delete, "/v1/metrics/\(Self.date(1))", as: user).status == .notFound)
+        }
+    }
+
+    /// A weight logged and the chart read every day: prepared statements that keep one plan, and a
+    /// weight in pounds still converted exactly.
+    @Test func loggingAndReadingWeightsArePlannedOnce() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let store = BodyMetricStore()
+            let logger = TestEnvironment.logger
+            let days = (0..<10).map { LocalDay(Self.date($0))! }
+            let logged = try await env.plans(of: BodyMetricStore.SetWeight.name) { connection in
+                for (n, day) in days.enumerated() {
+                    try await store.setWeight(user.id, day: day, value: 180 + Double(n), unit: n % 2 == 0 ? .lbs : .kg, notes: nil, on: connection, logger: logger)
+                }
+            }
+            #expect(logged.generic >= 5, "\(logged)")
+            #expect(try await env.count("SELECT count(*) FROM body_metrics WHERE weight_kg = 81.64662660") == 1)
+            let read = try await env.plans(of: BodyMetricStore.Weights.name) { connection in
+                for n in 0..<10 {
+                    let weights = try await store.weights(user.id, from: days[9], to: days[n], unit: n % 2 == 0 ? .lbs : .kg, on: connection, logger: logger)
+                    #expect(weights.count == 10 - n)
+                    // Today's, logged as 180 lbs, read back in pounds.
+                    if n == 0 { #expect(weights.last?.value == 180) }
+                }
+            }
+            #expect(read.generic >= 5, "\(read)")
+        }
+    }
+
+    /// Every coach's read of a client's diary asks whether they are linked: one prepared statement.
+    @Test func aCoachsLinkIsCheckedByOnePlan() async throws {
+        try await Env.run { env in
+            let (coach, client, stranger) = (UUID(), UUID(), UUID())
+            try await env.execute("INSERT INTO coach_links (coach_id, client_id, linked_at) VALUES ('\(coach)', '\(client)', now())")
+            try await env.execute("INSERT INTO coach_links (coach_id, client_id, linked_at) SELECT gen_random_uuid(), gen_random_uuid(), now() FROM generate_series(1, 5000)")
+            try await env.execute("ANALYZE coach_links")
+            let plans = try await env.plans(of: CoachLinkStore.LinkCheck.name) { connection in
+                for n in 0..<10 {
+                    let linked = try await CoachLinkStore().isLinked(coach: coach, client: n % 2 == 0 ? client : stranger, on: connection, logger: TestEnvironment.logger)
+                    #expect(linked == (n % 2 == 0))
+                }
+            }
+            #expect(plans.generic >= 5, "\(plans)")
         }
     }
 

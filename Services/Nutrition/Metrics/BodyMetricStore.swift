@@ -8,12 +8,37 @@ import ServiceKit
 struct BodyMetricStore: Sendable {
     func setWeight(_ user: UUID, day: LocalDay, value: Double, unit: WeightUnit, notes: String?, on connection: PostgresConnection, logger: Logger) async throws {
         let factor = unit == .lbs ? WeightUnit.kilogramsPerPound : "1"
-        try await connection.checkedRun(
-            """
+        _ = try await connection.returnsRow(SetWeight(user: user, day: day.description, value: String(value), factor: factor, notes: notes), logger: logger)
+    }
+
+    // A weight is logged and its chart read every day by many users: both statements are prepared
+    // once per connection, as PostgreSQL otherwise parses and plans them each time. Numbers travel
+    // as text into `numeric`, so that a weight in pounds is converted exactly.
+
+    struct SetWeight: PostgresPreparedStatement {
+        static let name = "nutrition.set_weight"
+        static let sql = """
             INSERT INTO body_metrics (user_id, local_date, weight_kg, weight_notes)
-            VALUES (\(user), \(day.description)::date, \(String(value))::numeric * \(factor)::numeric, \(notes))
+            VALUES ($1, $2::date, $3::numeric * $4::numeric, $5)
             ON CONFLICT (user_id, local_date) DO UPDATE SET weight_kg = EXCLUDED.weight_kg, weight_notes = EXCLUDED.weight_notes, updated_at = now()
-            """, logger: logger)
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text, .text, .text]
+        typealias Row = Void
+        var user: UUID
+        var day: String
+        var value: String
+        var factor: String
+        var notes: String?
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 5)
+            bindings.append(user)
+            bindings.append(day)
+            bindings.append(value)
+            bindings.append(factor)
+            bindings.append(notes)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws {}
     }
 
     func setKetones(_ user: UUID, day: LocalDay, value: Double, notes: String?, on connection: PostgresConnection, logger: Logger) async throws {
@@ -34,15 +59,38 @@ struct BodyMetricStore: Sendable {
     /// Logged weights from `from` to `to`, oldest first, in `unit` (rounded to a thousandth).
     func weights(_ user: UUID, from: LocalDay, to: LocalDay, unit: WeightUnit, on connection: PostgresConnection, logger: Logger) async throws -> [WeightDay] {
         let factor = unit == .lbs ? WeightUnit.kilogramsPerPound : "1"
-        let rows = try await connection.checkedQuery(
-            """
-            SELECT local_date::text, round(weight_kg / \(factor)::numeric, 3)::float8, weight_notes FROM body_metrics
-            WHERE user_id = \(user) AND local_date BETWEEN \(from.description)::date AND \(to.description)::date AND weight_kg IS NOT NULL
-            ORDER BY local_date
-            """, logger: logger)
         var days: [WeightDay] = []
-        for try await (date, value, notes) in rows.decode((String, Double, String?).self) { days.append(WeightDay(date: date, value: value, notes: notes)) }
+        for try await day in try await connection.checkedExecute(Weights(user: user, from: from.description, to: to.description, factor: factor), logger: logger) {
+            days.append(day)
+        }
         return days
+    }
+
+    struct Weights: PostgresPreparedStatement {
+        static let name = "nutrition.weights"
+        static let sql = """
+            SELECT local_date::text, round(weight_kg / $4::numeric, 3)::float8, weight_notes FROM body_metrics
+            WHERE user_id = $1 AND local_date BETWEEN $2::date AND $3::date AND weight_kg IS NOT NULL
+            ORDER BY local_date
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text, .text]
+        typealias Row = WeightDay
+        var user: UUID
+        var from: String
+        var to: String
+        var factor: String
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            bindings.append(user)
+            bindings.append(from)
+            bindings.append(to)
+            bindings.append(factor)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws -> WeightDay {
+            let (date, value, notes) = try row.decode((String, Double, String?).self)
+            return WeightDay(date: date, value: value, notes: notes)
+        }
     }
 
     struct KetoneDay: Sendable {

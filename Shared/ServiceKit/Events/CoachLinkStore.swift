@@ -52,8 +52,25 @@ public struct CoachLinkStore: Sendable {
             """, logger: logger)
     }
 
+    /// Asked by every coach's read of a client's data: prepared once per connection.
     public func isLinked(coach: UUID, client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow("SELECT 1 FROM coach_links WHERE coach_id = \(coach) AND client_id = \(client)", logger: logger)
+        try await connection.returnsRow(LinkCheck(coach: coach, client: client), logger: logger)
+    }
+
+    struct LinkCheck: PostgresPreparedStatement {
+        static let name = "coach_links.check"
+        static let sql = "SELECT 1 FROM coach_links WHERE coach_id = $1 AND client_id = $2"
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
+        typealias Row = Void
+        let coach: UUID
+        let client: UUID
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(coach)
+            bindings.append(client)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws {}
     }
 
     /// Ends every link of `user`'s, as coach or as client, accepted before `order`, remembering it.
