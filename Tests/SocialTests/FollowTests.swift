@@ -32,6 +32,35 @@ import TestSupport
         }
     }
 
+    /// A follow marks its push and an unfollow withdraws its notification: prepared statements that
+    /// keep one plan.
+    @Test func aFollowsPushAndItsWithdrawalArePlannedOnce() async throws {
+        try await SocialTestEnvironment.run { env in
+            let target = try await env.user()
+            var made: [UUID] = []
+            for _ in 0..<5 { made.append(try await env.user().id) }
+            let actors = made
+            let store = NotificationStore(outbox: EventOutbox(producer: "social"), repeatPushWindow: .seconds(3600))
+            let logger = TestEnvironment.logger
+            let pushes = try await env.plans(of: NotificationStore.FirstPush.name) { connection in
+                for n in 0..<10 {
+                    // Each actor's first follow within the window is pushed; the second is not.
+                    let first = try await store.firstPush(to: target.id, .follow, actor: actors[n % 5], on: connection, logger: logger)
+                    #expect(first == (n < 5))
+                }
+            }
+            #expect(pushes.generic >= 5, "\(pushes)")
+            for actor in actors {
+                try await env.execute("INSERT INTO notifications (id, user_id, type, actor_id) VALUES (gen_random_uuid(), '\(target.id)', 'follow', '\(actor)')")
+            }
+            let withdrawals = try await env.plans(of: NotificationStore.Retract.name) { connection in
+                for n in 0..<10 { try await store.retract(target.id, .follow, actor: actors[n % 5], on: connection, logger: logger) }
+            }
+            #expect(withdrawals.generic >= 5, "\(withdrawals)")
+            #expect(try await env.count("SELECT count(*) FROM notifications WHERE user_id = '\(target.id)'") == 0)
+        }
+    }
+
     @Test func followingIsIdempotentAndCountsOnce() async throws {
         try await SocialTestEnvironment.run { env in
             let a = try await env.user()

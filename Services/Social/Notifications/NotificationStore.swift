@@ -49,13 +49,36 @@ struct NotificationStore: Sendable {
     func firstPush(to recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         guard repeatPushWindow > .zero else { return true }
         let window = Double(repeatPushWindow.components.seconds)
-        return try await connection.returnsRow(
-            """
-            INSERT INTO notification_pushes (user_id, actor_id, type) VALUES (\(recipient), \(actor), \(kind.rawValue))
+        return try await connection.returnsRow(FirstPush(recipient: recipient, actor: actor, kind: kind, window: window), logger: logger)
+    }
+
+    /// `firstPush`'s mark, prepared once per connection as every follow runs it.
+    struct FirstPush: PostgresPreparedStatement {
+        static let name = "social.first_push"
+        static let sql = """
+            INSERT INTO notification_pushes (user_id, actor_id, type) VALUES ($1, $2, $3)
             ON CONFLICT (user_id, actor_id, type) DO UPDATE SET pushed_at = now()
-                WHERE notification_pushes.pushed_at < now() - make_interval(secs => \(window))
+                WHERE notification_pushes.pushed_at < now() - make_interval(secs => $4)
             RETURNING true
-            """, logger: logger)
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .text, .float8]
+        typealias Row = Void
+
+        let recipient: UUID
+        let actor: UUID
+        let kind: NotificationKind
+        let window: Double
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            bindings.append(recipient)
+            bindings.append(actor)
+            bindings.append(kind.rawValue)
+            bindings.append(window)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
     }
 
     /// `notify`'s insert, prepared once per connection as every follow runs it.
@@ -90,8 +113,29 @@ struct NotificationStore: Sendable {
 
     /// Forgets a notification that no longer holds (a withdrawn follow request).
     func retract(_ recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun(
-            "DELETE FROM notifications WHERE user_id = \(recipient) AND actor_id = \(actor) AND type = \(kind.rawValue)", logger: logger)
+        _ = try await connection.returnsRow(Retract(recipient: recipient, actor: actor, kind: kind), logger: logger)
+    }
+
+    /// `retract`, prepared once per connection as every unfollow runs it.
+    struct Retract: PostgresPreparedStatement {
+        static let name = "social.retract_notification"
+        static let sql = "DELETE FROM notifications WHERE user_id = $1 AND actor_id = $2 AND type = $3"
+        static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .text]
+        typealias Row = Void
+
+        let recipient: UUID
+        let actor: UUID
+        let kind: NotificationKind
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(recipient)
+            bindings.append(actor)
+            bindings.append(kind.rawValue)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
     }
 
     /// Drops every notification of `kind` for `recipient`: the requests it announced are all gone
