@@ -98,7 +98,8 @@ public struct TestDatabase: Sendable {
     }
 
     static func create(services: [String], template: String?) async throws -> TestDatabase {
-        try await DatabaseCreation.shared.run {
+        _ = TestDatabaseNames.sweep
+        return try await DatabaseCreation.shared.run {
             var attempt = 0
             while true {
                 do {
@@ -119,7 +120,7 @@ public struct TestDatabase: Sendable {
     }
 
     static func createOnce(services: [String], template: String?) async throws -> TestDatabase {
-        let name = TestEnvironment.uniqueName("t")
+        let name = TestDatabaseNames.make()
         let adminConfig = try serverAdminConfig()
         let (host, port) = (adminConfig.host, adminConfig.port)
         try await withClient(adminConfig) { client in
@@ -223,6 +224,78 @@ extension ServiceConfig {
         config.tokens.jwksURL = jwksURL
         return config
     }
+}
+
+/// Test databases are named after the machine and the process that made them
+/// (`t_<machine>_<pid>_<random>`), so that a later run can drop what a finished process left behind:
+/// a database a test did not drop, and the migrated templates, which live as long as their process.
+/// A developer's long-lived PostgreSQL would otherwise gain about a gigabyte with every run of the
+/// suite. Databases of another machine sharing the server, and of a process still running, stay.
+enum TestDatabaseNames {
+    /// This machine, as eight hex digits of FNV-1a over its machine id (or its host name): stable
+    /// from run to run, where Swift's `Hasher` is seeded anew in every process.
+    static let machine: String = {
+        let id = (try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8)).map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        var hash: UInt32 = 2_166_136_261
+        for byte in (id.flatMap { $0.isEmpty ? nil : $0 } ?? ProcessInfo.processInfo.hostName).utf8 {
+            hash = (hash ^ UInt32(byte)) &* 16_777_619
+        }
+        return String(hash, radix: 16).leftPadded(to: 8)
+    }()
+
+    static var prefix: String { "t_\(machine)_" }
+
+    static func make() -> String {
+        "\(prefix)\(getpid())_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(8))"
+    }
+
+    /// The process that made `name`, when this machine did.
+    static func process(of name: String) -> pid_t? {
+        guard name.hasPrefix(prefix) else { return nil }
+        return name.dropFirst(prefix.count).split(separator: "_").first.flatMap { pid_t($0) }
+    }
+
+    /// Whether `name` was made on this machine by a process that has ended.
+    static func isStale(_ name: String) -> Bool {
+        guard let pid = process(of: name), pid != getpid() else { return false }
+        // ESRCH: no such process. EPERM means one exists, of another user.
+        return kill(pid, 0) == -1 && errno == ESRCH
+    }
+
+    /// Drops the databases of ended processes, once per process, beside the tests rather than
+    /// before them. A failure is reported: the next run tries again.
+    static let sweep: Task<Void, Never> = Task {
+        do {
+            let failed = try await dropStale().failed
+            if !failed.isEmpty { TestEnvironment.logger.warning("test databases of ended runs were not dropped", metadata: ["databases": "\(failed)"]) }
+        } catch {
+            TestEnvironment.logger.warning("test databases of ended runs were not dropped", metadata: ["error": "\(String(reflecting: error))"])
+        }
+    }
+
+    /// Drops every stale database (`isStale`); says which it dropped and which it could not (one
+    /// another process was dropping at the same moment, say).
+    static func dropStale() async throws -> (dropped: [String], failed: [String]) {
+        try await withClient(try TestDatabase.serverAdminConfig()) { client in
+            var stale: [String] = []
+            let rows = try await client.query("SELECT datname FROM pg_database WHERE starts_with(datname, \(prefix))", logger: TestEnvironment.logger)
+            for try await name in rows.decode(String.self) where isStale(name) { stale.append(name) }
+            var outcome: (dropped: [String], failed: [String]) = ([], [])
+            for name in stale {
+                do {
+                    _ = try await client.query("DROP DATABASE IF EXISTS \(unescaped: quoteIdentifier(name)) WITH (FORCE)", logger: TestEnvironment.logger).collect()
+                    outcome.dropped.append(name)
+                } catch {
+                    outcome.failed.append(name)
+                }
+            }
+            return outcome
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
 
 /// Per service, the database this process migrated once, that `TestDatabase.migrated` copies.

@@ -1,0 +1,43 @@
+import Foundation
+import PostgresNIO
+import ServiceKitDatabase
+import Testing
+
+@testable import TestSupport
+
+/// A developer's own PostgreSQL keeps what a test run leaves: the next run drops the databases of
+/// processes of this machine that have ended, and nothing else.
+@Suite struct TestDatabaseTests {
+    @Test func aLaterRunDropsOnlyTheDatabasesOfEndedProcesses() async throws {
+        // A process that has ended: its id is free until the system hands it out again.
+        let ended = Process()
+        ended.executableURL = URL(fileURLWithPath: "/bin/true")
+        try ended.run()
+        ended.waitUntilExit()
+        let suffix = UUID().uuidString.lowercased().prefix(8)
+        let stale = "\(TestDatabaseNames.prefix)\(ended.processIdentifier)_\(suffix)"
+        let ours = "\(TestDatabaseNames.prefix)\(getpid())_\(suffix)"
+        let otherMachine = "t_\(TestDatabaseNames.machine == "00000000" ? "00000001" : "00000000")_\(ended.processIdentifier)_\(suffix)"
+        #expect(TestDatabaseNames.isStale(stale) && !TestDatabaseNames.isStale(ours) && !TestDatabaseNames.isStale(otherMachine))
+
+        let admin = try TestDatabase.serverAdminConfig()
+        try await withClient(admin) { client in
+            for name in [stale, ours, otherMachine] {
+                _ = try await client.query("CREATE DATABASE \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger).collect()
+            }
+        }
+        _ = try await TestDatabaseNames.dropStale()
+        let left = try await withClient(admin) { client in
+            var names: [String] = []
+            let rows = try await client.query("SELECT datname FROM pg_database WHERE datname = ANY(\([stale, ours, otherMachine]))", logger: TestEnvironment.logger)
+            for try await name in rows.decode(String.self) { names.append(name) }
+            return Set(names)
+        }
+        #expect(left == [ours, otherMachine])
+        try await withClient(admin) { client in
+            for name in [ours, otherMachine] {
+                _ = try await client.query("DROP DATABASE IF EXISTS \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger).collect()
+            }
+        }
+    }
+}
