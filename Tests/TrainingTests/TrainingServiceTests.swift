@@ -56,8 +56,13 @@ import TestSupport
             let plans = try await env.plans(of: DeletedAccountCheck.name) { connection in
                 try await connection.recordDeletedAccount(deleted, logger: TestEnvironment.logger)
                 for n in 0..<10 {
-                    let found = try await connection.isDeletedAccount(n % 2 == 0 ? deleted : live, logger: TestEnvironment.logger)
-                    #expect(found == (n % 2 == 0))
+                    // What training asks before a user's settings, exercise or workout.
+                    do {
+                        try await Training.refuseDeleted(n % 2 == 0 ? deleted : live, on: connection, logger: TestEnvironment.logger)
+                        #expect(n % 2 == 1, "a deleted account passed")
+                    } catch let error as APIError {
+                        #expect(n % 2 == 0 && error.code == "account_deleted", "\(error)")
+                    }
                 }
             }
             #expect(plans.generic + plans.custom == 10 && plans.generic >= 5, "\(plans)")
