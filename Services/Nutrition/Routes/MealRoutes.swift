@@ -136,8 +136,10 @@ struct MealRoutes {
     func setConsumed(_ id: UUID, _ consumed: Bool, notes: String?, context: AuthenticatedContext) async throws -> MealView {
         let nutrition = self.nutrition
         let user = context.caller.userID
-        // One statement, a transaction of its own.
-        let meal = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+        // In an explicit transaction although it is one statement: the diary's version is taken by a
+        // deferred trigger at the commit, and a failure there must reach the caller, which a
+        // statement's own implicit commit does not promise.
+        let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
             guard let meal = try await nutrition.meals.setConsumed(id, of: user, consumed, notes: notes, on: connection, logger: context.logger) else { throw Self.notFound }
             return meal
         }
