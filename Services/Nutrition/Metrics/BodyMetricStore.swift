@@ -21,6 +21,7 @@ struct BodyMetricStore: Sendable {
             INSERT INTO body_metrics (user_id, local_date, weight_kg, weight_notes)
             VALUES ($1, $2::date, $3::numeric * $4::numeric, $5)
             ON CONFLICT (user_id, local_date) DO UPDATE SET weight_kg = EXCLUDED.weight_kg, weight_notes = EXCLUDED.weight_notes, updated_at = now()
+            RETURNING 1
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text, .text, .text]
         typealias Row = Void

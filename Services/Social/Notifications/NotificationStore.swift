@@ -119,7 +119,7 @@ struct NotificationStore: Sendable {
     /// `retract`, prepared once per connection as every unfollow runs it.
     struct Retract: PostgresPreparedStatement {
         static let name = "social.retract_notification"
-        static let sql = "DELETE FROM notifications WHERE user_id = $1 AND actor_id = $2 AND type = $3"
+        static let sql = "DELETE FROM notifications WHERE user_id = $1 AND actor_id = $2 AND type = $3 RETURNING 1"
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .text]
         typealias Row = Void
 

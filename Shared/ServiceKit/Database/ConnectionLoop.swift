@@ -91,6 +91,11 @@ extension PostgresConnection {
     /// statement timeout, or a transaction that had already failed. So when the server refuses the
     /// statement before any row, for any reason but the values it met, the connection is closed, and
     /// the pool opens a fresh one.
+    ///
+    /// PostgresNIO hands back the rows once it has their description, and an error while the
+    /// statement runs (a deadlock, a lock or statement timeout) comes through them; a statement with
+    /// no rows to describe throws it here instead, where it looks like a failed preparation. So every
+    /// prepared statement returns rows: a write ends in `RETURNING`.
     @concurrent public func checkedExecute<Statement: PostgresPreparedStatement, Row>(_ statement: Statement, logger: Logger, file: String = #fileID, line: Int = #line)
         async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Row> where Row == Statement.Row
     {

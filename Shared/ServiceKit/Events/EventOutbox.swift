@@ -55,7 +55,8 @@ public struct EventOutbox: Sendable {
     /// connection's `search_path`, the service's own schema.
     struct Insert: PostgresPreparedStatement {
         static let name = "event_outbox.insert"
-        static let sql = "INSERT INTO outbox (id, type, user_id, live, live_to, envelope) VALUES ($1, $2, $3, $4, $5, $6)"
+        // RETURNING, as every prepared statement in the kit (`checkedExecute` says why).
+        static let sql = "INSERT INTO outbox (id, type, user_id, live, live_to, envelope) VALUES ($1, $2, $3, $4, $5, $6) RETURNING 1"
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .uuid, .bool, .uuid, .text]
         typealias Row = Void
 

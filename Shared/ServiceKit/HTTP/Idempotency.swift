@@ -332,6 +332,7 @@ struct IdempotencyRecord {
         static let sql = """
             UPDATE idempotency_keys SET status = $5, headers = $6, body = $7
             WHERE user_id = $1 AND route = $2 AND key = $3 AND claim_id = $4 AND status IS NULL
+            RETURNING 1
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text, .uuid, .int4, .text, .bytea]
         typealias Row = Void
