@@ -349,7 +349,9 @@ final class BusHarness: Sendable {
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = \(InboxRecord.name)", logger: TestEnvironment.logger)
         var plans: (generic: Int64, custom: Int64) = (0, 0)
         for try await row in rows.decode((Int64, Int64).self) { plans = row }
-        #expect(plans.generic + plans.custom == 10 && plans.generic >= 5, "\(plans)")
+        // At least ten: an entry left unacknowledged past `claimIdle` on a busy machine is claimed and
+        // recorded again (and found a duplicate).
+        #expect(plans.generic + plans.custom >= 10 && plans.generic >= 5, "\(plans)")
         await bus.stop()
     }
 

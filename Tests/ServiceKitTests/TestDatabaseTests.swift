@@ -21,23 +21,30 @@ import Testing
         #expect(TestDatabaseNames.isStale(stale) && !TestDatabaseNames.isStale(ours) && !TestDatabaseNames.isStale(otherMachine))
 
         let admin = try TestDatabase.serverAdminConfig()
+        let outcome: Result<Set<String>, any Error>
+        do {
+            try await withClient(admin) { client in
+                for name in [stale, ours, otherMachine] {
+                    _ = try await client.query("CREATE DATABASE \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger).collect()
+                }
+            }
+            _ = try await TestDatabaseNames.dropStale()
+            outcome = .success(
+                try await withClient(admin) { client in
+                    var names: [String] = []
+                    let rows = try await client.query("SELECT datname FROM pg_database WHERE datname = ANY(\([stale, ours, otherMachine]))", logger: TestEnvironment.logger)
+                    for try await name in rows.decode(String.self) { names.append(name) }
+                    return Set(names)
+                })
+        } catch {
+            outcome = .failure(error)
+        }
+        // No sweep would ever drop the other machine's: whatever happened, these go.
         try await withClient(admin) { client in
             for name in [stale, ours, otherMachine] {
-                _ = try await client.query("CREATE DATABASE \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger).collect()
-            }
-        }
-        _ = try await TestDatabaseNames.dropStale()
-        let left = try await withClient(admin) { client in
-            var names: [String] = []
-            let rows = try await client.query("SELECT datname FROM pg_database WHERE datname = ANY(\([stale, ours, otherMachine]))", logger: TestEnvironment.logger)
-            for try await name in rows.decode(String.self) { names.append(name) }
-            return Set(names)
-        }
-        #expect(left == [ours, otherMachine])
-        try await withClient(admin) { client in
-            for name in [ours, otherMachine] {
                 _ = try await client.query("DROP DATABASE IF EXISTS \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger).collect()
             }
         }
+        #expect(try outcome.get() == [ours, otherMachine])
     }
 }

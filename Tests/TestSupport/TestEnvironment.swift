@@ -230,14 +230,18 @@ extension ServiceConfig {
 /// (`t_<machine>_<pid>_<random>`), so that a later run can drop what a finished process left behind:
 /// a database a test did not drop, and the migrated templates, which live as long as their process.
 /// A developer's long-lived PostgreSQL would otherwise gain about a gigabyte with every run of the
-/// suite. Databases of another machine sharing the server, and of a process still running, stay.
+/// suite. Databases of another machine or container sharing the server, and of a process still
+/// running, stay; one still in use is never forced.
 enum TestDatabaseNames {
-    /// This machine, as eight hex digits of FNV-1a over its machine id (or its host name): stable
-    /// from run to run, where Swift's `Hasher` is seeded anew in every process.
+    /// Where this process's id means something, as eight hex digits of FNV-1a over the machine's id
+    /// (or its host name) and the process-id namespace: two containers on one host, each with its own
+    /// process ids, may share both of the others. Stable from run to run, where Swift's `Hasher` is
+    /// seeded anew in every process.
     static let machine: String = {
         let id = (try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8)).map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        let namespace = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid")) ?? ""
         var hash: UInt32 = 2_166_136_261
-        for byte in (id.flatMap { $0.isEmpty ? nil : $0 } ?? ProcessInfo.processInfo.hostName).utf8 {
+        for byte in ((id.flatMap { $0.isEmpty ? nil : $0 } ?? ProcessInfo.processInfo.hostName) + " " + namespace).utf8 {
             hash = (hash ^ UInt32(byte)) &* 16_777_619
         }
         return String(hash, radix: 16).leftPadded(to: 8)
@@ -283,7 +287,8 @@ enum TestDatabaseNames {
             var outcome: (dropped: [String], failed: [String]) = ([], [])
             for name in stale {
                 do {
-                    _ = try await client.query("DROP DATABASE IF EXISTS \(unescaped: quoteIdentifier(name)) WITH (FORCE)", logger: TestEnvironment.logger).collect()
+                    // Not forced: a database someone is connected to is not stale after all.
+                    _ = try await client.query("DROP DATABASE IF EXISTS \(unescaped: quoteIdentifier(name))", logger: TestEnvironment.logger).collect()
                     outcome.dropped.append(name)
                 } catch {
                     outcome.failed.append(name)
