@@ -45,6 +45,8 @@ public enum TestEnvironment {
     /// The background logger of test pools: PostgresNIO reports a failed connection attempt at `info`,
     /// and a test stuck waiting for a connection should say why.
     public static let poolLogger: Logger = {
+        // Bootstrapped first: a logger made before the bootstrap keeps swift-log's default handler.
+        TestLogging.bootstrapped
         var logger = Logger(label: "test-pool")
         logger.logLevel = min(.info, TestEnvironment.logger.logLevel)
         return logger
