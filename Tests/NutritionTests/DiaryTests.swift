@@ -435,7 +435,7 @@ import TestSupport
             #expect(!opened.text.contains(user.path) && opened.json["notes"] == nil && opened.json["user_id"] == nil)
             #expect(try await env.call(.get, "/v1/meals/\(id)", as: user).json["view_count"] as? Int == 1)
             // The snapshot does not follow later edits.
-            _ = try await env.call(.put, "/v1/meals/\(id)", as: user, json: ["name": "Renamed", "eaten_at": "2025-06-01T19:30:00Z", "items": [Env.item()]])
+            _ = try await env.call(.put, "/v1/meals/\(id)", as: user, json: ["name": "Renamed", "eaten_at": "\(Env.year)-06-01T19:30:00Z", "items": [Env.item()]])
             #expect(try await env.call(.get, "/v1/shared/\(token)").json["name"] as? String == "Crème brûlée & café")
             let card = try await env.call(.get, "/v1/shared/\(token)/card.png")
             #expect(card.status == .ok && card.headers[.contentType] == "image/png")
@@ -506,7 +506,7 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/shared/\(token)").code == "share_gone")
             // Its token outlives it by a few minutes: it makes nothing again either.
             #expect(try await env.call(.get, "/v1/nutrition/profile", as: user).code == "account_deleted")
-            let late = try await env.call(.post, "/v1/meals", as: user, json: ["name": "Late", "eaten_at": "2025-06-01T12:00:00Z", "items": [Env.item()]])
+            let late = try await env.call(.post, "/v1/meals", as: user, json: ["name": "Late", "eaten_at": "\(Env.year)-06-01T12:00:00Z", "items": [Env.item()]])
             #expect(late.status == .unauthorized && late.code == "account_deleted", "\(late.text)")
             #expect(try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 70, "unit": "kg"]).code == "account_deleted")
             #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(user.id)'") == 0)

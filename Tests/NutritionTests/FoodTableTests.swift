@@ -222,7 +222,7 @@ import TestSupport
             let user = try await env.user()
             let posted = try await env.call(
                 .post, "/v1/meals", as: user,
-                json: ["name": "Lunch", "eaten_at": "2025-06-01T12:00:00Z", "items": [["ndb_number": "20037", "grams": 195], Env.item()]])
+                json: ["name": "Lunch", "eaten_at": "\(Env.year)-06-01T12:00:00Z", "items": [["ndb_number": "20037", "grams": 195], Env.item()]])
             #expect(posted.status == .created)
             let rice = try #require((posted.json["items"] as? [[String: Any]])?.first)
             #expect(rice["name"] as? String == "Rice, brown, long-grain, cooked" && rice["ndb_number"] as? String == "20037")
@@ -233,7 +233,7 @@ import TestSupport
             // Corrected to another food and portion by number, with the user's own name for it.
             let put = try await env.call(
                 .put, "/v1/meals/\(id)", as: user,
-                json: ["name": "Lunch", "eaten_at": "2025-06-01T12:00:00Z", "items": [["ndb_number": "09040", "grams": 118, "name": "Banana"]]])
+                json: ["name": "Lunch", "eaten_at": "\(Env.year)-06-01T12:00:00Z", "items": [["ndb_number": "09040", "grams": 118, "name": "Banana"]]])
             #expect(put.status == .ok)
             let banana = try #require((put.json["items"] as? [[String: Any]])?.first)
             #expect(banana["name"] as? String == "Banana" && banana["ndb_number"] as? String == "09040")
@@ -243,11 +243,11 @@ import TestSupport
             // A number with amounts keeps the amounts given.
             var given = Env.item()
             given["ndb_number"] = "09040"
-            let kept = try await env.call(.post, "/v1/meals", as: user, json: ["name": "x", "eaten_at": "2025-06-01T12:00:00Z", "items": [given]])
+            let kept = try await env.call(.post, "/v1/meals", as: user, json: ["name": "x", "eaten_at": "\(Env.year)-06-01T12:00:00Z", "items": [given]])
             #expect(kept.status == .created && (kept.json["items"] as? [[String: Any]])?.first?["calories"] as? Double == given["calories"] as? Double)
 
             func post(_ items: [[String: Any]]) async throws -> APIReply {
-                try await env.call(.post, "/v1/meals", as: user, json: ["name": "x", "eaten_at": "2025-06-01T12:00:00Z", "items": items])
+                try await env.call(.post, "/v1/meals", as: user, json: ["name": "x", "eaten_at": "\(Env.year)-06-01T12:00:00Z", "items": items])
             }
             #expect(try await post([Env.item(), ["ndb_number": "99999", "grams": 100]]).fieldErrors == ["items[1].ndb_number"])
             #expect(try await post([["ndb_number": "20037", "grams": 0]]).fieldErrors == ["items[0].grams"])

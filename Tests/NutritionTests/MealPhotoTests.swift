@@ -199,7 +199,7 @@ import TestSupport
             // A correction of the meal keeps its photo.
             #expect(try await env.call(.post, "/v1/meals/\(first)/photo", as: user, raw: png, headers: [.contentType: "image/png"]).status == .ok)
             let corrected = try await env.call(
-                .put, "/v1/meals/\(first)", as: user, json: ["name": "Dinner", "eaten_at": "2025-06-01T19:30:00+02:00", "items": [NutritionTestEnvironment.item()]])
+                .put, "/v1/meals/\(first)", as: user, json: ["name": "Dinner", "eaten_at": "\(NutritionTestEnvironment.year)-06-01T19:30:00+02:00", "items": [NutritionTestEnvironment.item()]])
             #expect(corrected.status == .ok)
             #expect(corrected.json["photo_url"] as? String == "/v1/meals/\(first)/photo")
 

@@ -55,7 +55,7 @@ import TestSupport
             let components = try #require(meal[path: "score_explanation.components"] as? [[String: Any]])
             #expect(components.contains { $0["part"] as? String == "fit" } && components.contains { $0["part"] as? String == "quality" })
             #expect(components.allSatisfy { $0["sentence"] is String && $0["max"] is Double })
-            #expect(meal["consumed"] as? Bool == false && meal["edited"] as? Bool == false && meal["local_date"] as? String == "2025-06-01")
+            #expect(meal["consumed"] as? Bool == false && meal["edited"] as? Bool == false && meal["local_date"] as? String == "\(Env.year)-06-01")
             #expect((meal["warnings"] as? [Any])?.isEmpty == true)
         }
     }
@@ -63,7 +63,7 @@ import TestSupport
     @Test func badMealsAreRefusedNamingTheField() async throws {
         try await Env.run { env in
             let user = try await env.user()
-            func post(_ items: [[String: Any]], eatenAt: String = "2025-06-01T12:00:00Z", extra: [String: Any] = [:]) async throws -> APIReply {
+            func post(_ items: [[String: Any]], eatenAt: String = "\(Env.year)-06-01T12:00:00Z", extra: [String: Any] = [:]) async throws -> APIReply {
                 try await env.call(.post, "/v1/meals", as: user, json: ["name": "Lunch", "eaten_at": eatenAt, "items": items].merging(extra) { $1 })
             }
             #expect(try await post([Env.item(protein: -1)]).fieldErrors == ["items[0].protein_g"])
@@ -72,7 +72,7 @@ import TestSupport
             #expect(try await post([]).fieldErrors == ["items"])
             #expect(try await post([Env.item(tags: ["unicorn"])]).fieldErrors == ["items[0].tags"])
             #expect(try await post([Env.item(grams: 0)]).fieldErrors.contains("items[0].grams"))
-            #expect(try await post([Env.item()], eatenAt: "2025-06-01T12:00:00").status == .badRequest, "a time without an offset")
+            #expect(try await post([Env.item()], eatenAt: "\(Env.year)-06-01T12:00:00").status == .badRequest, "a time without an offset")
             #expect(try await post([Env.item()], extra: ["calories": 3]).status == .badRequest, "an unknown field")
             // A photo this API keeps is set by uploading it: a path names another meal's, or nothing.
             #expect(try await post([Env.item()], extra: ["photo_url": "/v1/meals/\(UUID())/photo"]).fieldErrors == ["photo_url"])
@@ -81,7 +81,7 @@ import TestSupport
             #expect(linked.status == .created && linked.json["photo_url"] as? String == "https://cdn.example.com/lunch.jpg")
             let nan = try await env.call(
                 .post, "/v1/meals", as: user,
-                raw: .init(string: #"{"name":"x","eaten_at":"2025-06-01T12:00:00Z","items":[{"name":"a","grams":NaN,"calories":1,"protein_g":0,"carbs_g":0,"fat_g":0}]}"#),
+                raw: .init(string: #"{"name":"x","eaten_at":"\#(Env.year)-06-01T12:00:00Z","items":[{"name":"a","grams":NaN,"calories":1,"protein_g":0,"carbs_g":0,"fat_g":0}]}"#),
                 headers: [.contentType: "application/json"])
             #expect(nan.status == .badRequest)
             var wrongType = Env.item()
@@ -102,7 +102,7 @@ import TestSupport
         try await Env.run { env in
             let user = try await env.user()
             @Sendable func diet() async throws -> String? {
-                let reply = try await env.call(.post, "/v1/meals", as: user, json: ["name": "Lunch", "eaten_at": "2025-06-01T12:00:00Z", "items": [Env.item()]])
+                let reply = try await env.call(.post, "/v1/meals", as: user, json: ["name": "Lunch", "eaten_at": "\(Env.year)-06-01T12:00:00Z", "items": [Env.item()]])
                 return reply.status == .created ? reply.json["diet"] as? String : nil
             }
             try await env.setProfile(user, diet: "keto")
@@ -152,24 +152,30 @@ import TestSupport
         }
     }
 
-    /// In Europe/Paris, 23:30 on 2025-03-29 counts for the 29th and 00:30 for the 30th; a meal keeps
-    /// its day when the profile's zone changes later; a day starting at 02:00 takes a 01:30 snack
-    /// into the evening before.
+    /// In Europe/Paris, 23:30 on the Saturday before summer time counts for the Saturday and 00:30 for
+    /// the Sunday; a meal keeps its day when the profile's zone changes later; a day starting at 02:00
+    /// takes a 01:30 snack into the evening before.
     @Test func mealsCountForTheLocalDayTheyWereEatenOn() async throws {
+        // Paris moves to summer time at 02:00 on March's last Sunday; until then it is at +01:00.
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = try #require(TimeZone(identifier: "Europe/Paris"))
+        let lastSunday = try #require(
+            (25...31).first { calendar.component(.weekday, from: calendar.date(from: DateComponents(year: Env.year, month: 3, day: $0))!) == 1 })
+        let (saturday, sunday) = ("\(Env.year)-03-\(lastSunday - 1)", "\(Env.year)-03-\(lastSunday)")
         try await Env.run { env in
             let user = try await env.user()
             try await env.setProfile(user, zone: "Europe/Paris")
-            #expect(try await env.meal(user, at: "2025-03-29T23:30:00+01:00")["local_date"] as? String == "2025-03-29")
-            let early = try await env.meal(user, at: "2025-03-30T00:30:00+01:00")
-            #expect(early["local_date"] as? String == "2025-03-30")
-            #expect(try await env.meal(user, at: "2025-03-29T22:30:00Z")["local_date"] as? String == "2025-03-29")
-            #expect(try await env.meal(user, at: "2025-03-29T23:30:00Z")["local_date"] as? String == "2025-03-30")
+            #expect(try await env.meal(user, at: "\(saturday)T23:30:00+01:00")["local_date"] as? String == saturday)
+            let early = try await env.meal(user, at: "\(sunday)T00:30:00+01:00")
+            #expect(early["local_date"] as? String == sunday)
+            #expect(try await env.meal(user, at: "\(saturday)T22:30:00Z")["local_date"] as? String == saturday)
+            #expect(try await env.meal(user, at: "\(saturday)T23:30:00Z")["local_date"] as? String == sunday)
             try await env.setProfile(user, zone: "America/Los_Angeles")
             let id = try #require(early["id"] as? String)
-            #expect(try await env.call(.get, "/v1/meals/\(id)", as: user).json["local_date"] as? String == "2025-03-30", "a past meal keeps its day")
-            #expect(try await env.meal(user, at: "2025-03-30T00:30:00+01:00")["local_date"] as? String == "2025-03-29")
+            #expect(try await env.call(.get, "/v1/meals/\(id)", as: user).json["local_date"] as? String == sunday, "a past meal keeps its day")
+            #expect(try await env.meal(user, at: "\(sunday)T00:30:00+01:00")["local_date"] as? String == saturday)
             try await env.setProfile(user, zone: "Europe/Paris", dayStartsAt: 2)
-            #expect(try await env.meal(user, at: "2025-06-02T01:30:00+02:00")["local_date"] as? String == "2025-06-01")
+            #expect(try await env.meal(user, at: "\(Env.year)-06-02T01:30:00+02:00")["local_date"] as? String == "\(Env.year)-06-01")
         }
     }
 
@@ -189,7 +195,7 @@ import TestSupport
         try await Env.run { env in
             let user = try await env.user()
             let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "meal-\(UUID())"]
-            let body: [String: Any] = ["name": "Breakfast", "eaten_at": "2025-06-01T08:00:00Z", "items": [Env.item()]]
+            let body: [String: Any] = ["name": "Breakfast", "eaten_at": "\(Env.year)-06-01T08:00:00Z", "items": [Env.item()]]
             let first = try await env.call(.post, "/v1/meals", as: user, json: body, headers: key)
             let second = try await env.call(.post, "/v1/meals", as: user, json: body, headers: key)
             #expect(first.status == .created && second.status == .created, "\(second.status) \(second.text)")
@@ -205,7 +211,7 @@ import TestSupport
             let id = try #require(meal["id"] as? String)
             let read = try await env.call(.get, "/v1/meals/\(id)", as: user)
             let tag = try #require(read.headers[.eTag])
-            let body: [String: Any] = ["name": "Dinner, corrected", "eaten_at": "2025-06-01T19:30:00+02:00", "items": [Env.item(grams: 200, calories: 373, protein: 40, fat: 24)]]
+            let body: [String: Any] = ["name": "Dinner, corrected", "eaten_at": "\(Env.year)-06-01T19:30:00+02:00", "items": [Env.item(grams: 200, calories: 373, protein: 40, fat: 24)]]
             let edited = try await env.call(.put, "/v1/meals/\(id)", as: user, json: body, headers: [.ifMatch: tag])
             #expect(edited.status == .ok && edited.json["edited"] as? Bool == true && edited.json["name"] as? String == "Dinner, corrected")
             #expect(edited.json[path: "totals.calories"] as? Double == 373)
@@ -220,7 +226,7 @@ import TestSupport
             let owner = try await env.user()
             let other = try await env.user()
             let id = try #require(try await env.meal(owner)["id"] as? String)
-            let body: [String: Any] = ["name": "Mine now", "eaten_at": "2025-06-01T12:00:00Z", "items": [Env.item()]]
+            let body: [String: Any] = ["name": "Mine now", "eaten_at": "\(Env.year)-06-01T12:00:00Z", "items": [Env.item()]]
             for (method, path, json) in [
                 (HTTPRequest.Method.get, "/v1/meals/\(id)", nil), (.put, "/v1/meals/\(id)", body), (.delete, "/v1/meals/\(id)", nil),
                 (.post, "/v1/meals/\(id)/consume", nil), (.delete, "/v1/meals/\(id)/consume", nil), (.post, "/v1/meals/\(id)/share", nil),
@@ -244,16 +250,16 @@ import TestSupport
                 let user = try await env.user()
                 try await env.setProfile(user, zone: zone, dayStartsAt: 6)
                 // The first and the last minute of 1 June there, with days starting at 06:00.
-                _ = try await env.meal(user, name: "First", at: "2025-06-01T06:00:00\(offset)")
-                _ = try await env.meal(user, name: "Last", at: "2025-06-02T05:59:00\(offset)")
-                _ = try await env.meal(user, name: "Next day", at: "2025-06-02T06:00:00\(offset)")
-                let day = try await env.call(.get, "/v1/meals?from=2025-06-01&to=2025-06-01", as: user)
+                _ = try await env.meal(user, name: "First", at: "\(Env.year)-06-01T06:00:00\(offset)")
+                _ = try await env.meal(user, name: "Last", at: "\(Env.year)-06-02T05:59:00\(offset)")
+                _ = try await env.meal(user, name: "Next day", at: "\(Env.year)-06-02T06:00:00\(offset)")
+                let day = try await env.call(.get, "/v1/meals?from=\(Env.year)-06-01&to=\(Env.year)-06-01", as: user)
                 #expect(day.items.compactMap { $0["name"] as? String } == ["Last", "First"], "\(zone): \(day.text)")
-                let next = try await env.call(.get, "/v1/meals?from=2025-06-02&to=2025-06-02", as: user)
+                let next = try await env.call(.get, "/v1/meals?from=\(Env.year)-06-02&to=\(Env.year)-06-02", as: user)
                 #expect(next.items.compactMap { $0["name"] as? String } == ["Next day"], "\(zone): \(next.text)")
-                let paged = try await env.call(.get, "/v1/meals?from=2025-06-01&to=2025-06-01&limit=1", as: user)
+                let paged = try await env.call(.get, "/v1/meals?from=\(Env.year)-06-01&to=\(Env.year)-06-01&limit=1", as: user)
                 let cursor = try #require(paged.json["next_cursor"] as? String)
-                let rest = try await env.call(.get, "/v1/meals?from=2025-06-01&to=2025-06-01&limit=1&cursor=\(cursor)", as: user)
+                let rest = try await env.call(.get, "/v1/meals?from=\(Env.year)-06-01&to=\(Env.year)-06-01&limit=1&cursor=\(cursor)", as: user)
                 #expect(rest.items.compactMap { $0["name"] as? String } == ["First"], "\(zone): \(rest.text)")
             }
         }
@@ -265,7 +271,7 @@ import TestSupport
     @Test func theListsFirstPageIsPlannedOnce() async throws {
         try await Env.run { env in
             let user = try await env.user()
-            let meal = try #require(try await env.meal(user, at: "2025-06-01T12:00:00Z")["id"] as? String)
+            let meal = try #require(try await env.meal(user, at: "\(Env.year)-06-01T12:00:00Z")["id"] as? String)
             // The planner weighs its plans by the table's statistics: another user's three years, analysed.
             let columns = "name, items, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg, diet, diet_score, score_band, score, algorithm_version"
             try await env.execute(
@@ -277,7 +283,7 @@ import TestSupport
             try await env.execute("ANALYZE meals")
             let plans = try await env.plans(of: MealStore.ListPage.name) { connection in
                 for n in 0..<10 {
-                    let range = n % 2 == 0 ? (LocalDay("2025-06-01"), LocalDay("2025-06-07")) : (nil, nil)
+                    let range = n % 2 == 0 ? (LocalDay("\(Env.year)-06-01"), LocalDay("\(Env.year)-06-07")) : (nil, nil)
                     let meals = try await MealStore().list(
                         user.id, .init(consumed: nil, from: range.0, to: range.1, limit: 50, after: nil), on: connection, logger: TestEnvironment.logger)
                     #expect(meals.count == 1)
@@ -294,7 +300,7 @@ import TestSupport
             let (owner, stranger) = (try await env.user(), try await env.user())
             var made: [UUID] = []
             for hour in 10..<15 {
-                let id = try await env.meal(owner, at: "2025-06-01T\(hour):00:00Z")["id"] as? String
+                let id = try await env.meal(owner, at: "\(Env.year)-06-01T\(hour):00:00Z")["id"] as? String
                 made.append(try #require(id.flatMap(UUID.init(uuidString:))))
             }
             let meals = made
@@ -332,14 +338,14 @@ import TestSupport
     @Test func theListFiltersAndPages() async throws {
         try await Env.run { env in
             let user = try await env.user()
-            for day in 1...5 { _ = try await env.meal(user, at: "2025-06-0\(day)T12:00:00Z", consume: day % 2 == 1) }
+            for day in 1...5 { _ = try await env.meal(user, at: "\(Env.year)-06-0\(day)T12:00:00Z", consume: day % 2 == 1) }
             let consumed = try await env.call(.get, "/v1/meals?consumed=true", as: user)
             #expect(consumed.items.count == 3)
-            let window = try await env.call(.get, "/v1/meals?from=2025-06-02&to=2025-06-04&limit=2", as: user)
-            #expect(window.items.compactMap { $0["local_date"] as? String } == ["2025-06-04", "2025-06-03"])
+            let window = try await env.call(.get, "/v1/meals?from=\(Env.year)-06-02&to=\(Env.year)-06-04&limit=2", as: user)
+            #expect(window.items.compactMap { $0["local_date"] as? String } == ["\(Env.year)-06-04", "\(Env.year)-06-03"])
             let next = try #require(window.json["next_cursor"] as? String)
-            let rest = try await env.call(.get, "/v1/meals?from=2025-06-02&to=2025-06-04&limit=2&cursor=\(next)", as: user)
-            #expect(rest.items.compactMap { $0["local_date"] as? String } == ["2025-06-02"])
+            let rest = try await env.call(.get, "/v1/meals?from=\(Env.year)-06-02&to=\(Env.year)-06-04&limit=2&cursor=\(next)", as: user)
+            #expect(rest.items.compactMap { $0["local_date"] as? String } == ["\(Env.year)-06-02"])
             #expect(try await env.call(.get, "/v1/meals?from=June", as: user).fieldErrors == ["from"])
             #expect(try await env.call(.get, "/v1/meals?consumed=maybe", as: user).fieldErrors == ["consumed"])
             #expect(try await env.call(.get, "/v1/meals?cursor=nonsense", as: user).code == "invalid_cursor")

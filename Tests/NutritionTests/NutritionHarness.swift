@@ -27,6 +27,10 @@ struct NutritionTestEnvironment: ServiceHarness {
     let config: ServiceConfig
     let redis: RedisClient
 
+    /// Last year, in which the tests' meals are eaten: a meal must be within five years of now
+    /// (`MealDraft.eatenAtProblem`), so a fixed year would fail the tests once it is five years old.
+    static let year = Calendar(identifier: .gregorian).component(.year, from: Date()) - 1
+
     static func run(_ environment: [String: String] = [:], _ body: @Sendable (NutritionTestEnvironment) async throws -> Void) async throws {
         let settings = ["APP_NAME": "Test Tracker", "PUBLIC_API_URL": "https://api.test"].merging(environment) { $1 }
         try await runService("nutrition", environment: settings, migrations: NutritionService.definition.allMigrations, build: buildApplication) { service in
@@ -78,7 +82,7 @@ struct NutritionTestEnvironment: ServiceHarness {
     }
 
     /// Logs a meal; `201` required.
-    func meal(_ user: User, name: String = "Dinner", at eatenAt: String = "2025-06-01T19:30:00+02:00", items: [[String: Any]] = [item()], consume: Bool = false)
+    func meal(_ user: User, name: String = "Dinner", at eatenAt: String = "\(Self.year)-06-01T19:30:00+02:00", items: [[String: Any]] = [item()], consume: Bool = false)
         async throws -> [String: Any]
     {
         let reply = try await call(.post, "/v1/meals", as: user, json: ["name": name, "eaten_at": eatenAt, "items": items])
