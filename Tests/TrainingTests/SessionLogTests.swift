@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Models
 import ServiceKit
+import ServiceKitEvents
 import Testing
 import TestSupport
 @testable import Training
@@ -38,6 +39,70 @@ import TestSupport
             #expect(fewer.json["status"] as? String == "partial" && (fewer.json["logged_sets"] as? [Any])?.count == 1)
             #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(id)'") == 1)
             #expect(try await env.call(.post, "/v1/training/sessions/\(id)/skip", as: client).code == "session_logged")
+        }
+    }
+
+    /// A log is a read and one statement that writes only the session as it was read: a session
+    /// that changed in between is left alone, its event not written. The statement keeps one plan.
+    @Test func aLogWritesOnlyTheSessionItWasCheckedAgainst() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
+            let session = try #require(UUID(uuidString: id))
+            let path = "/v1/training/sessions/\(id)/log"
+            let outbox = EventOutbox(producer: "training")
+            @Sendable func draft(sets: Int, of record: SessionRecord) throws -> LogDraft {
+                let json = try JSONSerialization.data(withJSONObject: TrainingTestEnvironment.log(sets: sets))
+                return try LogDraft(try JSONDecoder().decode(LogDraft.Body.self, from: json), session: record)
+            }
+            @Sendable func event(_ draft: LogDraft, of record: SessionRecord) throws -> EventOutbox.Entry {
+                try outbox.entry(
+                    WorkoutLogged(sessionID: session, coachID: coach.id, clientID: client.id, status: draft.status(for: record)), userID: client.id, liveTo: coach.id)
+            }
+            let plans = try await env.plans(of: SessionStore.LogQuery.name) { connection in
+                let store = SessionStore()
+                let stale = try #require(try await store.find(session, party: client.id, on: connection, logger: TestEnvironment.logger))
+                #expect(try await env.call(.post, path, as: client, json: TrainingTestEnvironment.log(sets: 3)).status == .ok)
+                let late = try draft(sets: 1, of: stale)
+                let refused = try await store.log(late, session: stale, event: try event(late, of: stale), on: connection, logger: TestEnvironment.logger)
+                #expect(refused == nil, "a log checked against an older version was written")
+                #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(session)'") == 3)
+                for n in 0..<10 {
+                    let read = try #require(try await store.find(session, party: client.id, on: connection, logger: TestEnvironment.logger))
+                    let log = try draft(sets: n % 3 + 1, of: read)
+                    let logged = try await store.log(log, session: read, event: n == 9 ? try event(log, of: read) : nil, on: connection, logger: TestEnvironment.logger)
+                    #expect(logged?.version == read.version + 1 && logged?.status == (n % 3 == 2 ? "completed" : "partial"))
+                    #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(session)'") == n % 3 + 1)
+                }
+                outbox.wrote()
+            }
+            #expect(plans.generic >= 5, "\(plans)")
+            // The route's log and the last one above: two events, the refused one never written.
+            try await waitUntil(.seconds(10)) { try await env.live("workout.logged", to: coach).count == 2 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await env.live("workout.logged", to: coach).count == 2)
+        }
+    }
+
+    /// Logs of one session racing each other: each is answered, one of them is the session's log
+    /// whole (never sets of one with the status of another), and each is one event for the coach.
+    @Test func racingLogsLeaveOneWholeLog() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
+            let path = "/v1/training/sessions/\(id)/log"
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for n in 0..<12 {
+                    group.addTask { try await env.concurrentReply(.post, path, as: client, json: TrainingTestEnvironment.log(sets: n % 2 == 0 ? 1 : 3)).status }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses == Array(repeating: 200, count: 12), "\(statuses)")
+            let read = try await env.call(.get, "/v1/training/sessions/\(id)", as: client).json
+            let logged = try #require(read["logged_sets"] as? [Any]).count
+            #expect((logged == 1 && read["status"] as? String == "partial") || (logged == 3 && read["status"] as? String == "completed"), "\(read)")
+            #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(id)'") == logged)
+            try await waitUntil(.seconds(10)) { try await env.live("workout.logged", to: coach).count == 12 }
         }
     }
 

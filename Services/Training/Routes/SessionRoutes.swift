@@ -84,25 +84,46 @@ struct SessionRoutes {
     /// Logs the session (`completed` when every prescribed set is done, else `partial`), replacing an
     /// earlier log of it: an app that logs offline and retries, with its `Idempotency-Key` or without,
     /// leaves one log. The coach hears of it live (`workout_logged`).
+    ///
+    /// The session is read, the log checked against it, and one statement writes the log and its
+    /// event if the session is still as it was read: no transaction, so no round trips to open and
+    /// close one. When it changed in between (another log of it, a coach's push), the log runs
+    /// again in a transaction that holds the session from the read on.
     @Sendable func log(_ request: Request, context: AuthenticatedContext) async throws -> SessionDetail {
         try context.requireNotCoach()
         let id = try context.sessionID()
         let body = try await request.decode(as: LogDraft.Body.self, context: context)
         let training = self.training
         let user = context.caller.userID
+        let logged = try await training.postgres.withConnectionOnItsLoop { connection in
+            try await Self.log(body, session: id, user: user, lock: false, training: training, on: connection, logger: context.logger)
+        }
+        if let logged { return logged }
         return try await training.postgres.transaction(logger: context.logger) { connection in
-            guard let session = try await training.sessions.find(id, party: user, lock: true, on: connection, logger: context.logger), session.clientID == user else {
+            guard let logged = try await Self.log(body, session: id, user: user, lock: true, training: training, on: connection, logger: context.logger) else {
                 throw SessionErrors.sessionNotFound
             }
-            guard session.status != "cancelled" else { throw SessionErrors.cancelled }
-            let draft = try LogDraft(body, session: session)
-            let logged = try await training.sessions.log(draft, session: session, on: connection, logger: context.logger)
-            if let coach = logged.coachID, logged.coachLinked {
-                try await training.outbox.write(
-                    WorkoutLogged(sessionID: id, coachID: coach, clientID: user, status: logged.status), userID: user, liveTo: coach, on: connection, logger: context.logger)
-            }
-            return try await Self.detail(logged, viewer: user, training: training, on: connection, logger: context.logger)
+            return logged
         }
+    }
+
+    /// One attempt at a log: nil when the session changed between its read and the write.
+    static func log(
+        _ body: LogDraft.Body, session id: UUID, user: UUID, lock: Bool, training: Training, on connection: PostgresConnection, logger: Logger
+    ) async throws -> SessionDetail? {
+        guard let session = try await training.sessions.find(id, party: user, lock: lock, on: connection, logger: logger), session.clientID == user else {
+            throw SessionErrors.sessionNotFound
+        }
+        guard session.status != "cancelled" else { throw SessionErrors.cancelled }
+        let draft = try LogDraft(body, session: session)
+        // For its coach while they coach the client; the statement checks that again as it writes.
+        let event = try session.coachID.flatMap { coach in
+            try session.coachLinked
+                ? training.outbox.entry(WorkoutLogged(sessionID: id, coachID: coach, clientID: user, status: draft.status(for: session)), userID: user, liveTo: coach) : nil
+        }
+        guard let logged = try await training.sessions.log(draft, session: session, event: event, on: connection, logger: logger) else { return nil }
+        if event != nil { training.outbox.wrote() }
+        return try await detail(logged, viewer: user, training: training, on: connection, logger: logger)
     }
 
     struct SkipBody: StrictJSONBody {

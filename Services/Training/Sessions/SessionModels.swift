@@ -72,6 +72,9 @@ struct SessionRecord: Sendable {
     /// Whether its coach still coaches its client (the roster entry pending or accepted): only then
     /// does the coach hear of the client's log and comments. False where a statement did not ask.
     var coachLinked = false
+    /// The row's version as read, for a write that must find the session unchanged. 0 where a
+    /// statement did not ask.
+    var version = 0
 
     /// Whether the client has done anything with it: logged or skipped. Push and unscheduling leave a
     /// started session alone.

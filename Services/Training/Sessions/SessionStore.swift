@@ -107,11 +107,15 @@ struct SessionStore: Sendable {
         EXISTS (SELECT 1 FROM roster_entries r WHERE r.id = s.roster_entry_id AND r.coach_id = s.coach_id AND r.stage < \(RosterStore.Stage.left.rawValue))
         """
 
-    /// The session in `columns` order, then `coachLinked`.
+    /// What `recordWithLink` reads after `columns`.
+    static let linkAndVersion = "\(coachLinked) AS coach_linked, s.version"
+
+    /// The session in `columns` order, then `linkAndVersion`.
     static func recordWithLink(_ row: PostgresRow) throws -> SessionRecord {
         let cells = row.makeRandomAccess()
         var session = try record(cells, from: 0)
         session.coachLinked = try cells[15].decode(Bool.self)
+        session.version = try cells[16].decode(Int.self)
         return session
     }
 
@@ -121,7 +125,7 @@ struct SessionStore: Sendable {
     struct FindQuery: PostgresPreparedStatement {
         static let name = "training.session_of_party"
         static let sql = """
-            SELECT \(SessionStore.columns), \(SessionStore.coachLinked) FROM sessions s
+            SELECT \(SessionStore.columns), \(SessionStore.linkAndVersion) FROM sessions s
             WHERE s.id = $1 AND (s.client_id = $2 OR (s.coach_id = $2 AND \(SessionStore.coachLinked)))
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
@@ -413,8 +417,9 @@ struct SessionStore: Sendable {
     }
 
     /// The log, replacing any earlier one (a retry, or a correction), in one statement that writes
-    /// the sets and the session and returns the session as it now is.
-    func log(_ draft: LogDraft, session: SessionRecord, on connection: PostgresConnection, logger: Logger) async throws -> SessionRecord {
+    /// the sets, the session and `event`, and returns the session as it now is; nil, writing
+    /// nothing, when the session is no longer at the version `session` was read at.
+    func log(_ draft: LogDraft, session: SessionRecord, event: EventOutbox.Entry?, on connection: PostgresConnection, logger: Logger) async throws -> SessionRecord? {
         struct Row: Encodable {
             var block: Int
             var n: Int
@@ -436,36 +441,64 @@ struct SessionStore: Sendable {
         let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
         let statement = LogQuery(
             sets: json, session: session.id, client: session.clientID, performedAt: draft.performedAt, localDay: draft.localDay, status: draft.status(for: session),
-            notes: draft.notes)
-        for try await updated in try await connection.checkedExecute(statement, logger: logger) { return updated }
-        throw SessionErrors.sessionNotFound
+            notes: draft.notes, version: session.version, event: event)
+        for try await updated in try await connection.checkedExecute(statement, logger: logger) {
+            var logged = session
+            (logged.status, logged.performedAt, logged.logNotes, logged.skipReason, logged.updatedAt) = (updated.status, updated.performedAt, updated.logNotes, nil, updated.updatedAt)
+            (logged.coachID, logged.coachLinked, logged.version) = (updated.coachID, updated.coachLinked, updated.version)
+            return logged
+        }
+        return nil
     }
 
-    /// One statement: the sets the log no longer has go, the others are written over or added, and
-    /// the session takes its new state and comes back as it now is.
+    /// One statement: the session is locked if it is still at the version the log was checked
+    /// against, and only then do the sets the log no longer has go, the others get written over or
+    /// added, the session take its new state and return what changed of it (the rest is as it was
+    /// read: its blocks are not sent and decoded twice), and the event (for its coach, if they
+    /// still coach the client) go into the outbox. Being one statement, it needs no transaction
+    /// around it: a log is a read and this.
     struct LogQuery: PostgresPreparedStatement {
         static let name = "training.log_session"
         static let sql = """
             WITH x AS (
                 SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(block int2, n int2, exercise uuid, reps int4, duration int4, distance numeric, kg numeric,
                                                                 lbs numeric, rpe numeric, done bool)),
+            locked AS MATERIALIZED (SELECT s.id FROM sessions s WHERE s.id = $2 AND s.version = $8 FOR UPDATE),
             gone AS (
-                DELETE FROM session_sets ss WHERE ss.session_id = $2 AND NOT EXISTS (SELECT 1 FROM x WHERE x.block = ss.block AND x.n = ss.set_number)),
+                DELETE FROM session_sets ss USING locked
+                WHERE ss.session_id = locked.id AND NOT EXISTS (SELECT 1 FROM x WHERE x.block = ss.block AND x.n = ss.set_number)),
             saved AS (
                 INSERT INTO session_sets (session_id, block, set_number, client_id, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done, performed_at, performed_on)
-                SELECT $2, x.block, x.n, $3, x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done, $4, $5::date
-                FROM x
+                SELECT locked.id, x.block, x.n, $3, x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done, $4, $5::date
+                FROM locked, x
                 ON CONFLICT (session_id, block, set_number) DO UPDATE SET
                     client_id = EXCLUDED.client_id, exercise_id = EXCLUDED.exercise_id, reps = EXCLUDED.reps, duration_s = EXCLUDED.duration_s,
                     distance_m = EXCLUDED.distance_m, weight_kg = EXCLUDED.weight_kg, rpe = EXCLUDED.rpe, done = EXCLUDED.done,
-                    performed_at = EXCLUDED.performed_at, performed_on = EXCLUDED.performed_on)
-            UPDATE sessions s SET status = $6, performed_at = $4, performed_on = $5::date,
-                log_notes = $7, skip_reason = NULL, logged_at = now(), version = s.version + 1, updated_at = now()
-            WHERE s.id = $2
-            RETURNING \(SessionStore.columns), \(SessionStore.coachLinked)
+                    performed_at = EXCLUDED.performed_at, performed_on = EXCLUDED.performed_on),
+            updated AS (
+                UPDATE sessions s SET status = $6, performed_at = $4, performed_on = $5::date,
+                    log_notes = $7, skip_reason = NULL, logged_at = now(), version = s.version + 1, updated_at = now()
+                FROM locked
+                WHERE s.id = locked.id
+                RETURNING s.status, s.performed_at, s.log_notes, s.updated_at, s.coach_id, \(SessionStore.linkAndVersion)),
+            event AS (
+                INSERT INTO outbox (\(EventOutbox.Entry.columns))
+                SELECT $9, $10, $11, $12, $13, $14 FROM updated u
+                WHERE $9::uuid IS NOT NULL AND u.coach_linked AND u.coach_id = $13
+                RETURNING 1)
+            SELECT * FROM updated
             """
-        static let bindingDataTypes: [PostgresDataType] = [.text, .uuid, .uuid, .timestamptz, .text, .text, .text]
-        typealias Row = SessionRecord
+        static let bindingDataTypes: [PostgresDataType] = [.text, .uuid, .uuid, .timestamptz, .text, .text, .text, .int8] + EventOutbox.Entry.bindingDataTypes
+        /// What the log changed of the session.
+        struct Row {
+            var status: String
+            var performedAt: Date?
+            var logNotes: String?
+            var updatedAt: Date
+            var coachID: UUID?
+            var coachLinked: Bool
+            var version: Int
+        }
         /// The sets as a JSON array, numbers as decimal text, so `numeric` gets exactly what the client sent.
         var sets: String
         var session: UUID
@@ -474,8 +507,11 @@ struct SessionStore: Sendable {
         var localDay: String
         var status: String
         var notes: String?
+        var version: Int
+        /// `workout.logged` for the session's coach (`liveTo`), or nil.
+        var event: EventOutbox.Entry?
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 7)
+            var bindings = PostgresBindings(capacity: 14)
             bindings.append(sets)
             bindings.append(session)
             try bindings.append(client)
@@ -483,9 +519,14 @@ struct SessionStore: Sendable {
             bindings.append(localDay)
             bindings.append(status)
             try bindings.append(notes)
+            bindings.append(version)
+            EventOutbox.Entry.append(event, to: &bindings)
             return bindings
         }
-        func decodeRow(_ row: PostgresRow) throws -> SessionRecord { try SessionStore.recordWithLink(row) }
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (status, performedAt, logNotes, updatedAt, coachID, coachLinked, version) = try row.decode((String, Date?, String?, Date, UUID?, Bool, Int).self)
+            return Row(status: status, performedAt: performedAt, logNotes: logNotes, updatedAt: updatedAt, coachID: coachID, coachLinked: coachLinked, version: version)
+        }
     }
 
     func skip(_ id: UUID, reason: String?, on connection: PostgresConnection, logger: Logger) async throws {

@@ -39,10 +39,56 @@ public struct EventOutbox: Sendable {
     /// `liveTo` implies `live`. An envelope that was relayed already (it has a `sequence`) is refused:
     /// the relay numbers each envelope once, in its own producer's order.
     public func write(_ envelope: EventEnvelope, live: Bool = false, liveTo: UUID? = nil, on connection: PostgresConnection, logger: Logger) async throws {
-        guard envelope.sequence == nil else { throw AlreadyRelayed(eventID: envelope.id) }
-        let recipient = liveTo ?? (live ? envelope.userID : nil)
-        for try await _ in try await connection.checkedExecute(Insert(envelope: envelope, liveTo: recipient), logger: logger) {}
+        let entry = try Entry(envelope, live: live, liveTo: liveTo)
+        for try await _ in try await connection.checkedExecute(Insert(entry: entry), logger: logger) {}
         WorkBell.ringAfterCommit(Self.bell)
+    }
+
+    /// An event for a statement of the caller's own that writes its outbox row
+    /// (`INSERT INTO outbox (\(EventOutbox.Entry.columns)) SELECT $n, …`, its values bound by
+    /// `append(_:to:)`): a change that is one statement then commits with its event without a
+    /// transaction around it. Call `wrote()` once that statement has returned.
+    public func entry<Payload: EventPayload>(_ payload: Payload, userID: UUID?, live: Bool = false, liveTo: UUID? = nil) throws -> Entry {
+        try Entry(EventEnvelope(payload, producer: producer, userID: userID, occurredAt: now()), live: live, liveTo: liveTo)
+    }
+
+    /// Wakes the relay for an entry the caller's statement wrote: now, as a statement outside a
+    /// transaction has committed when it returns; inside one, when it commits.
+    public func wrote() {
+        if WorkBell.inTransaction { WorkBell.ringAfterCommit(Self.bell) } else { WorkBell.ring(Self.bell) }
+    }
+
+    /// One outbox row: the envelope, and who gets its live copy.
+    public struct Entry: Sendable {
+        /// The outbox's columns, in the order `append(_:to:)` binds them.
+        public static let columns = "id, type, user_id, live, live_to, envelope"
+        public static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .uuid, .bool, .uuid, .text]
+
+        public let envelope: EventEnvelope
+        /// Who gets the live copy; nil for none.
+        let liveTo: UUID?
+
+        /// `liveTo` implies `live`. An envelope that was relayed already (it has a `sequence`) is
+        /// refused: the relay numbers each envelope once, in its own producer's order.
+        init(_ envelope: EventEnvelope, live: Bool, liveTo: UUID?) throws {
+            guard envelope.sequence == nil else { throw AlreadyRelayed(eventID: envelope.id) }
+            self.envelope = envelope
+            self.liveTo = liveTo ?? (live ? envelope.userID : nil)
+        }
+
+        /// The entry's six values, or six NULLs for none.
+        public static func append(_ entry: Entry?, to bindings: inout PostgresBindings) {
+            guard let entry else {
+                for _ in bindingDataTypes { bindings.appendNull() }
+                return
+            }
+            bindings.append(entry.envelope.id)
+            bindings.append(entry.envelope.type)
+            if let user = entry.envelope.userID { bindings.append(user) } else { bindings.appendNull() }
+            bindings.append(entry.liveTo != nil)
+            if let liveTo = entry.liveTo { bindings.append(liveTo) } else { bindings.appendNull() }
+            bindings.append(entry.envelope.json)
+        }
     }
 
     struct AlreadyRelayed: Error, CustomStringConvertible {
@@ -56,22 +102,15 @@ public struct EventOutbox: Sendable {
     struct Insert: PostgresPreparedStatement {
         static let name = "event_outbox.insert"
         // RETURNING, as every prepared statement in the kit (`checkedExecute` says why).
-        static let sql = "INSERT INTO outbox (id, type, user_id, live, live_to, envelope) VALUES ($1, $2, $3, $4, $5, $6) RETURNING 1"
-        static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .uuid, .bool, .uuid, .text]
+        static let sql = "INSERT INTO outbox (\(Entry.columns)) VALUES ($1, $2, $3, $4, $5, $6) RETURNING 1"
+        static let bindingDataTypes = Entry.bindingDataTypes
         typealias Row = Void
 
-        let envelope: EventEnvelope
-        /// Who gets the live copy; nil for none.
-        let liveTo: UUID?
+        let entry: Entry
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 6)
-            bindings.append(envelope.id)
-            bindings.append(envelope.type)
-            if let user = envelope.userID { bindings.append(user) } else { bindings.appendNull() }
-            bindings.append(liveTo != nil)
-            if let liveTo { bindings.append(liveTo) } else { bindings.appendNull() }
-            bindings.append(envelope.json)
+            Entry.append(entry, to: &bindings)
             return bindings
         }
 
