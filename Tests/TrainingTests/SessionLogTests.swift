@@ -51,8 +51,8 @@ import TestSupport
             let session = try #require(UUID(uuidString: id))
             let path = "/v1/training/sessions/\(id)/log"
             let outbox = EventOutbox(producer: "training")
-            @Sendable func draft(sets: Int, of record: SessionRecord) throws -> LogDraft {
-                let json = try JSONSerialization.data(withJSONObject: TrainingTestEnvironment.log(sets: sets))
+            @Sendable func draft(sets: Int, reps: Int = 8, of record: SessionRecord) throws -> LogDraft {
+                let json = try JSONSerialization.data(withJSONObject: TrainingTestEnvironment.log(sets: sets, reps: reps))
                 return try LogDraft(try JSONDecoder().decode(LogDraft.Body.self, from: json), session: record)
             }
             @Sendable func event(_ draft: LogDraft, of record: SessionRecord) throws -> EventOutbox.Entry {
@@ -63,15 +63,18 @@ import TestSupport
                 let store = SessionStore()
                 let stale = try #require(try await store.find(session, party: client.id, on: connection, logger: TestEnvironment.logger))
                 #expect(try await env.call(.post, path, as: client, json: TrainingTestEnvironment.log(sets: 3)).status == .ok)
-                let late = try draft(sets: 1, of: stale)
+                let late = try draft(sets: 1, reps: 5, of: stale)
                 let refused = try await store.log(late, session: stale, event: try event(late, of: stale), on: connection, logger: TestEnvironment.logger)
                 #expect(refused == nil, "a log checked against an older version was written")
                 #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(session)'") == 3)
+                #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(session)' AND reps = 8") == 3, "a refused log's set was written")
                 for n in 0..<10 {
                     let read = try #require(try await store.find(session, party: client.id, on: connection, logger: TestEnvironment.logger))
                     let log = try draft(sets: n % 3 + 1, of: read)
-                    let logged = try await store.log(log, session: read, event: n == 9 ? try event(log, of: read) : nil, on: connection, logger: TestEnvironment.logger)
-                    #expect(logged?.version == read.version + 1 && logged?.status == (n % 3 == 2 ? "completed" : "partial"))
+                    let logged = try #require(
+                        try await store.log(log, session: read, event: n == 9 ? try event(log, of: read) : nil, on: connection, logger: TestEnvironment.logger))
+                    #expect(logged.session.version == read.version + 1 && logged.session.status == (n % 3 == 2 ? "completed" : "partial"))
+                    #expect(logged.sets.map(\.set) == Array(1...(n % 3 + 1)) && logged.eventWritten == (n == 9))
                     #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(session)'") == n % 3 + 1)
                 }
                 outbox.wrote()
@@ -91,18 +94,25 @@ import TestSupport
             let (coach, client, entry, workout) = try await env.coachWithClient()
             let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
             let path = "/v1/training/sessions/\(id)/log"
-            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            let replies = try await withThrowingTaskGroup(of: ConcurrentClient.Reply.self) { group in
                 for n in 0..<12 {
-                    group.addTask { try await env.concurrentReply(.post, path, as: client, json: TrainingTestEnvironment.log(sets: n % 2 == 0 ? 1 : 3)).status }
+                    group.addTask { try await env.concurrentReply(.post, path, as: client, json: TrainingTestEnvironment.log(sets: n % 2 == 0 ? 1 : 3)) }
                 }
-                return try await group.reduce(into: [Int]()) { $0.append($1) }
+                return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(statuses == Array(repeating: 200, count: 12), "\(statuses)")
+            #expect(replies.map(\.status) == Array(repeating: 200, count: 12), "\(replies.map(\.status))")
+            // Each answer is the log it sent, whole: never the sets of one with the status of another.
+            for reply in replies {
+                let sets = (reply.json["logged_sets"] as? [Any])?.count
+                #expect((sets == 1 && reply.json["status"] as? String == "partial") || (sets == 3 && reply.json["status"] as? String == "completed"), "\(reply.json)")
+            }
             let read = try await env.call(.get, "/v1/training/sessions/\(id)", as: client).json
             let logged = try #require(read["logged_sets"] as? [Any]).count
             #expect((logged == 1 && read["status"] as? String == "partial") || (logged == 3 && read["status"] as? String == "completed"), "\(read)")
             #expect(try await env.count("SELECT count(*) FROM session_sets WHERE session_id = '\(id)'") == logged)
             try await waitUntil(.seconds(10)) { try await env.live("workout.logged", to: coach).count == 12 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await env.live("workout.logged", to: coach).count == 12)
         }
     }
 

@@ -86,9 +86,10 @@ struct SessionRoutes {
     /// leaves one log. The coach hears of it live (`workout_logged`).
     ///
     /// The session is read, the log checked against it, and one statement writes the log and its
-    /// event if the session is still as it was read: no transaction, so no round trips to open and
-    /// close one. When it changed in between (another log of it, a coach's push), the log runs
-    /// again in a transaction that holds the session from the read on.
+    /// event if the session is still as it was read, and returns the log's detail: no transaction,
+    /// so no round trips to open and close one, and nothing after the commit that could fail and
+    /// send a retry to log it again. When the session changed in between (another log of it, a
+    /// coach's push), the log runs again in a transaction that holds the session from the read on.
     @Sendable func log(_ request: Request, context: AuthenticatedContext) async throws -> SessionDetail {
         try context.requireNotCoach()
         let id = try context.sessionID()
@@ -122,8 +123,8 @@ struct SessionRoutes {
                 ? training.outbox.entry(WorkoutLogged(sessionID: id, coachID: coach, clientID: user, status: draft.status(for: session)), userID: user, liveTo: coach) : nil
         }
         guard let logged = try await training.sessions.log(draft, session: session, event: event, on: connection, logger: logger) else { return nil }
-        if event != nil { training.outbox.wrote() }
-        return try await detail(logged, viewer: user, training: training, on: connection, logger: logger)
+        if logged.eventWritten { training.outbox.wrote() }
+        return SessionDetail(session: logged.session, unit: logged.unit, sets: logged.sets, comments: logged.comments)
     }
 
     struct SkipBody: StrictJSONBody {

@@ -299,6 +299,14 @@ struct SessionStore: Sendable {
         static let name = "training.session_detail"
         static let sql = """
             WITH v AS (SELECT coalesce((SELECT weight_unit FROM user_settings WHERE user_id = $2), 'kg') AS unit)
+            \(parts(sets: "session_sets ss JOIN sessions s ON s.id = ss.session_id WHERE ss.session_id = $1", session: "$1", comments: "$3"))
+            """
+
+        /// The detail's columns (`decodeRow` reads them from `first` on), from `v` (the viewer's
+        /// unit) and the sets of `sets` (as `ss`, beside its session as `s`): the log's statement
+        /// gives its own, as it wrote them.
+        static func parts(sets: String, session: String, comments: String) -> String {
+            """
             SELECT v.unit, d.part, d.block, d.set_number, d.exercise_id, d.exercise_name, d.reps, d.duration_s, d.distance_m, d.weight_kg, d.weight,
                    d.rpe, d.done, d.comment_id, d.author_id, d.author_role, d.text, d.created_at
             FROM v LEFT JOIN (
@@ -306,14 +314,14 @@ struct SessionStore: Sendable {
                        ss.duration_s, ss.distance_m::float8 AS distance_m, ss.weight_kg::text AS weight_kg,
                        \(WeightUnit.sql("ss.weight_kg", inUnit: "v.unit")) AS weight, ss.rpe::float8 AS rpe, ss.done,
                        NULL::uuid AS comment_id, NULL::uuid AS author_id, NULL::text AS author_role, NULL::text AS text, NULL::timestamptz AS created_at
-                FROM v, session_sets ss JOIN sessions s ON s.id = ss.session_id
-                WHERE ss.session_id = $1
+                FROM v, \(sets)
                 UNION ALL
                 SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, c.id, c.author_id, c.author_role, c.text, c.created_at
-                FROM (SELECT * FROM session_comments WHERE session_id = $1 ORDER BY created_at DESC, id DESC LIMIT $3) AS c
+                FROM (SELECT * FROM session_comments WHERE session_id = \(session) ORDER BY created_at DESC, id DESC LIMIT \(comments)) AS c
             ) AS d ON true
             ORDER BY d.part, d.block, d.set_number, d.created_at, d.comment_id
             """
+        }
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .int8]
         enum Part {
             case set(LoggedSet)
@@ -333,16 +341,19 @@ struct SessionStore: Sendable {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> Row {
-            let cells = row.makeRandomAccess()
-            let unit = WeightUnit(rawValue: try cells[0].decode(String.self)) ?? .kg
-            switch try cells[1].decode(Int32?.self) {
+        func decodeRow(_ row: PostgresRow) throws -> Row { try Self.part(row.makeRandomAccess(), from: 0) }
+
+        /// The columns of `parts`, from `first` on.
+        static func part(_ cells: PostgresRandomAccessRow, from first: Int) throws -> Row {
+            let unit = WeightUnit(rawValue: try cells[first].decode(String.self)) ?? .kg
+            switch try cells[first + 1].decode(Int32?.self) {
             case 0:
-                return (unit, .set(try SessionStore.loggedSet(cells, from: 2)))
+                return (unit, .set(try SessionStore.loggedSet(cells, from: first + 2)))
             case 1:
                 let comment = CommentView(
-                    id: try cells[13].decode(UUID.self), authorID: try cells[14].decode(UUID.self), authorRole: try cells[15].decode(String.self),
-                    text: try cells[16].decode(String.self), createdAt: try cells[17].decode(Date.self))
+                    id: try cells[first + 13].decode(UUID.self), authorID: try cells[first + 14].decode(UUID.self),
+                    authorRole: try cells[first + 15].decode(String.self), text: try cells[first + 16].decode(String.self),
+                    createdAt: try cells[first + 17].decode(Date.self))
                 return (unit, .comment(comment))
             default:
                 return (unit, nil)
@@ -417,9 +428,10 @@ struct SessionStore: Sendable {
     }
 
     /// The log, replacing any earlier one (a retry, or a correction), in one statement that writes
-    /// the sets, the session and `event`, and returns the session as it now is; nil, writing
-    /// nothing, when the session is no longer at the version `session` was read at.
-    func log(_ draft: LogDraft, session: SessionRecord, event: EventOutbox.Entry?, on connection: PostgresConnection, logger: Logger) async throws -> SessionRecord? {
+    /// the sets, the session and `event`, and returns the session as it now is with its detail
+    /// (`detail(of:viewer:)`, the sets as this log wrote them); nil, writing nothing, when the
+    /// session is no longer at the version `session` was read at.
+    func log(_ draft: LogDraft, session: SessionRecord, event: EventOutbox.Entry?, on connection: PostgresConnection, logger: Logger) async throws -> Logged? {
         struct Row: Encodable {
             var block: Int
             var n: Int
@@ -441,22 +453,42 @@ struct SessionStore: Sendable {
         let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
         let statement = LogQuery(
             sets: json, session: session.id, client: session.clientID, performedAt: draft.performedAt, localDay: draft.localDay, status: draft.status(for: session),
-            notes: draft.notes, version: session.version, event: event)
-        for try await updated in try await connection.checkedExecute(statement, logger: logger) {
-            var logged = session
-            (logged.status, logged.performedAt, logged.logNotes, logged.skipReason, logged.updatedAt) = (updated.status, updated.performedAt, updated.logNotes, nil, updated.updatedAt)
-            (logged.coachID, logged.coachLinked, logged.version) = (updated.coachID, updated.coachLinked, updated.version)
-            return logged
+            notes: draft.notes, version: session.version, event: event, comments: Self.commentsInDetail)
+        var logged: Logged?
+        // Every row read, so that an error at the statement's commit reaches the caller.
+        for try await (changed, unit, part) in try await connection.checkedExecute(statement, logger: logger) {
+            if logged == nil {
+                var now = session
+                (now.status, now.performedAt, now.logNotes, now.skipReason, now.updatedAt) = (changed.status, changed.performedAt, changed.logNotes, nil, changed.updatedAt)
+                (now.coachID, now.coachLinked, now.version) = (changed.coachID, changed.coachLinked, changed.version)
+                logged = Logged(session: now, unit: unit, sets: [], comments: [], eventWritten: changed.eventWritten)
+            }
+            switch part {
+            case .set(let set): logged?.sets.append(set)
+            case .comment(let comment): logged?.comments.append(comment)
+            case nil: break
+            }
         }
-        return nil
+        return logged
+    }
+
+    /// A log as written: the session as it now is, and its detail for the client who logged it.
+    struct Logged {
+        var session: SessionRecord
+        var unit: WeightUnit
+        var sets: [LoggedSet]
+        var comments: [CommentView]
+        /// Whether the statement wrote the event (it was given one, and the coach still coaches the client).
+        var eventWritten: Bool
     }
 
     /// One statement: the session is locked if it is still at the version the log was checked
     /// against, and only then do the sets the log no longer has go, the others get written over or
-    /// added, the session take its new state and return what changed of it (the rest is as it was
-    /// read: its blocks are not sent and decoded twice), and the event (for its coach, if they
-    /// still coach the client) go into the outbox. Being one statement, it needs no transaction
-    /// around it: a log is a read and this.
+    /// added, the session take its new state, and the event (for its coach, if they still coach the
+    /// client) go into the outbox. It returns what changed of the session (the rest is as it was
+    /// read: its blocks are not sent and decoded twice) on each row of the detail, whose sets are
+    /// the ones written. Being one statement, it needs no transaction around it, and nothing that
+    /// can fail follows its commit: a log is a read and this.
     struct LogQuery: PostgresPreparedStatement {
         static let name = "training.log_session"
         static let sql = """
@@ -474,23 +506,30 @@ struct SessionStore: Sendable {
                 ON CONFLICT (session_id, block, set_number) DO UPDATE SET
                     client_id = EXCLUDED.client_id, exercise_id = EXCLUDED.exercise_id, reps = EXCLUDED.reps, duration_s = EXCLUDED.duration_s,
                     distance_m = EXCLUDED.distance_m, weight_kg = EXCLUDED.weight_kg, rpe = EXCLUDED.rpe, done = EXCLUDED.done,
-                    performed_at = EXCLUDED.performed_at, performed_on = EXCLUDED.performed_on),
+                    performed_at = EXCLUDED.performed_at, performed_on = EXCLUDED.performed_on
+                RETURNING session_id, block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done),
             updated AS (
                 UPDATE sessions s SET status = $6, performed_at = $4, performed_on = $5::date,
                     log_notes = $7, skip_reason = NULL, logged_at = now(), version = s.version + 1, updated_at = now()
                 FROM locked
                 WHERE s.id = locked.id
-                RETURNING s.status, s.performed_at, s.log_notes, s.updated_at, s.coach_id, \(SessionStore.linkAndVersion)),
+                RETURNING s.status, s.performed_at, s.log_notes, s.updated_at, s.coach_id, \(SessionStore.linkAndVersion), s.blocks),
             event AS (
                 INSERT INTO outbox (\(EventOutbox.Entry.columns))
                 SELECT $9, $10, $11, $12, $13, $14 FROM updated u
                 WHERE $9::uuid IS NOT NULL AND u.coach_linked AND u.coach_id = $13
-                RETURNING 1)
-            SELECT * FROM updated
+                RETURNING 1),
+            v AS (SELECT coalesce((SELECT weight_unit FROM user_settings WHERE user_id = $3), 'kg') AS unit),
+            detail AS (\(DetailQuery.parts(sets: "saved ss, updated s", session: "$2", comments: "$15")))
+            SELECT u.status, u.performed_at, u.log_notes, u.updated_at, u.coach_id, u.coach_linked, u.version, EXISTS (SELECT 1 FROM event), detail.*
+            FROM updated u, detail
+            ORDER BY detail.part, detail.block, detail.set_number, detail.created_at, detail.comment_id
             """
-        static let bindingDataTypes: [PostgresDataType] = [.text, .uuid, .uuid, .timestamptz, .text, .text, .text, .int8] + EventOutbox.Entry.bindingDataTypes
-        /// What the log changed of the session.
-        struct Row {
+        static let bindingDataTypes: [PostgresDataType] =
+            [.text, .uuid, .uuid, .timestamptz, .text, .text, .text, .int8] + EventOutbox.Entry.bindingDataTypes + [.int8]
+        /// What the log changed of the session, and a part of its detail.
+        typealias Row = (Changed, WeightUnit, DetailQuery.Part?)
+        struct Changed {
             var status: String
             var performedAt: Date?
             var logNotes: String?
@@ -498,6 +537,7 @@ struct SessionStore: Sendable {
             var coachID: UUID?
             var coachLinked: Bool
             var version: Int
+            var eventWritten: Bool
         }
         /// The sets as a JSON array, numbers as decimal text, so `numeric` gets exactly what the client sent.
         var sets: String
@@ -510,8 +550,10 @@ struct SessionStore: Sendable {
         var version: Int
         /// `workout.logged` for the session's coach (`liveTo`), or nil.
         var event: EventOutbox.Entry?
+        /// How many of the latest comments the detail carries.
+        var comments: Int
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 14)
+            var bindings = PostgresBindings(capacity: 15)
             bindings.append(sets)
             bindings.append(session)
             try bindings.append(client)
@@ -521,11 +563,17 @@ struct SessionStore: Sendable {
             try bindings.append(notes)
             bindings.append(version)
             EventOutbox.Entry.append(event, to: &bindings)
+            bindings.append(comments)
             return bindings
         }
         func decodeRow(_ row: PostgresRow) throws -> Row {
-            let (status, performedAt, logNotes, updatedAt, coachID, coachLinked, version) = try row.decode((String, Date?, String?, Date, UUID?, Bool, Int).self)
-            return Row(status: status, performedAt: performedAt, logNotes: logNotes, updatedAt: updatedAt, coachID: coachID, coachLinked: coachLinked, version: version)
+            let cells = row.makeRandomAccess()
+            let changed = Changed(
+                status: try cells[0].decode(String.self), performedAt: try cells[1].decode(Date?.self), logNotes: try cells[2].decode(String?.self),
+                updatedAt: try cells[3].decode(Date.self), coachID: try cells[4].decode(UUID?.self), coachLinked: try cells[5].decode(Bool.self),
+                version: try cells[6].decode(Int.self), eventWritten: try cells[7].decode(Bool.self))
+            let (unit, part) = try DetailQuery.part(cells, from: 8)
+            return (changed, unit, part)
         }
     }
 

@@ -46,14 +46,18 @@ public struct EventOutbox: Sendable {
 
     /// An event for a statement of the caller's own that writes its outbox row
     /// (`INSERT INTO outbox (\(EventOutbox.Entry.columns)) SELECT $n, …`, its values bound by
-    /// `append(_:to:)`): a change that is one statement then commits with its event without a
-    /// transaction around it. Call `wrote()` once that statement has returned.
+    /// `Entry.append(_:to:)` and their types declared with `Entry.bindingDataTypes` at the same
+    /// positions of the statement's `bindingDataTypes`, as the NULLs of no event carry no type): a
+    /// change that is one statement then commits with its event without a transaction around it.
+    /// Call `wrote()` once that statement has returned, and only if it wrote the row.
     public func entry<Payload: EventPayload>(_ payload: Payload, userID: UUID?, live: Bool = false, liveTo: UUID? = nil) throws -> Entry {
         try Entry(EventEnvelope(payload, producer: producer, userID: userID, occurredAt: now()), live: live, liveTo: liveTo)
     }
 
     /// Wakes the relay for an entry the caller's statement wrote: now, as a statement outside a
-    /// transaction has committed when it returns; inside one, when it commits.
+    /// transaction has committed when its rows have all been read; inside a
+    /// `PostgresClient.transaction`, when it commits. (Inside a transaction begun by hand, it rings
+    /// too early: the relay's poll then finds the row.)
     public func wrote() {
         if WorkBell.inTransaction { WorkBell.ringAfterCommit(Self.bell) } else { WorkBell.ring(Self.bell) }
     }
