@@ -87,6 +87,30 @@ import TestSupport
         }
     }
 
+    /// A log answers with the session as a read of it right after shows it, in the reader's unit
+    /// and with its comments; a log of no sets is a log too (`partial`, nothing logged).
+    @Test func aLogAnswersAsTheSessionReadsAfterIt() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
+            let path = "/v1/training/sessions/\(id)"
+            #expect(try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "UTC", "weight_unit": "lbs"]).status == .ok)
+            #expect(try await env.call(.post, "\(path)/comments", as: coach, json: ["text": "Keep the back straight"]).status == .created)
+            let logs: [([String: Any], Int)] = [
+                (TrainingTestEnvironment.log(sets: 2, weight: ["weight_lbs": 135.5]), 2),
+                (["performed_at": "\(TrainingTestEnvironment.day(0))T08:00:00+00:00", "sets": [Any]()], 0),
+            ]
+            for (body, sets) in logs {
+                let logged = try await env.call(.post, "\(path)/log", as: client, json: body)
+                try #require(logged.status == .ok, "\(logged.text)")
+                let read = try await env.call(.get, path, as: client)
+                #expect(NSDictionary(dictionary: logged.json) == NSDictionary(dictionary: read.json), "\(logged.text)\n\(read.text)")
+                #expect((logged.json["logged_sets"] as? [Any])?.count == sets && logged.json["status"] as? String == "partial")
+                #expect((logged.json["comments"] as? [Any])?.count == 1)
+            }
+        }
+    }
+
     /// Logs of one session racing each other: each is answered, one of them is the session's log
     /// whole (never sets of one with the status of another), and each is one event for the coach.
     @Test func racingLogsLeaveOneWholeLog() async throws {

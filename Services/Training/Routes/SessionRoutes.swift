@@ -87,9 +87,9 @@ struct SessionRoutes {
     ///
     /// The session is read, the log checked against it, and one statement writes the log and its
     /// event if the session is still as it was read, and returns the log's detail: no transaction,
-    /// so no round trips to open and close one, and nothing after the commit that could fail and
-    /// send a retry to log it again. When the session changed in between (another log of it, a
-    /// coach's push), the log runs again in a transaction that holds the session from the read on.
+    /// so no round trips to open and close one, and no read after the commit that another log could
+    /// slip in before. When the session changed in between (another log of it, a coach's push), the
+    /// log runs again in a transaction that holds the session from the read on.
     @Sendable func log(_ request: Request, context: AuthenticatedContext) async throws -> SessionDetail {
         try context.requireNotCoach()
         let id = try context.sessionID()

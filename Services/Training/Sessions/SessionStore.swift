@@ -455,7 +455,7 @@ struct SessionStore: Sendable {
             sets: json, session: session.id, client: session.clientID, performedAt: draft.performedAt, localDay: draft.localDay, status: draft.status(for: session),
             notes: draft.notes, version: session.version, event: event, comments: Self.commentsInDetail)
         var logged: Logged?
-        // Every row read, so that an error at the statement's commit reaches the caller.
+        // Each row carries what changed of the session, and one part of the detail.
         for try await (changed, unit, part) in try await connection.checkedExecute(statement, logger: logger) {
             if logged == nil {
                 var now = session
@@ -487,8 +487,10 @@ struct SessionStore: Sendable {
     /// added, the session take its new state, and the event (for its coach, if they still coach the
     /// client) go into the outbox. It returns what changed of the session (the rest is as it was
     /// read: its blocks are not sent and decoded twice) on each row of the detail, whose sets are
-    /// the ones written. Being one statement, it needs no transaction around it, and nothing that
-    /// can fail follows its commit: a log is a read and this.
+    /// the ones written. Being one statement, it needs no transaction around it: a log is a read
+    /// and this. Its commit cannot fail on a constraint (no table it writes has a deferred trigger
+    /// or constraint), which matters: PostgresNIO ends a statement's rows at its CommandComplete, so
+    /// an error at the implicit commit after it would close the connection, not reach the route.
     struct LogQuery: PostgresPreparedStatement {
         static let name = "training.log_session"
         static let sql = """

@@ -49,15 +49,18 @@ public struct EventOutbox: Sendable {
     /// `Entry.append(_:to:)` and their types declared with `Entry.bindingDataTypes` at the same
     /// positions of the statement's `bindingDataTypes`, as the NULLs of no event carry no type): a
     /// change that is one statement then commits with its event without a transaction around it.
-    /// Call `wrote()` once that statement has returned, and only if it wrote the row.
+    /// Call `wrote()` once that statement has returned, and only if it wrote the row. Only for a
+    /// statement whose commit cannot fail (no deferred trigger or constraint on what it writes):
+    /// PostgresNIO ends a statement's rows at its CommandComplete, and an error at the implicit
+    /// commit after it closes the connection instead of reaching the caller.
     public func entry<Payload: EventPayload>(_ payload: Payload, userID: UUID?, live: Bool = false, liveTo: UUID? = nil) throws -> Entry {
         try Entry(EventEnvelope(payload, producer: producer, userID: userID, occurredAt: now()), live: live, liveTo: liveTo)
     }
 
-    /// Wakes the relay for an entry the caller's statement wrote: now, as a statement outside a
-    /// transaction has committed when its rows have all been read; inside a
-    /// `PostgresClient.transaction`, when it commits. (Inside a transaction begun by hand, it rings
-    /// too early: the relay's poll then finds the row.)
+    /// Wakes the relay for an entry the caller's statement wrote: inside a
+    /// `PostgresClient.transaction`, when it commits; outside one, now, as the statement's commit
+    /// follows its last row at once. Should the relay look before the commit (or inside a
+    /// transaction begun by hand), its poll finds the row.
     public func wrote() {
         if WorkBell.inTransaction { WorkBell.ringAfterCommit(Self.bell) } else { WorkBell.ring(Self.bell) }
     }
