@@ -519,15 +519,16 @@ enum RawHTTP {
     static func exchange(
         port: Int, _ text: String, untilAnswers: Int? = nil, halfClose: Bool = false, bodiless: Set<Int> = [], timeout: Duration = .seconds(30)
     ) async throws -> [Answer] {
+        let request = ByteBuffer(string: text)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.allowRemoteHalfClosure, value: true)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                    try channel.pipeline.syncOperations.addHandler(WriteOnConnect(request))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                 }
             }
         return try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(ByteBuffer(string: text))
             if halfClose { outbound.finish() }
             var received = ByteBuffer()
             var answers: [Answer] = []
@@ -539,6 +540,35 @@ enum RawHTTP {
                 if ContinuousClock.now > deadline { break }
             }
             return answers
+        }
+    }
+
+    /// Writes the request the moment the connection is up, on its event loop. Written after the
+    /// connect's hop back to a task, it could reach a gateway with a short client timeout later
+    /// than that timeout on a busy machine, and the gateway would rightly close the connection
+    /// of a client that had sent nothing.
+    final class WriteOnConnect: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        typealias InboundOut = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+
+        private var request: ByteBuffer?
+
+        init(_ request: ByteBuffer) { self.request = request }
+
+        func handlerAdded(context: ChannelHandlerContext) {
+            if context.channel.isActive { send(context: context) }
+        }
+
+        func channelActive(context: ChannelHandlerContext) {
+            send(context: context)
+            context.fireChannelActive()
+        }
+
+        private func send(context: ChannelHandlerContext) {
+            guard let request else { return }
+            self.request = nil
+            context.writeAndFlush(wrapOutboundOut(request), promise: nil)
         }
     }
 
