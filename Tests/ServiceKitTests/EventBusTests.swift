@@ -431,6 +431,28 @@ final class BusHarness: Sendable {
         await bus.stop()
     }
 
+    /// Every service reads the one stream, and most of it is other services' business: an entry whose
+    /// type the catalogue knows and this service does not read is acknowledged on its `type` field,
+    /// its envelope never decoded (this one could not be). An entry of a type nobody knows is still
+    /// read, and one that cannot be ends in the dead letters, as before.
+    @Test func anotherServicesEventIsAcknowledgedWithoutReadingItsEnvelope() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        try await bus.redis.xgroupCreate(bus.stream, group: "social")
+        _ = try await bus.redis.xadd(
+            bus.stream, maxLength: nil, fields: [("id", UUID().uuidString.lowercased()), ("type", UserEmailVerified.eventType), ("envelope", "{not an envelope")])
+        _ = try await bus.redis.xadd(
+            bus.stream, maxLength: nil, fields: [("id", UUID().uuidString.lowercased()), ("type", "user.reshaped"), ("envelope", "{not an envelope")])
+        bus.startRelay()
+        bus.startConsumer(name: "c1")
+        let handled = try await bus.emit()
+        #expect(try await bus.waitForEffects(1).map(\.0) == [handled.id])
+        try await waitUntil { try await bus.redis.pendingCount(bus.stream, group: "social") == 0 }
+        let deadLetters = try await bus.redis.xrange("\(bus.stream):dead:social")
+        #expect(deadLetters.count == 1)
+        #expect(deadLetters.first?.fields["type"] == "user.reshaped")
+        await bus.stop()
+    }
+
     @Test func aHandlerThatAlwaysFailsEndsInTheDeadLetterStream() async throws {
         let bus = try await BusHarness(redis: try TestEnvironment.redis())
         bus.startRelay()

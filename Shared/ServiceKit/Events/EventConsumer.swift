@@ -73,12 +73,15 @@ package final class EventConsumer: Service, Sendable {
                     config.stream, group: config.group, consumer: config.consumerName,
                     count: 100, block: config.readBlock
                 )
-                try await processConcurrently(entries, reclaimed: false)
+                let handled = try await processConcurrently(entries, reclaimed: false)
                 if failures > 0 { logger.info("event consumer recovered") }
                 failures = 0
                 // As the relay does: after a small batch, a moment for more to arrive, so a steady
-                // stream is handled in a few transactions rather than one per event.
-                if !entries.isEmpty && entries.count < 100 { try? await Task.sleep(for: .milliseconds(5)) }
+                // stream is handled in a few transactions rather than one per event. After a batch of
+                // other services' events only, a longer one: each read costs a round trip or two
+                // whatever it brings, and every service reads every event, so a busy stream of others'
+                // events is read in fewer, larger batches; an event for this service waits at most that long.
+                if !entries.isEmpty && entries.count < 100 { try? await Task.sleep(for: handled > 0 ? .milliseconds(5) : Self.othersNap) }
             } catch let error as DatabaseUnavailable {
                 // Not the event's fault: stop reading (so nothing is counted as a failed delivery)
                 // until the database answers again.
@@ -120,15 +123,23 @@ package final class EventConsumer: Service, Sendable {
     static let maxShards = 8
     static let eventsPerShard = 16
 
+    /// The pause after a small batch with nothing for this service.
+    static let othersNap = Duration.milliseconds(20)
+
     /// Handles a batch read from the stream. Each shard is tried as one transaction, so a batch costs
     /// a few commits rather than one per event; if a handler fails, that shard is rolled back and its
     /// events are handled one transaction each, so only the failing event is left for redelivery.
     /// Throws `DatabaseUnavailable` when a transaction could not run at all.
-    func processConcurrently(_ entries: [StreamEntry], reclaimed: Bool) async throws {
-        let shards = max(1, min(Self.maxShards, entries.count / Self.eventsPerShard))
-        var work: [[(StreamEntry, EventEnvelope, EventHandlers.Handler)]] = Array(repeating: [], count: shards)
+    @discardableResult
+    func processConcurrently(_ entries: [StreamEntry], reclaimed: Bool) async throws -> Int {
+        var accepted: [(StreamEntry, EventEnvelope, EventHandlers.Handler)] = []
         var skipped: [String] = []
         for entry in entries {
+            // Another service's event: its producers and readers judge its envelope, not this service.
+            if let type = entry.fields["type"], handlers.skips(type: type) {
+                skipped.append(entry.id)
+                continue
+            }
             guard let json = entry.fields["envelope"],
                 let envelope = try? EventEnvelope(json: json)
             else {
@@ -155,16 +166,23 @@ package final class EventConsumer: Service, Sendable {
                     continue
                 }
             }
-            let key = envelope.userID?.uuidString ?? envelope.id.uuidString
-            work[abs(key.hashValue % shards)].append((entry, envelope, handler))
+            accepted.append((entry, envelope, handler))
         }
         if !skipped.isEmpty { try? await redis.xack(config.stream, group: config.group, ids: skipped) }
+        // Sharded by what this service handles, not by the batch: others' events cost no transaction.
+        let shards = max(1, min(Self.maxShards, accepted.count / Self.eventsPerShard))
+        var work: [[(StreamEntry, EventEnvelope, EventHandlers.Handler)]] = Array(repeating: [], count: shards)
+        for event in accepted {
+            let key = event.1.userID?.uuidString ?? event.1.id.uuidString
+            work[abs(key.hashValue % shards)].append(event)
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for shard in work where !shard.isEmpty {
                 group.addTask { try await self.process(shard) }
             }
             try await group.waitForAll()
         }
+        return accepted.count
     }
 
     private func process(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)]) async throws {

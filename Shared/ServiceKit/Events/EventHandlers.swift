@@ -50,6 +50,15 @@ public struct EventHandlers: Sendable {
         return .handle(handler)
     }
 
+    /// Whether events of `type` (the stream entry's own `type` field, the outbox row's) are another
+    /// service's business: a type the catalogue knows and this service does not read. Such an entry is
+    /// acknowledged without its envelope being decoded, which is most of what reading it would cost:
+    /// every service reads the one stream. A type nobody knows still has its envelope read, to be
+    /// counted and reported as `lookup` does.
+    func skips(type: String) -> Bool {
+        handlers[type] == nil && EventCatalog.versions[type] != nil
+    }
+
     enum Lookup {
         case handle(Handler)
         /// A type this release knows and this service does not read: every service reads the one stream.
