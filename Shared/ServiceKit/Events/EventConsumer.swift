@@ -129,7 +129,8 @@ package final class EventConsumer: Service, Sendable {
     /// Handles a batch read from the stream. Each shard is tried as one transaction, so a batch costs
     /// a few commits rather than one per event; if a handler fails, that shard is rolled back and its
     /// events are handled one transaction each, so only the failing event is left for redelivery.
-    /// Throws `DatabaseUnavailable` when a transaction could not run at all.
+    /// Throws `DatabaseUnavailable` when a transaction could not run at all. Returns how many entries
+    /// went to this service's handlers (redeliveries and failures included): 0 when none was for it.
     @discardableResult
     func processConcurrently(_ entries: [StreamEntry], reclaimed: Bool) async throws -> Int {
         var accepted: [(StreamEntry, EventEnvelope, EventHandlers.Handler)] = []
