@@ -27,10 +27,17 @@ public struct APIReply: Sendable {
 }
 
 extension Dictionary where Key == String, Value == Any {
-    /// A value down a dotted path of nested objects: `json[path: "relationship.following"]`.
+    /// A value down a dotted path of nested objects, numbers indexing arrays:
+    /// `json[path: "relationship.following"]`, `item[path: "blocks.0.sets.1.reps"]`.
     public subscript(path path: String) -> Any? {
         var current: Any? = self
-        for part in path.split(separator: ".") { current = (current as? [String: Any])?[String(part)] }
+        for part in path.split(separator: ".") {
+            if let index = Int(part), let array = current as? [Any] {
+                current = array.indices.contains(index) ? array[index] : nil
+            } else {
+                current = (current as? [String: Any])?[String(part)]
+            }
+        }
         return current
     }
 }

@@ -20,11 +20,11 @@ struct SessionRoutes {
     }
 
     /// Today's sessions in the caller's time zone: one statement.
-    @Sendable func today(_ request: Request, context: AuthenticatedContext) async throws -> SessionList {
+    @Sendable func today(_ request: Request, context: AuthenticatedContext) async throws -> EncodedJSON {
         try context.requireNotCoach()
         let training = self.training
         return try await training.postgres.withConnectionOnItsLoop { connection in
-            try await training.sessions.days(of: context.caller.userID, from: nil, to: nil, on: connection, logger: context.logger).0
+            try await training.sessions.days(of: context.caller.userID, from: nil, to: nil, on: connection, logger: context.logger)
         }
     }
 
@@ -32,7 +32,7 @@ struct SessionRoutes {
 
     /// My Workouts: the sessions of `from` through `to` (the caller's days; default the next 7 from
     /// today), at most 92 days.
-    @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> SessionList {
+    @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> EncodedJSON {
         try context.requireNotCoach()
         let query = request.uri.queryParameters
         var problems: [Problem.FieldError] = []
@@ -61,7 +61,7 @@ struct SessionRoutes {
             for try await row in rows.decode((String, String, Int32).self) { range = (row.0, row.1, Int(row.2)) }
             guard range.2 >= 0 else { throw APIError.validation([.init(field: "to", message: "must not be before from")]) }
             guard range.2 < Self.maxDays else { throw APIError.validation([.init(field: "to", message: "must be within \(Self.maxDays) days of from")]) }
-            return try await training.sessions.days(of: user, from: range.0, to: range.1, on: connection, logger: context.logger).0
+            return try await training.sessions.days(of: user, from: range.0, to: range.1, on: connection, logger: context.logger)
         }
     }
 

@@ -196,24 +196,6 @@ struct SessionDetail: Encodable, Sendable, ResponseEncodable {
     }
 }
 
-/// Sessions of some days, in the reader's time zone and unit.
-struct SessionList: Encodable, Sendable, ResponseEncodable {
-    var from: String
-    var to: String
-    var timeZone: String
-    var unit: WeightUnit
-    var sessions: [SessionRecord]
-
-    func encode(to encoder: any Encoder) throws {
-        var json = encoder.container(keyedBy: AnyKey.self)
-        try json.encode(from, forKey: AnyKey("from"))
-        try json.encode(sessions.map { SessionView(session: $0, unit: unit) }, forKey: AnyKey("items"))
-        try json.encode(timeZone, forKey: AnyKey("time_zone"))
-        try json.encode(to, forKey: AnyKey("to"))
-        try json.encode(unit, forKey: AnyKey("weight_unit"))
-    }
-}
-
 /// `YYYY-MM-DD` days, checked without a calendar.
 enum DayText {
     static func isValid(_ text: String) -> Bool {

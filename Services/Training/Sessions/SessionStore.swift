@@ -155,15 +155,13 @@ struct SessionStore: Sendable {
     }
 
     /// The client's sessions from `from` through `to` (their local days; nil: today in their zone),
-    /// cancelled ones left out, with the settings they are read in: one statement.
-    func days(of client: UUID, from: String?, to: String?, on connection: PostgresConnection, logger: Logger) async throws -> (SessionList, today: String) {
-        var list = SessionList(from: "", to: "", timeZone: "UTC", unit: .kg, sessions: [])
-        var today = ""
-        for try await (range, session) in try await connection.checkedExecute(DaysQuery(client: client, from: from, to: to), logger: logger) {
-            (list.timeZone, list.unit, today, list.from, list.to) = (range.timeZone, range.unit, range.today, range.from, range.to)
-            if let session { list.sessions.append(session) }
-        }
-        return (list, today)
+    /// cancelled ones left out, in the settings they are read in: one statement, whose one row is the
+    /// response body.
+    func days(of client: UUID, from: String?, to: String?, on connection: PostgresConnection, logger: Logger) async throws -> EncodedJSON {
+        var body: ByteBuffer?
+        for try await row in try await connection.checkedExecute(DaysQuery(client: client, from: from, to: to), logger: logger) { body = row }
+        guard let body else { throw DaysQuery.noRow }
+        return EncodedJSON(rendered: body)
     }
 
     /// Prepared once per connection: today's sessions are what every app asks for as it opens, and
@@ -172,28 +170,45 @@ struct SessionStore: Sendable {
     /// index as values of a row, unknown to the planner whatever the parameters. Otherwise PostgreSQL
     /// planned the statement again on every execution: a plan made for a client with few sessions
     /// (beside one with many) or for NULL days cost less than the generic one.
+    ///
+    /// PostgreSQL writes the list as `SessionView` does (the keys in its order, nulls written, UUIDs
+    /// in lowercase, RFC 3339 times with milliseconds cut), each session's blocks as its row keeps
+    /// them for the reader's unit (`0004_session_blocks_views.sql`), and compact: `row_to_json` and
+    /// `array_to_json` add no spaces, unlike `json_build_object` and `jsonb`. Decoding each session's
+    /// blocks and encoding the list in the service was most of what a list cost it; a test holds
+    /// the two writers to one answer.
     struct DaysQuery: PostgresPreparedStatement {
-        static let name = "training.session_days"
+        static let name = "training.session_days_json"
         static let sql = """
             WITH st AS (
                 SELECT coalesce(u.time_zone, 'UTC') AS tz, coalesce(u.weight_unit, 'kg') AS unit,
                        (now() AT TIME ZONE coalesce(u.time_zone, 'UTC'))::date AS today
                 FROM (SELECT 1) AS one LEFT JOIN user_settings u ON u.user_id = $1),
-            range AS MATERIALIZED (SELECT $1::uuid AS client, tz, unit, today, coalesce($2::date, today) AS first, coalesce($3::date, today) AS last FROM st)
-            SELECT r.tz, r.unit, r.today::text, r.first::text, r.last::text, \(SessionStore.columns)
-            FROM range r LEFT JOIN sessions s ON s.client_id = r.client AND s.scheduled_on BETWEEN r.first AND r.last AND s.status <> 'cancelled'
-            ORDER BY s.scheduled_on, s.created_at, s.id
+            range AS MATERIALIZED (SELECT $1::uuid AS client, tz, unit, coalesce($2::date, today) AS first, coalesce($3::date, today) AS last FROM st)
+            SELECT row_to_json(list)::text FROM (
+                SELECT r.first::text AS "from",
+                       coalesce((SELECT array_to_json(array_agg(\(sessionJSON) ORDER BY s.scheduled_on, s.created_at, s.id))
+                                 FROM sessions s
+                                 WHERE s.client_id = r.client AND s.scheduled_on BETWEEN r.first AND r.last AND s.status <> 'cancelled'), '[]') AS items,
+                       r.tz AS time_zone, r.last::text AS "to", r.unit AS weight_unit
+                FROM range r) list
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text]
-        struct Range {
-            var timeZone: String
-            var unit: WeightUnit
-            var today: String
-            var from: String
-            var to: String
+        typealias Row = ByteBuffer
+        static let noRow = APIError(.internalServerError, code: "internal_error", detail: "The sessions could not be read.")
+
+        /// One session of `s`, read in `r.unit`: `SessionView`'s keys, the blocks as kept for that unit.
+        static let sessionJSON = """
+            (SELECT row_to_json(v) FROM (SELECT CASE WHEN r.unit = 'lbs' THEN s.blocks_view_lbs ELSE s.blocks_view_kg END AS blocks,
+                s.client_id, s.coach_id, \(time("s.created_at")) AS created_at, s.id, s.name, s.notes, \(time("s.performed_at")) AS performed_at,
+                s.scheduled_on::text AS scheduled_on, s.skip_reason, s.status, \(time("s.updated_at")) AS updated_at, r.unit AS weight_unit,
+                s.workout_id) v)
+            """
+
+        /// RFC 3339 in UTC with the milliseconds cut, as `RFC3339.string(from:)` writes a date.
+        static func time(_ column: String) -> String {
+            "to_char(\(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
         }
-        /// The range's settings and days on every row; a session on each, unless the range has none.
-        typealias Row = (Range, SessionRecord?)
 
         var client: UUID
         var from: String?
@@ -207,13 +222,8 @@ struct SessionStore: Sendable {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> Row {
-            let cells = row.makeRandomAccess()
-            let range = Range(
-                timeZone: try cells[0].decode(String.self), unit: WeightUnit(rawValue: try cells[1].decode(String.self)) ?? .kg,
-                today: try cells[2].decode(String.self), from: try cells[3].decode(String.self), to: try cells[4].decode(String.self))
-            guard try cells[5].decode(UUID?.self) != nil else { return (range, nil) }
-            return (range, try SessionStore.record(cells, from: 5))
+        func decodeRow(_ row: PostgresRow) throws -> ByteBuffer {
+            try row.decode(ByteBuffer.self)
         }
     }
 

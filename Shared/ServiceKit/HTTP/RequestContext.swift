@@ -194,6 +194,12 @@ public struct EncodedJSON: ResponseGenerator, Sendable {
         self.body = body
     }
 
+    /// A body written elsewhere in the API's format (by PostgreSQL, from a statement that writes it
+    /// as `APIJSON` would).
+    public init(rendered body: ByteBuffer) {
+        self.body = body
+    }
+
     var response: Response {
         Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"], body: .init(byteBuffer: body))
     }
