@@ -27,10 +27,14 @@ extension PostgresClient {
         // noticed at once without it, and DatabaseWatch probes the server every second.
         configuration.options.keepAliveBehavior = nil
         let timeoutMs = config.statementTimeout.components.seconds * 1000 + config.statementTimeout.components.attoseconds / 1_000_000_000_000_000
+        // JIT off: PostgreSQL compiles a statement whose estimated cost passes `jit_above_cost` on
+        // every execution, which takes tens of milliseconds, for statements that run in well under
+        // one. A generic plan's estimate can pass it while the statement reads three rows.
         configuration.options.additionalStartupParameters = [
             ("search_path", config.schema),
             ("statement_timeout", String(timeoutMs)),
             ("application_name", config.schema),
+            ("jit", "off"),
         ]
         self.init(configuration: configuration, backgroundLogger: logger)
     }
