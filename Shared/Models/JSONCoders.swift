@@ -33,12 +33,13 @@ extension JSONDecoder {
 
 /// RFC 3339 in UTC with milliseconds, the one date format on the wire.
 package enum RFC3339 {
-    /// `2026-11-25T01:11:56.123Z`: milliseconds cut (not rounded) toward the past, as Foundation's
-    /// ISO 8601 style writes them. Written here for the dates of 1600 through 9999 (Foundation's
-    /// style cost about 5,000 instructions a date, two per profile read). The rest (Foundation's
-    /// calendar is Julian before 1582), and a date within a rounding error of a millisecond
-    /// boundary (on it, or just before or after it, but for a whole second) go to Foundation, so
-    /// that both always write the same text.
+    /// `2026-11-25T01:11:56.123Z`: the instant to the microsecond, then its milliseconds cut (not
+    /// rounded) toward the past. PostgreSQL keeps microseconds, and a `Date` read from a
+    /// `timestamptz` is a `Double` within a fraction of a microsecond of the stored value, as often
+    /// below it as above: cutting the `Double` itself wrote `.122` for about half of the times stored
+    /// at `.123000` (an app's `performed_at` of `.123` read back a millisecond early). Written here
+    /// for the dates of 1600 through 9999 (Foundation's style cost about 5,000 instructions a date,
+    /// two per profile read); the rest go to Foundation (its calendar is Julian before 1582).
     package static func string(from date: Date) -> String {
         fastString(from: date) ?? foundationString(from: date)
     }
@@ -53,12 +54,12 @@ package enum RFC3339 {
     static func fastString(from date: Date) -> String? {
         let interval = date.timeIntervalSinceReferenceDate
         guard fastRange.contains(interval) else { return nil }
-        let whole = interval.rounded(.down)
-        let milliseconds = (interval - whole) * 1000
-        let cut = milliseconds.rounded(.down)
-        // A different order of the same arithmetic could land on the other side of a millisecond;
-        // a whole second (no fraction at all) cannot.
-        guard milliseconds == 0 || (milliseconds - cut > 1e-6 && milliseconds - cut < 1 - 1e-6) else { return nil }
+        var whole = interval.rounded(.down)
+        // The fraction is exact (`interval - whole` loses nothing); the nearest microsecond of it.
+        var microseconds = Int(((interval - whole) * 1_000_000).rounded())
+        if microseconds == 1_000_000 { (whole, microseconds) = (whole + 1, 0) }
+        guard fastRange.contains(whole) else { return nil }
+        let cut = microseconds / 1000
         let seconds = Int(whole) + 978_307_200  // since 1970-01-01
         let (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
         let (dayNumber, daySecond) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)

@@ -2,6 +2,8 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 @testable import Models
+import NIOCore
+import PostgresNIO
 @testable import ServiceKit
 @testable import ServiceKitCore
 @testable import ServiceKitDatabase
@@ -243,28 +245,42 @@ import TestSupport
         #expect(try Self.fast(Optionals.empty) == "{}")
     }
 
-    /// Dates are written without Foundation's formatter from 1600 through 9999, with the same text.
+    /// Dates are written without Foundation's formatter from 1600 through 9999: Foundation's calendar
+    /// and clock, and the milliseconds of the instant taken to the microsecond.
     @Test func datesAreWrittenAsFoundationWritesThem() throws {
         var generator = SeededRandom("datesAreWrittenAsFoundationWritesThem")
-        var intervals: [Double] = [0, -0.0004, -0.0006, -1.5, 1.0015, 0.0025, -978_307_200, -12_654_403_200, 252_423_993_599.999, -12_654_403_200.5, 252_423_993_600]
-        // Anywhere, at PostgreSQL's microseconds, on whole seconds, and on and beside whole milliseconds.
-        for _ in 0..<3000 { intervals.append(Double.random(in: -13_000_000_000..<253_000_000_000, using: &generator)) }
-        for _ in 0..<3000 { intervals.append(Double(Int64.random(in: -978_307_200_000_000..<3_124_137_600_000_000, using: &generator)) / 1_000_000) }
-        for _ in 0..<1000 { intervals.append(Double(Int64.random(in: -12_654_403_200..<252_423_993_600, using: &generator))) }
-        for _ in 0..<1000 {
-            let milliseconds = Double(Int64.random(in: -978_307_200_000..<3_124_137_600_000, using: &generator)) / 1000
-            intervals += [milliseconds, milliseconds.nextUp, milliseconds.nextDown]
+        // Whole seconds anywhere in the range: the calendar and the clock, as Foundation writes them.
+        var seconds: [Double] = [0, -1, 1, -978_307_200, -12_654_403_200, 252_423_993_599]
+        for _ in 0..<3000 { seconds.append(Double(Int64.random(in: -12_654_403_200..<252_423_993_600, using: &generator))) }
+        for second in seconds {
+            let date = Date(timeIntervalSinceReferenceDate: second)
+            #expect(RFC3339.fastString(from: date) != nil && RFC3339.string(from: date) == RFC3339.foundationString(from: date), "\(second)")
         }
-        var fast = 0
-        for interval in intervals {
+        // Outside it (and rounding up out of it), Foundation's text.
+        for interval in [-12_654_403_200.5, -13_000_000_000, 252_423_993_600, 252_423_993_599.999_999_9] {
             let date = Date(timeIntervalSinceReferenceDate: interval)
-            #expect(RFC3339.string(from: date) == RFC3339.foundationString(from: date), "\(interval)")
-            if RFC3339.fastString(from: date) != nil { fast += 1 }
+            #expect(RFC3339.fastString(from: date) == nil && RFC3339.string(from: date) == RFC3339.foundationString(from: date), "\(interval)")
         }
-        // Nearly all go the fast way: the test compares it, not Foundation with itself.
-        #expect(fast > intervals.count * 9 / 10)
-        #expect(RFC3339.fastString(from: Date(timeIntervalSince1970: 1_795_000_000.123_4)) == "2026-11-18T11:06:40.123Z")
-        #expect(RFC3339.fastString(from: Date(timeIntervalSince1970: 1_795_000_000)) == "2026-11-18T11:06:40.000Z")
+        // Times as PostgreSQL hands them over: microseconds since 2000 through PostgresNIO's codec, in
+        // the years a `Double` holds to well within a microsecond (some 68 either side of 2000), each
+        // written with its own milliseconds, every millisecond of one second among them.
+        var microseconds: [Int64] = (0..<1000).map { 848_230_200_000_000 + Int64($0) * 1000 }
+        for _ in 0..<5000 { microseconds.append(Int64.random(in: -2_147_000_000_000_000..<2_147_000_000_000_000, using: &generator)) }
+        for _ in 0..<1000 { microseconds.append(Int64.random(in: -2_147_000_000..<2_147_000_000, using: &generator) * 1_000_000 + 999_999) }
+        for stored in microseconds {
+            var buffer = ByteBuffer()
+            buffer.writeInteger(stored)
+            let date = try Date(from: &buffer, type: .timestamptz, format: .binary, context: .default)
+            let (second, fraction) = stored.quotientAndRemainder(dividingBy: 1_000_000)
+            let (wholeSecond, micro) = fraction < 0 ? (second - 1, fraction + 1_000_000) : (second, fraction)
+            let clock = RFC3339.foundationString(from: Date(timeIntervalSince1970: 946_684_800 + Double(wholeSecond))).dropLast(4)
+            #expect(RFC3339.string(from: date) == clock + String(format: "%03dZ", micro / 1000), "\(stored)")
+        }
+        // A `Date` finer than PostgreSQL: its microsecond's milliseconds.
+        #expect(RFC3339.string(from: Date(timeIntervalSince1970: 1_795_000_000.123_4)) == "2026-11-18T11:06:40.123Z")
+        #expect(RFC3339.string(from: Date(timeIntervalSince1970: 1_795_000_000.123_999_4)) == "2026-11-18T11:06:40.123Z")
+        #expect(RFC3339.string(from: Date(timeIntervalSince1970: 1_795_000_000.999_999_7)) == "2026-11-18T11:06:41.000Z")
+        #expect(RFC3339.string(from: Date(timeIntervalSince1970: 1_795_000_000)) == "2026-11-18T11:06:40.000Z")
     }
 
     /// The routes' date-times: RFC 3339's shape with its offset, or nothing; the value as
