@@ -36,6 +36,10 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 2)).status == .ok)
             #expect(try await env.call(.post, "/v1/training/sessions/\(ids[1])/skip", as: client, json: ["reason": text]).status == .ok)
 
+            // A session kept from before its blocks were kept as the API writes them: written on each read.
+            try await env.execute("UPDATE sessions SET blocks_view_kg = NULL, blocks_view_lbs = NULL WHERE id = '\(ids[2])'")
+            #expect(try await env.count("SELECT count(*) FROM sessions WHERE blocks_view_kg IS NULL") == 1)
+
             for unit in ["kg", "lbs"] {
                 #expect(try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "UTC", "weight_unit": unit]).status == .ok)
                 let list = try await env.call(.get, "/v1/training/sessions?from=\(days[0])&to=\(days[2])", as: client)
@@ -55,6 +59,16 @@ import TestSupport
                 #expect(first[path: "blocks.0.sets.0.weight"] as? Double == (unit == "kg" ? 60.5 : 133.379669))
                 #expect(first[path: "blocks.0.sets.2.weight"] is NSNull && first[path: "blocks.1.sets.0.weight_kg"] is NSNull)
                 #expect(list.items[1]["skip_reason"] as? String == text && list.items[2]["performed_at"] is NSNull)
+            }
+            // A time an app sends to the millisecond reads back as sent, in the list and the session.
+            for millisecond in stride(from: 7, to: 1000, by: 50) {
+                let performed = "\(days[0])T07:30:00.\(String(format: "%03d", millisecond))"
+                var body = TrainingTestEnvironment.log(sets: 2)
+                body["performed_at"] = performed + "+00:00"
+                #expect(try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: body).status == .ok)
+                let listed = try await env.call(.get, "/v1/training/today", as: client).items.first?["performed_at"] as? String
+                let detail = try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: client).json["performed_at"] as? String
+                #expect(listed == performed + "Z" && detail == performed + "Z", "\(String(describing: listed)), \(String(describing: detail))")
             }
             // Today alone, in the caller's zone, and a day without sessions.
             let today = try await env.call(.get, "/v1/training/today", as: client)

@@ -3,13 +3,11 @@
 -- the exercise's id in lowercase, `weight` in the reader's unit rounded to millionths). Today and My
 -- Workouts are the app's commonest reads: with these, PostgreSQL writes a whole list as one row
 -- without taking the blocks apart on every read, and the service sends it on as it comes.
--- Computed when a session is written with its blocks (assigned, pushed), not when it is logged.
 --
 -- `row_to_json` and `array_to_json` write JSON without spaces, unlike `json_build_object` and
--- `jsonb`. Every function used writes the same text whatever the session's settings, so the
--- function is as immutable as a generated column needs.
+-- `jsonb`.
 CREATE FUNCTION session_blocks_json(blocks jsonb, unit text) RETURNS json
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT coalesce(array_to_json(array_agg(row_to_json(block) ORDER BY b.n)), '[]')
     FROM jsonb_array_elements(blocks) WITH ORDINALITY AS b(stored, n),
     LATERAL (
@@ -27,6 +25,22 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     ) block
 $$;
 
-ALTER TABLE sessions
-    ADD COLUMN blocks_view_kg json GENERATED ALWAYS AS (session_blocks_json(blocks, 'kg')) STORED,
-    ADD COLUMN blocks_view_lbs json GENERATED ALWAYS AS (session_blocks_json(blocks, 'lbs')) STORED;
+-- Written by a trigger when a session is written with its blocks (assigned, pushed), not when it
+-- is logged or skipped. Columns without a default and a trigger, rather than generated columns: a
+-- stored generated column rewrites the whole table as it is added, under a lock that would hold
+-- every read of the previous release while it runs. The sessions written before this migration
+-- have none until their blocks are written again; their lists write the blocks on each read.
+ALTER TABLE sessions ADD COLUMN blocks_view_kg json, ADD COLUMN blocks_view_lbs json;
+
+-- With this schema's search path, whoever writes the row: a session of `psql` as another role
+-- finds `session_blocks_json` too.
+CREATE FUNCTION sessions_keep_blocks_views() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    NEW.blocks_view_kg := session_blocks_json(NEW.blocks, 'kg');
+    NEW.blocks_view_lbs := session_blocks_json(NEW.blocks, 'lbs');
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER sessions_keep_blocks_views BEFORE INSERT OR UPDATE OF blocks ON sessions
+FOR EACH ROW EXECUTE FUNCTION sessions_keep_blocks_views();
