@@ -103,7 +103,29 @@ package enum RFC3339 {
     /// literal do.
     package static func strictDate(from text: String) -> Date? {
         guard hasShape(text) else { return nil }
-        return try? Date.ISO8601FormatStyle().parse(text)
+        return (try? Date.ISO8601FormatStyle().parse(text)).map(atMicrosecond)
+    }
+
+    /// 2000-01-01T00:00:00Z, PostgreSQL's epoch, in seconds since `Date`'s reference date.
+    private static let postgresEpoch = -31_622_400.0
+
+    /// A date read from text, at its nearest microsecond as PostgreSQL will keep it. PostgresNIO binds
+    /// a `Date` as its microseconds since 2000 cut toward zero, and a parsed `.123` often lies a hair
+    /// below that decimal: it was stored as `.122999` and read back a millisecond early. This is the
+    /// nearest `Double` to that microsecond, moved away from the epoch by a unit in the last place
+    /// until its microseconds, so cut, are that microsecond.
+    static func atMicrosecond(_ date: Date) -> Date {
+        let microseconds = ((date.timeIntervalSinceReferenceDate - postgresEpoch) * 1_000_000).rounded()
+        var interval = microseconds / 1_000_000 + postgresEpoch
+        // A unit of the larger of the two values the binding's subtraction involves, so that each
+        // step moves its result.
+        let step = max((microseconds / 1_000_000).magnitude.ulp, interval.magnitude.ulp)
+        var steps = 0
+        while ((interval - postgresEpoch) * 1_000_000).rounded(.towardZero) != microseconds, steps < 4 {
+            interval += microseconds > 0 ? step : -step
+            steps += 1
+        }
+        return Date(timeIntervalSinceReferenceDate: interval)
     }
 
     static func hasShape(_ text: String) -> Bool {
@@ -137,12 +159,12 @@ package enum RFC3339 {
 
     package static func date(from text: String) -> Date? {
         if let date = try? Date(text, strategy: .iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon).timeZone(separator: .omitted)) {
-            return date
+            return atMicrosecond(date)
         }
-        if let date = try? Date(text, strategy: .iso8601) { return date }
+        if let date = try? Date(text, strategy: .iso8601) { return atMicrosecond(date) }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text)
+        return formatter.date(from: text).map(atMicrosecond)
     }
 }
 

@@ -283,6 +283,30 @@ import TestSupport
         #expect(RFC3339.string(from: Date(timeIntervalSince1970: 1_795_000_000)) == "2026-11-18T11:06:40.000Z")
     }
 
+    /// A time an app sends is bound to PostgreSQL at its own microsecond (PostgresNIO's codec cuts a
+    /// `Date`'s microseconds), through the routes' parser and the bodies' decoder alike: to the
+    /// millisecond or the microsecond, in any offset, from 1950 to 2060.
+    @Test func aTimeSentIsStoredAtItsMicrosecond() throws {
+        var generator = SeededRandom("aTimeSentIsStoredAtItsMicrosecond")
+        struct Body: Decodable { var at: Date }
+        for n in 0..<6000 {
+            let second = Int64.random(in: -1_577_836_800..<1_893_456_000, using: &generator)  // since 2000
+            let micro = n % 2 == 0 ? Int64.random(in: 0..<1000, using: &generator) * 1000 : Int64.random(in: 0..<1_000_000, using: &generator)
+            let offset = [0, 19_800, -28_800, 3_600][n % 4]
+            let clock = RFC3339.foundationString(from: Date(timeIntervalSince1970: 946_684_800 + Double(second + Int64(offset)))).dropLast(5)
+            let fraction = n % 2 == 0 ? String(format: "%03d", micro / 1000) : String(format: "%06d", micro)
+            let zone = offset == 0 ? "Z" : String(format: "%@%02d:%02d", offset < 0 ? "-" : "+", abs(offset) / 3600, abs(offset) % 3600 / 60)
+            let text = "\(clock).\(fraction)\(zone)"
+            let parsed = try #require(RFC3339.strictDate(from: text), "\(text)")
+            let decoded = try JSONDecoder.api.decode(Body.self, from: Data("{\"at\":\"\(text)\"}".utf8)).at
+            for date in [parsed, decoded] {
+                var buffer = ByteBuffer()
+                date.encode(into: &buffer, context: PostgresEncodingContext.default)
+                #expect(buffer.readInteger(as: Int64.self) == second * 1_000_000 + micro, "\(text)")
+            }
+        }
+    }
+
     /// The routes' date-times: RFC 3339's shape with its offset, or nothing; the value as
     /// Foundation's ISO8601DateFormatter reads the same text.
     @Test func strictDatesTakeRFC3339AndNothingElse() throws {
