@@ -103,29 +103,40 @@ package enum RFC3339 {
     /// literal do.
     package static func strictDate(from text: String) -> Date? {
         guard hasShape(text) else { return nil }
-        return (try? Date.ISO8601FormatStyle().parse(text)).map(atMicrosecond)
+        return (try? Date.ISO8601FormatStyle().parse(fractionCut(text))).map(atMicrosecond)
+    }
+
+    /// The text with its fraction of a second cut after the microseconds, PostgreSQL's precision:
+    /// `23:59:59.9999996` is still that day's last microsecond, not the next day's first.
+    static func fractionCut(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        guard bytes.count > 26, bytes[19] == UInt8(ascii: "."), bytes[20..<27].allSatisfy({ (0x30...0x39).contains($0) }) else { return text }
+        var end = 27
+        while end < bytes.count, (0x30...0x39).contains(bytes[end]) { end += 1 }
+        return String(decoding: bytes[..<26] + bytes[end...], as: UTF8.self)
     }
 
     /// 2000-01-01T00:00:00Z, PostgreSQL's epoch, in seconds since `Date`'s reference date.
     private static let postgresEpoch = -31_622_400.0
 
-    /// A date read from text, at its nearest microsecond as PostgreSQL will keep it. PostgresNIO binds
-    /// a `Date` as its microseconds since 2000 cut toward zero, and a parsed `.123` often lies a hair
-    /// below that decimal: it was stored as `.122999` and read back a millisecond early. This is the
-    /// nearest `Double` to that microsecond, moved away from the epoch by a unit in the last place
-    /// until its microseconds, so cut, are that microsecond.
-    static func atMicrosecond(_ date: Date) -> Date {
+    /// A date at its nearest microsecond as PostgreSQL will keep it. PostgresNIO binds a `Date` as
+    /// its microseconds since 2000 cut toward zero, and a parsed `.123`, or a time read from
+    /// PostgreSQL, often lies a hair below that decimal: it was stored as `.122999` and read back a
+    /// millisecond early. This is the `Double` nearest that microsecond, moved by a unit in the last
+    /// place until its microseconds, so cut, are that microsecond; beyond the decades in which a
+    /// `Double` holds microseconds (some 140 years either side of 2000), the date as it was.
+    package static func atMicrosecond(_ date: Date) -> Date {
         let microseconds = ((date.timeIntervalSinceReferenceDate - postgresEpoch) * 1_000_000).rounded()
         var interval = microseconds / 1_000_000 + postgresEpoch
         // A unit of the larger of the two values the binding's subtraction involves, so that each
         // step moves its result.
         let step = max((microseconds / 1_000_000).magnitude.ulp, interval.magnitude.ulp)
-        var steps = 0
-        while ((interval - postgresEpoch) * 1_000_000).rounded(.towardZero) != microseconds, steps < 4 {
-            interval += microseconds > 0 ? step : -step
-            steps += 1
+        for _ in 0..<4 {
+            let bound = ((interval - postgresEpoch) * 1_000_000).rounded(.towardZero)
+            if bound == microseconds { return Date(timeIntervalSinceReferenceDate: interval) }
+            interval += bound < microseconds ? step : -step
         }
-        return Date(timeIntervalSinceReferenceDate: interval)
+        return date
     }
 
     static func hasShape(_ text: String) -> Bool {
@@ -158,6 +169,7 @@ package enum RFC3339 {
     }
 
     package static func date(from text: String) -> Date? {
+        let text = fractionCut(text)
         if let date = try? Date(text, strategy: .iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon).timeZone(separator: .omitted)) {
             return atMicrosecond(date)
         }

@@ -256,8 +256,8 @@ import TestSupport
             let date = Date(timeIntervalSinceReferenceDate: second)
             #expect(RFC3339.fastString(from: date) != nil && RFC3339.string(from: date) == RFC3339.foundationString(from: date), "\(second)")
         }
-        // Outside it (and rounding up out of it), Foundation's text.
-        for interval in [-12_654_403_200.5, -13_000_000_000, 252_423_993_600, 252_423_993_599.999_999_9] {
+        // Outside it, Foundation's text.
+        for interval in [-12_654_403_200.5, -13_000_000_000, 252_423_993_600] {
             let date = Date(timeIntervalSinceReferenceDate: interval)
             #expect(RFC3339.fastString(from: date) == nil && RFC3339.string(from: date) == RFC3339.foundationString(from: date), "\(interval)")
         }
@@ -304,6 +304,27 @@ import TestSupport
                 date.encode(into: &buffer, context: PostgresEncodingContext.default)
                 #expect(buffer.readInteger(as: Int64.self) == second * 1_000_000 + micro, "\(text)")
             }
+        }
+    }
+
+    /// A fraction of more than six digits is cut at the microsecond, not rounded into the next day;
+    /// a date beyond the years a `Double` holds to the microsecond is left as parsed.
+    @Test func aTimeIsReadToTheMicrosecondCut() throws {
+        let last = try #require(RFC3339.strictDate(from: "2026-03-01T23:59:59.9999996+01:00"))
+        #expect(RFC3339.string(from: last) == "2026-03-01T22:59:59.999Z")
+        var buffer = ByteBuffer()
+        last.encode(into: &buffer, context: PostgresEncodingContext.default)
+        #expect(buffer.readInteger(as: Int64.self) == 825_721_199_999_999)
+        #expect(RFC3339.fractionCut("2026-03-01T07:30:00.123456789Z") == "2026-03-01T07:30:00.123456Z")
+        #expect(RFC3339.fractionCut("2026-03-01T07:30:00.1234567+01:00") == "2026-03-01T07:30:00.123456+01:00")
+        #expect(RFC3339.fractionCut("2026-03-01T07:30:00.123456Z") == "2026-03-01T07:30:00.123456Z")
+        struct Body: Decodable { var at: Date }
+        let decoded = try JSONDecoder.api.decode(Body.self, from: Data(#"{"at":"2026-03-01T23:59:59.999999999Z"}"#.utf8)).at
+        #expect(RFC3339.string(from: decoded) == "2026-03-01T23:59:59.999Z")
+        for text in ["1650-06-15T12:00:00.123Z", "1750-06-15T12:00:00.123Z", "2250-06-15T12:00:00.123Z", "9000-06-15T12:00:00.123Z"] {
+            let parsed = try #require(RFC3339.strictDate(from: text))
+            let foundation = try Date.ISO8601FormatStyle().parse(text)
+            #expect(abs(parsed.timeIntervalSince(foundation)) < 0.000_002, "\(text)")
         }
     }
 
