@@ -80,7 +80,10 @@ public enum Cursor {
             guard seconds.isFinite, dateRange.contains(seconds) else {
                 throw DecodingError.dataCorruptedError(in: container, debugDescription: "a date out of range")
             }
-            return Date(timeIntervalSinceReferenceDate: seconds)
+            // The date as read from PostgreSQL, bound again at the microsecond it was read at: bound as
+            // the `Double` came, about half of them fell a microsecond short, and a page after a
+            // row's time skipped the rows sharing that time with a lower id.
+            return RFC3339.atMicrosecond(Date(timeIntervalSinceReferenceDate: seconds))
         }
         return decoder
     }()
