@@ -162,15 +162,15 @@ import TestSupport
             for id in ids[2...] {
                 let session = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
                 #expect(session.json["name"] as? String == "Core day" && session.json["notes"] as? String == "New plan")
-                #expect(session.value(at: "blocks.0.exercise_name") as? String == "Plank")
+                #expect(session.json[path: "blocks.0.exercise_name"] as? String == "Plank")
             }
             for id in ids[..<2] {
                 let session = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
-                #expect(session.json["name"] as? String == "Push day" && session.value(at: "blocks.0.exercise_name") as? String == "Pushups")
-                #expect(session.value(at: "blocks.0.sets.2.reps") as? Int == 8)
+                #expect(session.json["name"] as? String == "Push day" && session.json[path: "blocks.0.exercise_name"] as? String == "Pushups")
+                #expect(session.json[path: "blocks.0.sets.2.reps"] as? Int == 8)
             }
             // The logged session's sets still match the blocks they were logged against.
-            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: coach).value(at: "logged_sets.0.exercise_name") as? String == "Pushups")
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: coach).json[path: "logged_sets.0.exercise_name"] as? String == "Pushups")
 
             #expect(try await env.call(.delete, "/v1/training/sessions/\(ids[0])", as: coach).code == "session_started")
             #expect(try await env.call(.delete, "/v1/training/sessions/\(ids[1])", as: coach).code == "session_started")

@@ -153,11 +153,11 @@ import TestSupport
             body["performed_at"] = "2026-03-01T23:30:00-05:00"
             let logged = try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: body)
             #expect(logged.status == .ok, "\(logged.text)")
-            #expect(logged.value(at: "logged_sets.0.weight") as? Double == 225 && logged.json["weight_unit"] as? String == "lbs")
-            #expect(logged.value(at: "logged_sets.0.weight_kg") as? Double == 102.05828325)
+            #expect(logged.json[path: "logged_sets.0.weight"] as? Double == 225 && logged.json["weight_unit"] as? String == "lbs")
+            #expect(logged.json[path: "logged_sets.0.weight_kg"] as? Double == 102.05828325)
             #expect(try await env.count("SELECT count(*) FROM session_sets WHERE weight_kg = 102.05828325") == 3)
             // Prescribed weights are shown in the unit too.
-            #expect(logged.value(at: "blocks.0.sets.0.weight_kg") as? Double == 60.5 && logged.value(at: "blocks.0.sets.0.weight") as? Double == 133.379669)
+            #expect(logged.json[path: "blocks.0.sets.0.weight_kg"] as? Double == 60.5 && logged.json[path: "blocks.0.sets.0.weight"] as? Double == 133.379669)
             // A set of 8 × 100 kg beats 5 × 225 lb (e1RM 126.67 kg against 119.07 kg).
             let kilos = try await env.call(
                 .post, "/v1/training/sessions/\(ids[1])/log", as: client,
@@ -174,7 +174,7 @@ import TestSupport
 
             _ = try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "UTC", "weight_unit": "kg"])
             let history = try await env.call(.get, "/v1/training/history?limit=1", as: client)
-            #expect(history.ids == [ids[0]] && history.value(at: "items.0.logged_sets.0.weight") as? Double == 102.05828325, "\(history.text)")
+            #expect(history.ids == [ids[0]] && history.json[path: "items.0.logged_sets.0.weight"] as? Double == 102.05828325, "\(history.text)")
             let cursor = try #require(history.json["next_cursor"] as? String)
             #expect(try await env.call(.get, "/v1/training/history?limit=1&cursor=\(cursor)", as: client).ids == [ids[1]])
             let exercise = try #require(best["exercise_id"] as? String)

@@ -69,19 +69,3 @@ struct TrainingTestEnvironment: ServiceHarness {
         ]
     }
 }
-
-extension APIReply {
-    /// The value at a dotted path of the JSON body, numbers indexing arrays (`blocks.0.sets.1.reps`).
-    func value(at path: String) -> Any? {
-        var current: Any? = json
-        for part in path.split(separator: ".") {
-            if let index = Int(part) {
-                guard let array = current as? [Any], array.indices.contains(index) else { return nil }
-                current = array[index]
-            } else {
-                current = (current as? [String: Any])?[String(part)]
-            }
-        }
-        return current
-    }
-}
