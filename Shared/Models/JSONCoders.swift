@@ -55,7 +55,8 @@ package enum RFC3339 {
         let interval = date.timeIntervalSinceReferenceDate
         guard fastRange.contains(interval) else { return nil }
         var whole = interval.rounded(.down)
-        // The fraction is exact (`interval - whole` loses nothing); the nearest microsecond of it.
+        // The nearest microsecond of the fraction (`interval - whole` is exact but in the second
+        // before 2001, where it is off by far less than a microsecond).
         var microseconds = Int(((interval - whole) * 1_000_000).rounded())
         if microseconds == 1_000_000 { (whole, microseconds) = (whole + 1, 0) }
         guard fastRange.contains(whole) else { return nil }
