@@ -310,17 +310,21 @@ import TestSupport
         #expect(!FoodStore.isPlausible(37, beside: 0) && !FoodStore.isPlausible(39, beside: 1), "a cola is not a diet cola, nor a sweet tea an unsweetened one")
     }
 
-    static let failures: [(String, VisionStandIn.Behaviour, HTTPResponse.Status, String, String?)] = [
-        ("429 with Retry-After", .rateLimited(retryAfter: "7"), .serviceUnavailable, "analyzer_unavailable", "7"),
-        ("429 without", .rateLimited(retryAfter: nil), .serviceUnavailable, "analyzer_unavailable", "5"),
-        ("500", .serverError, .serviceUnavailable, "analyzer_unavailable", "5"),
-        ("timeout", .slow(.seconds(10), then: VisionStandIn.plate), .serviceUnavailable, "analyzer_unavailable", "5"),
-        ("not JSON", .notJSON, .badGateway, "analysis_failed", nil),
-        ("model text not JSON", .answer(VisionStandIn.notJSONText), .badGateway, "analysis_failed", nil),
-        ("schema broken", .answer(VisionStandIn.schemaBreaking), .badGateway, "analysis_failed", nil),
-        ("blocked", .blocked, .unprocessableContent, "analysis_refused", nil),
-        ("answer filtered", .filteredAnswer, .unprocessableContent, "analysis_refused", nil),
-        ("no food", .answer(VisionStandIn.noFood), .unprocessableContent, "no_food_found", nil),
+    /// Each failure, what the client is told, and how many calls it took: an answer the schema does
+    /// not allow is asked for once more; nothing else is.
+    static let failures: [(String, VisionStandIn.Behaviour, HTTPResponse.Status, String, String?, calls: Int)] = [
+        ("429 with Retry-After", .rateLimited(retryAfter: "7"), .serviceUnavailable, "analyzer_unavailable", "7", 1),
+        ("429 without", .rateLimited(retryAfter: nil), .serviceUnavailable, "analyzer_unavailable", "5", 1),
+        ("500", .serverError, .serviceUnavailable, "analyzer_unavailable", "5", 1),
+        ("timeout", .slow(.seconds(10), then: VisionStandIn.plate), .serviceUnavailable, "analyzer_unavailable", "5", 1),
+        // A refused key is the server's settings, not a wait: no Retry-After, no second call.
+        ("key refused", .keyRefused, .badGateway, "analysis_failed", nil, 1),
+        ("not JSON", .notJSON, .badGateway, "analysis_failed", nil, 2),
+        ("model text not JSON", .answer(VisionStandIn.notJSONText), .badGateway, "analysis_failed", nil, 2),
+        ("schema broken", .answer(VisionStandIn.schemaBreaking), .badGateway, "analysis_failed", nil, 2),
+        ("blocked", .blocked, .unprocessableContent, "analysis_refused", nil, 1),
+        ("answer filtered", .filteredAnswer, .unprocessableContent, "analysis_refused", nil, 1),
+        ("no food", .answer(VisionStandIn.noFood), .unprocessableContent, "no_food_found", nil, 1),
     ]
 
     @Test(arguments: ["gemini", "openai"])
@@ -331,16 +335,15 @@ import TestSupport
         try await NutritionTestEnvironment.run(Self.settings(provider, standIn, ["ANALYZER_TIMEOUT_MS": "3000"])) { env in
             try await env.announceCatalog(freeMealAnalysesPerDay: 1)
             let user = try await env.user()
-            for (name, behaviour, status, code, retryAfter) in Self.failures {
+            for (name, behaviour, status, code, retryAfter, expectedCalls) in Self.failures {
                 standIn.always(behaviour)
                 let before = standIn.received.count
                 let reply = try await Self.analyze(env, user)
                 #expect(reply.status == status, "\(name): \(reply.text)")
                 #expect(reply.code == code, "\(name)")
-                if let retryAfter { #expect(reply.headers[.retryAfter] == retryAfter, "\(name)") }
-                // An answer the schema does not allow is asked for once more; nothing else is.
+                #expect(reply.headers[.retryAfter] == retryAfter, "\(name)")
                 let calls = standIn.received.count - before
-                #expect(calls == (status == .badGateway ? 2 : 1), "\(name): \(calls) calls")
+                #expect(calls == expectedCalls, "\(name): \(calls) calls")
                 try await Self.nothingKept(env)
             }
             // One unusable answer, then a good one: the retry makes the meal.
@@ -351,6 +354,26 @@ import TestSupport
             let over = try await Self.analyze(env, user)
             #expect(over.status == .forbidden)
             #expect(over.code == "limit_exceeded")
+        }
+    }
+
+    /// A model's text is cleaned, not refused, and not blamed on the client: a NUL, which PostgreSQL
+    /// does not store, would otherwise end the analysis in a `400` telling the app its request was wrong.
+    @Test func aModelsStrayCharactersAreCleanedFromItsNames() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("openai", standIn)) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            standIn.always(.answer(VisionStandIn.plateWithStrayCharacters))
+            let reply = try await Self.analyze(env, user)
+            #expect(reply.status == .created, "\(reply.text)")
+            #expect(standIn.received.count == 1)
+            let items = try #require(reply.json[path: "analysis.items"] as? [[String: Any]])
+            #expect(items.map { $0["name"] as? String } == ["grilled chicken breast", "white rice, cooked"])
+            #expect((reply.json["items"] as? [[String: Any]])?.map { $0["name"] as? String } == ["grilled chicken breast", "white rice, cooked"])
+            // The model's 300 emoji, cut to the 200 code points a meal's name holds.
+            #expect(reply.json["name"] as? String == String(repeating: "🍗", count: 200))
         }
     }
 

@@ -17,6 +17,9 @@ final class VisionStandIn: Sendable {
         case rateLimited(retryAfter: String?)
         /// 500, the API's error body.
         case serverError
+        /// A key the API does not take: Gemini's 400 `INVALID_ARGUMENT`, Chat Completions' 401
+        /// `invalid_api_key`.
+        case keyRefused
         /// Answers after this long.
         case slow(Duration, then: String)
         /// 200 with a body that is not JSON at all.
@@ -54,6 +57,13 @@ final class VisionStandIn: Sendable {
     /// JSON, but not the schema's: an item without grams or nutrients.
     static let schemaBreaking = #"{"meal_name": "Soup", "items": [{"name": "soup", "confidence": "high"}]}"#
     static let notJSONText = "Here is your meal: chicken and rice."
+    /// The plate, its names with characters no one typed: a NUL (which PostgreSQL does not store), a
+    /// zero-width space, a right-to-left override; and a meal name of 300 emoji.
+    static let plateWithStrayCharacters =
+        plate
+        .replacingOccurrences(of: "grilled chicken breast", with: #"grilled\u0000 chicken\u200b breast"#)
+        .replacingOccurrences(of: "white rice, cooked", with: #"\u202ewhite rice, cooked"#)
+        .replacingOccurrences(of: "Chicken with rice and broccoli", with: String(repeating: "🍗", count: 300))
 
     var baseURL: String { server.baseURL }
     var received: [Received] { log.withLock { $0 } }
@@ -120,6 +130,20 @@ final class VisionStandIn: Sendable {
         case .serverError:
             if gemini { return try json(.internalServerError, ["error": ["code": 500, "message": "An internal error has occurred.", "status": "INTERNAL"]]) }
             return try json(.internalServerError, ["error": ["message": "The server had an error while processing your request.", "type": "server_error"]])
+        case .keyRefused:
+            if gemini {
+                return try json(
+                    .badRequest,
+                    [
+                        "error": [
+                            "code": 400, "message": "API key not valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT",
+                            "details": [["@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"]],
+                        ]
+                    ])
+            }
+            return try json(
+                .unauthorized,
+                ["error": ["message": "Incorrect API key provided: test-key.", "type": "invalid_request_error", "param": NSNull(), "code": "invalid_api_key"]])
         case .notJSON:
             return Response(status: .ok, headers: [.contentType: "text/html"], body: .init(byteBuffer: ByteBuffer(string: "<html>upstream proxy error</html>")))
         case .blocked:

@@ -105,7 +105,9 @@ struct ModelAnswer: Sendable, Equatable {
         guard let wire = try? JSONDecoder().decode(Wire.self, from: Data(text.utf8)), wire.items.count <= Self.maxItems else { return nil }
         var parsed: [Item] = []
         for food in wire.items {
-            let name = food.name.trimmingCharacters(in: .whitespacesAndNewlines)
+            // A model's text is cleaned, not refused: a stray control or zero-width character (a NUL
+            // PostgreSQL would not store) costs the user nothing they wrote.
+            let name = food.name.withoutInvisibleCharacters.trimmingCharacters(in: .whitespacesAndNewlines)
             var n = food.per100g
             // Alcohol is not asked for: a model's value would not be the schema's.
             n.alcoholG = nil
@@ -117,7 +119,9 @@ struct ModelAnswer: Sendable, Equatable {
             else { return nil }
             parsed.append(Item(name: name, grams: food.grams, confidence: food.confidence, tags: Array(Set(food.tags)).sorted(), per100g: n))
         }
-        mealName = wire.mealName.trimmingCharacters(in: .whitespacesAndNewlines)
+        // At most a meal name's 200 code points (what a typed meal's name may hold).
+        let mealName = wire.mealName.withoutInvisibleCharacters.trimmingCharacters(in: .whitespacesAndNewlines)
+        self.mealName = String(String.UnicodeScalarView(mealName.unicodeScalars.prefix(200))).trimmingCharacters(in: .whitespacesAndNewlines)
         items = parsed
     }
 

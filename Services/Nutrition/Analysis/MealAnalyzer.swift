@@ -50,6 +50,10 @@ final class MealAnalyzer: Sendable {
         return try await work()
     }
 
+    /// The provider refused the call itself: not the client's to retry, and not a wait's to mend.
+    static let refusedCall = APIError(
+        .badGateway, code: "analysis_failed", detail: "The photo analysis service refused this server's request; the server's analyzer settings need attention.")
+
     /// The model's answer and how long the provider took; a malformed answer is asked for again
     /// once. Errors are the API's: `503 analyzer_unavailable`, `502 analysis_failed`,
     /// `422 analysis_refused`.
@@ -70,6 +74,9 @@ final class MealAnalyzer: Sendable {
                 throw APIError(
                     .serviceUnavailable, code: "analyzer_unavailable", detail: "The photo analysis service is unavailable right now; try again later.",
                     headers: [.retryAfter: wait])
+            } catch .rejected(let reason) {
+                logger.error("vision model refused the call: check ANALYZER_URL, ANALYZER_MODEL and ANALYZER_API_KEY", metadata: ["provider": "\(model.provider)", "reason": "\(reason)"])
+                throw Self.refusedCall
             } catch .blocked(let reason) {
                 logger.info("vision model declined", metadata: ["provider": "\(model.provider)", "reason": "\(reason)"])
                 throw APIError(

@@ -21,6 +21,9 @@ enum VisionFailure: Error, Equatable {
     case blocked(String)
     /// An answer, but not one the schema allows, or not JSON at all.
     case malformed(String)
+    /// The provider refused the call itself (a 4xx other than 429: a key it does not take, a model
+    /// it does not have): the server's settings are wrong, and asking again changes nothing.
+    case rejected(String)
 }
 
 /// A vision model's API: one call, one answer's JSON text.
@@ -31,13 +34,13 @@ protocol VisionModel: Sendable {
 }
 
 /// The HTTP exchange both providers share: a JSON `POST`, its answer read whole, timeouts and 429
-/// and 5xx turned into `unavailable`.
+/// and 5xx turned into `unavailable`, the other refusals into `rejected`.
 struct VisionHTTP: Sendable {
     let httpClient: HTTPClient
     /// An answer longer than this is not one this service asked for.
     static let maxAnswerBytes = 4 << 20
 
-    func post(_ url: String, headers: [(String, String)], json: [String: Any], timeout: Duration) async throws(VisionFailure) -> (status: Int, body: Data) {
+    func post(_ url: String, headers: [(String, String)], json: [String: Any], timeout: Duration) async throws(VisionFailure) -> Data {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -66,9 +69,12 @@ struct VisionHTTP: Sendable {
             if status == 429 || status >= 500 {
                 throw VisionFailure.unavailable(retryAfter: response.headers.first(name: "Retry-After"), reason: "HTTP \(status)")
             }
-            return (status, Data(buffer: body))
+            guard status == 200 else { throw VisionFailure.rejected("HTTP \(status): \(String(decoding: body.readableBytesView.prefix(300), as: UTF8.self))") }
+            return Data(buffer: body)
         } catch let failure as VisionFailure {
             throw failure
+        } catch is NIOTooManyBytesError {
+            throw .malformed("an answer over \(Self.maxAnswerBytes) bytes")
         } catch {
             throw .unavailable(retryAfter: nil, reason: "\(error)")
         }
@@ -104,8 +110,7 @@ struct GeminiModel: VisionModel {
             ],
             "generationConfig": ["responseMimeType": "application/json", "responseSchema": ModelAnswer.geminiSchema, "temperature": 0],
         ]
-        let (status, data) = try await http.post("\(base)/models/\(model):generateContent", headers: [("x-goog-api-key", apiKey)], json: body, timeout: timeout)
-        guard status == 200 else { throw .unavailable(retryAfter: nil, reason: "HTTP \(status): \(String(decoding: data.prefix(300), as: UTF8.self))") }
+        let data = try await http.post("\(base)/models/\(model):generateContent", headers: [("x-goog-api-key", apiKey)], json: body, timeout: timeout)
         guard let answer = VisionHTTP.object(data) else { throw .malformed("not JSON") }
         if let feedback = answer["promptFeedback"] as? [String: Any], let reason = feedback["blockReason"] as? String {
             throw .blocked("prompt blocked: \(reason)")
@@ -141,8 +146,7 @@ struct OpenAIModel: VisionModel {
             "temperature": 0,
         ]
         let headers = apiKey.map { [("Authorization", "Bearer \($0)")] } ?? []
-        let (status, data) = try await http.post("\(base)/chat/completions", headers: headers, json: body, timeout: timeout)
-        guard status == 200 else { throw .unavailable(retryAfter: nil, reason: "HTTP \(status): \(String(decoding: data.prefix(300), as: UTF8.self))") }
+        let data = try await http.post("\(base)/chat/completions", headers: headers, json: body, timeout: timeout)
         guard let answer = VisionHTTP.object(data) else { throw .malformed("not JSON") }
         guard let choice = (answer["choices"] as? [[String: Any]])?.first, let message = choice["message"] as? [String: Any] else { throw .malformed("no choice") }
         if let refusal = message["refusal"] as? String, !refusal.isEmpty { throw .blocked("refused: \(refusal)") }

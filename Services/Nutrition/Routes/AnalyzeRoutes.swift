@@ -123,7 +123,7 @@ struct AnalyzeRoutes {
                     match.map { MealAnalysis.Source(kind: "usda_sr", ndbNumber: $0.ndbNumber, description: $0.description) } ?? MealAnalysis.Source(kind: "model")
                 analysed.append(MealAnalysis.Item(name: found.name, grams: found.grams, confidence: found.confidence, source: source))
             }
-            let name = fields.name ?? (answer.mealName.isEmpty ? "Meal" : String(answer.mealName.prefix(200)))
+            let name = fields.name ?? (answer.mealName.isEmpty ? "Meal" : answer.mealName)
             let body = MealDraft.Body(name: name, eatenAt: fields.eatenAt, items: items.map(MealItemInput.amounts), notes: nil, photoURL: MealPhotoStore.path(of: id))
             let draft: MealDraft
             do {
