@@ -377,6 +377,43 @@ import TestSupport
         }
     }
 
+    /// The account deleted while the provider answers: the analysis keeps nothing of it, and what it
+    /// stores while the deletion runs is deleted with the account (`holdAccount`).
+    @Test func anAccountDeletedDuringTheCallKeepsNothing() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("openai", standIn, ["ANALYZER_TIMEOUT_MS": "30000"])) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            #expect(try await Self.analyze(env, user).status == .created)
+            standIn.next(.slow(.seconds(2), then: VisionStandIn.plate))
+            let (body, form) = Photos.form(photo: try Photos.fixture("meals/plate.heic"))
+            let headers = [("Authorization", "Bearer \(user.token)"), ("Content-Type", form[.contentType]!)]
+            let port = try #require(env.client.port)
+            let analysis = Task { try await ConcurrentClient.send(port: port, "POST", "/v1/meals/analyze", headers: headers, body: body) }
+            try await waitUntil(.seconds(10)) { standIn.received.count == 2 }
+            try await env.publish(UserDeleted(userID: user.id), userID: user.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM deleted_accounts") == 1 }
+            let reply = try await analysis.value
+            #expect(reply.status == 401, "\(String(buffer: reply.body))")
+            #expect(reply.json["code"] as? String == "account_deleted")
+            try await Self.nothingKept(env)
+
+            // A meal being stored while the deletion runs is waited for, and deleted with the rest.
+            let other = try await env.user()
+            #expect(try await Self.analyze(env, other).status == .created)
+            try await env.inOpenTransaction([
+                "SELECT pg_advisory_xact_lock_shared(44224, hashtext('\(other.id.uuidString.lowercased())'))",
+                "INSERT INTO meal_analysis_days VALUES ('\(other.id)', current_date - 1, 1)",
+            ]) {
+                try await env.publish(UserDeleted(userID: other.id), userID: other.id)
+                try await env.awaitLockWait()
+            }
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM deleted_accounts") == 2 }
+            try await Self.nothingKept(env)
+        }
+    }
+
     @Test func notConfiguredSaysWhatTurnsItOn() async throws {
         try await NutritionTestEnvironment.run { env in
             let user = try await env.user()

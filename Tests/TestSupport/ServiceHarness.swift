@@ -67,6 +67,27 @@ extension ServiceHarness {
         }
     }
 
+    /// Runs `statements` in a transaction that stays open while `body` runs, then commits it: a write
+    /// in flight, for a test of what must wait for it.
+    public func inOpenTransaction(_ statements: [String], while body: @escaping @Sendable () async throws -> Void) async throws {
+        try await withClient(database.config(for: serviceName)) { client in
+            try await client.withConnection { connection in
+                _ = try await connection.query("BEGIN", logger: TestEnvironment.logger)
+                for sql in statements { _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).collect() }
+                try await body()
+                _ = try await connection.query("COMMIT", logger: TestEnvironment.logger)
+            }
+        }
+    }
+
+    /// Waits until another connection to the service's database waits for a lock (a row's, an
+    /// advisory one).
+    public func awaitLockWait() async throws {
+        try await waitUntil(.seconds(15)) {
+            try await count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") > 0
+        }
+    }
+
     /// How PostgreSQL planned the prepared statement `name` while `body` ran it on one connection of
     /// the service's role: how many executions used the generic plan and how many were planned
     /// again for their parameters. A statement is prepared so that it is planned once; after its

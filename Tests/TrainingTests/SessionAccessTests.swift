@@ -121,4 +121,24 @@ import TestSupport
             #expect(try await env.count("SELECT count(*) FROM deleted_accounts") == 2)
         }
     }
+
+    /// A deletion running beside a write of the account's sessions (an assignment holds its roster
+    /// entry until it commits) waits for the write, and leaves none of its sessions.
+    @Test func aDeletionWaitsForSessionsBeingWritten() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, _) = try await env.coachWithClient()
+            try await env.inOpenTransaction([
+                "SELECT 1 FROM roster_entries WHERE id = '\(entry)' FOR SHARE",
+                """
+                INSERT INTO sessions (id, coach_id, roster_entry_id, client_id, name, blocks, scheduled_on)
+                VALUES (gen_random_uuid(), '\(coach.id)', '\(entry)', '\(client.id)', 'In flight', '[]', current_date)
+                """,
+            ]) {
+                try await env.publish(UserDeleted(userID: client.id), userID: client.id, producer: "auth")
+                try await env.awaitLockWait()
+            }
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM deleted_accounts") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM sessions WHERE client_id = '\(client.id)'") == 0)
+        }
+    }
 }

@@ -32,7 +32,9 @@ struct ShareRoutes {
         let nutrition = self.nutrition
         let user = context.caller.userID
         let (token, expires) = try await nutrition.postgres.transaction(logger: context.logger) { connection in
-            guard let meal = try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger) else { throw MealRoutes.notFound }
+            // Locked until the link is stored: a deletion of the meal waits for it and then ends it,
+            // rather than miss a link made beside it that would keep the meal's photo.
+            guard let meal = try await nutrition.meals.find(id, of: user, forUpdate: true, on: connection, logger: context.logger) else { throw MealRoutes.notFound }
             return try await nutrition.shares.create(for: meal, ttlDays: nutrition.settings.shareTTLDays, on: connection, logger: context.logger)
         }
         return EditedResponse(

@@ -11,9 +11,11 @@ struct TrainingEventHandlers {
     var handlers: EventHandlers {
         var handlers = EventHandlers()
         let training = self.training
-        // A late event about a deleted account makes nothing again.
+        // A late event about a deleted account makes nothing again; one handled while the account's
+        // deletion runs waits for it (`holdAccount`).
         @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
-            try await context.connection.isDeletedAccount(user, logger: context.logger)
+            try await context.connection.holdAccount(user, logger: context.logger)
+            return try await context.connection.isDeletedAccount(user, logger: context.logger)
         }
         handlers.on(ClientInvited.self) { event, context in
             guard try await !deleted(event.coachID, context) else { return }
@@ -60,12 +62,15 @@ struct TrainingEventHandlers {
         // The address's owner proved it for the first time (disowning, or a reset of an account
         // nobody had proven): what the account's maker made goes, and its links end at this event.
         handlers.on(UserPasswordChanged.self) { event, context in
-            guard event.makerDropped, try await !deleted(event.userID, context) else { return }
+            guard event.makerDropped else { return }
+            try await context.connection.holdAccount(event.userID, exclusive: true, logger: context.logger)
+            guard try await !context.connection.isDeletedAccount(event.userID, logger: context.logger) else { return }
             try await training.coaching.endAll(
                 of: event.userID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
             try await Self.purge(event.userID, on: context.connection, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in
+            try await context.connection.holdAccount(event.userID, exclusive: true, logger: context.logger)
             try await Self.purge(event.userID, on: context.connection, logger: context.logger)
             try await training.coaching.forget(event.userID, on: context.connection, logger: context.logger)
             try await context.connection.recordDeletedAccount(event.userID, logger: context.logger)
@@ -87,6 +92,10 @@ struct TrainingEventHandlers {
     /// workouts go, the sessions nobody performed go (or are cancelled, for a client who has them),
     /// and the sessions clients performed stay theirs without the coach's id or comments.
     static func purge(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        // The account's roster entries first: an assignment holds its entry until it commits, and
+        // the statements below then find the sessions it wrote; one that starts after finds its
+        // entry gone or left.
+        try await connection.checkedRun("SELECT 1 FROM roster_entries WHERE client_id = \(user) OR coach_id = \(user) FOR UPDATE", logger: logger)
         // As a client.
         try await connection.checkedRun("DELETE FROM sessions WHERE client_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM user_settings WHERE user_id = \(user)", logger: logger)

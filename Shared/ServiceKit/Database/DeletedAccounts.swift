@@ -13,6 +13,21 @@ extension PostgresConnection {
         try await returnsRow(DeletedAccountCheck(parameter: user.uuidString.lowercased()), logger: logger)
     }
 
+    /// Holds `user`'s account until the transaction ends: shared by what makes rows of it (which asks
+    /// `isDeletedAccount` after), exclusive by what deletes them. A deletion then waits for the rows
+    /// being made to commit, and its statements find them; what makes rows after it waits for it, and
+    /// finds its tombstone. Otherwise rows committed while a deletion ran fall between its
+    /// statements' snapshots and outlive the account. (44224, 0xACC0: the accounts' own space of
+    /// advisory locks, apart from any other's.)
+    public func holdAccount(_ user: UUID, exclusive: Bool = false, logger: Logger) async throws {
+        let key = user.uuidString.lowercased()
+        if exclusive {
+            try await checkedRun("SELECT pg_advisory_xact_lock(44224, hashtext(\(key)))", logger: logger)
+        } else {
+            try await checkedRun("SELECT pg_advisory_xact_lock_shared(44224, hashtext(\(key)))", logger: logger)
+        }
+    }
+
     /// Leaves the tombstone of `user`'s account; once is enough.
     public func recordDeletedAccount(_ user: UUID, logger: Logger) async throws {
         try await checkedRun(
