@@ -140,6 +140,31 @@ import TestSupport
 
     /// Push copies the workout as it is now onto the sessions not started; a logged or skipped one
     /// keeps its copy. The coach unschedules only a session not started.
+    /// An assignment for a roster entry not here yet waits for its event without holding a database
+    /// connection: coaches posting for made-up ids leave the pool to everyone else.
+    @Test func awaitingARosterEntryHoldsNoConnection() async throws {
+        try await TrainingTestEnvironment.run(["DATABASE_POOL_SIZE": "2"]) { env in
+            let coach = try await env.coach()
+            let client = try await env.client()
+            let waiting = (0..<3).map { _ in
+                Task { () -> ContinuousClock.Instant in
+                    let body: [String: Any] = ["workout_id": UUID().uuidString, "dates": [TrainingTestEnvironment.day(1)]]
+                    _ = try await env.concurrentReply(.post, "/v1/training/clients/\(UUID())/assignments", as: coach, json: body)
+                    return ContinuousClock.now
+                }
+            }
+            // While the three wait out their entries, a client's read is answered.
+            try await Task.sleep(for: .milliseconds(300))
+            let read = try await env.concurrentReply(.get, "/v1/training/today", as: client)
+            let readAnswered = ContinuousClock.now
+            #expect(read.status == 200)
+            for task in waiting {
+                // Answered after the read: an order, which a loaded machine cannot turn around.
+                #expect(readAnswered < (try await task.value))
+            }
+        }
+    }
+
     @Test func pushNeverTouchesAStartedSession() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithClient()

@@ -115,8 +115,12 @@ import TestSupport
             #expect(try await problems(["name": "W", "blocks": [["exercise_id": "not-a-uuid", "sets": [["reps": 5]]]]]) == ["blocks[0].exercise_id"])
             #expect(try await problems(["name": "W", "blocks": [["sets": [["reps": 5]]]]]) == ["blocks[0].exercise_id"])
             #expect(try await problems(["name": "W", "blocks": "many"]) == ["blocks"])
-            // An exercise the coach may not use: unknown, or another coach's own.
-            let theirs = try #require(try await env.call(.post, "/v1/exercises", as: try await env.coach(), json: ["name": "Secret lift"]).json["id"] as? String)
+            // An exercise the coach may not use: unknown, or another coach's own, even one whose
+            // exercises the coach sees as that coach's client.
+            let other = try await env.coach()
+            try await env.link(coach: other, client: coach)
+            let theirs = try #require(try await env.call(.post, "/v1/exercises", as: other, json: ["name": "Secret lift"]).json["id"] as? String)
+            #expect(try await env.call(.get, "/v1/exercises/\(theirs)", as: coach).status == .ok, "seen as a client")
             var mixed = TrainingTestEnvironment.workout(press, blocks: 3)
             var blocks = mixed["blocks"] as! [[String: Any]]
             blocks[1]["exercise_id"] = theirs

@@ -135,14 +135,15 @@ struct ExerciseStore: Sendable {
         ).first
     }
 
-    /// Which of `ids` `viewer` sees.
-    func visibleIDs(_ ids: [UUID], viewer: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
-        var seen = Set<UUID>()
+    /// Of `ids`, the exercises a workout of `coach` may use: the library's and the coach's own. Not a
+    /// coach's the caller sees as their client: a workout using it would keep it from its owner's
+    /// deletion, and answer its owner `409 exercise_in_use` for a workout they cannot see.
+    func usableIDs(_ ids: [UUID], coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
+        var usable = Set<UUID>()
         let rows = try await connection.checkedQuery(
-            "SELECT e.id FROM exercises e WHERE e.id = ANY (\(ids)) AND (e.coach_id IS NULL OR e.coach_id = \(viewer) OR e.coach_id IN (SELECT l.coach_id FROM coach_links l WHERE l.client_id = \(viewer)))",
-            logger: logger)
-        for try await id in rows.decode(UUID.self) { seen.insert(id) }
-        return seen
+            "SELECT e.id FROM exercises e WHERE e.id = ANY (\(ids)) AND (e.coach_id IS NULL OR e.coach_id = \(coach))", logger: logger)
+        for try await id in rows.decode(UUID.self) { usable.insert(id) }
+        return usable
     }
 
     /// Stores a coach's new exercise; nil when the coach already has one of that name.

@@ -8,20 +8,25 @@ extension Training {
     var roster: RosterStore { RosterStore() }
     var coaching: CoachLinkStore { CoachLinkStore() }
 
-    /// The coach's roster entry, locked against the events that would move it (an acceptance giving
-    /// its sessions to the client, an unlink cancelling them) until the caller's transaction ends.
-    /// Right after the coach added the client the entry's event may still be on its way from
-    /// invitations: it is awaited briefly. Another coach's entry is `404`, as if it did not exist.
-    func rosterEntry(_ id: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> RosterStore.Entry {
+    /// Waits briefly for a roster entry whose event may still be on its way from invitations (right
+    /// after the coach added the client), holding no connection between looks: a coach posting
+    /// for made-up ids must not tie up the pool. Returns at once when the entry is here.
+    func awaitRosterEntry(_ id: UUID, logger: Logger) async throws {
         let deadline = ContinuousClock.now + .seconds(3)
-        while true {
-            if let entry = try await roster.find(id, lock: true, on: connection, logger: logger) {
-                guard entry.coachID == coach else { throw SessionErrors.clientNotFound }
-                return entry
-            }
-            guard ContinuousClock.now < deadline else { throw SessionErrors.clientNotFound }
+        while try await postgres.withConnectionOnItsLoop({ try await roster.find(id, lock: false, on: $0, logger: logger) }) == nil {
+            guard ContinuousClock.now < deadline else { return }
             try await Task.sleep(for: .milliseconds(50))
         }
+    }
+
+    /// The coach's roster entry, locked against the events that would move it (an acceptance giving
+    /// its sessions to the client, an unlink cancelling them) until the caller's transaction ends.
+    /// Another coach's entry, or none, is `404`, as if it did not exist.
+    func rosterEntry(_ id: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> RosterStore.Entry {
+        guard let entry = try await roster.find(id, lock: true, on: connection, logger: logger), entry.coachID == coach else {
+            throw SessionErrors.clientNotFound
+        }
+        return entry
     }
 }
 

@@ -69,7 +69,7 @@ struct WorkoutStore: Sendable {
     /// The blocks' exercises `coach` may not use (unknown, or another coach's), by block.
     func unusable(_ body: WorkoutBody, coach: UUID, exercises: ExerciseStore, on connection: PostgresConnection, logger: Logger) async throws -> [Problem.FieldError] {
         let ids = Array(Set(body.blocks.map(\.exerciseID)))
-        let usable = try await exercises.visibleIDs(ids, viewer: coach, on: connection, logger: logger)
+        let usable = try await exercises.usableIDs(ids, coach: coach, on: connection, logger: logger)
         return body.blocks.enumerated().compactMap { index, block in
             usable.contains(block.exerciseID) ? nil : .init(field: "blocks[\(index)].exercise_id", message: "is no exercise you can use")
         }
