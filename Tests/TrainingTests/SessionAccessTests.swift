@@ -97,13 +97,18 @@ import TestSupport
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithClient()
             let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(3)])
-            #expect(try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).status == .ok)
-            _ = try await env.call(.post, "/v1/training/sessions/\(ids[0])/comments", as: coach, json: ["text": "Great work"])
+            #expect(
+                try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [HTTPField.Name("Idempotency-Key")!: "log-1"])
+                    .status == .ok)
+            _ = try await env.call(.post, "/v1/training/sessions/\(ids[0])/comments", as: coach, json: ["text": "Great work"], headers: [HTTPField.Name("Idempotency-Key")!: "comment-1"])
             let pending = try await env.rosterEntry(of: coach)
             _ = try await env.assign(workout, to: pending, by: coach, on: [TrainingTestEnvironment.day(1)])
 
             try await env.publish(UserDeleted(userID: coach.id), userID: coach.id, producer: "auth")
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM workouts") == 0 }
+            // The answers kept for retries hold what was written: the deleted coach's go.
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(coach.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(client.id)'") == 1)
             let kept = try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: client)
             #expect(kept.status == .ok && kept.json["coach_id"] is NSNull && kept.json["status"] as? String == "completed")
             #expect((kept.json["comments"] as? [Any])?.isEmpty == true && (kept.json["logged_sets"] as? [Any])?.count == 3)
@@ -118,6 +123,7 @@ import TestSupport
             try await env.publish(UserDeleted(userID: client.id), userID: client.id, producer: "auth")
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions") == 0 }
             #expect(try await env.count("SELECT count(*) FROM session_sets") == 0)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys") == 0)
             #expect(try await env.count("SELECT count(*) FROM deleted_accounts") == 2)
         }
     }

@@ -171,6 +171,8 @@ struct UserStore: Sendable {
         // Mail goes to the stored address exactly; lowered on both sides as the index is.
         try await connection.checkedRun("DELETE FROM mail_outbox WHERE lower(recipient) = lower(\(user.email))", logger: logger)
         try await connection.checkedRun("DELETE FROM users WHERE id = \(user.id)", logger: logger)
+        // The answers kept for its retries hold what it wrote.
+        try await connection.checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user.id)", logger: logger)
     }
 
     // MARK: identities

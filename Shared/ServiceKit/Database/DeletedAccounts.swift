@@ -28,8 +28,10 @@ extension PostgresConnection {
         }
     }
 
-    /// Leaves the tombstone of `user`'s account; once is enough.
+    /// Leaves the tombstone of `user`'s account; once is enough. The answers kept for the account's
+    /// retries (`idempotency_keys`, in every service's schema) go with it: they hold what it wrote.
     public func recordDeletedAccount(_ user: UUID, logger: Logger) async throws {
+        try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user)", logger: logger)
         try await checkedRun(
             "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
             logger: logger)
