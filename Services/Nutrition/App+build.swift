@@ -13,20 +13,25 @@ enum NutritionService {
         setup: { config in
             let settings = try NutritionSettings(config)
             let pages = try PageRenderer(directory: PageRenderer.bundledDirectory(.module), settings: settings.pages, expecting: SharedPageRoutes.templates)
-            return ServiceSetup(build: { router, dependencies in
-                let nutrition = try Nutrition(dependencies: dependencies, settings: settings, drawing: .singleton)
-                DietProfileRoutes(nutrition: nutrition).add(to: router)
-                MealRoutes(nutrition: nutrition).add(to: router)
-                AnalyzeRoutes(nutrition: nutrition).add(to: router)
-                FoodRoutes(nutrition: nutrition).add(to: router)
-                MealPhotoRoutes(nutrition: nutrition).add(to: router)
-                ShareRoutes(nutrition: nutrition).add(to: router)
-                SharedPageRoutes(nutrition: nutrition, pages: pages).add(to: router)
-                MetricRoutes(nutrition: nutrition).add(to: router)
-                TrendRoutes(nutrition: nutrition).add(to: router)
-                CoachViewRoutes(nutrition: nutrition).add(to: router)
-                return ServiceComponents(handlers: NutritionEventHandlers(nutrition: nutrition).handlers, services: nutrition.profileChanges.map { [$0] } ?? [])
-            })
+            // An analysis may call its provider twice (an unusable answer is asked for again), each
+            // call up to the timeout: a retry with its key waits for it rather than run it again.
+            let abandonedAfter = max(.seconds(60), settings.analyzer.timeout * 2 + .seconds(30))
+            return ServiceSetup(
+                idempotencyAbandonedAfter: abandonedAfter,
+                build: { router, dependencies in
+                    let nutrition = try Nutrition(dependencies: dependencies, settings: settings, drawing: .singleton)
+                    DietProfileRoutes(nutrition: nutrition).add(to: router)
+                    MealRoutes(nutrition: nutrition).add(to: router)
+                    AnalyzeRoutes(nutrition: nutrition).add(to: router)
+                    FoodRoutes(nutrition: nutrition).add(to: router)
+                    MealPhotoRoutes(nutrition: nutrition).add(to: router)
+                    ShareRoutes(nutrition: nutrition).add(to: router)
+                    SharedPageRoutes(nutrition: nutrition, pages: pages).add(to: router)
+                    MetricRoutes(nutrition: nutrition).add(to: router)
+                    TrendRoutes(nutrition: nutrition).add(to: router)
+                    CoachViewRoutes(nutrition: nutrition).add(to: router)
+                    return ServiceComponents(handlers: NutritionEventHandlers(nutrition: nutrition).handlers, services: nutrition.profileChanges.map { [$0] } ?? [])
+                })
         }
     )
 }

@@ -414,6 +414,17 @@ import TestSupport
         }
     }
 
+    /// A retry with the key waits for an analysis as long as it can run (two calls, each up to the
+    /// timeout) before taking the key over and running it again.
+    @Test func aKeysRetryWaitsAsLongAsAnAnalysisCanRun() throws {
+        for (timeout, seconds) in [(1_000, 60), (20_000, 70), (45_000, 120), (300_000, 630)] {
+            let config = try ServiceConfig.load(
+                name: "nutrition", defaultPort: 8080,
+                environment: ["ANALYZER_PROVIDER": "openai", "ANALYZER_MODEL": "vision-test", "ANALYZER_URL": "http://127.0.0.1:9/v1", "ANALYZER_TIMEOUT_MS": "\(timeout)"])
+            #expect(try NutritionService.definition.setup(config).idempotencyAbandonedAfter == .seconds(seconds), "\(timeout) ms")
+        }
+    }
+
     @Test func notConfiguredSaysWhatTurnsItOn() async throws {
         try await NutritionTestEnvironment.run { env in
             let user = try await env.user()

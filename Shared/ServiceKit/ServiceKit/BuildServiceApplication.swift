@@ -50,7 +50,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     adminRouter.add(middleware: ProblemMiddleware())
     health.addAdmin(to: adminRouter)
     router.add(middleware: TokenMiddleware(verifier: tokens))
-    router.add(middleware: IdempotencyMiddleware(postgres: postgres, excludedPrefixes: setup.idempotencyExcluded))
+    router.add(middleware: IdempotencyMiddleware(postgres: postgres, excludedPrefixes: setup.idempotencyExcluded, abandonedAfter: setup.idempotencyAbandonedAfter))
     let components = try setup.build(router, dependencies)
     routeIndex.record(router)
 

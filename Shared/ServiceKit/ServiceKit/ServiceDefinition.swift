@@ -78,6 +78,9 @@ public struct ServiceSetup: Sendable {
     /// Paths (prefixes) whose POSTs ignore `Idempotency-Key`: answers that must never be kept, such
     /// as sign-ins, whose responses are tokens and whose bodies are passwords.
     package var idempotencyExcluded: [String]
+    /// How long a key's first request may run before a retry may take the key over (its process is
+    /// taken for gone): longer than the service's slowest route can run.
+    package var idempotencyAbandonedAfter: Duration
     /// Adds the service's routes to the router and returns its event handlers and background work;
     /// called once, when the application is built.
     package var build: @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents
@@ -86,11 +89,13 @@ public struct ServiceSetup: Sendable {
         tokenSource: (any JWKSSource)? = nil,
         commands: [String: ServiceCommand] = [:],
         idempotencyExcluded: [String] = [],
+        idempotencyAbandonedAfter: Duration = .seconds(60),
         build: @escaping @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents = { _, _ in ServiceComponents() }
     ) {
         self.tokenSource = tokenSource
         self.commands = commands
         self.idempotencyExcluded = idempotencyExcluded
+        self.idempotencyAbandonedAfter = idempotencyAbandonedAfter
         self.build = build
     }
 }
