@@ -294,4 +294,35 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/training/sessions/\(id)/comments?cursor=nonsense", as: client).status == .badRequest)
         }
     }
+
+    /// An app logs the session as it showed it: with its `ETag` in `If-Match`, a log after the coach
+    /// pushed new blocks is refused rather than filed under exercises the client never saw.
+    @Test func aLogNamingTheSessionAsShownIsRefusedAfterAPush() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let id = try #require(try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)]).first)
+            let shown = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
+            let shownTag = try #require(shown.headers[.eTag])
+            #expect(shown.json[path: "blocks.0.exercise_name"] as? String == "Pushups")
+
+            let plank = try await env.libraryExercise("Plank")
+            #expect(try await env.call(.put, "/v1/workouts/\(workout)", as: coach, json: TrainingTestEnvironment.workout(plank, name: "Core day")).status == .ok)
+            #expect(try await env.call(.post, "/v1/workouts/\(workout)/push", as: coach).json["updated"] as? Int == 1)
+
+            let stale = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: shownTag])
+            #expect(stale.status == .preconditionFailed, "\(stale.text)")
+            #expect(stale.code == "precondition_failed")
+            #expect(try await env.count("SELECT count(*) FROM session_sets") == 0)
+            let current = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
+            let currentTag = try #require(current.headers[.eTag])
+            #expect(stale.headers[.eTag] == currentTag && currentTag != shownTag)
+
+            let logged = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: currentTag])
+            #expect(logged.status == .ok, "\(logged.text)")
+            #expect(logged.json[path: "logged_sets.0.exercise_name"] as? String == "Plank")
+            // The log's ETag is the session's as it now reads; without If-Match a log is taken as before.
+            #expect(logged.headers[.eTag] == (try await env.call(.get, "/v1/training/sessions/\(id)", as: client)).headers[.eTag])
+            #expect(try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 2)).status == .ok)
+        }
+    }
 }

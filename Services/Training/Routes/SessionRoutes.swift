@@ -65,15 +65,17 @@ struct SessionRoutes {
         }
     }
 
-    /// One session with what was logged and its comments, for its client or its coach.
-    @Sendable func session(_ request: Request, context: AuthenticatedContext) async throws -> SessionDetail {
+    /// One session with what was logged and its comments, for its client or its coach; its `ETag` is
+    /// what a log's `If-Match` names.
+    @Sendable func session(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<SessionDetail> {
         let id = try context.sessionID()
         let training = self.training
         let user = context.caller.userID
-        return try await training.postgres.withConnectionOnItsLoop { connection in
+        let detail = try await training.postgres.withConnectionOnItsLoop { connection in
             guard let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger) else { throw SessionErrors.sessionNotFound }
             return try await Self.detail(session, viewer: user, training: training, on: connection, logger: context.logger)
         }
+        return detail.tagged
     }
 
     static func detail(_ session: SessionRecord, viewer: UUID, training: Training, on connection: PostgresConnection, logger: Logger) async throws -> SessionDetail {
@@ -90,31 +92,38 @@ struct SessionRoutes {
     /// so no round trips to open and close one, and no read after the commit that another log could
     /// slip in before. When the session changed in between (another log of it, a coach's push), the
     /// log runs again in a transaction that holds the session from the read on.
-    @Sendable func log(_ request: Request, context: AuthenticatedContext) async throws -> SessionDetail {
+    ///
+    /// With `If-Match` (the `ETag` of the session as the app showed it), only if the session is still
+    /// that version: a coach's push in between changes which exercise each block is, and a log of
+    /// the blocks as they were must not be filed under the new ones.
+    @Sendable func log(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<SessionDetail> {
         try context.requireNotCoach()
         let id = try context.sessionID()
         let body = try await request.decode(as: LogDraft.Body.self, context: context)
         let training = self.training
         let user = context.caller.userID
         let logged = try await training.postgres.withConnectionOnItsLoop { connection in
-            try await Self.log(body, session: id, user: user, lock: false, training: training, on: connection, logger: context.logger)
+            try await Self.log(body, session: id, user: user, request: request, lock: false, training: training, on: connection, logger: context.logger)
         }
-        if let logged { return logged }
-        return try await training.postgres.transaction(logger: context.logger) { connection in
-            guard let logged = try await Self.log(body, session: id, user: user, lock: true, training: training, on: connection, logger: context.logger) else {
+        if let logged { return logged.tagged }
+        let relogged = try await training.postgres.transaction(logger: context.logger) { connection in
+            guard let logged = try await Self.log(body, session: id, user: user, request: request, lock: true, training: training, on: connection, logger: context.logger)
+            else {
                 throw SessionErrors.sessionNotFound
             }
             return logged
         }
+        return relogged.tagged
     }
 
     /// One attempt at a log: nil when the session changed between its read and the write.
     static func log(
-        _ body: LogDraft.Body, session id: UUID, user: UUID, lock: Bool, training: Training, on connection: PostgresConnection, logger: Logger
+        _ body: LogDraft.Body, session id: UUID, user: UUID, request: Request, lock: Bool, training: Training, on connection: PostgresConnection, logger: Logger
     ) async throws -> SessionDetail? {
         guard let session = try await training.sessions.find(id, party: user, lock: lock, on: connection, logger: logger), session.clientID == user else {
             throw SessionErrors.sessionNotFound
         }
+        try EntityTag(version: Int64(session.version)).check(ifMatchOf: request)
         guard session.status != "cancelled" else { throw SessionErrors.cancelled }
         let draft = try LogDraft(body, session: session)
         // For its coach while they coach the client; the statement checks that again as it writes.

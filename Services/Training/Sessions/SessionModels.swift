@@ -187,6 +187,11 @@ struct SessionDetail: Encodable, Sendable, ResponseEncodable {
     var sets: [LoggedSet]
     var comments: [CommentView]
 
+    /// The detail with the session's version as its `ETag`.
+    var tagged: EditedResponse<SessionDetail> {
+        EditedResponse(headers: [.eTag: EntityTag(version: Int64(session.version)).description], response: self)
+    }
+
     func encode(to encoder: any Encoder) throws {
         try SessionView(session: session, unit: unit).encode(to: encoder)
         var json = encoder.container(keyedBy: AnyKey.self)

@@ -18662,6 +18662,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.GetV1TrainingSessionsId.Output.Ok.Headers = .init(eTag: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "ETag",
+                        as: Swift.String.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.GetV1TrainingSessionsId.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -18682,7 +18687,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 401:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.Unauthorized.Body
@@ -19172,7 +19180,7 @@ public struct Client: APIProtocol {
     }
     /// Log the session: `completed` when every prescribed set is logged done, else `partial`. A log replaces an earlier one. Not for coaches.
     ///
-    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). The coach gets the live event `workout_logged`.
+    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). Send `If-Match` with the `ETag` of the session as the app showed it: if the coach changed it since (a push of new blocks), the log is refused (`412`) rather than filed under exercises the client did not see. The coach gets the live event `workout_logged`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/training/sessions/{id}/log`.
@@ -19198,6 +19206,11 @@ public struct Client: APIProtocol {
                     name: "Idempotency-Key",
                     value: input.headers.idempotencyKey
                 )
+                try converter.setHeaderFieldAsURI(
+                    in: &request.headerFields,
+                    name: "If-Match",
+                    value: input.headers.ifMatch
+                )
                 converter.setAcceptHeader(
                     in: &request.headerFields,
                     contentTypes: input.headers.accept
@@ -19216,6 +19229,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.PostV1TrainingSessionsIdLog.Output.Ok.Headers = .init(eTag: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "ETag",
+                        as: Swift.String.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PostV1TrainingSessionsIdLog.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -19236,7 +19254,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.Invalid.Body
@@ -19347,6 +19368,28 @@ public struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .conflict(.init(body: body))
+                case 412:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.PostV1TrainingSessionsIdLog.Output.PreconditionFailed.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/problem+json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/problem+json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.Problem.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .applicationProblemJson(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .preconditionFailed(.init(body: body))
                 case 422:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PostV1TrainingSessionsIdLog.Output.UnprocessableContent.Body

@@ -18471,7 +18471,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: analysis_failed (the answer did not match the schema, twice)
+            /// codes: analysis_failed (the answer did not match the schema, twice; or the provider refused the call itself, a 4xx other than 429)
             ///
             /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/502`.
             ///
@@ -36485,6 +36485,20 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/GET/responses/200/headers/ETag`.
+                    public var eTag: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag:
+                    public init(eTag: Swift.String? = nil) {
+                        self.eTag = eTag
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.GetV1TrainingSessionsId.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/GET/responses/200/content/application\/json`.
@@ -36507,12 +36521,17 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.GetV1TrainingSessionsId.Output.Ok.Body) {
+                public init(
+                    headers: Operations.GetV1TrainingSessionsId.Output.Ok.Headers = .init(),
+                    body: Operations.GetV1TrainingSessionsId.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
-            /// OK.
+            /// OK. `ETag` is the session's version, for a log's `If-Match`.
             ///
             /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/get/responses/200`.
             ///
@@ -37401,7 +37420,7 @@ public enum Operations {
     }
     /// Log the session: `completed` when every prescribed set is logged done, else `partial`. A log replaces an earlier one. Not for coaches.
     ///
-    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). The coach gets the live event `workout_logged`.
+    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). Send `If-Match` with the `ETag` of the session as the app showed it: if the coach changed it since (a push of new blocks), the log is refused (`412`) rather than filed under exercises the client did not see. The coach gets the live event `workout_logged`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/training/sessions/{id}/log`.
@@ -37428,17 +37447,24 @@ public enum Operations {
             public struct Headers: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/header/Idempotency-Key`.
                 public var idempotencyKey: Swift.String?
+                /// the session's ETag as shown; 412 precondition_failed if it changed since
+                ///
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/header/If-Match`.
+                public var ifMatch: Swift.String?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PostV1TrainingSessionsIdLog.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
                 ///   - idempotencyKey:
+                ///   - ifMatch: the session's ETag as shown; 412 precondition_failed if it changed since
                 ///   - accept:
                 public init(
                     idempotencyKey: Swift.String? = nil,
+                    ifMatch: Swift.String? = nil,
                     accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PostV1TrainingSessionsIdLog.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
+                    self.ifMatch = ifMatch
                     self.accept = accept
                 }
             }
@@ -37467,6 +37493,20 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/responses/200/headers/ETag`.
+                    public var eTag: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag:
+                    public init(eTag: Swift.String? = nil) {
+                        self.eTag = eTag
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PostV1TrainingSessionsIdLog.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/responses/200/content/application\/json`.
@@ -37489,12 +37529,17 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PostV1TrainingSessionsIdLog.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PostV1TrainingSessionsIdLog.Output.Ok.Headers = .init(),
+                    body: Operations.PostV1TrainingSessionsIdLog.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
-            /// The session as logged.
+            /// The session as logged, with its new version's ETag.
             ///
             /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/log/post/responses/200`.
             ///
@@ -37655,6 +37700,57 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct PreconditionFailed: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/responses/412/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/responses/412/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PostV1TrainingSessionsIdLog.Output.PreconditionFailed.Body
+                /// Creates a new `PreconditionFailed`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.PostV1TrainingSessionsIdLog.Output.PreconditionFailed.Body) {
+                    self.body = body
+                }
+            }
+            /// code: precondition_failed (the session changed since the If-Match version; ETag is the current one)
+            ///
+            /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/log/post/responses/412`.
+            ///
+            /// HTTP response code: `412 preconditionFailed`.
+            case preconditionFailed(Operations.PostV1TrainingSessionsIdLog.Output.PreconditionFailed)
+            /// The associated value of the enum case if `self` is `.preconditionFailed`.
+            ///
+            /// - Throws: An error if `self` is not `.preconditionFailed`.
+            /// - SeeAlso: `.preconditionFailed`.
+            public var preconditionFailed: Operations.PostV1TrainingSessionsIdLog.Output.PreconditionFailed {
+                get throws {
+                    switch self {
+                    case let .preconditionFailed(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "preconditionFailed",
                             response: self
                         )
                     }
