@@ -19,9 +19,14 @@ struct BodyLimits: Sendable, Equatable {
 
     /// Prefix → bytes, longest prefix first.
     let limits: [(prefix: String, bytes: Int)]
+    /// The prefixes but `/`, each split into its segments once, in the same order; and `/`'s limit.
+    private let rules: [(segments: [Substring], bytes: Int)]
+    private let rootLimit: Int
 
     init(limits: [String: Int]) {
         self.limits = limits.map { (prefix: $0.key, bytes: $0.value) }.sorted { $0.prefix.count > $1.prefix.count }
+        self.rules = self.limits.filter { $0.prefix != "/" }.map { (segments: $0.prefix.split(separator: "/", omittingEmptySubsequences: false), bytes: $0.bytes) }
+        self.rootLimit = limits["/"] ?? Self.fallback
     }
 
     static func == (a: BodyLimits, b: BodyLimits) -> Bool {
@@ -30,16 +35,22 @@ struct BodyLimits: Sendable, Equatable {
 
     /// The limit of `path`: its longest configured prefix's, or the `/` entry's.
     func limit(for path: some StringProtocol) -> Int {
-        let segments = path.prefix { $0 != "?" }.split(separator: "/", omittingEmptySubsequences: false)
-        for (prefix, bytes) in limits where prefix != "/" && Self.segments(segments, beginWith: prefix) { return bytes }
-        return limits.first { $0.prefix == "/" }?.bytes ?? Self.fallback
+        let path = Substring(path).prefix { $0 != "?" }
+        for rule in rules where Self.path(path, beginsWith: rule.segments) { return rule.bytes }
+        return rootLimit
     }
 
-    /// Whether a path's segments begin with the prefix's, a `*` matching any one that is not empty.
-    static func segments(_ segments: [some StringProtocol], beginWith prefix: String) -> Bool {
-        let wanted = prefix.split(separator: "/", omittingEmptySubsequences: false)
-        guard segments.count >= wanted.count else { return false }
-        for (want, segment) in zip(wanted, segments) where want == "*" ? segment.isEmpty : want != segment { return false }
+    /// Whether a path's segments begin with `wanted`, a `*` matching any one that is not empty; read
+    /// in place, as every request with a body asks.
+    static func path(_ path: Substring, beginsWith wanted: [Substring]) -> Bool {
+        var start: Substring.Index? = path.startIndex
+        for want in wanted {
+            guard let from = start else { return false }
+            let end = path[from...].firstIndex(of: "/") ?? path.endIndex
+            let segment = path[from..<end]
+            if want == "*" ? segment.isEmpty : want != segment { return false }
+            start = end == path.endIndex ? nil : path.index(after: end)
+        }
         return true
     }
 
@@ -103,12 +114,12 @@ struct CORSPolicy: Sendable, Equatable {
 
     /// What a response to a request from `origin` carries: the origin's own name when listed, and
     /// `Vary: Origin` whenever CORS is on, so a cache never gives one origin's response to another.
-    func responseHeaders(origin: String?) -> [(String, String)] {
+    func responseHeaders(origin: String?) -> [(HTTPField.Name, String)] {
         guard isEnabled else { return [] }
-        guard let origin, allows(origin) else { return [("Vary", "Origin")] }
+        guard let origin, allows(origin) else { return [(.vary, "Origin")] }
         return [
-            ("Access-Control-Allow-Origin", origin), ("Access-Control-Allow-Credentials", "true"),
-            ("Access-Control-Expose-Headers", Self.exposedHeaders), ("Vary", "Origin"),
+            (.accessControlAllowOrigin, origin), (.accessControlAllowCredentials, "true"),
+            (.accessControlExposeHeaders, Self.exposedHeaders), (.vary, "Origin"),
         ]
     }
 
@@ -162,7 +173,7 @@ struct EdgeMiddleware: RouterMiddleware {
         } catch {
             response = ProblemMiddleware<Context>.response(for: error, request: request, context: context)
         }
-        for (name, value) in cors.responseHeaders(origin: origin) + (rate?.headers ?? []) { response.headers[HTTPField.Name(name)!] = value }
+        for (name, value) in cors.responseHeaders(origin: origin) + (rate?.headers ?? []) { response.headers[name] = value }
         return response
     }
 
@@ -171,10 +182,11 @@ struct EdgeMiddleware: RouterMiddleware {
             return try preflight(request, origin: origin)
         }
         var request = request
-        let limit = bodyLimits.limit(for: request.uri.path)
         if let length = request.headers[.contentLength].flatMap(Int.init) {
+            let limit = bodyLimits.limit(for: request.uri.path)
             guard length <= limit else { throw BodyLimits.tooLarge(limit) }
         } else if request.headers[.transferEncoding] != nil {
+            let limit = bodyLimits.limit(for: request.uri.path)
             // Chunks add up to a length no header announced: read them up to the limit, no further.
             let whole: ByteBuffer
             do {

@@ -118,18 +118,20 @@ struct RateDecision: Sendable {
     var reset: Int
 
     /// The IETF `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers).
-    var headers: [(String, String)] {
+    var headers: [(HTTPField.Name, String)] {
         [
-            ("RateLimit-Policy", rule.policy),
-            ("RateLimit", "\"\(rule.name)\";r=\(remaining);t=\(reset)"),
+            (Self.policyName, rule.policy),
+            (Self.limitName, "\"\(rule.name)\";r=\(remaining);t=\(reset)"),
         ]
     }
+    private static let policyName = HTTPField.Name("RateLimit-Policy")!
+    private static let limitName = HTTPField.Name("RateLimit")!
 
     var problem: APIError {
         var error = APIError.tooManyRequests(
             "Too many requests to this part of the API (\(rule.max) every \(rule.window.components.seconds) s).", retryAfterSeconds: reset)
         error.detail += " Try again in \(max(1, reset)) s."
-        for (name, value) in headers { error.headers[HTTPField.Name(name)!] = value }
+        for (name, value) in headers { error.headers[name] = value }
         return error
     }
 }

@@ -45,8 +45,8 @@ import TestSupport
         #expect(decisions.map(\.allowed) == [true, true, true, false])
         #expect(decisions.map(\.remaining) == [2, 1, 0, 0])
         #expect(decisions[0].reset == 60)
-        let headers = Dictionary(uniqueKeysWithValues: decisions[0].headers)
-        #expect(headers["RateLimit-Policy"] == "\"default\";q=3;w=60" && headers["RateLimit"] == "\"default\";r=2;t=60")
+        let headers = Dictionary(uniqueKeysWithValues: decisions[0].headers.map { ($0.0.canonicalName, $0.1) })
+        #expect(headers["ratelimit-policy"] == "\"default\";q=3;w=60" && headers["ratelimit"] == "\"default\";r=2;t=60")
         let problem = decisions[3].problem
         #expect(problem.status == .tooManyRequests && problem.code == "rate_limited" && problem.headers[.retryAfter] == "60")
         // Another address, and the next window, start afresh.
