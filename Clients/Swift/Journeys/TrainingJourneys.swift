@@ -125,13 +125,16 @@ func aCoachPlansWorkoutsAndTheClientLogsThem() async throws {
             .init(block: 1, done: true, reps: 10, set: 1, weightLbs: 45), .init(block: 1, done: true, reps: 10, set: 2, weightLbs: 45),
             .init(block: 1, done: true, reps: 8, set: 3, weightLbs: 50),
         ])
+    // The app logs the session as it showed it: its ETag in If-Match.
+    let shown = try await client.app.send { try await $0.getV1TrainingSessionsId(path: .init(id: sessions[0].id)).ok }
+    guard let shownTag = shown.headers.eTag else { throw JourneyFailure(description: "the session has no ETag") }
     let key = "log-\(UUID().uuidString)"
     let logged = try await client.app.send {
-        try await $0.postV1TrainingSessionsIdLog(path: .init(id: sessions[0].id), headers: .init(idempotencyKey: key), body: .json(log)).ok.body.json
+        try await $0.postV1TrainingSessionsIdLog(path: .init(id: sessions[0].id), headers: .init(idempotencyKey: key, ifMatch: shownTag), body: .json(log)).ok.body.json
     }
     try expect(logged.value1.status == .completed && logged.value2.loggedSets.count == 3, "the log completes the session: \(logged.value1.status)")
     let retried = try await client.app.send {
-        try await $0.postV1TrainingSessionsIdLog(path: .init(id: sessions[0].id), headers: .init(idempotencyKey: key), body: .json(log)).ok.body.json
+        try await $0.postV1TrainingSessionsIdLog(path: .init(id: sessions[0].id), headers: .init(idempotencyKey: key, ifMatch: shownTag), body: .json(log)).ok.body.json
     }
     try expect(retried.value1.status == .completed && retried.value2.loggedSets.count == 3, "the retried log, once: \(retried.value2.loggedSets)")
     let skipped = try await client.app.send {
