@@ -412,6 +412,34 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// Redis restarted empty, and a consumer made its group anew before the relay looked: that group
+    /// has nothing pending and nothing to read, which must not pass for every kept copy having been
+    /// read, or copies older than the clocks' margin would be dropped before being sent again.
+    @Test func aGroupMadeAnewAfterRedisLostItsDataDropsNoKeptCopy() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        bus.startRelay(poll: .milliseconds(100))
+        var emitted: [EventEnvelope] = []
+        for _ in 0..<5 { emitted.append(try await bus.emit()) }
+        try await waitUntil(.seconds(10)) {
+            let recorded = try await bus.producer.query("SELECT epoch FROM outbox_relay_epoch", logger: TestEnvironment.logger).decode(String.self)
+                .first { _ in true }
+            let kept = try await bus.producer.query("SELECT count(*)::int FROM outbox_relayed", logger: TestEnvironment.logger).decode(Int.self)
+                .first { _ in true }
+            return recorded != nil && kept == 5
+        }
+        // Relayed a minute ago: past the clocks' margin, within the replay window.
+        _ = try await bus.producer.query("UPDATE outbox_relayed SET relayed_at = now() - interval '1 minute'", logger: TestEnvironment.logger).collect()
+        _ = try await bus.redis.send("FLUSHALL")
+        try await bus.redis.xgroupCreate(bus.stream, group: "another-service")
+        bus.startConsumer(name: "c1")
+        let rows = try await bus.waitForEffects(5, within: .seconds(20))
+        #expect(Set(rows.map(\.0)) == Set(emitted.map(\.id)))
+        await bus.stop()
+        try await server.stop()
+    }
+
     /// A kept copy goes once every group has read and acknowledged its event (and the clocks'
     /// margin has passed): envelopes carry personal data, a deleted account's included.
     @Test(.timeLimit(.minutes(1))) func keptCopiesGoOnceEveryGroupHasReadThem() async throws {

@@ -98,18 +98,26 @@ package final class OutboxRelay: Service, Sendable {
     /// The epoch this schema's rows were last sent under, once read from the schema.
     private let recordedEpoch = Mutex<String??>(nil)
 
-    /// On every poll: drops the kept rows no longer needed, and sends the kept rows again if Redis
-    /// has lost its data. Returns how many it sent again.
+    /// On every poll: sends the kept rows again if Redis has lost its data, and otherwise drops the
+    /// kept rows no longer needed. Returns how many it sent again.
     @discardableResult
     func replayIfRedisLostItsData() async throws -> Int {
         guard config.replayWindow > .zero else { return 0 }
         let logger = self.logger
         let windowSeconds = Int(config.replayWindow.components.seconds)
+        // Redis's epoch first. A Redis that lost its data holds groups made anew since (a consumer
+        // meeting NOGROUP makes its own), which have nothing pending and nothing to read: read that
+        // way, every kept row would look read by all and be dropped before it was sent again.
+        let seen = try await redis.send(epochProbe).string
+        let sent = try await recover(seen: seen, before: .max)
+        guard sent == 0, seen != nil else { return sent }
         // A row is needed until every group has read and acknowledged its event: up to the oldest
         // entry a group has pending, or else the last it was given. Envelopes carry personal data,
         // so they are kept no longer (the stream's ids are Redis's clock, the rows PostgreSQL's: a
-        // margin covers the two disagreeing), and never past the window.
+        // margin covers the two disagreeing), and never past the window. The groups are only this
+        // Redis's if the epoch is still the one checked.
         let readByAll = try await readByEveryGroup()
+        guard try await redis.send(epochProbe).string == seen else { return 0 }
         try await client.withConnectionOnItsLoop { connection in
             try await connection.checkedRun(
                 """
@@ -117,7 +125,7 @@ package final class OutboxRelay: Service, Sendable {
                     OR relayed_at < to_timestamp(\(readByAll.map { Double($0) / 1000 }) - \(Self.clockMargin))
                 """, logger: logger)
         }
-        return try await recover(seen: try await redis.send(epochProbe).string, before: .max)
+        return 0
     }
 
     /// Seconds by which Redis's and PostgreSQL's clocks may disagree.
