@@ -81,7 +81,16 @@ struct AccountRoutes {
         await accounts.throttle.succeeded(account: email, ip: client.ip)
         guard !user.isDisabled else { throw AuthErrors.disabled }
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
-            let (signedIn, session) = try await accounts.startSession(for: user, method: "password", client: client, on: connection)
+            // The password was checked outside this transaction (bcrypt is slow): a reset, change
+            // or takeover that committed meanwhile ended every session, and this one must not be
+            // made after it with the old password. The account is held until the session is in.
+            guard let current = try await accounts.users.find(id: user.id, forUpdate: true, on: connection, logger: context.logger),
+                current.passwordHash == user.passwordHash
+            else {
+                throw APIError.unauthorized("The email or password is wrong.", code: "invalid_credentials")
+            }
+            guard !current.isDisabled else { throw AuthErrors.disabled }
+            let (signedIn, session) = try await accounts.startSession(for: current, method: "password", client: client, on: connection)
             return SignInResponse(user: try await accounts.view(of: signedIn, on: connection), session: session)
         }
     }
