@@ -22,6 +22,10 @@ import TestSupport
             #expect(mail.contains("https://app.test/verify-email?token="))
             #expect(mail.contains("Content-Type: text/html"))
             #expect(mail.contains("Hello,") && !mail.contains("evil.example") && !mail.contains("prize"))
+            // Nor does a reset's, asked for by anyone who knows the address, while it is unproven.
+            #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": account.email]).status == .accepted)
+            let reset = try #require(try await env.mails(to: account.email, count: 2).first { $0.contains("Subject: Reset your") })
+            #expect(reset.contains("Hello,") && !reset.contains("evil.example") && !reset.contains("prize"))
             let token = try AuthTestEnvironment.linkToken(in: mail)
 
             let verified = try await env.call(.post, "/v1/auth/email/verify", json: ["token": token], token: account.accessToken)

@@ -20,6 +20,9 @@ struct UserRecord: Sendable {
 
     var isDisabled: Bool { disabledAt != nil }
 
+    /// The name a mail to the address greets: none until the address is proven. Whoever signs up
+    /// chooses the name and may not own the address, and a mail must not carry their words to it.
+    var nameForMail: String? { emailVerified ? displayName : nil }
 }
 
 extension UserRecord {

@@ -163,7 +163,7 @@ struct AccountRoutes {
                 try await accounts.postgres.transaction(logger: logger) { connection in
                     guard let user = try await accounts.users.find(email: email, on: connection, logger: logger), !user.isDisabled else { return }
                     let token = try await accounts.emailTokens.issue(.resetPassword, userID: user.id, email: user.email, on: connection, logger: logger)
-                    try await accounts.mailer.sendPasswordReset(to: user.email, name: user.displayName, token: token, on: connection, logger: logger)
+                    try await accounts.mailer.sendPasswordReset(to: user.email, name: user.nameForMail, token: token, on: connection, logger: logger)
                 }
             } catch {
                 logger.error("password reset mail not queued", metadata: ["error": "\(error)"])
@@ -208,7 +208,7 @@ struct AccountRoutes {
             try await accounts.emailTokens.invalidate(.resetPassword, userID: user.id, on: connection, logger: context.logger)
             try await accounts.sessions.endAll(of: user.id, except: context.caller.sessionID, on: connection, logger: context.logger)
             try await accounts.outbox.write(UserPasswordChanged(userID: user.id, method: .change), userID: user.id, on: connection, logger: context.logger)
-            try await accounts.mailer.sendPasswordChanged(to: user.email, name: user.displayName, on: connection, logger: context.logger)
+            try await accounts.mailer.sendPasswordChanged(to: user.email, name: user.nameForMail, on: connection, logger: context.logger)
         }
         return .noContent
     }
