@@ -440,6 +440,28 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// The inbox forgets an event once no copy of it can be read again (the stream's retention and
+    /// the replay window, and an hour's margin): it would otherwise grow by a row per event forever.
+    @Test func theInboxForgetsEventsNoReaderCanMeetAgain() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        let config = bus.busConfig(group: "auth", consumer: "relay")
+        #expect(config.retention == .seconds(7 * 86_400) && config.replayWindow == .seconds(86_400))
+        let relay = OutboxRelay(
+            client: bus.producer, redis: bus.redis, config: config, schema: "auth", metrics: EventBusMetrics(registry: bus.registry), logger: TestEnvironment.logger)
+        _ = try await bus.producer.query(
+            """
+            INSERT INTO inbox (event_id, type, handled_at)
+            SELECT gen_random_uuid(), 'user.registered', now() - age
+            FROM unnest(ARRAY['8 days', '7 days 2 hours', '7 days 1 hour 1 minute', '7 days 59 minutes', '6 days', '1 second']::interval[]) AS age
+            """, logger: TestEnvironment.logger
+        ).collect()
+        #expect(try await relay.pruneInbox() == 3)
+        #expect(try await relay.pruneInbox() == 0)
+        let left = try await bus.producer.query("SELECT count(*)::int FROM inbox", logger: TestEnvironment.logger).decode(Int.self).first { _ in true }
+        #expect(left == 3)
+        await bus.stop()
+    }
+
     /// A kept copy goes once every group has read and acknowledged its event (and the clocks'
     /// margin has passed): envelopes carry personal data, a deleted account's included.
     @Test(.timeLimit(.minutes(1))) func keptCopiesGoOnceEveryGroupHasReadThem() async throws {

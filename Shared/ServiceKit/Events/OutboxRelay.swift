@@ -54,6 +54,9 @@ package final class OutboxRelay: Service, Sendable {
             do { try await self.replayIfRedisLostItsData() } catch {
                 self.logger.debug("could not check the stream's marker", metadata: ["error": "\(error)"])
             }
+            do { try await self.pruneInbox() } catch {
+                self.logger.debug("could not prune the inbox", metadata: ["error": "\(error)"])
+            }
         }
         try await worker.run { [self] in
             var moved = 0
@@ -87,6 +90,22 @@ package final class OutboxRelay: Service, Sendable {
         for stream in [config.stream, config.deadLetterStream] {
             try await redis.xtrim(stream, minID: "\(cutoff)-0")
         }
+    }
+
+    /// Drops the inbox's record of events handled longer ago than any entry can be read again: the
+    /// stream keeps entries for `retention`, and kept copies are sent again for up to
+    /// `replayWindow`; an hour's margin covers the clocks and a late reader. A few thousand rows a
+    /// poll, so that a large backlog goes without one long statement.
+    @discardableResult
+    func pruneInbox(now: Date = Date()) async throws -> Int {
+        let horizon = max(config.retention, config.replayWindow) + .seconds(3_600)
+        let cutoff = now.addingTimeInterval(-Double(horizon.components.seconds))
+        return try await client.checkedQuery(
+            """
+            WITH gone AS (DELETE FROM inbox WHERE event_id IN (SELECT event_id FROM inbox WHERE handled_at < \(cutoff) LIMIT 5000) RETURNING 1)
+            SELECT count(*)::int FROM gone
+            """, decoding: Int.self, logger: logger
+        ).first ?? 0
     }
 
     /// The key holding Redis's epoch.
