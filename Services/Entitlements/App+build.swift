@@ -29,9 +29,10 @@ enum EntitlementsService {
                     let announcer = CatalogAnnouncer(
                         catalog: catalog, postgres: dependencies.postgres, outbox: dependencies.outbox, schema: dependencies.config.database.schema, clock: clock,
                         logger: dependencies.logger)
+                    let expiries = ExpiryAnnouncer(entitlements: entitlements, interval: settings.expirySweepInterval, logger: dependencies.logger)
                     return ServiceComponents(
                         handlers: EntitlementsEventHandlers(entitlements: entitlements, spaces: spaces).handlers,
-                        services: [announcer] + (entitlements.changes.map { [$0] } ?? []))
+                        services: [announcer, expiries] + (entitlements.changes.map { [$0] } ?? []))
                 })
             }
         )

@@ -95,7 +95,9 @@ struct Entitlements: Sendable {
     }
 
     /// Runs `change` and announces `entitlement.changed` for each of `users` whose tier, state or
-    /// features it changed, in the same transaction.
+    /// features differ from what was last announced of them (or, for a user never announced, from
+    /// before the change), in the same transaction; and records what was announced and when the
+    /// user's entitlement next changes by the clock alone, for `ExpiryAnnouncer`.
     func announcingChanges<Result: Sendable>(
         for users: [UUID], on connection: PostgresConnection, logger: Logger, _ change: () async throws -> Result
     ) async throws -> Result {
@@ -104,12 +106,34 @@ struct Entitlements: Sendable {
         for user in Set(users) { before[user] = try await current(user, on: connection, logger: logger).summary }
         let result = try await change()
         for user in Set(users) {
-            let after = try await current(user, on: connection, logger: logger)
-            if after.summary != before[user] {
-                try await announce(after, of: user, on: connection, logger: logger)
+            let (after, inputs) = try await snapshot(user, on: connection, logger: logger)
+            let fingerprint = after.summary.fingerprint
+            let changed: Bool
+            switch try await announcedFingerprint(of: user, on: connection, logger: logger) {
+            case .some(.some(let last)): changed = last != fingerprint
+            case .some(.none): changed = true
+            case .none: changed = after.summary != before[user]
             }
+            if changed { try await announce(after, of: user, on: connection, logger: logger) }
+            let next = Entitlement.nextChange(subscriptions: inputs.subscriptions, grants: inputs.grants, after: clock())
+            try await connection.checkedRun(
+                """
+                INSERT INTO entitlement_announcements (user_id, fingerprint, next_change_at) VALUES (\(user), \(fingerprint), \(next))
+                ON CONFLICT (user_id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, next_change_at = EXCLUDED.next_change_at
+                """, logger: logger)
         }
         return result
+    }
+
+    /// What was last announced of `user`: nil when nothing is recorded, `.some(nil)` when the user is
+    /// recorded as not known (announced at the next look).
+    private func announcedFingerprint(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> String?? {
+        for try await fingerprint in try await connection.checkedQuery(
+            "SELECT fingerprint FROM entitlement_announcements WHERE user_id = \(user)", logger: logger
+        ).decode(String?.self) {
+            return .some(fingerprint)
+        }
+        return nil
     }
 
     /// Writes `entitlement.changed` for `user` as they stand now. Live too: the user's apps unlock

@@ -22,6 +22,9 @@ struct EntitlementsSettings: Sendable {
     /// is sandbox; in production only with `APPLE_ACCEPT_SANDBOX=true`, since a sandbox subscription
     /// costs its tester nothing.
     var acceptsSandbox: Bool
+    /// How often the entitlements that changed by the clock alone (a subscription's or grant's end)
+    /// are looked for and announced (`ENTITLEMENT_EXPIRY_SWEEP_MS`).
+    var expirySweepInterval: Duration
 
     enum TransferPolicy: String, Sendable { case refuse, transfer }
 
@@ -37,6 +40,7 @@ struct EntitlementsSettings: Sendable {
         inputsCacheSize = env.int("ENTITLEMENT_CACHE_SIZE", default: 10_000, range: 0...1_000_000)
         changeFeed = env.bool("ENTITLEMENT_CHANGE_FEED", default: true)
         acceptsSandbox = env.bool("APPLE_ACCEPT_SANDBOX", default: false) || environment != "Production"
+        expirySweepInterval = env.milliseconds("ENTITLEMENT_EXPIRY_SWEEP_MS", default: 30_000, range: 100...3_600_000)
         var appAppleID: Int64?
         if let appAppleIDText, !appAppleIDText.isEmpty {
             if let value = Int64(appAppleIDText), value > 0 { appAppleID = value } else { env.report("APPLE_APP_APPLE_ID must be the app's numeric Apple id, got \"\(appAppleIDText)\"") }

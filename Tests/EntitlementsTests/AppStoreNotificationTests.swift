@@ -101,6 +101,42 @@ import TestSupport
         }
     }
 
+    /// A subscription's or a grant's end comes with no request, and Apple's EXPIRED after it, when
+    /// the entitlement already reads as ended: the sweep announces the end, once, so the services
+    /// that keep caps (nutrition's allowances) do not keep the paid ones.
+    @Test func anEndThatNoRequestBringsIsAnnounced() async throws {
+        try await Env.run(["ENTITLEMENT_EXPIRY_SWEEP_MS": "200"]) { env in
+            let user = try await env.user()
+            @Sendable func told() async throws -> [[String: Any]] {
+                try await env.events("entitlement.changed").filter { $0["user_id"] as? String == user.path }
+            }
+            let bought = try await env.transaction(original: "2000000077", for: user, days: 30)
+            #expect(try await env.deliver(try env.notification("SUBSCRIBED", subtype: "INITIAL_BUY", transaction: bought, renewal: env.renewal(bought))).status == .ok)
+            try await waitUntil(.seconds(15)) { try await told().map { $0["tier"] as? String } == ["pro"] }
+
+            env.clock.advance(31 * 86_400)
+            try await waitUntil(.seconds(15)) { try await told().count == 2 }
+            let ended = try #require(try await told().last)
+            #expect(ended["tier"] as? String == "free" && ended["state"] as? String == "expired", "\(ended)")
+            // Apple's EXPIRED changes nothing more: no second announcement of the end. (Events are
+            // relayed in order: once a later one is out, none of this user's is still coming.)
+            #expect(
+                try await env.deliver(
+                    try env.notification("EXPIRED", subtype: "VOLUNTARY", transaction: bought, renewal: env.renewal(bought, renews: false, signed: env.clock.now()))
+                ).status == .ok)
+            let other = try await env.user()
+            try await env.grant(other, tier: "pro", days: 1)
+            try await waitUntil(.seconds(15)) { try await env.events("entitlement.changed").contains { $0["user_id"] as? String == other.path } }
+            #expect(try await told().count == 2)
+
+            // A grant's end likewise.
+            env.clock.advance(2 * 86_400)
+            try await waitUntil(.seconds(15)) {
+                try await env.events("entitlement.changed").filter { $0["user_id"] as? String == other.path }.last?["tier"] as? String == "free"
+            }
+        }
+    }
+
     /// A payload signed at t2 then one signed at t1: the t2 state stays (a late EXPIRED cannot undo
     /// a DID_RENEW).
     @Test func anOlderNotificationNeverOverwritesANewerOne() async throws {

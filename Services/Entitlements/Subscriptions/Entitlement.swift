@@ -152,4 +152,25 @@ struct EntitlementSummary: Equatable, Sendable {
     var state: Entitlement.State
     var features: [String: Bool]
     var caps: [String: Int?]
+
+    /// The summary as one text, the same for equal summaries: what `entitlement_announcements`
+    /// keeps of the last one announced.
+    var fingerprint: String {
+        let features = self.features.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        let caps = self.caps.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.map(String.init) ?? "none")" }
+        return ([tier, state.rawValue] + features + caps).joined(separator: ";")
+    }
+}
+
+extension Entitlement {
+    /// The first moment after `now` at which the inputs' entitlement changes by the clock alone (a
+    /// subscription's end or the end of its grace period, a grant's end); nil when none lies ahead.
+    static func nextChange(subscriptions: [SubscriptionRecord], grants: [GrantRecord], after now: Date) -> Date? {
+        var moments: [Date] = []
+        for subscription in subscriptions where subscription.revokedAt == nil {
+            moments += [subscription.expiresAt, subscription.gracePeriodEndsAt].compactMap { $0 }
+        }
+        for grant in grants where grant.revokedAt == nil { moments.append(grant.until) }
+        return moments.filter { $0 > now }.min()
+    }
 }

@@ -155,6 +155,7 @@ struct EntitlementStore: Sendable {
         // committed after the first delete read the table.
         try await connection.checkedRun("DELETE FROM grants WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM account_standing WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM entitlement_announcements WHERE user_id = \(user)", logger: logger)
         // Also left out at the commit by the triggers of the changes above, which find no customer.
         try await connection.checkedRun("DELETE FROM entitlement_versions WHERE user_id = \(user)", logger: logger)
         try await connection.recordDeletedAccount(user, logger: logger)
