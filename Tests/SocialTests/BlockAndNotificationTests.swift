@@ -242,6 +242,9 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/mutes", as: me).ids == [loud.path])
             #expect(try await env.call(.delete, "/v1/profiles/\(blocker.path)/follow", as: me).status == .notFound)
             #expect(try await env.count("SELECT count(*) FROM mutes WHERE muter_id = '\(me.id)' AND muted_id = '\(blocker.id)'") == 1)
+            // Unmuting them is 404, as for anyone who blocks me, and keeps the mute.
+            #expect(try await env.call(.delete, "/v1/profiles/\(blocker.path)/mute", as: me).status == .notFound)
+            #expect(try await env.count("SELECT count(*) FROM mutes WHERE muter_id = '\(me.id)' AND muted_id = '\(blocker.id)'") == 1)
             let stranger = try await env.user()
             _ = try await env.call(.post, "/v1/profiles/\(stranger.path)/block", as: blocker)
             #expect(try await env.call(.delete, "/v1/profiles/\(blocker.path)/mute", as: stranger).status == .notFound)

@@ -102,10 +102,11 @@ struct BlockRoutes {
         let target = try context.profileID()
         let social = self.social
         try await social.postgres.withConnectionOnItsLoop { connection in
-            if try await !social.blocks.unmute(context.caller.userID, target, on: connection, logger: context.logger) {
-                // Nothing to undo: 404 as anywhere else for someone who blocks the caller or is hidden.
-                _ = try await social.visibleProfile(target, to: context.caller, on: connection, logger: context.logger)
-            }
+            // 404 as anywhere else for someone who blocks the caller or is hidden, muted or not: the
+            // answer must not tell them from someone who does not exist, and the mute stays, to show
+            // again if they unblock.
+            _ = try await social.visibleProfile(target, to: context.caller, on: connection, logger: context.logger)
+            _ = try await social.blocks.unmute(context.caller.userID, target, on: connection, logger: context.logger)
         }
         return MuteState(muting: false, until: nil)
     }
