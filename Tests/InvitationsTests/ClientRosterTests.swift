@@ -67,6 +67,10 @@ import TestSupport
             let firstID = try #require(first.json["id"] as? String)
             #expect(try await env.call(.post, "/v1/clients/\(firstID)/invitation/revoke", as: coach).status == .ok)
             #expect(try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Dee", "email": address]).status == .created)
+            // Nor does a resend bring the dead one back beside the new one.
+            let revived = try await env.call(.post, "/v1/clients/\(firstID)/invitation/resend", as: coach)
+            #expect(revived.status == .conflict && revived.code == "client_exists", "\(revived.text)")
+            #expect(try await env.call(.get, "/v1/clients/\(firstID)", as: coach).json["status"] as? String == "revoked")
         }
     }
 

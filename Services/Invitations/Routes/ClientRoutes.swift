@@ -166,6 +166,12 @@ struct ClientRoutes {
                 throw ClientFields.notFound
             }
             guard client.status != .accepted, client.status != .left, let email = client.email else { throw ClientFields.used }
+            // An expired or revoked invitation comes back to life: not beside another live one to the
+            // same address, made since (locked as `create` and an address change lock).
+            try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(coach.userID.uuidString)))", logger: context.logger)
+            guard try await !invitations.clients.hasLiveClient(coach: coach.userID, email: email, except: id, on: connection, logger: context.logger) else {
+                throw APIError.conflict("You already invited \(email) again since; resend that invitation instead.", code: "client_exists")
+            }
             try await ClientFields.checkMailLimit(client.id, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
             try await invitations.clients.dropUnsentMail(of: id, on: connection, logger: context.logger)
             let code = try await invitations.clients.renewCode(id, countAsResend: true, ttlDays: settings.invitationTTLDays, on: connection, logger: context.logger)
