@@ -11318,7 +11318,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// codes: invitation_used (accepted)
+            /// codes: invitation_used (accepted), client_exists (the address was invited again since, and that invitation is live)
             ///
             /// - Remark: Generated from `#/paths//v1/clients/{id}/invitation/resend/post/responses/409`.
             ///
