@@ -26,12 +26,15 @@ public struct AppStoreTransaction: JWTPayload, Equatable {
     public var type: String?
     public var inAppOwnershipType: String?
     public var offerType: Int?
+    /// Set on a transaction Apple replaced by an upgrade within its subscription group: it gives
+    /// nothing from then on.
+    public var isUpgraded: Bool?
     public var signedDate: Date
 
     public init(
         transactionID: String, originalTransactionID: String, bundleID: String, productID: String, purchaseDate: Date, expiresDate: Date?,
         revocationDate: Date? = nil, revocationReason: Int? = nil, appAccountToken: UUID?, environment: AppStoreEnvironment, type: String? = "Auto-Renewable Subscription",
-        inAppOwnershipType: String? = "PURCHASED", offerType: Int? = nil, originalPurchaseDate: Date? = nil, signedDate: Date
+        inAppOwnershipType: String? = "PURCHASED", offerType: Int? = nil, originalPurchaseDate: Date? = nil, isUpgraded: Bool? = nil, signedDate: Date
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -47,13 +50,14 @@ public struct AppStoreTransaction: JWTPayload, Equatable {
         self.type = type
         self.inAppOwnershipType = inAppOwnershipType
         self.offerType = offerType
+        self.isUpgraded = isUpgraded
         self.signedDate = signedDate
     }
 
     enum CodingKeys: String, CodingKey {
         case transactionID = "transactionId", originalTransactionID = "originalTransactionId", bundleID = "bundleId", productID = "productId"
         case purchaseDate, originalPurchaseDate, expiresDate, revocationDate, revocationReason, appAccountToken, environment, type, inAppOwnershipType
-        case offerType, signedDate
+        case offerType, isUpgraded, signedDate
     }
 
     public init(from decoder: any Decoder) throws {
@@ -72,6 +76,7 @@ public struct AppStoreTransaction: JWTPayload, Equatable {
         type = try c.decodeIfPresent(String.self, forKey: .type)
         inAppOwnershipType = try c.decodeIfPresent(String.self, forKey: .inAppOwnershipType)
         offerType = try c.decodeIfPresent(Int.self, forKey: .offerType)
+        isUpgraded = try c.decodeIfPresent(Bool.self, forKey: .isUpgraded)
         signedDate = try c.decode(AppleDate.self, forKey: .signedDate).date
     }
 
@@ -91,6 +96,7 @@ public struct AppStoreTransaction: JWTPayload, Equatable {
         try c.encodeIfPresent(type, forKey: .type)
         try c.encodeIfPresent(inAppOwnershipType, forKey: .inAppOwnershipType)
         try c.encodeIfPresent(offerType, forKey: .offerType)
+        try c.encodeIfPresent(isUpgraded, forKey: .isUpgraded)
         try c.encode(AppleDate(signedDate), forKey: .signedDate)
     }
 

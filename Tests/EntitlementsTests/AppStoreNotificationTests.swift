@@ -254,6 +254,31 @@ import TestSupport
         }
     }
 
+    /// An upgrade from a yearly plan to a monthly one of a higher tier takes over at once, though it
+    /// ends first (Apple refunds the rest of the year); the old year, signed again (a restore's
+    /// history, or marked as upgraded), does not come back.
+    @Test func anUpgradeToAShorterPlanTakesOver() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let year = try await env.transaction("com.researchapp.pro.yearly", original: "2000000081", for: user, days: 365)
+            #expect(try await env.buy(year, as: user).json["tier"] as? String == "pro")
+            env.clock.advance(30 * 86_400)
+            let team = try await env.transaction("com.researchapp.team.monthly", original: "2000000081", for: user, days: 30)
+            #expect(try await env.deliver(try env.notification("DID_CHANGE_RENEWAL_PREF", subtype: "UPGRADE", transaction: team, renewal: env.renewal(team))).status == .ok)
+            #expect(try await env.me(user)["tier"] as? String == "team")
+            env.clock.advance(60)
+            var superseded = try await env.transaction("com.researchapp.pro.yearly", original: "2000000081", id: year.transactionID, for: user, days: 365, purchased: year.purchaseDate)
+            superseded.isUpgraded = true
+            #expect(try await env.buy(superseded, as: user).json["tier"] as? String == "team")
+            let signedAgain = try await env.transaction(
+                "com.researchapp.pro.yearly", original: "2000000081", id: year.transactionID, for: user, days: 365, purchased: year.purchaseDate)
+            #expect(try await env.buy(signedAgain, as: user).json["tier"] as? String == "team")
+            // The month ends, and nothing renews it: free, not the year it replaced.
+            env.clock.advance(31 * 86_400)
+            #expect(try await env.me(user)["tier"] as? String == "free")
+        }
+    }
+
     /// RENEWAL_EXTENDED and OFFER_REDEEMED move the dates; TEST and a type this code has never seen
     /// are stored and acknowledged; a stale one, a wrong app and a bad signature are 400.
     @Test func otherTypesAndRefusals() async throws {

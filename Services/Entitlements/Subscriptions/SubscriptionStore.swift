@@ -16,16 +16,17 @@ struct SubscriptionStore: Sendable {
         var signedAt: Date
         var transactionID: String
         var expiresAt: Date?
+        var purchasedAt: Date
     }
 
     /// The subscription's current holder, locked until the transaction ends: the payloads of one
     /// subscription apply one after the other.
     func holder(_ originalTransactionID: String, on connection: PostgresConnection, logger: Logger) async throws -> Holder? {
         let rows = try await connection.checkedQuery(
-            "SELECT user_id, signed_at, transaction_id, expires_at FROM subscriptions WHERE original_transaction_id = \(originalTransactionID) FOR UPDATE",
+            "SELECT user_id, signed_at, transaction_id, expires_at, purchased_at FROM subscriptions WHERE original_transaction_id = \(originalTransactionID) FOR UPDATE",
             logger: logger)
-        for try await (user, signedAt, transaction, expires) in rows.decode((UUID?, Date, String, Date?).self) {
-            return Holder(user: user, signedAt: signedAt, transactionID: transaction, expiresAt: expires)
+        for try await (user, signedAt, transaction, expires, purchased) in rows.decode((UUID?, Date, String, Date?, Date).self) {
+            return Holder(user: user, signedAt: signedAt, transactionID: transaction, expiresAt: expires, purchasedAt: purchased)
         }
         return nil
     }
@@ -34,8 +35,10 @@ struct SubscriptionStore: Sendable {
     /// unless what set the subscription was signed at or after `signedAt`: a late or repeated
     /// payload changes nothing. Returns whether it applied. Device transactions carry no renewal
     /// info; the renewal fields then stay as they were. Another transaction of the subscription
-    /// replaces the current one only if it runs at least as long: an older period signed again
-    /// later (a restore's history, a refund of a past renewal) leaves the current period alone.
+    /// replaces the current one only if it was bought at or after it: an older period signed again
+    /// later (a restore's history, a refund of a past renewal) leaves the current period alone,
+    /// and an upgrade (a higher tier bought now, Apple refunding the rest of the old period) takes
+    /// over however soon it ends. A transaction Apple marks as replaced by an upgrade never does.
     /// `current` is the subscription as `holder` read and locked it.
     func apply(
         _ transaction: AppStoreTransaction, renewal: AppStoreRenewalInfo?, signedAt: Date, user: UUID?, via: String, current: Holder?,
@@ -70,7 +73,8 @@ struct SubscriptionStore: Sendable {
                 "UPDATE transactions SET user_id = \(user) WHERE original_transaction_id = \(transaction.originalTransactionID) AND user_id IS NULL", logger: logger)
         }
         let takesTransaction =
-            current.map { $0.transactionID == transaction.transactionID || (transaction.expiresDate ?? .distantFuture) >= ($0.expiresAt ?? .distantPast) } ?? true
+            transaction.isUpgraded != true
+            && (current.map { $0.transactionID == transaction.transactionID || transaction.purchaseDate >= $0.purchasedAt } ?? true)
         guard takesTransaction else {
             guard let renewal else { return false }
             return try await applyRenewal(renewal, signedAt: signedAt, on: connection, logger: logger)
