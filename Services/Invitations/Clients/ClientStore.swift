@@ -121,13 +121,14 @@ struct ClientStore: Sendable {
         return code
     }
 
-    /// The pending invitations to `email` not yet expired, locked.
-    func pending(to email: String, on connection: PostgresConnection, logger: Logger) async throws -> [ClientRecord] {
+    /// The newest pending invitations to `email` not yet expired, at most `limit`, locked: every
+    /// coach may invite an address, and one request reissues a code for each found.
+    func pending(to email: String, limit: Int = 100, on connection: PostgresConnection, logger: Logger) async throws -> [ClientRecord] {
         try await Self.decode(
             connection.checkedQuery(
                 """
                 \(unescaped: Self.select) WHERE c.email_normalized = \(EmailAddress.normalize(email)) AND c.status = 'pending' AND c.expires_at > now()
-                ORDER BY c.created_at DESC FOR UPDATE OF c
+                ORDER BY c.created_at DESC LIMIT \(limit) FOR UPDATE OF c
                 """, logger: logger))
     }
 
