@@ -61,10 +61,12 @@ final class BusHarness: Sendable {
 
     /// Starts a consumer replica of "social" whose `user.registered` handler records an effect (or fails).
     @discardableResult
-    func startConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false) -> EventConsumer {
+    /// `hangingOn`: the event whose handling never ends (a process stuck on it, or about to crash).
+    func startConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil) -> EventConsumer {
         var handlers = EventHandlers()
         handlers.on(UserRegistered.self) { payload, context in
             if failing { throw HandlerFailure() }
+            if context.envelope.id == hangingOn { try await Task.sleep(for: .seconds(3_600)) }
             try await context.connection.query(
                 "INSERT INTO effects (event_id, consumer, user_id) VALUES (\(context.envelope.id), \(name), \(payload.userID))",
                 logger: context.logger)
@@ -459,6 +461,32 @@ final class BusHarness: Sendable {
         #expect(try await relay.pruneInbox() == 0)
         let left = try await bus.producer.query("SELECT count(*)::int FROM inbox", logger: TestEnvironment.logger).decode(Int.self).first { _ in true }
         #expect(left == 3)
+        await bus.stop()
+    }
+
+    /// A replica read a batch and died holding it; the batch's second event crashes whoever handles
+    /// it. The entries are taken over one a claim: the first is handled, the second is claimed and
+    /// counted alone, and those after it are not claimed (nor counted) while it holds the consumer,
+    /// so a crash loop sends the one event to the dead letters, not its whole batch.
+    @Test func abandonedEntriesAreClaimedOneAtATime() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        try await bus.redis.xgroupCreate(bus.stream, group: "social")
+        bus.startRelay(poll: .milliseconds(100))
+        var emitted: [EventEnvelope] = []
+        for _ in 0..<5 { emitted.append(try await bus.emit()) }
+        try await waitUntil(.seconds(10)) { try await bus.redis.xlen(bus.stream) == 5 }
+        let read = try await bus.redis.xreadgroup(bus.stream, group: "social", consumer: "crashed", count: 5, block: .milliseconds(100))
+        #expect(read.count == 5)
+        // Idle past the harness's claim time (`claimIdle`, 300 ms): Redis gives them up only then.
+        try await Task.sleep(for: .milliseconds(400))
+        bus.startConsumer(name: "c1", hangingOn: emitted[1].id)
+        try await waitUntil(.seconds(10)) {
+            try await bus.redis.deliveryCount(bus.stream, group: "social", id: read[1].id) == 2
+        }
+        #expect(try await bus.effects().map(\.0) == [emitted[0].id])
+        for entry in read[2...] {
+            #expect(try await bus.redis.deliveryCount(bus.stream, group: "social", id: entry.id) == 1, "\(entry.id) claimed with the stuck one")
+        }
         await bus.stop()
     }
 

@@ -106,11 +106,15 @@ package final class EventConsumer: Service, Sendable {
         try await redis.xgroupCreate(config.stream, group: config.group)
     }
 
+    /// Takes over entries a replica left pending (it crashed, or a handler failed), one a claim.
+    /// Each claim counts a delivery of what it takes: an entry that crashes the process handling it
+    /// must reach the dead letters alone, not with every entry of its batch, which would be claimed
+    /// and counted with it on each restart until they all got there.
     private func claimAbandoned() async throws {
         var start = "0-0"
         repeat {
             let (entries, next) = try await redis.xautoclaim(
-                config.stream, group: config.group, consumer: config.consumerName, minIdle: config.claimIdle, start: start
+                config.stream, group: config.group, consumer: config.consumerName, minIdle: config.claimIdle, start: start, count: 1
             )
             try await processConcurrently(entries, reclaimed: true)
             start = next
