@@ -59,10 +59,18 @@ final class BusHarness: Sendable {
         launch { try await relay.run() }
     }
 
-    /// Starts a consumer replica of "social" whose `user.registered` handler records an effect (or fails).
+    /// Starts a consumer replica of "social" whose `user.registered` handler records an effect (or
+    /// fails). `hangingOn`: the event whose handling never ends (a process stuck on it, or about to
+    /// crash).
     @discardableResult
-    /// `hangingOn`: the event whose handling never ends (a process stuck on it, or about to crash).
     func startConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil) -> EventConsumer {
+        let consumer = makeConsumer(name: name, maxDeliveries: maxDeliveries, failing: failing, hangingOn: hangingOn)
+        launch { try await consumer.run() }
+        return consumer
+    }
+
+    /// `startConsumer`'s consumer, not started.
+    func makeConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil) -> EventConsumer {
         var handlers = EventHandlers()
         handlers.on(UserRegistered.self) { payload, context in
             if failing { throw HandlerFailure() }
@@ -78,7 +86,6 @@ final class BusHarness: Sendable {
             config: busConfig(group: "social", consumer: name, maxDeliveries: maxDeliveries), handlers: handlers,
             producer: "social", metrics: EventBusMetrics(registry: MetricsRegistry()), logger: TestEnvironment.logger
         )
-        launch { try await consumer.run() }
         return consumer
     }
 
@@ -487,6 +494,29 @@ final class BusHarness: Sendable {
         for entry in read[2...] {
             #expect(try await bus.redis.deliveryCount(bus.stream, group: "social", id: entry.id) == 1, "\(entry.id) claimed with the stuck one")
         }
+        await bus.stop()
+    }
+
+    /// Each process reads under a name of its own, so every restart leaves a consumer in the group:
+    /// those idle long enough that hold nothing are dropped; one holding entries stays for the claim.
+    @Test func goneConsumersHoldingNothingAreDropped() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        try await bus.redis.xgroupCreate(bus.stream, group: "social")
+        bus.startRelay(poll: .milliseconds(100))
+        _ = try await bus.emit()
+        try await waitUntil(.seconds(10)) { try await bus.redis.xlen(bus.stream) == 1 }
+        _ = try await bus.redis.send("XGROUP", "CREATECONSUMER", RedisArgument(bus.stream), "social", "social-gone-1")
+        #expect(try await bus.redis.xreadgroup(bus.stream, group: "social", consumer: "social-holding", count: 1, block: .milliseconds(100)).count == 1)
+        @Sendable func names() async throws -> Set<String> {
+            Set((try await bus.redis.send("XINFO", "CONSUMERS", RedisArgument(bus.stream), "social").array ?? []).compactMap { $0.array?[1].string })
+        }
+        #expect(try await names() == ["social-gone-1", "social-holding"])
+        try await Task.sleep(for: .milliseconds(300))
+        // Not started: nothing claims the held entry meanwhile.
+        let consumer = bus.makeConsumer(name: "social-live")
+        #expect(await consumer.forgetGoneConsumers(idleAtLeast: .milliseconds(200)) == ["social-gone-1"])
+        #expect(!(try await names()).contains("social-gone-1"))
+        #expect(try await names().contains("social-holding"))
         await bus.stop()
     }
 

@@ -55,6 +55,7 @@ package final class EventConsumer: Service, Sendable {
         var needsGroup = true
         var lastClaim = ContinuousClock.now - config.claimIdle
         var lastStats = ContinuousClock.now - .seconds(60)
+        var lastSweep = ContinuousClock.now - Self.goneConsumerSweep
         while !Task.isCancelled {
             do {
                 if needsGroup {
@@ -68,6 +69,10 @@ package final class EventConsumer: Service, Sendable {
                 if ContinuousClock.now - lastStats >= .seconds(5) {
                     await updateLag()
                     lastStats = .now
+                }
+                if ContinuousClock.now - lastSweep >= Self.goneConsumerSweep {
+                    await forgetGoneConsumers()
+                    lastSweep = .now
                 }
                 let entries = try await redis.xreadgroup(
                     config.stream, group: config.group, consumer: config.consumerName,
@@ -309,6 +314,38 @@ package final class EventConsumer: Service, Sendable {
     }
 
     /// Pending and lag of the group, from `XINFO GROUPS`.
+    /// How often, and after how long idle, the group's consumers that hold nothing are dropped.
+    static let goneConsumerSweep = Duration.seconds(600)
+    static let goneConsumerIdle = Duration.seconds(3_600)
+
+    /// Drops the group's consumers idle for an hour that hold no entry: each process reads under a
+    /// name of its own (host and pid), so every restart would leave one behind in Redis for good.
+    /// One that holds entries stays for `claimAbandoned`; a live one dropped by mistake (a quiet
+    /// stream) is made again by its next read, having held nothing. Returns the names dropped.
+    @discardableResult
+    func forgetGoneConsumers(idleAtLeast: Duration = goneConsumerIdle) async -> [String] {
+        guard let reply = try? await redis.send("XINFO", "CONSUMERS", RedisArgument(config.stream), RedisArgument(config.group)), let consumers = reply.array
+        else { return [] }
+        let idleLimit = Int(idleAtLeast / .milliseconds(1))
+        var dropped: [String] = []
+        for consumer in consumers {
+            guard let fields = consumer.array else { continue }
+            var info: [String: RESPValue] = [:]
+            var index = 0
+            while index + 1 < fields.count {
+                if let key = fields[index].string { info[key] = fields[index + 1] }
+                index += 2
+            }
+            guard let name = info["name"]?.string, name != config.consumerName, info["pending"]?.int == 0, let idle = info["idle"]?.int, idle >= idleLimit
+            else { continue }
+            if (try? await redis.send("XGROUP", "DELCONSUMER", RedisArgument(config.stream), RedisArgument(config.group), RedisArgument(name))) != nil {
+                dropped.append(name)
+            }
+        }
+        if !dropped.isEmpty { logger.info("dropped the group's consumers gone for an hour", metadata: ["consumers": "\(dropped)"]) }
+        return dropped
+    }
+
     private func updateLag() async {
         guard let reply = try? await redis.send("XINFO", "GROUPS", RedisArgument(config.stream)), let groups = reply.array else { return }
         for group in groups {
