@@ -329,13 +329,7 @@ package final class EventConsumer: Service, Sendable {
         let idleLimit = Int(idleAtLeast / .milliseconds(1))
         var dropped: [String] = []
         for consumer in consumers {
-            guard let fields = consumer.array else { continue }
-            var info: [String: RESPValue] = [:]
-            var index = 0
-            while index + 1 < fields.count {
-                if let key = fields[index].string { info[key] = fields[index + 1] }
-                index += 2
-            }
+            let info = consumer.fields
             guard let name = info["name"]?.string, name != config.consumerName, info["pending"]?.int == 0, let idle = info["idle"]?.int, idle >= idleLimit
             else { continue }
             if (try? await redis.send("XGROUP", "DELCONSUMER", RedisArgument(config.stream), RedisArgument(config.group), RedisArgument(name))) != nil {
@@ -349,13 +343,7 @@ package final class EventConsumer: Service, Sendable {
     private func updateLag() async {
         guard let reply = try? await redis.send("XINFO", "GROUPS", RedisArgument(config.stream)), let groups = reply.array else { return }
         for group in groups {
-            guard let fields = group.array else { continue }
-            var info: [String: RESPValue] = [:]
-            var index = 0
-            while index + 1 < fields.count {
-                if let key = fields[index].string { info[key] = fields[index + 1] }
-                index += 2
-            }
+            let info = group.fields
             guard info["name"]?.string == config.group else { continue }
             metrics.pending.set(Int64(info["pending"]?.int ?? 0))
             if let lag = info["lag"]?.int { metrics.lag.set(Int64(lag)) }

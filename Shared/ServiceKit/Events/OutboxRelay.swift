@@ -161,11 +161,7 @@ package final class OutboxRelay: Service, Sendable {
         }
         var oldest: UInt64?
         for group in groups {
-            let fields = group.array ?? []
-            var info: [String: RESPValue] = [:]
-            for index in stride(from: 0, to: fields.count - 1, by: 2) {
-                if let key = fields[index].string { info[key] = fields[index + 1] }
-            }
+            let info = group.fields
             guard let name = info["name"]?.string, var point = info["last-delivered-id"]?.string.flatMap({ StreamID($0) }) else { continue }
             let pending = info["pending"]?.int ?? 0
             // A group with nothing pending and nothing left to read has read up to now.

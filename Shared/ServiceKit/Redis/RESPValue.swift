@@ -34,6 +34,17 @@ public enum RESPValue: Sendable, Equatable {
         return nil
     }
 
+    /// An array of alternating names and values (a reply of `XINFO GROUPS` or `XINFO CONSUMERS`
+    /// for one group or consumer), by name; empty for anything else.
+    package var fields: [String: RESPValue] {
+        let items = array ?? []
+        var fields: [String: RESPValue] = [:]
+        for index in stride(from: 0, to: items.count - 1, by: 2) {
+            if let name = items[index].string { fields[name] = items[index + 1] }
+        }
+        return fields
+    }
+
     package var isNull: Bool {
         if case .null = self { return true }
         return false
