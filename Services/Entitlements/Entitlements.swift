@@ -102,10 +102,15 @@ struct Entitlements: Sendable {
         for users: [UUID], on connection: PostgresConnection, logger: Logger, _ change: () async throws -> Result
     ) async throws -> Result {
         forgetKeptAfterCommit(users)
+        // What was announced of them is held until the transaction ends, in one order: a sweep skips
+        // it, and a change beside this one waits and then reads what this one announced.
+        let users = Set(users).sorted { $0.uuidString < $1.uuidString }
+        try await connection.checkedRun(
+            "SELECT 1 FROM entitlement_announcements WHERE user_id = ANY(\(users)) ORDER BY user_id FOR UPDATE", logger: logger)
         var before: [UUID: EntitlementSummary] = [:]
-        for user in Set(users) { before[user] = try await current(user, on: connection, logger: logger).summary }
+        for user in users { before[user] = try await current(user, on: connection, logger: logger).summary }
         let result = try await change()
-        for user in Set(users) {
+        for user in users {
             let (after, inputs) = try await snapshot(user, on: connection, logger: logger)
             let fingerprint = after.summary.fingerprint
             let changed: Bool

@@ -31,24 +31,37 @@ struct ExpiryAnnouncer: Service {
         }
     }
 
-    /// One batch of the users whose next change has come; returns how many were looked at.
+    /// One batch of the users whose next change has come, each in a transaction of its own: one that
+    /// fails is put off an hour rather than hold back every user after it. A user whose row a request
+    /// or a replica holds is skipped (that one announces them). Returns how many were announced or
+    /// found unchanged.
     @discardableResult
     func sweep() async throws -> Int {
         let entitlements = self.entitlements
         let logger = self.logger
         let now = entitlements.clock()
-        return try await entitlements.postgres.transaction(logger: logger) { connection in
-            var due: [UUID] = []
-            for try await user in try await connection.checkedQuery(
-                """
-                SELECT user_id FROM entitlement_announcements WHERE next_change_at <= \(now)
-                ORDER BY next_change_at LIMIT \(Self.batchSize) FOR UPDATE SKIP LOCKED
-                """, logger: logger
-            ).decode(UUID.self) {
-                due.append(user)
+        let due = try await entitlements.postgres.checkedQuery(
+            "SELECT user_id FROM entitlement_announcements WHERE next_change_at <= \(now) ORDER BY next_change_at LIMIT \(Self.batchSize)",
+            decoding: UUID.self, logger: logger)
+        var looked = 0
+        for user in due {
+            do {
+                let held = try await entitlements.postgres.transaction(logger: logger) { connection -> Bool in
+                    guard
+                        try await connection.returnsRow(
+                            "SELECT 1 FROM entitlement_announcements WHERE user_id = \(user) AND next_change_at <= \(now) FOR UPDATE SKIP LOCKED", logger: logger)
+                    else { return false }
+                    try await entitlements.announcingChanges(for: [user], on: connection, logger: logger) {}
+                    return true
+                }
+                if held { looked += 1 }
+            } catch {
+                logger.warning(
+                    "announcing an ended entitlement failed; trying again in an hour", metadata: ["user_id": "\(user)", "error": "\(String(reflecting: error))"])
+                try? await entitlements.postgres.checkedQuery(
+                    "UPDATE entitlement_announcements SET next_change_at = \(now.addingTimeInterval(3_600)) WHERE user_id = \(user)", logger: logger)
             }
-            if !due.isEmpty { try await entitlements.announcingChanges(for: due, on: connection, logger: logger) {} }
-            return due.count
         }
+        return looked
     }
 }
