@@ -449,8 +449,8 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
-    /// The inbox forgets an event once no copy of it can be read again (the stream's retention and
-    /// the replay window, and an hour's margin): it would otherwise grow by a row per event forever.
+    /// The inbox forgets an event once no copy of it can be read again (the replay window, then the
+    /// stream's retention, and an hour's margin): it would otherwise grow by a row per event forever.
     @Test func theInboxForgetsEventsNoReaderCanMeetAgain() async throws {
         let bus = try await BusHarness(redis: try TestEnvironment.redis())
         let config = bus.busConfig(group: "auth", consumer: "relay")
@@ -461,7 +461,7 @@ final class BusHarness: Sendable {
             """
             INSERT INTO inbox (event_id, type, handled_at)
             SELECT gen_random_uuid(), 'user.registered', now() - age
-            FROM unnest(ARRAY['8 days', '7 days 2 hours', '7 days 1 hour 1 minute', '7 days 59 minutes', '6 days', '1 second']::interval[]) AS age
+            FROM unnest(ARRAY['9 days', '8 days 2 hours', '8 days 1 hour 1 minute', '8 days 59 minutes', '6 days', '1 second']::interval[]) AS age
             """, logger: TestEnvironment.logger
         ).collect()
         #expect(try await relay.pruneInbox() == 3)

@@ -92,13 +92,13 @@ package final class OutboxRelay: Service, Sendable {
         }
     }
 
-    /// Drops the inbox's record of events handled longer ago than any entry can be read again: the
-    /// stream keeps entries for `retention`, and kept copies are sent again for up to
-    /// `replayWindow`; an hour's margin covers the clocks and a late reader. A few thousand rows a
-    /// poll, so that a large backlog goes without one long statement.
+    /// Drops the inbox's record of events handled longer ago than any entry can be read again: a
+    /// kept copy may be sent again up to `replayWindow` after the event, and then stays in the
+    /// stream for `retention`; an hour's margin covers the clocks and a late reader. A few thousand
+    /// rows a poll, so that a large backlog goes without one long statement.
     @discardableResult
     func pruneInbox(now: Date = Date()) async throws -> Int {
-        let horizon = max(config.retention, config.replayWindow) + .seconds(3_600)
+        let horizon = config.retention + config.replayWindow + .seconds(3_600)
         let cutoff = now.addingTimeInterval(-Double(horizon.components.seconds))
         return try await client.checkedQuery(
             """
