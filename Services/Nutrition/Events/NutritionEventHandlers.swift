@@ -41,7 +41,10 @@ struct NutritionEventHandlers {
         // The address's owner proved it for the first time (disowning, or a reset of an account
         // nobody had proven): the diary the account's maker kept goes, and the account starts afresh.
         handlers.on(UserPasswordChanged.self) { event, context in
-            guard event.makerDropped, try await !deleted(event.userID, context) else { return }
+            guard event.makerDropped else { return }
+            // Exclusive from the start: taking it shared first, then exclusive, can deadlock with another.
+            try await context.connection.holdAccount(event.userID, exclusive: true, logger: context.logger)
+            guard try await !context.connection.isDeletedAccount(event.userID, logger: context.logger) else { return }
             try await Self.dropMakers(
                 event.userID, order: EventOrder(context.envelope, among: "invitations"), nutrition: nutrition, on: context.connection, logger: context.logger)
         }

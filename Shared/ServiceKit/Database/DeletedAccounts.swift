@@ -17,14 +17,16 @@ extension PostgresConnection {
     /// `isDeletedAccount` after), exclusive by what deletes them. A deletion then waits for the rows
     /// being made to commit, and its statements find them; what makes rows after it waits for it, and
     /// finds its tombstone. Otherwise rows committed while a deletion ran fall between its
-    /// statements' snapshots and outlive the account. (44224, 0xACC0: the accounts' own space of
-    /// advisory locks, apart from any other's.)
+    /// statements' snapshots and outlive the account. A transaction that may delete takes it
+    /// exclusive first, never shared then exclusive (two such would wait on each other). The key is
+    /// the schema's and the account's: services sharing a database do not wait on each other.
+    /// (44224, 0xACC0: the accounts' own space of advisory locks, apart from any other's.)
     public func holdAccount(_ user: UUID, exclusive: Bool = false, logger: Logger) async throws {
         let key = user.uuidString.lowercased()
         if exclusive {
-            try await checkedRun("SELECT pg_advisory_xact_lock(44224, hashtext(\(key)))", logger: logger)
+            try await checkedRun("SELECT pg_advisory_xact_lock(44224, hashtext(current_schema() || ':' || \(key)))", logger: logger)
         } else {
-            try await checkedRun("SELECT pg_advisory_xact_lock_shared(44224, hashtext(\(key)))", logger: logger)
+            try await checkedRun("SELECT pg_advisory_xact_lock_shared(44224, hashtext(current_schema() || ':' || \(key)))", logger: logger)
         }
     }
 
