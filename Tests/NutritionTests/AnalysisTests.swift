@@ -386,7 +386,9 @@ import TestSupport
             try await env.announceCatalog(freeMealAnalysesPerDay: 3)
             let user = try await env.user()
             #expect(try await Self.analyze(env, user).status == .created)
-            standIn.next(.slow(.seconds(2), then: VisionStandIn.plate))
+            // The provider answers only once the deletion has committed.
+            let deletion = VisionStandIn.Gate()
+            standIn.next(.held(deletion, then: VisionStandIn.plate))
             let (body, form) = Photos.form(photo: try Photos.fixture("meals/plate.heic"))
             let headers = [("Authorization", "Bearer \(user.token)"), ("Content-Type", form[.contentType]!)]
             let port = try #require(env.client.port)
@@ -394,6 +396,7 @@ import TestSupport
             try await waitUntil(.seconds(10)) { standIn.received.count == 2 }
             try await env.publish(UserDeleted(userID: user.id), userID: user.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM deleted_accounts") == 1 }
+            deletion.open()
             let reply = try await analysis.value
             #expect(reply.status == 401, "\(String(buffer: reply.body))")
             #expect(reply.json["code"] as? String == "account_deleted")
@@ -403,7 +406,7 @@ import TestSupport
             let other = try await env.user()
             #expect(try await Self.analyze(env, other).status == .created)
             try await env.inOpenTransaction([
-                "SELECT pg_advisory_xact_lock_shared(44224, hashtext('\(other.id.uuidString.lowercased())'))",
+                "SELECT pg_advisory_xact_lock_shared(44224, hashtext(current_schema() || ':' || '\(other.id.uuidString.lowercased())'))",
                 "INSERT INTO meal_analysis_days VALUES ('\(other.id)', current_date - 1, 1)",
             ]) {
                 try await env.publish(UserDeleted(userID: other.id), userID: other.id)

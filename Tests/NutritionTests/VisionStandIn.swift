@@ -22,6 +22,8 @@ final class VisionStandIn: Sendable {
         case keyRefused
         /// Answers after this long.
         case slow(Duration, then: String)
+        /// Answers once the gate is opened.
+        case held(Gate, then: String)
         /// 200 with a body that is not JSON at all.
         case notJSON
         /// Gemini: `promptFeedback.blockReason`; Chat Completions: `message.refusal`.
@@ -29,6 +31,16 @@ final class VisionStandIn: Sendable {
         /// Gemini: a candidate stopped with `finishReason: SAFETY` and no text; Chat Completions:
         /// `finish_reason: content_filter`.
         case filteredAnswer
+    }
+
+    /// What a held answer waits for: the test opens it.
+    final class Gate: Sendable {
+        private let isOpen = Mutex(false)
+        init() {}
+        func open() { isOpen.withLock { $0 = true } }
+        func wait() async throws {
+            while !isOpen.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        }
     }
 
     struct Received: Sendable {
@@ -98,6 +110,10 @@ final class VisionStandIn: Sendable {
         var behaviour = take()
         if case .slow(let wait, let then) = behaviour {
             try await Task.sleep(for: wait)
+            behaviour = .answer(then)
+        }
+        if case .held(let gate, let then) = behaviour {
+            try await gate.wait()
             behaviour = .answer(then)
         }
         switch behaviour {
@@ -173,7 +189,7 @@ final class VisionStandIn: Sendable {
                     "id": "chatcmpl-test", "object": "chat.completion", "model": "vision-test",
                     "choices": [["index": 0, "message": ["role": "assistant", "content": NSNull(), "refusal": NSNull()], "finish_reason": "content_filter"]],
                 ])
-        case .slow:
+        case .slow, .held:
             return Response(status: .internalServerError)
         }
     }

@@ -14,14 +14,14 @@ struct VisionRequest: Sendable {
 
 /// Why a call gave no answer.
 enum VisionFailure: Error, Equatable {
-    /// Timed out, refused (429), failed (5xx) or unreachable: try again later, after
+    /// Timed out (408 among them), refused (429), failed (5xx) or unreachable: try again later, after
     /// `retryAfter` seconds when the provider said.
     case unavailable(retryAfter: String?, reason: String)
     /// The provider blocked the photo or the answer (a safety filter, a refusal).
     case blocked(String)
     /// An answer, but not one the schema allows, or not JSON at all.
     case malformed(String)
-    /// The provider refused the call itself (a 4xx other than 429: a key it does not take, a model
+    /// The provider refused the call itself (a 4xx other than 408 and 429: a key it does not take, a model
     /// it does not have): the server's settings are wrong, and asking again changes nothing.
     case rejected(String)
 }
@@ -66,7 +66,7 @@ struct VisionHTTP: Sendable {
             }
             guard let body else { throw VisionFailure.unavailable(retryAfter: nil, reason: "timed out reading the answer") }
             let status = Int(response.status.code)
-            if status == 429 || status >= 500 {
+            if status == 408 || status == 429 || status >= 500 {
                 throw VisionFailure.unavailable(retryAfter: response.headers.first(name: "Retry-After"), reason: "HTTP \(status)")
             }
             guard status == 200 else { throw VisionFailure.rejected("HTTP \(status): \(String(decoding: body.readableBytesView.prefix(300), as: UTF8.self))") }

@@ -18471,7 +18471,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: analysis_failed (the answer did not match the schema, twice; or the provider refused the call itself, a 4xx other than 429)
+            /// codes: analysis_failed (the answer did not match the schema, twice; or the provider refused the call itself, a 4xx other than 408 and 429)
             ///
             /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/502`.
             ///
