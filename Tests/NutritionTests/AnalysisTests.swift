@@ -378,7 +378,7 @@ import TestSupport
     }
 
     /// The account deleted while the provider answers: the analysis keeps nothing of it, and what it
-    /// stores while the deletion runs is deleted with the account (`holdAccount`).
+    /// stores while the deletion runs is deleted with the account (`holdLiveAccount`).
     @Test func anAccountDeletedDuringTheCallKeepsNothing() async throws {
         let standIn = try await VisionStandIn.start()
         defer { standIn.stop() }

@@ -490,6 +490,27 @@ import TestSupport
         }
     }
 
+    /// A write made while the account's deletion runs waits for it, then finds the tombstone and keeps
+    /// nothing, though the diet profile it reads was kept from before: without the wait, it would
+    /// write after the deletion's statements read, and its row would outlive the account.
+    @Test func aWriteBesideTheDeletionWaitsAndKeepsNothing() async throws {
+        try await Env.run { env in
+            let writes: [(name: String, write: @Sendable (Env.User) async throws -> APIReply)] = [
+                ("meal", { user in try await env.call(.post, "/v1/meals", as: user, json: ["name": "Late", "eaten_at": "\(Env.year)-06-01T12:00:00Z", "items": [Env.item()]]) }),
+                ("weight", { user in try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 70, "unit": "kg"]) }),
+                ("ketones", { user in try await env.call(.post, "/v1/metrics/ketones", as: user, json: ["mmol_per_l": 1.2]) }),
+            ]
+            for (name, write) in writes {
+                let user = try await env.user()
+                #expect(try await env.call(.get, "/v1/nutrition/profile", as: user).status == .ok)
+                let reply = try await env.whileDeleting(user.id) { try await write(user) }
+                #expect(reply.status == .unauthorized && reply.code == "account_deleted", "\(name): \(reply.text)")
+            }
+            #expect(try await env.count("SELECT count(*) FROM meals") == 0)
+            #expect(try await env.count("SELECT count(*) FROM body_metrics") == 0)
+        }
+    }
+
     @Test func aDeletedUserLeavesNothingAndTheirLinksAreGone() async throws {
         try await Env.run { env in
             let user = try await env.user()

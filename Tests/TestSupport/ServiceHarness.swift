@@ -67,6 +67,13 @@ extension ServiceHarness {
         }
     }
 
+    /// One connection of the service's role, for `body` alone.
+    public func withConnection(_ body: @escaping @Sendable (PostgresConnection) async throws -> Void) async throws {
+        try await withClient(database.config(for: serviceName)) { client in
+            try await client.withConnection { connection in try await body(connection) }
+        }
+    }
+
     /// Runs `statements` in a transaction that stays open while `body` runs, then commits it: a write
     /// in flight, for a test of what must wait for it.
     public func inOpenTransaction(_ statements: [String], while body: @escaping @Sendable () async throws -> Void) async throws {
@@ -78,6 +85,24 @@ extension ServiceHarness {
                 _ = try await connection.query("COMMIT", logger: TestEnvironment.logger)
             }
         }
+    }
+
+    /// What `write` answers when it runs while a deletion of `user`'s account holds the account
+    /// (`holdAccountForDeletion`) and has left its tombstone, not yet committed: `write` must wait
+    /// for the commit (this waits until something waits for a lock), and then find the tombstone.
+    public func whileDeleting<Answer: Sendable>(_ user: UUID, _ write: @escaping @Sendable () async throws -> Answer) async throws -> Answer {
+        let id = user.uuidString.lowercased()
+        let (started, starting) = AsyncStream<Task<Answer, any Error>>.makeStream()
+        try await inOpenTransaction([
+            "SELECT pg_advisory_xact_lock(44224, hashtext(current_schema() || ':' || '\(id)'))",
+            "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to('\(id)', 'UTF8')))",
+        ]) {
+            starting.yield(Task { try await write() })
+            starting.finish()
+            try await awaitLockWait()
+        }
+        for await task in started { return try await task.value }
+        throw CancellationError()
     }
 
     /// Waits until another connection to the service's database waits for a lock (a row's, an

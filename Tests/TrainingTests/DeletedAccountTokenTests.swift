@@ -26,4 +26,36 @@ import TestSupport
             #expect(try await env.count("SELECT count(*) FROM workouts WHERE coach_id = '\(coach.id)'") == 0)
         }
     }
+
+    /// A write made while the account's deletion runs waits for it, then finds the tombstone and makes
+    /// nothing: without the wait, it would read before the tombstone commits and write after the
+    /// deletion's statements read, and its row would outlive the account.
+    @Test func aWriteBesideTheDeletionWaitsAndMakesNothing() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let exercise = try await env.libraryExercise("Pushups")
+            let writes: [(name: String, write: @Sendable (TrainingTestEnvironment.User) async throws -> APIReply)] = [
+                ("settings", { coach in try await env.call(.put, "/v1/training/settings", as: coach, json: ["time_zone": "Europe/Paris", "weight_unit": "lbs"]) }),
+                ("exercise", { coach in try await env.call(.post, "/v1/exercises", as: coach, json: ["name": "Left behind"]) }),
+                ("workout", { coach in try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(exercise)) }),
+            ]
+            for (name, write) in writes {
+                let coach = try await env.coach()
+                let reply = try await env.whileDeleting(coach.id) { try await write(coach) }
+                #expect(reply.status == .unauthorized && reply.code == "account_deleted", "\(name): \(reply.text)")
+            }
+            // A comment by a coach on a client's session, which stays the client's.
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let session = try #require(try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)]).first)
+            let reply = try await env.whileDeleting(coach.id) {
+                try await env.call(.post, "/v1/training/sessions/\(session)/comments", as: coach, json: ["text": "Left behind"])
+            }
+            #expect(reply.status == .unauthorized && reply.code == "account_deleted", "\(reply.text)")
+            #expect(try await env.call(.get, "/v1/training/sessions/\(session)", as: client).status == .ok)
+
+            #expect(try await env.count("SELECT count(*) FROM user_settings") == 0)
+            #expect(try await env.count("SELECT count(*) FROM exercises WHERE coach_id IS NOT NULL") == 0)
+            #expect(try await env.count("SELECT count(*) FROM workouts WHERE coach_id <> '\(coach.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM session_comments") == 0)
+        }
+    }
 }

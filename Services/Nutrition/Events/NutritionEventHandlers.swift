@@ -13,10 +13,9 @@ struct NutritionEventHandlers {
         var handlers = EventHandlers()
         let nutrition = self.nutrition
         // A late event about a deleted account makes nothing again; one handled while the account's
-        // deletion runs waits for it (`holdAccount`).
+        // deletion runs waits for it (`holdLiveAccount`).
         @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
-            try await context.connection.holdAccount(user, logger: context.logger)
-            return try await context.connection.isDeletedAccount(user, logger: context.logger)
+            try await !context.connection.holdLiveAccount(user, logger: context.logger)
         }
         handlers.on(UserRegistered.self) { event, context in
             guard try await !deleted(event.userID, context) else { return }
@@ -43,7 +42,7 @@ struct NutritionEventHandlers {
         handlers.on(UserPasswordChanged.self) { event, context in
             guard event.makerDropped else { return }
             // Exclusive from the start: taking it shared first, then exclusive, can deadlock with another.
-            try await context.connection.holdAccount(event.userID, exclusive: true, logger: context.logger)
+            try await context.connection.holdAccountForDeletion(event.userID, logger: context.logger)
             guard try await !context.connection.isDeletedAccount(event.userID, logger: context.logger) else { return }
             try await Self.dropMakers(
                 event.userID, order: EventOrder(context.envelope, among: "invitations"), nutrition: nutrition, on: context.connection, logger: context.logger)
@@ -68,7 +67,7 @@ struct NutritionEventHandlers {
     /// links (rows without content, answering `410`), and the coach links on either side, ended at
     /// `order` so that an acceptance from before, delivered late, does not link again.
     static func dropMakers(_ user: UUID, order: EventOrder, nutrition: Nutrition, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.holdAccount(user, exclusive: true, logger: logger)
+        try await connection.holdAccountForDeletion(user, logger: logger)
         // Meals before share links: a link being made holds its meal until it commits, and is then
         // found here.
         try await connection.checkedRun("DELETE FROM meals WHERE user_id = \(user)", logger: logger)
@@ -84,10 +83,10 @@ struct NutritionEventHandlers {
     /// Meals, metrics, profile and goals go; share links stay as rows without content, so they
     /// answer `410`.
     static func purge(_ user: UUID, nutrition: Nutrition, on connection: PostgresConnection, logger: Logger) async throws {
-        // An analysis storing its meal holds the account until it commits (`holdAccount`), and is
+        // An analysis storing its meal holds the account until it commits (`holdLiveAccount`), and is
         // then found here; one storing after finds the tombstone. Meals before share links: a link
         // being made holds its meal until it commits.
-        try await connection.holdAccount(user, exclusive: true, logger: logger)
+        try await connection.holdAccountForDeletion(user, logger: logger)
         try await connection.checkedRun("DELETE FROM meals WHERE user_id = \(user)", logger: logger)
         try await nutrition.shares.forgetUser(user, on: connection, logger: logger)
         try await connection.checkedRun("DELETE FROM body_metrics WHERE user_id = \(user)", logger: logger)

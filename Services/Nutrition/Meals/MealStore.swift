@@ -119,7 +119,7 @@ struct MealStore: Sendable {
             allergyWarnings: try Self.json(draft.allergyWarnings), warnings: try Self.json(draft.warnings), analysis: try analysis.map(Self.json))
         var stored: (String, Date)?
         for try await row in try await connection.checkedExecute(insert, logger: logger) { stored = row }
-        let (localDate, created) = stored ?? (draft.localDay.description, Date())
+        guard let (localDate, created) = stored else { throw APIError.unauthorized("This account has been deleted.", code: "account_deleted") }
         return MealRecord(
             id: id, userID: user, name: draft.name, eatenAt: draft.eatenAt, localDate: localDate, items: draft.items, totals: draft.totals,
             diet: draft.diet.rawValue, score: draft.score, allergyWarnings: draft.allergyWarnings, warnings: draft.warnings, notes: draft.notes,
@@ -128,14 +128,17 @@ struct MealStore: Sendable {
     }
 
     /// Logging a meal, the commonest write: prepared once per connection rather than parsed and
-    /// planned on every post.
+    /// planned on every post. Without a transaction around it, it holds the account itself
+    /// (`hold_live_account`): a meal of an account deleted meanwhile is not stored, and a deletion
+    /// running meanwhile waits for it and deletes it.
     struct Insert: PostgresPreparedStatement {
         static let name = "nutrition.insert_meal"
         static let sql = """
             INSERT INTO meals (id, user_id, name, eaten_at, local_date, items, calories, protein_g, carbs_g, fat_g, fiber_g, sugar_g, saturated_fat_g, sodium_mg,
                                diet, diet_score, score_band, score, algorithm_version, allergy_warnings, warnings, notes, photo_url, analysis)
-            VALUES ($1, $2, $3, $4, $5::date, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19, $20::jsonb, $21::jsonb, $22, $23,
-                    $24::jsonb)
+            SELECT $1, $2, $3, $4, $5::date, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19, $20::jsonb, $21::jsonb, $22, $23,
+                   $24::jsonb
+            WHERE hold_live_account($2)
             RETURNING local_date::text, created_at
             """
         static let bindingDataTypes: [PostgresDataType] = [

@@ -8,18 +8,24 @@ import ServiceKit
 struct BodyMetricStore: Sendable {
     func setWeight(_ user: UUID, day: LocalDay, value: Double, unit: WeightUnit, notes: String?, on connection: PostgresConnection, logger: Logger) async throws {
         let factor = unit == .lbs ? WeightUnit.kilogramsPerPound : "1"
-        _ = try await connection.returnsRow(SetWeight(user: user, day: day.description, value: String(value), factor: factor, notes: notes), logger: logger)
+        guard try await connection.returnsRow(SetWeight(user: user, day: day.description, value: String(value), factor: factor, notes: notes), logger: logger) else {
+            throw Self.deleted
+        }
     }
+
+    static let deleted = APIError.unauthorized("This account has been deleted.", code: "account_deleted")
 
     // A weight is logged and its chart read every day by many users: both statements are prepared
     // once per connection, as PostgreSQL otherwise parses and plans them each time. Numbers travel
-    // as text into `numeric`, so that a weight in pounds is converted exactly.
+    // as text into `numeric`, so that a weight in pounds is converted exactly. A day's row is made
+    // holding the account (`hold_live_account`), as a meal is.
 
     struct SetWeight: PostgresPreparedStatement {
         static let name = "nutrition.set_weight"
         static let sql = """
             INSERT INTO body_metrics (user_id, local_date, weight_kg, weight_notes)
-            VALUES ($1, $2::date, $3::numeric * $4::numeric, $5)
+            SELECT $1, $2::date, $3::numeric * $4::numeric, $5
+            WHERE hold_live_account($1)
             ON CONFLICT (user_id, local_date) DO UPDATE SET weight_kg = EXCLUDED.weight_kg, weight_notes = EXCLUDED.weight_notes, updated_at = now()
             RETURNING 1
             """
@@ -43,12 +49,15 @@ struct BodyMetricStore: Sendable {
     }
 
     func setKetones(_ user: UUID, day: LocalDay, value: Double, notes: String?, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun(
+        let stored = try await connection.returnsRow(
             """
             INSERT INTO body_metrics (user_id, local_date, ketones_mmol, ketone_notes)
-            VALUES (\(user), \(day.description)::date, \(String(value))::numeric, \(notes))
+            SELECT \(user), \(day.description)::date, \(String(value))::numeric, \(notes)
+            WHERE hold_live_account(\(user))
             ON CONFLICT (user_id, local_date) DO UPDATE SET ketones_mmol = EXCLUDED.ketones_mmol, ketone_notes = EXCLUDED.ketone_notes, updated_at = now()
+            RETURNING 1
             """, logger: logger)
+        guard stored else { throw Self.deleted }
     }
 
     struct WeightDay: Sendable {

@@ -76,18 +76,19 @@ struct DietProfileStore: Sendable {
     }
 
     /// A profile with defaults and the default goal from the start of time, if there is none and the
-    /// account was not deleted.
+    /// account was not deleted. Each row is made holding the account (`hold_live_account`), so a
+    /// deletion running meanwhile finds it.
     func ensure(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         let made = try await connection.returnsRow(
             """
-            INSERT INTO profiles (user_id) SELECT \(user)
-            WHERE NOT EXISTS (SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8')))
+            INSERT INTO profiles (user_id) SELECT \(user) WHERE hold_live_account(\(user))
             ON CONFLICT DO NOTHING RETURNING 1
             """, logger: logger)
         if made {
             try await connection.checkedRun(
                 """
-                INSERT INTO calorie_goals (user_id, effective_from, daily_calories) VALUES (\(user), '-infinity', \(DietProfile.defaultCalorieGoal))
+                INSERT INTO calorie_goals (user_id, effective_from, daily_calories)
+                SELECT \(user), '-infinity', \(DietProfile.defaultCalorieGoal) WHERE hold_live_account(\(user))
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
             forgetKeptAfterCommit(user)
@@ -106,7 +107,8 @@ struct DietProfileStore: Sendable {
             """, logger: logger)
         try await connection.checkedRun(
             """
-            INSERT INTO calorie_goals (user_id, effective_from, daily_calories) VALUES (\(user), \(today.description)::date, \(profile.dailyCalorieGoal))
+            INSERT INTO calorie_goals (user_id, effective_from, daily_calories)
+            SELECT \(user), \(today.description)::date, \(profile.dailyCalorieGoal) WHERE hold_live_account(\(user))
             ON CONFLICT (user_id, effective_from) DO UPDATE SET daily_calories = EXCLUDED.daily_calories
             """, logger: logger)
         forgetKeptAfterCommit(user)

@@ -113,8 +113,7 @@ struct AnalyzeRoutes {
         let id = UUID()
         let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
             // The account may have been deleted during the call: nothing of it is kept then.
-            try await connection.holdAccount(user, logger: context.logger)
-            if try await connection.isDeletedAccount(user, logger: context.logger) {
+            guard try await connection.holdLiveAccount(user, logger: context.logger) else {
                 throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
             }
             var items: [MealItem] = []

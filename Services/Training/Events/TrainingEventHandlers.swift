@@ -12,10 +12,9 @@ struct TrainingEventHandlers {
         var handlers = EventHandlers()
         let training = self.training
         // A late event about a deleted account makes nothing again; one handled while the account's
-        // deletion runs waits for it (`holdAccount`).
+        // deletion runs waits for it (`holdLiveAccount`).
         @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
-            try await context.connection.holdAccount(user, logger: context.logger)
-            return try await context.connection.isDeletedAccount(user, logger: context.logger)
+            try await !context.connection.holdLiveAccount(user, logger: context.logger)
         }
         handlers.on(ClientInvited.self) { event, context in
             guard try await !deleted(event.coachID, context) else { return }
@@ -63,14 +62,14 @@ struct TrainingEventHandlers {
         // nobody had proven): what the account's maker made goes, and its links end at this event.
         handlers.on(UserPasswordChanged.self) { event, context in
             guard event.makerDropped else { return }
-            try await context.connection.holdAccount(event.userID, exclusive: true, logger: context.logger)
+            try await context.connection.holdAccountForDeletion(event.userID, logger: context.logger)
             guard try await !context.connection.isDeletedAccount(event.userID, logger: context.logger) else { return }
             try await training.coaching.endAll(
                 of: event.userID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
             try await Self.purge(event.userID, on: context.connection, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in
-            try await context.connection.holdAccount(event.userID, exclusive: true, logger: context.logger)
+            try await context.connection.holdAccountForDeletion(event.userID, logger: context.logger)
             try await Self.purge(event.userID, on: context.connection, logger: context.logger)
             try await training.coaching.forget(event.userID, on: context.connection, logger: context.logger)
             try await context.connection.recordDeletedAccount(event.userID, logger: context.logger)

@@ -66,8 +66,8 @@ struct ExerciseRoutes {
         let fields = try await request.decode(as: ExerciseBody.self, context: context).fields(over: nil)
         let training = self.training
         let id = UUID()
-        let stored = try await training.postgres.withConnectionOnItsLoop { connection in
-            try await Training.refuseDeleted(context.caller.userID, on: connection, logger: context.logger)
+        let stored = try await training.postgres.transaction(logger: context.logger) { connection in
+            try await Training.holdLiveAccount(context.caller.userID, on: connection, logger: context.logger)
             return try await training.exercises.insert(fields, id: id, coach: context.caller.userID, on: connection, logger: context.logger)
         }
         guard let stored else { throw Self.duplicate }

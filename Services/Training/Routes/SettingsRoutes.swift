@@ -35,14 +35,14 @@ struct SettingsRoutes {
         if unit == nil { problems.append(.init(field: "weight_unit", message: "must be kg or lbs")) }
         let zoneShape = body.timeZone.utf8.count <= 64 && body.timeZone.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/_+-".contains($0)) }
         let training = self.training
-        return try await training.postgres.withConnectionOnItsLoop { connection in
+        return try await training.postgres.transaction(logger: context.logger) { connection in
             var known = zoneShape && TimeZone(identifier: body.timeZone) != nil
             if known { known = try await training.sessions.isKnownZone(body.timeZone, on: connection, logger: context.logger) }
             if !known {
                 problems.append(.init(field: "time_zone", message: "must be an IANA time zone name, such as Europe/Lisbon"))
             }
             guard problems.isEmpty, let unit else { throw APIError.validation(problems) }
-            try await Training.refuseDeleted(context.caller.userID, on: connection, logger: context.logger)
+            try await Training.holdLiveAccount(context.caller.userID, on: connection, logger: context.logger)
             try await training.sessions.saveSettings(.init(timeZone: body.timeZone, unit: unit), of: context.caller.userID, on: connection, logger: context.logger)
             return SettingsView(timeZone: body.timeZone, weightUnit: unit.rawValue)
         }

@@ -13,21 +13,26 @@ extension PostgresConnection {
         try await returnsRow(DeletedAccountCheck(parameter: user.uuidString.lowercased()), logger: logger)
     }
 
-    /// Holds `user`'s account until the transaction ends: shared by what makes rows of it (which asks
-    /// `isDeletedAccount` after), exclusive by what deletes them. A deletion then waits for the rows
-    /// being made to commit, and its statements find them; what makes rows after it waits for it, and
-    /// finds its tombstone. Otherwise rows committed while a deletion ran fall between its
-    /// statements' snapshots and outlive the account. A transaction that may delete takes it
-    /// exclusive first, never shared then exclusive (two such would wait on each other). The key is
-    /// the schema's and the account's: services sharing a database do not wait on each other.
-    /// (44224, 0xACC0: the accounts' own space of advisory locks, apart from any other's.)
-    public func holdAccount(_ user: UUID, exclusive: Bool = false, logger: Logger) async throws {
+    /// Holds `user`'s account until the transaction ends and says whether it is live, in one
+    /// statement (`hold_live_account`, below): for a transaction that makes rows of the account, before
+    /// it makes them. A deletion waits for the rows being made to commit, and its statements find
+    /// them; what makes rows after it waits for it, and finds its tombstone. Otherwise rows committed
+    /// while a deletion ran fall between its statements' snapshots and outlive the account.
+    public func holdLiveAccount(_ user: UUID, logger: Logger) async throws -> Bool {
+        var live = false
+        for try await held in try await checkedQuery("SELECT hold_live_account(\(user))", logger: logger).decode(Bool.self) { live = held }
+        return live
+    }
+
+    /// Holds `user`'s account exclusively until the transaction ends: for what deletes its rows, which
+    /// then waits for every transaction holding it live (`holdLiveAccount`) to commit. A transaction
+    /// that may delete takes this first, never a live hold then this (two such would wait on each
+    /// other). The key is the schema's and the account's, as `hold_live_account` makes it: services
+    /// sharing a database do not wait on each other. (44224, 0xACC0: the accounts' own space of
+    /// advisory locks, apart from any other's.)
+    public func holdAccountForDeletion(_ user: UUID, logger: Logger) async throws {
         let key = user.uuidString.lowercased()
-        if exclusive {
-            try await checkedRun("SELECT pg_advisory_xact_lock(44224, hashtext(current_schema() || ':' || \(key)))", logger: logger)
-        } else {
-            try await checkedRun("SELECT pg_advisory_xact_lock_shared(44224, hashtext(current_schema() || ':' || \(key)))", logger: logger)
-        }
+        try await checkedRun("SELECT pg_advisory_xact_lock(44224, hashtext(current_schema() || ':' || \(key)))", logger: logger)
     }
 
     /// Leaves the tombstone of `user`'s account; once is enough. The answers kept for the account's
@@ -51,4 +56,25 @@ public struct DeletedAccountCheck: OneParameterStatement {
     public let parameter: String
 
     public func decodeRow(_ row: PostgresRow) throws {}
+}
+
+/// The kit's function for `holdLiveAccount`, in every service's schema. A statement that makes a row
+/// of an account without a transaction around it calls it in its own condition (`INSERT … SELECT …
+/// WHERE hold_live_account($1)`): the hold lasts until that statement commits. It is volatile, so the
+/// tombstone check inside it reads with a snapshot of its own, taken after the lock is granted; the
+/// calling statement's snapshot, taken before a deletion it waited for committed, would miss the
+/// tombstone. It runs with the schema it was made in, whoever calls it.
+package enum DeletedAccountsSchema {
+    package static let migrations = [
+        Migration(
+            name: "0000_account_hold",
+            sql: """
+                CREATE FUNCTION hold_live_account(account uuid) RETURNS boolean
+                    LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
+                BEGIN
+                    PERFORM pg_advisory_xact_lock_shared(44224, hashtext(current_schema() || ':' || account::text));
+                    RETURN NOT EXISTS (SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(account::text, 'UTF8')));
+                END $$;
+                """)
+    ]
 }

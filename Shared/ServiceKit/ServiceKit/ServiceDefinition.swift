@@ -51,9 +51,10 @@ public struct ServiceDefinition: Sendable {
         self.setup = setup
     }
 
-    /// The kit's tables (the event bus's outbox and inbox, idempotency keys) and then the service's own.
+    /// The kit's tables and functions (the event bus's outbox and inbox, idempotency keys, the account
+    /// hold) and then the service's own.
     package func allMigrations() throws -> [Migration] {
-        EventBusSchema.migrations + IdempotencySchema.migrations + (try migrations())
+        EventBusSchema.migrations + IdempotencySchema.migrations + DeletedAccountsSchema.migrations + (try migrations())
     }
 
     /// Reads the service's `Migrations/*.sql` from its resource bundle.
