@@ -44,6 +44,15 @@ struct Invitations: Sendable {
         }
     }
 
+    /// For a transaction that makes rows naming the account (an invitation its coach sends, the link
+    /// its acceptance makes): the account held until it commits (`holdLiveAccount`), or `401
+    /// account_deleted`. A deletion running meanwhile waits, and then finds the rows.
+    static func holdLiveAccount(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        guard try await connection.holdLiveAccount(user, logger: logger) else {
+            throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
+        }
+    }
+
     /// An invitation looked up by its code, as the API's preview and the page both do: counted against
     /// the client address's look-ups (guessing codes costs the same either way), then the invitation
     /// and its coach, or nil for a code that names none.

@@ -29,4 +29,28 @@ import TestSupport
             }
         }
     }
+
+    /// A write made while the account's deletion runs waits for it, then finds the tombstone and makes
+    /// nothing: without the wait, a purchase would write its subscription after the deletion's
+    /// statements read, and the subscription would name the account.
+    @Test func aWriteBesideTheDeletionWaitsAndMakesNothing() async throws {
+        try await Env.run { env in
+            let writes: [(name: String, write: @Sendable (Env.User) async throws -> APIReply)] = [
+                ("purchase", { user in try await env.buy(try await env.transaction(original: "4000000000002"), as: user) }),
+                ("usage", { user in try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 1]) }),
+                ("space", { user in try await env.call(.post, "/v1/spaces", as: user, json: ["name": "Left behind"]) }),
+            ]
+            var users: [UUID] = []
+            for (name, write) in writes {
+                let user = try await env.user()
+                users.append(user.id)
+                let reply = try await env.whileDeleting(user.id) { try await write(user) }
+                #expect(reply.status == .unauthorized && reply.code == "account_deleted", "\(name): \(reply.text)")
+            }
+            let ids = users.map { "'\($0)'" }.joined(separator: ", ")
+            for table in ["subscriptions", "transactions", "usage_counters", "usage_acquisitions", "space_members"] {
+                #expect(try await env.count("SELECT count(*) FROM \(table) WHERE user_id IN (\(ids))") == 0, "a row in \(table)")
+            }
+        }
+    }
 }

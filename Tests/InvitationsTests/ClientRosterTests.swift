@@ -161,6 +161,30 @@ import TestSupport
         }
     }
 
+    /// An invitation sent, or accepted, while the account's deletion runs waits for it, then finds the
+    /// tombstone and makes nothing: without the wait, a coach's invitation (and its mail) would be
+    /// written after the deletion's statements read, and outlive the coach.
+    @Test func aWriteBesideTheDeletionWaitsAndMakesNothing() async throws {
+        try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let coach = try await env.coach()
+            let invite = try await env.whileDeleting(coach.id) {
+                try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Ghost", "email": "\(TestEnvironment.uniqueName("g"))@example.com"])
+            }
+            #expect(invite.status == .unauthorized && invite.code == "account_deleted", "\(invite.text)")
+            #expect(try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(coach.id)'") == 0)
+
+            let other = try await env.coach("Other Coach")
+            let email = "\(TestEnvironment.uniqueName("jo"))@example.com"
+            let (created, code) = try await env.invite("Jo", email: email, by: other)
+            let jo = try await env.user(email: email)
+            let accepted = try await env.whileDeleting(jo.id) { try await env.call(.post, "/v1/invitations/\(code)/accept", as: jo) }
+            #expect(accepted.status == .unauthorized && accepted.code == "account_deleted", "\(accepted.text)")
+            let id = try #require(created.json["id"] as? String)
+            #expect(try await env.call(.get, "/v1/clients/\(id)", as: other).json["status"] as? String == "pending")
+            #expect(try await env.count("SELECT count(*) FROM clients WHERE client_user_id = '\(jo.id)'") == 0)
+        }
+    }
+
     /// A deleted coach: every client unlinked, the roster gone. A deleted client: the coach's roster
     /// keeps `left` without their name, address, phone or notes.
     @Test func deletedAccountsLeaveNothingBehind() async throws {

@@ -36,6 +36,17 @@ import TestSupport
         }
     }
 
+    /// A first request made while the account's deletion runs (its `user.registered` not yet here)
+    /// waits for it, then finds the tombstone and makes no profile, which would outlive the account.
+    @Test func aProfileMadeBesideTheDeletionWaitsAndIsNotMade() async throws {
+        try await SocialTestEnvironment.run { env in
+            let late = try await env.user(registered: false)
+            let reply = try await env.whileDeleting(late.id) { try await env.call(.get, "/v1/profiles/me", as: late) }
+            #expect(reply.status == .unauthorized && reply.code == "account_deleted", "\(reply.text)")
+            #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(late.id)'") == 0)
+        }
+    }
+
     @Test func userDeletedLeavesNoRowMentioningTheUserAndFixesOthersCounts() async throws {
         try await SocialTestEnvironment.run { env in
             let leaving = try await env.user("Leaving")

@@ -47,6 +47,9 @@ struct EntitlementsEventHandlers {
             }
         }
         handlers.on(UserDeleted.self) { event, context in
+            // A request making rows of the account (a purchase's customer and subscription) holds it
+            // until it commits (`EntitlementStore.ensureLiveCustomer`), and is then found below.
+            try await context.connection.holdAccountForDeletion(event.userID, logger: context.logger)
             try await spaces.userDeleted(event.userID, on: context.connection, logger: context.logger)
             try await entitlements.store.forget(event.userID, on: context.connection, logger: context.logger)
             entitlements.forgetKeptAfterCommit([event.userID])

@@ -67,7 +67,7 @@ struct SpaceRoutes {
         let store = entitlements.store
         let view = try await entitlements.postgres.transaction(logger: context.logger) { connection -> SpaceView in
             // A deleted account's token outlives it: a space made now would outlive it too.
-            if try await store.isDeleted(me, on: connection, logger: context.logger) { throw EntitlementStore.accountDeleted }
+            try await store.holdLiveAccount(me, on: connection, logger: context.logger)
             let id = try await spaces.create(name: name, owner: me, on: connection, logger: context.logger)
             return SpaceView(try await spaces.find(id, member: me, on: connection, logger: context.logger)!)
         }

@@ -50,10 +50,11 @@ struct EntitlementStore: Sendable {
 
     /// `ensureCustomer` for a request of the user's own. A deleted account's token outlives it by up
     /// to 15 minutes, and a row made for it after `user.deleted` would never be removed: `401
-    /// account_deleted`, as social and nutrition answer it.
+    /// account_deleted`, as social and nutrition answer it. The statement holds the account
+    /// (`hold_live_account`) until the transaction it runs in commits: a deletion running meanwhile
+    /// waits, and then finds what the transaction wrote (a purchase's subscription).
     func ensureLiveCustomer(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        if try await isDeleted(user, on: connection, logger: logger) { throw Self.accountDeleted }
-        try await ensureCustomer(user, on: connection, logger: logger)
+        guard try await ensureCustomer(user, holdingLiveAccount: true, on: connection, logger: logger) else { throw Self.accountDeleted }
     }
 
     private func read(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> EntitlementInputs? {
@@ -102,16 +103,30 @@ struct EntitlementStore: Sendable {
 
     /// The customer row, made on first sight; an address given replaces the one known, and is proven
     /// when `verified` (a proven address stays proven until it changes).
-    func ensureCustomer(_ user: UUID, email: String? = nil, verified: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun(
+    /// With `holdingLiveAccount`, only for an account not deleted, held until the transaction ends
+    /// (`hold_live_account`); false when it was deleted.
+    @discardableResult
+    func ensureCustomer(
+        _ user: UUID, email: String? = nil, verified: Bool = false, holdingLiveAccount: Bool = false, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Bool {
+        try await connection.returnsRow(
             """
-            INSERT INTO customers (user_id, app_account_token, email_normalized, email_verified) VALUES (\(user), \(UUID()), \(email), \(verified && email != nil))
+            INSERT INTO customers (user_id, app_account_token, email_normalized, email_verified)
+            SELECT \(user), \(UUID()), \(email), \(verified && email != nil) WHERE CASE WHEN \(holdingLiveAccount) THEN hold_live_account(\(user)) ELSE true END
             ON CONFLICT (user_id) DO UPDATE SET
               email_verified = CASE WHEN EXCLUDED.email_normalized IS NULL THEN customers.email_verified
                                     WHEN EXCLUDED.email_normalized IS DISTINCT FROM customers.email_normalized THEN EXCLUDED.email_verified
                                     ELSE customers.email_verified OR EXCLUDED.email_verified END,
               email_normalized = coalesce(EXCLUDED.email_normalized, customers.email_normalized)
+            RETURNING 1
             """, logger: logger)
+    }
+
+    /// For a transaction that makes rows of the user's own (usage, a space): the account held until it
+    /// commits (`holdLiveAccount`), or `401 account_deleted`. A deletion running meanwhile waits, and
+    /// then finds the rows.
+    func holdLiveAccount(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        guard try await connection.holdLiveAccount(user, logger: logger) else { throw Self.accountDeleted }
     }
 
     /// Whether auth deleted the account: a late event about it makes nothing again.

@@ -38,7 +38,7 @@ struct AccountDirectory: Sendable {
             """
             INSERT INTO accounts (user_id, email, email_normalized, display_name)
             SELECT \(event.userID), \(event.email), \(EmailAddress.normalize(event.email)), \(event.displayName)
-            WHERE NOT EXISTS (SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(event.userID.uuidString.lowercased()), 'UTF8')))
+            WHERE hold_live_account(\(event.userID))
             ON CONFLICT (user_id) DO UPDATE SET email = excluded.email, email_normalized = excluded.email_normalized,
                 display_name = coalesce(accounts.display_name, excluded.display_name)
             """, logger: logger)

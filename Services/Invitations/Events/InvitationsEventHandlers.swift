@@ -44,6 +44,9 @@ struct InvitationsEventHandlers {
     /// revokes every invitation. A deleted client: the link ends, and the coach's roster keeps the
     /// entry as `left` without the person's name, address or phone.
     static func purge(_ user: UUID, invitations: Invitations, keepingAccount: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
+        // An account's directory entry being made (`AccountDirectory.registered`) holds the account
+        // until it commits, and is then found here; one made after finds the tombstone.
+        try await connection.holdAccountForDeletion(user, logger: logger)
         let rows = try await connection.checkedQuery("\(unescaped: ClientStore.select) WHERE c.coach_id = \(user) FOR UPDATE OF c", logger: logger)
         for client in try await ClientStore.decode(rows) where client.status == .accepted {
             try await invitations.unlink(client, reason: .coachDeleted, on: connection, logger: logger)

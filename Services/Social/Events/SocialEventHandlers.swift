@@ -39,6 +39,9 @@ struct SocialEventHandlers {
     /// commits (they then find no profile: 404). Counts are corrected from the rows this statement
     /// actually deleted, so a concurrent unfollow cannot be subtracted twice.
     static func purge(_ user: UUID, keepingAccount: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
+        // A profile being made (`ProfileStore.ensure`) holds the account until it commits, and is
+        // then found here; one made after finds the tombstone.
+        try await connection.holdAccountForDeletion(user, logger: logger)
         try await connection.checkedRun("SELECT 1 FROM profiles WHERE user_id = \(user) FOR UPDATE", logger: logger)
         var followed: [UUID] = []
         for try await id in try await connection.checkedQuery("DELETE FROM follows WHERE follower_id = \(user) RETURNING followee_id", logger: logger).decode(UUID.self) {

@@ -40,7 +40,7 @@ struct ProfileStore: Sendable {
             """
             INSERT INTO profiles (user_id, display_name, is_verified)
             SELECT \(id), \(name), \(verified)
-            WHERE NOT EXISTS (SELECT 1 FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(id.uuidString.lowercased()), 'UTF8')))
+            WHERE hold_live_account(\(id))
             ON CONFLICT (user_id) DO UPDATE SET
                 display_name = coalesce(profiles.display_name, excluded.display_name),
                 is_verified = CASE WHEN \(overwriteVerified) THEN excluded.is_verified ELSE profiles.is_verified END
