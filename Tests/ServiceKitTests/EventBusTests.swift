@@ -149,6 +149,44 @@ final class BusHarness: Sendable {
 }
 
 @Suite struct EventBusTests {
+    /// A batch's events for one user share a transaction, in order, but `user.deleted` and
+    /// `user.password_changed` each run in one of their own, in their place.
+    @Test func anAccountsDeletionIsHandledInATransactionOfItsOwn() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        try await bus.consumerDB.query("CREATE TABLE handled (n serial, type text, xid bigint)", logger: TestEnvironment.logger)
+        var handlers = EventHandlers()
+        @Sendable func record(_ context: EventContext) async throws {
+            try await context.connection.query("INSERT INTO handled (type, xid) VALUES (\(context.envelope.type), txid_current())", logger: context.logger)
+        }
+        handlers.on(UserRegistered.self) { _, context in try await record(context) }
+        handlers.on(UserDeleted.self) { _, context in try await record(context) }
+        handlers.on(UserPasswordChanged.self) { _, context in try await record(context) }
+        let consumer = EventConsumer(
+            client: bus.consumerDB, redis: bus.redis, config: bus.busConfig(group: "social", consumer: "c1"), handlers: handlers,
+            producer: "social", metrics: EventBusMetrics(registry: MetricsRegistry()), logger: TestEnvironment.logger)
+        let user = UUID()
+        let registered = UserRegistered(userID: user, email: "someone@example.com", displayName: nil, provider: "email")
+        let payloads: [any EventPayload] = [
+            registered, registered, UserDeleted(userID: user), registered,
+            UserPasswordChanged(userID: user, method: .reset, makerDropped: true), registered, registered,
+        ]
+        let entries = try payloads.enumerated().map { index, payload in
+            let envelope = try EventEnvelope(payload, producer: "auth", userID: user)
+            return StreamEntry(id: "1-\(index)", fields: ["type": envelope.type, "envelope": envelope.json])
+        }
+        try await consumer.processConcurrently(entries, reclaimed: false)
+        var rows: [(String, Int64)] = []
+        for try await row in try await bus.consumerDB.query("SELECT type, xid FROM handled ORDER BY n", logger: TestEnvironment.logger).decode((String, Int64).self) {
+            rows.append(row)
+        }
+        #expect(rows.map(\.0) == payloads.map { type(of: $0).eventType })
+        let transactions = rows.map(\.1)
+        // Together: the first two, the one after the deletion alone, the last two.
+        #expect(transactions[0] == transactions[1] && transactions[5] == transactions[6])
+        #expect(Set(transactions).count == 5, "\(transactions)")
+        await bus.stop()
+    }
+
     @Test func aRolledBackEventIsNeverDeliveredAndACommittedOneIsOnce() async throws {
         let bus = try await BusHarness(redis: try TestEnvironment.redis())
         bus.startRelay()

@@ -195,11 +195,33 @@ package final class EventConsumer: Service, Sendable {
         return accepted.count
     }
 
+    /// Events that delete what an account made, each handled in a transaction of its own, in its
+    /// place in the shard's order: their handlers hold the account exclusively
+    /// (`holdAccountForDeletion`), and in a transaction that had already held it, or another
+    /// account, for an event before them, a request holding that account and waiting on a row the
+    /// transaction wrote would deadlock with it.
+    static let handledAlone: Set<String> = [UserDeleted.eventType, UserPasswordChanged.eventType]
+
     private func process(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)]) async throws {
+        var run: [(StreamEntry, EventEnvelope, EventHandlers.Handler)] = []
+        for event in shard {
+            if Self.handledAlone.contains(event.1.type) {
+                try await processTogether(run)
+                try await processTogether([event])
+                run = []
+            } else {
+                run.append(event)
+            }
+        }
+        try await processTogether(run)
+    }
+
+    private func processTogether(_ events: [(StreamEntry, EventEnvelope, EventHandlers.Handler)]) async throws {
+        guard !events.isEmpty else { return }
         do {
-            try await handle(shard, together: shard.count > 1)
+            try await handle(events, together: events.count > 1)
         } catch is ShardFailed {
-            for event in shard { try await handle([event], together: false) }
+            for event in events { try await handle([event], together: false) }
         }
     }
 
