@@ -47,6 +47,21 @@ import TestSupport
                 let reply = try await env.whileDeleting(user.id) { try await write(user) }
                 #expect(reply.status == .unauthorized && reply.code == "account_deleted", "\(name): \(reply.text)")
             }
+            // A purchase naming, by its appAccountToken, an account being deleted: it waits, and the
+            // purchase is the buyer's, naming nobody else.
+            let tokenOwner = try await env.user()
+            let buyer = try await env.user()
+            let named = try await env.transaction(original: "4000000000003", for: tokenOwner)
+            let bought = try await env.whileDeleting(tokenOwner.id) { try await env.buy(named, as: buyer) }
+            #expect(bought.status == .ok, "\(bought.text)")
+            #expect(try await env.count("SELECT count(*) FROM subscriptions WHERE user_id = '\(buyer.id)'") == 1)
+            users.append(tokenOwner.id)
+            // An admin's grant to an account being deleted: it waits, then finds no such user.
+            let granted = try await env.user()
+            users.append(granted.id)
+            let grant = try await env.whileDeleting(granted.id) { try await AdminStandingTests.grant(env, to: granted, as: env.admin) }
+            #expect(grant.status == .notFound && grant.code == "user_not_found", "\(grant.text)")
+            #expect(try await env.count("SELECT count(*) FROM grants WHERE user_id = '\(granted.id)'") == 0)
             let ids = users.map { "'\($0)'" }.joined(separator: ", ")
             for table in ["subscriptions", "transactions", "usage_counters", "usage_acquisitions", "space_members"] {
                 #expect(try await env.count("SELECT count(*) FROM \(table) WHERE user_id IN (\(ids))") == 0, "a row in \(table)")

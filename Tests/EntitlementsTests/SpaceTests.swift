@@ -443,6 +443,63 @@ import TestSupport
         }
     }
 
+    /// A member added, an ownership offered or taken, while that account's deletion runs: each waits
+    /// for it, then finds the tombstone and makes nothing that names the account.
+    @Test func spaceWritesBesideADeletionWait() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let owner = try await env.user()
+            try await env.grant(owner, tier: "team")
+            let space = try await Self.space(env, of: owner)
+
+            let joining = try await env.user()
+            let added = try await env.whileDeleting(joining.id) {
+                try await env.call(.post, "/v1/spaces/\(space)/members", as: owner, json: ["user_id": joining.path, "permission": "editor"])
+            }
+            #expect(added.status == .notFound && added.code == "user_not_found", "\(added.text)")
+
+            let offered = try await env.user()
+            try await Self.add(env, offered.path, as: "editor", to: space, by: owner)
+            let offer = try await env.whileDeleting(offered.id) {
+                try await env.call(.post, "/v1/spaces/\(space)/transfer", as: owner, json: ["user_id": offered.path])
+            }
+            #expect(offer.status == .notFound && offer.code == "member_not_found", "\(offer.text)")
+
+            let taking = try await env.user()
+            try await Self.add(env, taking.path, as: "editor", to: space, by: owner)
+            #expect(try await env.call(.post, "/v1/spaces/\(space)/transfer", as: owner, json: ["user_id": taking.path]).status == .ok)
+            let taken = try await env.whileDeleting(taking.id) { try await env.call(.post, "/v1/spaces/\(space)/transfer/accept", as: taking) }
+            #expect(taken.status == .unauthorized && taken.code == "account_deleted", "\(taken.text)")
+
+            #expect(try await env.count("SELECT count(*) FROM space_members WHERE space_id = '\(space)' AND permission = 'owner' AND user_id = '\(owner.id)'") == 1)
+            #expect(try await env.count("SELECT count(*) FROM space_members WHERE user_id = '\(joining.id)'") == 0)
+        }
+    }
+
+    /// Two owners' deletions at once: the first passes its space to a member whose own deletion is
+    /// running; that deletion waits for the pass, finds the space it now owns, and passes it on.
+    @Test func aSpacePassedToAnAccountBeingDeletedPassesOn() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let owner = try await env.user()
+            let heir = try await env.user()
+            let next = try await env.user()
+            try await env.grant(owner, tier: "team")
+            let space = try await Self.space(env, of: owner)
+            try await Self.add(env, heir.path, as: "editor", to: space, by: owner)
+            try await Self.add(env, next.path, as: "viewer", to: space, by: owner)
+            // The owner's deletion, in flight: the space passed to the heir, not yet committed.
+            try await env.inOpenTransaction([
+                "DELETE FROM space_members WHERE space_id = '\(space)' AND user_id = '\(owner.id)'",
+                "UPDATE space_members SET permission = 'owner' WHERE space_id = '\(space)' AND user_id = '\(heir.id)'",
+            ]) {
+                try await env.publish(UserDeleted(userID: heir.id), userID: heir.id)
+                try await env.awaitLockWait()
+            }
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM space_members WHERE user_id = '\(heir.id)'") == 0 }
+            let passed = try await env.call(.get, "/v1/spaces/\(space)", as: next)
+            #expect(passed.json["permission"] as? String == "owner", "\(passed.text)")
+        }
+    }
+
     /// Bodies: malformed JSON, unknown fields, the name's rule; lists page; ids that are not UUIDs.
     @Test func bodiesIdsAndPages() async throws {
         try await EntitlementsTestEnvironment.run { env in

@@ -47,6 +47,20 @@ import TestSupport
         }
     }
 
+    /// A warning names its moderator: one given while the moderator's deletion runs waits for it,
+    /// then finds the tombstone and is not given.
+    @Test func aWarningBesideItsModeratorsDeletionIsNotGiven() async throws {
+        try await SocialTestEnvironment.run { env in
+            let moderator = try await env.user(roles: [.user, .moderator])
+            let user = try await env.user()
+            let reply = try await env.whileDeleting(moderator.id) {
+                try await env.call(.post, "/v1/moderation/users/\(user.path)/warnings", as: moderator, json: ["reason": "Spam"])
+            }
+            #expect(reply.status == .unauthorized && reply.code == "account_deleted", "\(reply.text)")
+            #expect(try await env.count("SELECT count(*) FROM warnings") == 0)
+        }
+    }
+
     @Test func userDeletedLeavesNoRowMentioningTheUserAndFixesOthersCounts() async throws {
         try await SocialTestEnvironment.run { env in
             let leaving = try await env.user("Leaving")

@@ -99,10 +99,18 @@ extension ServiceHarness {
         ]) {
             starting.yield(Task { try await write() })
             starting.finish()
-            try await awaitLockWait()
+            try await awaitAccountHoldWait()
         }
         for await task in started { return try await task.value }
         throw CancellationError()
+    }
+
+    /// Waits until a connection to the service's database waits for an account's hold
+    /// (`holdLiveAccount`: the advisory locks keyed 44224 and the account).
+    public func awaitAccountHoldWait() async throws {
+        try await waitUntil(.seconds(15)) {
+            try await count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 44224 AND objsubid = 2 AND NOT granted") > 0
+        }
     }
 
     /// Waits until another connection to the service's database waits for a lock (a row's, an

@@ -58,10 +58,9 @@ struct AdminRoutes {
         if !problems.isEmpty { throw APIError.validation(problems) }
         let admin = context.caller.userID
         let grant = try await entitlements.postgres.transaction(logger: context.logger) { connection in
-            // The customer row first: a deletion running now waits for this transaction at that row
-            // (and removes the grant), or has committed its tombstone, which the check then sees.
-            try await entitlements.store.ensureCustomer(user, on: connection, logger: context.logger)
-            guard try await !entitlements.store.isDeleted(user, on: connection, logger: context.logger) else { throw Self.noUser }
+            // The account held first, with its customer row: a deletion running now waits for this
+            // transaction (and removes the grant), or has committed its tombstone, which this sees.
+            guard try await entitlements.store.ensureCustomer(user, holdingLiveAccount: true, on: connection, logger: context.logger) else { throw Self.noUser }
             return try await entitlements.announcingChanges(for: [user], on: connection, logger: context.logger) {
                 try await entitlements.grants.insert(user: user, tier: body.tier, until: body.until, reason: reason, by: admin, on: connection, logger: context.logger)
             }

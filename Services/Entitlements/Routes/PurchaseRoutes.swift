@@ -87,7 +87,7 @@ extension Entitlements {
         let holder = try await subscriptions.holder(transaction.originalTransactionID, on: connection, logger: logger)
         var claimant = holder?.user
         if claimant == nil, let token = transaction.appAccountToken {
-            claimant = try await store.customer(withToken: token, on: connection, logger: logger)
+            claimant = try await store.liveCustomer(withToken: token, on: connection, logger: logger)
         }
         if let claimant, claimant != caller {
             guard settings.transferPolicy == .transfer else { throw Self.ownedElsewhere }

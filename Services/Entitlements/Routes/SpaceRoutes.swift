@@ -66,8 +66,11 @@ struct SpaceRoutes {
         let me = context.caller.userID
         let store = entitlements.store
         let view = try await entitlements.postgres.transaction(logger: context.logger) { connection -> SpaceView in
-            // A deleted account's token outlives it: a space made now would outlive it too.
-            try await store.holdLiveAccount(me, on: connection, logger: context.logger)
+            // A deleted account's token outlives it: a space made now would outlive it too. The
+            // owner's customer row too, made here, holding the account first: deciding a member's
+            // action reads the owner's entitlement with the space locked, and must not make the row
+            // (and hold the account) then.
+            try await store.ensureLiveCustomer(me, on: connection, logger: context.logger)
             let id = try await spaces.create(name: name, owner: me, on: connection, logger: context.logger)
             return SpaceView(try await spaces.find(id, member: me, on: connection, logger: context.logger)!)
         }
@@ -168,7 +171,8 @@ struct SpaceRoutes {
         default: throw APIError.validation([.init(field: "user_id", message: "give either user_id or email, not both")])
         }
         let me = context.caller.userID
-        let view = try await changing(id, context: context, lockingAddress: address) { (space, connection) -> MemberView in
+        let named = body.userID.map { (account: $0, deleted: APIError.notFound("No account has that id.", code: "user_not_found")) }
+        let view = try await changing(id, context: context, naming: named, lockingAddress: address) { (space, connection) -> MemberView in
             try await authorize(space, .invite, on: connection, logger: context.logger)
             if let user = body.userID {
                 guard user != me else { throw SpaceFields.cannotAddSelf }
@@ -266,7 +270,9 @@ struct SpaceRoutes {
     ) async throws -> Result {
         let spaces = self.spaces
         let me = context.caller.userID
+        let store = entitlements.store
         return try await entitlements.postgres.transaction(logger: context.logger) { connection -> Result in
+            try await store.holdLiveAccount(me, on: connection, logger: context.logger)
             guard let address = try await spaces.provenEmail(of: me, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
             try await spaces.lockAddress(address, on: connection, logger: context.logger)
             guard try await spaces.lock(id, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
@@ -281,7 +287,7 @@ struct SpaceRoutes {
         let id = try context.spaceID()
         let body = try await request.decode(as: TransferRequest.self, context: context)
         let me = context.caller.userID
-        return try await changing(id, context: context) { (space, connection) -> SpaceView in
+        return try await changing(id, context: context, naming: (body.userID, SpaceFields.memberNotFound)) { (space, connection) -> SpaceView in
             guard space.permission == .owner else { throw SpaceFields.ownerOnly }
             guard body.userID != me else {
                 throw APIError.validation([.init(field: "user_id", message: "is you; name another member of the space")])
@@ -308,15 +314,21 @@ struct SpaceRoutes {
     // MARK: helpers
 
     /// A transaction that locks the space's row and reads it as the caller sees it (404 for a
-    /// non-member), then runs `body`. `lockingAddress` first takes the address's lock (see
-    /// `SpaceStore.lockAddress`), before the row's, as `attachPending` does.
+    /// non-member), then runs `body`. The caller's account is held first, and the account `naming`
+    /// gives (a member added by id, an owner offered the space), whose deletion meanwhile is that
+    /// answer (`holdLiveAccount`): a membership or an offer made while a deletion runs is found by
+    /// it. `lockingAddress` then takes the address's lock (see `SpaceStore.lockAddress`), before the
+    /// row's, as `attachPending` does.
     func changing<Result: Sendable>(
-        _ id: UUID, context: AuthenticatedContext, lockingAddress address: String? = nil,
+        _ id: UUID, context: AuthenticatedContext, naming other: (account: UUID, deleted: APIError)? = nil, lockingAddress address: String? = nil,
         _ body: (SpaceRecord, PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let spaces = self.spaces
+        let store = entitlements.store
         let me = context.caller.userID
         return try await entitlements.postgres.transaction(logger: context.logger) { connection -> Result in
+            try await store.holdLiveAccount(me, on: connection, logger: context.logger)
+            if let other, other.account != me, try await !connection.holdLiveAccount(other.account, logger: context.logger) { throw other.deleted }
             if let address { try await spaces.lockAddress(address, on: connection, logger: context.logger) }
             guard try await spaces.lock(id, on: connection, logger: context.logger),
                 let space = try await spaces.find(id, member: me, on: connection, logger: context.logger)

@@ -49,7 +49,7 @@ struct WebhookRoutes {
             let holder = try await entitlements.subscriptions.holder(original, on: connection, logger: context.logger)
             var user = holder?.user
             if user == nil, let token = verified.transaction?.appAccountToken {
-                user = try await entitlements.store.customer(withToken: token, on: connection, logger: context.logger)
+                user = try await entitlements.store.liveCustomer(withToken: token, on: connection, logger: context.logger)
             }
             let applied = try await entitlements.announcingChanges(for: user.map { [$0] } ?? [], on: connection, logger: context.logger) {
                 if let transaction = verified.transaction {

@@ -292,6 +292,18 @@ struct SpaceStore: Sendable {
     /// earliest member, and with no other member is deleted; their other memberships and the
     /// transfers offered to them go. Idempotent, for a redelivered event.
     func userDeleted(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await passOwnedSpaces(of: user, on: connection, logger: logger)
+        try await connection.checkedRun("DELETE FROM space_members WHERE user_id = \(user) AND permission <> 'owner'", logger: logger)
+        // Again: a membership the statement above waited for may have become the space's ownership
+        // meanwhile (another owner's deletion passing the space on), and was then left; its
+        // ownership is committed now, and this pass finds it.
+        try await passOwnedSpaces(of: user, on: connection, logger: logger)
+        try await connection.checkedRun(
+            "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE pending_owner_id = \(user)", logger: logger)
+    }
+
+    /// Each space `user` owns passes to its earliest editor, else its earliest member, or is deleted.
+    private func passOwnedSpaces(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         // The spaces they own, locked in id order (two deletions at once cannot deadlock).
         var owned: [UUID] = []
         let rows = try await connection.checkedQuery(
@@ -320,9 +332,6 @@ struct SpaceStore: Sendable {
                 try await delete(space, on: connection, logger: logger)
             }
         }
-        try await connection.checkedRun("DELETE FROM space_members WHERE user_id = \(user) AND permission <> 'owner'", logger: logger)
-        try await connection.checkedRun(
-            "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE pending_owner_id = \(user)", logger: logger)
     }
 
     /// `user.password_changed` with `maker_dropped`: the address's owner proved it for the first

@@ -134,6 +134,16 @@ struct EntitlementStore: Sendable {
         try await connection.isDeletedAccount(user, logger: logger)
     }
 
+    /// Whose `appAccountToken` this is, held until the transaction ends (`holdLiveAccount`), if
+    /// anyone's: what the transaction then writes names them, and a deletion of their account
+    /// running meanwhile waits for it and finds it. An account deleted meanwhile is no one's.
+    func liveCustomer(withToken token: UUID, on connection: PostgresConnection, logger: Logger) async throws -> UUID? {
+        guard let user = try await customer(withToken: token, on: connection, logger: logger),
+            try await connection.holdLiveAccount(user, logger: logger)
+        else { return nil }
+        return user
+    }
+
     /// Whose `appAccountToken` this is, if anyone's.
     func customer(withToken token: UUID, on connection: PostgresConnection, logger: Logger) async throws -> UUID? {
         let rows = try await connection.checkedQuery("SELECT user_id FROM customers WHERE app_account_token = \(token)", logger: logger)

@@ -20,7 +20,7 @@ extension PostgresConnection {
     /// while a deletion ran fall between its statements' snapshots and outlive the account.
     public func holdLiveAccount(_ user: UUID, logger: Logger) async throws -> Bool {
         var live = false
-        for try await held in try await checkedQuery("SELECT hold_live_account(\(user))", logger: logger).decode(Bool.self) { live = held }
+        for try await held in try await checkedExecute(AccountHold(parameter: user), logger: logger) { live = held }
         return live
     }
 
@@ -43,6 +43,18 @@ extension PostgresConnection {
             "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
             logger: logger)
     }
+}
+
+/// `holdLiveAccount`, before most writes of a user's rows: prepared once per connection.
+public struct AccountHold: OneParameterStatement {
+    public static let name = "deleted_accounts.hold"
+    public static let sql = "SELECT hold_live_account($1)"
+    public static let bindingDataTypes: [PostgresDataType] = [.uuid]
+    public typealias Row = Bool
+
+    public let parameter: UUID
+
+    public func decodeRow(_ row: PostgresRow) throws -> Bool { try row.decode(Bool.self) }
 }
 
 /// The check runs before a user's first row is made (a request, an event about them): prepared once
