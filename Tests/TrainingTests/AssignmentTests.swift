@@ -11,6 +11,36 @@ import TestSupport
 @Suite struct AssignmentTests {
     /// The coach invites, plans three sessions; the client signs up and accepts; their first
     /// `today` and `sessions` show them.
+    /// The client's token carries the `client` role as soon as the acceptance is recorded, and the
+    /// acceptance's event reaches training a moment later: the first `today` and My Workouts wait
+    /// for it, so the client sees the plan at once. A client whose link is known, with nothing
+    /// planned, is answered at once.
+    @Test func theFirstTodayAfterAcceptingWaitsForThePlan() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let coach = try await env.coach()
+            let entry = try await env.rosterEntry(of: coach)
+            let press = try await env.libraryExercise("Pushups")
+            let workout = try #require(try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(press)).json["id"] as? String)
+            let today = TrainingTestEnvironment.day(0)
+            _ = try await env.assign(workout, to: entry, by: coach, on: [today])
+            let client = try await env.client()
+            for path in ["/v1/training/today", "/v1/training/sessions?from=\(today)"] {
+                let read = Task { try await env.call(.get, path, as: client) }
+                if path.hasSuffix("today") {
+                    try await Task.sleep(for: .milliseconds(300))
+                    try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id)
+                }
+                let reply = try await read.value
+                #expect(reply.status == .ok && reply.items.count == 1, "\(path): \(reply.text)")
+            }
+            // Linked, nothing planned on that day: no wait.
+            let started = ContinuousClock.now
+            let empty = try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(30))", as: client)
+            #expect(empty.status == .ok && empty.items.isEmpty)
+            #expect(ContinuousClock.now - started < .seconds(1))
+        }
+    }
+
     @Test func theFirstWeekPlannedBeforeTheClientAcceptsIsTheirsOnAcceptance() async throws {
         try await TrainingTestEnvironment.run { env in
             let coach = try await env.coach()
@@ -145,7 +175,8 @@ import TestSupport
     @Test func awaitingARosterEntryHoldsNoConnection() async throws {
         try await TrainingTestEnvironment.run(["DATABASE_POOL_SIZE": "2"]) { env in
             let coach = try await env.coach()
-            let client = try await env.client()
+            // Someone without the client role: a client's first read would wait for its link.
+            let client = try await env.user()
             let waiting = (0..<3).map { _ in
                 Task { () -> ContinuousClock.Instant in
                     let body: [String: Any] = ["workout_id": UUID().uuidString, "dates": [TrainingTestEnvironment.day(1)]]

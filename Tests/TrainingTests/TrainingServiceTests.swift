@@ -39,7 +39,7 @@ import TestSupport
                     // Today, then a week, as `today` and My Workouts ask.
                     let (from, to) = n % 2 == 0 ? (nil, nil) : (today, weekEnd)
                     let list = try await SessionStore().days(of: client.id, from: from, to: to, on: connection, logger: TestEnvironment.logger)
-                    let sessions = try #require(try JSONSerialization.jsonObject(with: Data(buffer: list.body)) as? [String: Any])["items"] as? [Any]
+                    let sessions = try #require(try JSONSerialization.jsonObject(with: Data(buffer: list.list.body)) as? [String: Any])["items"] as? [Any]
                     if n % 2 == 1 { #expect(sessions?.count == 2) } else { #expect(sessions?.isEmpty == false) }
                 }
             }

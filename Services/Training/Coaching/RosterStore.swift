@@ -38,6 +38,11 @@ struct RosterStore: Sendable {
         return nil
     }
 
+    /// Whether any roster entry names `client`'s account (accepted, left or removed since).
+    func namesClient(_ client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM roster_entries WHERE client_id = \(client) LIMIT 1", logger: logger)
+    }
+
     /// Raises the entry to `stage` (making it if this is the first event about it); `client` is
     /// recorded when given. An entry already known under another coach is left alone.
     func advance(_ id: UUID, coach: UUID, client: UUID?, to stage: Stage, on connection: PostgresConnection, logger: Logger) async throws {

@@ -23,9 +23,16 @@ struct SessionRoutes {
     @Sendable func today(_ request: Request, context: AuthenticatedContext) async throws -> EncodedJSON {
         try context.requireNotCoach()
         let training = self.training
-        return try await training.postgres.withConnectionOnItsLoop { connection in
-            try await training.sessions.days(of: context.caller.userID, from: nil, to: nil, on: connection, logger: context.logger)
+        let user = context.caller.userID
+        let read = { @Sendable () async throws -> (list: EncodedJSON, isEmpty: Bool) in
+            try await training.postgres.withConnectionOnItsLoop { connection in
+                try await training.sessions.days(of: user, from: nil, to: nil, on: connection, logger: context.logger)
+            }
         }
+        let first = try await read()
+        // A client's first look, just after accepting: the plan may be a moment behind the role.
+        guard first.isEmpty, context.caller.has(.client), try await training.awaitFirstAcceptance(of: user, logger: context.logger) else { return first.list }
+        return try await read().list
     }
 
     static let maxDays = 92
@@ -49,7 +56,16 @@ struct SessionRoutes {
         if !problems.isEmpty { throw APIError.validation(problems) }
         let training = self.training
         let user = context.caller.userID
-        return try await training.postgres.withConnectionOnItsLoop { connection in
+        let read = { @Sendable () async throws -> (list: EncodedJSON, isEmpty: Bool) in try await Self.days(training, of: user, from: from, to: to, context: context) }
+        let first = try await read()
+        // As for today: the plan may be a moment behind the `client` role.
+        guard first.isEmpty, context.caller.has(.client), try await training.awaitFirstAcceptance(of: user, logger: context.logger) else { return first.list }
+        return try await read().list
+    }
+
+    /// `from` through `to` of the caller's days, or validation's answer.
+    static func days(_ training: Training, of user: UUID, from: String?, to: String?, context: AuthenticatedContext) async throws -> (list: EncodedJSON, isEmpty: Bool) {
+        try await training.postgres.withConnectionOnItsLoop { connection in
             // Without `to`, a week from `from` (or today); the range is checked in SQL, where the days are.
             let rows = try await connection.checkedQuery(
                 """

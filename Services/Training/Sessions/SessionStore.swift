@@ -157,11 +157,12 @@ struct SessionStore: Sendable {
     /// The client's sessions from `from` through `to` (their local days; nil: today in their zone),
     /// cancelled ones left out, in the settings they are read in: one statement, whose one row is the
     /// response body.
-    func days(of client: UUID, from: String?, to: String?, on connection: PostgresConnection, logger: Logger) async throws -> EncodedJSON {
-        var body: ByteBuffer?
-        for try await row in try await connection.checkedExecute(DaysQuery(client: client, from: from, to: to), logger: logger) { body = row }
-        guard let body else { throw DaysQuery.noRow }
-        return EncodedJSON(rendered: body)
+    /// The list as PostgreSQL wrote it, and whether it holds no session.
+    func days(of client: UUID, from: String?, to: String?, on connection: PostgresConnection, logger: Logger) async throws -> (list: EncodedJSON, isEmpty: Bool) {
+        var found: (ByteBuffer, Bool)?
+        for try await row in try await connection.checkedExecute(DaysQuery(client: client, from: from, to: to), logger: logger) { found = row }
+        guard let (body, isEmpty) = found else { throw DaysQuery.noRow }
+        return (EncodedJSON(rendered: body), isEmpty)
     }
 
     /// Prepared once per connection: today's sessions are what every app asks for as it opens, and
@@ -176,7 +177,8 @@ struct SessionStore: Sendable {
     /// them for the reader's unit (`0004_session_blocks_views.sql`), and compact: `row_to_json` and
     /// `array_to_json` add no spaces, unlike `json_build_object` and `jsonb`. Decoding each session's
     /// blocks and encoding the list in the service was most of what a list cost it; a test holds
-    /// the two writers to one answer.
+    /// the two writers to one answer. Whether the list is empty comes beside it, from the aggregate
+    /// (none over no rows), not from the list written out again.
     struct DaysQuery: PostgresPreparedStatement {
         static let name = "training.session_days_json"
         static let sql = """
@@ -185,16 +187,17 @@ struct SessionStore: Sendable {
                        (now() AT TIME ZONE coalesce(u.time_zone, 'UTC'))::date AS today
                 FROM (SELECT 1) AS one LEFT JOIN user_settings u ON u.user_id = $1),
             range AS MATERIALIZED (SELECT $1::uuid AS client, tz, unit, coalesce($2::date, today) AS first, coalesce($3::date, today) AS last FROM st)
-            SELECT row_to_json(list)::text FROM (
-                SELECT r.first::text AS "from",
-                       coalesce((SELECT array_to_json(array_agg(\(sessionJSON) ORDER BY s.scheduled_on, s.created_at, s.id))
-                                 FROM sessions s
-                                 WHERE s.client_id = r.client AND s.scheduled_on BETWEEN r.first AND r.last AND s.status <> 'cancelled'), '[]') AS items,
-                       r.tz AS time_zone, r.last::text AS "to", r.unit AS weight_unit
-                FROM range r) list
+            SELECT row_to_json(list)::text, found.items IS NULL
+            FROM range r
+            CROSS JOIN LATERAL (
+                SELECT array_to_json(array_agg(\(sessionJSON) ORDER BY s.scheduled_on, s.created_at, s.id)) AS items
+                FROM sessions s
+                WHERE s.client_id = r.client AND s.scheduled_on BETWEEN r.first AND r.last AND s.status <> 'cancelled') found
+            CROSS JOIN LATERAL (
+                SELECT r.first::text AS "from", coalesce(found.items, '[]') AS items, r.tz AS time_zone, r.last::text AS "to", r.unit AS weight_unit) list
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text]
-        typealias Row = ByteBuffer
+        typealias Row = (ByteBuffer, Bool)
         static let noRow = APIError(.internalServerError, code: "internal_error", detail: "The sessions could not be read.")
 
         /// One session of `s`, read in `r.unit`: `SessionView`'s keys, the blocks as kept for that unit
@@ -223,8 +226,8 @@ struct SessionStore: Sendable {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> ByteBuffer {
-            try row.decode(ByteBuffer.self)
+        func decodeRow(_ row: PostgresRow) throws -> (ByteBuffer, Bool) {
+            try row.decode((ByteBuffer, Bool).self)
         }
     }
 

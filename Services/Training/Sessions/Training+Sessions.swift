@@ -19,6 +19,24 @@ extension Training {
         }
     }
 
+    /// Whether a client's first sessions arrived while this waited. The client's token carries the
+    /// `client` role once invitations has the acceptance, and auth has granted it; the acceptance's
+    /// event (`invitation.accepted`), which gives the sessions the coach planned to the client's
+    /// account, reaches training on its own way, usually first, at most a moment later. A client
+    /// whose account no roster entry names yet waits for it, up to 3 s, so that the first list
+    /// after signing in shows the plan. One whose entry is here already (the list was simply empty)
+    /// costs one index lookup, and no wait.
+    func awaitFirstAcceptance(of client: UUID, logger: Logger) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(3)
+        var waited = false
+        while try await postgres.withConnectionOnItsLoop({ try await roster.namesClient(client, on: $0, logger: logger) }) == false {
+            guard ContinuousClock.now < deadline else { return false }
+            try await Task.sleep(for: .milliseconds(50))
+            waited = true
+        }
+        return waited
+    }
+
     /// The coach's roster entry, locked against the events that would move it (an acceptance giving
     /// its sessions to the client, an unlink cancelling them) until the caller's transaction ends.
     /// Another coach's entry, or none, is `404`, as if it did not exist.
