@@ -32,11 +32,12 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
             metrics: metrics, trustedProxies: config.trustedProxies,
             routeOutsideRouter: { request in table.service(for: request.uri.path).flatMap { routeLabels[$0] } }))
     // The edge's rules for every request, proxied or the gateway's own: CORS, body limits, rate limits.
-    router.add(middleware: EdgeMiddleware(cors: config.cors, bodyLimits: config.bodyLimits, limiter: limiter))
+    let bodyBuffers = BodyBuffers(capacity: config.bodyBufferBytes)
+    router.add(middleware: EdgeMiddleware(cors: config.cors, bodyLimits: config.bodyLimits, bodyBuffers: bodyBuffers, limiter: limiter))
     router.add(middleware: ProblemMiddleware())
     let routeIndex = RouteIndex()
     router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))
-    router.add(middleware: ProxyMiddleware(table: table, pools: pools, timeout: config.upstreamTimeout))
+    router.add(middleware: ProxyMiddleware(table: table, pools: pools, timeout: config.upstreamTimeout, bodyBuffers: bodyBuffers))
     let health = GatewayHealthRoutes(pools: pools, metrics: registry)
     health.add(to: router)
     config.appLinks.add(to: router)

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import ServiceKit
+import Synchronization
 
 /// How large a request body may be, by path prefix (whole segments, longest first, as routes
 /// match; a `*` segment stands for any one segment, an id): `BODY_LIMITS`, `prefix=size` pairs, `/`
@@ -149,6 +150,42 @@ struct CORSPolicy: Sendable, Equatable {
     }
 }
 
+/// The request bodies the gateway holds whole in memory at once, across requests
+/// (`BODY_BUFFER_BYTES`): a chunked body is read whole, to hold it to its path's limit, and a small
+/// one with a length, to go out with its head. Each takes its bytes from here first (a chunked body
+/// its path's whole limit, since nothing said its length) and gives them back once its response has
+/// begun. Otherwise clients sending half a body on each of many connections would make the gateway
+/// hold the sum of their limits, past any memory it has. Beyond the budget a chunked body is
+/// refused `503` with `Retry-After`, and a small body with a length streams instead.
+final class BodyBuffers: Sendable {
+    static let standardCapacity = 64 * 1024 * 1024
+    let capacity: Int
+    private let held = Atomic<Int>(0)
+
+    init(capacity: Int = BodyBuffers.standardCapacity) {
+        self.capacity = capacity
+    }
+
+    /// Takes `bytes` from the budget, or nothing and false when they do not fit.
+    func take(_ bytes: Int) -> Bool {
+        var current = held.load(ordering: .relaxed)
+        while true {
+            guard current + bytes <= capacity else { return false }
+            let (exchanged, original) = held.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+    }
+
+    func give(_ bytes: Int) {
+        held.subtract(bytes, ordering: .relaxed)
+    }
+
+    static let busy = APIError(
+        .serviceUnavailable, code: "busy", detail: "The gateway is holding as many request bodies as it can; try again in a moment.",
+        headers: [.retryAfter: "1"])
+}
+
 /// The edge's rules, in the one place every request passes, proxied or the gateway's own: CORS
 /// preflights answered here, CORS headers on responses, body limits and rate limits. Hummingbird's
 /// `CORSMiddleware` cannot say these rules: it answers any preflight 204 (a stranger's included,
@@ -159,6 +196,7 @@ struct EdgeMiddleware: RouterMiddleware {
 
     let cors: CORSPolicy
     let bodyLimits: BodyLimits
+    var bodyBuffers = BodyBuffers()
     var limiter: EdgeRateLimiter? = nil
 
     /// Outside `ProblemMiddleware`, so every response, problems and 404s included, gets its CORS
@@ -187,6 +225,8 @@ struct EdgeMiddleware: RouterMiddleware {
             guard length <= limit else { throw BodyLimits.tooLarge(limit) }
         } else if request.headers[.transferEncoding] != nil {
             let limit = bodyLimits.limit(for: request.uri.path)
+            guard bodyBuffers.take(limit) else { throw BodyBuffers.busy }
+            defer { bodyBuffers.give(limit) }
             // Chunks add up to a length no header announced: read them up to the limit, no further.
             let whole: ByteBuffer
             do {
@@ -195,6 +235,7 @@ struct EdgeMiddleware: RouterMiddleware {
                 throw BodyLimits.tooLarge(limit)
             }
             request.body = RequestBody(buffer: whole)
+            return try await next(request, context)
         }
         return try await next(request, context)
     }

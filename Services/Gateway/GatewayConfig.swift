@@ -37,6 +37,8 @@ struct GatewayConfig: Sendable {
     var liveEvents = LiveEventsConfig()
     /// Request body limits by path (`BODY_LIMITS`).
     var bodyLimits = BodyLimits.standard
+    /// The request-body bytes held in memory at once (`BODY_BUFFER_BYTES`, `BodyBuffers`).
+    var bodyBufferBytes = BodyBuffers.standardCapacity
     /// Web origins that may call the API from a browser (`CORS_ALLOWED_ORIGINS`).
     var cors = CORSPolicy()
     /// Requests per window by path prefix and caller (`RATE_LIMITS`).
@@ -76,11 +78,15 @@ struct GatewayConfig: Sendable {
             tokens: Self.tokens(reading: &env, authURL: upstreams["auth"]),
             liveEvents: LiveEventsConfig(reading: &env),
             bodyLimits: BodyLimits(reading: &env),
+            bodyBufferBytes: env.int("BODY_BUFFER_BYTES", default: BodyBuffers.standardCapacity, range: (1 << 20)...(1 << 40)),
             cors: CORSPolicy(reading: &env),
             rateLimits: RateLimitTable(reading: &env),
             tokenChecksPerAddress: env.int(
                 "RATE_LIMIT_TOKEN_CHECKS", default: EdgeRateLimiter.standardTokenChecksPerAddress, range: 0...1_000_000)
         )
+        if let largest = config.bodyLimits.limits.map(\.bytes).max(), config.bodyBufferBytes < largest {
+            env.report("BODY_BUFFER_BYTES (\(config.bodyBufferBytes)) must be at least the largest of BODY_LIMITS (\(largest)): a chunked body that large could never be taken")
+        }
         ProcessTuning.readEventLoopThreads(&env)
         try env.finish()
         return config

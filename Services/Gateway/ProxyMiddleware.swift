@@ -17,6 +17,7 @@ struct ProxyMiddleware: RouterMiddleware {
     let table: RouteTable
     let pools: [String: UpstreamPool]
     let timeout: Duration
+    var bodyBuffers = BodyBuffers()
 
     /// Headers that describe one connection, not the message (RFC 9110 §7.6.1), and are never forwarded.
     /// `expect` too: the gateway reads the client's body itself, so a `100 Continue` is its own to send.
@@ -39,11 +40,15 @@ struct ProxyMiddleware: RouterMiddleware {
         // (which goes on in chunks), streams.
         var body = OutgoingBody.none
         var framing = Framing.none
+        var buffered = 0
+        defer { if buffered > 0 { bodyBuffers.give(buffered) } }
         if let length = request.headers[.contentLength].flatMap(Int.init) {
             framing = .length(length)
-            if length > UpstreamExchangeHandler.bufferedBodyLimit {
+            if length > UpstreamExchangeHandler.bufferedBodyLimit || (length > 0 && !bodyBuffers.take(length)) {
+                // Large, or the gateway holds as many bodies as it may: it streams.
                 body = .stream(request.body)
             } else if length > 0 {
+                buffered = length
                 let whole: ByteBuffer
                 do {
                     whole = try await request.body.collect(upTo: length)

@@ -10,6 +10,7 @@ import Models
 import NIOCore
 import ServiceKitCore
 import ServiceKitHTTP
+import Synchronization
 import Testing
 import TestSupport
 
@@ -102,6 +103,47 @@ import TestSupport
         }
     }
 
+    /// Chunked bodies are read whole, each taking its path's limit from `BODY_BUFFER_BYTES`: clients
+    /// holding bodies half-sent take the budget, and one more chunked body is `503` with
+    /// `Retry-After` until they go, instead of the gateway holding without bound. A body with a
+    /// length streams when the budget is spent.
+    @Test func chunkedBodiesHeldAtOnceAreBounded() async throws {
+        @Sendable func configure(_ config: inout GatewayConfig) {
+            config.bodyLimits = BodyLimits(limits: ["/": 400_000])
+            config.bodyBufferBytes = 1 << 20
+            // Counted per address in Redis, which the suite's other gateways share: off, so that a
+            // held body is never refused for the rate instead.
+            config.rateLimits = RateLimitTable(rules: [])
+        }
+        try await Self.withGateway(configure: configure) { client in
+            let port = try #require(client.port)
+            let halfSent = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+            let whole = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+            // Two half-sent bodies held open. A probe the gateway took first may have left one of
+            // them no room (refused, answered): that one is sent again, until both are held and the
+            // probe finds the budget spent.
+            let held = HeldRequests(port: port, text: halfSent, count: 2)
+            defer { held.closeAll() }
+            try await waitUntil(.seconds(30)) {
+                try held.sendAgainWhereAnswered()
+                try await Task.sleep(for: .milliseconds(50))
+                return try await RawHTTP.exchange(port: port, whole, untilAnswers: 1, timeout: .seconds(5)).first?.status == 503
+            }
+            let refused = try await RawHTTP.exchange(port: port, whole, untilAnswers: 1, timeout: .seconds(5))
+            #expect(refused.first?.status == 503 && refused.first?.headers["retry-after"] == "1", "\(refused.map(\.status))")
+            let problem = String(buffer: refused.first?.body ?? ByteBuffer())
+            #expect(problem.contains("\"code\":\"busy\""), "\(problem)")
+            // A body with a length still goes, streamed.
+            let sized = try await client.execute(uri: "/v1/auth/signup", method: .post, body: ByteBuffer(repeating: UInt8(ascii: "a"), count: 1000))
+            #expect(try GatewayTests.echo(sized).bodyBytes == 1000)
+            // The held bodies end: their budget is back.
+            held.closeAll()
+            try await waitUntil(.seconds(10)) {
+                try await RawHTTP.exchange(port: port, whole, untilAnswers: 1, timeout: .seconds(5)).first?.status == 200
+            }
+        }
+    }
+
     @Test func aSmallerLimitHoldsOnTheChannelHandlersPathToo() async throws {
         try await Self.withGateway(bodyLimits: BodyLimits(limits: ["/": 256 << 10, "/v1/auth/login": 100])) { client in
             let small = try await client.execute(uri: "/v1/auth/login", method: .post, body: ByteBuffer(repeating: UInt8(ascii: "a"), count: 100))
@@ -166,5 +208,39 @@ import TestSupport
             _ = CORSPolicy(reading: &bad)
             #expect(bad.problems.count == 1, "\(wrong)")
         }
+    }
+}
+
+/// Requests sent on connections of their own and left unfinished, each sent again on a new
+/// connection once the gateway answered it (or closed it), until the gateway holds them all.
+final class HeldRequests: @unchecked Sendable {
+    let port: Int
+    let text: String
+    private var sockets: [Int32]
+
+    init(port: Int, text: String, count: Int) {
+        self.port = port
+        self.text = text
+        sockets = Array(repeating: -1, count: count)
+    }
+
+    func sendAgainWhereAnswered() throws {
+        for index in sockets.indices {
+            if sockets[index] >= 0 {
+                var byte: UInt8 = 0
+                let peeked = recv(sockets[index], &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK))
+                // Nothing to read yet: still held.
+                if peeked < 0, errno == EAGAIN || errno == EWOULDBLOCK { continue }
+                close(sockets[index])
+            }
+            let fd = try LoopbackSocket.connect(port: port)
+            sockets[index] = fd
+            _ = text.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        }
+    }
+
+    func closeAll() {
+        for fd in sockets where fd >= 0 { close(fd) }
+        sockets = sockets.map { _ in -1 }
     }
 }
