@@ -335,8 +335,11 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     private var context: ChannelHandlerContext?
     /// The current request is a HEAD: its response has no body whatever its head says.
     private var requestIsHEAD = false
-    /// The current exchange's deadline.
+    /// The current exchange's deadline: its start's plus `allowance`, moved on by each part of a
+    /// streamed body, either way, so that an upload or a response as slow as its client is not
+    /// cut while the upstream keeps up (the client's own pace is `ClientConnectionHandler`'s).
     private var deadline = NIODeadline.distantFuture
+    private var allowance = TimeAmount.zero
     /// One timer per connection, not one per exchange: it fires at the earliest deadline it was armed
     /// for and then re-arms for the exchange in flight, if any. An exchange takes milliseconds and
     /// its deadline is seconds away, so most exchanges start and end without touching the event
@@ -393,6 +396,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
         heldRead = false
         readerWantsMore = true
         self.deadline = deadline
+        allowance = deadline - context.eventLoop.now
         armTimer(for: deadline, on: context.eventLoop)
         var head = head
         head.headers.replaceOrAdd(name: "Host", value: host)
@@ -416,6 +420,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     /// it reached the socket.
     func writeBody(_ chunk: ByteBuffer, on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard let context else { return loop.makeFailedFuture(UpstreamError.closedBeforeResponse) }
+        progressed(on: loop)
         return context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk))))
     }
 
@@ -423,6 +428,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
     func endRequest(on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard let context else { return loop.makeFailedFuture(UpstreamError.closedBeforeResponse) }
         let written = loop.makePromise(of: Void.self)
+        progressed(on: loop)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
         written.futureResult.whenSuccess { [self] in requestSent = true }
         return written.futureResult
@@ -474,6 +480,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
                 // Nearly always the whole body in one read: kept as the slice it is, not copied.
                 if body.readableBytes == 0 { body = part } else { body.writeBuffer(&part) }
             case .streaming(let source):
+                progressed(on: context.eventLoop)
                 if source.yield(part) == .stopProducing { readerWantsMore = false }
             default:
                 fail(.brokenResponse("a body without a head"))
@@ -552,6 +559,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
             loop.execute { [handler, exchange] in
                 guard handler.exchange == exchange else { return }
                 handler.readerWantsMore = true
+                handler.progressed(on: loop)
                 if handler.heldRead, let context = handler.context {
                     handler.heldRead = false
                     context.read()
@@ -566,6 +574,14 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler, @unchecked Sendable {
                 handler.fail(.brokenResponse("the client went away"))
             }
         }
+    }
+
+    /// A part of a streamed body went one way or the other (or its reader asked for more): the
+    /// exchange has its whole allowance again from now. The armed timer, firing at the earlier
+    /// deadline, re-arms itself for this one.
+    fileprivate func progressed(on loop: any EventLoop) {
+        let moved = loop.now + allowance
+        if moved > deadline { deadline = moved }
     }
 
     /// Makes the timer fire by `deadline`; a timer that fires earlier re-arms itself then.

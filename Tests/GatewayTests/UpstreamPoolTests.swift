@@ -52,6 +52,20 @@ final class ShapesUpstream: Sendable {
             try await Task.sleep(for: .milliseconds(request.uri.queryParameters.get("ms", as: Int.self) ?? 0))
             return "\(context.remoteAddress?.port ?? 0)"
         }
+        router.get("drip") { request, _ in
+            // `parts` pieces `ms` apart: a response that keeps coming, slowly.
+            let parts = request.uri.queryParameters.get("parts", as: Int.self) ?? 1
+            let pause = request.uri.queryParameters.get("ms", as: Int.self) ?? 0
+            return Response(
+                status: .ok,
+                body: ResponseBody { writer in
+                    for part in 0..<parts {
+                        if part > 0 { try await Task.sleep(for: .milliseconds(pause)) }
+                        try await writer.write(ByteBuffer(repeating: 5, count: 1024))
+                    }
+                    try await writer.finish(nil)
+                })
+        }
         router.post("count") { request, _ in "\(try await request.body.collect(upTo: 64 << 20).readableBytes)" }
         try await server.start(router, server: .http1(), label: "shapes")
     }
@@ -292,6 +306,38 @@ final class ClosesWhenToldServer: Sendable {
             let error = await #expect(throws: UpstreamError.self) { _ = try await Self.get(pool, "/sleep?ms=8000", timeout: .seconds(1)) }
             #expect(error == .timedOut(stage: "request sent, no response; exchange 3 on this connection"))
             #expect(ContinuousClock.now - started < .seconds(6))
+        }
+    }
+
+    /// The timeout is the upstream's allowance between signs of progress: an upload that keeps coming,
+    /// and a response that keeps coming, each longer in all than the timeout (a part every 0.8 s
+    /// against 3 s, room for a loaded machine's stalls), go through; an upstream that goes silent is
+    /// still cut off.
+    @Test func aSlowUploadOrResponseThatKeepsMovingIsNotCut() async throws {
+        try await Self.withShapes { pool in
+            var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/count")
+            head.headers.add(name: "Transfer-Encoding", value: "chunked")
+            let (upload, sending) = AsyncStream<ByteBuffer>.makeStream()
+            let sender = Task {
+                for _ in 0..<6 {
+                    sending.yield(ByteBuffer(repeating: 1, count: 1024))
+                    try await Task.sleep(for: .milliseconds(800))
+                }
+                sending.finish()
+            }
+            let counted = try await pool.execute(head, body: .stream(RequestBody(asyncSequence: upload)), deadline: .now() + .seconds(3))
+            #expect(String(buffer: try await Self.body(counted)) == "6144")
+            try await sender.value
+
+            let dripped = try await pool.execute(
+                HTTPRequestHead(version: .http1_1, method: .GET, uri: "/drip?parts=6&ms=800"), body: .none, deadline: .now() + .seconds(3))
+            #expect(try await Self.body(dripped).readableBytes == 6 * 1024)
+
+            let error = await #expect(throws: UpstreamError.self) { _ = try await Self.get(pool, "/sleep?ms=9000", timeout: .seconds(3)) }
+            guard case .timedOut = error else {
+                Issue.record("a silent upstream: \(String(describing: error))")
+                return
+            }
         }
     }
 
