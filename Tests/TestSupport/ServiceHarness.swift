@@ -76,12 +76,16 @@ extension ServiceHarness {
 
     /// Runs `statements` in a transaction that stays open while `body` runs, then commits it: a write
     /// in flight, for a test of what must wait for it.
-    public func inOpenTransaction(_ statements: [String], while body: @escaping @Sendable () async throws -> Void) async throws {
+    /// `thenBeforeCommit` runs in it after `body`.
+    public func inOpenTransaction(
+        _ statements: [String], while body: @escaping @Sendable () async throws -> Void, thenBeforeCommit later: [String] = []
+    ) async throws {
         try await withClient(database.config(for: serviceName)) { client in
             try await client.withConnection { connection in
                 _ = try await connection.query("BEGIN", logger: TestEnvironment.logger)
                 for sql in statements { _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).collect() }
                 try await body()
+                for sql in later { _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).collect() }
                 _ = try await connection.query("COMMIT", logger: TestEnvironment.logger)
             }
         }

@@ -11,6 +11,18 @@ import TestSupport
 @Suite struct AssignmentTests {
     /// The coach invites, plans three sessions; the client signs up and accepts; their first
     /// `today` and `sessions` show them.
+    /// The coach's view of a client holds at most 92 days, every session with its sets.
+    @Test func theClientViewsRangeIsBounded() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, _, entry, _) = try await env.coachWithClient()
+            let wide = try await env.call(.get, "/v1/training/clients/\(entry)?from=1900-01-01&to=2100-12-31", as: coach)
+            #expect(wide.status == .badRequest && wide.code == "validation_failed" && wide.fieldErrors == ["to"], "\(wide.text)")
+            let early = try await env.call(.get, "/v1/training/clients/\(entry)?from=2000-01-01", as: coach)
+            #expect(early.status == .badRequest && early.fieldErrors == ["from"], "\(early.text)")
+            #expect(try await env.call(.get, "/v1/training/clients/\(entry)?from=2030-01-01&to=2030-04-01", as: coach).status == .ok)
+        }
+    }
+
     /// The client's token carries the `client` role as soon as the acceptance is recorded, and the
     /// acceptance's event reaches training a moment later: the first `today` and My Workouts wait
     /// for it, so the client sees the plan at once. A client whose link is known, with nothing

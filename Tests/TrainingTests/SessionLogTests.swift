@@ -295,6 +295,34 @@ import TestSupport
         }
     }
 
+    /// A comment that waited for the session's lock behind another is timed after it: a reader who
+    /// paged past the first by time does not skip the second, which committed later.
+    @Test func aCommentThatWaitedIsTimedAfterTheOneItWaitedFor() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
+            let (started, starting) = AsyncStream<Task<APIReply, any Error>>.makeStream()
+            // The coach's comment begins, and waits for the lock held here; meanwhile the client's
+            // comment, made under the lock, commits first.
+            try await env.inOpenTransaction(
+                ["SELECT 1 FROM sessions WHERE id = '\(id)' FOR UPDATE"],
+                while: {
+                    starting.yield(Task { try await env.call(.post, "/v1/training/sessions/\(id)/comments", as: coach, json: ["text": "waited"]) })
+                    starting.finish()
+                    try await env.awaitLockWait()
+                },
+                thenBeforeCommit: [
+                    """
+                    INSERT INTO session_comments (id, session_id, author_id, author_role, text, created_at)
+                    VALUES (gen_random_uuid(), '\(id)', '\(client.id)', 'client', 'first', clock_timestamp())
+                    """
+                ])
+            for await task in started { #expect(try await task.value.status == .created) }
+            let page = try await env.call(.get, "/v1/training/sessions/\(id)/comments", as: client)
+            #expect((page.json["items"] as? [[String: Any]])?.compactMap { $0["text"] as? String } == ["first", "waited"], "\(page.text)")
+        }
+    }
+
     /// An app logs the session as it showed it: with its `ETag` in `If-Match`, a log after the coach
     /// pushed new blocks is refused rather than filed under exercises the client never saw.
     @Test func aLogNamingTheSessionAsShownIsRefusedAfterAPush() async throws {

@@ -52,23 +52,34 @@ struct ClientProgress: ResponseEncodable {
         try json.encode(unit, forKey: .unit)
     }
 
+    static let maxDays = 92
+
     static func load(
         _ entry: RosterStore.Entry, from: String?, to: String?, viewer: UUID, training: Training, on connection: PostgresConnection, logger: Logger
     ) async throws -> ClientProgress {
         let zone = try await entry.clientID.asyncMap { try await training.sessions.settings(of: $0, on: connection, logger: logger).timeZone } ?? "UTC"
         let unit = try await training.sessions.settings(of: viewer, on: connection, logger: logger).unit
-        var range = ("", "", "")
+        var range = ("", "", "", Int32(0))
         for try await row in try await connection.checkedQuery(
             """
-            WITH st AS (SELECT (now() AT TIME ZONE \(zone))::date AS today)
-            SELECT today::text, coalesce(\(from)::date, today - 30)::text, coalesce(\(to)::date, today + 7)::text FROM st
+            WITH st AS (SELECT (now() AT TIME ZONE \(zone))::date AS today),
+            r AS (SELECT today, coalesce(\(from)::date, today - 30) AS first, coalesce(\(to)::date, today + 7) AS last FROM st)
+            SELECT today::text, first::text, last::text, last - first FROM r
             """, logger: logger
-        ).decode((String, String, String).self) { range = row }
-        let (today, first, last) = range
+        ).decode((String, String, String, Int32).self) { range = row }
+        let (today, first, last, span) = range
         // One of the two given, the other's default may still fall on the wrong side of it.
         guard first <= last else {
             throw APIError.validation([
                 to == nil ? .init(field: "from", message: "must not be after to (by default 7 days from today)") : .init(field: "to", message: "must not be before from")
+            ])
+        }
+        // As My Workouts: a range the response can hold whole, every session with its logged sets.
+        guard span < maxDays else {
+            throw APIError.validation([
+                to == nil
+                    ? .init(field: "from", message: "must be within \(maxDays) days of to (by default 7 days from today)")
+                    : .init(field: "to", message: "must be within \(maxDays) days of from")
             ])
         }
         let sessions = try await SessionStore.decode(

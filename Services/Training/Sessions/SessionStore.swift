@@ -604,10 +604,14 @@ struct SessionStore: Sendable {
             "DELETE FROM sessions WHERE id = \(id) AND coach_id = \(coach) AND status IN ('scheduled', 'cancelled') RETURNING 1", logger: logger)
     }
 
+    /// Made under the session's row lock (the caller holds it), and timed then, not at its
+    /// transaction's start (`now()`): comments are in the order they were made, so a reader paging
+    /// by time never skips one that committed after a later-timed one.
     func addComment(_ id: UUID, session: UUID, author: UUID, role: String, text: String, on connection: PostgresConnection, logger: Logger) async throws -> CommentView {
         let rows = try await connection.checkedQuery(
             """
-            INSERT INTO session_comments (id, session_id, author_id, author_role, text) VALUES (\(id), \(session), \(author), \(role), \(text))
+            INSERT INTO session_comments (id, session_id, author_id, author_role, text, created_at)
+            VALUES (\(id), \(session), \(author), \(role), \(text), clock_timestamp())
             RETURNING created_at
             """, logger: logger)
         var created = Date()
