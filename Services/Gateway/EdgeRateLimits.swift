@@ -158,8 +158,14 @@ final class EdgeRateLimiter: Service, Sendable {
     }
     private let tokenChecks = Mutex(TokenChecks())
 
-    /// Keys held at most: beyond it the oldest windows go first (a flood of addresses cannot grow it).
-    static let capacity = 100_000
+    /// Keys held at most by default (`capacity`): a flood of addresses cannot grow the table past it.
+    static let standardCapacity = 100_000
+    /// Keys held at most. A new key in a full table gets room only as `makeRoom` frees it without
+    /// losing a count; otherwise its request is refused, as a full `limit_req` zone refuses in nginx.
+    let capacity: Int
+    /// Until when (Unix ms) a full table is not swept again: a sweep that freed nothing is not redone
+    /// for each new key of a flood.
+    private let sweepAgainAt = Atomic<Int64>(.min)
 
     /// Who a count is of: a signed-in user, else a client address (as `TrustedProxies.limitKey` gives it).
     private enum Who: Hashable {
@@ -199,8 +205,9 @@ final class EdgeRateLimiter: Service, Sendable {
 
     init(
         table: RateLimitTable, redis: RedisClient?, verifier: TokenVerifier?, tokenChecksPerAddress: Int = standardTokenChecksPerAddress, logger: Logger,
-        syncInterval: Duration = .milliseconds(250)
+        syncInterval: Duration = .milliseconds(250), capacity: Int = standardCapacity
     ) {
+        self.capacity = capacity
         self.table = table
         self.redis = redis
         self.verifier = verifier
@@ -237,13 +244,16 @@ final class EdgeRateLimiter: Service, Sendable {
         let reset = Int((window + 1) * windowMs - nowMs + 999) / 1000
         let key = CounterKey(rule: table.counterRule[index], who: who, window: window)
         return counters.withLock { counters in
-            var counter = counters[key] ?? Counter(rule: rule, window: window, pending: 0, shared: 0)
+            let known = counters[key]
+            if known == nil, counters.count >= capacity, !makeRoom(in: &counters, now: nowMs) {
+                return RateDecision(allowed: false, rule: rule, remaining: 0, reset: reset)
+            }
+            var counter = known ?? Counter(rule: rule, window: window, pending: 0, shared: 0)
             let used = counter.shared + counter.pending
             guard used < rule.max else {
                 return RateDecision(allowed: false, rule: rule, remaining: 0, reset: reset)
             }
             counter.pending += 1
-            if counters.count >= Self.capacity, counters[key] == nil { Self.evict(&counters, before: window) }
             counters[key] = counter
             return RateDecision(allowed: true, rule: rule, remaining: rule.max - used - 1, reset: reset)
         }
@@ -268,13 +278,15 @@ final class EdgeRateLimiter: Service, Sendable {
         let address = TrustedProxies.limitKey(client)
         let minute = Int64(now.timeIntervalSince1970 / 60)
         let allowed = tokenChecks.withLock { checks in
-            guard !checks.inFlight.contains(token), checks.inFlight.count < Self.capacity else { return false }
+            guard !checks.inFlight.contains(token), checks.inFlight.count < capacity else { return false }
             var spent = checks.spent[address].flatMap { $0.minute == minute ? $0.count : nil } ?? 0
             guard spent < tokenChecksPerAddress else { return false }
             spent += 1
-            if checks.spent.count >= Self.capacity, checks.spent[address] == nil {
+            if checks.spent.count >= capacity, checks.spent[address] == nil {
                 checks.spent = checks.spent.filter { $0.value.minute >= minute }
-                if checks.spent.count >= Self.capacity { checks.spent.removeAll(keepingCapacity: true) }
+                // Every address in the table spent a check this minute: forgetting them would give
+                // each its budget again, so this one is not verified (it goes on counting by address).
+                guard checks.spent.count < capacity else { return false }
             }
             checks.spent[address] = (minute, spent)
             checks.inFlight.insert(token)
@@ -287,9 +299,21 @@ final class EdgeRateLimiter: Service, Sendable {
         }
     }
 
-    private static func evict(_ counters: inout [CounterKey: Counter], before window: Int64) {
-        counters = counters.filter { $0.value.window >= window }
-        if counters.count >= capacity { counters.removeAll(keepingCapacity: true) }
+    /// Frees room in a full table without losing a count: windows that have ended go, each by its
+    /// own rule's length (rules' windows differ, so their numbers cannot be compared), and then counts
+    /// already added to Redis, whose totals come back with their key's next sync (a key let go
+    /// that way can exceed its limit by one sync interval's requests, as processes can between them).
+    /// False when the table is still full.
+    private func makeRoom(in counters: inout [CounterKey: Counter], now nowMs: Int64) -> Bool {
+        guard nowMs >= sweepAgainAt.load(ordering: .relaxed) else { return false }
+        counters = counters.filter { ($0.value.window + 1) * $0.value.rule.windowMilliseconds > nowMs }
+        if counters.count >= capacity { counters = counters.filter { $0.value.pending > 0 } }
+        guard counters.count < capacity else {
+            let interval = syncInterval.components
+            sweepAgainAt.store(nowMs + interval.seconds * 1000 + interval.attoseconds / 1_000_000_000_000_000, ordering: .relaxed)
+            return false
+        }
+        return true
     }
 
     func run() async throws {
@@ -335,6 +359,8 @@ final class EdgeRateLimiter: Service, Sendable {
         }
         do {
             let replies = try await redis.pipeline(commands)
+            // Counts now in Redis can make room in a full table: it may be swept again.
+            sweepAgainAt.store(.min, ordering: .relaxed)
             counters.withLock { counters in
                 for (index, item) in batch.enumerated() {
                     guard let total = replies[2 * index].int, var counter = counters[item.key] else { continue }
