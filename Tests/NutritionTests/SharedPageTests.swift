@@ -74,6 +74,25 @@ import TestSupport
         #expect(RequestLog.redacted("/v1/shared/SECRETtoken123") == "/v1/shared/[redacted]")
         #expect(RequestLog.redacted("/v1/shared/SECRETtoken123/card.png") == "/v1/shared/[redacted]/card.png")
         #expect(RequestLog.redacted("/v1/meals/abc/share") == "/v1/meals/abc/share")
+        // However the path is spelled for the routers, which skip empty segments and read escapes.
+        #expect(RequestLog.redacted("/v1/shared//SECRETtoken123") == "/v1/shared//[redacted]")
+        #expect(RequestLog.redacted("//v1//shared/SECRETtoken123/") == "//v1//shared/[redacted]/")
+        #expect(RequestLog.redacted("//shared/SECRETtoken123?x=1") == "//shared/[redacted]?x=1")
+        #expect(RequestLog.redacted("/v1/%73hared/SECRETtoken123") == "/v1/%73hared/[redacted]")
+        #expect(RequestLog.redacted("/v1/invitations//mine") == "/v1/invitations//mine")
+        #expect(RequestLog.redacted("/v1//invitations/SECRETcode/accept") == "/v1//invitations/[redacted]/accept")
+        #expect(RequestLog.redacted("/v1/shared/") == "/v1/shared/")
+    }
+
+    /// The service's router skips an empty segment: `/v1/shared//<token>` is the share itself,
+    /// which is why the log's redaction reads paths the same way.
+    @Test func aShareIsReachedThroughAnEmptySegment() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let id = try #require(try await env.meal(user)["id"] as? String)
+            let token = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            #expect(try await env.call(.get, "/v1/shared//\(token)").status == .ok)
+        }
     }
 
     @Test func anExpiredLinksPageIsGone() async throws {

@@ -78,12 +78,21 @@ package enum RequestLog {
         return redactedSegments(String(path[..<mark])) + "?" + query.joined(separator: "&")
     }
 
+    /// Segments are compared as the routers see them: both Hummingbird's and the gateway's skip
+    /// empty segments, so `/v1/shared//x` opens the share `x`, and percent-encoded letters are read
+    /// as what they encode. The rest of the path is logged as it came.
     static func redactedSegments(_ path: String) -> String {
-        for (prefix, words) in secretSegments where path.hasPrefix(prefix) {
-            let rest = path.dropFirst(prefix.count)
-            let segment = rest.prefix { $0 != "/" }
-            guard !segment.isEmpty, !words.contains(String(segment)) else { return path }
-            return prefix + "[redacted]" + rest.dropFirst(segment.count)
+        guard path.contains("%") || secretSegments.contains(where: { path.contains($0.prefix.split(separator: "/").last ?? "") }) else { return path }
+        var segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        let named = segments.indices.filter { !segments[$0].isEmpty }
+        func read(_ segment: Substring) -> String { String(segment).removingPercentEncoding ?? String(segment) }
+        for (prefix, words) in secretSegments {
+            let wanted = prefix.split(separator: "/")
+            guard named.count > wanted.count, zip(named, wanted).allSatisfy({ read(segments[$0.0]) == $0.1 }) else { continue }
+            let secret = named[wanted.count]
+            guard !words.contains(read(segments[secret])) else { return path }
+            segments[secret] = "[redacted]"
+            return segments.joined(separator: "/")
         }
         return path
     }
