@@ -101,7 +101,8 @@ struct SessionRoutes {
 
     /// Logs the session (`completed` when every prescribed set is done, else `partial`), replacing an
     /// earlier log of it: an app that logs offline and retries, with its `Idempotency-Key` or without,
-    /// leaves one log. The coach hears of it live (`workout_logged`).
+    /// leaves one log. The coach hears of it live (`workout_logged`), once for each log that changes
+    /// what the session holds: a retry of the log it has already is not news.
     ///
     /// The session is read, the log checked against it, and one statement writes the log and its
     /// event if the session is still as it was read, and returns the log's detail: no transaction,

@@ -499,7 +499,9 @@ struct SessionStore: Sendable {
     /// One statement: the session is locked if it is still at the version the log was checked
     /// against, and only then do the sets the log no longer has go, the others get written over or
     /// added, the session take its new state, and the event (for its coach, if they still coach the
-    /// client) go into the outbox. It returns what changed of the session (the rest is as it was
+    /// client) go into the outbox, unless the log is the one the session already has: an app's
+    /// retry without its `Idempotency-Key` tells the coach nothing new (the statement's reads of the
+    /// session and its sets see them as they were before it). It returns what changed of the session (the rest is as it was
     /// read: its blocks are not sent and decoded twice) on each row of the detail, whose sets are
     /// the ones written. Being one statement, it needs no transaction around it: a log is a read
     /// and this. Its commit cannot fail on a constraint (no table it writes has a deferred trigger
@@ -511,7 +513,7 @@ struct SessionStore: Sendable {
             WITH x AS (
                 SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(block int2, n int2, exercise uuid, reps int4, duration int4, distance numeric, kg numeric,
                                                                 lbs numeric, rpe numeric, done bool)),
-            locked AS MATERIALIZED (SELECT s.id FROM sessions s WHERE s.id = $2 AND s.version = $8 FOR UPDATE),
+            locked AS MATERIALIZED (SELECT s.id, s.status, s.performed_at, s.log_notes FROM sessions s WHERE s.id = $2 AND s.version = $8 FOR UPDATE),
             gone AS (
                 DELETE FROM session_sets ss USING locked
                 WHERE ss.session_id = locked.id AND NOT EXISTS (SELECT 1 FROM x WHERE x.block = ss.block AND x.n = ss.set_number)),
@@ -532,8 +534,14 @@ struct SessionStore: Sendable {
                 RETURNING s.status, s.performed_at, s.log_notes, s.updated_at, s.coach_id, \(SessionStore.linkAndVersion), s.blocks),
             event AS (
                 INSERT INTO outbox (\(EventOutbox.Entry.columns))
-                SELECT $9, $10, $11, $12, $13, $14 FROM updated u
+                SELECT $9, $10, $11, $12, $13, $14 FROM updated u, locked l
                 WHERE $9::uuid IS NOT NULL AND u.coach_linked AND u.coach_id = $13
+                  AND (l.status IS DISTINCT FROM $6 OR l.performed_at IS DISTINCT FROM $4 OR l.log_notes IS DISTINCT FROM $7 OR EXISTS (
+                      (SELECT block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done FROM session_sets WHERE session_id = $2
+                       EXCEPT SELECT x.block, x.n, x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done FROM x)
+                      UNION ALL
+                      (SELECT x.block, x.n, x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done FROM x
+                       EXCEPT SELECT block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done FROM session_sets WHERE session_id = $2)))
                 RETURNING 1),
             v AS (SELECT coalesce((SELECT weight_unit FROM user_settings WHERE user_id = $3), 'kg') AS unit),
             detail AS (\(DetailQuery.parts(sets: "saved ss, updated s", session: "$2", comments: "$15")))

@@ -37420,7 +37420,7 @@ public enum Operations {
     }
     /// Log the session: `completed` when every prescribed set is logged done, else `partial`. A log replaces an earlier one. Not for coaches.
     ///
-    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). Send `If-Match` with the `ETag` of the session as the app showed it: if the coach changed it since (a push of new blocks), the log is refused (`412`) rather than filed under exercises the client did not see. The coach gets the live event `workout_logged`.
+    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). Send `If-Match` with the `ETag` of the session as the app showed it: if the coach changed it since (a push of new blocks), the log is refused (`412`) rather than filed under exercises the client did not see. The coach gets the live event `workout_logged` for each log that changes the session's log; a retry of the same log is not news.
     ///
     ///
     /// - Remark: HTTP `POST /v1/training/sessions/{id}/log`.
