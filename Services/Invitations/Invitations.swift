@@ -32,7 +32,7 @@ struct Invitations: Sendable {
             let found = try await postgres.withConnectionOnItsLoop { connection -> AccountRecord? in
                 if let found = try await accounts.find(userID, on: connection, logger: logger) { return found }
                 if try await accounts.isDeleted(userID, on: connection, logger: logger) {
-                    throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
+                    throw APIError.accountDeleted
                 }
                 return nil
             }
@@ -41,15 +41,6 @@ struct Invitations: Sendable {
                 throw APIError(.serviceUnavailable, code: "account_unknown", detail: "This account is not known here yet; try again in a moment.", headers: [.retryAfter: "1"])
             }
             try await Task.sleep(for: .milliseconds(50))
-        }
-    }
-
-    /// For a transaction that makes rows naming the account (an invitation its coach sends, the link
-    /// its acceptance makes): the account held until it commits (`holdLiveAccount`), or `401
-    /// account_deleted`. A deletion running meanwhile waits, and then finds the rows.
-    static func holdLiveAccount(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        guard try await connection.holdLiveAccount(user, logger: logger) else {
-            throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
         }
     }
 

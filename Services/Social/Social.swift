@@ -69,7 +69,7 @@ struct Social: Sendable {
         guard try await profiles.ensure(id: caller.userID, displayName: nil, verified: caller.has(.creator), overwriteVerified: false, on: connection, logger: logger),
             let profile = try await profiles.find(id: caller.userID, forUpdate: forUpdate, on: connection, logger: logger)
         else {
-            throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
+            throw APIError.accountDeleted
         }
         return profile
     }

@@ -57,7 +57,7 @@ import TestSupport
                 for n in 0..<4 {
                     _ = try await connection.query("BEGIN", logger: TestEnvironment.logger)
                     do {
-                        try await Training.holdLiveAccount(n % 2 == 0 ? deleted : live, on: connection, logger: TestEnvironment.logger)
+                        try await connection.requireLiveAccount(n % 2 == 0 ? deleted : live, logger: TestEnvironment.logger)
                         #expect(n % 2 == 1, "a deleted account passed")
                         let held = try await connection.query(
                             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock' AND pid = pg_backend_pid()",

@@ -272,7 +272,7 @@ struct SpaceRoutes {
         let me = context.caller.userID
         let store = entitlements.store
         return try await entitlements.postgres.transaction(logger: context.logger) { connection -> Result in
-            try await store.holdLiveAccount(me, on: connection, logger: context.logger)
+            try await connection.requireLiveAccount(me, logger: context.logger)
             guard let address = try await spaces.provenEmail(of: me, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
             try await spaces.lockAddress(address, on: connection, logger: context.logger)
             guard try await spaces.lock(id, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
@@ -327,7 +327,7 @@ struct SpaceRoutes {
         let store = entitlements.store
         let me = context.caller.userID
         return try await entitlements.postgres.transaction(logger: context.logger) { connection -> Result in
-            try await store.holdLiveAccount(me, on: connection, logger: context.logger)
+            try await connection.requireLiveAccount(me, logger: context.logger)
             if let other, other.account != me, try await !connection.holdLiveAccount(other.account, logger: context.logger) { throw other.deleted }
             if let address { try await spaces.lockAddress(address, on: connection, logger: context.logger) }
             guard try await spaces.lock(id, on: connection, logger: context.logger),

@@ -43,7 +43,7 @@ struct UsageRoutes {
         let entitlements = self.entitlements
         let user = context.caller.userID
         return try await entitlements.postgres.transaction(logger: context.logger) { connection in
-            try await entitlements.store.holdLiveAccount(user, on: connection, logger: context.logger)
+            try await connection.requireLiveAccount(user, logger: context.logger)
             entitlements.forgetKeptAfterCommit([user])
             let (entitlement, inputs) = try await entitlements.snapshot(user, on: connection, logger: context.logger)
             let cap = entitlement.caps[counter] ?? nil

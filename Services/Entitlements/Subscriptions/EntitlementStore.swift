@@ -46,15 +46,13 @@ struct EntitlementStore: Sendable {
         return try await read(user, on: connection, logger: logger)!
     }
 
-    static let accountDeleted = APIError.unauthorized("This account has been deleted.", code: "account_deleted")
-
     /// `ensureCustomer` for a request of the user's own. A deleted account's token outlives it by up
     /// to 15 minutes, and a row made for it after `user.deleted` would never be removed: `401
     /// account_deleted`, as social and nutrition answer it. The statement holds the account
     /// (`hold_live_account`) until the transaction it runs in commits: a deletion running meanwhile
     /// waits, and then finds what the transaction wrote (a purchase's subscription).
     func ensureLiveCustomer(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        guard try await ensureCustomer(user, holdingLiveAccount: true, on: connection, logger: logger) else { throw Self.accountDeleted }
+        guard try await ensureCustomer(user, holdingLiveAccount: true, on: connection, logger: logger) else { throw APIError.accountDeleted }
     }
 
     private func read(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> EntitlementInputs? {
@@ -120,13 +118,6 @@ struct EntitlementStore: Sendable {
               email_normalized = coalesce(EXCLUDED.email_normalized, customers.email_normalized)
             RETURNING 1
             """, logger: logger)
-    }
-
-    /// For a transaction that makes rows of the user's own (usage, a space): the account held until it
-    /// commits (`holdLiveAccount`), or `401 account_deleted`. A deletion running meanwhile waits, and
-    /// then finds the rows.
-    func holdLiveAccount(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        guard try await connection.holdLiveAccount(user, logger: logger) else { throw Self.accountDeleted }
     }
 
     /// Whether auth deleted the account: a late event about it makes nothing again.

@@ -37,7 +37,7 @@ struct ClientRoutes {
         let coach = try await invitations.account(context.caller.userID, logger: context.logger)
         let settings = invitations.settings
         let view = try await invitations.postgres.transaction(logger: context.logger) { connection in
-            try await Invitations.holdLiveAccount(coach.userID, on: connection, logger: context.logger)
+            try await connection.requireLiveAccount(coach.userID, logger: context.logger)
             // One coach's invitations one at a time: the address check and the daily count hold.
             try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(coach.userID.uuidString)))", logger: context.logger)
             guard try await !invitations.clients.hasLiveClient(coach: coach.userID, email: fields.email, on: connection, logger: context.logger) else {

@@ -73,7 +73,7 @@ struct InvitationRoutes {
         let invitations = self.invitations
         let account = try await invitations.provenAccount(caller, logger: context.logger)
         let (client, coach) = try await invitations.postgres.transaction(logger: context.logger) { connection -> (ClientRecord, AccountRecord?) in
-            try await Invitations.holdLiveAccount(caller.userID, on: connection, logger: context.logger)
+            try await connection.requireLiveAccount(caller.userID, logger: context.logger)
             guard let client = try await invitations.clients.find(code: code, forUpdate: true, on: connection, logger: context.logger) else {
                 throw InvitationErrors.notFound
             }

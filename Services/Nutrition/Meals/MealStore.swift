@@ -119,7 +119,7 @@ struct MealStore: Sendable {
             allergyWarnings: try Self.json(draft.allergyWarnings), warnings: try Self.json(draft.warnings), analysis: try analysis.map(Self.json))
         var stored: (String, Date)?
         for try await row in try await connection.checkedExecute(insert, logger: logger) { stored = row }
-        guard let (localDate, created) = stored else { throw APIError.unauthorized("This account has been deleted.", code: "account_deleted") }
+        guard let (localDate, created) = stored else { throw APIError.accountDeleted }
         return MealRecord(
             id: id, userID: user, name: draft.name, eatenAt: draft.eatenAt, localDate: localDate, items: draft.items, totals: draft.totals,
             diet: draft.diet.rawValue, score: draft.score, allergyWarnings: draft.allergyWarnings, warnings: draft.warnings, notes: draft.notes,

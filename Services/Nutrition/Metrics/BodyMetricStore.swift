@@ -9,11 +9,9 @@ struct BodyMetricStore: Sendable {
     func setWeight(_ user: UUID, day: LocalDay, value: Double, unit: WeightUnit, notes: String?, on connection: PostgresConnection, logger: Logger) async throws {
         let factor = unit == .lbs ? WeightUnit.kilogramsPerPound : "1"
         guard try await connection.returnsRow(SetWeight(user: user, day: day.description, value: String(value), factor: factor, notes: notes), logger: logger) else {
-            throw Self.deleted
+            throw APIError.accountDeleted
         }
     }
-
-    static let deleted = APIError.unauthorized("This account has been deleted.", code: "account_deleted")
 
     // A weight is logged and its chart read every day by many users: both statements are prepared
     // once per connection, as PostgreSQL otherwise parses and plans them each time. Numbers travel
@@ -57,7 +55,7 @@ struct BodyMetricStore: Sendable {
             ON CONFLICT (user_id, local_date) DO UPDATE SET ketones_mmol = EXCLUDED.ketones_mmol, ketone_notes = EXCLUDED.ketone_notes, updated_at = now()
             RETURNING 1
             """, logger: logger)
-        guard stored else { throw Self.deleted }
+        guard stored else { throw APIError.accountDeleted }
     }
 
     struct WeightDay: Sendable {

@@ -26,7 +26,7 @@ struct DietProfileStore: Sendable {
         if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
         try await ensure(user, on: connection, logger: logger)
         if let found = try await read(user, asOf: day, on: connection, logger: logger) { return found }
-        throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
+        throw APIError.accountDeleted
     }
 
     /// A profile, its goals and its diary's version, prepared once per connection: most requests read

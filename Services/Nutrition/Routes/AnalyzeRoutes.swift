@@ -113,9 +113,7 @@ struct AnalyzeRoutes {
         let id = UUID()
         let meal = try await nutrition.postgres.transaction(logger: context.logger) { connection in
             // The account may have been deleted during the call: nothing of it is kept then.
-            guard try await connection.holdLiveAccount(user, logger: context.logger) else {
-                throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
-            }
+            try await connection.requireLiveAccount(user, logger: context.logger)
             var items: [MealItem] = []
             var analysed: [MealAnalysis.Item] = []
             for (found, match) in zip(answer.items, matches) {

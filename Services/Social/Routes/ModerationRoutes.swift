@@ -50,9 +50,7 @@ struct ModerationRoutes {
         let social = self.social
         let (warning, isNew) = try await social.transaction(logger: context.logger) { connection in
             // The warning names its moderator: held until it commits, as every row naming an account is.
-            guard try await connection.holdLiveAccount(context.caller.userID, logger: context.logger) else {
-                throw APIError.unauthorized("This account has been deleted.", code: "account_deleted")
-            }
+            try await connection.requireLiveAccount(context.caller.userID, logger: context.logger)
             // The profile's lock puts concurrent copies of one warning in a row, so the second finds the first.
             guard try await social.profiles.find(id: id, forUpdate: true, on: connection, logger: context.logger) != nil else { throw APIError.notFound("No such profile.") }
             if let given = try await social.warnings.recent(to: id, by: context.caller.userID, reason: reason, on: connection, logger: context.logger) {

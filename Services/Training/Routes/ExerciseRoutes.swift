@@ -67,7 +67,7 @@ struct ExerciseRoutes {
         let training = self.training
         let id = UUID()
         let stored = try await training.postgres.transaction(logger: context.logger) { connection in
-            try await Training.holdLiveAccount(context.caller.userID, on: connection, logger: context.logger)
+            try await connection.requireLiveAccount(context.caller.userID, logger: context.logger)
             return try await training.exercises.insert(fields, id: id, coach: context.caller.userID, on: connection, logger: context.logger)
         }
         guard let stored else { throw Self.duplicate }

@@ -229,7 +229,7 @@ struct SessionRoutes {
         let training = self.training
         let user = context.caller.userID
         let comment = try await training.postgres.transaction(logger: context.logger) { connection in
-            try await Training.holdLiveAccount(user, on: connection, logger: context.logger)
+            try await connection.requireLiveAccount(user, logger: context.logger)
             // The session's row lock orders concurrent comments, so the count cannot pass the cap.
             guard let session = try await training.sessions.find(id, party: user, lock: true, on: connection, logger: context.logger) else {
                 throw SessionErrors.sessionNotFound

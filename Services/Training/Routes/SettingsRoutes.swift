@@ -42,7 +42,7 @@ struct SettingsRoutes {
                 problems.append(.init(field: "time_zone", message: "must be an IANA time zone name, such as Europe/Lisbon"))
             }
             guard problems.isEmpty, let unit else { throw APIError.validation(problems) }
-            try await Training.holdLiveAccount(context.caller.userID, on: connection, logger: context.logger)
+            try await connection.requireLiveAccount(context.caller.userID, logger: context.logger)
             try await training.sessions.saveSettings(.init(timeZone: body.timeZone, unit: unit), of: context.caller.userID, on: connection, logger: context.logger)
             return SettingsView(timeZone: body.timeZone, weightUnit: unit.rawValue)
         }

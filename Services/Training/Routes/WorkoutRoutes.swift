@@ -26,7 +26,7 @@ struct WorkoutRoutes {
         let coach = context.caller.userID
         let id = UUID()
         let stored = try await training.postgres.transaction(logger: context.logger) { connection in
-            try await Training.holdLiveAccount(coach, on: connection, logger: context.logger)
+            try await connection.requireLiveAccount(coach, logger: context.logger)
             let problems = try await training.workouts.unusable(body, coach: coach, exercises: training.exercises, on: connection, logger: context.logger)
             if !problems.isEmpty { throw APIError.validation(problems) }
             return try await Self.exercisesStillThere {
