@@ -22,6 +22,11 @@ import NIOHTTPTypesHTTP1
 /// ever. While the gateway works on a request (an upstream, or the router, responding) the
 /// client is not timed, except that a response it has stopped reading (the connection unwritable)
 /// must be read on within it: an event stream blocked in a write can end no other way.
+///
+/// A request that asks to be told to go on (`Expect: 100-continue`, HTTP/1.1) is told at once
+/// (`100 Continue`, RFC 9110 §10.1.1), as nginx tells it, unless its length is over its path's limit
+/// (answered `413` without the body). The client otherwise waits before sending its body (curl, a
+/// second). The expectation is the gateway's to meet: it is not sent on to the service.
 final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -32,6 +37,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     private let timeout: TimeAmount
     private let bodyMinRate: Int64
+    private let bodyLimits: BodyLimits
     private let logger: Logger
     /// The size of the body part just read.
     private var lastBodyBytes = 0
@@ -53,9 +59,10 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// While a response waits for the client to read it: the bytes it had left to take when last timed.
     private var backlog: Int?
 
-    init(timeout: Duration, bodyMinRate: Int, logger: Logger) {
+    init(timeout: Duration, bodyMinRate: Int, bodyLimits: BodyLimits, logger: Logger) {
         self.timeout = TimeAmount(timeout)
         self.bodyMinRate = Int64(max(1, bodyMinRate))
+        self.bodyLimits = bodyLimits
         self.logger = logger
     }
 
@@ -70,15 +77,34 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head(let head):
+        case .head(var head):
+            let continues = expectsContinue(head)
+            if continues { head.headers.remove(name: "expect") }
+            // Only with no response under way: a `100` between another response's parts would break it.
+            if continues, requestsRead == responsesEnded, !isOverItsLimit(head) {
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+            }
             requestsRead += 1
             readingBody = true
             keepsConnection.append(head.isKeepAlive)
-        case .body(let part): lastBodyBytes = part.readableBytes
-        case .end: readingBody = false
+            context.fireChannelRead(continues ? wrapInboundOut(.head(head)) : data)
+        case .body(let part):
+            lastBodyBytes = part.readableBytes
+            context.fireChannelRead(data)
+        case .end:
+            readingBody = false
+            context.fireChannelRead(data)
         }
-        context.fireChannelRead(data)
         watch(context: context, progressed: true)
+    }
+
+    private func expectsContinue(_ head: HTTPRequestHead) -> Bool {
+        (head.version.major, head.version.minor) >= (1, 1) && head.headers["expect"].contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "100-continue" }
+    }
+
+    private func isOverItsLimit(_ head: HTTPRequestHead) -> Bool {
+        guard let length = head.headers.first(name: "content-length").flatMap({ Int($0) }) else { return false }
+        return length > bodyLimits.limit(for: head.uri)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -190,14 +216,15 @@ struct GatewayHTTP1Channel: ServerChildChannel {
     let http1: HTTP1Channel
     let clientTimeout: Duration
     let bodyMinRate: Int
+    let bodyLimits: BodyLimits
     let logger: Logger
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let (timeout, minRate, deadlineLogger) = (clientTimeout, bodyMinRate, self.logger)
+        let (timeout, minRate, limits, deadlineLogger) = (clientTimeout, bodyMinRate, bodyLimits, self.logger)
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandler(ClientConnectionHandler(timeout: timeout, bodyMinRate: minRate, logger: deadlineLogger), position: .before(codec))
+            try pipeline.addHandler(ClientConnectionHandler(timeout: timeout, bodyMinRate: minRate, bodyLimits: limits, logger: deadlineLogger), position: .before(codec))
             return value
         }
     }

@@ -103,6 +103,48 @@ import TestSupport
         }
     }
 
+    /// A client that asks to be told to go on (`Expect: 100-continue`, as curl does for large
+    /// uploads) is told at once, its body then read and sent on without the expectation; one whose
+    /// length is over its path's limit gets `413` alone, and an HTTP/1.0 client no `100`.
+    @Test func aClientExpectingToContinueIsToldAtOnce() async throws {
+        @Sendable func exchange(port: Int, _ head: String, body: String?) throws -> (first: String, whole: String) {
+            let fd = try LoopbackSocket.connect(port: port)
+            defer { close(fd) }
+            _ = head.withCString { send(fd, $0, strlen($0), 0) }
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            let first = count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : ""
+            guard let body else { return (first, first) }
+            _ = body.withCString { send(fd, $0, strlen($0), 0) }
+            var received = first
+            while !received.hasSuffix("}") {
+                let more = recv(fd, &buffer, buffer.count, 0)
+                if more <= 0 { break }
+                received += String(decoding: buffer[0..<more], as: UTF8.self)
+            }
+            return (first, received)
+        }
+        try await Self.withGateway(bodyLimits: BodyLimits(limits: ["/": 1000])) { client in
+            let port = try #require(client.port)
+            let body = "{\"email\":\"someone@example.com\"}"
+            let asking = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+            let told = try await LoopbackSocket.blocking { try exchange(port: port, asking, body: body) }
+            // The `100` comes before any body is sent: the first read holds it alone.
+            #expect(told.first == "HTTP/1.1 100 Continue\r\n\r\n", "\(told.first)")
+            let response = try #require(told.whole.range(of: "HTTP/1.1 200").map { String(told.whole[$0.lowerBound...]) }, "\(told.whole)")
+            let echo = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(response[response.range(of: "\r\n\r\n")!.upperBound...].utf8))
+            #expect(echo.bodyBytes == body.utf8.count && echo.headers["expect"] == nil, "\(echo)")
+            // Over the limit: `413` at once, no `100`.
+            let tooLong = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: 1001\r\n\r\n"
+            let refused = try await LoopbackSocket.blocking { try exchange(port: port, tooLong, body: nil) }
+            #expect(refused.first.hasPrefix("HTTP/1.1 413"), "\(refused.first)")
+            // HTTP/1.0 knows no `100`: its body is simply read.
+            let old = "POST /v1/auth/signup HTTP/1.0\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            let answered = try await LoopbackSocket.blocking { try exchange(port: port, old, body: nil) }
+            #expect(answered.first.hasPrefix("HTTP/1.1 200") && !answered.first.contains("100 Continue"), "\(answered.first)")
+        }
+    }
+
     /// Chunked bodies are read whole, each taking its path's limit from `BODY_BUFFER_BYTES`: clients
     /// holding bodies half-sent take the budget, and one more chunked body is `503` with
     /// `Retry-After` until they go, instead of the gateway holding without bound. A body with a
