@@ -12,11 +12,7 @@ extension Training {
     /// after the coach added the client), holding no connection between looks: a coach posting
     /// for made-up ids must not tie up the pool. Returns at once when the entry is here.
     func awaitRosterEntry(_ id: UUID, logger: Logger) async throws {
-        let deadline = ContinuousClock.now + .seconds(3)
-        while try await postgres.withConnectionOnItsLoop({ try await roster.find(id, lock: false, on: $0, logger: logger) }) == nil {
-            guard ContinuousClock.now < deadline else { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        _ = try await lookUntilFound { try await roster.find(id, lock: false, on: $0, logger: logger) != nil }
     }
 
     /// Whether a client's first sessions arrived while this waited. The client's token carries the
@@ -27,11 +23,22 @@ extension Training {
     /// after signing in shows the plan. One whose entry is here already (the list was simply empty)
     /// costs one index lookup, and no wait.
     func awaitFirstAcceptance(of client: UUID, logger: Logger) async throws -> Bool {
+        try await lookUntilFound { try await roster.namesClient(client, on: $0, logger: logger) }
+    }
+
+    /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after
+    /// 25 ms, then twice as long each time, since an event is usually just behind and what never
+    /// comes (a made-up id) should cost few looks. True when it was found after waiting; false when
+    /// it was there at once, or never came.
+    private func lookUntilFound(_ found: (PostgresConnection) async throws -> Bool) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(3)
+        var pause = Duration.milliseconds(25)
         var waited = false
-        while try await postgres.withConnectionOnItsLoop({ try await roster.namesClient(client, on: $0, logger: logger) }) == false {
-            guard ContinuousClock.now < deadline else { return false }
-            try await Task.sleep(for: .milliseconds(50))
+        while try await postgres.withConnectionOnItsLoop({ try await found($0) }) == false {
+            let now = ContinuousClock.now
+            guard now < deadline else { return false }
+            try await Task.sleep(for: min(pause, deadline - now))
+            pause *= 2
             waited = true
         }
         return waited
