@@ -340,7 +340,8 @@ import TestSupport
     }
 
     /// An app logs the session as it showed it: with its `ETag` in `If-Match`, a log after the coach
-    /// pushed new blocks is refused rather than filed under exercises the client never saw.
+    /// pushed new blocks is refused rather than filed under exercises the client never saw; a pushed
+    /// session not logged since is not logged without `If-Match`.
     @Test func aLogNamingTheSessionAsShownIsRefusedAfterAPush() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithClient()
@@ -353,6 +354,9 @@ import TestSupport
             #expect(try await env.call(.put, "/v1/workouts/\(workout)", as: coach, json: TrainingTestEnvironment.workout(plank, name: "Core day")).status == .ok)
             #expect(try await env.call(.post, "/v1/workouts/\(workout)/push", as: coach).json["updated"] as? Int == 1)
 
+            // Without If-Match nothing tells which blocks the client saw: refused until it says.
+            let unsaid = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3))
+            #expect(unsaid.status == .preconditionRequired && unsaid.code == "precondition_required", "\(unsaid.text)")
             let stale = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: shownTag])
             #expect(stale.status == .preconditionFailed, "\(stale.text)")
             #expect(stale.code == "precondition_failed")
@@ -364,7 +368,8 @@ import TestSupport
             let logged = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: currentTag])
             #expect(logged.status == .ok, "\(logged.text)")
             #expect(logged.json[path: "logged_sets.0.exercise_name"] as? String == "Plank")
-            // The log's ETag is the session's as it now reads; without If-Match a log is taken as before.
+            // The log's ETag is the session's as it now reads. Once logged, the session is the one the
+            // client saw: a correction without If-Match is taken, as for a session never pushed.
             #expect(logged.headers[.eTag] == (try await env.call(.get, "/v1/training/sessions/\(id)", as: client)).headers[.eTag])
             #expect(try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 2)).status == .ok)
         }

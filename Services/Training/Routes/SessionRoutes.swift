@@ -112,7 +112,9 @@ struct SessionRoutes {
     ///
     /// With `If-Match` (the `ETag` of the session as the app showed it), only if the session is still
     /// that version: a coach's push in between changes which exercise each block is, and a log of
-    /// the blocks as they were must not be filed under the new ones.
+    /// the blocks as they were must not be filed under the new ones. A session its coach pushed, not
+    /// logged since, is logged only with `If-Match` (`428`): without it nothing tells which blocks
+    /// the client saw.
     @Sendable func log(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<SessionDetail> {
         try context.requireNotCoach()
         let id = try context.sessionID()
@@ -141,6 +143,9 @@ struct SessionRoutes {
             throw SessionErrors.sessionNotFound
         }
         try EntityTag(version: Int64(session.version)).check(ifMatchOf: request)
+        // Pushed since the app may have shown it, and never logged: the app must say which version it
+        // showed, or its log could go under exercises the client never saw.
+        if session.pushed, session.status == "scheduled", request.headers[.ifMatch] == nil { throw SessionErrors.pushedNeedsIfMatch }
         guard session.status != "cancelled" else { throw SessionErrors.cancelled }
         let draft = try LogDraft(body, session: session)
         // For its coach while they coach the client; the statement checks that again as it writes.

@@ -75,6 +75,9 @@ struct SessionRecord: Sendable {
     /// The row's version as read, for a write that must find the session unchanged. 0 where a
     /// statement did not ask.
     var version = 0
+    /// Whether its coach pushed new blocks onto it since it was assigned. False where a statement did
+    /// not ask.
+    var pushed = false
 
     /// Whether the client has done anything with it: logged or skipped. Push and unscheduling leave a
     /// started session alone.

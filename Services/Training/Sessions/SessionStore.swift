@@ -108,7 +108,7 @@ struct SessionStore: Sendable {
         """
 
     /// What `recordWithLink` reads after `columns`.
-    static let linkAndVersion = "\(coachLinked) AS coach_linked, s.version"
+    static let linkAndVersion = "\(coachLinked) AS coach_linked, s.version, s.pushed_at IS NOT NULL AS pushed"
 
     /// The session in `columns` order, then `linkAndVersion`.
     static func recordWithLink(_ row: PostgresRow) throws -> SessionRecord {
@@ -116,6 +116,7 @@ struct SessionStore: Sendable {
         var session = try record(cells, from: 0)
         session.coachLinked = try cells[15].decode(Bool.self)
         session.version = try cells[16].decode(Int.self)
+        session.pushed = try cells[17].decode(Bool.self)
         return session
     }
 
@@ -427,7 +428,8 @@ struct SessionStore: Sendable {
         var ids: [UUID] = []
         let rows = try await connection.checkedQuery(
             """
-            UPDATE sessions s SET name = w.name, notes = w.notes, blocks = \(unescaped: Self.copiedBlocks), version = s.version + 1, updated_at = now()
+            UPDATE sessions s SET name = w.name, notes = w.notes, blocks = \(unescaped: Self.copiedBlocks), version = s.version + 1, updated_at = now(),
+                pushed_at = now()
             FROM workouts w
             WHERE w.id = \(workout) AND w.coach_id = \(coach) AND s.workout_id = w.id AND s.coach_id = \(coach) AND s.status = 'scheduled'
               AND \(unescaped: Self.coachLinked)

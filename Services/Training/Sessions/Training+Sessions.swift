@@ -63,6 +63,9 @@ enum SessionErrors {
     static let workoutNotFound = APIError.notFound("No such workout.", code: "workout_not_found")
     static let started = APIError.conflict("The client has already logged or skipped this session.", code: "session_started")
     static let cancelled = APIError.conflict("This session was cancelled.", code: "session_cancelled")
+    static let pushedNeedsIfMatch = APIError(
+        .preconditionRequired, code: "precondition_required",
+        detail: "The coach changed this session since it was assigned: read it again and log it with If-Match set to its ETag.")
     static let logged = APIError.conflict("This session was logged; log it again to change it.", code: "session_logged")
     static let commentLimit = APIError.conflict("This session holds as many comments as it can (\(SessionStore.maxComments)).", code: "comment_limit")
     static let coachesOnly = APIError.forbidden("Only coaches plan and follow sessions.")

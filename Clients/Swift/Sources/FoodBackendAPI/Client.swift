@@ -19180,7 +19180,7 @@ public struct Client: APIProtocol {
     }
     /// Log the session: `completed` when every prescribed set is logged done, else `partial`. A log replaces an earlier one. Not for coaches.
     ///
-    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). Send `If-Match` with the `ETag` of the session as the app showed it: if the coach changed it since (a push of new blocks), the log is refused (`412`) rather than filed under exercises the client did not see. The coach gets the live event `workout_logged` for each log that changes the session's log; a retry of the same log is not news.
+    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). Send `If-Match` with the `ETag` of the session as the app showed it: if the coach changed it since (a push of new blocks), the log is refused (`412`) rather than filed under exercises the client did not see; a session the coach pushed and nobody logged since is logged only with `If-Match` (`428` without). The coach gets the live event `workout_logged` for each log that changes the session's log; a retry of the same log is not news.
     ///
     ///
     /// - Remark: HTTP `POST /v1/training/sessions/{id}/log`.
@@ -19412,6 +19412,28 @@ public struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .unprocessableContent(.init(body: body))
+                case 428:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.PostV1TrainingSessionsIdLog.Output.PreconditionRequired.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/problem+json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/problem+json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.Problem.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .applicationProblemJson(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .preconditionRequired(.init(body: body))
                 default:
                     return .undocumented(
                         statusCode: response.status.code,

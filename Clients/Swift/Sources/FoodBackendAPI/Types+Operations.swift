@@ -37420,7 +37420,7 @@ public enum Operations {
     }
     /// Log the session: `completed` when every prescribed set is logged done, else `partial`. A log replaces an earlier one. Not for coaches.
     ///
-    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). Send `If-Match` with the `ETag` of the session as the app showed it: if the coach changed it since (a push of new blocks), the log is refused (`412`) rather than filed under exercises the client did not see. The coach gets the live event `workout_logged` for each log that changes the session's log; a retry of the same log is not news.
+    /// Blocks and sets are numbered from 1 as the session lists them (a set past the prescribed ones is an extra set). A weight is given in kilograms (`weight_kg`) or pounds (`weight_lbs`, 1 lb = 0.45359237 kg), is stored in kilograms exactly, and is read back in the caller's unit (`weight`) and in kilograms. Send `Idempotency-Key`: a retry with it gets the first answer again (`Idempotent-Replayed: true`). Send `If-Match` with the `ETag` of the session as the app showed it: if the coach changed it since (a push of new blocks), the log is refused (`412`) rather than filed under exercises the client did not see; a session the coach pushed and nobody logged since is logged only with `If-Match` (`428` without). The coach gets the live event `workout_logged` for each log that changes the session's log; a retry of the same log is not news.
     ///
     ///
     /// - Remark: HTTP `POST /v1/training/sessions/{id}/log`.
@@ -37802,6 +37802,57 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct PreconditionRequired: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/responses/428/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/responses/428/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PostV1TrainingSessionsIdLog.Output.PreconditionRequired.Body
+                /// Creates a new `PreconditionRequired`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.PostV1TrainingSessionsIdLog.Output.PreconditionRequired.Body) {
+                    self.body = body
+                }
+            }
+            /// code: precondition_required (the coach pushed new blocks onto the session and it was not logged since: read it and log with If-Match)
+            ///
+            /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/log/post/responses/428`.
+            ///
+            /// HTTP response code: `428 preconditionRequired`.
+            case preconditionRequired(Operations.PostV1TrainingSessionsIdLog.Output.PreconditionRequired)
+            /// The associated value of the enum case if `self` is `.preconditionRequired`.
+            ///
+            /// - Throws: An error if `self` is not `.preconditionRequired`.
+            /// - SeeAlso: `.preconditionRequired`.
+            public var preconditionRequired: Operations.PostV1TrainingSessionsIdLog.Output.PreconditionRequired {
+                get throws {
+                    switch self {
+                    case let .preconditionRequired(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "preconditionRequired",
                             response: self
                         )
                     }

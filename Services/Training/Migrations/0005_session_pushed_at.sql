@@ -1,0 +1,5 @@
+-- When the coach last pushed the workout's new blocks onto the session (`POST /v1/workouts/{id}/push`);
+-- NULL while the session holds the blocks it was assigned with. A session pushed and not yet logged
+-- is logged only with `If-Match`: an app that showed the old blocks would otherwise file its log
+-- under exercises the client never saw. A column without a default: added without rewriting the table.
+ALTER TABLE sessions ADD COLUMN pushed_at timestamptz;
