@@ -68,4 +68,21 @@ import TestSupport
             }
         }
     }
+
+    /// An event about an account whose deletion is running waits for it, then finds the tombstone
+    /// and makes nothing: a registration's customer row, handled between the deletion's statements,
+    /// would otherwise outlive the account.
+    @Test func anEventBesideTheDeletionWaitsAndMakesNothing() async throws {
+        try await Env.run { env in
+            let user = UUID()
+            try await env.whileDeleting(user) {
+                try await env.publish(UserRegistered(userID: user, email: "late-\(user)@example.com", displayName: nil, provider: "email"), userID: user)
+            }
+            // A later event is handled after it: the registration has been handled by then.
+            let marker = UUID()
+            try await env.publish(UserRegistered(userID: marker, email: "marker-\(marker)@example.com", displayName: nil, provider: "email"), userID: marker)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(marker)'") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(user)'") == 0)
+        }
+    }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import ServiceKit
 
 /// Events from auth: who exists (and at which address, for memberships by email), and nothing
@@ -10,8 +11,13 @@ struct EntitlementsEventHandlers {
         var handlers = EventHandlers()
         let entitlements = self.entitlements
         let spaces = self.spaces
+        // A late event about a deleted account makes nothing again; one handled while the account's
+        // deletion runs waits for it (`holdLiveAccount`), and then finds its tombstone.
+        @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
+            try await !context.connection.holdLiveAccount(user, logger: context.logger)
+        }
         handlers.on(UserRegistered.self) { event, context in
-            guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
+            guard try await !deleted(event.userID, context) else { return }
             let email = EmailAddress.normalize(event.email)
             // No address is proven by a registration, whichever way it came: it is not found by
             // address, and its space invitations wait for auth's `user.email_verified`, or anyone
@@ -20,7 +26,7 @@ struct EntitlementsEventHandlers {
             try await entitlements.store.ensureCustomer(event.userID, email: email, verified: false, on: context.connection, logger: context.logger)
         }
         handlers.on(UserEmailVerified.self) { event, context in
-            guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
+            guard try await !deleted(event.userID, context) else { return }
             let email = EmailAddress.normalize(event.email)
             try await entitlements.store.ensureCustomer(event.userID, email: email, verified: true, on: context.connection, logger: context.logger)
             try await spaces.attachPending(user: event.userID, emailNormalized: email, on: context.connection, logger: context.logger)
@@ -28,18 +34,18 @@ struct EntitlementsEventHandlers {
         // What the admin routes check a token's roles against (`Entitlements.liveAdmin`).
         let standings = AccountStandingStore()
         handlers.on(UserRolesChanged.self) { event, context in
-            guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
+            guard try await !deleted(event.userID, context) else { return }
             try await standings.rolesChanged(event.userID, roles: event.roles, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
         handlers.on(UserStatusChanged.self) { event, context in
-            guard try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
+            guard try await !deleted(event.userID, context) else { return }
             try await standings.statusChanged(event.userID, disabled: event.disabled, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
         // The address's owner proved it for the first time (disowning, or a reset of an account
         // nobody had proven): what the account's maker set up goes. Auth says so before it says the
         // address is proven, so invitations to the address attach after this.
         handlers.on(UserPasswordChanged.self) { event, context in
-            guard event.makerDropped, try await !entitlements.store.isDeleted(event.userID, on: context.connection, logger: context.logger) else { return }
+            guard event.makerDropped, try await !deleted(event.userID, context) else { return }
             try await spaces.makerDropped(event.userID, on: context.connection, logger: context.logger)
             try await entitlements.announcingChanges(for: [event.userID], on: context.connection, logger: context.logger) {
                 try await entitlements.store.releasePurchases(of: event.userID, on: context.connection, logger: context.logger)

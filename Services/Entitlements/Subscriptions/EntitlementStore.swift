@@ -120,11 +120,6 @@ struct EntitlementStore: Sendable {
             """, logger: logger)
     }
 
-    /// Whether auth deleted the account: a late event about it makes nothing again.
-    func isDeleted(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.isDeletedAccount(user, logger: logger)
-    }
-
     /// Whose `appAccountToken` this is, held until the transaction ends (`holdLiveAccount`), if
     /// anyone's: what the transaction then writes names them, and a deletion of their account
     /// running meanwhile waits for it and finds it. An account deleted meanwhile is no one's.
