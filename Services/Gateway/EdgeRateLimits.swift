@@ -155,6 +155,8 @@ final class EdgeRateLimiter: Service, Sendable {
     private struct TokenChecks {
         var spent: [String: (minute: Int64, count: Int)] = [:]
         var inFlight: Set<String> = []
+        /// The minute in which `spent` was found full of that minute's addresses: not swept again in it.
+        var fullIn: Int64 = .min
     }
     private let tokenChecks = Mutex(TokenChecks())
 
@@ -197,6 +199,10 @@ final class EdgeRateLimiter: Service, Sendable {
         var pending: Int
         /// The total in Redis as last read, this process's synced requests included.
         var shared: Int
+        /// Sent to Redis by a sync it has not answered yet.
+        var sending = 0
+
+        var used: Int { shared + sending + pending }
     }
 
     /// `RATE_LIMIT_TOKEN_CHECKS`'s default.
@@ -249,7 +255,7 @@ final class EdgeRateLimiter: Service, Sendable {
                 return RateDecision(allowed: false, rule: rule, remaining: 0, reset: reset)
             }
             var counter = known ?? Counter(rule: rule, window: window, pending: 0, shared: 0)
-            let used = counter.shared + counter.pending
+            let used = counter.used
             guard used < rule.max else {
                 return RateDecision(allowed: false, rule: rule, remaining: 0, reset: reset)
             }
@@ -283,10 +289,15 @@ final class EdgeRateLimiter: Service, Sendable {
             guard spent < tokenChecksPerAddress else { return false }
             spent += 1
             if checks.spent.count >= capacity, checks.spent[address] == nil {
-                checks.spent = checks.spent.filter { $0.value.minute >= minute }
                 // Every address in the table spent a check this minute: forgetting them would give
-                // each its budget again, so this one is not verified (it goes on counting by address).
-                guard checks.spent.count < capacity else { return false }
+                // each its budget again, so this one is not verified (it goes on counting by address),
+                // and the table is not swept again for each new address until the minute is over.
+                guard checks.fullIn != minute else { return false }
+                checks.spent = checks.spent.filter { $0.value.minute >= minute }
+                guard checks.spent.count < capacity else {
+                    checks.fullIn = minute
+                    return false
+                }
             }
             checks.spent[address] = (minute, spent)
             checks.inFlight.insert(token)
@@ -299,15 +310,18 @@ final class EdgeRateLimiter: Service, Sendable {
         }
     }
 
-    /// Frees room in a full table without losing a count: windows that have ended go, each by its
-    /// own rule's length (rules' windows differ, so their numbers cannot be compared), and then counts
-    /// already added to Redis, whose totals come back with their key's next sync (a key let go
-    /// that way can exceed its limit by one sync interval's requests, as processes can between them).
-    /// False when the table is still full.
+    /// Frees room in a full table, losing no count that matters: windows that have ended go, each
+    /// by its own rule's length (rules' windows differ, so their numbers cannot be compared); then
+    /// counts Redis holds whole, whose totals come back with their key's next sync (a key let go that
+    /// way can exceed its limit by one sync interval's requests, as processes can between them); then
+    /// counts under half their limit, which lose at most that (a flood of new keys cannot refuse
+    /// everyone at each window's start, Redis or not, while a caller near its limit keeps its count).
+    /// False when the table is still full: every key at half its limit or more.
     private func makeRoom(in counters: inout [CounterKey: Counter], now nowMs: Int64) -> Bool {
         guard nowMs >= sweepAgainAt.load(ordering: .relaxed) else { return false }
         counters = counters.filter { ($0.value.window + 1) * $0.value.rule.windowMilliseconds > nowMs }
-        if counters.count >= capacity { counters = counters.filter { $0.value.pending > 0 } }
+        if counters.count >= capacity { counters = counters.filter { $0.value.pending > 0 || $0.value.sending > 0 } }
+        if counters.count >= capacity { counters = counters.filter { 2 * $0.value.used >= $0.value.rule.max } }
         guard counters.count < capacity else {
             let interval = syncInterval.components
             sweepAgainAt.store(nowMs + interval.seconds * 1000 + interval.attoseconds / 1_000_000_000_000_000, ordering: .relaxed)
@@ -345,7 +359,7 @@ final class EdgeRateLimiter: Service, Sendable {
                 }
                 guard counter.pending > 0 else { continue }
                 batch.append((key, counter.pending, 2 * counter.rule.windowMilliseconds))
-                counters[key]?.shared += counter.pending
+                counters[key]?.sending += counter.pending
                 counters[key]?.pending = 0
             }
             return batch
@@ -363,16 +377,21 @@ final class EdgeRateLimiter: Service, Sendable {
             sweepAgainAt.store(.min, ordering: .relaxed)
             counters.withLock { counters in
                 for (index, item) in batch.enumerated() {
-                    guard let total = replies[2 * index].int, var counter = counters[item.key] else { continue }
-                    counter.shared = max(counter.shared, total)
+                    guard var counter = counters[item.key] else { continue }
+                    counter.sending -= item.count
+                    if let total = replies[2 * index].int {
+                        counter.shared = max(counter.shared, total)
+                    } else {
+                        counter.pending += item.count
+                    }
                     counters[item.key] = counter
                 }
             }
         } catch {
-            // Counted here all the same (already in `shared`); the next sync adds them to Redis.
+            // Counted here all the same (in `sending` meanwhile); the next sync adds them to Redis.
             counters.withLock { counters in
                 for item in batch {
-                    counters[item.key]?.shared -= item.count
+                    counters[item.key]?.sending -= item.count
                     counters[item.key]?.pending += item.count
                 }
             }

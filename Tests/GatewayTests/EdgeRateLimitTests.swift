@@ -164,10 +164,11 @@ import TestSupport
         #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.9", now: Self.noon)?.allowed == true)
     }
 
-    /// A table full of live counts loses none of them to a new key. The new key's request is
-    /// refused until room is made: a flood of addresses cannot wipe the count of a caller at its
-    /// limit, least of all one of a rule with a longer window than the flood's.
-    @Test func aFullTableKeepsEveryLiveCount() {
+    /// A table full of live counts makes room for a new key from counts that matter least (windows
+    /// ended, then counts far under their limit), never from a caller near its limit: a flood of
+    /// addresses neither wipes a guesser's count nor, at a window's start, refuses everyone. Only a
+    /// table of keys all at half their limit or more refuses a new one, until a window ends.
+    @Test func aFullTableKeepsEveryCountThatMatters() {
         let table = RateLimitTable(rules: [
             RateLimitRule(prefix: "/v1/auth", max: 2, window: .seconds(900)), RateLimitRule(prefix: "/", max: 100, window: .seconds(1)),
         ])
@@ -175,37 +176,42 @@ import TestSupport
         let guesser = "198.51.100.20"
         for _ in 0..<2 { #expect(limiter.decide(path: "/v1/auth/login", authorization: nil, client: guesser, now: Self.noon)?.allowed == true) }
         #expect(limiter.decide(path: "/v1/auth/login", authorization: nil, client: guesser, now: Self.noon)?.allowed == false)
-        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.21", now: Self.noon)?.allowed == true)
-        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.22", now: Self.noon)?.allowed == true)
-        // Full: a new address within the same second is refused, not let in by forgetting the others.
-        let flood = (23..<30).map { limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.\($0)", now: Self.noon + 0.5)! }
-        #expect(flood.allSatisfy { !$0.allowed })
-        // Two seconds on, the short windows have ended and make room; the guesser's window has not.
-        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.30", now: Self.noon + 2)?.allowed == true)
+        // A flood of addresses on a route with a short window, within one second: each gets room.
+        let flood = (21..<40).map { limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.\($0)", now: Self.noon + 0.5)! }
+        #expect(flood.allSatisfy { $0.allowed })
+        // The guesser's count stayed, through the flood and after it.
+        #expect(limiter.decide(path: "/v1/auth/login", authorization: nil, client: guesser, now: Self.noon + 0.5)?.allowed == false)
         #expect(limiter.decide(path: "/v1/auth/login", authorization: nil, client: guesser, now: Self.noon + 2)?.allowed == false)
-        // Once the guesser's window ends, it starts afresh.
+        // Two more callers at half their limit: the table is full of counts that matter.
+        #expect(limiter.decide(path: "/v1/auth/login", authorization: nil, client: "198.51.100.50", now: Self.noon + 2)?.allowed == true)
+        #expect(limiter.decide(path: "/v1/auth/login", authorization: nil, client: "198.51.100.51", now: Self.noon + 2)?.allowed == true)
+        #expect(limiter.decide(path: "/v1/auth/login", authorization: nil, client: "198.51.100.52", now: Self.noon + 2)?.allowed == false)
+        // Once their window ends, there is room again, and the guesser starts afresh.
+        #expect(limiter.decide(path: "/v1/auth/login", authorization: nil, client: "198.51.100.52", now: Self.noon + 900)?.allowed == true)
         #expect(limiter.decide(path: "/v1/auth/login", authorization: nil, client: guesser, now: Self.noon + 900)?.allowed == true)
     }
 
     /// With Redis, a full table lets go of counts it has already added there: their totals come
-    /// back with the key's next sync, so the limit still holds, to within one sync's requests.
+    /// back with the key's next sync, so the limit still holds, to within one sync's requests. A
+    /// count whose sync is still unanswered is kept.
     @Test func aFullTableLetsGoOfCountsRedisHolds() async throws {
         let table = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 3, window: .seconds(3600))])
         let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
         let limiter = EdgeRateLimiter(table: table, redis: redis, verifier: nil, logger: TestEnvironment.logger, capacity: 2)
+        let now = Self.noon
         let first = Self.freshAddress(host: 4)
         let second = Self.freshAddress(host: 5)
-        for _ in 0..<3 { #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: first)?.allowed == true) }
-        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: second)?.allowed == true)
-        // Not yet in Redis: nothing can go, and a third address waits.
-        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: Self.freshAddress(host: 6))?.allowed == false)
-        await limiter.sync()
-        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: Self.freshAddress(host: 7))?.allowed == true)
+        for _ in 0..<3 { #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: first, now: now)?.allowed == true) }
+        for _ in 0..<2 { #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: second, now: now)?.allowed == true) }
+        // Both near their limit and not yet in Redis: nothing can go, and a third address waits.
+        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: Self.freshAddress(host: 6), now: now)?.allowed == false)
+        await limiter.sync(now: now)
+        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: Self.freshAddress(host: 7), now: now)?.allowed == true)
         // The first address's count was let go here; its next request is counted again, and the sync
         // brings back its total from Redis.
-        _ = limiter.decide(path: "/v1/meals", authorization: nil, client: first)
-        await limiter.sync()
-        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: first)?.allowed == false)
+        _ = limiter.decide(path: "/v1/meals", authorization: nil, client: first, now: now)
+        await limiter.sync(now: now)
+        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: first, now: now)?.allowed == false)
         await redis.close()
     }
 
