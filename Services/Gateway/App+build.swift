@@ -57,9 +57,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
         listener: config.listener,
         serverName: GatewayHTTP1Channel.serverName,
         childChannel: { [logger] responder in
-            GatewayHTTP1Channel(
-                http1: HTTP1Channel(responder: responder), clientTimeout: config.clientTimeout, bodyMinRate: config.clientBodyMinRate, bodyLimits: config.bodyLimits,
-                logger: logger)
+            GatewayHTTP1Channel(http1: HTTP1Channel(responder: responder), clientTimeout: config.clientTimeout, bodyMinRate: config.clientBodyMinRate, logger: logger)
         },
         services: [
             Closer { for pool in pools.values { pool.shutdown() } },

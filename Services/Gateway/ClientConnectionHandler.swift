@@ -23,10 +23,11 @@ import NIOHTTPTypesHTTP1
 /// client is not timed, except that a response it has stopped reading (the connection unwritable)
 /// must be read on within it: an event stream blocked in a write can end no other way.
 ///
-/// A request that asks to be told to go on (`Expect: 100-continue`, HTTP/1.1) is told at once
-/// (`100 Continue`, RFC 9110 §10.1.1), as nginx tells it, unless its length is over its path's limit
-/// (answered `413` without the body). The client otherwise waits before sending its body (curl, a
-/// second). The expectation is the gateway's to meet: it is not sent on to the service.
+/// A request that asks to be told to go on (`Expect: 100-continue`, HTTP/1.1) is told so (`100
+/// Continue`, RFC 9110 §10.1.1) when the gateway is about to read its body, its checks passed
+/// (`SendContinue`, from the proxy), as nginx tells it when it starts reading: a request refused
+/// first (`413`, `429`, `401`) is answered without the client sending a body it would not take. Never
+/// once a response to it has begun, nor while another response is under way.
 final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -37,7 +38,6 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     private let timeout: TimeAmount
     private let bodyMinRate: Int64
-    private let bodyLimits: BodyLimits
     private let logger: Logger
     /// The size of the body part just read.
     private var lastBodyBytes = 0
@@ -58,11 +58,16 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     private var timer: Scheduled<Void>?
     /// While a response waits for the client to read it: the bytes it had left to take when last timed.
     private var backlog: Int?
+    /// The request being read asked for `100 Continue`, and has not had it (nor a response) yet.
+    private var continueOwed = false
 
-    init(timeout: Duration, bodyMinRate: Int, bodyLimits: BodyLimits, logger: Logger) {
+    /// What the proxy sends down the pipeline as it is about to read a request's body: the `100
+    /// Continue` the request asked for, if it did.
+    struct SendContinue {}
+
+    init(timeout: Duration, bodyMinRate: Int, logger: Logger) {
         self.timeout = TimeAmount(timeout)
         self.bodyMinRate = Int64(max(1, bodyMinRate))
-        self.bodyLimits = bodyLimits
         self.logger = logger
     }
 
@@ -77,39 +82,39 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head(var head):
-            let continues = expectsContinue(head)
-            if continues { head.headers.remove(name: "expect") }
+        case .head(let head):
             // Only with no response under way: a `100` between another response's parts would break it.
-            if continues, requestsRead == responsesEnded, !isOverItsLimit(head) {
-                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
-            }
+            continueOwed = requestsRead == responsesEnded && Self.expectsContinue(head)
             requestsRead += 1
             readingBody = true
             keepsConnection.append(head.isKeepAlive)
-            context.fireChannelRead(continues ? wrapInboundOut(.head(head)) : data)
-        case .body(let part):
-            lastBodyBytes = part.readableBytes
-            context.fireChannelRead(data)
+        case .body(let part): lastBodyBytes = part.readableBytes
         case .end:
             readingBody = false
-            context.fireChannelRead(data)
+            continueOwed = false
         }
+        context.fireChannelRead(data)
         watch(context: context, progressed: true)
     }
 
-    private func expectsContinue(_ head: HTTPRequestHead) -> Bool {
+    static func expectsContinue(_ head: HTTPRequestHead) -> Bool {
         (head.version.major, head.version.minor) >= (1, 1) && head.headers["expect"].contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "100-continue" }
     }
 
-    private func isOverItsLimit(_ head: HTTPRequestHead) -> Bool {
-        guard let length = head.headers.first(name: "content-length").flatMap({ Int($0) }) else { return false }
-        return length > bodyLimits.limit(for: head.uri)
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is SendContinue else { return context.triggerUserOutboundEvent(event, promise: promise) }
+        if continueOwed {
+            continueOwed = false
+            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
+        }
+        promise?.succeed(())
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(var head):
+            // The response has begun: a `100` after it would be out of place.
+            continueOwed = false
             // A response with no request read (a parse error's 400) ends the connection too.
             closesAfterResponse = !(keepsConnection.first ?? false) || !head.isKeepAlive
             if closesAfterResponse, head.headers.first(name: "connection") != "close" {
@@ -216,15 +221,14 @@ struct GatewayHTTP1Channel: ServerChildChannel {
     let http1: HTTP1Channel
     let clientTimeout: Duration
     let bodyMinRate: Int
-    let bodyLimits: BodyLimits
     let logger: Logger
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let (timeout, minRate, limits, deadlineLogger) = (clientTimeout, bodyMinRate, bodyLimits, self.logger)
+        let (timeout, minRate, deadlineLogger) = (clientTimeout, bodyMinRate, self.logger)
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandler(ClientConnectionHandler(timeout: timeout, bodyMinRate: minRate, bodyLimits: limits, logger: deadlineLogger), position: .before(codec))
+            try pipeline.addHandler(ClientConnectionHandler(timeout: timeout, bodyMinRate: minRate, logger: deadlineLogger), position: .before(codec))
             return value
         }
     }

@@ -104,8 +104,9 @@ import TestSupport
     }
 
     /// A client that asks to be told to go on (`Expect: 100-continue`, as curl does for large
-    /// uploads) is told at once, its body then read and sent on without the expectation; one whose
-    /// length is over its path's limit gets `413` alone, and an HTTP/1.0 client no `100`.
+    /// uploads) is told once the gateway is about to read its body, which is then read and sent on
+    /// without the expectation; one refused first (a length over its path's limit, a rate limit) gets
+    /// its answer alone, and an HTTP/1.0 client no `100`.
     @Test func aClientExpectingToContinueIsToldAtOnce() async throws {
         @Sendable func exchange(port: Int, _ head: String, body: String?) throws -> (first: String, whole: String) {
             let fd = try LoopbackSocket.connect(port: port)
@@ -124,7 +125,13 @@ import TestSupport
             }
             return (first, received)
         }
-        try await Self.withGateway(bodyLimits: BodyLimits(limits: ["/": 1000])) { client in
+        @Sendable func configure(_ config: inout GatewayConfig) {
+            // Counted per address in Redis, which the suite's other gateways share: one rule of its
+            // own, whose second request from this address is refused.
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/v1/meals", max: 1, window: .seconds(3600))])
+            config.trustedProxies = try! TrustedProxies(parsing: "127.0.0.1/32")
+        }
+        try await Self.withGateway(bodyLimits: BodyLimits(limits: ["/": 1000]), configure: configure) { client in
             let port = try #require(client.port)
             let body = "{\"email\":\"someone@example.com\"}"
             let asking = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
@@ -138,6 +145,13 @@ import TestSupport
             let tooLong = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: 1001\r\n\r\n"
             let refused = try await LoopbackSocket.blocking { try exchange(port: port, tooLong, body: nil) }
             #expect(refused.first.hasPrefix("HTTP/1.1 413"), "\(refused.first)")
+            // Rate-limited: `429` alone (this address's second request under `/v1/meals`).
+            let address = EdgeRateLimitTests.freshAddress(host: 8)
+            let limited = "POST /v1/meals HTTP/1.1\r\nHost: gw\r\nX-Forwarded-For: \(address)\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+            let first = try await LoopbackSocket.blocking { try exchange(port: port, limited, body: body) }
+            #expect(first.first == "HTTP/1.1 100 Continue\r\n\r\n" && first.whole.contains("HTTP/1.1 200"), "\(first.whole)")
+            let second = try await LoopbackSocket.blocking { try exchange(port: port, limited, body: nil) }
+            #expect(second.first.hasPrefix("HTTP/1.1 429"), "\(second.first)")
             // HTTP/1.0 knows no `100`: its body is simply read.
             let old = "POST /v1/auth/signup HTTP/1.0\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
             let answered = try await LoopbackSocket.blocking { try exchange(port: port, old, body: nil) }

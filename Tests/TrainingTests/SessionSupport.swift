@@ -10,6 +10,11 @@ import TestSupport
 /// What the session tests share: invitations' and auth's events put on the service's stream as
 /// those services write them, a coach with a roster entry and a workout, and days in UTC.
 extension TrainingTestEnvironment {
+    /// The events of `type` written: the outbox holds them until relayed, then keeps copies.
+    func written(_ type: String) async throws -> Int {
+        try await count("SELECT count(*) FROM (SELECT type FROM outbox UNION ALL SELECT type FROM outbox_relayed) e WHERE type = '\(type)'")
+    }
+
     func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "invitations") async throws {
         try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID)
     }

@@ -42,9 +42,12 @@ public struct ServiceRequestContext: IdentifiedRequestContext, RequestContext {
     public var caller: Caller?
     public var tokenProblem: APIError?
     package var remoteAddress: SocketAddress?
+    /// The client's connection: for what is the connection's to send (the gateway's `100 Continue`).
+    package let channel: any Channel
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
+        channel = source.channel
         remoteAddress = source.channel.remoteAddress
         clientAddress = remoteAddress?.ipAddress ?? "unknown"
     }
