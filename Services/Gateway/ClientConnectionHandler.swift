@@ -24,10 +24,11 @@ import NIOHTTPTypesHTTP1
 /// must be read on within it: an event stream blocked in a write can end no other way.
 ///
 /// A request that asks to be told to go on (`Expect: 100-continue`, HTTP/1.1) is told so (`100
-/// Continue`, RFC 9110 §10.1.1) when the gateway is about to read its body, its checks passed
-/// (`SendContinue`, from the proxy), as nginx tells it when it starts reading: a request refused
-/// first (`413`, `429`, `401`) is answered without the client sending a body it would not take. Never
-/// once a response to it has begun, nor while another response is under way.
+/// Continue`, RFC 9110 §10.1.1) when the gateway is about to read its body, the edge's checks passed
+/// (`SendContinue`, from `EdgeMiddleware`), as nginx tells it when it starts reading: a request
+/// refused first (`413`, `429`, `503`) is answered without the client sending a body it would not
+/// take, and the connection then ends, since the body the client did not send cannot be read past.
+/// Never once a response to it has begun, nor while another response is under way.
 final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -61,8 +62,8 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// The request being read asked for `100 Continue`, and has not had it (nor a response) yet.
     private var continueOwed = false
 
-    /// What the proxy sends down the pipeline as it is about to read a request's body: the `100
-    /// Continue` the request asked for, if it did.
+    /// What `EdgeMiddleware` sends down the pipeline once its checks have passed, as the body is about
+    /// to be read: the `100 Continue` the request asked for, if it did.
     struct SendContinue {}
 
     init(timeout: Duration, bodyMinRate: Int, logger: Logger) {
@@ -113,10 +114,13 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(var head):
+            // A response to a request still waiting to be told to send its body: the client may never
+            // send it, or send it late, so nothing after it on the connection could be read as a request.
+            let bodyNotAskedFor = continueOwed && readingBody
             // The response has begun: a `100` after it would be out of place.
             continueOwed = false
             // A response with no request read (a parse error's 400) ends the connection too.
-            closesAfterResponse = !(keepsConnection.first ?? false) || !head.isKeepAlive
+            closesAfterResponse = !(keepsConnection.first ?? false) || !head.isKeepAlive || bodyNotAskedFor
             if closesAfterResponse, head.headers.first(name: "connection") != "close" {
                 head.headers.replaceOrAdd(name: "connection", value: "close")
                 context.write(wrapOutboundOut(.head(head)), promise: promise)

@@ -223,10 +223,12 @@ struct EdgeMiddleware: RouterMiddleware {
         if let length = request.headers[.contentLength].flatMap(Int.init) {
             let limit = bodyLimits.limit(for: request.uri.path)
             guard length <= limit else { throw BodyLimits.tooLarge(limit) }
+            Self.continueIfAsked(request, context: context)
         } else if request.headers[.transferEncoding] != nil {
             let limit = bodyLimits.limit(for: request.uri.path)
             guard bodyBuffers.take(limit) else { throw BodyBuffers.busy }
             defer { bodyBuffers.give(limit) }
+            Self.continueIfAsked(request, context: context)
             // Chunks add up to a length no header announced: read them up to the limit, no further.
             let whole: ByteBuffer
             do {
@@ -238,6 +240,13 @@ struct EdgeMiddleware: RouterMiddleware {
             return try await next(request, context)
         }
         return try await next(request, context)
+    }
+
+    /// The edge's checks have passed and the body is read from here on: a client waiting to be told
+    /// to send it (`Expect: 100-continue`) is told now (`ClientConnectionHandler`).
+    private static func continueIfAsked(_ request: Request, context: Context) {
+        guard request.headers[.expect] != nil else { return }
+        context.channel.triggerUserOutboundEvent(ClientConnectionHandler.SendContinue(), promise: nil)
     }
 
     private func preflight(_ request: Request, origin: String?) throws -> Response {

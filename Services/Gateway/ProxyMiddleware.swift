@@ -41,11 +41,6 @@ struct ProxyMiddleware: RouterMiddleware {
         var body = OutgoingBody.none
         var framing = Framing.none
         var buffered = 0
-        // The edge's checks have passed and the body is read from here on: a client waiting to be
-        // told to send it is told now (`ClientConnectionHandler`).
-        if request.headers[.expect] != nil, request.headers[.contentLength] != nil || request.headers[.transferEncoding] != nil {
-            context.channel.triggerUserOutboundEvent(ClientConnectionHandler.SendContinue(), promise: nil)
-        }
         defer { if buffered > 0 { bodyBuffers.give(buffered) } }
         if let length = request.headers[.contentLength].flatMap(Int.init) {
             framing = .length(length)
