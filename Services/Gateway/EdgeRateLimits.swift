@@ -317,11 +317,16 @@ final class EdgeRateLimiter: Service, Sendable {
     /// counts under half their limit, which lose at most that (a flood of new keys cannot refuse
     /// everyone at each window's start, Redis or not, while a caller near its limit keeps its count).
     /// False when the table is still full: every key at half its limit or more.
+    /// Counts sent to Redis by syncs not yet answered, for tests.
+    package var countsBeingSent: Int { counters.withLock { $0.values.reduce(0) { $0 + $1.sending } } }
+
     private func makeRoom(in counters: inout [CounterKey: Counter], now nowMs: Int64) -> Bool {
         guard nowMs >= sweepAgainAt.load(ordering: .relaxed) else { return false }
         counters = counters.filter { ($0.value.window + 1) * $0.value.rule.windowMilliseconds > nowMs }
         if counters.count >= capacity { counters = counters.filter { $0.value.pending > 0 || $0.value.sending > 0 } }
-        if counters.count >= capacity { counters = counters.filter { 2 * $0.value.used >= $0.value.rule.max } }
+        // A count whose sync is unanswered stays: the answer is applied to the key's counter, which a
+        // new one in its place would take for its own.
+        if counters.count >= capacity { counters = counters.filter { 2 * $0.value.used >= $0.value.rule.max || $0.value.sending > 0 } }
         guard counters.count < capacity else {
             let interval = syncInterval.components
             sweepAgainAt.store(nowMs + interval.seconds * 1000 + interval.attoseconds / 1_000_000_000_000_000, ordering: .relaxed)

@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import NIOPosix
 import ServiceKitCore
 import ServiceKitHTTP
 import ServiceKitRedis
@@ -213,6 +214,32 @@ import TestSupport
         await limiter.sync(now: now)
         #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: first, now: now)?.allowed == false)
         await redis.close()
+    }
+
+    /// A count sent to Redis whose answer has not come is kept, however far under its limit: the
+    /// answer is applied to the key's counter, and one made anew in its place would take it.
+    @Test func aCountBeingSyncedIsKept() async throws {
+        // A Redis that accepts the connection and never answers: the sync waits out its timeout.
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(silent.localAddress?.port)
+        var config = try #require(RedisConfiguration(url: "redis://127.0.0.1:\(port)"))
+        // Long enough that the refusal below is seen while the sync waits, on a stalled machine too.
+        config.commandTimeout = .seconds(10)
+        let redis = RedisClient(configuration: config, logger: TestEnvironment.logger)
+        let table = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 4, window: .seconds(3600))])
+        let limiter = EdgeRateLimiter(table: table, redis: redis, verifier: nil, logger: TestEnvironment.logger, capacity: 2)
+        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.60", now: Self.noon)?.allowed == true)
+        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.61", now: Self.noon)?.allowed == true)
+        let syncing = Task { await limiter.sync(now: Self.noon) }
+        try await waitUntil(.seconds(15)) { limiter.countsBeingSent == 2 }
+        // Both are under half their limit, and neither can go while its sync is unanswered.
+        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.62", now: Self.noon)?.allowed == false)
+        await syncing.value
+        await redis.close()
+        try await silent.close()
+        // The failed sync gave the counts back to be sent again: still counted, never less.
+        #expect(limiter.countsBeingSent == 0)
+        #expect(limiter.decide(path: "/v1/meals", authorization: nil, client: "198.51.100.60", now: Self.noon)?.remaining == 2)
     }
 
     /// Two gateway processes share one count through Redis: once each has synced, the limit holds

@@ -354,9 +354,13 @@ import TestSupport
             #expect(try await env.call(.put, "/v1/workouts/\(workout)", as: coach, json: TrainingTestEnvironment.workout(plank, name: "Core day")).status == .ok)
             #expect(try await env.call(.post, "/v1/workouts/\(workout)/push", as: coach).json["updated"] as? Int == 1)
 
-            // Without If-Match nothing tells which blocks the client saw: refused until it says.
+            // Without If-Match nothing tells which blocks the client saw: refused until it says, a skip
+            // in between or not.
             let unsaid = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3))
             #expect(unsaid.status == .preconditionRequired && unsaid.code == "precondition_required", "\(unsaid.text)")
+            #expect(try await env.call(.post, "/v1/training/sessions/\(id)/skip", as: client).status == .ok)
+            let skippedFirst = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3))
+            #expect(skippedFirst.status == .preconditionRequired, "\(skippedFirst.text)")
             let stale = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: shownTag])
             #expect(stale.status == .preconditionFailed, "\(stale.text)")
             #expect(stale.code == "precondition_failed")

@@ -143,9 +143,10 @@ struct SessionRoutes {
             throw SessionErrors.sessionNotFound
         }
         try EntityTag(version: Int64(session.version)).check(ifMatchOf: request)
-        // Pushed since the app may have shown it, and never logged: the app must say which version it
-        // showed, or its log could go under exercises the client never saw.
-        if session.pushed, session.status == "scheduled", request.headers[.ifMatch] == nil { throw SessionErrors.pushedNeedsIfMatch }
+        // Pushed since the app may have shown it, and not logged since (a log clears the mark; a skip
+        // does not): the app must say which version it showed, or its log could go under exercises
+        // the client never saw.
+        if session.pushed, request.headers[.ifMatch] == nil { throw SessionErrors.pushedNeedsIfMatch }
         guard session.status != "cancelled" else { throw SessionErrors.cancelled }
         let draft = try LogDraft(body, session: session)
         // For its coach while they coach the client; the statement checks that again as it writes.

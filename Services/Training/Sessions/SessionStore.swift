@@ -530,7 +530,7 @@ struct SessionStore: Sendable {
                 RETURNING session_id, block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done),
             updated AS (
                 UPDATE sessions s SET status = $6, performed_at = $4, performed_on = $5::date,
-                    log_notes = $7, skip_reason = NULL, logged_at = now(), version = s.version + 1, updated_at = now()
+                    log_notes = $7, skip_reason = NULL, logged_at = now(), pushed_at = NULL, version = s.version + 1, updated_at = now()
                 FROM locked
                 WHERE s.id = locked.id
                 RETURNING s.status, s.performed_at, s.log_notes, s.updated_at, s.coach_id, \(SessionStore.linkAndVersion), s.blocks),
