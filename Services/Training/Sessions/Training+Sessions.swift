@@ -26,9 +26,9 @@ extension Training {
         try await lookUntilFound { try await roster.namesClient(client, on: $0, logger: logger) }
     }
 
-    /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after
-    /// 25 ms, then twice as long each time, since an event is usually just behind and what never
-    /// comes (a made-up id) should cost few looks. True when it was found after waiting; false when
+    /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after a
+    /// short pause, then after one twice as long each time, since an event is usually just behind
+    /// and what never comes (a made-up id) should cost few looks. True when it was found after waiting; false when
     /// it was there at once, or never came.
     private func lookUntilFound(_ found: (PostgresConnection) async throws -> Bool) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(3)
