@@ -447,10 +447,10 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/shared/\(token)/card.png").status == .gone)
             #expect(try await env.call(.get, "/v1/shared/not-a-token").status == .notFound)
             // Expiry and a deleted meal answer 410 too.
-            let second = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            let second = try await env.shareToken(of: id, as: user)
             try await env.execute("UPDATE shares SET expires_at = now() - interval '1 second' WHERE meal_id = '\(id)' AND revoked_at IS NULL")
             #expect(try await env.call(.get, "/v1/shared/\(second)").status == .gone)
-            let third = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            let third = try await env.shareToken(of: id, as: user)
             #expect(try await env.call(.get, "/v1/shared/\(third)").status == .ok)
             #expect(try await env.call(.delete, "/v1/meals/\(id)", as: user).status == .noContent)
             #expect(try await env.call(.get, "/v1/shared/\(third)").code == "share_gone")
@@ -515,7 +515,7 @@ import TestSupport
         try await Env.run { env in
             let user = try await env.user()
             let id = try #require(try await env.meal(user, consume: true)["id"] as? String)
-            let token = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            let token = try await env.shareToken(of: id, as: user)
             _ = try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 70, "unit": "kg"])
             try await env.publish(UserDeleted(userID: user.id), userID: user.id)
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(user.id)'") == 0 }

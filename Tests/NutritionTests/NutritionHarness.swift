@@ -93,4 +93,10 @@ struct NutritionTestEnvironment: ServiceHarness {
         }
         return reply.json
     }
+
+    /// A new share link's token for the user's meal `id`.
+    func shareToken(of id: String, as user: User) async throws -> String {
+        let reply = try await call(.post, "/v1/meals/\(id)/share", as: user)
+        return try #require(reply.json["token"] as? String, "share: \(reply.text)")
+    }
 }

@@ -18,7 +18,7 @@ import TestSupport
             let user = try await env.user()
             let meal = try await env.meal(user, name: "Kept card", items: [Env.item()])
             let id = try #require(meal["id"] as? String)
-            let token = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            let token = try await env.shareToken(of: id, as: user)
             #expect(try await drawn() == 0, "nothing is drawn before it is asked for")
 
             let first = try await env.call(.get, "/v1/shared/\(token)/card.png")

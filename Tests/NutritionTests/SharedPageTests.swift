@@ -90,7 +90,7 @@ import TestSupport
         try await Env.run { env in
             let user = try await env.user()
             let id = try #require(try await env.meal(user)["id"] as? String)
-            let token = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            let token = try await env.shareToken(of: id, as: user)
             #expect(try await env.call(.get, "/v1/shared//\(token)").status == .ok)
         }
     }
@@ -99,7 +99,7 @@ import TestSupport
         try await Env.run { env in
             let user = try await env.user()
             let id = try #require(try await env.meal(user)["id"] as? String)
-            let token = try #require(try await env.call(.post, "/v1/meals/\(id)/share", as: user).json["token"] as? String)
+            let token = try await env.shareToken(of: id, as: user)
             #expect(try await env.call(.get, "/shared/\(token)").status == .ok)
             try await env.execute("UPDATE shares SET expires_at = now() - interval '1 second' WHERE meal_id = '\(id)'")
             let expired = try await env.call(.get, "/shared/\(token)")
