@@ -163,7 +163,7 @@ final class EdgeRateLimiter: Service, Sendable {
     /// Keys held at most by default (`capacity`): a flood of addresses cannot grow the table past it.
     static let standardCapacity = 100_000
     /// Keys held at most. A new key in a full table gets room only as `makeRoom` frees it without
-    /// losing a count; otherwise its request is refused, as a full `limit_req` zone refuses in nginx.
+    /// losing a count that matters; otherwise its request is refused (`429`).
     let capacity: Int
     /// Until when (Unix ms) a full table is not swept again: a sweep that freed nothing is not redone
     /// for each new key of a flood.
@@ -310,6 +310,9 @@ final class EdgeRateLimiter: Service, Sendable {
         }
     }
 
+    /// Counts sent to Redis by syncs not yet answered, for tests.
+    package var countsBeingSent: Int { counters.withLock { $0.values.reduce(0) { $0 + $1.sending } } }
+
     /// Frees room in a full table, losing no count that matters: windows that have ended go, each
     /// by its own rule's length (rules' windows differ, so their numbers cannot be compared); then
     /// counts Redis holds whole, whose totals come back with their key's next sync (a key let go that
@@ -317,9 +320,6 @@ final class EdgeRateLimiter: Service, Sendable {
     /// counts under half their limit, which lose at most that (a flood of new keys cannot refuse
     /// everyone at each window's start, Redis or not, while a caller near its limit keeps its count).
     /// False when the table is still full: every key at half its limit or more.
-    /// Counts sent to Redis by syncs not yet answered, for tests.
-    package var countsBeingSent: Int { counters.withLock { $0.values.reduce(0) { $0 + $1.sending } } }
-
     private func makeRoom(in counters: inout [CounterKey: Counter], now nowMs: Int64) -> Bool {
         guard nowMs >= sweepAgainAt.load(ordering: .relaxed) else { return false }
         counters = counters.filter { ($0.value.window + 1) * $0.value.rule.windowMilliseconds > nowMs }
