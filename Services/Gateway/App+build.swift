@@ -33,7 +33,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
             routeOutsideRouter: { request in table.service(for: request.uri.path).flatMap { routeLabels[$0] } }))
     // The edge's rules for every request, proxied or the gateway's own: CORS, body limits, rate limits.
     let bodyBuffers = BodyBuffers(capacity: config.bodyBufferBytes)
-    router.add(middleware: EdgeMiddleware(cors: config.cors, bodyLimits: config.bodyLimits, bodyBuffers: bodyBuffers, limiter: limiter))
+    router.add(middleware: EdgeMiddleware(cors: config.cors, bodyLimits: config.bodyLimits, routes: table, bodyBuffers: bodyBuffers, limiter: limiter))
     router.add(middleware: ProblemMiddleware())
     let routeIndex = RouteIndex()
     router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))

@@ -196,6 +196,8 @@ struct EdgeMiddleware: RouterMiddleware {
 
     let cors: CORSPolicy
     let bodyLimits: BodyLimits
+    /// The paths proxied: only their bodies are read, the gateway's own routes taking none.
+    let routes: RouteTable
     var bodyBuffers = BodyBuffers()
     var limiter: EdgeRateLimiter? = nil
 
@@ -220,6 +222,9 @@ struct EdgeMiddleware: RouterMiddleware {
             return try preflight(request, origin: origin)
         }
         var request = request
+        // A client waiting to be asked for its body (`Expect: 100-continue`) to a path no service
+        // owns gets its 404 alone: the body it was never asked for is not sent for nothing.
+        if request.headers[.expect] != nil, routes.service(for: request.uri.path) == nil { return try await next(request, context) }
         if let length = request.headers[.contentLength].flatMap(Int.init) {
             let limit = bodyLimits.limit(for: request.uri.path)
             guard length <= limit else { throw BodyLimits.tooLarge(limit) }

@@ -153,6 +153,10 @@ import TestSupport
             let second = try await LoopbackSocket.blocking { try exchange(port: port, limited, body: nil) }
             // The body it was never asked for cannot be read past: the connection ends with the answer.
             #expect(second.first.hasPrefix("HTTP/1.1 429") && second.first.lowercased().contains("connection: close"), "\(second.first)")
+            // A path no service owns: the `404` alone, its body never asked for.
+            let nowhere = "POST /v1/nowhere HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+            let unowned = try await LoopbackSocket.blocking { try exchange(port: port, nowhere, body: nil) }
+            #expect(unowned.first.hasPrefix("HTTP/1.1 404") && unowned.first.lowercased().contains("connection: close"), "\(unowned.first)")
             // A chunked body is read whole at the edge: it too is asked for first.
             let chunked = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
             let chunks = "\(String(body.utf8.count, radix: 16))\r\n\(body)\r\n0\r\n\r\n"
