@@ -5,57 +5,17 @@ import NIOCore
 import ServiceKit
 import Synchronization
 
-/// How large a request body may be, by path prefix (whole segments, longest first, as routes
-/// match; a `*` segment stands for any one segment, an id): `BODY_LIMITS`, `prefix=size` pairs, `/`
-/// for every other path. Avatars and meal photos take images, everything else JSON. A body over its
+/// The gateway's body limits: `BODY_LIMITS`, `prefix=size` pairs over the defaults below, `/` for
+/// every other path. Avatars and meal photos take images, everything else JSON. A body over its
 /// limit is `413 payload_too_large` before the gateway reads past the limit: at once when its
 /// `Content-Length` says so, else as its chunks add up.
-struct BodyLimits: Sendable, Equatable {
+extension BodyLimits {
     /// A meal photo: nutrition's own limit at its default (`MEAL_PHOTO_MAX_BYTES`, 10 MiB) and the
     /// 16 KiB a multipart body may add for its other fields.
     static let mealPhoto = 10 * 1024 * 1024 + 16 * 1024
     static let standard = BodyLimits(limits: [
         "/": 256 * 1024, "/v1/profiles/me/avatar": 5 * 1024 * 1024, "/v1/meals/analyze": mealPhoto, "/v1/meals/*/photo": mealPhoto,
     ])
-
-    /// Prefix → bytes, longest prefix first.
-    let limits: [(prefix: String, bytes: Int)]
-    /// The prefixes but `/`, each split into its segments once, in the same order; and `/`'s limit.
-    private let rules: [(segments: [Substring], bytes: Int)]
-    private let rootLimit: Int
-
-    init(limits: [String: Int]) {
-        self.limits = limits.map { (prefix: $0.key, bytes: $0.value) }.sorted { $0.prefix.count > $1.prefix.count }
-        self.rules = self.limits.filter { $0.prefix != "/" }.map { (segments: $0.prefix.split(separator: "/", omittingEmptySubsequences: false), bytes: $0.bytes) }
-        self.rootLimit = limits["/"] ?? Self.fallback
-    }
-
-    static func == (a: BodyLimits, b: BodyLimits) -> Bool {
-        a.limits.map(\.prefix) == b.limits.map(\.prefix) && a.limits.map(\.bytes) == b.limits.map(\.bytes)
-    }
-
-    /// The limit of `path`: its longest configured prefix's, or the `/` entry's.
-    func limit(for path: some StringProtocol) -> Int {
-        let path = Substring(path).prefix { $0 != "?" }
-        for rule in rules where Self.path(path, beginsWith: rule.segments) { return rule.bytes }
-        return rootLimit
-    }
-
-    /// Whether a path's segments begin with `wanted`, a `*` matching any one that is not empty; read
-    /// in place, as every request with a body asks.
-    static func path(_ path: Substring, beginsWith wanted: [Substring]) -> Bool {
-        var start: Substring.Index? = path.startIndex
-        for want in wanted {
-            guard let from = start else { return false }
-            let end = path[from...].firstIndex(of: "/") ?? path.endIndex
-            let segment = path[from..<end]
-            if want == "*" ? segment.isEmpty : want != segment { return false }
-            start = end == path.endIndex ? nil : path.index(after: end)
-        }
-        return true
-    }
-
-    private static let fallback = 256 * 1024
 
     /// `BODY_LIMITS`: `/v1/meals/*/photo=10MiB,/=256KiB` (sizes in B, KiB or MiB); entries given
     /// replace the defaults' of the same prefix, the others stay.
@@ -80,17 +40,6 @@ struct BodyLimits: Sendable, Equatable {
             return Int(text.dropLast(unit.count).trimmingCharacters(in: .whitespaces)).flatMap { $0 <= Int.max / factor ? $0 * factor : nil }
         }
         return Int(text)
-    }
-
-    static func tooLarge(_ limit: Int) -> APIError {
-        var error = APIError(.contentTooLarge, code: "payload_too_large", detail: "The request body is over this route's limit of \(Self.describe(limit)).")
-        // The rest of the body is not read: the connection cannot carry another request.
-        error.headers[.connection] = "close"
-        return error
-    }
-
-    static func describe(_ bytes: Int) -> String {
-        bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : bytes % (1 << 10) == 0 ? "\(bytes >> 10) KiB" : "\(bytes) bytes"
     }
 }
 

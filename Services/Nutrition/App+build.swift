@@ -16,8 +16,11 @@ enum NutritionService {
             // An analysis may call its provider twice (an unusable answer is asked for again), each
             // call up to the timeout: a retry with its key waits for it rather than run it again.
             let abandonedAfter = max(.seconds(60), settings.analyzer.timeout * 2 + .seconds(30))
+            // A photo with its form's other fields, as `MealPhoto.read` takes it.
+            let photo = settings.mealPhotoMaxBytes + MealPhoto.formAllowance
             return ServiceSetup(
                 idempotencyAbandonedAfter: abandonedAfter,
+                bodyLimits: BodyLimits(limits: ["/v1/meals/analyze": photo, "/v1/meals/*/photo": photo]),
                 build: { router, dependencies in
                     let nutrition = try Nutrition(dependencies: dependencies, settings: settings, drawing: .singleton)
                     DietProfileRoutes(nutrition: nutrition).add(to: router)

@@ -562,13 +562,17 @@ import TestSupport
             #expect(other.code == "idempotency_key_reused")
             let hinted = try await Self.analyze(env, user, fields: [("hint", "no dressing")], headers: key)
             #expect(hinted.code == "idempotency_key_reused", "another field is another request")
-            // A body past what is read to be hashed is 413, as the route's own limit is.
-            let (huge, hugeHeaders) = Photos.form(photo: [UInt8](repeating: 0xFF, count: 17 << 20))
-            var keyed = hugeHeaders
-            keyed[HTTPField.Name("Idempotency-Key")!] = "analyze-2"
-            let tooLarge = try await env.call(.post, "/v1/meals/analyze", as: user, raw: huge, headers: keyed)
-            #expect(tooLarge.status == .contentTooLarge)
-            #expect(tooLarge.code == "too_large")
+            // A keyed body is read, to be hashed, as far as the route reads a photo
+            // (`MEAL_PHOTO_MAX_BYTES` and the form): larger than a JSON body, it reaches the route,
+            // which finds no image in it; past the photo's limit, it is 413 before the route runs.
+            for (bytes, status, code) in [(3 << 20, HTTPResponse.Status.unsupportedMediaType, "unsupported_image"), (11 << 20, .contentTooLarge, "payload_too_large")] {
+                let (body, headers) = Photos.form(photo: [UInt8](repeating: 0xFF, count: bytes))
+                var keyed = headers
+                keyed[HTTPField.Name("Idempotency-Key")!] = "analyze-\(bytes)"
+                let response = try await env.call(.post, "/v1/meals/analyze", as: user, raw: body, headers: keyed)
+                #expect(response.status == status && response.code == code, "\(bytes): \(response.text)")
+            }
+            #expect(standIn.received.count == 1)
         }
     }
 }

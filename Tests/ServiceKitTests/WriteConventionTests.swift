@@ -41,7 +41,9 @@ import TestSupport
         let router = Router(context: ServiceRequestContext.self)
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: TestCaller())
-        router.add(middleware: IdempotencyMiddleware(postgres: postgres, excludedPrefixes: ["/open/"], waitLimit: .seconds(10)))
+        // Photos take up to 4 MiB, everything else a JSON body's `maxUploadSize`.
+        let photos = BodyLimits(limits: ["/photos/*/upload": 4 << 20])
+        router.add(middleware: IdempotencyMiddleware(postgres: postgres, excludedPrefixes: ["/open/"], waitLimit: .seconds(10), bodyLimits: photos))
         router.post("things") { request, context -> EditedResponse<Created> in
             let text = String(buffer: try await request.body.collect(upTo: 1 << 16))
             let n = counter.next()
@@ -50,6 +52,9 @@ import TestSupport
             return EditedResponse(status: .created, headers: [.eTag: "\"\(n)\"", .location: "/things/\(n)"], response: Created(n: n, echo: text))
         }
         router.post("open/things") { _, _ -> Created in Created(n: counter.next(), echo: "") }
+        router.post("photos/:id/upload") { request, context -> Created in
+            Created(n: counter.next(), echo: "\(try await request.body.collect(upTo: 4 << 20).readableBytes)")
+        }
         router.post("broken") { _, _ -> Created in
             let n = counter.next()
             if n == 1 { throw APIError(.serviceUnavailable, code: "service_unavailable", detail: "Try again.") }
@@ -107,6 +112,35 @@ import TestSupport
                 #expect(response.status == .badRequest, "\(bad)")
             }
             #expect(counter.value == 7)
+        }
+    }
+
+    /// A keyed body is read whole, to be hashed, before its route runs: as far as the route would
+    /// read it and no further.
+    @Test(.timeLimit(.minutes(1))) func aKeyedBodyIsReadAsFarAsItsRouteWould() async throws {
+        try await Self.withApp { client, counter in
+            let user = UUID()
+            // Refused before the rest of the body is read, the connection closed with the answer: sent
+            // on a connection of its own.
+            @Sendable func postAlone(_ path: String, key: String, bytes: Int) async throws -> ConcurrentClient.Reply {
+                let headers = [("Content-Type", "application/json"), ("X-Test-User", user.uuidString), ("Idempotency-Key", key)]
+                return try await ConcurrentClient.send(port: try #require(client.port), "POST", path, headers: headers, body: ByteBuffer(repeating: 0x20, count: bytes))
+            }
+            // A JSON route: past `maxUploadSize` (2 MiB), refused before it runs.
+            let json = try await postAlone("/things", key: "big-1", bytes: (2 << 20) + 1)
+            #expect(json.status == 413, "\(json.status)")
+            let problem = try JSONDecoder.api.decode(Problem.self, from: Data(buffer: json.body))
+            #expect(problem.code == "payload_too_large" && problem.detail?.contains("2 MiB") == true, "\(problem)")
+            // A route the service names as larger: read whole, run once, replayed.
+            let photo = String(repeating: "p", count: 3 << 20)
+            let first = try await Self.post(client, "/photos/a/upload", user: user, key: "photo-1", body: photo)
+            #expect(first.status == .ok && String(buffer: first.body).contains("\"echo\":\"\(3 << 20)\""), "\(first.status)")
+            let again = try await Self.post(client, "/photos/a/upload", user: user, key: "photo-1", body: photo)
+            #expect(again.headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == "true")
+            // Past that route's own limit, refused.
+            let over = try await postAlone("/photos/a/upload", key: "photo-2", bytes: (4 << 20) + 1)
+            #expect(over.status == 413, "\(over.status)")
+            #expect(counter.value == 1)
         }
     }
 

@@ -20,8 +20,9 @@ import Synchronization
 /// - Anonymous requests ignore the header (a key alone must not replay someone else's answer), and
 ///   so do paths under `excludedPrefixes`: a service's routes whose responses must never be kept
 ///   (auth's sign-ins and refreshes answer with tokens; their bodies hold passwords).
-/// - A body over `maxBodySize` (16 MiB: a meal photo at `MEAL_PHOTO_MAX_BYTES` with its form fits)
-///   is `413 too_large`: it is read whole to be hashed.
+/// - A body is read whole to be hashed, as far as its route would read it: `bodyLimits`, the
+///   service's larger-bodied routes (a photo's), else the context's `maxUploadSize` (a JSON body's);
+///   over it, `413 payload_too_large`.
 /// - A response over `maxStoredResponse` bytes is not kept.
 /// - A response that holds a secret (a route marks it with `IdempotentResponse.holdsSecret`: a token
 ///   stored only as its hash) is never kept: its status is, so a retry with the key does not run the
@@ -35,7 +36,7 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
     let postgres: PostgresClient
     let waitLimit: Duration
     let abandonedAfter: Duration
-    let maxBodySize: Int
+    let bodyLimits: BodyLimits
     let maxStoredResponse: Int
     let excludedPrefixes: [String]
 
@@ -43,14 +44,14 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
     package static var replayedHeaderName: HTTPField.Name { HTTPField.Name("Idempotent-Replayed")! }
 
     package init(
-        postgres: PostgresClient, excludedPrefixes: [String] = [], waitLimit: Duration = .seconds(10), abandonedAfter: Duration = .seconds(60), maxBodySize: Int = 16 << 20,
+        postgres: PostgresClient, excludedPrefixes: [String] = [], waitLimit: Duration = .seconds(10), abandonedAfter: Duration = .seconds(60), bodyLimits: BodyLimits = BodyLimits(limits: [:]),
         maxStoredResponse: Int = 1 << 20
     ) {
         self.postgres = postgres
         self.excludedPrefixes = excludedPrefixes
         self.waitLimit = waitLimit
         self.abandonedAfter = abandonedAfter
-        self.maxBodySize = maxBodySize
+        self.bodyLimits = bodyLimits
         self.maxStoredResponse = maxStoredResponse
     }
 
@@ -87,11 +88,13 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
             throw APIError(.badRequest, code: "invalid_idempotency_key", detail: "Idempotency-Key is 1 to 255 visible ASCII characters.")
         }
         var request = request
+        let limit = bodyLimits.limit(for: request.uri.path, otherwise: context.maxUploadSize)
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit { throw BodyLimits.tooLarge(limit) }
         let body: ByteBuffer
         do {
-            body = try await request.body.collect(upTo: maxBodySize)
+            body = try await request.body.collect(upTo: limit)
         } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, code: "too_large", detail: "A request with an Idempotency-Key may be at most \(maxBodySize) bytes.")
+            throw BodyLimits.tooLarge(limit)
         }
         request.body = RequestBody(buffer: body)
         let route = "\(request.method.rawValue) \(request.uri.path)"

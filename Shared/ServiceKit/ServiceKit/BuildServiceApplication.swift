@@ -50,7 +50,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     adminRouter.add(middleware: ProblemMiddleware())
     health.addAdmin(to: adminRouter)
     router.add(middleware: TokenMiddleware(verifier: tokens))
-    router.add(middleware: IdempotencyMiddleware(postgres: postgres, excludedPrefixes: setup.idempotencyExcluded, abandonedAfter: setup.idempotencyAbandonedAfter))
+    router.add(middleware: IdempotencyMiddleware(postgres: postgres, excludedPrefixes: setup.idempotencyExcluded, abandonedAfter: setup.idempotencyAbandonedAfter, bodyLimits: setup.bodyLimits))
     let components = try setup.build(router, dependencies)
     routeIndex.record(router)
 

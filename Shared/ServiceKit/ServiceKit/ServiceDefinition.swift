@@ -82,6 +82,9 @@ public struct ServiceSetup: Sendable {
     /// How long a key's first request may run before a retry may take the key over (its process is
     /// taken for gone): longer than the service's slowest route can run.
     package var idempotencyAbandonedAfter: Duration
+    /// The routes whose bodies may be larger than a JSON body (`maxUploadSize`): a photo's. A body
+    /// with an `Idempotency-Key` is read whole (to be hashed) before its route runs, as far as this says.
+    package var bodyLimits: BodyLimits
     /// Adds the service's routes to the router and returns its event handlers and background work;
     /// called once, when the application is built.
     package var build: @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents
@@ -91,12 +94,14 @@ public struct ServiceSetup: Sendable {
         commands: [String: ServiceCommand] = [:],
         idempotencyExcluded: [String] = [],
         idempotencyAbandonedAfter: Duration = .seconds(60),
+        bodyLimits: BodyLimits = BodyLimits(limits: [:]),
         build: @escaping @Sendable (Router<ServiceRequestContext>, ServiceDependencies) throws -> ServiceComponents = { _, _ in ServiceComponents() }
     ) {
         self.tokenSource = tokenSource
         self.commands = commands
         self.idempotencyExcluded = idempotencyExcluded
         self.idempotencyAbandonedAfter = idempotencyAbandonedAfter
+        self.bodyLimits = bodyLimits
         self.build = build
     }
 }
