@@ -244,4 +244,25 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/workouts/\(UUID())/push", as: coach).code == "workout_not_found")
         }
     }
+
+    /// A push holds the workout it copies: a deletion in flight is waited for, and then the push
+    /// finds no workout, rather than answering `200` for a workout already gone.
+    @Test func aPushWaitsForADeletionInFlight() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, _, entry, workout) = try await env.coachWithClient()
+            _ = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1)])
+            let (started, starting) = AsyncStream<Task<APIReply, any Error>>.makeStream()
+            try await env.inOpenTransaction(
+                ["DELETE FROM workouts WHERE id = '\(workout)'"],
+                while: {
+                    starting.yield(Task { try await env.call(.post, "/v1/workouts/\(workout)/push", as: coach) })
+                    starting.finish()
+                    try await env.awaitLockWait()
+                })
+            for await task in started {
+                let pushed = try await task.value
+                #expect(pushed.status == .notFound && pushed.code == "workout_not_found", "\(pushed.text)")
+            }
+        }
+    }
 }

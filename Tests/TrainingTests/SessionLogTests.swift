@@ -220,6 +220,8 @@ import TestSupport
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "weight_kg": 10, "weight_lbs": 22, "done": true]]], "sets[0].weight_lbs"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "rpe": 11, "done": true]]], "sets[0].rpe"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [good], "notes": String(repeating: "n", count: 2001)], "notes"),
+                // The coach reads them: a carriage return alone could overwrite what a log viewer shows.
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [good], "notes": "ok\rEVIL"], "notes"),
             ] as [([String: Any], String)] {
                 let reply = try await env.call(.post, path, as: client, json: body)
                 #expect(reply.status == .badRequest && reply.fieldErrors.contains(field), "\(body): \(reply.text)")
@@ -228,6 +230,8 @@ import TestSupport
             #expect(try await env.call(.post, path, as: client, json: ["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "done": true, "x": 1]]]).status == .badRequest)
             #expect(try await env.call(.post, path, as: client, raw: .init(string: "[1,"), headers: [.contentType: "application/json"]).status == .badRequest)
             #expect(try await env.count("SELECT count(*) FROM session_sets") == 0)
+            let lines = try await env.call(.post, path, as: client, json: ["performed_at": "2026-03-01T07:00:00Z", "sets": [good], "notes": "Felt good\r\nLegs\tsore"])
+            #expect(lines.status == .ok && lines.json["log_notes"] as? String == "Felt good\r\nLegs\tsore", "\(lines.text)")
             for (body, field) in [
                 (["time_zone": "Mars/Olympus", "weight_unit": "kg"], "time_zone"),
                 (["time_zone": "Europe/Lisbon", "weight_unit": "stone"], "weight_unit"),
@@ -358,7 +362,14 @@ import TestSupport
             // in between or not.
             let unsaid = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3))
             #expect(unsaid.status == .preconditionRequired && unsaid.code == "precondition_required", "\(unsaid.text)")
-            #expect(try await env.call(.post, "/v1/training/sessions/\(id)/skip", as: client).status == .ok)
+            // `*` matches any version, so it says none.
+            let anyVersion = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: "*"])
+            #expect(anyVersion.status == .preconditionRequired, "\(anyVersion.text)")
+            // A skip answers with the session's new ETag, as a read of it would.
+            let skipped = try await env.call(.post, "/v1/training/sessions/\(id)/skip", as: client)
+            #expect(skipped.status == .ok)
+            let afterSkip = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
+            #expect(skipped.headers[.eTag] != nil && skipped.headers[.eTag] == afterSkip.headers[.eTag])
             let skippedFirst = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3))
             #expect(skippedFirst.status == .preconditionRequired, "\(skippedFirst.text)")
             let stale = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: shownTag])

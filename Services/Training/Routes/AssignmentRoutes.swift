@@ -61,7 +61,7 @@ struct AssignmentRoutes {
         let training = self.training
         let coach = context.caller.userID
         let ids = try await training.postgres.transaction(logger: context.logger) { connection -> [UUID] in
-            guard try await training.sessions.workoutExists(workout, coach: coach, on: connection, logger: context.logger) else { throw SessionErrors.workoutNotFound }
+            guard try await training.sessions.holdWorkout(workout, coach: coach, on: connection, logger: context.logger) else { throw SessionErrors.workoutNotFound }
             return try await training.sessions.push(workout: workout, coach: coach, on: connection, logger: context.logger)
         }
         return PushResponse(sessionIDs: ids.sorted { $0.uuidString < $1.uuidString }, updated: ids.count)

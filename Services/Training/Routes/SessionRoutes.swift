@@ -144,9 +144,9 @@ struct SessionRoutes {
         }
         try EntityTag(version: Int64(session.version)).check(ifMatchOf: request)
         // Pushed since the app may have shown it, and not logged since (a log clears the mark; a skip
-        // does not): the app must say which version it showed, or its log could go under exercises
-        // the client never saw.
-        if session.pushed, request.headers[.ifMatch] == nil { throw SessionErrors.pushedNeedsIfMatch }
+        // does not): the app must say which version it showed (`*` says none), or its log could go
+        // under exercises the client never saw.
+        if session.pushed, !EntityTag.namesAVersion(ifMatchOf: request) { throw SessionErrors.pushedNeedsIfMatch }
         guard session.status != "cancelled" else { throw SessionErrors.cancelled }
         let draft = try LogDraft(body, session: session)
         // For its coach while they coach the client; the statement checks that again as it writes.
@@ -164,17 +164,18 @@ struct SessionRoutes {
         enum CodingKeys: String, CodingKey, CaseIterable { case reason }
     }
 
-    /// Skips a session not logged; skipping it again changes the reason.
-    @Sendable func skip(_ request: Request, context: AuthenticatedContext) async throws -> SessionDetail {
+    /// Skips a session not logged; skipping it again changes the reason. The answer carries the
+    /// session's new `ETag`, which a log after it names.
+    @Sendable func skip(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<SessionDetail> {
         try context.requireNotCoach()
         let id = try context.sessionID()
         let body = try await request.decodeIfPresent(as: SkipBody.self, context: context)
-        if let reason = body?.reason, reason.codePoints > 500 || reason.hasInvisibleCharacters(allowing: ["\n"]) {
+        if let reason = body?.reason, reason.codePoints > 500 || reason.replacingOccurrences(of: "\r\n", with: "\n").hasInvisibleCharacters(allowing: ["\n"]) {
             throw APIError.validation([.init(field: "reason", message: "must be at most 500 characters without control characters")])
         }
         let training = self.training
         let user = context.caller.userID
-        return try await training.postgres.transaction(logger: context.logger) { connection in
+        let skipped = try await training.postgres.transaction(logger: context.logger) { connection in
             guard let session = try await training.sessions.find(id, party: user, lock: true, on: connection, logger: context.logger), session.clientID == user else {
                 throw SessionErrors.sessionNotFound
             }
@@ -187,6 +188,7 @@ struct SessionRoutes {
             let skipped = try await training.sessions.find(id, party: user, on: connection, logger: context.logger)!
             return try await Self.detail(skipped, viewer: user, training: training, on: connection, logger: context.logger)
         }
+        return skipped.tagged
     }
 
     struct CommentCursor: Codable {

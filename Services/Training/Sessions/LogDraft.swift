@@ -76,7 +76,9 @@ struct LogDraft: Sendable {
             problem("performed_at", "must be an RFC 3339 date-time with its offset, such as 2026-03-01T07:30:00+01:00")
         }
         if body.sets.count > Self.maxSets { problem("sets", "must be at most \(Self.maxSets) sets") }
-        if let notes = body.notes, notes.codePoints > 2000 || notes.hasInvisibleCharacters(allowing: ["\n", "\r", "\t"]) {
+        // The coach reads them: a line break is "\n" or "\r\n", as in comments; a carriage return
+        // alone could overwrite what a log viewer shows.
+        if let notes = body.notes, notes.codePoints > 2000 || notes.replacingOccurrences(of: "\r\n", with: "\n").hasInvisibleCharacters(allowing: ["\n", "\t"]) {
             problem("notes", "must be at most 2000 characters without control characters")
         }
         var seen = Swift.Set<[Int]>()

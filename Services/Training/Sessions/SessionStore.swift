@@ -439,8 +439,10 @@ struct SessionStore: Sendable {
         return ids
     }
 
-    func workoutExists(_ workout: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow("SELECT 1 FROM workouts WHERE id = \(workout) AND coach_id = \(coach)", logger: logger)
+    /// Whether the coach has the workout, which stays as it is (a delete or an edit waits) until the
+    /// caller's transaction ends: a push copies the workout it found.
+    func holdWorkout(_ workout: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM workouts WHERE id = \(workout) AND coach_id = \(coach) FOR SHARE", logger: logger)
     }
 
     /// The log, replacing any earlier one (a retry, or a correction), in one statement that writes

@@ -65,7 +65,7 @@ enum SessionErrors {
     static let cancelled = APIError.conflict("This session was cancelled.", code: "session_cancelled")
     static let pushedNeedsIfMatch = APIError(
         .preconditionRequired, code: "precondition_required",
-        detail: "The coach changed this session since it was assigned: read it again and log it with If-Match set to its ETag.")
+        detail: "The coach changed this session since it was assigned: read it again and log it with If-Match set to its ETag (not *).")
     static let logged = APIError.conflict("This session was logged; log it again to change it.", code: "session_logged")
     static let commentLimit = APIError.conflict("This session holds as many comments as it can (\(SessionStore.maxComments)).", code: "comment_limit")
     static let coachesOnly = APIError.forbidden("Only coaches plan and follow sessions.")

@@ -17,6 +17,11 @@ public struct EntityTag: Sendable, Equatable, CustomStringConvertible {
     /// The header's value: a strong tag.
     public var description: String { "\"\(opaque)\"" }
 
+    /// Whether the request's `If-Match` names a version: a tag, not `*` (any version at all).
+    public static func namesAVersion(ifMatchOf request: Request) -> Bool {
+        request.headers[values: .ifMatch].flatMap { $0.split(separator: ",") }.contains { $0.trimmingCharacters(in: .whitespaces) != "*" }
+    }
+
     /// Throws `412 precondition_failed` unless the request has no `If-Match`, has `*`, or lists this
     /// tag. Weak tags (`W/"…"`) never match: `If-Match` compares strongly.
     public func check(ifMatchOf request: Request) throws {

@@ -37835,7 +37835,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// code: precondition_required (the coach pushed new blocks onto the session and it was not logged since: read it and log with If-Match)
+            /// code: precondition_required (the coach pushed new blocks onto the session and it was not logged since: read it and log with If-Match naming its ETag; `*` names none)
             ///
             /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/log/post/responses/428`.
             ///
@@ -37978,6 +37978,20 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/skip/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/skip/POST/responses/200/headers/ETag`.
+                    public var eTag: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag:
+                    public init(eTag: Swift.String? = nil) {
+                        self.eTag = eTag
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PostV1TrainingSessionsIdSkip.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/skip/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/skip/POST/responses/200/content/application\/json`.
@@ -38000,12 +38014,17 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PostV1TrainingSessionsIdSkip.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PostV1TrainingSessionsIdSkip.Output.Ok.Headers = .init(),
+                    body: Operations.PostV1TrainingSessionsIdSkip.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
-            /// The session, skipped.
+            /// The session, skipped, with its new version's ETag.
             ///
             /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/skip/post/responses/200`.
             ///
