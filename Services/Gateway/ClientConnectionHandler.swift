@@ -29,6 +29,11 @@ import NIOHTTPTypesHTTP1
 /// refused first (`413`, `429`, `503`) is answered without the client sending a body it would not
 /// take, and the connection then ends, since the body the client did not send cannot be read past.
 /// Never once a response to it has begun, nor while another response is under way.
+///
+/// A request that asks to switch protocols (`Upgrade` named in `Connection`, or `CONNECT`) is
+/// answered as HTTP/1.1, and the connection ends with its response: NIO's parser reads nothing after
+/// such a request, so whatever the client sent next would only pile up unread. Nothing more is read
+/// from the connection once that request has ended.
 final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -61,6 +66,9 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     private var backlog: Int?
     /// The request being read asked for `100 Continue`, and has not had it (nor a response) yet.
     private var continueOwed = false
+    /// The request being read asks to switch protocols; once it has ended, nothing more is read.
+    private var switching = false
+    private var readsStopped = false
 
     /// What `EdgeMiddleware` sends down the pipeline once its checks have passed, as the body is about
     /// to be read: the `100 Continue` the request asked for, if it did.
@@ -88,14 +96,28 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
             continueOwed = requestsRead == responsesEnded && Self.expectsContinue(head)
             requestsRead += 1
             readingBody = true
-            keepsConnection.append(head.isKeepAlive)
+            switching = Self.switchesProtocols(head)
+            keepsConnection.append(head.isKeepAlive && !switching)
         case .body(let part): lastBodyBytes = part.readableBytes
         case .end:
             readingBody = false
             continueOwed = false
+            readsStopped = readsStopped || switching
         }
         context.fireChannelRead(data)
         watch(context: context, progressed: true)
+    }
+
+    /// As NIO's parser (llhttp) takes a request for a switch: `CONNECT`, or an `Upgrade` header with
+    /// `upgrade` among `Connection`'s tokens.
+    static func switchesProtocols(_ head: HTTPRequestHead) -> Bool {
+        head.method == .CONNECT
+            || (head.headers.contains(name: "upgrade")
+                && head.headers["connection"].contains { $0.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "upgrade" } })
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if !readsStopped { context.read() }
     }
 
     static func expectsContinue(_ head: HTTPRequestHead) -> Bool {

@@ -385,6 +385,14 @@ final class EchoUpstream: Sendable {
                 let answers = try await RawHTTP.exchange(port: port, "POST /v1/auth/twice HTTP/1.1\r\nHost: gw\r\n\(framing)\r\n\r\n0\r\n\r\n")
                 #expect(answers.map(\.status) == [400], "\(framing)")
             }
+            // A request to switch protocols: NIO's parser reads nothing after it, so the connection ends
+            // with its answer rather than hold what the client sends next, unread (here a request).
+            for switching in ["GET /v1/auth/switch HTTP/1.1\r\nHost: gw\r\nConnection: keep-alive, Upgrade\r\nUpgrade: x\r\n\r\n", "CONNECT gw:443 HTTP/1.1\r\nHost: gw:443\r\n\r\n"] {
+                let started = ContinuousClock.now
+                let answers = try await RawHTTP.exchange(port: port, switching + "GET /v1/auth/next HTTP/1.1\r\nHost: gw\r\n\r\n", timeout: .seconds(10))
+                #expect(answers.count == 1 && answers.first?.headers["connection"] == "close", "\(switching): \(answers.map { ($0.status, $0.headers) })")
+                #expect(ContinuousClock.now - started < .seconds(5), "the connection ended with the answer")
+            }
         }
     }
 
