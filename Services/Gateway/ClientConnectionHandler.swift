@@ -28,7 +28,8 @@ import NIOHTTPTypesHTTP1
 /// (`SendContinue`, from `EdgeMiddleware`), as nginx tells it when it starts reading: a request
 /// refused first (`413`, `429`, `503`) is answered without the client sending a body it would not
 /// take, and the connection then ends, since the body the client did not send cannot be read past.
-/// Never once a response to it has begun, nor while another response is under way.
+/// Never once a response to it has begun, nor while another response is under way: a request read
+/// ahead (pipelined) is told once the responses before it have ended.
 ///
 /// A request that asks to switch protocols (`Upgrade` named in `Connection`, or `CONNECT`) is
 /// answered as HTTP/1.1, and the connection ends with its response: NIO's parser reads nothing after
@@ -53,8 +54,9 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// while the first is ahead (Hummingbird reads pipelined requests ahead of its responses).
     private var requestsRead = 0
     private var responsesEnded = 0
-    /// Whether each request read and not yet responded to keeps the connection, oldest first.
-    private var keepsConnection = CircularBuffer<Bool>()
+    /// Each request read and not yet responded to, oldest first: whether it keeps the connection, and
+    /// whether it asked for `100 Continue` (told once the responses before it have ended).
+    private var pending = CircularBuffer<(keepsConnection: Bool, expectsContinue: Bool)>()
     /// The current response ends the connection.
     private var closesAfterResponse = false
     /// What the gateway waits for from the client, and by when: nil while it waits for nothing.
@@ -92,12 +94,14 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            // Only with no response under way: a `100` between another response's parts would break it.
-            continueOwed = requestsRead == responsesEnded && Self.expectsContinue(head)
+            // Only with no response under way: a `100` between another response's parts would break
+            // it. A request read ahead is owed its `100` once the responses before it have ended.
+            let expects = Self.expectsContinue(head)
+            continueOwed = requestsRead == responsesEnded && expects
             requestsRead += 1
             readingBody = true
             switching = Self.switchesProtocols(head)
-            keepsConnection.append(head.isKeepAlive && !switching)
+            pending.append((keepsConnection: head.isKeepAlive && !switching, expectsContinue: expects))
         case .body(let part): lastBodyBytes = part.readableBytes
         case .end:
             readingBody = false
@@ -142,7 +146,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
             // The response has begun: a `100` after it would be out of place.
             continueOwed = false
             // A response with no request read (a parse error's 400) ends the connection too.
-            closesAfterResponse = !(keepsConnection.first ?? false) || !head.isKeepAlive || bodyNotAskedFor
+            closesAfterResponse = !(pending.first?.keepsConnection ?? false) || !head.isKeepAlive || bodyNotAskedFor
             if closesAfterResponse, head.headers.first(name: "connection") != "close" {
                 head.headers.replaceOrAdd(name: "connection", value: "close")
                 context.write(wrapOutboundOut(.head(head)), promise: promise)
@@ -153,7 +157,10 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
             context.write(data, promise: promise)
         case .end:
             responsesEnded += 1
-            _ = keepsConnection.popFirst()
+            _ = pending.popFirst()
+            // The request read ahead is now the one answered next: if its body is still to come and it
+            // asked to be told, it is owed its `100`.
+            if requestsRead == responsesEnded + 1, readingBody, pending.first?.expectsContinue == true { continueOwed = true }
             guard closesAfterResponse else {
                 context.write(data, promise: promise)
                 break

@@ -153,6 +153,37 @@ import TestSupport
             let second = try await LoopbackSocket.blocking { try exchange(port: port, limited, body: nil) }
             // The body it was never asked for cannot be read past: the connection ends with the answer.
             #expect(second.first.hasPrefix("HTTP/1.1 429") && second.first.lowercased().contains("connection: close"), "\(second.first)")
+            // Read ahead behind another request, a request is told once the response before it has ended;
+            // refused, it gets its answer alone and the connection ends.
+            @Sendable func pipelined(_ text: String, body: String?) throws -> String {
+                let fd = try LoopbackSocket.connect(port: port)
+                defer { close(fd) }
+                _ = text.withCString { send(fd, $0, strlen($0), 0) }
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                var received = ""
+                func readUntil(_ done: (String) -> Bool) {
+                    while !done(received) {
+                        let count = recv(fd, &buffer, buffer.count, 0)
+                        if count <= 0 { return }
+                        received += String(decoding: buffer[0..<count], as: UTF8.self)
+                    }
+                }
+                readUntil { $0.contains("100 Continue\r\n\r\n") || $0.contains("HTTP/1.1 429") }
+                guard let body, received.contains("100 Continue") else { return received }
+                _ = body.withCString { send(fd, $0, strlen($0), 0) }
+                readUntil { $0.components(separatedBy: "HTTP/1.1 200").count == 3 && $0.hasSuffix("}") }
+                return received
+            }
+            let ahead = "GET /v1/auth/first HTTP/1.1\r\nHost: gw\r\n\r\n" + asking
+            let toldAhead = try await LoopbackSocket.blocking { try pipelined(ahead, body: body) }
+            let continued = try #require(toldAhead.range(of: "HTTP/1.1 100 Continue\r\n\r\n"), "\(toldAhead)")
+            #expect(toldAhead[..<continued.lowerBound].hasPrefix("HTTP/1.1 200") && toldAhead[continued.upperBound...].hasPrefix("HTTP/1.1 200"), "\(toldAhead)")
+            let crowded = EdgeRateLimitTests.freshAddress(host: 9)
+            let refusedAhead = try await LoopbackSocket.blocking {
+                try pipelined("GET /v1/meals HTTP/1.1\r\nHost: gw\r\nX-Forwarded-For: \(crowded)\r\n\r\n" + limited.replacingOccurrences(of: address, with: crowded), body: nil)
+            }
+            let refusal = try #require(refusedAhead.range(of: "HTTP/1.1 429").map { String(refusedAhead[$0.lowerBound...]) }, "\(refusedAhead)")
+            #expect(refusal.lowercased().contains("connection: close") && !refusedAhead.contains("100 Continue"), "\(refusedAhead)")
             // A path no service owns: the `404` alone, its body never asked for.
             let nowhere = "POST /v1/nowhere HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
             let unowned = try await LoopbackSocket.blocking { try exchange(port: port, nowhere, body: nil) }
