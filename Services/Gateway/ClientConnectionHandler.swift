@@ -1,8 +1,11 @@
+import Foundation
 import HummingbirdCore
 import Logging
+import Models
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
+import ServiceKit
 
 /// What concerns a client's connection rather than its requests, between NIO's HTTP/1 codec and
 /// Hummingbird's conversion to Swift's HTTP types (every request is Hummingbird's to answer):
@@ -35,6 +38,10 @@ import NIOHTTPTypesHTTP1
 /// answered as HTTP/1.1, and the connection ends with its response: NIO's parser reads nothing after
 /// such a request, so whatever the client sent next would only pile up unread. Nothing more is read
 /// from the connection once that request has ended.
+///
+/// A request whose head is not HTTP/1.1 (a malformed header, two lengths, a length and chunks) is
+/// answered here, as the API answers every problem (`400 malformed_request`, problem+json, with its
+/// request id), and the connection ends: Hummingbird's own answer has no body.
 final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -71,6 +78,8 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// The request being read asks to switch protocols; once it has ended, nothing more is read.
     private var switching = false
     private var readsStopped = false
+    /// A head that was not HTTP has been answered.
+    private var answeredMalformed = false
 
     /// What `EdgeMiddleware` sends down the pipeline once its checks have passed, as the body is about
     /// to be read: the `100 Continue` the request asked for, if it did.
@@ -118,6 +127,24 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
         head.method == .CONNECT
             || (head.headers.contains(name: "upgrade")
                 && head.headers["connection"].contains { $0.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "upgrade" } })
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // With a response owed (the head came, the body broke), the route's problem answers it.
+        guard error is HTTPParserError, requestsRead == responsesEnded, !answeredMalformed else { return context.fireErrorCaught(error) }
+        answeredMalformed = true
+        let requestID = UUID().uuidString.lowercased()
+        let problem = Problem(status: 400, code: "malformed_request", title: "Bad Request", detail: "The request is not valid HTTP/1.1: \(error).", requestID: requestID)
+        let (fields, body) = problem.encoded()
+        var head = HTTPResponseHead(version: .http1_1, status: .badRequest)
+        for field in fields { head.headers.add(name: field.name.canonicalName, value: field.value) }
+        head.headers.add(name: "content-length", value: String(body.readableBytes))
+        head.headers.add(name: "connection", value: "close")
+        head.headers.add(name: "x-request-id", value: requestID)
+        head.headers.add(name: "server", value: GatewayHTTP1Channel.serverName)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
     func read(context: ChannelHandlerContext) {

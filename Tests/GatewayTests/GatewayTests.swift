@@ -380,10 +380,15 @@ final class EchoUpstream: Sendable {
                     }
                 }
             }
-            // Two lengths, or a length and chunks: refused at the edge, never forwarded.
-            for framing in ["Content-Length: 5\r\nContent-Length: 6", "Content-Length: 5\r\nTransfer-Encoding: chunked"] {
+            // Two lengths, or a length and chunks, or a head that is not HTTP: refused at the edge, never
+            // forwarded, as a problem with its request id, and the connection ends.
+            for framing in ["Content-Length: 5\r\nContent-Length: 6", "Content-Length: 5\r\nTransfer-Encoding: chunked", "Bad Header"] {
                 let answers = try await RawHTTP.exchange(port: port, "POST /v1/auth/twice HTTP/1.1\r\nHost: gw\r\n\(framing)\r\n\r\n0\r\n\r\n")
                 #expect(answers.map(\.status) == [400], "\(framing)")
+                guard let answer = answers.first else { continue }
+                let problem = try JSONDecoder().decode(Problem.self, from: Data(buffer: answer.body))
+                #expect(answer.headers["content-type"] == "application/problem+json" && problem.code == "malformed_request", "\(framing): \(answer.headers)")
+                #expect(answer.headers["x-request-id"] != nil && answer.headers["x-request-id"] == problem.requestID && answer.headers["connection"] == "close")
             }
             // A request to switch protocols: NIO's parser reads nothing after it, so the connection ends
             // with its answer rather than hold what the client sends next, unread (here a request).
