@@ -101,11 +101,12 @@ struct CORSPolicy: Sendable, Equatable {
 
 /// The request bodies the gateway holds whole in memory at once, across requests
 /// (`BODY_BUFFER_BYTES`): a chunked body is read whole, to hold it to its path's limit, and a small
-/// one with a length, to go out with its head. Each takes its bytes from here first (a chunked body
-/// its path's whole limit, since nothing said its length) and gives them back once its response has
-/// begun. Otherwise clients sending half a body on each of many connections would make the gateway
-/// hold the sum of their limits, past any memory it has. Beyond the budget a chunked body is
-/// refused `503` with `Retry-After`, and a small body with a length streams instead.
+/// one with a length, to go out with its head. Each takes its bytes from here (a chunked body each
+/// chunk's as it comes, so a client trickling a body holds what it has sent, not its path's whole
+/// limit) and gives them back once its response has begun. Otherwise clients sending bodies on many
+/// connections at once would make the gateway hold more than any memory it has. Beyond the budget a
+/// chunked body is refused `503` with `Retry-After` and the connection ends (the rest of its body
+/// unread), and a small body with a length streams instead.
 final class BodyBuffers: Sendable {
     static let standardCapacity = 64 * 1024 * 1024
     let capacity: Int
@@ -130,9 +131,12 @@ final class BodyBuffers: Sendable {
         held.subtract(bytes, ordering: .relaxed)
     }
 
+    /// Whether the budget is spent, to the byte.
+    var isSpent: Bool { held.load(ordering: .relaxed) >= capacity }
+
     static let busy = APIError(
         .serviceUnavailable, code: "busy", detail: "The gateway is holding as many request bodies as it can; try again in a moment.",
-        headers: [.retryAfter: "1"])
+        headers: [.retryAfter: "1", .connection: "close"])
 }
 
 /// The edge's rules, in the one place every request passes, proxied or the gateway's own: CORS
@@ -180,15 +184,18 @@ struct EdgeMiddleware: RouterMiddleware {
             Self.continueIfAsked(request, context: context)
         } else if request.headers[.transferEncoding] != nil {
             let limit = bodyLimits.limit(for: request.uri.path)
-            guard bodyBuffers.take(limit) else { throw BodyBuffers.busy }
-            defer { bodyBuffers.give(limit) }
+            guard !bodyBuffers.isSpent else { throw BodyBuffers.busy }
             Self.continueIfAsked(request, context: context)
-            // Chunks add up to a length no header announced: read them up to the limit, no further.
-            let whole: ByteBuffer
-            do {
-                whole = try await request.body.collect(upTo: limit)
-            } catch is NIOTooManyBytesError {
-                throw BodyLimits.tooLarge(limit)
+            // Chunks add up to a length no header announced: read them up to the limit, no further,
+            // each taking its bytes from the budget as it comes.
+            var whole = ByteBuffer()
+            var taken = 0
+            defer { bodyBuffers.give(taken) }
+            for try await part in request.body {
+                guard whole.readableBytes + part.readableBytes <= limit else { throw BodyLimits.tooLarge(limit) }
+                guard bodyBuffers.take(part.readableBytes) else { throw BodyBuffers.busy }
+                taken += part.readableBytes
+                whole.writeImmutableBuffer(part)
             }
             request.body = RequestBody(buffer: whole)
             return try await next(request, context)

@@ -201,34 +201,47 @@ import TestSupport
         }
     }
 
-    /// Chunked bodies are read whole, each taking its path's limit from `BODY_BUFFER_BYTES`: clients
-    /// holding bodies half-sent take the budget, and one more chunked body is `503` with
+    /// Chunked bodies are read whole, each chunk taking its bytes from `BODY_BUFFER_BYTES` as it comes:
+    /// clients trickling bodies hold what they have sent, not their path's limit, so a few slow
+    /// uploads deny no one; bodies whose bytes fill the budget make one more chunked body `503` with
     /// `Retry-After` until they go, instead of the gateway holding without bound. A body with a
     /// length streams when the budget is spent.
     @Test func chunkedBodiesHeldAtOnceAreBounded() async throws {
         @Sendable func configure(_ config: inout GatewayConfig) {
-            config.bodyLimits = BodyLimits(limits: ["/": 400_000])
+            config.bodyLimits = BodyLimits(limits: ["/": 600_000])
             config.bodyBufferBytes = 1 << 20
             // Counted per address in Redis, which the suite's other gateways share: off, so that a
             // held body is never refused for the rate instead.
             config.rateLimits = RateLimitTable(rules: [])
         }
+        @Sendable func chunked(_ bytes: Int, ended: Bool) -> String {
+            "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n\(String(bytes, radix: 16))\r\n\(String(repeating: "a", count: bytes))"
+                + (ended ? "\r\n0\r\n\r\n" : "")
+        }
         try await Self.withGateway(configure: configure) { client in
             let port = try #require(client.port)
-            let halfSent = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
-            let whole = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
-            // Two half-sent bodies held open. A probe the gateway took first may have left one of
-            // them no room (refused, answered): that one is sent again, until both are held and the
-            // probe finds the budget spent.
-            let held = HeldRequests(port: port, text: halfSent, count: 2)
+            // Eight uploads trickling in, each far below the budget but with a limit that eight
+            // times over would be past it: the next chunked body goes.
+            let trickling = HeldRequests(port: port, text: chunked(5, ended: false), count: 8)
+            defer { trickling.closeAll() }
+            try trickling.sendAgainWhereAnswered()
+            try await Task.sleep(for: .milliseconds(200))
+            let beside = try await RawHTTP.exchange(port: port, chunked(1000, ended: true), untilAnswers: 1, timeout: .seconds(5))
+            #expect(beside.first?.status == 200, "\(beside.map(\.status))")
+            trickling.closeAll()
+            // Two bodies half-sent whose bytes leave the budget less room than the next body's chunk.
+            // A probe the gateway took first may have left one of them no room (refused, answered):
+            // that one is sent again, until both are held and the probe finds the budget spent.
+            let held = HeldRequests(port: port, text: chunked(524_000, ended: false), count: 2)
             defer { held.closeAll() }
             try await waitUntil(.seconds(30)) {
                 try held.sendAgainWhereAnswered()
                 try await Task.sleep(for: .milliseconds(50))
-                return try await RawHTTP.exchange(port: port, whole, untilAnswers: 1, timeout: .seconds(5)).first?.status == 503
+                return try await RawHTTP.exchange(port: port, chunked(1000, ended: true), untilAnswers: 1, timeout: .seconds(5)).first?.status == 503
             }
-            let refused = try await RawHTTP.exchange(port: port, whole, untilAnswers: 1, timeout: .seconds(5))
+            let refused = try await RawHTTP.exchange(port: port, chunked(1000, ended: true), untilAnswers: 1, timeout: .seconds(5))
             #expect(refused.first?.status == 503 && refused.first?.headers["retry-after"] == "1", "\(refused.map(\.status))")
+            #expect(refused.first?.headers["connection"] == "close")
             let problem = String(buffer: refused.first?.body ?? ByteBuffer())
             #expect(problem.contains("\"code\":\"busy\""), "\(problem)")
             // A body with a length still goes, streamed.
@@ -237,7 +250,7 @@ import TestSupport
             // The held bodies end: their budget is back.
             held.closeAll()
             try await waitUntil(.seconds(10)) {
-                try await RawHTTP.exchange(port: port, whole, untilAnswers: 1, timeout: .seconds(5)).first?.status == 200
+                try await RawHTTP.exchange(port: port, chunked(1000, ended: true), untilAnswers: 1, timeout: .seconds(5)).first?.status == 200
             }
         }
     }
