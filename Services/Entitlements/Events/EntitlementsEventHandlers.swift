@@ -33,12 +33,14 @@ struct EntitlementsEventHandlers {
         }
         // What the admin routes check a token's roles against (`Entitlements.liveAdmin`).
         let standings = AccountStandingStore()
+        // Each as auth's latest event of it says, in the order auth's database gave them (a clock
+        // that runs behind would drop a revocation): an older one delivered late changes nothing.
         handlers.on(UserRolesChanged.self) { event, context in
-            guard try await !deleted(event.userID, context) else { return }
+            guard try await !deleted(event.userID, context), try await context.isLatest("roles", of: event.userID, among: "auth") else { return }
             try await standings.rolesChanged(event.userID, roles: event.roles, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
         handlers.on(UserStatusChanged.self) { event, context in
-            guard try await !deleted(event.userID, context) else { return }
+            guard try await !deleted(event.userID, context), try await context.isLatest("status", of: event.userID, among: "auth") else { return }
             try await standings.statusChanged(event.userID, disabled: event.disabled, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
         // The address's owner proved it for the first time (disowning, or a reset of an account

@@ -28,23 +28,21 @@ struct AccountStandingStore: Sendable {
         return standing
     }
 
-    /// `user.roles_changed`: the complete new set, unless a later change was applied already.
+    /// `user.roles_changed`: the complete new set (the handler applies only the latest event).
     func rolesChanged(_ user: UUID, roles: [Role], at time: Date, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
             INSERT INTO account_standing (user_id, roles, roles_changed_at) VALUES (\(user), \(roles.map(\.rawValue)), \(time))
             ON CONFLICT (user_id) DO UPDATE SET roles = EXCLUDED.roles, roles_changed_at = EXCLUDED.roles_changed_at
-            WHERE account_standing.roles_changed_at IS NULL OR account_standing.roles_changed_at <= EXCLUDED.roles_changed_at
             """, logger: logger)
     }
 
-    /// `user.status_changed`, unless a later change was applied already.
+    /// `user.status_changed` (the handler applies only the latest event).
     func statusChanged(_ user: UUID, disabled: Bool, at time: Date, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
             INSERT INTO account_standing (user_id, disabled, status_changed_at) VALUES (\(user), \(disabled), \(time))
             ON CONFLICT (user_id) DO UPDATE SET disabled = EXCLUDED.disabled, status_changed_at = EXCLUDED.status_changed_at
-            WHERE account_standing.status_changed_at IS NULL OR account_standing.status_changed_at <= EXCLUDED.status_changed_at
             """, logger: logger)
     }
 }

@@ -17,13 +17,17 @@ struct InvitationsEventHandlers {
         handlers.on(UserEmailVerified.self) { event, context in
             try await accounts.verified(event, on: context.connection, logger: context.logger)
         }
+        // Roles, name and avatar as the latest event of each says: an older one delivered late
+        // changes nothing.
         handlers.on(UserRolesChanged.self) { event, context in
+            guard try await context.isLatest("roles", of: event.userID, among: "auth") else { return }
             try await accounts.rolesChanged(event, on: context.connection, logger: context.logger)
         }
         handlers.on(UserSignedIn.self) { event, context in
             try await accounts.signedIn(event.userID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
         handlers.on(ProfileUpdated.self) { event, context in
+            guard try await context.isLatest("profile", of: event.userID, among: "social") else { return }
             try await accounts.profileUpdated(event, on: context.connection, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in

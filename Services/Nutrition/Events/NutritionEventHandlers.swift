@@ -21,8 +21,9 @@ struct NutritionEventHandlers {
             guard try await !deleted(event.userID, context) else { return }
             try await nutrition.profiles.ensure(event.userID, on: context.connection, logger: context.logger)
         }
+        // The allergies as social's latest event says: an older one delivered late changes nothing.
         handlers.on(ProfileUpdated.self) { event, context in
-            guard try await !deleted(event.userID, context) else { return }
+            guard try await !deleted(event.userID, context), try await context.isLatest("profile", of: event.userID, among: "social") else { return }
             try await nutrition.profiles.setAllergies(event.userID, event.allergies, on: context.connection, logger: context.logger)
         }
         handlers.on(InvitationAccepted.self) { event, context in

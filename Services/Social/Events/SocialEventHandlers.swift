@@ -14,7 +14,9 @@ struct SocialEventHandlers {
         handlers.on(UserRegistered.self) { event, context in
             try await profiles.ensure(id: event.userID, displayName: event.displayName, verified: false, overwriteVerified: false, on: context.connection, logger: context.logger)
         }
+        // Verified as the latest roles say: an older event delivered late changes nothing.
         handlers.on(UserRolesChanged.self) { event, context in
+            guard try await context.isLatest("roles", of: event.userID, among: "auth") else { return }
             try await profiles.ensure(id: event.userID, displayName: nil, verified: event.roles.contains(.creator), overwriteVerified: true, on: context.connection, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in

@@ -36,9 +36,11 @@ extension PostgresConnection {
     }
 
     /// Leaves the tombstone of `user`'s account; once is enough. The answers kept for the account's
-    /// retries (`idempotency_keys`, in every service's schema) go with it: they hold what it wrote.
+    /// retries (`idempotency_keys`, in every service's schema) go with it: they hold what it wrote;
+    /// so do the marks of the latest events applied about it (`event_latest`), which name it.
     public func recordDeletedAccount(_ user: UUID, logger: Logger) async throws {
         try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user)", logger: logger)
+        try await checkedRun("DELETE FROM event_latest WHERE subject = \(user)", logger: logger)
         try await checkedRun(
             "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
             logger: logger)

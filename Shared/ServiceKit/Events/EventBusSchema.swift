@@ -2,7 +2,7 @@ import ServiceKitDatabase
 /// The tables the event bus needs in every service's schema. The migration runner applies these before
 /// the service's own files, so each service gets the same outbox and inbox without copying the SQL.
 package enum EventBusSchema {
-    package static let migrations = [created, notifyDropped, liveRecipient, relayedKept]
+    package static let migrations = [created, notifyDropped, liveRecipient, relayedKept, latestApplied]
 
     static let created = Migration(
         name: "0000_event_bus",
@@ -70,6 +70,20 @@ package enum EventBusSchema {
             CREATE TABLE outbox_relay_epoch (
                 only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
                 epoch text NOT NULL
+            );
+            """)
+
+    /// The latest event applied to each subject's topic (a user's roles, their allergies), by its
+    /// producer's order (`EventContext.isLatest`): an older one delivered after it is not applied.
+    static let latestApplied = Migration(
+        name: "0000_event_bus_latest",
+        sql: """
+            CREATE TABLE event_latest (
+                subject uuid NOT NULL,
+                topic text NOT NULL,
+                seq bigint,
+                occurred_at timestamptz NOT NULL,
+                PRIMARY KEY (subject, topic)
             );
             """)
 }

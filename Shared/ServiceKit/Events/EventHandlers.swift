@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Models
 import PostgresNIO
@@ -11,6 +12,28 @@ public struct EventContext: Sendable {
     public let connection: PostgresConnection
     public let outbox: EventOutbox
     public let logger: Logger
+}
+
+extension EventContext {
+    /// Whether this event is newer than the last of `producer`'s events about `topic` of `subject`
+    /// that this service applied (by `EventOrder`), and is recorded as the last; false for an older
+    /// one, which must not undo the newer. The bus delivers out of order at times: an event whose
+    /// handler failed is retried after later ones about the same user were handled, two processes
+    /// of a service handle batches at once, and a replay after Redis lost its data resends old
+    /// events. For handlers that make a value what the event says (a user's roles, their profile).
+    /// The row it writes holds the topic until the handler's transaction ends, so two handlers of
+    /// one topic at once apply in order.
+    public func isLatest(_ topic: String, of subject: UUID, among producer: String) async throws -> Bool {
+        let order = EventOrder(envelope, among: producer)
+        return try await connection.returnsRow(
+            """
+            INSERT INTO event_latest (subject, topic, seq, occurred_at) VALUES (\(subject), \(topic), \(order.sequence), \(order.occurredAt))
+            ON CONFLICT (subject, topic) DO UPDATE SET seq = EXCLUDED.seq, occurred_at = EXCLUDED.occurred_at
+            WHERE CASE WHEN event_latest.seq IS NOT NULL AND EXCLUDED.seq IS NOT NULL THEN EXCLUDED.seq > event_latest.seq
+                       ELSE EXCLUDED.occurred_at >= event_latest.occurred_at END
+            RETURNING true
+            """, logger: logger)
+    }
 }
 
 /// The event types a service consumes and what it does with each. Types not registered here are
