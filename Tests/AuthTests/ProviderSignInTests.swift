@@ -2,6 +2,7 @@
 import Crypto
 import Foundation
 import HTTPTypes
+import PostgresNIO
 import ServiceKit
 import ServiceKitCore
 import ServiceKitDatabase
@@ -86,6 +87,52 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/admin/users/\(userID)/enable", token: boss.accessToken).status == .ok)
             try await waitUntil(.seconds(10)) { try await env.eventTypes(for: userID).filter { $0 == "user.status_changed" }.count == 2 }
             #expect(try await env.eventTypes(for: userID).filter { $0 == "user.signed_in" }.count == 2)
+        }
+    }
+
+    /// A sign-in through an identity racing the address's owner taking the account back (the
+    /// identity its maker linked removed, every session ended) makes no session after it: the
+    /// sign-in holds the identity and the account, so it waits, and then finds no identity.
+    @Test func aSignInThroughAnIdentityRacingATakeoverMakesNoSession() async throws {
+        try await AuthTestEnvironment.run { env in
+            let subject = "sub-\(UUID())"
+            // Google does not answer for this domain: the identity is linked unproven.
+            let email = "\(TestEnvironment.uniqueName("corp"))@corp.example"
+            let made = try await env.signIn(with: .google, subject: subject, email: email)
+            #expect(made.status == .ok, "\(made.text)")
+            let userID = try #require(made.json[path: "user.id"] as? String)
+            let logger = TestEnvironment.logger
+            let nonce = try await env.nonce()
+            let token = try env.idToken(.google, nonce: nonce, subject: subject, email: email)
+            let answer = try await env.query { client -> AuthTestEnvironment.Reply in
+                try await client.withConnection { connection in
+                    _ = try await connection.query("BEGIN", logger: logger)
+                    for sql in [
+                        "SELECT 1 FROM users WHERE id = '\(userID)' FOR UPDATE", "DELETE FROM identities WHERE user_id = '\(userID)'",
+                        "DELETE FROM sessions WHERE user_id = '\(userID)'",
+                    ] {
+                        _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
+                    }
+                    let attempt = Task { try await env.call(.post, "/v1/auth/google", json: ["id_token": token, "nonce": nonce]) }
+                    try await waitUntil(.seconds(15)) {
+                        try await env.query { other -> Bool in
+                            let rows = try await other.query(
+                                "SELECT count(*)::int FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", logger: logger)
+                            for try await count in rows.decode(Int.self) { return count > 0 }
+                            return false
+                        }
+                    }
+                    _ = try await connection.query("COMMIT", logger: logger)
+                    return try await attempt.value
+                }
+            }
+            #expect(answer.status == .conflict && answer.code == "account_exists", "\(answer.text)")
+            let sessions = try await env.query { client -> Int in
+                let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int FROM sessions WHERE user_id = '\(userID)'"), logger: logger)
+                for try await count in rows.decode(Int.self) { return count }
+                return -1
+            }
+            #expect(sessions == 0)
         }
     }
 

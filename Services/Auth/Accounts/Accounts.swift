@@ -208,6 +208,20 @@ extension Accounts {
         }
     }
 
+    /// The caller's account, locked in `connection`'s transaction, as it was when `user` was read and
+    /// its password checked outside the transaction (bcrypt is slow): a reset, a change or a
+    /// takeover that committed meanwhile changed the password or ended the caller's session, and what
+    /// the caller asked must not be done after it (`401 session_revoked`).
+    func lockUnchanged(_ user: UserRecord, context: AuthenticatedContext, on connection: PostgresConnection) async throws -> UserRecord {
+        guard let current = try await users.find(id: user.id, forUpdate: true, on: connection, logger: context.logger), current.passwordHash == user.passwordHash
+        else { throw AuthErrors.sessionRevoked }
+        if let sessionID = context.caller.sessionID {
+            guard try await sessions.isLive(sessionID, userID: user.id, on: connection, logger: context.logger) else { throw AuthErrors.sessionRevoked }
+        }
+        guard !current.isDisabled else { throw AuthErrors.disabled }
+        return current
+    }
+
     /// The caller's account if it is a live admin *now*: the roles in the token are not enough here,
     /// since a demoted or disabled admin's token lives on for a few minutes.
     func liveAdmin(_ context: AuthenticatedContext) async throws -> UserRecord {

@@ -180,6 +180,9 @@ struct UserStore: Sendable {
 
     // MARK: identities
 
+    /// The account an identity signs in to, held with the identity until the transaction ends: a
+    /// takeover, a reset or a disable that committed first is seen (the identity gone, the account
+    /// as it now is), and one that comes after waits, so no session is made past it.
     func user(provider: String, subject: String, on connection: PostgresConnection, logger: Logger) async throws -> UserRecord? {
         try await Self.decode(
             connection.checkedQuery(
@@ -187,6 +190,7 @@ struct UserStore: Sendable {
                 SELECT \(unescaped: Self.columns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", "))
                 FROM identities i JOIN users u ON u.id = i.user_id
                 WHERE i.provider = \(provider) AND i.subject = \(subject)
+                FOR NO KEY UPDATE OF u FOR KEY SHARE OF i
                 """, logger: logger)
         ).first
     }

@@ -204,6 +204,7 @@ struct AccountRoutes {
         try checkPassword(body.password, email: user.email)
         let hash = try await accounts.hasher.hash(body.password)
         try await accounts.postgres.transaction(logger: context.logger) { connection in
+            _ = try await accounts.lockUnchanged(user, context: context, on: connection)
             try await accounts.users.setPassword(hash: hash, of: user.id, on: connection, logger: context.logger)
             try await accounts.emailTokens.invalidate(.resetPassword, userID: user.id, on: connection, logger: context.logger)
             try await accounts.sessions.endAll(of: user.id, except: context.caller.sessionID, on: connection, logger: context.logger)
@@ -255,7 +256,7 @@ struct AccountRoutes {
             }
         }
         try await accounts.postgres.transaction(logger: context.logger) { connection in
-            guard let current = try await accounts.users.find(id: user.id, forUpdate: true, on: connection, logger: context.logger) else { return }
+            let current = try await accounts.lockUnchanged(user, context: context, on: connection)
             if current.roles.contains(.admin) { try await accounts.requireAnotherAdmin(than: current.id, on: connection) }
             try await accounts.users.delete(current, on: connection, logger: context.logger)
             // Live too: the gateway ends the account's event streams, whose tokens still verify for a while.
