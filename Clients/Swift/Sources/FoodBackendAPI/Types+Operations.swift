@@ -4423,7 +4423,7 @@ public enum Operations {
             }
         }
     }
-    /// Delete the account: with the password, or for Apple/Google-only accounts within 5 minutes of signing in.
+    /// Delete the account: with the password, or for Apple/Google-only accounts within 5 minutes of signing in (no body).
     ///
     /// - Remark: HTTP `DELETE /v1/auth/account`.
     /// - Remark: Generated from `#/paths//v1/auth/account/delete`.
@@ -4447,7 +4447,7 @@ public enum Operations {
                 /// - Remark: Generated from `#/paths/v1/auth/account/DELETE/requestBody/content/application\/json`.
                 case json(Components.Schemas.DeleteAccountRequest)
             }
-            public var body: Operations.DeleteV1AuthAccount.Input.Body
+            public var body: Operations.DeleteV1AuthAccount.Input.Body?
             /// Creates a new `Input`.
             ///
             /// - Parameters:
@@ -4455,7 +4455,7 @@ public enum Operations {
             ///   - body:
             public init(
                 headers: Operations.DeleteV1AuthAccount.Input.Headers = .init(),
-                body: Operations.DeleteV1AuthAccount.Input.Body
+                body: Operations.DeleteV1AuthAccount.Input.Body? = nil
             ) {
                 self.headers = headers
                 self.body = body
@@ -4696,6 +4696,76 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct TooManyRequests: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/auth/account/DELETE/responses/429/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/auth/account/DELETE/responses/429/headers/Retry-After`.
+                    public var retryAfter: Swift.Int?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - retryAfter:
+                    public init(retryAfter: Swift.Int? = nil) {
+                        self.retryAfter = retryAfter
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.DeleteV1AuthAccount.Output.TooManyRequests.Headers
+                /// - Remark: Generated from `#/paths/v1/auth/account/DELETE/responses/429/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/auth/account/DELETE/responses/429/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.DeleteV1AuthAccount.Output.TooManyRequests.Body
+                /// Creates a new `TooManyRequests`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.DeleteV1AuthAccount.Output.TooManyRequests.Headers = .init(),
+                    body: Operations.DeleteV1AuthAccount.Output.TooManyRequests.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// codes: too_many_attempts (too many wrong passwords)
+            ///
+            /// - Remark: Generated from `#/paths//v1/auth/account/delete/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Operations.DeleteV1AuthAccount.Output.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Operations.DeleteV1AuthAccount.Output.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -5124,7 +5194,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// codes: rate_limited (too many wrong passwords sent to link)
+            /// codes: too_many_attempts (too many wrong passwords sent to link)
             ///
             /// - Remark: Generated from `#/paths//v1/auth/apple/post/responses/429`.
             ///
@@ -5476,7 +5546,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// codes: rate_limited (too many wrong passwords)
+            /// codes: too_many_attempts (too many wrong passwords)
             ///
             /// - Remark: Generated from `#/paths//v1/auth/email/verify/post/responses/429`.
             ///
@@ -6175,7 +6245,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// codes: rate_limited (too many wrong passwords sent to link)
+            /// codes: too_many_attempts (too many wrong passwords sent to link)
             ///
             /// - Remark: Generated from `#/paths//v1/auth/google/post/responses/429`.
             ///
@@ -7379,7 +7449,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// codes: invalid_credentials
+            /// codes: invalid_credentials, no_password (an Apple/Google-only account: set a password with the reset mail)
             ///
             /// - Remark: Generated from `#/paths//v1/auth/password/change/post/responses/403`.
             ///
@@ -8635,6 +8705,76 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct TooManyRequests: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/auth/signup/POST/responses/429/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/auth/signup/POST/responses/429/headers/Retry-After`.
+                    public var retryAfter: Swift.Int?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - retryAfter:
+                    public init(retryAfter: Swift.Int? = nil) {
+                        self.retryAfter = retryAfter
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PostV1AuthSignup.Output.TooManyRequests.Headers
+                /// - Remark: Generated from `#/paths/v1/auth/signup/POST/responses/429/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/auth/signup/POST/responses/429/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PostV1AuthSignup.Output.TooManyRequests.Body
+                /// Creates a new `TooManyRequests`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.PostV1AuthSignup.Output.TooManyRequests.Headers = .init(),
+                    body: Operations.PostV1AuthSignup.Output.TooManyRequests.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// codes: rate_limited (too many sign-ups from this address, SIGNUP_MAX_PER_IP_PER_HOUR)
+            ///
+            /// - Remark: Generated from `#/paths//v1/auth/signup/post/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Operations.PostV1AuthSignup.Output.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Operations.PostV1AuthSignup.Output.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }

@@ -103,7 +103,7 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/admin/users/{id}/roles/{role}`.
     /// - Remark: Generated from `#/paths//v1/admin/users/{id}/roles/{role}/delete`.
     func deleteV1AdminUsersIdRolesRole(_ input: Operations.DeleteV1AdminUsersIdRolesRole.Input) async throws -> Operations.DeleteV1AdminUsersIdRolesRole.Output
-    /// Delete the account: with the password, or for Apple/Google-only accounts within 5 minutes of signing in.
+    /// Delete the account: with the password, or for Apple/Google-only accounts within 5 minutes of signing in (no body).
     ///
     /// - Remark: HTTP `DELETE /v1/auth/account`.
     /// - Remark: Generated from `#/paths//v1/auth/account/delete`.
@@ -1067,13 +1067,13 @@ extension APIProtocol {
             headers: headers
         ))
     }
-    /// Delete the account: with the password, or for Apple/Google-only accounts within 5 minutes of signing in.
+    /// Delete the account: with the password, or for Apple/Google-only accounts within 5 minutes of signing in (no body).
     ///
     /// - Remark: HTTP `DELETE /v1/auth/account`.
     /// - Remark: Generated from `#/paths//v1/auth/account/delete`.
     public func deleteV1AuthAccount(
         headers: Operations.DeleteV1AuthAccount.Input.Headers = .init(),
-        body: Operations.DeleteV1AuthAccount.Input.Body
+        body: Operations.DeleteV1AuthAccount.Input.Body? = nil
     ) async throws -> Operations.DeleteV1AuthAccount.Output {
         try await deleteV1AuthAccount(Operations.DeleteV1AuthAccount.Input(
             headers: headers,
