@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Models
+import ServiceKit
 import Testing
 import TestSupport
 
@@ -55,6 +56,35 @@ import TestSupport
                     ])
                 try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM inbox WHERE event_id = '\(late.id)'") == 1 }
                 #expect(try await env.call(.get, diary, as: coach).status == .notFound, "a late acceptance")
+            }
+        }
+    }
+
+    /// An acceptance and the unlink that followed it, handled at the same moment (two processes
+    /// share the stream): the acceptance waits for the unlink in flight and then links nothing.
+    @Test func anAcceptanceHandledWhileItsUnlinkIsInFlightLinksNothing() async throws {
+        try await Env.run { env in
+            try await RelayedProducer.run("invitations", stream: env.config.events.stream) { invitations in
+                let client = try await env.user()
+                let coach = try await env.user()
+                let unlinked = try EventEnvelope(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false), producer: "invitations", userID: client.id)
+                // Numbered after any acceptance the producer writes here.
+                let after = try EventEnvelope(json: EventEnvelope.stamping(unlinked.json, sequence: Int64.max / 2))
+                let (started, starting) = AsyncStream<EventEnvelope>.makeStream()
+                try await env.withConnection { connection in
+                    _ = try await connection.query("BEGIN", logger: TestEnvironment.logger)
+                    try await CoachLinkStore().unlink(
+                        coach: coach.id, client: client.id, order: EventOrder(after, among: "invitations"), on: connection, logger: TestEnvironment.logger)
+                    starting.yield(try await invitations.emit(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id), userID: client.id))
+                    starting.finish()
+                    try await env.awaitLockWait()
+                    _ = try await connection.query("COMMIT", logger: TestEnvironment.logger)
+                }
+                for await accepted in started {
+                    try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM inbox WHERE event_id = '\(accepted.id)'") == 1 }
+                }
+                #expect(try await env.count("SELECT count(*) FROM coach_links WHERE client_id = '\(client.id)'") == 0)
+                #expect(try await env.call(.get, "/v1/nutrition/clients/\(client.path)/meals", as: coach).status == .notFound)
             }
         }
     }

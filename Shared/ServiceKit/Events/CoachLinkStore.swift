@@ -13,6 +13,11 @@ import ServiceKitDatabase
 /// Invitations writes every event of one client's links in a transaction that holds that client's
 /// accepted roster row, so its numbers follow commit order for them.
 ///
+/// The acceptance and the unlink of one pair can be handled at the same moment (two processes of a
+/// service take turns at the stream's batches): each holds the pair (`hold`) before it reads or
+/// writes, so the second sees what the first committed, and an unlink is never missed by the link
+/// it followed.
+///
 /// A service that keeps links creates the two tables it writes, `coach_links` and `coach_unlinks`,
 /// in its own schema (nutrition's and training's migrations have the same columns).
 public struct CoachLinkStore: Sendable {
@@ -21,6 +26,7 @@ public struct CoachLinkStore: Sendable {
     /// Links them, unless the link ended after this acceptance (a late acceptance, delivered after
     /// the unlink that followed it); a link kept from an earlier acceptance takes this one's order.
     public func link(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+        try await hold(coach: coach, client: client, on: connection, logger: logger)
         try await connection.checkedRun(
             """
             INSERT INTO coach_links (coach_id, client_id, linked_at, linked_seq)
@@ -37,6 +43,7 @@ public struct CoachLinkStore: Sendable {
 
     /// Ends the link if it was accepted before this unlink, and remembers the unlink (the latest one).
     public func unlink(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+        try await hold(coach: coach, client: client, on: connection, logger: logger)
         try await connection.checkedRun(
             """
             DELETE FROM coach_links WHERE coach_id = \(coach) AND client_id = \(client)
@@ -50,6 +57,13 @@ public struct CoachLinkStore: Sendable {
             WHERE CASE WHEN EXCLUDED.unlinked_seq IS NOT NULL AND coach_unlinks.unlinked_seq IS NOT NULL THEN EXCLUDED.unlinked_seq > coach_unlinks.unlinked_seq
                        ELSE EXCLUDED.unlinked_at > coach_unlinks.unlinked_at END
             """, logger: logger)
+    }
+
+    /// Holds the pair until the transaction ends; the statements after it see what an acceptance or
+    /// unlink of the pair that held it before committed.
+    private func hold(coach: UUID, client: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        let key = "coach_link:\(coach.uuidString.lowercased()):\(client.uuidString.lowercased())"
+        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':' || \(key)))", logger: logger)
     }
 
     /// Asked by every coach's read of a client's data: prepared once per connection.
