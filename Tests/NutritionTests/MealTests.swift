@@ -189,6 +189,21 @@ import TestSupport
         #expect(day("2025-03-30T22:00:00Z") == "2025-03-31")
         // From 23:00Z on the 29th to 22:00Z on the 30th: 23 hours.
         #expect(LocalDay("2025-02-29") == nil && LocalDay("2025-3-1") == nil && LocalDay("2024-02-29") != nil)
+        // PostgreSQL has no year 0; a sign is not a digit.
+        #expect(LocalDay("0000-01-01") == nil && LocalDay("1899-12-31") == nil && LocalDay("+025-01-01") == nil && LocalDay("1900-01-01") != nil)
+    }
+
+    /// A day PostgreSQL's `date` cannot hold is the client's mistake, answered as the document says,
+    /// not a `500` from the database.
+    @Test func aDayBeforeAnyDiaryIsRefusedAsTheDocumentSays() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let weight = try await env.call(.post, "/v1/metrics/weight", as: user, json: ["value": 80, "unit": "kg", "date": "0000-01-01"])
+            #expect(weight.status == .badRequest && weight.fieldErrors == ["date"], "\(weight.text)")
+            #expect(try await env.call(.delete, "/v1/metrics/0000-01-01", as: user).status == .notFound)
+            let meals = try await env.call(.get, "/v1/meals?from=0000-01-01", as: user)
+            #expect(meals.status == .badRequest, "\(meals.text)")
+        }
     }
 
     @Test func aRepeatedIdempotencyKeyLogsOneMeal() async throws {

@@ -21,11 +21,14 @@ struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible {
         self.init(dayNumber: Int((local / 86_400).rounded(.down)))
     }
 
-    /// `YYYY-MM-DD`, as PostgreSQL's `date` reads and writes it.
+    /// `YYYY-MM-DD`, as PostgreSQL's `date` reads and writes it, from 1900 (PostgreSQL has no year 0,
+    /// and no diary goes back further).
     init?(_ text: String) {
+        // ASCII digits only: `Int` would take "+1" for a month, which PostgreSQL's date does not.
+        guard text.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]),
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), year >= 1900,
             (1...12).contains(month), (1...Self.daysIn(month: month, year: year)).contains(day)
         else { return nil }
         self.init(year: year, month: month, day: day)
