@@ -74,4 +74,35 @@ import TestSupport
             #expect(try await env.count("SELECT count(*) FROM shares WHERE photo IS NOT NULL") == 0)
         }
     }
+
+    /// Each link keeps a copy of the photo: a meal has at most ten live links, an expired link's
+    /// copy goes when the meal's links are next made, and revoking them deletes every copy, the
+    /// expired links' too.
+    @Test func aMealsLinksAndTheirCopiesAreBounded() async throws {
+        try await NutritionTestEnvironment.run { env in
+            let user = try await env.user()
+            let meal = try #require(try await env.meal(user, name: "Shared a lot")["id"] as? String)
+            let upload = try await env.call(
+                .post, "/v1/meals/\(meal)/photo", as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate.png")), headers: [.contentType: "image/png"])
+            #expect(upload.status == .ok)
+            for _ in 0..<ShareStore.maxLiveLinks {
+                #expect(try await env.call(.post, "/v1/meals/\(meal)/share", as: user).status == .created)
+            }
+            let over = try await env.call(.post, "/v1/meals/\(meal)/share", as: user)
+            #expect(over.status == .conflict && over.code == "share_limit", "\(over.text)")
+            let copies = "SELECT count(*) FROM shares WHERE meal_id = '\(meal)' AND photo IS NOT NULL"
+            #expect(try await env.count(copies) == ShareStore.maxLiveLinks)
+
+            // Three links expire: their copies go with the next link, which now fits.
+            try await env.execute(
+                "UPDATE shares SET expires_at = now() - interval '1 second' WHERE token_hash IN (SELECT token_hash FROM shares WHERE meal_id = '\(meal)' LIMIT 3)")
+            #expect(try await env.call(.post, "/v1/meals/\(meal)/share", as: user).status == .created)
+            #expect(try await env.count(copies) == ShareStore.maxLiveLinks - 3 + 1)
+
+            // Revoking ends the live links and deletes every copy.
+            #expect(try await env.call(.delete, "/v1/meals/\(meal)/share", as: user).status == .noContent)
+            #expect(try await env.count(copies) == 0)
+            #expect(try await env.count("SELECT count(*) FROM shares WHERE meal_id = '\(meal)' AND card_png IS NOT NULL") == 0)
+        }
+    }
 }

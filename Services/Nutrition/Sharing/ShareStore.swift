@@ -20,10 +20,21 @@ struct ShareSnapshot: Codable, Sendable {
 
 /// Share links: tokens stored as their SHA-256 only.
 struct ShareStore: Sendable {
+    /// Live links one meal may have at once: each keeps a copy of the photo.
+    static let maxLiveLinks = 10
+    static let limitReached = APIError.conflict(
+        "This meal has \(maxLiveLinks) live share links; revoke them (DELETE /v1/meals/{id}/share) to make another.", code: "share_limit")
+
     /// The snapshot keeps a copy of the meal's stored photo, served at `/v1/shared/{token}/photo`
     /// while the link lives (the owner's own photo path is not for anyone else); a photo URL the app
     /// set elsewhere is kept as it was.
+    /// At most `maxLiveLinks` at once (`409 share_limit`); the copies its expired links kept go
+    /// first. The caller holds the meal's row, so two links made at once count each other.
     func create(for meal: MealRecord, ttlDays: Int, on connection: PostgresConnection, logger: Logger) async throws -> (OpaqueToken, Date) {
+        try await dropExpiredCopies(of: meal.id, on: connection, logger: logger)
+        let live = try await connection.checkedQuery(
+            "SELECT count(*) FROM shares WHERE meal_id = \(meal.id) AND revoked_at IS NULL AND expires_at > now()", logger: logger)
+        for try await count in live.decode(Int.self) where count >= Self.maxLiveLinks { throw Self.limitReached }
         let token = OpaqueToken()
         let hasPhoto = try await connection.returnsRow("SELECT 1 FROM meal_photos WHERE meal_id = \(meal.id)", logger: logger)
         let photoURL = hasPhoto ? "/v1/shared/\(token.value)/photo" : meal.photoURL.flatMap { $0.hasPrefix("/v1/meals/") ? nil : $0 }
@@ -42,9 +53,21 @@ struct ShareStore: Sendable {
         return (token, expires)
     }
 
-    /// Ends every live link of the meal (and lets its kept card go); false when it had none.
+    /// An expired link serves nothing: the photo and card it kept go (when the meal's links are
+    /// next made or revoked), so that they neither pile up nor outlive what the owner can remove.
+    func dropExpiredCopies(of meal: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            """
+            UPDATE shares SET card_png = NULL, card_etag = NULL, photo = NULL, photo_type = NULL, photo_etag = NULL
+            WHERE meal_id = \(meal) AND expires_at <= now() AND (photo IS NOT NULL OR card_png IS NOT NULL)
+            """, logger: logger)
+    }
+
+    /// Ends every live link of the meal (and lets its kept card and photo go, the expired links'
+    /// too); false when it had no live one.
     func revoke(meal: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow(
+        try await dropExpiredCopies(of: meal, on: connection, logger: logger)
+        return try await connection.returnsRow(
             """
             UPDATE shares SET revoked_at = now(), card_png = NULL, card_etag = NULL, photo = NULL, photo_type = NULL, photo_etag = NULL
             WHERE meal_id = \(meal) AND revoked_at IS NULL AND expires_at > now() RETURNING 1

@@ -10269,7 +10269,7 @@ public struct Client: APIProtocol {
             }
         )
     }
-    /// Revokes the meal's live share links: they answer 410.
+    /// Revokes the meal's live share links: they answer 410. The photos and cards its links kept, expired ones' too, are deleted.
     ///
     /// - Remark: HTTP `DELETE /v1/meals/{id}/share`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/share/delete`.

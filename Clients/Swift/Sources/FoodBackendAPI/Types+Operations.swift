@@ -20620,7 +20620,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: idempotency_answer_withheld (a retry with the key of a link already made), idempotency_key_in_use
+            /// codes: idempotency_answer_withheld (a retry with the key of a link already made), idempotency_key_in_use, share_limit (the meal has 10 live links, each keeping a copy of its photo: revoke them to make another)
             ///
             /// - Remark: Generated from `#/paths//v1/meals/{id}/share/post/responses/409`.
             ///
@@ -20680,7 +20680,7 @@ public enum Operations {
             }
         }
     }
-    /// Revokes the meal's live share links: they answer 410.
+    /// Revokes the meal's live share links: they answer 410. The photos and cards its links kept, expired ones' too, are deleted.
     ///
     /// - Remark: HTTP `DELETE /v1/meals/{id}/share`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/share/delete`.

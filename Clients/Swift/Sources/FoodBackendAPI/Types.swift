@@ -412,7 +412,7 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/meals/{id}/share`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/share/post`.
     func postV1MealsIdShare(_ input: Operations.PostV1MealsIdShare.Input) async throws -> Operations.PostV1MealsIdShare.Output
-    /// Revokes the meal's live share links: they answer 410.
+    /// Revokes the meal's live share links: they answer 410. The photos and cards its links kept, expired ones' too, are deleted.
     ///
     /// - Remark: HTTP `DELETE /v1/meals/{id}/share`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/share/delete`.
@@ -1794,7 +1794,7 @@ extension APIProtocol {
             headers: headers
         ))
     }
-    /// Revokes the meal's live share links: they answer 410.
+    /// Revokes the meal's live share links: they answer 410. The photos and cards its links kept, expired ones' too, are deleted.
     ///
     /// - Remark: HTTP `DELETE /v1/meals/{id}/share`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/share/delete`.
