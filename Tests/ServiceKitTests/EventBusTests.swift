@@ -63,17 +63,20 @@ final class BusHarness: Sendable {
     /// fails). `hangingOn`: the event whose handling never ends (a process stuck on it, or about to
     /// crash).
     @discardableResult
-    func startConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil) -> EventConsumer {
-        let consumer = makeConsumer(name: name, maxDeliveries: maxDeliveries, failing: failing, hangingOn: hangingOn)
+    func startConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0) -> EventConsumer {
+        let consumer = makeConsumer(name: name, maxDeliveries: maxDeliveries, failing: failing, hangingOn: hangingOn, databaseTroubleFor: outages)
         launch { try await consumer.run() }
         return consumer
     }
 
-    /// `startConsumer`'s consumer, not started.
-    func makeConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil) -> EventConsumer {
+    /// `startConsumer`'s consumer, not started. `outages`: how many times its handler first meets the
+    /// database's trouble (a connection closed under it).
+    func makeConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0) -> EventConsumer {
         var handlers = EventHandlers()
+        let attempts = Atomic<Int>(0)
         handlers.on(UserRegistered.self) { payload, context in
             if failing { throw HandlerFailure() }
+            if attempts.add(1, ordering: .relaxed).newValue <= outages { throw DatabaseConnectionClosed() }
             if context.envelope.id == hangingOn { try await Task.sleep(for: .seconds(3_600)) }
             try await context.connection.query(
                 "INSERT INTO effects (event_id, consumer, user_id) VALUES (\(context.envelope.id), \(name), \(payload.userID))",
@@ -613,6 +616,20 @@ final class BusHarness: Sendable {
         // The entry is acknowledged just after it is copied to the dead-letter stream.
         try await waitUntil(.seconds(5)) { try await bus.redis.pendingCount(bus.stream, group: "social") == 0 }
         #expect(try await bus.effects().isEmpty)
+        await bus.stop()
+    }
+
+    /// The database's trouble in a handler (a connection closed under it, a statement timeout, a
+    /// full disk) is not the event's: however many times it is met, the event is not counted toward
+    /// the dead letters, and is handled once the database is well.
+    @Test func theDatabasesTroubleSendsNoEventToTheDeadLetters() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        bus.startRelay()
+        bus.startConsumer(name: "c1", maxDeliveries: 2, databaseTroubleFor: 5)
+        let event = try await bus.emit()
+        try await waitUntil(.seconds(30)) { try await bus.effects().count == 1 }
+        #expect(try await bus.redis.xlen("\(bus.stream):dead:social") == 0)
+        #expect(try await bus.effects().map(\.0) == [event.id])
         await bus.stop()
     }
 

@@ -254,6 +254,9 @@ package final class EventConsumer: Service, Sendable {
                         try await handler(EventContext(envelope: envelope, connection: connection, outbox: outbox, logger: logger))
                         outcomes.append((entry.id, envelope, .handled))
                     } catch {
+                        // The database's trouble (a connection dropped, a statement timeout, a full
+                        // disk), not the event's: the consumer waits for the database instead.
+                        if isDatabaseUnavailable(error) { throw DatabaseUnavailable(underlying: error) }
                         if together { throw ShardFailed() }
                         throw HandlerFailed(entryID: entry.id, envelope: envelope, error: String(describing: error))
                     }
@@ -265,7 +268,8 @@ package final class EventConsumer: Service, Sendable {
         } catch let failure as ShardFailed {
             throw failure
         } catch {
-            throw DatabaseUnavailable(underlying: error)
+            await uncount(shard)
+            throw (error as? DatabaseUnavailable) ?? DatabaseUnavailable(underlying: error)
         }
         let done = outcomes.filter { if case .failed = $0.2 { return false } else { return true } }.map(\.0)
         // A failed XACK is harmless: the redelivery finds the inbox rows.
@@ -288,6 +292,16 @@ package final class EventConsumer: Service, Sendable {
                     "event handler failed; the event will be retried",
                     metadata: ["error": "\(error)", "stream_id": "\(id)", "event_id": "\(envelope.id)", "event_type": "\(envelope.type)"])
             }
+        }
+    }
+
+    /// A delivery that met the database's trouble is not the event's: each entry's count goes back
+    /// by the one this delivery added, so an outage longer than `maxDeliveries` claims sends no
+    /// healthy event to the dead letters.
+    private func uncount(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)]) async {
+        for (entry, _, _) in shard {
+            guard let count = try? await redis.deliveryCount(config.stream, group: config.group, id: entry.id), count > 0 else { continue }
+            try? await redis.setDeliveryCount(config.stream, group: config.group, consumer: config.consumerName, id: entry.id, to: count - 1)
         }
     }
 

@@ -81,6 +81,13 @@ extension RedisClient {
         return count
     }
 
+    /// Sets how many times the group counts one entry delivered, keeping it with `consumer`
+    /// (`XCLAIM key group consumer 0 id RETRYCOUNT n JUSTID`, which counts no delivery itself).
+    package func setDeliveryCount(_ stream: String, group: String, consumer: String, id: String, to count: Int) async throws {
+        _ = try await send(
+            "XCLAIM", RedisArgument(stream), RedisArgument(group), RedisArgument(consumer), "0", RedisArgument(id), "RETRYCOUNT", RedisArgument(count), "JUSTID")
+    }
+
     @discardableResult
     package func xack(_ stream: String, group: String, ids: [String]) async throws -> Int {
         guard !ids.isEmpty else { return 0 }
