@@ -468,6 +468,31 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// Redis loses its last writes and keeps its epoch (a crash within its fsync interval, a restore
+    /// from an older snapshot, a failover to a replica behind): the relay finds the last entry it sent
+    /// gone though not trimmed, makes a new epoch, and sends again what it kept.
+    @Test func entriesRedisLostWithItsEpochKeptAreSentAgain() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        bus.startRelay(poll: .milliseconds(100))
+        let kept = try await bus.emit()
+        try await bus.waitUntilKept(1)
+        let lost = try await bus.emit()
+        try await bus.waitUntilKept(2)
+        let epoch = try await bus.redis.send("GET", RedisArgument("\(bus.stream):epoch")).string
+        // The last entry is gone, the first and the epoch stay.
+        let entries = try await bus.redis.xrange(bus.stream)
+        let last = try #require(entries.first { $0.fields["id"] == lost.id.uuidString.lowercased() })
+        _ = try await bus.redis.send("XDEL", RedisArgument(bus.stream), RedisArgument(last.id))
+        bus.startConsumer(name: "c1")
+        let rows = try await bus.waitForEffects(2, within: .seconds(20))
+        #expect(Set(rows.map(\.0)) == [kept.id, lost.id])
+        #expect(try await bus.redis.send("GET", RedisArgument("\(bus.stream):epoch")).string != epoch)
+        await bus.stop()
+        try await server.stop()
+    }
+
     /// Redis restarted empty, and a consumer made its group anew before the relay looked: that group
     /// has nothing pending and nothing to read, which must not pass for every kept copy having been
     /// read, or copies older than the clocks' margin would be dropped before being sent again.

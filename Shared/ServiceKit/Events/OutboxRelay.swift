@@ -24,6 +24,12 @@ import Synchronization
 /// again, oldest first. Consumers' groups, made anew from the stream's start, read them; what a
 /// consumer had handled already its inbox skips, and an older event arriving after a newer one is
 /// what `EventOrder` is for.
+///
+/// A Redis can also lose only its last writes and keep its epoch: a crash within its fsync interval
+/// (`appendfsync everysec`), a restore from an older snapshot, a failover to a replica behind. So
+/// each poll also looks for the last entry this relay sent: gone, yet not older than the stream's
+/// first entry (not trimmed), it was lost, and the relay makes a new epoch, which sends every
+/// relay's kept rows again.
 package final class OutboxRelay: Service, Sendable {
     private let client: PostgresClient
     private let redis: RedisClient
@@ -116,6 +122,8 @@ package final class OutboxRelay: Service, Sendable {
 
     /// The epoch this schema's rows were last sent under, once read from the schema.
     private let recordedEpoch = Mutex<String??>(nil)
+    /// The stream id of the last entry this process sent, which Redis should still hold.
+    private let lastSent = Mutex<StreamID?>(nil)
 
     /// On every poll: sends the kept rows again if Redis has lost its data, and otherwise drops the
     /// kept rows no longer needed. Returns how many it sent again.
@@ -130,6 +138,13 @@ package final class OutboxRelay: Service, Sendable {
         let seen = try await redis.send(epochProbe).string
         let sent = try await recover(seen: seen, before: .max)
         guard sent == 0, seen != nil else { return sent }
+        if let last = lastSent.withLock({ $0 }), try await lost(last) {
+            let epoch = UUID().uuidString.lowercased()
+            _ = try await redis.send("SET", RedisArgument(epochKey), RedisArgument(epoch))
+            lastSent.withLock { $0 = nil }
+            logger.warning("Redis lost entries it had taken, its epoch kept: a new epoch", metadata: ["last_sent": "\(last)"])
+            return try await recover(seen: epoch, before: .max)
+        }
         // A row is needed until every group has read and acknowledged its event: up to the oldest
         // entry a group has pending, or else the last it was given. Envelopes carry personal data,
         // so they are kept no longer (the stream's ids are Redis's clock, the rows PostgreSQL's: a
@@ -145,6 +160,17 @@ package final class OutboxRelay: Service, Sendable {
                 """, logger: logger)
         }
         return 0
+    }
+
+    /// Whether the stream no longer holds `entry`, which it was not trimmed of: the stream's first
+    /// entry is not after it, or the stream is empty though `entry` is younger than the retention.
+    private func lost(_ entry: StreamID) async throws -> Bool {
+        let id = RedisArgument(entry.description)
+        guard try await redis.send("XRANGE", RedisArgument(config.stream), id, id).array?.isEmpty ?? true else { return false }
+        let first = try await redis.send("XRANGE", RedisArgument(config.stream), "-", "+", "COUNT", "1").array?.first?.array?.first?.string.flatMap { StreamID($0) }
+        if let first { return first <= entry }
+        let retained = UInt64(max(0, Date().timeIntervalSince1970 - Double(config.retention.components.seconds)) * 1000)
+        return entry.milliseconds > retained
     }
 
     /// Seconds by which Redis's and PostgreSQL's clocks may disagree.
@@ -275,10 +301,12 @@ package final class OutboxRelay: Service, Sendable {
             }
             taken.sort { $0.seq < $1.seq }  // RETURNING has no order of its own; the stream keeps commit order
             var commands: [[RedisArgument]] = []
+            var lastAdd = 0
             for row in taken {
                 // The row's number goes in the envelope: consumers order events of this producer by
                 // it, since `occurred_at` is only the clock of the process that wrote the row.
                 let envelope = EventEnvelope.stamping(row.envelope, sequence: row.seq)
+                lastAdd = commands.count
                 commands.append(
                     RedisClient.xaddCommand(
                         config.stream, maxLength: config.maxLength,
@@ -301,6 +329,7 @@ package final class OutboxRelay: Service, Sendable {
             if replicas > 0, let held = replies.last?.int, held < replicas {
                 throw RedisError.unavailable("a relayed batch reached \(held) of \(replicas) replicas")
             }
+            if keep, let id = replies[probes.count + lastAdd].string.flatMap({ StreamID($0) }) { self.lastSent.withLock { $0 = id } }
             guard keep else { return (taken.count, nil) }
             return (taken.count, (replies[0].string, first.seq))
         }
