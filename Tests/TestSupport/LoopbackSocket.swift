@@ -4,14 +4,15 @@ import Glibc
 /// A blocking TCP socket to a loopback port, for tests that speak HTTP byte by byte where a client
 /// library would hide what they test: a head sent without its body, a client that stops reading.
 /// Its calls block, so tests make them in `blocking`, off the tasks' threads.
-enum LoopbackSocket {
-    struct Failure: Error {
-        var call: String
+public enum LoopbackSocket {
+    public struct Failure: Error {
+        public var call: String
+        public init(call: String) { self.call = call }
     }
 
     /// A connected socket whose reads give up after 30 s. `receiveBuffer` shrinks its receive buffer,
     /// before connecting, as the window is agreed then.
-    static func connect(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
+    public static func connect(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(call: "socket") }
         if var size = receiveBuffer {
@@ -36,7 +37,7 @@ enum LoopbackSocket {
     /// Runs `body` on a thread of its own. On the tasks' pool (two threads on a two-core machine), two
     /// tests waiting in `recv` at once would hold every thread, and the servers they wait for (whose
     /// routes run as tasks) could not answer until the reads timed out.
-    static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    public static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try body() }) }.start()
         }
