@@ -23,6 +23,10 @@ package final class EventConsumer: Service, Sendable {
     private let metrics: EventBusMetrics
     private let logger: Logger
     private let lastErrors = Mutex<[String: String]>([:])
+    /// Deliveries taken off an entry's count for the database's trouble, by entry: at most
+    /// `maxDeliveries`, so an event that itself makes the database fail (a statement that always
+    /// times out) still reaches the dead letters, after twice the deliveries.
+    private let forgiven = Mutex<[String: Int]>([:])
     /// Kinds of ignored event (reason, type, version) logged once already.
     private let reportedIgnored = Mutex<Set<String>>([])
 
@@ -171,6 +175,7 @@ package final class EventConsumer: Service, Sendable {
             if reclaimed {
                 let deliveries = (try? await redis.deliveryCount(config.stream, group: config.group, id: entry.id)) ?? 0
                 if deliveries > config.maxDeliveries {
+                    _ = forgiven.withLock { $0.removeValue(forKey: entry.id) }
                     let lastError = lastErrors.withLock { $0.removeValue(forKey: entry.id) } ?? "unknown (the consumer that saw it may have crashed)"
                     await deadLetter(entry, error: lastError, deliveries: deliveries)
                     continue
@@ -268,8 +273,9 @@ package final class EventConsumer: Service, Sendable {
         } catch let failure as ShardFailed {
             throw failure
         } catch {
-            await uncount(shard)
-            throw (error as? DatabaseUnavailable) ?? DatabaseUnavailable(underlying: error)
+            let unavailable = (error as? DatabaseUnavailable) ?? DatabaseUnavailable(underlying: error)
+            await uncount(shard, error: unavailable.underlying)
+            throw unavailable
         }
         let done = outcomes.filter { if case .failed = $0.2 { return false } else { return true } }.map(\.0)
         // A failed XACK is harmless: the redelivery finds the inbox rows.
@@ -279,10 +285,12 @@ package final class EventConsumer: Service, Sendable {
             switch outcome {
             case .handled:
                 lastErrors.withLock { _ = $0.removeValue(forKey: id) }
+                _ = forgiven.withLock { $0.removeValue(forKey: id) }
                 metrics.handled.increment()
                 metrics.handleDuration.record(elapsed)
                 metrics.endToEnd.record(.nanoseconds(max(0, Int64(Date().timeIntervalSince(envelope.occurredAt) * 1e9))))
             case .duplicate:
+                _ = forgiven.withLock { $0.removeValue(forKey: id) }
                 metrics.duplicates.increment()
             case .failed(let error):
                 // Left pending: after claimIdle it is claimed again and counts one more delivery.
@@ -297,10 +305,16 @@ package final class EventConsumer: Service, Sendable {
 
     /// A delivery that met the database's trouble is not the event's: each entry's count goes back
     /// by the one this delivery added, so an outage longer than `maxDeliveries` claims sends no
-    /// healthy event to the dead letters.
-    private func uncount(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)]) async {
+    /// healthy event to the dead letters; up to `maxDeliveries` times an entry (`forgiven`).
+    private func uncount(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)], error: any Error) async {
         for (entry, _, _) in shard {
-            guard let count = try? await redis.deliveryCount(config.stream, group: config.group, id: entry.id), count > 0 else { continue }
+            lastErrors.withLock { $0[entry.id] = "the database's trouble: \(error)" }
+            let allowed = forgiven.withLock { (counts: inout [String: Int]) -> Bool in
+                guard counts[entry.id, default: 0] < config.maxDeliveries else { return false }
+                counts[entry.id, default: 0] += 1
+                return true
+            }
+            guard allowed, let count = try? await redis.deliveryCount(config.stream, group: config.group, id: entry.id), count > 0 else { continue }
             try? await redis.setDeliveryCount(config.stream, group: config.group, consumer: config.consumerName, id: entry.id, to: count - 1)
         }
     }

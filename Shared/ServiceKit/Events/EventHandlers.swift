@@ -22,12 +22,15 @@ extension EventContext {
     /// of a service handle batches at once, and a replay after Redis lost its data resends old
     /// events. For handlers that make a value what the event says (a user's roles, their profile).
     /// The row it writes holds the topic until the handler's transaction ends, so two handlers of
-    /// one topic at once apply in order.
+    /// one topic at once apply in order. It holds the subject's account first (`holdLiveAccount`),
+    /// as a deletion does before it removes the marks: false for a deleted account, whose id no
+    /// mark may name, and one order of locks for both.
     public func isLatest(_ topic: String, of subject: UUID, among producer: String) async throws -> Bool {
         let order = EventOrder(envelope, among: producer)
         return try await connection.returnsRow(
             """
-            INSERT INTO event_latest (subject, topic, seq, occurred_at) VALUES (\(subject), \(topic), \(order.sequence), \(order.occurredAt))
+            INSERT INTO event_latest (subject, topic, seq, occurred_at)
+            SELECT \(subject), \(topic), \(order.sequence), \(order.occurredAt) WHERE hold_live_account(\(subject))
             ON CONFLICT (subject, topic) DO UPDATE SET seq = EXCLUDED.seq, occurred_at = EXCLUDED.occurred_at
             WHERE CASE WHEN event_latest.seq IS NOT NULL AND EXCLUDED.seq IS NOT NULL THEN EXCLUDED.seq > event_latest.seq
                        ELSE EXCLUDED.occurred_at >= event_latest.occurred_at END
