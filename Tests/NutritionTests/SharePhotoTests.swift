@@ -102,6 +102,11 @@ import TestSupport
             // Revoking ends the live links and deletes every copy.
             #expect(try await env.call(.delete, "/v1/meals/\(meal)/share", as: user).status == .noContent)
             #expect(try await env.count(copies) == 0)
+            // With every link expired, nothing is live to revoke, and the copies still go.
+            #expect(try await env.call(.post, "/v1/meals/\(meal)/share", as: user).status == .created)
+            try await env.execute("UPDATE shares SET expires_at = now() - interval '1 second' WHERE meal_id = '\(meal)'")
+            #expect(try await env.call(.delete, "/v1/meals/\(meal)/share", as: user).code == "share_not_found")
+            #expect(try await env.count(copies) == 0)
             #expect(try await env.count("SELECT count(*) FROM shares WHERE meal_id = '\(meal)' AND card_png IS NOT NULL") == 0)
         }
     }

@@ -46,12 +46,12 @@ struct ShareRoutes {
         let id = try context.mealID()
         let nutrition = self.nutrition
         let user = context.caller.userID
-        try await nutrition.postgres.transaction(logger: context.logger) { connection in
+        // The copies expired links kept go even when no link is live: the 404 comes after the commit.
+        let revoked = try await nutrition.postgres.transaction(logger: context.logger) { connection in
             guard try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger) != nil else { throw MealRoutes.notFound }
-            guard try await nutrition.shares.revoke(meal: id, on: connection, logger: context.logger) else {
-                throw APIError.notFound("The meal has no live share link.", code: "share_not_found")
-            }
+            return try await nutrition.shares.revoke(meal: id, on: connection, logger: context.logger)
         }
+        guard revoked else { throw APIError.notFound("The meal has no live share link.", code: "share_not_found") }
         return .noContent
     }
 
