@@ -61,6 +61,8 @@ struct AssignmentRoutes {
         let training = self.training
         let coach = context.caller.userID
         let ids = try await training.postgres.transaction(logger: context.logger) { connection -> [UUID] in
+            // The coach's account before the workout, as the purge of a deleted coach takes them.
+            try await connection.requireLiveAccount(coach, logger: context.logger)
             guard try await training.sessions.holdWorkout(workout, coach: coach, on: connection, logger: context.logger) else { throw SessionErrors.workoutNotFound }
             return try await training.sessions.push(workout: workout, coach: coach, on: connection, logger: context.logger)
         }
