@@ -205,7 +205,10 @@ package final class EventConsumer: Service, Sendable {
     /// (`holdAccountForDeletion`), and in a transaction that had already held it, or another
     /// account, for an event before them, a request holding that account and waiting on a row the
     /// transaction wrote would deadlock with it.
-    static let handledAlone: Set<String> = [UserDeleted.eventType, UserPasswordChanged.eventType]
+    /// So are a link's acceptance and end: their handlers hold the coach and client pair
+    /// (`CoachLinkStore`), and two processes each holding one pair for an event early in its batch
+    /// would deadlock over the other's later in it.
+    static let handledAlone: Set<String> = [UserDeleted.eventType, UserPasswordChanged.eventType, InvitationAccepted.eventType, ClientUnlinked.eventType]
 
     private func process(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)]) async throws {
         var run: [(StreamEntry, EventEnvelope, EventHandlers.Handler)] = []
