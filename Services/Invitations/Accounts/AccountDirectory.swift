@@ -44,16 +44,24 @@ struct AccountDirectory: Sendable {
             """, logger: logger)
     }
 
+    /// The account as proven, made here if `user.registered` has not arrived yet (two processes take
+    /// turns at the stream, and a failed handler is retried after later events): the registration's
+    /// own write then keeps the proof.
     func verified(_ event: UserEmailVerified, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
-            UPDATE accounts SET email_verified = true, email = \(event.email), email_normalized = \(EmailAddress.normalize(event.email)),
-                email_vouched_by = \(event.vouchedBy) WHERE user_id = \(event.userID)
+            INSERT INTO accounts (user_id, email, email_normalized, email_verified, email_vouched_by)
+            SELECT \(event.userID), \(event.email), \(EmailAddress.normalize(event.email)), true, \(event.vouchedBy)
+            WHERE hold_live_account(\(event.userID))
+            ON CONFLICT (user_id) DO UPDATE SET email_verified = true, email = excluded.email, email_normalized = excluded.email_normalized,
+                email_vouched_by = excluded.email_vouched_by
             """, logger: logger)
     }
 
-    func rolesChanged(_ event: UserRolesChanged, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("UPDATE accounts SET roles = \(event.roles.map(\.rawValue)) WHERE user_id = \(event.userID)", logger: logger)
+    /// The account's roles; false when `user.registered` has not made the account here (this event
+    /// cannot: it has no address).
+    func rolesChanged(_ event: UserRolesChanged, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("UPDATE accounts SET roles = \(event.roles.map(\.rawValue)) WHERE user_id = \(event.userID) RETURNING 1", logger: logger)
     }
 
     func signedIn(_ userID: UUID, at time: Date, on connection: PostgresConnection, logger: Logger) async throws {
@@ -61,9 +69,11 @@ struct AccountDirectory: Sendable {
             "UPDATE accounts SET last_sign_in_at = greatest(coalesce(last_sign_in_at, \(time)), \(time)) WHERE user_id = \(userID)", logger: logger)
     }
 
-    func profileUpdated(_ event: ProfileUpdated, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun(
-            "UPDATE accounts SET display_name = coalesce(\(event.displayName), display_name), avatar_url = \(event.avatarURL) WHERE user_id = \(event.userID)", logger: logger)
+    /// The account's name and avatar; false when `user.registered` has not made the account here.
+    func profileUpdated(_ event: ProfileUpdated, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow(
+            "UPDATE accounts SET display_name = coalesce(\(event.displayName), display_name), avatar_url = \(event.avatarURL) WHERE user_id = \(event.userID) RETURNING 1",
+            logger: logger)
     }
 
     /// The name and avatar the account's maker showed, once the address's owner has proven it: the
@@ -81,4 +91,11 @@ struct AccountDirectory: Sendable {
     func isDeleted(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         try await connection.isDeletedAccount(userID, logger: logger)
     }
+}
+
+/// An event about an account this service has not heard of yet (its `user.registered` is still to
+/// come): the handler fails, nothing of it is kept, and the event is retried after the others.
+struct AccountNotYetKnown: Error, CustomStringConvertible {
+    var userID: UUID
+    var description: String { "account \(userID) not known yet: its user.registered is still to come" }
 }

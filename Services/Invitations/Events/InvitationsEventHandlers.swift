@@ -21,14 +21,18 @@ struct InvitationsEventHandlers {
         // changes nothing.
         handlers.on(UserRolesChanged.self) { event, context in
             guard try await context.isLatest("roles", of: event.userID, among: "auth") else { return }
-            try await accounts.rolesChanged(event, on: context.connection, logger: context.logger)
+            guard try await accounts.rolesChanged(event, on: context.connection, logger: context.logger) else {
+                return try Self.awaitRegistration(of: event.userID, context)
+            }
         }
         handlers.on(UserSignedIn.self) { event, context in
             try await accounts.signedIn(event.userID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
         }
         handlers.on(ProfileUpdated.self) { event, context in
             guard try await context.isLatest("profile", of: event.userID, among: "social") else { return }
-            try await accounts.profileUpdated(event, on: context.connection, logger: context.logger)
+            guard try await accounts.profileUpdated(event, on: context.connection, logger: context.logger) else {
+                return try Self.awaitRegistration(of: event.userID, context)
+            }
         }
         handlers.on(UserDeleted.self) { event, context in
             try await Self.purge(event.userID, invitations: invitations, on: context.connection, logger: context.logger)
@@ -42,6 +46,18 @@ struct InvitationsEventHandlers {
             try await accounts.forgetProfile(event.userID, on: context.connection, logger: context.logger)
         }
         return handlers
+    }
+
+    /// An event about an account not made here yet: two processes take turns at the stream, and a
+    /// failed handler is retried after later events, so its `user.registered` may still come. While
+    /// the event is young the handler fails (`AccountNotYetKnown`, nothing of it kept) and it is
+    /// retried; an older one is about an account this service never heard of, and is left alone.
+    static func awaitRegistration(of user: UUID, _ context: EventContext) throws {
+        guard Date().timeIntervalSince(context.envelope.occurredAt) < 600 else {
+            context.logger.info("event about an account not known here left alone", metadata: ["user_id": "\(user)"])
+            return
+        }
+        throw AccountNotYetKnown(userID: user)
     }
 
     /// A deleted coach: every client is unlinked (they lose `client`) and the roster is gone, which
