@@ -71,6 +71,11 @@ import TestSupport
             #expect(reply.status == .notFound && reply.code == "user_not_found", "\(reply.text)")
             #expect(try await env.count("SELECT count(*) FROM grants WHERE user_id = '\(user.id)'") == 0)
             #expect(try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(user.id)'") == 0, "no customer made again")
+            // Nor is it explained or its grants revoked: no such user, not the admin's own 401.
+            let explained = try await env.call(.get, "/v1/admin/entitlements/\(user.path)/explain", as: env.admin)
+            #expect(explained.status == .notFound && explained.code == "user_not_found", "\(explained.text)")
+            let revoked = try await env.call(.delete, "/v1/admin/entitlements/\(user.path)/grants/\(UUID().uuidString.lowercased())", as: env.admin)
+            #expect(revoked.status == .notFound && revoked.code == "user_not_found", "\(revoked.text)")
         }
     }
 }

@@ -79,7 +79,9 @@ struct AdminRoutes {
         let entitlements = self.entitlements
         let admin = context.caller.userID
         let revoked = try await entitlements.postgres.transaction(logger: context.logger) { connection in
-            try await entitlements.announcingChanges(for: [user], on: connection, logger: context.logger) {
+            // A deleted account is no user to an admin (not the caller's own 401).
+            guard try await !connection.isDeletedAccount(user, logger: context.logger) else { throw Self.noUser }
+            return try await entitlements.announcingChanges(for: [user], on: connection, logger: context.logger) {
                 try await entitlements.grants.revoke(id, of: user, by: admin, on: connection, logger: context.logger)
             }
         }
@@ -113,6 +115,7 @@ struct AdminRoutes {
         let user = try userID(context)
         let entitlements = self.entitlements
         return try await entitlements.postgres.withConnectionOnItsLoop { connection in
+            guard try await !connection.isDeletedAccount(user, logger: context.logger) else { throw Self.noUser }
             let (entitlement, inputs) = try await entitlements.snapshot(user, on: connection, logger: context.logger)
             let history = try await entitlements.subscriptions.history(of: user, on: connection, logger: context.logger)
             return Explanation(

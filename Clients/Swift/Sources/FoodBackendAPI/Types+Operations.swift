@@ -2187,7 +2187,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: user_not_found (not a UUID)
+            /// codes: user_not_found (not a UUID, or a deleted account)
             ///
             /// - Remark: Generated from `#/paths//v1/admin/entitlements/{user_id}/explain/get/responses/404`.
             ///
@@ -2665,7 +2665,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: grant_not_found, user_not_found
+            /// codes: grant_not_found, user_not_found (a deleted account)
             ///
             /// - Remark: Generated from `#/paths//v1/admin/entitlements/{user_id}/grants/{grant_id}/delete/responses/404`.
             ///
