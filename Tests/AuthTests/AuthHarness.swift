@@ -271,6 +271,48 @@ struct AuthTestEnvironment: Sendable {
         try await withClient(database.config(for: "auth"), body)
     }
 
+    /// What `request` answers when it runs while a transaction that ran `statements` (a reset, a
+    /// takeover: the account's row locked, then changed) is open: the request waits for it (this
+    /// waits until something in the database waits for a lock), and then meets what it committed.
+    func whileHeld(_ statements: [String], _ request: @escaping @Sendable () async throws -> Reply) async throws -> Reply {
+        let logger = TestEnvironment.logger
+        return try await query { client in
+            try await client.withConnection { connection in
+                _ = try await connection.query("BEGIN", logger: logger)
+                for sql in statements { _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect() }
+                let attempt = Task { try await request() }
+                try await waitUntil(.seconds(15)) {
+                    try await query { other -> Bool in
+                        let rows = try await other.query(
+                            "SELECT count(*)::int FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", logger: logger)
+                        for try await count in rows.decode(Int.self) { return count > 0 }
+                        return false
+                    }
+                }
+                _ = try await connection.query("COMMIT", logger: logger)
+                return try await attempt.value
+            }
+        }
+    }
+
+    /// What a password reset by mail does to the account, for `whileHeld`: the row locked, a new
+    /// password, every session ended.
+    static func reset(of user: String) -> [String] {
+        [
+            "SELECT 1 FROM users WHERE id = '\(user)' FOR UPDATE", "UPDATE users SET password_hash = 'replaced by the reset' WHERE id = '\(user)'",
+            "DELETE FROM sessions WHERE user_id = '\(user)'",
+        ]
+    }
+
+    /// How many sessions the account has.
+    func sessionCount(of user: String) async throws -> Int {
+        try await query { client -> Int in
+            let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int FROM sessions WHERE user_id = '\(user)'"), logger: TestEnvironment.logger)
+            for try await count in rows.decode(Int.self) { return count }
+            return -1
+        }
+    }
+
     /// Event types in the outbox or already relayed to the stream, for `userID`.
     func eventTypes(for userID: String) async throws -> [String] {
         let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)

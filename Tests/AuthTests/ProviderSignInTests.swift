@@ -2,7 +2,6 @@
 import Crypto
 import Foundation
 import HTTPTypes
-import PostgresNIO
 import ServiceKit
 import ServiceKitCore
 import ServiceKitDatabase
@@ -101,38 +100,15 @@ import TestSupport
             let made = try await env.signIn(with: .google, subject: subject, email: email)
             #expect(made.status == .ok, "\(made.text)")
             let userID = try #require(made.json[path: "user.id"] as? String)
-            let logger = TestEnvironment.logger
             let nonce = try await env.nonce()
             let token = try env.idToken(.google, nonce: nonce, subject: subject, email: email)
-            let answer = try await env.query { client -> AuthTestEnvironment.Reply in
-                try await client.withConnection { connection in
-                    _ = try await connection.query("BEGIN", logger: logger)
-                    for sql in [
-                        "SELECT 1 FROM users WHERE id = '\(userID)' FOR UPDATE", "DELETE FROM identities WHERE user_id = '\(userID)'",
-                        "DELETE FROM sessions WHERE user_id = '\(userID)'",
-                    ] {
-                        _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
-                    }
-                    let attempt = Task { try await env.call(.post, "/v1/auth/google", json: ["id_token": token, "nonce": nonce]) }
-                    try await waitUntil(.seconds(15)) {
-                        try await env.query { other -> Bool in
-                            let rows = try await other.query(
-                                "SELECT count(*)::int FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", logger: logger)
-                            for try await count in rows.decode(Int.self) { return count > 0 }
-                            return false
-                        }
-                    }
-                    _ = try await connection.query("COMMIT", logger: logger)
-                    return try await attempt.value
-                }
-            }
+            let takeover = [
+                "SELECT 1 FROM users WHERE id = '\(userID)' FOR UPDATE", "DELETE FROM identities WHERE user_id = '\(userID)'",
+                "DELETE FROM sessions WHERE user_id = '\(userID)'",
+            ]
+            let answer = try await env.whileHeld(takeover) { try await env.call(.post, "/v1/auth/google", json: ["id_token": token, "nonce": nonce]) }
             #expect(answer.status == .conflict && answer.code == "account_exists", "\(answer.text)")
-            let sessions = try await env.query { client -> Int in
-                let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int FROM sessions WHERE user_id = '\(userID)'"), logger: logger)
-                for try await count in rows.decode(Int.self) { return count }
-                return -1
-            }
-            #expect(sessions == 0)
+            #expect(try await env.sessionCount(of: userID) == 0)
         }
     }
 

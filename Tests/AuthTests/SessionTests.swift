@@ -51,47 +51,21 @@ import TestSupport
         }
     }
 
-    /// One token sent five times at once (a client retrying, or a thief racing it): one rotation
-    /// wins, the next finds the token spent and ends the session (the winner's token with it), and
-    /// any later one finds nothing.
-    /// A login checks the password outside its transaction (bcrypt is slow). A reset committing in
-    /// between (the row locked, a new password, every session ended) must not be followed by a
-    /// session made with the old password.
     /// A password change and an account's deletion check the password outside their transaction
     /// too. A reset committing in between (a new password, every session ended) wins: the change
     /// does not set the password the reset replaced, and the deletion does not happen.
     @Test(arguments: ["change", "delete"]) func aPasswordChangeOrDeletionRacingAResetComesToNothing(_ request: String) async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()
-            let logger = TestEnvironment.logger
-            let answer = try await env.query { client -> AuthTestEnvironment.Reply in
-                try await client.withConnection { connection in
-                    _ = try await connection.query("BEGIN", logger: logger)
-                    _ = try await connection.query(PostgresQuery(unsafeSQL: "SELECT 1 FROM users WHERE id = '\(account.id)' FOR UPDATE"), logger: logger).collect()
-                    _ = try await connection.query(PostgresQuery(unsafeSQL: "UPDATE users SET password_hash = 'replaced by the reset' WHERE id = '\(account.id)'"), logger: logger)
-                        .collect()
-                    _ = try await connection.query(PostgresQuery(unsafeSQL: "DELETE FROM sessions WHERE user_id = '\(account.id)'"), logger: logger).collect()
-                    let attempt = Task {
-                        request == "change"
-                            ? try await env.call(
-                                .post, "/v1/auth/password/change", json: ["current_password": account.password, "password": "the holder's new horse"], token: account.accessToken)
-                            : try await env.call(.delete, "/v1/auth/account", json: ["password": account.password], token: account.accessToken)
-                    }
-                    try await waitUntil(.seconds(15)) {
-                        try await env.query { other -> Bool in
-                            let rows = try await other.query(
-                                "SELECT count(*)::int FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", logger: logger)
-                            for try await count in rows.decode(Int.self) { return count > 0 }
-                            return false
-                        }
-                    }
-                    _ = try await connection.query("COMMIT", logger: logger)
-                    return try await attempt.value
-                }
+            let answer = try await env.whileHeld(AuthTestEnvironment.reset(of: account.id)) {
+                request == "change"
+                    ? try await env.call(
+                        .post, "/v1/auth/password/change", json: ["current_password": account.password, "password": "the holder's new horse"], token: account.accessToken)
+                    : try await env.call(.delete, "/v1/auth/account", json: ["password": account.password], token: account.accessToken)
             }
             #expect(answer.status == .unauthorized && answer.code == "session_revoked", "\(answer.json)")
             let hash = try await env.query { client -> String? in
-                let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT password_hash FROM users WHERE id = '\(account.id)'"), logger: logger)
+                let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT password_hash FROM users WHERE id = '\(account.id)'"), logger: TestEnvironment.logger)
                 for try await hash in rows.decode(String?.self) { return hash }
                 return nil
             }
@@ -99,41 +73,22 @@ import TestSupport
         }
     }
 
+    /// A login checks the password outside its transaction (bcrypt is slow). A reset committing in
+    /// between (the row locked, a new password, every session ended) must not be followed by a
+    /// session made with the old password.
     @Test func aLoginRacingAPasswordResetMakesNoSessionAfterIt() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()
-            let login = try await env.query { client -> AuthTestEnvironment.Reply in
-                try await client.withConnection { connection in
-                    let logger = TestEnvironment.logger
-                    _ = try await connection.query("BEGIN", logger: logger)
-                    _ = try await connection.query(PostgresQuery(unsafeSQL: "SELECT 1 FROM users WHERE id = '\(account.id)' FOR UPDATE"), logger: logger).collect()
-                    _ = try await connection.query(PostgresQuery(unsafeSQL: "UPDATE users SET password_hash = 'replaced by the reset' WHERE id = '\(account.id)'"), logger: logger)
-                        .collect()
-                    _ = try await connection.query(PostgresQuery(unsafeSQL: "DELETE FROM sessions WHERE user_id = '\(account.id)'"), logger: logger).collect()
-                    let attempt = Task { try await env.logIn(account.email, account.password) }
-                    try await waitUntil(.seconds(15)) {
-                        try await env.query { other -> Bool in
-                            let rows = try await other.query(
-                                "SELECT count(*)::int FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", logger: logger)
-                            for try await count in rows.decode(Int.self) { return count > 0 }
-                            return false
-                        }
-                    }
-                    _ = try await connection.query("COMMIT", logger: logger)
-                    return try await attempt.value
-                }
-            }
+            let login = try await env.whileHeld(AuthTestEnvironment.reset(of: account.id)) { try await env.logIn(account.email, account.password) }
             #expect(login.status == .unauthorized, "\(login.json)")
             #expect(login.code == "invalid_credentials")
-            #expect(
-                try await env.query { client -> Int in
-                    let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int FROM sessions WHERE user_id = '\(account.id)'"), logger: TestEnvironment.logger)
-                    for try await count in rows.decode(Int.self) { return count }
-                    return -1
-                } == 0)
+            #expect(try await env.sessionCount(of: account.id) == 0)
         }
     }
 
+    /// One token sent five times at once (a client retrying, or a thief racing it): one rotation
+    /// wins, the next finds the token spent and ends the session (the winner's token with it), and
+    /// any later one finds nothing.
     @Test func concurrentUsesOfOneTokenRotateOnceAndEndTheSession() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()
