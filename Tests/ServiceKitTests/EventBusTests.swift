@@ -122,12 +122,16 @@ final class BusHarness: Sendable {
         return envelope.withLock { $0! }
     }
 
+    /// Read on the connection's own loop, as the services read (`checkedQuery`): a query written from
+    /// another thread can be dropped by PostgresNIO and wait for ever, past any time limit.
     func effects() async throws -> [(UUID, String)] {
-        var rows: [(UUID, String)] = []
-        for try await row in try await consumerDB.query("SELECT event_id, consumer FROM effects", logger: TestEnvironment.logger).decode((UUID, String).self) {
-            rows.append(row)
+        try await consumerDB.withConnectionOnItsLoop { connection in
+            var rows: [(UUID, String)] = []
+            for try await row in try await connection.checkedQuery("SELECT event_id, consumer FROM effects", logger: TestEnvironment.logger).decode((UUID, String).self) {
+                rows.append(row)
+            }
+            return rows
         }
-        return rows
     }
 
     func waitForEffects(_ count: Int, within limit: Duration = .seconds(15)) async throws -> [(UUID, String)] {

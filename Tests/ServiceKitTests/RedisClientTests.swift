@@ -74,7 +74,9 @@ import TestSupport
 
     /// `PSUBSCRIBE`: every channel the pattern matches, with the channel's name, and a call each time
     /// Redis confirms the subscription, again after the server comes back.
-    @Test func patternSubscriptionsReceiveEveryMatchingChannel() async throws {
+    /// What was published before the server is killed is read before it is: the publisher's reply
+    /// comes before the subscriber's copy is sent, and a server killed between the two loses the copy.
+    @Test(.timeLimit(.minutes(1))) func patternSubscriptionsReceiveEveryMatchingChannel() async throws {
         let server = try RedisServer()
         try await server.start()
         let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
@@ -88,17 +90,16 @@ import TestSupport
         try await redis.publish("room:a", "one")
         try await redis.publish("hall:a", "elsewhere")
         try await redis.publish("room:b", "two")
+        var reader = messages.makeAsyncIterator()
+        var received: [RedisMessage] = []
+        for _ in 0..<2 { if let message = await reader.next() { received.append(message) } }
 
         try await server.stop()
         try await server.start()
         try await waitUntil { confirmations.count.load(ordering: .relaxed) == 2 }
         try await waitUntil { (try? await redis.send("PING").string) == "PONG" }
         try await redis.publish("room:c", "three")
-        var received: [RedisMessage] = []
-        for await message in messages {
-            received.append(message)
-            if received.count == 3 { break }
-        }
+        if let message = await reader.next() { received.append(message) }
         #expect(received.map(\.channel) == ["room:a", "room:b", "room:c"] && received.map(\.text) == ["one", "two", "three"])
         try await server.stop()
     }
