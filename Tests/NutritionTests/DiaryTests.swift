@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Models
+import ServiceKitCore
 import PostgresNIO
 @testable import Nutrition
 @testable import ServiceKitEvents

@@ -1,4 +1,5 @@
 import Foundation
+import ServiceKit
 
 /// The figures over logged weights: a 7-day moving average and the slope per week.
 enum WeightTrend {

@@ -45,7 +45,7 @@ struct SessionRoutes {
         var problems: [Problem.FieldError] = []
         func day(_ name: String) -> String? {
             guard let text = query[name[...]].map(String.init) else { return nil }
-            guard DayText.isValid(text) else {
+            guard LocalDay(text) != nil else {
                 problems.append(.init(field: name, message: "must be a date, YYYY-MM-DD"))
                 return nil
             }

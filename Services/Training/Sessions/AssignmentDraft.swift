@@ -36,13 +36,13 @@ struct AssignmentDraft: Sendable {
         if let dates = body.dates {
             if weekly { problems.append(.init(field: "dates", message: "give either dates or start, days_of_week and weeks")) }
             if dates.isEmpty || dates.count > Self.maxSessions { problems.append(.init(field: "dates", message: "must hold 1 to \(Self.maxSessions) days")) }
-            for (index, day) in dates.prefix(Self.maxSessions).enumerated() where !DayText.isValid(day) {
+            for (index, day) in dates.prefix(Self.maxSessions).enumerated() where LocalDay(day) == nil {
                 problems.append(.init(field: "dates[\(index)]", message: "must be a date, YYYY-MM-DD"))
             }
             days = dates
         } else if weekly {
             let start = body.start ?? ""
-            if !DayText.isValid(start) { problems.append(.init(field: "start", message: "must be a date, YYYY-MM-DD")) }
+            if LocalDay(start) == nil { problems.append(.init(field: "start", message: "must be a date, YYYY-MM-DD")) }
             let weekdays = body.daysOfWeek ?? []
             if weekdays.isEmpty || weekdays.contains(where: { !(1...7).contains($0) }) || Set(weekdays).count != weekdays.count {
                 problems.append(.init(field: "days_of_week", message: "must be 1 to 7 different ISO weekdays, 1 (Monday) to 7 (Sunday)"))
@@ -63,18 +63,7 @@ struct AssignmentDraft: Sendable {
 
     /// The days within `weeks` weeks from `start` (itself included) that fall on `weekdays`.
     static func weekly(start: String, weekdays: Set<Int>, weeks: Int) -> [String] {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let parts = start.split(separator: "-").compactMap { Int($0) }
-        guard parts.count == 3, let first = calendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])) else { return [] }
-        var days: [String] = []
-        for offset in 0..<(weeks * 7) {
-            guard let day = calendar.date(byAdding: .day, value: offset, to: first) else { continue }
-            let c = calendar.dateComponents([.year, .month, .day, .weekday], from: day)
-            // Foundation counts from Sunday = 1; ISO from Monday = 1.
-            let iso = c.weekday! == 1 ? 7 : c.weekday! - 1
-            if weekdays.contains(iso) { days.append(String(format: "%04d-%02d-%02d", c.year!, c.month!, c.day!)) }
-        }
-        return days
+        guard let first = LocalDay(start) else { return [] }
+        return (0..<(weeks * 7)).map { first.adding(days: $0) }.filter { weekdays.contains($0.isoWeekday) }.map(\.description)
     }
 }

@@ -203,22 +203,3 @@ struct SessionDetail: Encodable, Sendable, ResponseEncodable {
         try json.encode(sets.map { LoggedSetView(set: $0, unit: unit) }, forKey: AnyKey("logged_sets"))
     }
 }
-
-/// `YYYY-MM-DD` days, checked without a calendar.
-enum DayText {
-    static func isValid(_ text: String) -> Bool {
-        // ASCII digits only: `Int` would take "+1" for a month, which PostgreSQL's date does not.
-        guard text.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return false }
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), year >= 1900, (1...12).contains(month)
-        else { return false }
-        let days =
-            switch month {
-            case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-            case 4, 6, 9, 11: 30
-            default: 31
-            }
-        return (1...days).contains(day)
-    }
-}

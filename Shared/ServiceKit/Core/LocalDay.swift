@@ -1,20 +1,22 @@
 import Foundation
 
-/// The day a moment counts for in someone's diary: its date in their time zone, where a day starts
-/// at `dayStartsAt` o'clock (a night owl's 01:30 snack counts for the evening before). Found when a
-/// meal is written and stored with it, so a later change of zone never moves past meals.
-struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible {
-    var year: Int
-    var month: Int
-    var day: Int
+/// A day on someone's calendar, `YYYY-MM-DD`: the day a diary entry counts for, a session is
+/// scheduled on. Every service reads a day from a request through `init?(_ text:)`, so they all
+/// take and refuse the same texts, and PostgreSQL's `date` takes each one they take.
+public struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var year: Int
+    public var month: Int
+    public var day: Int
 
-    init(year: Int, month: Int, day: Int) {
+    public init(year: Int, month: Int, day: Int) {
         self.year = year
         self.month = month
         self.day = day
     }
 
-    init(_ moment: Date, in zone: TimeZone, dayStartsAt: Int) {
+    /// The day a moment counts for in `zone`, where a day starts at `dayStartsAt` o'clock (a night
+    /// owl's 01:30 snack counts for the evening before).
+    public init(_ moment: Date, in zone: TimeZone, dayStartsAt: Int) {
         // The wall-clock time there, shifted back by the day's start hour: 01:30 with days starting
         // at 02 is 23:30 of the day before.
         let local = moment.timeIntervalSince1970 + Double(zone.secondsFromGMT(for: moment) - dayStartsAt * 3600)
@@ -23,7 +25,7 @@ struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     /// `YYYY-MM-DD`, as PostgreSQL's `date` reads and writes it, from 1900 (PostgreSQL has no year 0,
     /// and no diary goes back further).
-    init?(_ text: String) {
+    public init?(_ text: String) {
         // ASCII digits only: `Int` would take "+1" for a month, which PostgreSQL's date does not.
         guard text.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
@@ -34,7 +36,7 @@ struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible {
         self.init(year: year, month: month, day: day)
     }
 
-    static func daysIn(month: Int, year: Int) -> Int {
+    public static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
         case 4, 6, 9, 11: 30
@@ -42,14 +44,14 @@ struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible {
         }
     }
 
-    var description: String {
+    public var description: String {
         let y = String(year), m = String(month), d = String(day)
         return String(repeating: "0", count: max(0, 4 - y.count)) + y + "-" + (m.count < 2 ? "0" : "") + m + "-" + (d.count < 2 ? "0" : "") + d
     }
 
     /// Days since 1970-01-01 (the proleptic Gregorian calendar's civil-days algorithm): day
     /// arithmetic without building a `Calendar`, which costs more than the rest of a trend.
-    var dayNumber: Int {
+    public var dayNumber: Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yearOfEra = y - era * 400
@@ -58,7 +60,7 @@ struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible {
         return era * 146_097 + dayOfEra - 719_468
     }
 
-    init(dayNumber: Int) {
+    public init(dayNumber: Int) {
         let z = dayNumber + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let dayOfEra = z - era * 146_097
@@ -71,10 +73,13 @@ struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible {
     }
 
     /// The day `days` after this one (before, when negative).
-    func adding(days: Int) -> LocalDay { LocalDay(dayNumber: dayNumber + days) }
+    public func adding(days: Int) -> LocalDay { LocalDay(dayNumber: dayNumber + days) }
+
+    /// The ISO weekday: 1 for Monday through 7 for Sunday (1970-01-01, day 0, was a Thursday).
+    public var isoWeekday: Int { ((dayNumber + 3) % 7 + 7) % 7 + 1 }
 
     /// Whole days from this one to `other`.
-    func distance(to other: LocalDay) -> Int { other.dayNumber - dayNumber }
+    public func distance(to other: LocalDay) -> Int { other.dayNumber - dayNumber }
 
-    static func < (lhs: LocalDay, rhs: LocalDay) -> Bool { (lhs.year, lhs.month, lhs.day) < (rhs.year, rhs.month, rhs.day) }
+    public static func < (lhs: LocalDay, rhs: LocalDay) -> Bool { (lhs.year, lhs.month, lhs.day) < (rhs.year, rhs.month, rhs.day) }
 }
