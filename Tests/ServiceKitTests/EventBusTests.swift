@@ -497,6 +497,50 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// A batch had Redis take its events, and its commit is still on its way when Redis restarts
+    /// empty and a poll finds the epoch gone. The replay waits for the batch's lock, so it sends
+    /// that batch's kept copies too; sent without them, the schema would record the new epoch with
+    /// the batch in no Redis at all.
+    @Test(.timeLimit(.minutes(1))) func aBatchCommittingWhileRedisRestartsEmptyIsSentAgain() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        let config = bus.busConfig(group: "auth", consumer: "relay")
+        let relay = OutboxRelay(
+            client: bus.producer, redis: bus.redis, config: config, schema: "auth", metrics: EventBusMetrics(registry: bus.registry), logger: TestEnvironment.logger)
+        let first = try await bus.emit()
+        #expect(try await relay.relayBatch() == 1)
+        let second = try await bus.emit()
+        let logger = TestEnvironment.logger
+        let taken = AsyncStream.makeStream(of: Void.self)
+        let replayed = AsyncStream.makeStream(of: Int.self)
+        let batch = Task {
+            // The relay's batch, by hand, held open after Redis took it.
+            try await bus.producer.transaction(logger: logger) { connection in
+                try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('auth.outbox-relay'))", logger: logger)
+                for try await row in try await connection.checkedExecute(OutboxRelay.TakeAndKeep(limit: 10), logger: logger) {
+                    _ = try await bus.redis.xadd(
+                        bus.stream, maxLength: nil,
+                        fields: [("id", row.id.uuidString.lowercased()), ("type", row.type), ("envelope", EventEnvelope.stamping(row.envelope, sequence: row.seq))])
+                }
+                taken.continuation.yield()
+                for await _ in replayed.stream { break }
+            }
+        }
+        for await _ in taken.stream { break }
+        _ = try await bus.redis.send("FLUSHALL")
+        let poll = Task { try await relay.replayIfRedisLostItsData() }
+        // The poll waits for the batch's commit (it cannot finish first), then sends both events.
+        try await Task.sleep(for: .milliseconds(300))
+        replayed.continuation.yield(0)
+        try await batch.value
+        #expect(try await poll.value == 2)
+        let ids = Set(try await bus.redis.xrange(bus.stream).compactMap { $0.fields["id"] })
+        #expect(ids == [first.id.uuidString.lowercased(), second.id.uuidString.lowercased()])
+        await bus.stop()
+        try await server.stop()
+    }
+
     /// Redis restarted empty, and a consumer made its group anew before the relay looked: that group
     /// has nothing pending and nothing to read, which must not pass for every kept copy having been
     /// read, or copies older than the clocks' margin would be dropped before being sent again.

@@ -210,6 +210,11 @@ package final class OutboxRelay: Service, Sendable {
 
     /// Makes sure the schema records Redis's current epoch (`seen`, or a new one if Redis has none);
     /// when it recorded another, sends again the kept rows numbered below `before`.
+    ///
+    /// The replay holds the relay's lock: a batch that took its rows and had Redis take them before
+    /// Redis lost its data may still be committing, and its kept copies are only visible once it has.
+    /// Waiting for its lock, the replay sends them too; without it, the schema would record the new
+    /// epoch and that batch would be lost.
     private func recover(seen: String?, before: Int64) async throws -> Int {
         let logger = self.logger
         var current = seen
@@ -218,22 +223,24 @@ package final class OutboxRelay: Service, Sendable {
             current = try await redis.send(epochProbe).string
         }
         guard let current else { throw RedisError.unexpectedReply("no epoch after SET NX") }
-        let recorded: String?
-        if let known = recordedEpoch.withLock({ $0 }) {
-            recorded = known
-        } else {
-            recorded = try await client.checkedQuery("SELECT epoch FROM outbox_relay_epoch", decoding: String.self, logger: logger).first
-            recordedEpoch.withLock { $0 = .some(recorded) }
-        }
-        guard recorded != current else { return 0 }
-        // No epoch recorded: nothing was sent under one, so nothing kept can be missing.
-        let sent = recorded == nil ? 0 : try await replay(before: before)
-        try await client.withConnectionOnItsLoop { connection in
+        if let known = recordedEpoch.withLock({ $0 }), known == current { return 0 }
+        let lockKey = self.lockKey
+        let sent = try await client.transaction(logger: logger) { connection -> Int in
+            try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+            // Read under the lock: another process's relay may have sent them again and recorded it.
+            var recorded: String?
+            for try await epoch in try await connection.checkedQuery("SELECT epoch FROM outbox_relay_epoch", logger: logger).decode(String.self) {
+                recorded = epoch
+            }
+            guard recorded != current else { return 0 }
+            // No epoch recorded: nothing was sent under one, so nothing kept can be missing.
+            let sent = recorded == nil ? 0 : try await self.replay(before: before, on: connection)
             try await connection.checkedRun(
                 """
                 INSERT INTO outbox_relay_epoch (epoch) VALUES (\(current))
                 ON CONFLICT (only_row) DO UPDATE SET epoch = excluded.epoch
                 """, logger: logger)
+            return sent
         }
         recordedEpoch.withLock { $0 = .some(current) }
         if sent > 0 {
@@ -244,23 +251,20 @@ package final class OutboxRelay: Service, Sendable {
     }
 
     /// Sends the kept rows numbered below `before`, oldest first, in batches.
-    private func replay(before: Int64) async throws -> Int {
+    private func replay(before: Int64, on connection: PostgresConnection) async throws -> Int {
         let logger = self.logger
         let windowSeconds = Int(config.replayWindow.components.seconds)
         var after: Int64 = 0
         var sent = 0
         while true {
-            let rows = try await client.withConnectionOnItsLoop { connection -> [(Int64, UUID, String, String)] in
-                var rows: [(Int64, UUID, String, String)] = []
-                for try await row in try await connection.checkedQuery(
-                    """
-                    SELECT seq, id, type, envelope FROM outbox_relayed
-                    WHERE seq > \(after) AND seq < \(before) AND relayed_at >= now() - make_interval(secs => \(windowSeconds))
-                    ORDER BY seq LIMIT 500
-                    """, logger: logger
-                ).decode((Int64, UUID, String, String).self) { rows.append(row) }
-                return rows
-            }
+            var rows: [(Int64, UUID, String, String)] = []
+            for try await row in try await connection.checkedQuery(
+                """
+                SELECT seq, id, type, envelope FROM outbox_relayed
+                WHERE seq > \(after) AND seq < \(before) AND relayed_at >= now() - make_interval(secs => \(windowSeconds))
+                ORDER BY seq LIMIT 500
+                """, logger: logger
+            ).decode((Int64, UUID, String, String).self) { rows.append(row) }
             guard let last = rows.last else { return sent }
             let commands = rows.map { seq, id, type, envelope in
                 RedisClient.xaddCommand(
@@ -272,6 +276,9 @@ package final class OutboxRelay: Service, Sendable {
             after = last.0
         }
     }
+
+    /// The advisory lock a relay of this schema holds while it sends (`relayBatch`, `recover`).
+    private var lockKey: String { schema + ".outbox-relay" }
 
     /// Sends up to one batch; returns how many rows it moved, or nil when another relay of this schema
     /// holds the lock. One relay per schema works at a time
@@ -285,7 +292,7 @@ package final class OutboxRelay: Service, Sendable {
         let batchSize = self.batchSize
         let redis = self.redis
         let config = self.config
-        let lockKey = schema + ".outbox-relay"
+        let lockKey = self.lockKey
         let keep = config.replayWindow > .zero
         let outcome = try await client.transaction(logger: logger) { connection -> (Int, (String?, Int64)?)? in
             var haveLock = false
