@@ -20,7 +20,7 @@ ADMIN_OFFSET = 1000
 # CPU: what the event-loop threads can use. docs/DEPLOY.md, "Resources", says which figures of
 # docs/BENCHMARKS.md (scripts/bench/idle, scripts/bench/nutrition, scripts/bench/gateway) give them.
 EVENT_LOOP_THREADS = 2
-SERVICE_RESOURCES = {"requests": {"cpu": "500m", "memory": "96Mi"}, "limits": {"cpu": "2", "memory": "384Mi"}}
+SERVICE_RESOURCES = {"requests": {"cpu": "500m", "memory": "96Mi"}, "limits": {"cpu": "2", "memory": "512Mi"}}
 # The gateway also holds the open event streams (SSE_MAX_CONNECTIONS of them at most).
 GATEWAY_RESOURCES = {"requests": {"cpu": "500m", "memory": "96Mi"}, "limits": {"cpu": "2", "memory": "512Mi"}}
 MIGRATION_RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
@@ -52,12 +52,15 @@ CONTAINER_SECURITY = """          securityContext:
             readOnlyRootFilesystem: true
             capabilities: { drop: [ALL] }
 """
-# The image's user (Dockerfile: uid 10001); RuntimeDefault is the runtime's seccomp profile.
+# The image's user (Dockerfile: uid 10001); RuntimeDefault is the runtime's seccomp profile. The
+# group owns the files of mounted volumes (fsGroup): a Secret mounted owner- and group-readable
+# only (auth's signing key, mode 0440) is root's otherwise, and the process could not read it.
 POD_SECURITY = """      automountServiceAccountToken: false
       securityContext:
         runAsNonRoot: true
         runAsUser: 10001
         runAsGroup: 10001
+        fsGroup: 10001
         seccompProfile: { type: RuntimeDefault }
 """
 # The root file system is read-only; /tmp is the one place a process may write (image decoding's
