@@ -34,7 +34,7 @@ struct EntitlementsSettings: Sendable {
         let rootPaths = env.optionalString("APPLE_ROOT_CERTIFICATES")
         let bundleID = env.string("APPLE_BUNDLE_ID", default: "com.researchapp.app", requiredInProduction: true)
         let appAppleIDText = env.optionalString("APPLE_APP_APPLE_ID")
-        let environment = env.oneOf("APPLE_ENVIRONMENT", default: "sandbox", allowed: ["production", "sandbox"]) == "production" ? "Production" : "Sandbox"
+        let environment = env.oneOf("APPLE_ENVIRONMENT", default: "sandbox", allowed: ["production", "sandbox"], requiredInProduction: true) == "production" ? "Production" : "Sandbox"
         let maxAgeDays = env.int("APPLE_NOTIFICATION_MAX_AGE_DAYS", default: 7, range: 1...365)
         transferPolicy = TransferPolicy(rawValue: env.oneOf("APPLE_TRANSFER_POLICY", default: "refuse", allowed: ["refuse", "transfer"])) ?? .refuse
         inputsCacheSize = env.int("ENTITLEMENT_CACHE_SIZE", default: 10_000, range: 0...1_000_000)

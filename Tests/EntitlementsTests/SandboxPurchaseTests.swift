@@ -1,5 +1,7 @@
 import AppStoreServer
 import Foundation
+@testable import Entitlements
+import ServiceKit
 import Testing
 import TestSupport
 
@@ -7,6 +9,21 @@ import TestSupport
 /// unless `APPLE_ACCEPT_SANDBOX=true`.
 @Suite struct SandboxPurchaseTests {
     typealias Env = EntitlementsTestEnvironment
+
+    /// A production deployment names the App Store's environment: left to its default (sandbox),
+    /// every live purchase would be refused and every TestFlight one would give a tier.
+    @Test func productionNamesTheAppStoresEnvironment() throws {
+        let production = [
+            "APP_ENV": "production", "DATABASE_URL": "postgres://entitlements:secret@db:5432/foodbackend", "REDIS_URL": "redis://redis:6379",
+            "JWKS_URL": "http://auth:8080/.well-known/jwks.json", "JWT_ISSUER": "https://api.example.com", "APPLE_BUNDLE_ID": "com.example.app",
+            "APPLE_APP_APPLE_ID": "1234567890",
+        ]
+        let config = try ServiceConfig.load(name: "entitlements", defaultPort: 8084, environment: production)
+        let error = #expect(throws: ConfigurationError.self) { try EntitlementsSettings(config) }
+        #expect(String(describing: error).contains("APPLE_ENVIRONMENT: is required when APP_ENV=production"), "\(String(describing: error))")
+        let named = try EntitlementsSettings(try ServiceConfig.load(name: "entitlements", defaultPort: 8084, environment: production.merging(["APPLE_ENVIRONMENT": "production"]) { $1 }))
+        #expect(named.appStore.environment == .production && !named.acceptsSandbox)
+    }
 
     @Test func sandboxPurchasesGiveNothingInProduction() async throws {
         try await Env.run { env in

@@ -86,8 +86,8 @@ public struct EnvironmentReader {
         return url
     }
 
-    public mutating func oneOf(_ name: String, default localDefault: String, allowed: [String]) -> String {
-        let value = string(name, default: localDefault).lowercased()
+    public mutating func oneOf(_ name: String, default localDefault: String, allowed: [String], requiredInProduction: Bool = false) -> String {
+        guard let value = raw(name, localDefault: localDefault, requiredInProduction: requiredInProduction)?.lowercased() else { return localDefault }
         guard allowed.contains(value) else {
             problems.append("\(name): must be one of \(allowed.joined(separator: ", ")), got \"\(value)\"")
             return localDefault
