@@ -41,12 +41,15 @@ FROM ${RUNTIME_IMAGE}
 ARG SERVICE=gateway
 COPY --from=build /out/${SERVICE}/packages /tmp/packages
 # Its libraries; fonts where it draws text (Pango: nutrition's share cards); curl for the
-# compose healthchecks; openssl for the compose stack's signing key.
+# compose healthchecks; openssl for the compose stack's signing key, which /keys holds: the
+# image's user owns it, so a named volume mounted there (Docker copies the directory's owner into
+# a new volume) is the user's to write.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends $(cat /tmp/packages) \
       $(grep -q '^libpango' /tmp/packages && echo fontconfig fonts-dejavu-core) ca-certificates curl openssl tzdata \
  && rm -rf /var/lib/apt/lists/* /tmp/packages \
- && groupadd --system --gid 10001 app && useradd --system --uid 10001 --gid 10001 app
+ && groupadd --system --gid 10001 app && useradd --system --uid 10001 --gid 10001 app \
+ && mkdir /keys && chown 10001:10001 /keys
 COPY --from=build /out/${SERVICE} /app
 # Declared after the packages are installed: a build argument is part of the cache key of every RUN
 # after it, and a new version should not install them again.

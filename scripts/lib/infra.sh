@@ -77,6 +77,21 @@ stat_field() {
 session_of() { stat_field "$1" 3; }
 
 # ensure_packages: Debian packages and Python tools the stack and the tests need.
+# kubectl renders deploy/kubernetes's overlays (`kubectl kustomize`) for
+# scripts/deploy/check-manifests, and nothing else needs it: installed on its own, since Debian's own
+# archive has no kubectl (Kubernetes' or a cloud SDK's package source does), and the stack must start
+# without it.
+ensure_kubectl() {
+  command -v kubectl >/dev/null && return 0
+  log "installing kubectl"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq >/dev/null
+  if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kubectl >/dev/null; then
+    log "kubectl is in none of this machine's package sources: add Kubernetes' (pkgs.k8s.io) to check the manifests"
+    return 1
+  fi
+}
+
 ensure_packages() {
   local missing=()
   [ -x "${PGBIN:-/nonexistent}/initdb" ] || missing+=(postgresql)
@@ -88,8 +103,6 @@ ensure_packages() {
   command -v curl >/dev/null || missing+=(curl)
   command -v openssl >/dev/null || missing+=(openssl)
   command -v python3 >/dev/null || missing+=(python3 python3-pip)
-  # Renders deploy/kubernetes's overlays (`kubectl kustomize`) for scripts/deploy/check-manifests.
-  command -v kubectl >/dev/null || missing+=(kubectl)
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
     local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
