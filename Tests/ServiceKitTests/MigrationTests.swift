@@ -74,6 +74,25 @@ import TestSupport
         }
     }
 
+    /// A build older than the schema (a pod of the previous release restarting during a rollout,
+    /// or a rollback) starts when every file it has is applied, whatever newer ones were; one with
+    /// files of its own still to apply beside a name it lacks (a file renamed or deleted) stops.
+    @Test func anOlderBuildServesOnANewerSchemaAndARenamedFileStops() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        try await withClient(database.config(for: "social")) { (client: PostgresClient) async throws in
+            let newer = [Migration(name: "0000_kit", sql: "CREATE TABLE kit (id int);")] + migrations
+            try await MigrationRunner(client: client, schema: "social", migrations: newer, logger: TestEnvironment.logger).run()
+            #expect(try await MigrationRunner(client: client, schema: "social", migrations: [migrations[0]], logger: TestEnvironment.logger).run() == [])
+            #expect(try await MigrationRunner(client: client, schema: "social", migrations: migrations, logger: TestEnvironment.logger).run() == [])
+            let renamed = [migrations[0], Migration(name: "0002_renamed", sql: migrations[1].sql)]
+            let error = await #expect(throws: MigrationError.self) {
+                try await MigrationRunner(client: client, schema: "social", migrations: renamed, logger: TestEnvironment.logger).run()
+            }
+            #expect(String(describing: error!).contains("0000_kit is recorded in social.schema_migrations but no file has that name"))
+            #expect(try await count(client, "SELECT count(*)::int FROM social.items") == 2)
+        }
+    }
+
     @Test func aFailingMigrationLeavesNothingBehind() async throws {
         let database = try await TestDatabase.create(services: ["social"])
         try await withClient(database.config(for: "social")) { (client: PostgresClient) async throws in

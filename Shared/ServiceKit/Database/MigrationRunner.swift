@@ -95,8 +95,17 @@ package struct MigrationRunner: Sendable {
                 recorded[name] = checksum
             }
             let known = Set(migrations.map(\.name))
-            if let stray = recorded.keys.sorted().first(where: { !known.contains($0) }) {
-                throw MigrationError.missingFile(name: stray, schema: schema)
+            let strays = recorded.keys.sorted().filter { !known.contains($0) }
+            if let stray = strays.first {
+                // Every file of this build applied, and more: a newer build's migrations, applied
+                // while this one still serves (a rollout in progress, a pod of the previous release
+                // restarting, a rollback). Migrations only add what an older build can live with, so
+                // it serves. With files of its own still to apply, a recorded name it lacks is a
+                // file renamed or deleted, and applying them there could be wrong.
+                guard migrations.allSatisfy({ recorded[$0.name] != nil }) else { throw MigrationError.missingFile(name: stray, schema: schema) }
+                logger.warning(
+                    "the schema has migrations this build has no file of: a newer build's; serving on it",
+                    metadata: ["schema": "\(schema)", "migrations": "\(strays.joined(separator: ", "))"])
             }
             var applied: [String] = []
             for migration in migrations {
