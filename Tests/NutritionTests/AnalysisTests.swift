@@ -312,30 +312,35 @@ import TestSupport
 
     /// Each failure, what the client is told, and how many calls it took: an answer the schema does
     /// not allow is asked for once more; nothing else is.
-    static let failures: [(String, VisionStandIn.Behaviour, HTTPResponse.Status, String, String?, calls: Int)] = [
-        ("429 with Retry-After", .rateLimited(retryAfter: "7"), .serviceUnavailable, "analyzer_unavailable", "7", 1),
-        ("429 without", .rateLimited(retryAfter: nil), .serviceUnavailable, "analyzer_unavailable", "5", 1),
-        ("500", .serverError, .serviceUnavailable, "analyzer_unavailable", "5", 1),
-        ("timeout", .slow(.seconds(10), then: VisionStandIn.plate), .serviceUnavailable, "analyzer_unavailable", "5", 1),
+    /// Each failure, and whether it keeps the day's count: kept once the model looked at the photo
+    /// (no food found, declined), given back when the provider or the server gave nothing usable.
+    static let failures: [(String, VisionStandIn.Behaviour, HTTPResponse.Status, String, String?, calls: Int, counted: Bool)] = [
+        ("429 with Retry-After", .rateLimited(retryAfter: "7"), .serviceUnavailable, "analyzer_unavailable", "7", 1, false),
+        ("429 without", .rateLimited(retryAfter: nil), .serviceUnavailable, "analyzer_unavailable", "5", 1, false),
+        ("500", .serverError, .serviceUnavailable, "analyzer_unavailable", "5", 1, false),
+        ("timeout", .slow(.seconds(10), then: VisionStandIn.plate), .serviceUnavailable, "analyzer_unavailable", "5", 1, false),
         // A refused key is the server's settings, not a wait: no Retry-After, no second call.
-        ("key refused", .keyRefused, .badGateway, "analysis_failed", nil, 1),
-        ("not JSON", .notJSON, .badGateway, "analysis_failed", nil, 2),
-        ("model text not JSON", .answer(VisionStandIn.notJSONText), .badGateway, "analysis_failed", nil, 2),
-        ("schema broken", .answer(VisionStandIn.schemaBreaking), .badGateway, "analysis_failed", nil, 2),
-        ("blocked", .blocked, .unprocessableContent, "analysis_refused", nil, 1),
-        ("answer filtered", .filteredAnswer, .unprocessableContent, "analysis_refused", nil, 1),
-        ("no food", .answer(VisionStandIn.noFood), .unprocessableContent, "no_food_found", nil, 1),
+        ("key refused", .keyRefused, .badGateway, "analysis_failed", nil, 1, false),
+        ("not JSON", .notJSON, .badGateway, "analysis_failed", nil, 2, false),
+        ("model text not JSON", .answer(VisionStandIn.notJSONText), .badGateway, "analysis_failed", nil, 2, false),
+        ("schema broken", .answer(VisionStandIn.schemaBreaking), .badGateway, "analysis_failed", nil, 2, false),
+        ("blocked", .blocked, .unprocessableContent, "analysis_refused", nil, 1, true),
+        ("answer filtered", .filteredAnswer, .unprocessableContent, "analysis_refused", nil, 1, true),
+        ("no food", .answer(VisionStandIn.noFood), .unprocessableContent, "no_food_found", nil, 1, true),
     ]
 
+    /// A failure keeps no meal. Its count is given back unless the model looked at the photo: a
+    /// photo of an empty table sent again and again would otherwise cost the provider's calls and
+    /// the user nothing.
     @Test(arguments: ["gemini", "openai"])
-    func failuresLeaveNothingAndCountNothing(_ provider: String) async throws {
+    func failuresKeepNothingAndCountOnlyWhatTheModelLookedAt(_ provider: String) async throws {
         let standIn = try await VisionStandIn.start()
         defer { standIn.stop() }
         // Long enough that a prompt answer on a machine busy with other tests is never cut off.
         try await NutritionTestEnvironment.run(Self.settings(provider, standIn, ["ANALYZER_TIMEOUT_MS": "3000"])) { env in
             try await env.announceCatalog(freeMealAnalysesPerDay: 1)
             let user = try await env.user()
-            for (name, behaviour, status, code, retryAfter, expectedCalls) in Self.failures {
+            for (name, behaviour, status, code, retryAfter, expectedCalls, counted) in Self.failures {
                 standIn.always(behaviour)
                 let before = standIn.received.count
                 let reply = try await Self.analyze(env, user)
@@ -344,12 +349,21 @@ import TestSupport
                 #expect(reply.headers[.retryAfter] == retryAfter, "\(name)")
                 let calls = standIn.received.count - before
                 #expect(calls == expectedCalls, "\(name): \(calls) calls")
-                try await Self.nothingKept(env)
+                #expect(try await env.count("SELECT count(*) FROM meals") == 0, "\(name)")
+                #expect(try await env.count("SELECT count(*) FROM meal_photos") == 0, "\(name)")
+                let used = try await env.count("SELECT coalesce(sum(analyses), 0) FROM meal_analysis_days")
+                #expect(used == (counted ? 1 : 0), "\(name): \(used) counted")
+                if counted {
+                    // The day's one analysis is spent: the next is refused before any call.
+                    let over = try await Self.analyze(env, user)
+                    #expect(over.code == "limit_exceeded" && standIn.received.count == before + calls, "\(name): \(over.text)")
+                    try await env.execute("DELETE FROM meal_analysis_days")
+                }
             }
             // One unusable answer, then a good one: the retry makes the meal.
             standIn.next(.answer(VisionStandIn.schemaBreaking), .answer(VisionStandIn.plate))
             #expect(try await Self.analyze(env, user).status == .created)
-            // The day's one analysis is that one: the failures took none of it.
+            // The day's one analysis is that one.
             standIn.always(.answer(VisionStandIn.plate))
             let over = try await Self.analyze(env, user)
             #expect(over.status == .forbidden)
@@ -453,6 +467,11 @@ import TestSupport
             #expect(long.fieldErrors == ["hint"])
             let noOffset = try await Self.analyze(env, user, fields: [("eaten_at", "2026-11-27T12:30:00"), ("name", "")])
             #expect(noOffset.fieldErrors.sorted() == ["eaten_at", "name"])
+            // What PostgreSQL would refuse in the meal's row is refused before the call, not after it.
+            let invisible = try await Self.analyze(env, user, fields: [("name", "Lunch\u{0}"), ("hint", "rice\u{202E}")])
+            #expect(invisible.status == .badRequest && invisible.fieldErrors.sorted() == ["hint", "name"], "\(invisible.text)")
+            #expect(try await Self.analyze(env, user, fields: [("hint", "rice,\r\nno sauce")]).status == .created)
+            for table in ["meal_photos", "meals", "meal_analysis_days"] { try await env.execute("DELETE FROM \(table)") }
             // Out of the range a typed meal takes: refused as it would be, not after a call.
             for when in ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"] {
                 let far = try await Self.analyze(env, user, fields: [("eaten_at", when)])
@@ -470,7 +489,7 @@ import TestSupport
             let (big, bigHeaders) = Photos.form(photo: [UInt8](repeating: 0xFF, count: 100_000))
             let tooBig = try await env.call(.post, "/v1/meals/analyze", as: user, raw: big, headers: bigHeaders)
             #expect(tooBig.status == .contentTooLarge)
-            #expect(standIn.received.isEmpty, "no call for a request refused")
+            #expect(standIn.received.count == 1, "no call for a request refused, one for the hint's line break")
             try await Self.nothingKept(env)
         }
     }

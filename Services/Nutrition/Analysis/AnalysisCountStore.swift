@@ -3,18 +3,11 @@ import Logging
 import PostgresNIO
 import ServiceKit
 
-/// Analyses that succeeded, per user and local day: what the daily allowance counts.
+/// Analyses per user and local day: what the daily allowance counts. An analysis is counted when
+/// it starts, and given back when it fails on the server's or the provider's side.
 struct AnalysisCountStore: Sendable {
-    func used(_ user: UUID, on day: LocalDay, on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let rows = try await connection.checkedQuery(
-            "SELECT analyses FROM meal_analysis_days WHERE user_id = \(user) AND local_date = \(day.description)::date", logger: logger)
-        for try await value in rows.decode(Int.self) { return value }
-        return 0
-    }
-
     /// Counts one analysis on `day` unless that would pass `cap` (nil: no cap); false when it would.
-    /// Run in the transaction that stores the meal: two analyses finishing at once cannot both take
-    /// the last one.
+    /// One conditional statement: two analyses started at once cannot both take the last one.
     func count(_ user: UUID, on day: LocalDay, cap: Int?, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         try await connection.returnsRow(
             """
@@ -24,6 +17,13 @@ struct AnalysisCountStore: Sendable {
             WHERE \(cap)::int IS NULL OR d.analyses < \(cap)::int
             RETURNING 1
             """, logger: logger)
+    }
+
+    /// Gives back one analysis counted on `day` whose call gave nothing (`AnalyzeRoutes.givesBack`).
+    func giveBack(_ user: UUID, on day: LocalDay, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
+            "UPDATE meal_analysis_days SET analyses = analyses - 1 WHERE user_id = \(user) AND local_date = \(day.description)::date AND analyses > 0",
+            logger: logger)
     }
 
     func forget(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {

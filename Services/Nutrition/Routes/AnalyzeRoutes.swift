@@ -10,8 +10,9 @@ import ServiceKit
 /// cleaned as any meal photo, a copy at most 1024 pixels on its long side goes to the configured
 /// vision model with the user's diet and hint, each food it names takes the food table's nutrients
 /// when its name matches one well enough (else the model's estimate), and the meal is scored as a
-/// typed one is. The meal, its photo and the day's count are stored together, after the model
-/// answered: a failure leaves no meal and counts nothing.
+/// typed one is. The day's count is taken before the call, and given back when the analysis fails
+/// on this server's or the provider's side; the meal and its photo are stored together once the
+/// model answered.
 struct AnalyzeRoutes {
     let nutrition: Nutrition
 
@@ -30,11 +31,15 @@ struct AnalyzeRoutes {
         init(_ form: MultipartForm?) throws {
             var problems: [Problem.FieldError] = []
             hint = form?.text("hint").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.flatMap { $0.isEmpty ? nil : $0 }
-            if let hint, hint.unicodeScalars.count > AnalyzeRoutes.maxHint {
-                problems.append(.init(field: "hint", message: "must be at most \(AnalyzeRoutes.maxHint) characters"))
+            // Checked here, before the model is asked, as everything the meal's row will hold: a
+            // NUL, which PostgreSQL refuses, would otherwise fail the meal's insert after the call.
+            if let hint, hint.codePoints > AnalyzeRoutes.maxHint || hint.replacingOccurrences(of: "\r\n", with: "\n").hasInvisibleCharacters(allowing: ["\n", "\t"]) {
+                problems.append(.init(field: "hint", message: "must be at most \(AnalyzeRoutes.maxHint) characters, without control or invisible characters"))
             }
             name = form?.text("name").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-            if let name, name.isEmpty || name.unicodeScalars.count > 200 { problems.append(.init(field: "name", message: "must be 1 to 200 characters")) }
+            if let name, name.isEmpty || name.codePoints > 200 || name.hasInvisibleCharacters() {
+                problems.append(.init(field: "name", message: "must be 1 to 200 characters, without control or invisible characters"))
+            }
             eatenAt = Date()
             if let text = form?.text("eaten_at") {
                 if let date = RFC3339.strictDate(from: text) {
@@ -83,21 +88,59 @@ struct AnalyzeRoutes {
         context: AuthenticatedContext
     ) async throws -> EditedResponse<MealView> {
         let nutrition = self.nutrition
-        // The allowance first: a user over it costs no decoding and no call.
-        let (profile, allowance) = try await nutrition.postgres.withConnectionOnItsLoop { connection in
+        // The allowance first, and taken at once: a user over it costs no decoding and no call, and
+        // analyses run at once cannot all take the last one. It is given back when the analysis
+        // fails on this server's or the provider's side (`givesBack`), and kept once the model has
+        // looked at the photo: finding no food there, or declining it, is a call made.
+        let (profile, day) = try await nutrition.postgres.transaction(logger: context.logger) { connection in
             let profile = try await nutrition.dietProfile(user, on: connection, logger: context.logger)
             guard let allowance = try await AllowanceStore().mealAnalyses(for: user, on: connection, logger: context.logger) else {
                 throw Self.allowanceUnknown
             }
-            if let cap = allowance.perDay,
-                try await nutrition.analysisCounts.used(user, on: profile.localDay(of: Date()), on: connection, logger: context.logger) >= cap
-            {
-                throw Self.limitExceeded(allowance, cap: cap)
+            let day = profile.localDay(of: Date())
+            guard try await nutrition.analysisCounts.count(user, on: day, cap: allowance.perDay, on: connection, logger: context.logger) else {
+                throw Self.limitExceeded(allowance, cap: allowance.perDay ?? 0)
             }
-            return (profile, allowance)
+            return (profile, day)
         }
+        var asked = false
+        do {
+            return try await analyze(upload: upload, format: format, fields: fields, analyzer: analyzer, user: user, profile: profile, received: received, asked: &asked, context: context)
+        } catch {
+            if Self.givesBack(error, asked: asked) {
+                do {
+                    try await nutrition.postgres.withConnectionOnItsLoop { connection in
+                        try await nutrition.analysisCounts.giveBack(user, on: day, on: connection, logger: context.logger)
+                    }
+                } catch let failure {
+                    context.logger.warning("an analysis that failed stays counted", metadata: ["error": "\(failure)"])
+                }
+            }
+            throw error
+        }
+    }
 
+    /// Whether an analysis that failed with `error` gives its count back: yes when the model was
+    /// not asked (the photo's problems) or gave nothing usable through no doing of the photo's (the
+    /// provider out of reach or refusing the call, an answer outside the schema, this server's own
+    /// trouble); no when it looked at the photo and found no food or declined it, or when the
+    /// client left after asking.
+    static func givesBack(_ error: any Error, asked: Bool) -> Bool {
+        guard asked else { return true }
+        if error is CancellationError { return false }
+        guard let error = error as? APIError else { return true }
+        return !["no_food_found", "analysis_refused", "account_deleted"].contains(error.code)
+    }
+
+    /// The analysis itself, its count taken: the photo cleaned, the model asked (`asked` set just
+    /// before), the foods matched, and the meal and its photo stored.
+    func analyze(
+        upload: MealPhoto.Upload, format: ImageFormat, fields: Fields, analyzer: MealAnalyzer, user: UUID, profile: DietProfile, received: ContinuousClock.Instant,
+        asked: inout Bool, context: AuthenticatedContext
+    ) async throws -> EditedResponse<MealView> {
+        let nutrition = self.nutrition
         let (stored, forModel) = try await MealPhoto.cleanForAnalysis(upload.photo, format: format, decoding: nutrition.imageDecoding)
+        asked = true
         let (answer, providerTime) = try await analyzer.analyze(
             VisionRequest(jpeg: forModel.bytes, prompt: ModelAnswer.prompt(diet: profile.diet, hint: fields.hint)), logger: context.logger)
         guard !answer.items.isEmpty else {
@@ -136,10 +179,6 @@ struct AnalyzeRoutes {
             }
             let analysis = MealAnalysis(
                 provider: analyzer.model.provider, model: analyzer.model.model, items: analysed, durationMs: Int(providerTime / .milliseconds(1)))
-            // Counted where it is stored: another analysis that took the last one meanwhile
-            // leaves this one uncounted and unstored.
-            guard try await nutrition.analysisCounts.count(user, on: profile.localDay(of: Date()), cap: allowance.perDay, on: connection, logger: context.logger)
-            else { throw Self.limitExceeded(allowance, cap: allowance.perDay ?? 0) }
             let meal = try await nutrition.meals.insert(draft, id: id, user: user, analysis: analysis, on: connection, logger: context.logger)
             try await nutrition.photos.put(stored, meal: id, user: user, on: connection, logger: context.logger)
             return meal
