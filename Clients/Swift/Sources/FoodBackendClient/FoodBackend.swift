@@ -89,6 +89,9 @@ public final class FoodBackend: Sendable {
         try await Self.unwrapping { try await call(api) }
     }
 
+    /// The runtime's `ClientError` never leaves: its description prints the operation's input, which
+    /// for a sign-in or a refresh holds a password or a token. A call that got no answer throws the
+    /// transport's own error instead (`URLError` on Apple's platforms).
     static func unwrapping<T>(_ call: () async throws -> T) async throws -> T {
         do {
             return try await call()
@@ -98,7 +101,7 @@ public final class FoodBackend: Sendable {
             if let status = error.response?.status.code {
                 throw FoodBackendError.unexpected("\(error.operationID): \(error.causeDescription): \(error.underlyingError)", status: status)
             }
-            throw error
+            throw error.underlyingError
         }
     }
 

@@ -19,7 +19,8 @@ public struct LiveEvent: Sendable {
         /// A connection opened (the first, or one after a drop): what the app shows may be loaded
         /// from now on without missing an event in between.
         case connected
-        /// An event this client does not know yet, with its JSON data.
+        /// An event this client does not know yet, or one whose data it could not read (a field the
+        /// server renamed, say), with its JSON data.
         case other(name: String, data: String)
     }
 
@@ -61,17 +62,21 @@ public struct LiveEvent: Sendable {
         kind = .connected
     }
 
-    init(id: String?, name: String, data: String) throws {
+    init(id: String?, name: String, data: String) {
         self.id = id
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .convertFromSnakeCase
         let bytes = Data(data.utf8)
+        // One event this client cannot read must not end the stream: it comes as `.other`.
+        func read<Payload: Decodable>(_ type: Payload.Type, _ make: (Payload) -> Kind) -> Kind {
+            (try? decoder.decode(type, from: bytes)).map(make) ?? .other(name: name, data: data)
+        }
         switch name {
-        case "notification": kind = .notification(try decoder.decode(NotificationCreated.self, from: bytes))
-        case "roles_changed": kind = .rolesChanged(try decoder.decode(RolesChanged.self, from: bytes))
-        case "entitlement_changed": kind = .entitlementChanged(try decoder.decode(EntitlementChanged.self, from: bytes))
-        case "client_accepted": kind = .clientAccepted(try decoder.decode(ClientAccepted.self, from: bytes))
-        case "email_verified": kind = .emailVerified(try decoder.decode(EmailVerified.self, from: bytes))
+        case "notification": kind = read(NotificationCreated.self, Kind.notification)
+        case "roles_changed": kind = read(RolesChanged.self, Kind.rolesChanged)
+        case "entitlement_changed": kind = read(EntitlementChanged.self, Kind.entitlementChanged)
+        case "client_accepted": kind = read(ClientAccepted.self, Kind.clientAccepted)
+        case "email_verified": kind = read(EmailVerified.self, Kind.emailVerified)
         case "reset": kind = .reset
         default: kind = .other(name: name, data: data)
         }
@@ -109,7 +114,7 @@ extension FoodBackend {
                         while let message = parser.next() {
                             if let id = message.id, !id.isEmpty { last = id }
                             guard let name = message.event, !name.isEmpty else { continue }
-                            continuation.yield(try LiveEvent(id: message.id, name: name, data: message.data))
+                            continuation.yield(LiveEvent(id: message.id, name: name, data: message.data))
                         }
                     }
                     // The server closed the stream (the token's end, a restart): reconnect after `retry`.
@@ -128,9 +133,6 @@ extension FoodBackend {
                     }
                 } catch is CancellationError {
                     break
-                } catch let error as DecodingError {
-                    continuation.finish(throwing: error)
-                    return
                 } catch {
                     // The connection dropped: reconnect after the wait, backing off while it keeps failing.
                     failures += 1

@@ -18,14 +18,30 @@ func collect(_ body: HTTPBody?) async throws -> Data {
 /// Every POST gets an `Idempotency-Key` unless the caller set one: it is added here, outside the
 /// retries, so each retry of the same call (after a refresh, a 503, a dropped connection) carries the
 /// same key and the server answers it once.
+///
+/// Except on the paths where the server ignores the key (auth's and the invitations' services,
+/// `idempotencyExcluded`): their answers hold tokens and are never kept, so a second attempt would run
+/// again (`409 email_taken` for a sign-up that worked, `refresh_token_reused`, `invitation_used`).
+/// Those POSTs go without a key, which keeps the retries from sending them twice.
 struct IdempotencyMiddleware: ClientMiddleware {
+    static let ignoredUnder = ["/v1/auth/", "/verify-email", "/reset-password", "/v1/invitations/"]
+
+    static func serverIgnoresKey(_ request: HTTPRequest) -> Bool {
+        let path = request.path.map { $0.prefix { $0 != "?" } } ?? ""
+        return ignoredUnder.contains { path.hasPrefix($0) }
+    }
+
     func intercept(
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
         next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
         var request = request
-        if request.method == .post, request.headerFields[.idempotencyKey] == nil {
-            request.headerFields[.idempotencyKey] = UUID().uuidString
+        if request.method == .post {
+            if Self.serverIgnoresKey(request) {
+                request.headerFields[.idempotencyKey] = nil
+            } else if request.headerFields[.idempotencyKey] == nil {
+                request.headerFields[.idempotencyKey] = UUID().uuidString
+            }
         }
         return try await next(request, body, baseURL)
     }
@@ -112,7 +128,8 @@ struct AuthMiddleware: ClientMiddleware {
         guard FoodBackendError.problem(status: 401, body: data, retryAfter: nil)?.code == .tokenExpired else {
             return (response, HTTPBody(data))
         }
-        let fresh = try await sessions.refreshed(replacing: token)
+        // No token when another sign-in replaced the session meanwhile: the request was that session's.
+        guard let fresh = try await sessions.refreshed(replacing: token) else { return (response, HTTPBody(data)) }
         signed.headerFields[.authorization] = "Bearer \(fresh)"
         return try await next(signed, body, baseURL)
     }
@@ -124,15 +141,20 @@ public struct RetryPolicy: Sendable {
     public var attempts: Int
     public var delay: Duration
     public var maximumDelay: Duration
+    /// How long a POST whose key the server says is still in use (`409 idempotency_key_in_use`: an
+    /// earlier attempt that lost its answer still runs) is sent again, `Retry-After` apart, counted
+    /// from its first attempt.
+    public var keyInUseBudget: Duration
 
-    public init(attempts: Int = 3, delay: Duration = .milliseconds(300), maximumDelay: Duration = .seconds(5)) {
+    public init(attempts: Int = 3, delay: Duration = .milliseconds(300), maximumDelay: Duration = .seconds(5), keyInUseBudget: Duration = .seconds(30)) {
         self.attempts = attempts
         self.delay = delay
         self.maximumDelay = maximumDelay
+        self.keyInUseBudget = keyInUseBudget
     }
 
     public static let `default` = RetryPolicy()
-    public static let none = RetryPolicy(attempts: 1)
+    public static let none = RetryPolicy(attempts: 1, keyInUseBudget: .zero)
 }
 
 struct RetryMiddleware: ClientMiddleware {
@@ -145,14 +167,27 @@ struct RetryMiddleware: ClientMiddleware {
         // A body that can be read once (a stream) cannot be sent again; neither can a POST without
         // its key, nor a PATCH, whose second application may differ.
         let replayable = body.map { $0.iterationBehavior == .multiple } ?? true
-        let safe = request.method != .patch && (request.method != .post || request.headerFields[.idempotencyKey] != nil)
+        let keyed = request.method == .post && request.headerFields[.idempotencyKey] != nil
+        let safe = request.method != .patch && (request.method != .post || keyed)
         let attempts = replayable && safe ? max(1, policy.attempts) : 1
+        let started = ContinuousClock.now
         var attempt = 1
         while true {
             do {
                 let (response, responseBody) = try await next(request, body, baseURL)
+                let retryAfter = response.headerFields[.retryAfter].flatMap { Int($0) }.map { Duration.seconds($0) }
+                if keyed && replayable && response.status == .conflict {
+                    // The server answers once per key: waiting for the first attempt to finish gets its answer.
+                    let data = try await collect(responseBody)
+                    let wait = retryAfter ?? policy.delay
+                    guard FoodBackendError.problem(status: 409, body: data, retryAfter: nil)?.code == .idempotencyKeyInUse,
+                        ContinuousClock.now + wait - started <= policy.keyInUseBudget
+                    else { return (response, HTTPBody(data)) }
+                    try await Task.sleep(for: wait)
+                    continue
+                }
                 guard attempt < attempts, [502, 503, 504].contains(response.status.code) else { return (response, responseBody) }
-                let wait = response.headerFields[.retryAfter].flatMap { Int($0) }.map { Duration.seconds($0) } ?? policy.delay * attempt
+                let wait = retryAfter ?? policy.delay * attempt
                 guard wait <= policy.maximumDelay else { return (response, responseBody) }
                 try await Task.sleep(for: wait)
             } catch let error as FoodBackendError {

@@ -34,8 +34,11 @@ actor SessionManager {
     private let store: any TokenStore
     private let refresher: Refresher
     private var tokens: StoredTokens?
+    /// Whether `tokens` holds the session: read from the store, or set by a sign-in or sign-out since.
     private var loaded = false
-    private var refreshing: Task<StoredTokens, any Error>?
+    private var loading: Task<StoredTokens?, any Error>?
+    /// The refresh under way and the refresh token it started from.
+    private var refreshing: (from: String, task: Task<String?, any Error>)?
     private var observers: [UUID: AsyncStream<SignedInSession?>.Continuation] = [:]
 
     init(store: any TokenStore, refresher: @escaping Refresher) {
@@ -43,11 +46,19 @@ actor SessionManager {
         self.refresher = refresher
     }
 
+    /// Every caller waits for the same read of the store. A store that cannot be read (a Keychain
+    /// before the first unlock) is a signed-out app for now, and read again by the next caller.
     private func loadIfNeeded() async {
         guard !loaded else { return }
+        let load = loading ?? Task { [store] in try await store.load() }
+        loading = load
+        let result = await load.result
+        if loading == load { loading = nil }
+        // A sign-in or sign-out while the store was read is newer than what it held.
+        guard !loaded, case .success(let stored) = result else { return }
         loaded = true
-        // A Keychain that cannot be read is a signed-out app, not a crash.
-        tokens = (try? await store.load()) ?? nil
+        tokens = stored
+        if stored != nil { publish() }
     }
 
     var current: SignedInSession? {
@@ -69,6 +80,7 @@ actor SessionManager {
 
     func signedIn(_ new: StoredTokens) async throws {
         loaded = true
+        refreshing = nil
         tokens = new
         try await store.save(new)
         publish()
@@ -76,32 +88,47 @@ actor SessionManager {
 
     func signedOut() async {
         loaded = true
-        guard tokens != nil else { return }
+        refreshing = nil
+        let wasSignedIn = tokens != nil
         tokens = nil
+        // Also when nothing was loaded yet: a sign-out during the store's first read must stick.
         try? await store.clear()
-        publish()
+        if wasSignedIn { publish() }
     }
 
     /// A fresh access token in place of `expired`: the one already fetched if another request
     /// refreshed meanwhile, the one being fetched if a refresh is under way, else a new refresh.
-    func refreshed(replacing expired: String) async throws -> String {
+    /// Nil when the session was replaced by another sign-in before the refresh ended: the request
+    /// belonged to the session that ended.
+    func refreshed(replacing expired: String) async throws -> String? {
         await loadIfNeeded()
-        if let refreshing {
-            return try await refreshing.value.accessToken
-        }
         guard let tokens else { throw FoodBackendError.notSignedIn }
+        if let refreshing, refreshing.from == tokens.refreshToken {
+            return try await refreshing.task.value
+        }
         if tokens.accessToken != expired { return tokens.accessToken }
         let refreshToken = tokens.refreshToken
-        let task = Task { try await refresher(refreshToken) }
-        refreshing = task
-        defer { refreshing = nil }
+        let task = Task { try await self.refresh(from: refreshToken) }
+        refreshing = (refreshToken, task)
+        return try await task.value
+    }
+
+    /// A refresh's answer is taken only if the session is still the one it refreshed: a sign-out or
+    /// a new sign-in while it ran is newer, and a refused refresh of a session that ended signs
+    /// nobody out.
+    private func refresh(from refreshToken: String) async throws -> String? {
+        defer { if refreshing?.from == refreshToken { refreshing = nil } }
         do {
-            let new = try await task.value
+            let new = try await refresher(refreshToken)
+            guard tokens?.refreshToken == refreshToken else {
+                if tokens == nil { throw FoodBackendError.notSignedIn }
+                return nil
+            }
             try await signedIn(new)
             return new.accessToken
         } catch let error as FoodBackendError where error.status == 401 || error.status == 403 {
             // The refresh token is spent, reused, or its session or account ended: sign out, once.
-            await signedOut()
+            if tokens?.refreshToken == refreshToken { await signedOut() }
             throw error
         }
     }

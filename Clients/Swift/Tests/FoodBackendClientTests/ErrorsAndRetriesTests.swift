@@ -63,13 +63,13 @@ import Testing
             switch request.path {
             case "/v1/auth/token/refresh":
                 return .json(#"{"access_token":"\#(new)","refresh_token":"r2","expires_in":900,"token_type":"Bearer","session_id":"7c1d2a52-1111-4b8e-9d3e-3a1f6c2b7e10"}"#)
-            case "/v1/auth/nonce":
+            case "/v1/events/ticket":
                 let key = request.headers.first(name: "Idempotency-Key") ?? "none"
                 seen.add("key", key)
                 switch seen.count("key") {
                 case 1: return .problem(.unauthorized, "token_expired")
                 case 2: return .problem(.serviceUnavailable, "unavailable", headers: [("Retry-After", "0")])
-                default: return .json(#"{"nonce":"n-1","expires_at":"2026-11-28T10:10:00.123Z"}"#)
+                default: return .json(#"{"ticket":"t-1","expires_at":"2026-11-28T10:10:00.123Z"}"#)
                 }
             default:
                 return .problem(.notFound, "not_found")
@@ -78,13 +78,114 @@ import Testing
         let backend = FoodBackend(
             baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: "r1")),
             configuration: .init(retry: RetryPolicy(attempts: 3, delay: .milliseconds(10))))
-        let nonce = try await backend.signInNonce()
-        #expect(nonce.raw == "n-1")
+        let ticket = try await backend.send { try await $0.postV1EventsTicket().ok.body.json.ticket }
+        #expect(ticket == "t-1")
         let keys = seen.all("key")
         #expect(keys.count == 3 && Set(keys).count == 1 && keys[0] != "none")
         // A second call is another operation: another key.
-        _ = try await backend.signInNonce()
+        _ = try await backend.send { try await $0.postV1EventsTicket().ok.body.json.ticket }
         #expect(Set(seen.all("key")).count == 2)
+        try await server.shutdown()
+    }
+
+    @Test func anErrorWithoutAnAnswerHoldsNoPasswordNorToken() async throws {
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/notifications/unread-count": return .problem(.unauthorized, "token_expired")
+            // The sign-ins and the refresh get no answer.
+            default: return .drop
+            }
+        }
+        let secrets = ["password-9b8e1d", "apple-id-token-51c2", "refresh-token-7f3a9c"]
+        let backend = FoodBackend(
+            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: secrets[2])),
+            configuration: .init(retry: RetryPolicy(attempts: 3, delay: .milliseconds(10))))
+        var errors: [any Error] = []
+        do {
+            try await backend.signIn(email: "a@example.com", password: secrets[0])
+        } catch {
+            errors.append(error)
+        }
+        do {
+            try await backend.signInWithApple(idToken: secrets[1], nonce: SignInNonce(raw: "n", expiresAt: Date()))
+        } catch {
+            errors.append(error)
+        }
+        // The refresh's failure comes out of another call.
+        do {
+            _ = try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json }
+        } catch {
+            errors.append(error)
+        }
+        #expect(errors.count == 3)
+        for error in errors {
+            #expect(!(error is ClientError) && !(error is FoodBackendError), "\(type(of: error))")
+            for secret in secrets {
+                #expect(!"\(error)".contains(secret) && !String(reflecting: error).contains(secret), "\(type(of: error)) holds \(secret)")
+            }
+        }
+        try await server.shutdown()
+    }
+
+    @Test func aPOSTTheServerRunsWithoutItsKeyIsSentOnceAndWithoutOne() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            seen.add(request.path, request.headers.first(name: "Idempotency-Key") ?? "none")
+            return .drop
+        }
+        let backend = FoodBackend(
+            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")),
+            configuration: .init(retry: RetryPolicy(attempts: 3, delay: .milliseconds(10))))
+        // The server ignores keys under /v1/auth/ and /v1/invitations/: a second attempt after a lost
+        // answer would sign up twice (`email_taken`) or accept a used invitation (`invitation_used`).
+        await #expect(throws: (any Error).self) { try await backend.signUp(email: "a@example.com", password: "a long password") }
+        await #expect(throws: (any Error).self) {
+            _ = try await backend.send { try await $0.postV1InvitationsCodeAccept(path: .init(code: "c0de")).ok }
+        }
+        #expect(seen.all("/v1/auth/signup") == ["none"])
+        #expect(seen.all("/v1/invitations/c0de/accept") == ["none"])
+        // A keyed POST is sent again with its key.
+        await #expect(throws: (any Error).self) { _ = try await backend.send { try await $0.postV1EventsTicket().ok } }
+        let keys = seen.all("/v1/events/ticket")
+        #expect(keys.count == 3 && Set(keys).count == 1 && keys[0] != "none")
+        try await server.shutdown()
+    }
+
+    @Test func aKeyStillInUseIsSentAgainAfterRetryAfterWithinTheBudget() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            seen.add(request.path, request.headers.first(name: "Idempotency-Key") ?? "none")
+            switch request.path {
+            case "/v1/events/ticket" where seen.count(request.path) == 1:
+                return .problem(.conflict, "idempotency_key_in_use", headers: [("Retry-After", "1")])
+            case "/v1/events/ticket":
+                return .json(#"{"ticket":"t-1","expires_at":"2026-11-28T10:10:00.123Z"}"#)
+            case "/v1/spaces" where seen.count(request.path) == 1:
+                return .problem(.conflict, "idempotency_key_in_use", headers: [("Retry-After", "600")])
+            default:
+                return .problem(.conflict, "already_exists")
+            }
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        let started = ContinuousClock.now
+        let ticket = try await backend.send { try await $0.postV1EventsTicket().ok.body.json.ticket }
+        #expect(ticket == "t-1" && ContinuousClock.now - started >= .seconds(1))
+        let keys = seen.all("/v1/events/ticket")
+        #expect(keys.count == 2 && Set(keys).count == 1)
+        // A wait past the budget, and another conflict, are the caller's.
+        do {
+            _ = try await backend.send { try await $0.postV1Spaces(body: .json(.init(name: "Team"))).created }
+            Issue.record("no error")
+        } catch let error as FoodBackendError {
+            #expect(error.code == .idempotencyKeyInUse && error.retryAfter == 600)
+        }
+        do {
+            _ = try await backend.send { try await $0.postV1Spaces(body: .json(.init(name: "Team"))).created }
+            Issue.record("no error")
+        } catch let error as FoodBackendError {
+            #expect(error.rawCode == "already_exists")
+        }
+        #expect(seen.count("/v1/spaces") == 2)
         try await server.shutdown()
     }
 

@@ -77,6 +77,29 @@ import Testing
         try await server.shutdown()
     }
 
+    @Test func anEventThatCannotBeReadComesAsOtherAndTheStreamGoesOn() async throws {
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/events/ticket": return .json(#"{"ticket":"t","expires_at":"2026-11-28T10:01:00Z"}"#)
+            case "/v1/events": return .stream(["id: 1-0\nevent: notification\ndata: {\"kind\":7}\n\n", Self.notification("2-0")], pause: .milliseconds(5))
+            default: return .problem(.notFound, "not_found")
+            }
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        var received: [String] = []
+        for try await event in backend.liveEvents() {
+            switch event.kind {
+            case .connected: continue
+            case .other(let name, let data): received.append("\(event.id ?? "") other \(name) \(data)")
+            case .notification(let notification): received.append("\(event.id ?? "") \(notification.actorId)")
+            default: received.append("unexpected")
+            }
+            if received.count == 2 { break }
+        }
+        #expect(received == [#"1-0 other notification {"kind":7}"#, "2-0 a-2-0"])
+        try await server.shutdown()
+    }
+
     @Test func theParserTakesOnlyWholeEvents() {
         var parser = ServerSentEventParser()
         parser.consume(Array("\u{FEFF}retry: 3000\r\n\r\nid: 1\r\nevent: a\r\ndata: x\r\ndata: y\r\n\r\n: comment\n\nid: 2\nevent: b\ndata: z".utf8))

@@ -9,6 +9,14 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct SessionTests {
     static let unread = TestServer.Reply.json(#"{"unread":3}"#)
 
+    static func session(_ accessToken: String, _ refreshToken: String) -> String {
+        #"{"access_token":"\#(accessToken)","refresh_token":"\#(refreshToken)","expires_in":900,"token_type":"Bearer","session_id":"7c1d2a52-1111-4b8e-9d3e-3a1f6c2b7e10"}"#
+    }
+
+    static func signIn(_ accessToken: String, _ refreshToken: String) -> String {
+        #"{"user":{"id":"0d6f3b52-8a4c-4b8e-9d3e-3a1f6c2b7e10","email":"a@example.com","email_verified":true,"roles":["user"],"providers":[],"has_password":true,"disabled":false,"created_at":"2026-11-28T10:00:00Z"},"session":\#(session(accessToken, refreshToken))}"#
+    }
+
     @Test func twentyRequestsWithAnExpiredTokenShareOneRefreshAndAllSucceed() async throws {
         let seen = Seen()
         let old = testToken("old")
@@ -104,9 +112,7 @@ import Testing
         let server = try await TestServer { request in
             switch request.path {
             case "/v1/auth/login":
-                return .json(
-                    #"{"user":{"id":"0d6f3b52-8a4c-4b8e-9d3e-3a1f6c2b7e10","email":"a@example.com","email_verified":true,"roles":["user"],"providers":[],"has_password":true,"disabled":false,"created_at":"2026-11-28T10:00:00Z"},"session":{"access_token":"\#(token)","refresh_token":"r","expires_in":900,"token_type":"Bearer","session_id":"7c1d2a52-1111-4b8e-9d3e-3a1f6c2b7e10"}}"#
-                )
+                return .json(Self.signIn(token, "r"))
             case "/v1/auth/logout":
                 return request.bearer == token ? .full(.noContent, [], Data()) : .problem(.unauthorized, "unauthorized")
             default:
@@ -126,4 +132,123 @@ import Testing
         #expect(await iterator.next() == .some(nil))
         try await server.shutdown()
     }
+
+    /// A server whose refresh answers late, so that the app signs out or in while it runs.
+    static func slowRefreshServer(_ seen: Seen, refreshed: String, signedIn: String) async throws -> TestServer {
+        try await TestServer { request in
+            switch request.path {
+            case "/v1/auth/token/refresh":
+                seen.add("refresh")
+                try? await Task.sleep(for: .milliseconds(400))
+                return .json(Self.session(refreshed, "refresh-2"))
+            case "/v1/auth/login":
+                return .json(Self.signIn(signedIn, "refresh-b"))
+            case "/v1/auth/logout":
+                return .full(.noContent, [], Data())
+            case "/v1/notifications/unread-count":
+                return request.bearer == refreshed || request.bearer == signedIn ? Self.unread : .problem(.unauthorized, "token_expired")
+            default:
+                return .problem(.notFound, "not_found")
+            }
+        }
+    }
+
+    @Test func aRefreshThatEndsAfterASignOutIsDropped() async throws {
+        let seen = Seen()
+        let server = try await Self.slowRefreshServer(seen, refreshed: testToken("refreshed"), signedIn: testToken("b"))
+        let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: "refresh-1"))
+        let backend = FoodBackend(baseURL: server.url, tokenStore: store)
+        let call = Task { try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } }
+        while seen.count("refresh") == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        await backend.signOut()
+        do {
+            _ = try await call.value
+            Issue.record("the call went on after the sign-out")
+        } catch let error as FoodBackendError {
+            #expect(error.code == .notSignedIn)
+        }
+        #expect(await backend.currentSession == nil)
+        #expect(await store.load() == nil)
+        try await server.shutdown()
+    }
+
+    @Test func aRefreshThatEndsAfterANewSignInIsDropped() async throws {
+        let seen = Seen()
+        let signedIn = testToken("b")
+        let server = try await Self.slowRefreshServer(seen, refreshed: testToken("refreshed"), signedIn: signedIn)
+        let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: "refresh-1"))
+        let backend = FoodBackend(baseURL: server.url, tokenStore: store)
+        let call = Task { try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } }
+        while seen.count("refresh") == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try await backend.signIn(email: "b@example.com", password: "a password")
+        // The call was the old session's: it gets its own answer, not the new session's token.
+        do {
+            _ = try await call.value
+            Issue.record("the call went on in another session")
+        } catch let error as FoodBackendError {
+            #expect(error.code == .tokenExpired)
+        }
+        #expect(await backend.currentSession?.sessionID == "b")
+        #expect(await store.load() == StoredTokens(accessToken: signedIn, refreshToken: "refresh-b"))
+        try await server.shutdown()
+    }
+
+    @Test func everyCallerAtLaunchWaitsForTheOneReadOfTheStore() async throws {
+        let seen = Seen()
+        let token = testToken("stored")
+        let server = try await TestServer { request in
+            seen.add("token", request.bearer ?? "none")
+            return Self.unread
+        }
+        let store = SlowTokenStore(StoredTokens(accessToken: token, refreshToken: "r"))
+        let backend = FoodBackend(baseURL: server.url, tokenStore: store)
+        async let current = backend.currentSession
+        async let unread = backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread }
+        try await Task.sleep(for: .milliseconds(50))
+        var sessions = await backend.sessions.makeAsyncIterator()
+        #expect(await sessions.next()??.sessionID == "stored")
+        #expect(await current?.sessionID == "stored")
+        #expect(try await unread == 3)
+        #expect(seen.all("token") == [token])
+        #expect(await store.loads == 1)
+        try await server.shutdown()
+    }
+
+    @Test func aStoreThatCouldNotBeReadIsReadAgainAndItsSessionPublished() async throws {
+        let store = SlowTokenStore(StoredTokens(accessToken: testToken("stored"), refreshToken: "r"), failing: 1)
+        let backend = FoodBackend(baseURL: URL(string: "http://127.0.0.1:9")!, tokenStore: store)
+        var sessions = await backend.sessions.makeAsyncIterator()
+        #expect(await sessions.next() == .some(nil))
+        try #require(await backend.currentSession?.sessionID == "stored")
+        #expect(await sessions.next()??.sessionID == "stored")
+        #expect(await store.loads == 2)
+    }
+}
+
+/// A store slow to answer at launch (a Keychain read), which cannot be read the first `failing` times
+/// (a Keychain before the device's first unlock).
+actor SlowTokenStore: TokenStore {
+    struct Locked: Error {}
+
+    private let tokens: StoredTokens
+    private var failing: Int
+    private(set) var loads = 0
+
+    init(_ tokens: StoredTokens, failing: Int = 0) {
+        self.tokens = tokens
+        self.failing = failing
+    }
+
+    func load() async throws -> StoredTokens? {
+        loads += 1
+        try await Task.sleep(for: .milliseconds(200))
+        guard failing == 0 else {
+            failing -= 1
+            throw Locked()
+        }
+        return tokens
+    }
+
+    func save(_ tokens: StoredTokens) {}
+    func clear() {}
 }

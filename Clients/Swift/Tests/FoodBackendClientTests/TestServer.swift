@@ -4,7 +4,7 @@ import NIOHTTP1
 import NIOPosix
 
 /// A local HTTP/1.1 server the client's tests talk to: each request is answered by the test's
-/// handler, in full, or as a stream of chunks that may be cut off to drop the connection.
+/// handler, in full, or as a stream of chunks that may be cut off to drop the connection, or not at all.
 final class TestServer: Sendable {
     struct Request: Sendable {
         let method: HTTPMethod
@@ -26,6 +26,8 @@ final class TestServer: Sendable {
         case full(HTTPResponseStatus, [(String, String)], Data)
         /// A `text/event-stream` answer: each chunk is written after `pause`; then the connection is closed.
         case stream([String], pause: Duration)
+        /// No answer: the request is read whole and the connection closed, as when an answer is lost on the way.
+        case drop
 
         static func json(_ text: String, status: HTTPResponseStatus = .ok, headers: [(String, String)] = []) -> Reply {
             .full(status, [("Content-Type", "application/json")] + headers, Data(text.utf8))
@@ -94,6 +96,8 @@ final class TestServer: Sendable {
                             try await Task.sleep(for: pause)
                         }
                         // Closed without the chunked encoding's end: to the client, a dropped connection.
+                        return
+                    case .drop:
                         return
                     }
                 }
