@@ -107,6 +107,8 @@ import TestSupport
                 #expect(sent.headers[HTTPField.Name("x-goog-api-key")!] == "test-key")
                 let config = try #require(sent.json["generationConfig"] as? [String: Any])
                 #expect(config["responseMimeType"] as? String == "application/json")
+                // A call's cost is bounded, whatever the hint asks for.
+                #expect(config["maxOutputTokens"] as? Int == 8_192)
                 let schema = try #require(config["responseSchema"] as? [String: Any])
                 #expect(schema["type"] as? String == "OBJECT")
                 #expect((schema["properties"] as? [String: Any])?["items"] != nil)
@@ -114,6 +116,7 @@ import TestSupport
                 #expect(sent.path == "/v1/chat/completions")
                 #expect(sent.headers[.authorization] == "Bearer test-key")
                 #expect(sent.json["model"] as? String == "vision-test")
+                #expect(sent.json["max_completion_tokens"] as? Int == 8_192)
                 let format = try #require(sent.json["response_format"] as? [String: Any])
                 #expect(format["type"] as? String == "json_schema")
                 let schema = try #require(format["json_schema"] as? [String: Any])

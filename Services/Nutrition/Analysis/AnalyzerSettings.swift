@@ -39,6 +39,10 @@ struct AnalyzerSettings: Sendable {
     var timeout: Duration
     /// Calls to the model at once in this process (`ANALYZER_CONCURRENCY`, 8); beyond, `503` at once.
     var concurrency: Int
+    /// The most tokens one answer may take, a thinking model's thoughts included
+    /// (`ANALYZER_MAX_OUTPUT_TOKENS`, 8192): what bounds a call's cost, whatever the hint asks for.
+    /// Thirty items of the schema take some two thousand.
+    var maxOutputTokens: Int
 
     init(reading env: inout EnvironmentReader) {
         let name = env.optionalString("ANALYZER_PROVIDER")?.lowercased()
@@ -53,6 +57,7 @@ struct AnalyzerSettings: Sendable {
         if provider != nil, env.url("ANALYZER_URL", default: url, schemes: ["http", "https"]) == nil { url = "" }
         timeout = env.milliseconds("ANALYZER_TIMEOUT_MS", default: 20_000, range: 100...300_000)
         concurrency = env.int("ANALYZER_CONCURRENCY", default: 8, range: 1...1_024)
+        maxOutputTokens = env.int("ANALYZER_MAX_OUTPUT_TOKENS", default: 8_192, range: 1_024...65_536)
         if provider == .gemini, apiKey == nil { env.report("ANALYZER_API_KEY: is required when ANALYZER_PROVIDER=gemini") }
     }
 }

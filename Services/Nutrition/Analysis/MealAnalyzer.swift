@@ -24,8 +24,10 @@ final class MealAnalyzer: Sendable {
         let model: any VisionModel
         switch settings.provider {
         case nil: return nil
-        case .gemini: model = GeminiModel(http: http, base: settings.url, model: settings.model, apiKey: settings.apiKey ?? "")
-        case .openai: model = OpenAIModel(http: http, base: settings.url, model: settings.model, apiKey: settings.apiKey)
+        case .gemini:
+            model = GeminiModel(http: http, base: settings.url, model: settings.model, apiKey: settings.apiKey ?? "", maxOutputTokens: settings.maxOutputTokens)
+        case .openai:
+            model = OpenAIModel(http: http, base: settings.url, model: settings.model, apiKey: settings.apiKey, maxOutputTokens: settings.maxOutputTokens)
         }
         return MealAnalyzer(model: model, timeout: settings.timeout, concurrency: settings.concurrency)
     }

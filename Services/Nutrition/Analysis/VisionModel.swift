@@ -92,6 +92,8 @@ struct GeminiModel: VisionModel {
     let base: String
     let model: String
     let apiKey: String
+    /// `generationConfig.maxOutputTokens`, which bounds the thoughts of a thinking model too.
+    let maxOutputTokens: Int
     var provider: String { "gemini" }
 
     static let blockingFinishes: Set<String> = ["SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION", "IMAGE_SAFETY"]
@@ -108,7 +110,9 @@ struct GeminiModel: VisionModel {
                     ],
                 ]
             ],
-            "generationConfig": ["responseMimeType": "application/json", "responseSchema": ModelAnswer.geminiSchema, "temperature": 0],
+            "generationConfig": [
+                "responseMimeType": "application/json", "responseSchema": ModelAnswer.geminiSchema, "temperature": 0, "maxOutputTokens": maxOutputTokens,
+            ],
         ]
         let data = try await http.post("\(base)/models/\(model):generateContent", headers: [("x-goog-api-key", apiKey)], json: body, timeout: timeout)
         guard let answer = VisionHTTP.object(data) else { throw .malformed("not JSON") }
@@ -132,6 +136,8 @@ struct OpenAIModel: VisionModel {
     let base: String
     let model: String
     let apiKey: String?
+    /// `max_completion_tokens`, which bounds a reasoning model's reasoning too.
+    let maxOutputTokens: Int
     var provider: String { "openai" }
 
     func answer(_ request: VisionRequest, timeout: Duration) async throws(VisionFailure) -> String {
@@ -144,6 +150,7 @@ struct OpenAIModel: VisionModel {
             ],
             "response_format": ["type": "json_schema", "json_schema": ["name": "meal_analysis", "strict": true, "schema": ModelAnswer.jsonSchema]],
             "temperature": 0,
+            "max_completion_tokens": maxOutputTokens,
         ]
         let headers = apiKey.map { [("Authorization", "Bearer \($0)")] } ?? []
         let data = try await http.post("\(base)/chat/completions", headers: headers, json: body, timeout: timeout)
