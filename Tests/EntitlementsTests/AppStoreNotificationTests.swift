@@ -279,6 +279,25 @@ import TestSupport
         }
     }
 
+    /// The old plan's transaction, marked as replaced by an upgrade, arrives before anything else
+    /// of its subscription (a restore on a new device lists it first): it gives no tier, and the
+    /// upgrade's transaction, under the same original id, gives its own.
+    @Test func aTransactionAnUpgradeReplacedGivesNothingWhenItComesFirst() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let year = try await env.transaction("com.researchapp.pro.yearly", original: "2000000082", for: user, days: 365)
+            env.clock.advance(30 * 86_400)
+            var superseded = try await env.transaction("com.researchapp.pro.yearly", original: "2000000082", id: year.transactionID, for: user, days: 365, purchased: year.purchaseDate)
+            superseded.isUpgraded = true
+            #expect(try await env.buy(superseded, as: user).json["tier"] as? String == "free")
+            #expect(try await env.count("SELECT count(*) FROM subscriptions WHERE original_transaction_id = '2000000082'") == 0)
+            let team = try await env.transaction("com.researchapp.team.monthly", original: "2000000082", for: user, days: 30)
+            #expect(try await env.buy(team, as: user).json["tier"] as? String == "team")
+            // Signed again, the replaced year still gives nothing.
+            #expect(try await env.buy(superseded, as: user).json["tier"] as? String == "team")
+        }
+    }
+
     /// RENEWAL_EXTENDED and OFFER_REDEEMED move the dates; TEST and a type this code has never seen
     /// are stored and acknowledged; a stale one, a wrong app and a bad signature are 400.
     @Test func otherTypesAndRefusals() async throws {

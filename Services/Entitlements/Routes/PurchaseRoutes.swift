@@ -102,10 +102,10 @@ extension Entitlements {
         try await announcingChanges(for: [caller], on: connection, logger: logger) {
             _ = try await subscriptions.apply(
                 transaction, renewal: nil, signedAt: transaction.signedDate, user: caller, via: "device", current: holder, on: connection, logger: logger)
-            // Two accounts sending one new purchase at once: the first to write it holds it.
-            guard try await subscriptions.holder(transaction.originalTransactionID, on: connection, logger: logger)?.user == caller else {
-                throw Self.ownedElsewhere
-            }
+            // Two accounts sending one new purchase at once: the first to write it holds it. (None
+            // holds it when the transaction made no subscription: one an upgrade replaced.)
+            let now = try await subscriptions.holder(transaction.originalTransactionID, on: connection, logger: logger)
+            guard now == nil || now?.user == caller else { throw Self.ownedElsewhere }
         }
     }
 }

@@ -52,6 +52,13 @@ struct SubscriptionStore: Sendable {
                     \(transaction.purchaseDate), \(transaction.expiresDate), \(transaction.revocationDate), \(transaction.environment.rawValue), \(via))
             ON CONFLICT DO NOTHING
             """, logger: logger)
+        // A transaction an upgrade replaced gives nothing, even as the first payload of its
+        // subscription seen here (a restore's history, a notification about the old plan): the
+        // upgrade's own transaction, under the same original id, makes the subscription.
+        if transaction.isUpgraded == true, current == nil {
+            guard let renewal else { return false }
+            return try await applyRenewal(renewal, signedAt: signedAt, on: connection, logger: logger)
+        }
         let inserted = try await connection.returnsRow(
             """
             INSERT INTO subscriptions (original_transaction_id, user_id, product_id, environment, app_account_token, transaction_id, purchased_at, expires_at,
