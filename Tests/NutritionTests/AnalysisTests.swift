@@ -374,6 +374,21 @@ import TestSupport
         }
     }
 
+    /// The two calls share the timeout: an unusable answer that came late is not asked for again
+    /// in the little time left, so the client is answered within the timeout, not twice it.
+    @Test func aLateUnusableAnswerIsNotAskedForAgain() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("gemini", standIn, ["ANALYZER_TIMEOUT_MS": "4000"])) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            standIn.always(.slow(.milliseconds(2_500), then: VisionStandIn.schemaBreaking))
+            let reply = try await Self.analyze(env, user)
+            #expect(reply.status == .badGateway && reply.code == "analysis_failed", "\(reply.text)")
+            #expect(standIn.received.count == 1, "asked once: a second ask would have run past the timeout")
+        }
+    }
+
     /// A model's text is cleaned, not refused, and not blamed on the client: a NUL, which PostgreSQL
     /// does not store, would otherwise end the analysis in a `400` telling the app its request was wrong.
     @Test func aModelsStrayCharactersAreCleanedFromItsNames() async throws {

@@ -57,14 +57,21 @@ final class MealAnalyzer: Sendable {
         .badGateway, code: "analysis_failed", detail: "The photo analysis service refused this server's request; the server's analyzer settings need attention.")
 
     /// The model's answer and how long the provider took; a malformed answer is asked for again
-    /// once. Errors are the API's: `503 analyzer_unavailable`, `502 analysis_failed`,
+    /// once, while half the timeout is left. Both calls share the timeout, so an analysis never
+    /// keeps the model longer than it, nor its client past the gateway's `UPSTREAM_TIMEOUT_MS`
+    /// with the default. Errors are the API's: `503 analyzer_unavailable`, `502 analysis_failed`,
     /// `422 analysis_refused`.
     func analyze(_ request: VisionRequest, logger: Logger) async throws -> (ModelAnswer, Duration) {
         let started = ContinuousClock.now
         var lastProblem = ""
         for attempt in 1...2 {
+            let left = timeout - (ContinuousClock.now - started)
+            if attempt > 1, left < timeout / 2 {
+                logger.warning("vision model answer unusable, and too little time left to ask again", metadata: ["provider": "\(model.provider)"])
+                break
+            }
             do {
-                let text = try await model.answer(request, timeout: timeout)
+                let text = try await model.answer(request, timeout: left)
                 if let answer = ModelAnswer(json: text) { return (answer, ContinuousClock.now - started) }
                 lastProblem = "the answer does not match the schema"
             } catch .malformed(let reason) {
