@@ -433,6 +433,12 @@ import TestSupport
             #expect(reply.status == 401, "\(String(buffer: reply.body))")
             #expect(reply.json["code"] as? String == "account_deleted")
             try await Self.nothingKept(env)
+            // Its token still holds for a while: another analysis is refused before a count or a call.
+            let calls = standIn.received.count
+            let late = try await Self.analyze(env, user)
+            #expect(late.status == .unauthorized && late.code == "account_deleted", "\(late.text)")
+            #expect(standIn.received.count == calls)
+            try await Self.nothingKept(env)
 
             // A meal being stored while the deletion runs is waited for, and deleted with the rest.
             let other = try await env.user()
@@ -597,6 +603,15 @@ import TestSupport
             let other = try await Self.analyze(env, user, photo: "meals/plate.png", headers: key)
             #expect(other.status == .unprocessableContent)
             #expect(other.code == "idempotency_key_reused")
+            // No food found is counted: a retry with its key is told so again, not counted again.
+            standIn.always(.answer(VisionStandIn.noFood))
+            let noFoodKey: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "analyze-no-food"]
+            let noFood = try await Self.analyze(env, user, headers: noFoodKey)
+            #expect(noFood.status == .unprocessableContent && noFood.code == "no_food_found", "\(noFood.text)")
+            let noFoodAgain = try await Self.analyze(env, user, headers: noFoodKey, boundary: "retry-\(UUID())")
+            #expect(noFoodAgain.code == "no_food_found" && noFoodAgain.headers[HTTPField.Name("Idempotent-Replayed")!] == "true", "\(noFoodAgain.text)")
+            #expect(standIn.received.count == 2, "the model was asked once for each photo")
+            #expect(try await env.count("SELECT analyses FROM meal_analysis_days") == 2)
             let hinted = try await Self.analyze(env, user, fields: [("hint", "no dressing")], headers: key)
             #expect(hinted.code == "idempotency_key_reused", "another field is another request")
             // A keyed body is read, to be hashed, as far as the route reads a photo
@@ -609,7 +624,7 @@ import TestSupport
                 let response = try await env.call(.post, "/v1/meals/analyze", as: user, raw: body, headers: keyed)
                 #expect(response.status == status && response.code == code, "\(bytes): \(response.text)")
             }
-            #expect(standIn.received.count == 1)
+            #expect(standIn.received.count == 2)
         }
     }
 }

@@ -88,8 +88,11 @@ final class MealAnalyzer: Sendable {
                 throw Self.refusedCall
             } catch .blocked(let reason) {
                 logger.info("vision model declined", metadata: ["provider": "\(model.provider)", "reason": "\(reason)"])
-                throw APIError(
+                var refused = APIError(
                     .unprocessableContent, code: "analysis_refused", detail: "The photo analysis service declined to analyse this photo. Try another photo.")
+                // Counted, and a retry with its key is told so again without another call.
+                refused.answersRetries = true
+                throw refused
             }
             logger.warning("vision model answer unusable", metadata: ["provider": "\(model.provider)", "attempt": "\(attempt)", "problem": "\(lastProblem)"])
         }

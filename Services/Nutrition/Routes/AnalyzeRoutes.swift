@@ -93,6 +93,8 @@ struct AnalyzeRoutes {
         // fails on this server's or the provider's side (`givesBack`), and kept once the model has
         // looked at the photo: finding no food there, or declining it, is a call made.
         let (profile, day) = try await nutrition.postgres.transaction(logger: context.logger) { connection in
+            // The count is the account's row: never made for one deleted, whose rows are gone.
+            try await connection.requireLiveAccount(user, logger: context.logger)
             let profile = try await nutrition.dietProfile(user, on: connection, logger: context.logger)
             guard let allowance = try await AllowanceStore().mealAnalyses(for: user, on: connection, logger: context.logger) else {
                 throw Self.allowanceUnknown
@@ -144,7 +146,10 @@ struct AnalyzeRoutes {
         let (answer, providerTime) = try await analyzer.analyze(
             VisionRequest(jpeg: forModel.bytes, prompt: ModelAnswer.prompt(diet: profile.diet, hint: fields.hint)), logger: context.logger)
         guard !answer.items.isEmpty else {
-            throw APIError(.unprocessableContent, code: "no_food_found", detail: "No food was found in this photo. Try a photo of the plate from above.")
+            var noFood = APIError(.unprocessableContent, code: "no_food_found", detail: "No food was found in this photo. Try a photo of the plate from above.")
+            // Counted, and a retry with its key is told so again without another call.
+            noFood.answersRetries = true
+            throw noFood
         }
 
         // The table's food for each item, looked up before the transaction: the table never changes.

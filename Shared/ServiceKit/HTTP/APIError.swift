@@ -15,6 +15,10 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public var headers: HTTPFields
     /// Members written beside the standard ones (RFC 9457 extensions).
     package var extensions: [String: JSONValue]
+    /// Whether this error is the request's answer once given, as a success is: thrown under an
+    /// `Idempotency-Key`, it is kept and sent again to a retry instead of running the route again.
+    /// For an outcome that cost something to reach (a model asked) and would come out the same.
+    public var answersRetries = false
 
     public init(
         _ status: HTTPResponse.Status, code: String, detail: String, errors: [Problem.FieldError]? = nil, headers: HTTPFields = [:],

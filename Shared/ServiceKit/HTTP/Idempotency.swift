@@ -138,6 +138,9 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
         let response: Response
         do {
             response = try await next(request, context)
+        } catch let error as APIError where error.answersRetries && error.status.code < 500 {
+            // The route's answer, kept like a success's.
+            response = ProblemMiddleware<Context>.response(for: error, request: request, context: context)
         } catch {
             await record.release()
             throw error
