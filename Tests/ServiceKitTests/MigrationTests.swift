@@ -80,8 +80,10 @@ import TestSupport
     @Test func anOlderBuildServesOnANewerSchemaAndARenamedFileStops() async throws {
         let database = try await TestDatabase.create(services: ["social"])
         try await withClient(database.config(for: "social")) { (client: PostgresClient) async throws in
+            // One release applied 0001; the next, 0002 and a kit migration named to sort first.
+            try await MigrationRunner(client: client, schema: "social", migrations: [migrations[0]], logger: TestEnvironment.logger).run()
             let newer = [Migration(name: "0000_kit", sql: "CREATE TABLE kit (id int);")] + migrations
-            try await MigrationRunner(client: client, schema: "social", migrations: newer, logger: TestEnvironment.logger).run()
+            #expect(try await MigrationRunner(client: client, schema: "social", migrations: newer, logger: TestEnvironment.logger).run() == ["0000_kit", "0002_more"])
             #expect(try await MigrationRunner(client: client, schema: "social", migrations: [migrations[0]], logger: TestEnvironment.logger).run() == [])
             #expect(try await MigrationRunner(client: client, schema: "social", migrations: migrations, logger: TestEnvironment.logger).run() == [])
             let renamed = [migrations[0], Migration(name: "0002_renamed", sql: migrations[1].sql)]
@@ -90,6 +92,11 @@ import TestSupport
             }
             #expect(String(describing: error!).contains("0000_kit is recorded in social.schema_migrations but no file has that name"))
             #expect(try await count(client, "SELECT count(*)::int FROM social.items") == 2)
+            // A file of the build's own deleted (applied before the build's newest): it stops too.
+            let deleted = await #expect(throws: MigrationError.self) {
+                try await MigrationRunner(client: client, schema: "social", migrations: [newer[0], migrations[1]], logger: TestEnvironment.logger).run()
+            }
+            #expect(String(describing: deleted!).contains("0001_items is recorded"))
         }
     }
 

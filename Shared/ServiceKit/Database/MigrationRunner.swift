@@ -29,6 +29,7 @@ package enum MigrationError: Error, CustomStringConvertible {
     case edited(name: String, schema: String, recorded: String, current: String)
     case missingFile(name: String, schema: String)
     case failed(name: String, schema: String, error: String)
+    case noFolder(bundle: String)
 
     package var description: String {
         switch self {
@@ -38,6 +39,8 @@ package enum MigrationError: Error, CustomStringConvertible {
             "migration \(name) is recorded in \(schema).schema_migrations but no file has that name; was it renamed or deleted?"
         case .failed(let name, let schema, let error):
             "migration \(name) failed in schema \(schema): \(error)"
+        case .noFolder(let bundle):
+            "the resource bundle \(bundle) holds no Migrations folder: the build is incomplete"
         }
     }
 }
@@ -91,18 +94,24 @@ package struct MigrationRunner: Sendable {
                 )
                 """, logger: logger)
             var recorded: [String: String] = [:]
-            for try await (name, checksum) in try await connection.checkedQuery("SELECT name, checksum FROM \(unescaped: table)", logger: logger).decode((String, String).self) {
+            var appliedAt: [String: Date] = [:]
+            for try await (name, checksum, at) in try await connection.checkedQuery(
+                "SELECT name, checksum, applied_at FROM \(unescaped: table)", logger: logger
+            ).decode((String, String, Date).self) {
                 recorded[name] = checksum
+                appliedAt[name] = at
             }
             let known = Set(migrations.map(\.name))
             let strays = recorded.keys.sorted().filter { !known.contains($0) }
-            if let stray = strays.first {
-                // Every file of this build applied, and more: a newer build's migrations, applied
-                // while this one still serves (a rollout in progress, a pod of the previous release
-                // restarting, a rollback). Migrations only add what an older build can live with, so
-                // it serves. With files of its own still to apply, a recorded name it lacks is a
-                // file renamed or deleted, and applying them there could be wrong.
-                guard migrations.allSatisfy({ recorded[$0.name] != nil }) else { throw MigrationError.missingFile(name: stray, schema: schema) }
+            if !strays.isEmpty {
+                // Every file of this build applied, and more, applied after all of them: a newer
+                // build's migrations, applied while this one still serves (a rollout in progress, a
+                // pod of the previous release restarting, a rollback). Migrations only add what an
+                // older build can live with, so it serves. With files of its own still to apply, or
+                // a name it lacks applied before one of its own (a file renamed or deleted), it stops.
+                let newestOwn = migrations.compactMap { appliedAt[$0.name] }.max() ?? .distantPast
+                if let older = strays.first(where: { appliedAt[$0]! < newestOwn }) { throw MigrationError.missingFile(name: older, schema: schema) }
+                guard migrations.allSatisfy({ recorded[$0.name] != nil }) else { throw MigrationError.missingFile(name: strays[0], schema: schema) }
                 logger.warning(
                     "the schema has migrations this build has no file of: a newer build's; serving on it",
                     metadata: ["schema": "\(schema)", "migrations": "\(strays.joined(separator: ", "))"])

@@ -57,9 +57,11 @@ public struct ServiceDefinition: Sendable {
         EventBusSchema.migrations + IdempotencySchema.migrations + DeletedAccountsSchema.migrations + (try migrations())
     }
 
-    /// Reads the service's `Migrations/*.sql` from its resource bundle.
+    /// Reads the service's `Migrations/*.sql` from its resource bundle. A bundle without the folder
+    /// is a build that lost it, not a service without a schema: it must not start on its schema as if
+    /// a newer build had applied everything there.
     public static func bundledMigrations(_ bundle: Bundle) throws -> [Migration] {
-        guard let url = bundle.url(forResource: "Migrations", withExtension: nil) else { return [] }
+        guard let url = bundle.url(forResource: "Migrations", withExtension: nil) else { throw MigrationError.noFolder(bundle: bundle.bundlePath) }
         return try Migration.load(directory: url)
     }
 
