@@ -530,8 +530,12 @@ final class BusHarness: Sendable {
         for await _ in taken.stream { break }
         _ = try await bus.redis.send("FLUSHALL")
         let poll = Task { try await relay.replayIfRedisLostItsData() }
-        // The poll waits for the batch's commit (it cannot finish first), then sends both events.
-        try await Task.sleep(for: .milliseconds(300))
+        // The poll waits for the batch's lock, then sends both events once the batch committed.
+        try await waitUntil(.seconds(10)) {
+            try await bus.producer.checkedQuery(
+                "SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", decoding: Int.self, logger: logger
+            ).first == 1
+        }
         replayed.continuation.yield(0)
         try await batch.value
         #expect(try await poll.value == 2)

@@ -136,14 +136,14 @@ package final class OutboxRelay: Service, Sendable {
         // meeting NOGROUP makes its own), which have nothing pending and nothing to read: read that
         // way, every kept row would look read by all and be dropped before it was sent again.
         let seen = try await redis.send(epochProbe).string
-        let sent = try await recover(seen: seen, before: .max)
+        let sent = try await recover(seen: seen)
         guard sent == 0, seen != nil else { return sent }
         if let last = lastSent.withLock({ $0 }), try await lost(last) {
             let epoch = UUID().uuidString.lowercased()
             _ = try await redis.send("SET", RedisArgument(epochKey), RedisArgument(epoch))
             lastSent.withLock { $0 = nil }
             logger.warning("Redis lost entries it had taken, its epoch kept: a new epoch", metadata: ["last_sent": "\(last)"])
-            return try await recover(seen: epoch, before: .max)
+            return try await recover(seen: epoch)
         }
         // A row is needed until every group has read and acknowledged its event: up to the oldest
         // entry a group has pending, or else the last it was given. Envelopes carry personal data,
@@ -209,13 +209,13 @@ package final class OutboxRelay: Service, Sendable {
     }
 
     /// Makes sure the schema records Redis's current epoch (`seen`, or a new one if Redis has none);
-    /// when it recorded another, sends again the kept rows numbered below `before`.
+    /// when it recorded another, sends every kept row again.
     ///
     /// The replay holds the relay's lock: a batch that took its rows and had Redis take them before
     /// Redis lost its data may still be committing, and its kept copies are only visible once it has.
     /// Waiting for its lock, the replay sends them too; without it, the schema would record the new
     /// epoch and that batch would be lost.
-    private func recover(seen: String?, before: Int64) async throws -> Int {
+    private func recover(seen: String?) async throws -> Int {
         let logger = self.logger
         var current = seen
         if current == nil {
@@ -234,7 +234,7 @@ package final class OutboxRelay: Service, Sendable {
             }
             guard recorded != current else { return 0 }
             // No epoch recorded: nothing was sent under one, so nothing kept can be missing.
-            let sent = recorded == nil ? 0 : try await self.replay(before: before, on: connection)
+            let sent = recorded == nil ? 0 : try await self.replay(on: connection)
             try await connection.checkedRun(
                 """
                 INSERT INTO outbox_relay_epoch (epoch) VALUES (\(current))
@@ -250,8 +250,8 @@ package final class OutboxRelay: Service, Sendable {
         return sent
     }
 
-    /// Sends the kept rows numbered below `before`, oldest first, in batches.
-    private func replay(before: Int64, on connection: PostgresConnection) async throws -> Int {
+    /// Sends the kept rows, oldest first, in batches.
+    private func replay(on connection: PostgresConnection) async throws -> Int {
         let logger = self.logger
         let windowSeconds = Int(config.replayWindow.components.seconds)
         var after: Int64 = 0
@@ -261,7 +261,7 @@ package final class OutboxRelay: Service, Sendable {
             for try await row in try await connection.checkedQuery(
                 """
                 SELECT seq, id, type, envelope FROM outbox_relayed
-                WHERE seq > \(after) AND seq < \(before) AND relayed_at >= now() - make_interval(secs => \(windowSeconds))
+                WHERE seq > \(after) AND relayed_at >= now() - make_interval(secs => \(windowSeconds))
                 ORDER BY seq LIMIT 500
                 """, logger: logger
             ).decode((Int64, UUID, String, String).self) { rows.append(row) }
@@ -294,7 +294,7 @@ package final class OutboxRelay: Service, Sendable {
         let config = self.config
         let lockKey = self.lockKey
         let keep = config.replayWindow > .zero
-        let outcome = try await client.transaction(logger: logger) { connection -> (Int, (String?, Int64)?)? in
+        let outcome = try await client.transaction(logger: logger) { connection -> (Int, String??)? in
             var haveLock = false
             for try await value in try await connection.checkedExecute(TryLock(key: lockKey), logger: logger) { haveLock = value }
             guard haveLock else { return nil }
@@ -325,7 +325,7 @@ package final class OutboxRelay: Service, Sendable {
                 }
             }
             // One pipelined round trip for the batch, in commit order, after the epoch's probe.
-            guard let first = taken.first else { return (0, nil) }
+            guard !taken.isEmpty else { return (0, nil) }
             let probes = keep ? [self.epochProbe] : []
             // With replicas (Redis Sentinel), the batch counts as sent once they hold it too: a
             // failover to one of them then loses none of it.
@@ -338,13 +338,15 @@ package final class OutboxRelay: Service, Sendable {
             }
             if keep, let id = replies[probes.count + lastAdd].string.flatMap({ StreamID($0) }) { self.lastSent.withLock { $0 = id } }
             guard keep else { return (taken.count, nil) }
-            return (taken.count, (replies[0].string, first.seq))
+            return (taken.count, .some(replies[0].string))
         }
         guard let (moved, probed) = outcome else { return nil }
         if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
-        // If Redis lost what earlier batches sent, they go again (they come before this one in number).
-        if let (seen, first) = probed, seen == nil || seen != recordedEpoch.withLock({ $0 ?? nil }) {
-            _ = try await recover(seen: seen, before: first)
+        // If Redis lost what earlier batches sent, they go again: every kept row, this batch's too. A
+        // row numbered after this batch's first may have been sent before it (its transaction
+        // committed first), to the Redis that lost it; the consumers' inboxes skip a second copy.
+        if case .some(let seen) = probed, seen == nil || seen != recordedEpoch.withLock({ $0 ?? nil }) {
+            _ = try await recover(seen: seen)
         }
         return moved
     }
