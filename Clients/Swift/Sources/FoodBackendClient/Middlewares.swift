@@ -116,7 +116,7 @@ struct AuthMiddleware: ClientMiddleware {
         next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
         guard !Self.anonymous.contains(operationID), request.headerFields[.authorization] == nil,
-            let token = await sessions.accessToken()
+            let (token, session) = await sessions.signingToken()
         else {
             return try await next(request, body, baseURL)
         }
@@ -129,7 +129,7 @@ struct AuthMiddleware: ClientMiddleware {
             return (response, HTTPBody(data))
         }
         // No token when another sign-in replaced the session meanwhile: the request was that session's.
-        guard let fresh = try await sessions.refreshed(replacing: token) else { return (response, HTTPBody(data)) }
+        guard let fresh = try await sessions.refreshed(replacing: token, of: session) else { return (response, HTTPBody(data)) }
         signed.headerFields[.authorization] = "Bearer \(fresh)"
         return try await next(signed, body, baseURL)
     }

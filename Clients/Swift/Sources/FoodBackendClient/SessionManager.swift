@@ -39,6 +39,9 @@ actor SessionManager {
     private var loading: Task<StoredTokens?, any Error>?
     /// The refresh under way and the refresh token it started from.
     private var refreshing: (from: String, task: Task<String?, any Error>)?
+    /// Which session `tokens` is: one more at each sign-in and sign-out, the same across its
+    /// refreshes. A request signed with an earlier session's token is never sent again with this one's.
+    private var session = 0
     private var observers: [UUID: AsyncStream<SignedInSession?>.Continuation] = [:]
 
     init(store: any TokenStore, refresher: @escaping Refresher) {
@@ -73,12 +76,24 @@ actor SessionManager {
         return tokens?.accessToken
     }
 
+    /// The access token to sign a request with, and the session it is of (for `refreshed`).
+    func signingToken() async -> (token: String, session: Int)? {
+        await loadIfNeeded()
+        return tokens.map { ($0.accessToken, session) }
+    }
+
     func refreshToken() async -> String? {
         await loadIfNeeded()
         return tokens?.refreshToken
     }
 
     func signedIn(_ new: StoredTokens) async throws {
+        session += 1
+        try await took(new)
+    }
+
+    /// `new` as the session's tokens: a sign-in's, or a refresh's of the same session.
+    private func took(_ new: StoredTokens) async throws {
         loaded = true
         refreshing = nil
         tokens = new
@@ -87,6 +102,7 @@ actor SessionManager {
     }
 
     func signedOut() async {
+        session += 1
         loaded = true
         refreshing = nil
         let wasSignedIn = tokens != nil
@@ -100,9 +116,11 @@ actor SessionManager {
     /// refreshed meanwhile, the one being fetched if a refresh is under way, else a new refresh.
     /// Nil when the session was replaced by another sign-in before the refresh ended: the request
     /// belonged to the session that ended.
-    func refreshed(replacing expired: String) async throws -> String? {
+    func refreshed(replacing expired: String, of signedSession: Int? = nil) async throws -> String? {
         await loadIfNeeded()
         guard let tokens else { throw FoodBackendError.notSignedIn }
+        // Signed in another session since: its token is not for this request.
+        if let signedSession, signedSession != session { return nil }
         if let refreshing, refreshing.from == tokens.refreshToken {
             return try await refreshing.task.value
         }
@@ -124,7 +142,7 @@ actor SessionManager {
                 if tokens == nil { throw FoodBackendError.notSignedIn }
                 return nil
             }
-            try await signedIn(new)
+            try await took(new)
             return new.accessToken
         } catch let error as FoodBackendError where error.status == 401 || error.status == 403 {
             // The refresh token is spent, reused, or its session or account ended: sign out, once.

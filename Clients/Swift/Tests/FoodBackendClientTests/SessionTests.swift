@@ -134,12 +134,12 @@ import Testing
     }
 
     /// A server whose refresh answers late, so that the app signs out or in while it runs.
-    static func slowRefreshServer(_ seen: Seen, refreshed: String, signedIn: String) async throws -> TestServer {
+    static func slowRefreshServer(_ seen: Seen, refreshed: String, signedIn: String, answerRefresh: Gate) async throws -> TestServer {
         try await TestServer { request in
             switch request.path {
             case "/v1/auth/token/refresh":
                 seen.add("refresh")
-                try? await Task.sleep(for: .milliseconds(400))
+                await answerRefresh.wait()
                 return .json(Self.session(refreshed, "refresh-2"))
             case "/v1/auth/login":
                 return .json(Self.signIn(signedIn, "refresh-b"))
@@ -155,12 +155,14 @@ import Testing
 
     @Test func aRefreshThatEndsAfterASignOutIsDropped() async throws {
         let seen = Seen()
-        let server = try await Self.slowRefreshServer(seen, refreshed: testToken("refreshed"), signedIn: testToken("b"))
+        let answerRefresh = Gate()
+        let server = try await Self.slowRefreshServer(seen, refreshed: testToken("refreshed"), signedIn: testToken("b"), answerRefresh: answerRefresh)
         let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: "refresh-1"))
         let backend = FoodBackend(baseURL: server.url, tokenStore: store)
         let call = Task { try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } }
         while seen.count("refresh") == 0 { try await Task.sleep(for: .milliseconds(10)) }
         await backend.signOut()
+        answerRefresh.open()
         do {
             _ = try await call.value
             Issue.record("the call went on after the sign-out")
@@ -175,12 +177,14 @@ import Testing
     @Test func aRefreshThatEndsAfterANewSignInIsDropped() async throws {
         let seen = Seen()
         let signedIn = testToken("b")
-        let server = try await Self.slowRefreshServer(seen, refreshed: testToken("refreshed"), signedIn: signedIn)
+        let answerRefresh = Gate()
+        let server = try await Self.slowRefreshServer(seen, refreshed: testToken("refreshed"), signedIn: signedIn, answerRefresh: answerRefresh)
         let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: "refresh-1"))
         let backend = FoodBackend(baseURL: server.url, tokenStore: store)
         let call = Task { try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } }
         while seen.count("refresh") == 0 { try await Task.sleep(for: .milliseconds(10)) }
         try await backend.signIn(email: "b@example.com", password: "a password")
+        answerRefresh.open()
         // The call was the old session's: it gets its own answer, not the new session's token.
         do {
             _ = try await call.value
@@ -190,6 +194,43 @@ import Testing
         }
         #expect(await backend.currentSession?.sessionID == "b")
         #expect(await store.load() == StoredTokens(accessToken: signedIn, refreshToken: "refresh-b"))
+        try await server.shutdown()
+    }
+
+    /// A request of one session is told its token expired after another session signed in: it is
+    /// not sent again with the new session's token (a meal would be made in the other account).
+    @Test func aRequestOfASessionThatEndedIsNotSentWithTheNextOnesToken() async throws {
+        let seen = Seen()
+        let old = testToken("old")
+        let signedIn = testToken("b")
+        let answerOld = Gate()
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/auth/login":
+                return .json(Self.signIn(signedIn, "refresh-b"))
+            case "/v1/notifications/unread-count":
+                seen.add("unread", request.bearer ?? "none")
+                guard request.bearer == old else { return Self.unread }
+                await answerOld.wait()
+                return .problem(.unauthorized, "token_expired")
+            default:
+                seen.add("other", request.path)
+                return .problem(.notFound, "not_found")
+            }
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: old, refreshToken: "refresh-1")))
+        let call = Task { try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } }
+        while seen.count("unread") == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try await backend.signIn(email: "b@example.com", password: "a password")
+        answerOld.open()
+        do {
+            _ = try await call.value
+            Issue.record("the old session's call went on as the new session")
+        } catch let error as FoodBackendError {
+            #expect(error.code == .tokenExpired)
+        }
+        #expect(seen.all("unread") == [old])
+        #expect(seen.all("other").isEmpty, "no refresh of either session")
         try await server.shutdown()
     }
 

@@ -136,3 +136,19 @@ final class Seen: @unchecked Sendable {
 
     func count(_ key: String) -> Int { all(key).count }
 }
+
+/// Holds a test server's handler until the test opens it: an answer that comes exactly when the
+/// test says, not after a sleep that a busy machine may outlast.
+final class Gate: Sendable {
+    private let stream: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+
+    init() {
+        (stream, continuation) = AsyncStream.makeStream(of: Void.self)
+    }
+
+    func open() { continuation.finish() }
+
+    /// Returns once the gate is open. One waiter at a time.
+    func wait() async { for await _ in stream {} }
+}
