@@ -115,6 +115,32 @@ import TestSupport
         #expect(try await redis.eval("return ARGV[1] .. KEYS[1]", keys: ["k"], arguments: ["v"]).string == "vk")
     }
 
+    /// The server falls silent with the connection open (its host gone, a partition): the
+    /// subscriber's pings go unanswered, it leaves the connection and subscribes again once the
+    /// server answers, so its listeners hear of the gap instead of waiting on a dead connection.
+    @Test(.timeLimit(.minutes(1))) func aServerThatFallsSilentIsLeftAndSubscribedAgain() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        var config = server.configuration
+        config.commandTimeout = .milliseconds(500)
+        let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
+        let subscriber = RedisSubscriber(configuration: config, logger: TestEnvironment.logger, pingInterval: .milliseconds(200))
+        let runner = Task { try await subscriber.run() }
+        defer { runner.cancel(); Task { await redis.close() } }
+        let confirmations = Confirmations()
+        let messages = subscriber.psubscribe("room:*") { _ = confirmations.count.add(1, ordering: .relaxed) }
+        try await waitUntil { confirmations.count.load(ordering: .relaxed) == 1 }
+        server.pause()
+        // Several times what the subscriber takes to give the connection up.
+        try await Task.sleep(for: .seconds(3))
+        server.resume()
+        try await waitUntil(.seconds(20)) { confirmations.count.load(ordering: .relaxed) == 2 }
+        try await waitUntil { try await redis.publish("room:a", "after") > 0 }
+        var reader = messages.makeAsyncIterator()
+        #expect(await reader.next()?.text == "after")
+        try await server.stop()
+    }
+
     @Test func recoversAfterTheServerRestartsMidTest() async throws {
         let server = try RedisServer()
         try await server.start()

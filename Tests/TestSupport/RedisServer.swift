@@ -85,6 +85,12 @@ public final class RedisServer: @unchecked Sendable {
         throw RedisError.unavailable("test redis-server on port \(port) did not start (port in use?)")
     }
 
+    /// Stops the server without closing anything (SIGSTOP), as a host gone or a partition looks to
+    /// its clients: connections stay open and nothing comes down them, until `resume`.
+    public func pause() { process?.signal(SIGSTOP) }
+
+    public func resume() { process?.signal(SIGCONT) }
+
     /// Kills the server as a crash would (SIGKILL) and waits until the port is closed.
     public func stop() async throws {
         guard let process else { return }

@@ -15,6 +15,12 @@ public struct RedisMessage: Sendable, Equatable {
 /// The dedicated pub/sub connection. It keeps the set of subscribed channels and patterns and,
 /// whenever the connection is lost, reconnects with backoff and subscribes to all of them again, so subscribers
 /// only see a gap, never a dead stream. Run it as a `Service`.
+///
+/// A subscriber only reads, so a server that vanished without closing the connection (its host
+/// down, a partition, a failover that moved the primary) would leave it waiting on a connection
+/// nothing comes down, for the kernel's keepalive hours. So it sends `PING` every `pingInterval`
+/// and, when no `pong` came back within that and the command timeout, closes the connection and
+/// reconnects: its listeners then hear of the gap (`onSubscribed`).
 public final class RedisSubscriber: Service, Sendable {
     private struct Listener: Sendable {
         var id: Int
@@ -29,17 +35,25 @@ public final class RedisSubscriber: Service, Sendable {
         var patternListeners: [String: [Listener]] = [:]
         var connection: RedisConnection?
         var nextID = 0
+        /// When the server last answered a `PING` (or the connection was made).
+        var lastPong = ContinuousClock.now
     }
 
     private let configuration: RedisConfiguration
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
     private let state = Mutex(State())
+    /// How often the connection is checked with `PING`.
+    let pingInterval: Duration
 
-    public init(configuration: RedisConfiguration, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger) {
+    public init(
+        configuration: RedisConfiguration, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
+        pingInterval: Duration = .seconds(5)
+    ) {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
+        self.pingInterval = pingInterval
     }
 
     /// Messages on `channel` from now on, until the stream is dropped.
@@ -122,6 +136,8 @@ public final class RedisSubscriber: Service, Sendable {
             for listener in listeners {
                 listener.continuation.yield(RedisMessage(channel: channel, payload: payload))
             }
+        case "pong":
+            state.withLock { $0.lastPong = .now }
         case "subscribe", "psubscribe":
             guard parts.count == 3, let name = parts[1].string else { return }
             let listeners = state.withLock { kind == "subscribe" ? $0.listeners[name] ?? [] : $0.patternListeners[name] ?? [] }
@@ -140,6 +156,7 @@ public final class RedisSubscriber: Service, Sendable {
                 }
                 let channels = state.withLock { state in
                     state.connection = connection
+                    state.lastPong = .now
                     for channel in state.listeners.keys { connection.write(["SUBSCRIBE", RedisArgument(channel)]) }
                     for pattern in state.patternListeners.keys { connection.write(["PSUBSCRIBE", RedisArgument(pattern)]) }
                     return state.listeners.count + state.patternListeners.count
@@ -148,7 +165,12 @@ public final class RedisSubscriber: Service, Sendable {
                 let connectedAt = ContinuousClock.now
                 try await cancelWhenGracefulShutdown {
                     try await withTaskCancellationHandler {
-                        try await connection.channel.closeFuture.get()
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            group.addTask { try await connection.channel.closeFuture.get() }
+                            group.addTask { try await self.checkAlive(connection) }
+                            _ = try await group.next()
+                            group.cancelAll()
+                        }
                     } onCancel: {
                         connection.close()
                     }
@@ -178,6 +200,21 @@ public final class RedisSubscriber: Service, Sendable {
             return state.listeners.values.flatMap { $0 } + state.patternListeners.values.flatMap { $0 }
         }
         for listener in listeners { listener.continuation.finish() }
+    }
+
+    /// Pings the connection every `pingInterval` and closes it once the server has not answered
+    /// for that and the command timeout: the reconnection that follows subscribes anew.
+    private func checkAlive(_ connection: RedisConnection) async throws {
+        while true {
+            try await Task.sleep(for: pingInterval)
+            let silent = ContinuousClock.now - state.withLock { $0.lastPong }
+            if silent > pingInterval + .nanoseconds(configuration.commandTimeout.nanoseconds) {
+                logger.warning("redis subscriber connection silent; reconnecting", metadata: ["silent": "\(silent)"])
+                connection.close()
+                return
+            }
+            connection.write(["PING"])
+        }
     }
 
     /// A backoff that a graceful shutdown cuts short: a process whose Redis is away stops at once.
