@@ -390,6 +390,24 @@ struct LiveGateway: Sendable {
         }
     }
 
+    /// A stream whose slot lapsed (it could not write for three beats) and was taken by another
+    /// stream ends at its next beat instead of taking the slot back, past the user's limit.
+    @Test func aStreamWhoseSlotWasTakenEnds() async throws {
+        try await Self.withLiveGateway(heartbeat: .seconds(1), maxPerUser: 1) { gateway in
+            let person = try await gateway.person()
+            let stream = try await gateway.open(person)
+            defer { stream.close() }
+            let key = RedisArgument(StreamSlots.key(for: person.id))
+            let held = try #require(try await gateway.redis.send("ZRANGE", key, "0", "-1").array?.first?.string)
+            // As a claim does with a lapsed slot: removed, and another stream's in its place.
+            _ = try await gateway.redis.send("ZREM", key, RedisArgument(held))
+            _ = try await gateway.redis.send("ZADD", key, RedisArgument(String(Int(Date().timeIntervalSince1970 * 1000))), "another-stream")
+            try await stream.waitUntilEnded()
+            let slots = try await gateway.redis.send("ZRANGE", key, "0", "-1").array?.compactMap(\.string)
+            #expect(slots == ["another-stream"])
+        }
+    }
+
     @Test func heartbeatsKeepTheStreamAlive() async throws {
         try await Self.withLiveGateway(heartbeat: .seconds(1)) { gateway in
             let person = try await gateway.person()
@@ -472,6 +490,30 @@ struct LiveGateway: Sendable {
             let received = try await stream.events(count: 2, within: .seconds(30))
             #expect(received.last?.id == added)
             #expect(received.last?.json["notification_id"] as? String == missed.uuidString.lowercased())
+            // And the subscription carries new events again.
+            let (next, _) = try await gateway.notify(person.id)
+            #expect(try await stream.events(count: 3, within: .seconds(30)).last?.id == next.description)
+            #expect(!stream.ended)
+        }
+        try await server.stop()
+    }
+
+    /// Redis restarts without its data under an open stream: what was published meanwhile (and
+    /// not heard) is gone with the user's live stream, so the client is told to reset, not left
+    /// believing it missed nothing.
+    @Test func anOpenStreamWhoseBacklogRedisLostIsToldToReset() async throws {
+        let server = try RedisServer(extraArguments: ["--appendonly", "no"])
+        try await server.start()
+        try await Self.withLiveGateway(redis: server.configuration) { gateway in
+            let person = try await gateway.person()
+            let stream = try await gateway.open(person)
+            defer { stream.close() }
+            let (first, _) = try await gateway.notify(person.id)
+            #expect(try await stream.events(count: 1).map(\.id) == [first.description])
+            try await server.stop()
+            try await server.start()
+            let received = try await stream.events(count: 2, within: .seconds(30))
+            #expect(received.last?.event == "reset", "\(received.map { $0.event ?? "" })")
             // And the subscription carries new events again.
             let (next, _) = try await gateway.notify(person.id)
             #expect(try await stream.events(count: 3, within: .seconds(30)).last?.id == next.description)

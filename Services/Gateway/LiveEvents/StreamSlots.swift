@@ -23,9 +23,13 @@ struct StreamSlots: Sendable {
         return reply.int == 1
     }
 
-    /// The stream's heartbeat: still open. Best effort: a missed beat or two is harmless.
-    func touch(user: UUID, stream: String) async {
-        _ = try? await redis.eval(Self.touchScript, keys: [Self.key(for: user)], arguments: [RedisArgument(stream), RedisArgument(staleAfter)])
+    /// The stream's heartbeat: still open. False when its slot is no longer its own (it lapsed and
+    /// another stream took it): the stream ends rather than take the slot back past the user's
+    /// limit. Best effort otherwise: a missed beat or two (Redis away) is harmless.
+    func touch(user: UUID, stream: String) async -> Bool {
+        guard let reply = try? await redis.eval(Self.touchScript, keys: [Self.key(for: user)], arguments: [RedisArgument(stream), RedisArgument(staleAfter)])
+        else { return true }
+        return reply.int != 0
     }
 
     func release(user: UUID, stream: String) async {
@@ -42,10 +46,12 @@ struct StreamSlots: Sendable {
         return 1
         """
 
+    /// Renews the stream's beat only while it holds its slot (`XX`): 0 when it does not.
     static let touchScript = """
         local time = redis.call('TIME')
         local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-        redis.call('ZADD', KEYS[1], string.format('%.0f', now), ARGV[1])
+        if redis.call('ZSCORE', KEYS[1], ARGV[1]) == false then return 0 end
+        redis.call('ZADD', KEYS[1], 'XX', string.format('%.0f', now), ARGV[1])
         redis.call('PEXPIRE', KEYS[1], ARGV[2])
         return 1
         """

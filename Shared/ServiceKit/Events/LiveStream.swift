@@ -11,10 +11,12 @@ import ServiceKitRedis
 /// window for reconnecting, not a history (the durable one is the `events` stream).
 ///
 /// Each entry also names the entry before it (`prev`), or for the first entry of a stream begun
-/// afresh the retention horizon of that moment. A reader resuming after an id compares that with the
+/// afresh the retention horizon of that moment, written with the largest sequence (no entry has it)
+/// so that it says the stream began there. A reader resuming after an id compares that with the
 /// first entry it finds after the id: if the entry before that one is later than the id, something
 /// in between was trimmed, and the reader must start over (`Resumption.reset`) rather than
-/// silently miss it.
+/// silently miss it. So must a reader whose id the stream gave before it began afresh or vanished:
+/// Redis lost it (a restart without its data), and what followed the id may be lost with it.
 public enum LiveStream {
     /// `MAXLEN ~` of each user's stream.
     public static let maxLength = 200
@@ -67,7 +69,7 @@ public enum LiveStream {
         local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
         local horizon = string.format('%.0f', now - tonumber(ARGV[5])) .. '-0'
         local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-        local prev = horizon
+        local prev = string.format('%.0f', now - tonumber(ARGV[5])) .. '-18446744073709551615'
         if #newest > 0 then prev = newest[1][1] end
         local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*', 'type', ARGV[2], 'prev', prev, 'envelope', ARGV[3])
         redis.call('XTRIM', KEYS[1], 'MINID', horizon)
@@ -144,19 +146,25 @@ public enum LiveStream {
         /// do. Trimming takes the oldest entries and never the newest, so what the reader missed is
         /// all here unless the entry before the first one here is later than `after`.
         public func resumption(after: StreamID) -> Resumption {
+            // An id a reader was given as the end of a stream with no entries (`end`), not one of
+            // the stream's own: it missed nothing that was there before.
+            let givenAsEnd = after.sequence == .max
             if let last {
                 // An id this stream never gave.
                 if after > last { return .reset }
-            } else if after.milliseconds > serverTime {
-                return .reset
+            } else {
+                // The stream is gone. One nobody wrote to expires a whole retention after its last
+                // entry, so an entry's id within the retention means Redis lost the stream: what
+                // came after that id may be lost with it.
+                guard givenAsEnd, after.milliseconds <= serverTime, after.milliseconds + LiveStream.retentionMilliseconds >= serverTime else { return .reset }
+                return .replay([])
             }
-            guard let first = entries.first else {
-                // Nothing after it. A stream that is gone expired a whole retention after its last
-                // entry: an id within the retention had nothing after it either.
-                if last != nil || after.milliseconds + LiveStream.retentionMilliseconds >= serverTime { return .replay([]) }
-                return .reset
+            guard let first = entries.first else { return .replay([]) }
+            if let previous = first.previous {
+                if previous > after { return .reset }
+                // The stream began afresh after an entry the reader had: lost with the old stream.
+                if previous.sequence == .max, !givenAsEnd { return .reset }
             }
-            if let previous = first.previous, previous > after { return .reset }
             return .replay(entries)
         }
     }
