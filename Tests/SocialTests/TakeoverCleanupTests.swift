@@ -44,6 +44,19 @@ struct LegacyPasswordChanged: EventPayload {
         }
     }
 
+    /// The account is deleted before its takeover's `user.password_changed` is handled (a retry,
+    /// another replica): the late event leaves no blank profile behind for the deleted account.
+    @Test func aTakeoverHandledAfterTheDeletionBringsNothingBack() async throws {
+        try await SocialTestEnvironment.run { env in
+            let maker = try await env.user("Gone Soon")
+            try await env.publish(UserDeleted(userID: maker.id), userID: maker.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(maker.id)'") == 0 }
+            try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.password_changed'") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(maker.id)'") == 0)
+        }
+    }
+
     /// A reset of a proven account (`maker_dropped: false`), a change, and an old `reset` without the
     /// field leave everything; an old `disowned` without it still drops.
     @Test func onlyTheFirstProofDrops() async throws {

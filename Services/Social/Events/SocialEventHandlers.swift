@@ -44,6 +44,9 @@ struct SocialEventHandlers {
         // A profile being made (`ProfileStore.ensure`) holds the account until it commits, and is
         // then found here; one made after finds the tombstone.
         try await connection.holdAccountForDeletion(user, logger: logger)
+        // An account deleted before a late `user.password_changed` came: its rows are gone already,
+        // and the blank profile the takeover leaves must not bring it back.
+        if keepingAccount, try await connection.isDeletedAccount(user, logger: logger) { return }
         try await connection.checkedRun("SELECT 1 FROM profiles WHERE user_id = \(user) FOR UPDATE", logger: logger)
         var followed: [UUID] = []
         for try await id in try await connection.checkedQuery("DELETE FROM follows WHERE follower_id = \(user) RETURNING followee_id", logger: logger).decode(UUID.self) {
