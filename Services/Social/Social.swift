@@ -88,14 +88,22 @@ struct Social: Sendable {
         try await visible(ProfileWithRelationship(target: id, viewer: caller.userID), to: caller, on: connection, logger: logger)
     }
 
+    /// `visibleProfile`, a profile moderators hid included: one the caller may still block, so that
+    /// an account hidden while it followed or asked to follow can be cut off by its target.
+    func blockableProfile(_ id: UUID, by caller: Caller, on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await visible(ProfileWithRelationship(target: id, viewer: caller.userID), to: caller, includingHidden: true, on: connection, logger: logger)
+    }
+
     /// `visibleProfile` found by username (case-insensitively).
     func visibleProfile(username: String, to caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> (ProfileRecord, Relationship) {
         try await visible(ProfileWithRelationshipByUsername(username: username, viewer: caller.userID), to: caller, on: connection, logger: logger)
     }
 
-    private func visible(_ statement: some ProfileAndRelationship, to caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> (ProfileRecord, Relationship) {
+    private func visible(
+        _ statement: some ProfileAndRelationship, to caller: Caller, includingHidden: Bool = false, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (ProfileRecord, Relationship) {
         for try await (profile, relationship) in try await connection.checkedExecute(statement, logger: logger) {
-            if profile.id != caller.userID, !caller.isStaff, profile.hiddenAt != nil || relationship.blockedBy {
+            if profile.id != caller.userID, !caller.isStaff, (profile.hiddenAt != nil && !includingHidden) || relationship.blockedBy {
                 throw APIError.notFound("No such profile.")
             }
             return (profile, relationship)

@@ -153,7 +153,6 @@ import TestSupport
             // Nothing else names the hidden profile either: not the notification of its follow, not
             // an action's answer. Staff still find it in lists.
             #expect(try await env.call(.get, "/v1/notifications", as: viewer).items.isEmpty == true)
-            #expect(try await env.call(.post, "/v1/profiles/\(owner.path)/block", as: viewer).status == .notFound)
             #expect(try await env.call(.delete, "/v1/profiles/\(owner.path)/mute", as: viewer).status == .notFound)
             #expect(try await env.call(.get, "/v1/profiles/\(viewer.path)/following", as: moderator).ids == [owner.path])
             #expect(try await env.profile(owner, as: moderator).status == .ok)
@@ -167,6 +166,31 @@ import TestSupport
             #expect(try await env.profile(owner, as: viewer).status == .ok)
             #expect(try await env.call(.get, "/v1/profiles/by-username/\(username)", as: viewer).status == .ok)
             #expect(try await env.call(.get, "/v1/profiles/\(owner.path)/avatar", as: viewer).status == .ok)
+        }
+    }
+
+    /// A profile moderators hid may still follow someone, or have asked to: its target can block
+    /// it (which ends the follow), and going public does not approve its request, which the target
+    /// never saw among their requests.
+    @Test func aHiddenProfileCanBeBlockedAndItsRequestIsNotApproved() async throws {
+        try await SocialTestEnvironment.run { env in
+            let hidden = try await env.user()
+            let followed = try await env.user()
+            let asked = try await env.user()
+            let moderator = try await env.user(roles: [.user, .moderator])
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: asked, json: ["is_private": true]).status == .ok)
+            #expect(try await env.follow(followed, as: hidden).status == .ok)
+            #expect(try await env.follow(asked, as: hidden).status == .ok)
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(hidden.path)/hide", as: moderator).status == .ok)
+            #expect(try await env.profile(hidden, as: followed).status == .notFound)
+            #expect(try await env.call(.post, "/v1/profiles/\(hidden.path)/block", as: followed).status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(hidden.id)'") == 0)
+            #expect(try await env.profile(followed, as: followed).json["followers_count"] as? Int == 0)
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: asked, json: ["is_private": false]).status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(hidden.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM follow_requests WHERE requester_id = '\(hidden.id)'") == 0)
+            // A profile that does not exist is still not found.
+            #expect(try await env.call(.post, "/v1/profiles/\(UUID().uuidString.lowercased())/block", as: followed).status == .notFound)
         }
     }
 

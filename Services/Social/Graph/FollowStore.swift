@@ -168,7 +168,8 @@ struct FollowStore: Sendable {
     }
 
     /// Turns every pending request to `target` into a follow (the profile went public); returns the
-    /// requesters that now follow.
+    /// requesters that now follow. A request from a profile moderators hid is dropped, not approved:
+    /// its owner never saw it among their requests.
     func approveAll(to target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [UUID] {
         let rows = try await connection.checkedQuery(
             """
@@ -176,6 +177,7 @@ struct FollowStore: Sendable {
             INSERT INTO follows (follower_id, followee_id)
             SELECT requester_id, \(target) FROM moved
             WHERE NOT EXISTS (SELECT 1 FROM blocks WHERE (blocker_id, blocked_id) IN ((requester_id, \(target)), (\(target), requester_id)))
+              AND NOT EXISTS (SELECT 1 FROM profiles p WHERE p.user_id = requester_id AND p.hidden_at IS NOT NULL)
             ON CONFLICT DO NOTHING RETURNING follower_id
             """, logger: logger)
         var followers: [UUID] = []

@@ -37,9 +37,10 @@ struct BlockRoutes {
         return try await social.transaction(logger: logger) { connection in
             try await social.lockPair(caller: caller, with: target, on: connection, logger: logger)
             // Someone who blocks the caller does not exist for the caller (404, as for no profile at
-            // all), unless the caller blocked them first: blocking again then changes nothing.
+            // all), unless the caller blocked them first: blocking again then changes nothing. A
+            // profile moderators hid can be blocked: it may follow the caller still.
             if try await !social.blocks.isBlocking(caller.userID, target, on: connection, logger: logger) {
-                _ = try await social.visibleProfile(target, to: caller, on: connection, logger: logger)
+                try await social.blockableProfile(target, by: caller, on: connection, logger: logger)
             }
             if try await social.blocks.block(caller.userID, target, on: connection, logger: logger) {
                 for (follower, followee) in try await social.follows.separate(caller.userID, target, on: connection, logger: logger) {
