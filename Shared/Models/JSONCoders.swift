@@ -64,7 +64,8 @@ package enum RFC3339 {
         let seconds = Int(whole) + 978_307_200  // since 1970-01-01
         let (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
         let (dayNumber, daySecond) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
-        let (year, month, day) = civil(fromDays: dayNumber)
+        let civil = LocalDay(dayNumber: dayNumber)
+        let (year, month, day) = (civil.year, civil.month, civil.day)
         var text = [UInt8]()
         text.reserveCapacity(24)
         func digits(_ value: Int, _ count: Int) {
@@ -80,20 +81,6 @@ package enum RFC3339 {
         digits(daySecond / 3600, 2); text.append(UInt8(ascii: ":")); digits(daySecond / 60 % 60, 2); text.append(UInt8(ascii: ":")); digits(daySecond % 60, 2)
         text.append(UInt8(ascii: ".")); digits(Int(cut), 3); text.append(UInt8(ascii: "Z"))
         return String(decoding: text, as: UTF8.self)
-    }
-
-    /// Year, month and day of the proleptic Gregorian calendar for a count of days since 1970-01-01
-    /// (Howard Hinnant's `civil_from_days`).
-    static func civil(fromDays days: Int) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     /// A date-time as the API's routes take one: RFC 3339's shape (`2026-03-01T07:30:00+01:00`, an

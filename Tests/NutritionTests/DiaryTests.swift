@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTypes
 import Models
-import ServiceKitCore
 import PostgresNIO
 @testable import Nutrition
 @testable import ServiceKitEvents

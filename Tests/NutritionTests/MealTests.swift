@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTypes
 import Models
-import ServiceKitCore
 @testable import Nutrition
 import Testing
 import TestSupport

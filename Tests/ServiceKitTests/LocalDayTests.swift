@@ -1,5 +1,5 @@
 import Foundation
-import ServiceKitCore
+import Models
 import Testing
 
 @Suite struct LocalDayTests {

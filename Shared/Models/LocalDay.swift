@@ -49,8 +49,8 @@ public struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible 
         return String(repeating: "0", count: max(0, 4 - y.count)) + y + "-" + (m.count < 2 ? "0" : "") + m + "-" + (d.count < 2 ? "0" : "") + d
     }
 
-    /// Days since 1970-01-01 (the proleptic Gregorian calendar's civil-days algorithm): day
-    /// arithmetic without building a `Calendar`, which costs more than the rest of a trend.
+    /// Days since 1970-01-01 (the proleptic Gregorian calendar, Howard Hinnant's `days_from_civil`):
+    /// day arithmetic without building a `Calendar`, which costs more than the rest of a trend.
     public var dayNumber: Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
@@ -60,6 +60,7 @@ public struct LocalDay: Sendable, Hashable, Comparable, CustomStringConvertible 
         return era * 146_097 + dayOfEra - 719_468
     }
 
+    /// The day `dayNumber` days after 1970-01-01 (Hinnant's `civil_from_days`).
     public init(dayNumber: Int) {
         let z = dayNumber + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
