@@ -390,8 +390,9 @@ struct LiveGateway: Sendable {
         }
     }
 
-    /// A stream whose slot lapsed (it could not write for three beats) and was taken by another
-    /// stream ends at its next beat instead of taking the slot back, past the user's limit.
+    /// A stream whose slot is gone (Redis lost it, or was away past its lapse) takes it again at
+    /// its next beat while the user has room; one whose slot another stream took, leaving no room,
+    /// ends instead of taking it back past the user's limit.
     @Test func aStreamWhoseSlotWasTakenEnds() async throws {
         try await Self.withLiveGateway(heartbeat: .seconds(1), maxPerUser: 1) { gateway in
             let person = try await gateway.person()
@@ -399,6 +400,9 @@ struct LiveGateway: Sendable {
             defer { stream.close() }
             let key = RedisArgument(StreamSlots.key(for: person.id))
             let held = try #require(try await gateway.redis.send("ZRANGE", key, "0", "-1").array?.first?.string)
+            _ = try await gateway.redis.send("DEL", key)
+            try await waitUntil(.seconds(10)) { try await gateway.redis.send("ZRANGE", key, "0", "-1").array?.compactMap(\.string) == [held] }
+            #expect(!stream.ended)
             // As a claim does with a lapsed slot: removed, and another stream's in its place.
             _ = try await gateway.redis.send("ZREM", key, RedisArgument(held))
             _ = try await gateway.redis.send("ZADD", key, RedisArgument(String(Int(Date().timeIntervalSince1970 * 1000))), "another-stream")
@@ -504,7 +508,7 @@ struct LiveGateway: Sendable {
     @Test func anOpenStreamWhoseBacklogRedisLostIsToldToReset() async throws {
         let server = try RedisServer(extraArguments: ["--appendonly", "no"])
         try await server.start()
-        try await Self.withLiveGateway(redis: server.configuration) { gateway in
+        try await Self.withLiveGateway(heartbeat: .seconds(1), redis: server.configuration) { gateway in
             let person = try await gateway.person()
             let stream = try await gateway.open(person)
             defer { stream.close() }
@@ -517,6 +521,8 @@ struct LiveGateway: Sendable {
             // And the subscription carries new events again.
             let (next, _) = try await gateway.notify(person.id)
             #expect(try await stream.events(count: 3, within: .seconds(30)).last?.id == next.description)
+            // Its slot, lost with the rest, is taken again at the next beats: the stream goes on.
+            try await Task.sleep(for: .seconds(3))
             #expect(!stream.ended)
         }
         try await server.stop()

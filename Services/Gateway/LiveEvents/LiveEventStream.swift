@@ -64,19 +64,19 @@ extension LiveEvents {
                         try await writer.write(SSEFrame.ping)
                         // Only once the ping is written: a client that stopped reading (a phone that
                         // changed networks) stops renewing its slot, which lapses after three beats.
-                        // A slot that lapsed and was taken by another stream is not taken back.
+                        // A slot that lapsed is taken again, unless other streams took the room.
                         guard await slots.touch(user: user, stream: slot) else { break reading }
                     case .resync:
                         // Whatever the subscription missed is in the live stream. If Redis cannot be
                         // read, the stream ends and the client resumes from `position`.
-                        let backlog = try await LiveStream.read(for: user, after: position, matching: LiveEventNames.ending, redis: redis)
+                        let backlog = try await LiveStream.read(for: user, after: position, redis: redis)
                         switch backlog.resumption(after: position) {
                         case .replay(let entries):
                             guard try await send(entries, session: holder.sessionID, position: &position, writer: &writer) else { break reading }
                         case .reset:
                             // What was missed is gone from the stream; an ending among what is left
                             // still ends this one, as at its opening.
-                            let ended = backlog.matching.contains { $0.id > position && LiveEnding(type: $0.type, envelope: $0.envelope)?.ends(session: holder.sessionID) == true }
+                            let ended = backlog.entries.contains { LiveEnding(type: $0.type, envelope: $0.envelope)?.ends(session: holder.sessionID) == true }
                             if ended { break reading }
                             position = backlog.end
                             try await writer.write(SSEFrame.reset(at: position))

@@ -23,11 +23,14 @@ struct StreamSlots: Sendable {
         return reply.int == 1
     }
 
-    /// The stream's heartbeat: still open. False when its slot is no longer its own (it lapsed and
-    /// another stream took it): the stream ends rather than take the slot back past the user's
-    /// limit. Best effort otherwise: a missed beat or two (Redis away) is harmless.
+    /// The stream's heartbeat: still open. A slot that is gone (it lapsed, Redis lost it or was
+    /// away) is taken again while the user has room; false when they have none (another stream took
+    /// it): the stream ends rather than take it back past the user's limit. Best effort otherwise:
+    /// a missed beat or two (Redis away) is harmless.
     func touch(user: UUID, stream: String) async -> Bool {
-        guard let reply = try? await redis.eval(Self.touchScript, keys: [Self.key(for: user)], arguments: [RedisArgument(stream), RedisArgument(staleAfter)])
+        guard
+            let reply = try? await redis.eval(
+                Self.touchScript, keys: [Self.key(for: user)], arguments: [RedisArgument(stream), RedisArgument(staleAfter), RedisArgument(maxPerUser)])
         else { return true }
         return reply.int != 0
     }
@@ -46,12 +49,16 @@ struct StreamSlots: Sendable {
         return 1
         """
 
-    /// Renews the stream's beat only while it holds its slot (`XX`): 0 when it does not.
+    /// Renews the stream's beat; a slot no longer held is claimed again as `claimScript` does: 0
+    /// when the user has no room for it.
     static let touchScript = """
         local time = redis.call('TIME')
         local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-        if redis.call('ZSCORE', KEYS[1], ARGV[1]) == false then return 0 end
-        redis.call('ZADD', KEYS[1], 'XX', string.format('%.0f', now), ARGV[1])
+        if redis.call('ZSCORE', KEYS[1], ARGV[1]) == false then
+            redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now - tonumber(ARGV[2])))
+            if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+        end
+        redis.call('ZADD', KEYS[1], string.format('%.0f', now), ARGV[1])
         redis.call('PEXPIRE', KEYS[1], ARGV[2])
         return 1
         """
