@@ -141,6 +141,28 @@ import TestSupport
         try await server.stop()
     }
 
+    /// A subscriber with nothing subscribed is answered `+PONG`, not the subscribed form: it is
+    /// alive all the same, and keeps its connection.
+    @Test(.timeLimit(.minutes(1))) func aSubscriberWithNoListenerKeepsItsConnection() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        var config = server.configuration
+        config.commandTimeout = .milliseconds(300)
+        let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
+        let subscriber = RedisSubscriber(configuration: config, logger: TestEnvironment.logger, pingInterval: .milliseconds(100))
+        let runner = Task { try await subscriber.run() }
+        defer { runner.cancel(); Task { await redis.close() } }
+        func connectionsReceived() async throws -> Int? {
+            let info = try await redis.send("INFO", "stats").string ?? ""
+            return info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("total_connections_received:") }.flatMap { Int($0.split(separator: ":")[1]) }
+        }
+        try await waitUntil { try await redis.send("CLIENT", "LIST").string?.contains("cmd=ping") == true }
+        let before = try await connectionsReceived()
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await connectionsReceived() == before, "the subscriber reconnected")
+        try await server.stop()
+    }
+
     @Test func recoversAfterTheServerRestartsMidTest() async throws {
         let server = try RedisServer()
         try await server.start()

@@ -122,6 +122,11 @@ public final class RedisSubscriber: Service, Sendable {
     /// Everything a subscriber connection receives: `message` (channel, payload), `pmessage`
     /// (pattern, channel, payload), and the confirmations of `subscribe` and `psubscribe`.
     private func push(_ value: RESPValue) {
+        // `PING` on a connection that holds no subscription (every listener gone) is answered `+PONG`.
+        if case .simpleString("PONG") = value {
+            state.withLock { $0.lastPong = .now }
+            return
+        }
         guard let parts = value.array, let kind = parts.first?.string else { return }
         switch kind {
         case "message":
