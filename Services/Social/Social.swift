@@ -88,10 +88,16 @@ struct Social: Sendable {
         try await visible(ProfileWithRelationship(target: id, viewer: caller.userID), to: caller, on: connection, logger: logger)
     }
 
-    /// `visibleProfile`, a profile moderators hid included: one the caller may still block, so that
-    /// an account hidden while it followed or asked to follow can be cut off by its target.
+    /// `visibleProfile`, or a profile moderators hid that follows the caller or asked to: one the
+    /// caller may still block, so that an account hidden while it followed them can be cut off. Any
+    /// other hidden profile stays not found, as everywhere.
     func blockableProfile(_ id: UUID, by caller: Caller, on connection: PostgresConnection, logger: Logger) async throws {
-        _ = try await visible(ProfileWithRelationship(target: id, viewer: caller.userID), to: caller, includingHidden: true, on: connection, logger: logger)
+        let (profile, relationship) = try await visible(
+            ProfileWithRelationship(target: id, viewer: caller.userID), to: caller, includingHidden: true, on: connection, logger: logger)
+        guard profile.hiddenAt != nil, !caller.isStaff, profile.id != caller.userID, !relationship.followedBy else { return }
+        let asked = try await connection.returnsRow(
+            "SELECT 1 FROM follow_requests WHERE requester_id = \(id) AND target_id = \(caller.userID)", logger: logger)
+        guard asked else { throw APIError.notFound("No such profile.") }
     }
 
     /// `visibleProfile` found by username (case-insensitively).

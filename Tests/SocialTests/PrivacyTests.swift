@@ -189,8 +189,10 @@ import TestSupport
             #expect(try await env.call(.patch, "/v1/profiles/me", as: asked, json: ["is_private": false]).status == .ok)
             #expect(try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(hidden.id)'") == 0)
             #expect(try await env.count("SELECT count(*) FROM follow_requests WHERE requester_id = '\(hidden.id)'") == 0)
-            // A profile that does not exist is still not found.
+            // A profile that does not exist is still not found, and so is a hidden one that neither
+            // follows the caller nor asked to.
             #expect(try await env.call(.post, "/v1/profiles/\(UUID().uuidString.lowercased())/block", as: followed).status == .notFound)
+            #expect(try await env.call(.post, "/v1/profiles/\(hidden.path)/block", as: try await env.user()).status == .notFound)
         }
     }
 
