@@ -549,6 +549,35 @@ import TestSupport
         }
     }
 
+    /// One user holds at most their share of the call slots: another of theirs is refused at once,
+    /// while someone else's goes ahead.
+    @Test func oneUserHoldsAtMostTheirShareOfTheCalls() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("gemini", standIn, ["ANALYZER_CONCURRENCY_PER_USER": "1", "ANALYZER_TIMEOUT_MS": "30000"])) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 10)
+            let user = try await env.user()
+            let other = try await env.user()
+            let release = VisionStandIn.Gate()
+            standIn.next(.held(release, then: VisionStandIn.plate))
+            let (body, form) = Photos.form(photo: try Photos.fixture("meals/plate.heic"))
+            let headers = [("Authorization", "Bearer \(user.token)"), ("Content-Type", form[.contentType]!)]
+            let port = try #require(env.client.port)
+            let first = Task { try await ConcurrentClient.send(port: port, "POST", "/v1/meals/analyze", headers: headers, body: body) }
+            try await waitUntil(.seconds(10)) { standIn.received.count == 1 }
+            let second = try await ConcurrentClient.send(port: port, "POST", "/v1/meals/analyze", headers: headers, body: body)
+            #expect(second.status == 429 && second.json["code"] as? String == "too_many_analyses", "\(String(buffer: second.body))")
+            #expect(second.headers.first(name: "Retry-After") == "1")
+            #expect(try await Self.analyze(env, other).status == .created, "another user's analysis goes ahead")
+            release.open()
+            #expect(try await first.value.status == 201)
+            #expect(try await Self.analyze(env, user).status == .created, "their share free again")
+            // The refused one took no call and no count.
+            #expect(standIn.received.count == 3)
+            #expect(try await env.count("SELECT analyses FROM meal_analysis_days WHERE user_id = '\(user.id)'") == 2)
+        }
+    }
+
     @Test func atMostTheConcurrencyAtOnce() async throws {
         let standIn = try await VisionStandIn.start()
         defer { standIn.stop() }

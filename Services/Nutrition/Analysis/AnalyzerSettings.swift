@@ -39,6 +39,9 @@ struct AnalyzerSettings: Sendable {
     var timeout: Duration
     /// Calls to the model at once in this process (`ANALYZER_CONCURRENCY`, 8); beyond, `503` at once.
     var concurrency: Int
+    /// Calls one user's analyses make at once in this process (`ANALYZER_CONCURRENCY_PER_USER`, 2):
+    /// one account cannot take every call slot from the others.
+    var concurrencyPerUser: Int
     /// The most tokens one answer may take, a thinking model's thoughts included
     /// (`ANALYZER_MAX_OUTPUT_TOKENS`, 8192): what bounds a call's cost, whatever the hint asks for.
     /// Thirty items of the schema take some two thousand.
@@ -57,6 +60,7 @@ struct AnalyzerSettings: Sendable {
         if provider != nil, env.url("ANALYZER_URL", default: url, schemes: ["http", "https"]) == nil { url = "" }
         timeout = env.milliseconds("ANALYZER_TIMEOUT_MS", default: 20_000, range: 100...300_000)
         concurrency = env.int("ANALYZER_CONCURRENCY", default: 8, range: 1...1_024)
+        concurrencyPerUser = env.int("ANALYZER_CONCURRENCY_PER_USER", default: 2, range: 1...1_024)
         maxOutputTokens = env.int("ANALYZER_MAX_OUTPUT_TOKENS", default: 8_192, range: 1_024...65_536)
         if provider == .gemini, apiKey == nil { env.report("ANALYZER_API_KEY: is required when ANALYZER_PROVIDER=gemini") }
     }

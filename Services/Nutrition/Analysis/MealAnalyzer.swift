@@ -5,18 +5,25 @@ import ServiceKit
 import Synchronization
 
 /// The configured vision model with what guards its calls: at most `concurrency` at once in this
-/// process (one more is `503 analyzer_busy` at once, not a queue that grows), each bounded by the
-/// timeout, and an answer the schema does not allow asked for once more before giving up.
+/// process (one more is `503 analyzer_busy` at once, not a queue that grows), at most
+/// `concurrencyPerUser` of them one user's (`429 too_many_analyses`), each bounded by the timeout,
+/// and an answer the schema does not allow asked for once more before giving up.
 final class MealAnalyzer: Sendable {
     let model: any VisionModel
     let timeout: Duration
     let concurrency: Int
-    private let running = Mutex(0)
+    let concurrencyPerUser: Int
+    private struct Running {
+        var total = 0
+        var byUser: [UUID: Int] = [:]
+    }
+    private let running = Mutex(Running())
 
-    init(model: any VisionModel, timeout: Duration, concurrency: Int) {
+    init(model: any VisionModel, timeout: Duration, concurrency: Int, concurrencyPerUser: Int = 2) {
         self.model = model
         self.timeout = timeout
         self.concurrency = concurrency
+        self.concurrencyPerUser = concurrencyPerUser
     }
 
     /// The analyzer `settings` name, or nil when none is.
@@ -29,7 +36,7 @@ final class MealAnalyzer: Sendable {
         case .openai:
             model = OpenAIModel(http: http, base: settings.url, model: settings.model, apiKey: settings.apiKey, maxOutputTokens: settings.maxOutputTokens)
         }
-        return MealAnalyzer(model: model, timeout: settings.timeout, concurrency: settings.concurrency)
+        return MealAnalyzer(model: model, timeout: settings.timeout, concurrency: settings.concurrency, concurrencyPerUser: settings.concurrencyPerUser)
     }
 
     static let notConfigured = APIError(
@@ -40,15 +47,28 @@ final class MealAnalyzer: Sendable {
         .serviceUnavailable, code: "analyzer_busy", detail: "The server is analysing as many photos as it can right now; try again in a moment.",
         headers: [.retryAfter: "1"])
 
-    /// `work` holding one of the call slots, or `503 analyzer_busy` at once when none is free.
-    func withSlot<Result>(_ work: () async throws -> Result) async throws -> Result {
-        let taken = running.withLock { running in
-            guard running < concurrency else { return false }
-            running += 1
-            return true
+    static let userBusy = APIError(
+        .tooManyRequests, code: "too_many_analyses", detail: "Your other photos are still being analysed; try again when one is done.",
+        headers: [.retryAfter: "1"])
+
+    /// `work` holding one of the call slots for `user`, or at once `503 analyzer_busy` when none is
+    /// free, `429 too_many_analyses` when the user holds their share.
+    func withSlot<Result>(for user: UUID, _ work: () async throws -> Result) async throws -> Result {
+        let refusal: APIError? = running.withLock { running in
+            guard running.total < concurrency else { return Self.busy }
+            guard running.byUser[user, default: 0] < concurrencyPerUser else { return Self.userBusy }
+            running.total += 1
+            running.byUser[user, default: 0] += 1
+            return nil
         }
-        guard taken else { throw Self.busy }
-        defer { running.withLock { $0 -= 1 } }
+        if let refusal { throw refusal }
+        defer {
+            running.withLock { running in
+                running.total -= 1
+                let left = running.byUser[user, default: 1] - 1
+                running.byUser[user] = left > 0 ? left : nil
+            }
+        }
         return try await work()
     }
 

@@ -78,7 +78,7 @@ struct AnalyzeRoutes {
         let fields = try Fields(upload.form)
         guard let format = ImageFormat(sniffing: upload.photo.readableBytesView) else { throw MealPhoto.unsupported() }
 
-        return try await analyzer.withSlot { () async throws -> EditedResponse<MealView> in
+        return try await analyzer.withSlot(for: user) { () async throws -> EditedResponse<MealView> in
             try await run(upload: upload, format: format, fields: fields, analyzer: analyzer, user: user, received: received, context: context)
         }
     }

@@ -18611,6 +18611,29 @@ public enum Operations {
                     }
                 }
             }
+            /// codes: too_many_analyses (the user's ANALYZER_CONCURRENCY_PER_USER analyses running; with Retry-After)
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// codes: analysis_failed (the answer did not match the schema, twice; or the provider refused the call itself, a 4xx other than 408 and 429)
             ///
             /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/502`.
