@@ -7,7 +7,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from ports import free_port  # noqa: E402
+from ports import free_ports  # noqa: E402
 import service_table  # noqa: E402
 
 SERVICES = [service.name for service in service_table.load()]
@@ -46,9 +46,11 @@ def main():
     parser.add_argument("--log-dir", required=True)
     args = parser.parse_args()
     admin = f"postgres://postgres@127.0.0.1:{args.pg_port}/foodbackend"
-    ports = {name: free_port() for name in SERVICES + ["gateway"]}
-    # Each process's internal listener (readiness, metrics).
-    admin_ports = {name: free_port() for name in SERVICES + ["gateway"]}
+    names = SERVICES + ["gateway"]
+    # Each process's public port and internal listener (readiness, metrics), chosen at once.
+    chosen = free_ports(*[1] * (2 * len(names)))
+    ports = dict(zip(names, chosen))
+    admin_ports = dict(zip(names, chosen[len(names):]))
     processes, rows = [], []
     try:
         for name in SERVICES:

@@ -20,24 +20,18 @@ export STACK_BUILD=release
 # database connection, which the outage test measures.
 export STACK_ENV="${STACK_ENV:-} SIGNUP_MAX_PER_IP_PER_HOUR=1000000 DATABASE_STATEMENT_TIMEOUT_MS=3000 RATE_LIMITS=/=1000000/60s"
 export STACK_DIR; STACK_DIR=$(mktemp -d /tmp/foodbackend-e2e.XXXXXX)
-export STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT STACK_ADMIN_BASE_PORT
-STACK_PG_PORT=$(free_port); STACK_REDIS_PORT=$(free_port); STACK_SMTP_PORT=$(free_port); STACK_GATEWAY_PORT=$(free_port)
+# The stack's ports, a second PostgreSQL server's and the vision stand-in's, chosen at once.
+stack_ports 2
+read -r STACK_PG2_PORT VISION_PORT <<<"$EXTRA_PORTS"
 # Two PostgreSQL servers, auth and social on the first, the other services on the second: every
 # test passes with the services' databases apart, as a deployment with a server per service has them.
-export STACK_PG_SERVERS=2 STACK_PG2_PORT; STACK_PG2_PORT=$(free_port)
-# The services in services.txt: how many, and how far apart their lowest and highest ports are.
-read -r service_count port_span < <(awk '!/^#/ && NF { n++; if (!lo || $2 < lo) lo = $2; if ($2 > hi) hi = $2 } END { print n, hi - lo + 1 }' services.txt)
-# Consecutive free ports for the services, as scripts/stack places them (below the ephemeral range, as free_port's).
-STACK_SERVICE_BASE_PORT=$(service_base_port "$port_span")
-# The internal listeners' block: the gateway, then every service with up to three processes each.
-STACK_ADMIN_BASE_PORT=$(service_base_port $((1 + 3 * service_count)))
+export STACK_PG_SERVERS=2 STACK_PG2_PORT
 
 # A local App Store issuer: the entitlements service trusts its root, the tests sign with its leaf.
 "$PYTHON" scripts/e2e/appstore.py init "$STACK_DIR/appstore"
 export STACK_ENV="$STACK_ENV APPLE_ROOT_CERTIFICATES=$STACK_DIR/appstore/root.pem APPLE_BUNDLE_ID=com.researchapp.app"
 
 # A local stand-in for a vision model behind the Chat Completions API: photo analysis asks it.
-VISION_PORT=$(free_port)
 "$PYTHON" scripts/e2e/vision.py "$VISION_PORT" &
 VISION_PID=$!
 export STACK_ENV="$STACK_ENV ANALYZER_PROVIDER=openai ANALYZER_URL=http://127.0.0.1:$VISION_PORT/v1 ANALYZER_API_KEY=e2e ANALYZER_MODEL=e2e-vision"

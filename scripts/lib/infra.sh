@@ -175,25 +175,29 @@ ensure_browser() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
 }
 
-# free_port: a free loopback port below the kernel's ephemeral range (scripts/lib/ports.py says why).
-free_port() {
-  "${PYTHON:-python3}" "$(dirname "${BASH_SOURCE[0]}")/ports.py"
+# free_ports SIZE…: the first port of a block of SIZE consecutive free loopback ports per argument,
+# below the kernel's ephemeral range, no two blocks overlapping (scripts/lib/ports.py says why).
+# Every port a script needs is chosen in one call: ports chosen one call at a time may collide.
+free_ports() {
+  "${PYTHON:-python3}" "$(dirname "${BASH_SOURCE[0]}")/ports.py" "$@"
 }
 
-ephemeral_low() { cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768; }
+# free_port: one free port, for a script that needs no other.
+free_port() { free_ports 1; }
 
-# service_base_port COUNT: the first of COUNT consecutive free ports, chosen as free_port chooses.
-service_base_port() {
-  local count=$1 base ok i
-  while :; do
-    base=$(free_port)
-    ok=1
-    for i in $(seq 0 $((count - 1))); do
-      "${PYTHON:-python3}" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',$((base + i))))" 2>/dev/null || ok=0
-    done
-    [ -n "$base" ] || return 1
-    [ $ok = 1 ] && [ $((base + count)) -le "$(ephemeral_low)" ] && { echo "$base"; return; }
-  done
+# stack_ports [EXTRA]: sets and exports the ports scripts/stack reads (PostgreSQL, Redis, SMTP, the
+# gateway, the services' block as services.txt spaces them, and the internal listeners' block: the
+# gateway, then every service with up to three processes each), and sets EXTRA_PORTS to EXTRA more,
+# all chosen at once.
+stack_ports() {
+  local extra=${1:-0} service_count port_span ports i
+  read -r service_count port_span < <(awk '!/^#/ && NF { n++; if (!lo || $2 < lo) lo = $2; if ($2 > hi) hi = $2 } END { print n, hi - lo + 1 }' \
+    "$(dirname "${BASH_SOURCE[0]}")/../../services.txt")
+  local sizes=(1 1 1 1 "$port_span" $((1 + 3 * service_count)))
+  for ((i = 0; i < extra; i++)); do sizes+=(1); done
+  ports=$(free_ports "${sizes[@]}") || return 1
+  read -r STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT STACK_ADMIN_BASE_PORT EXTRA_PORTS <<<"$ports"
+  export STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT STACK_ADMIN_BASE_PORT
 }
 
 # pg_as_postgres CMD…: PostgreSQL refuses to run as root, so run its tools as the postgres user.

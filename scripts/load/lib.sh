@@ -16,11 +16,6 @@ load_stack_up() {
   export STACK_NATIVE=1 STACK_BUILD=release
   export STACK_ENV="${STACK_ENV:-} $LOAD_STACK_ENV"
   export STACK_DIR; STACK_DIR=$(mktemp -d /tmp/foodbackend-load-stack.XXXXXX)
-  export STACK_PG_PORT STACK_REDIS_PORT STACK_SMTP_PORT STACK_GATEWAY_PORT STACK_SERVICE_BASE_PORT STACK_ADMIN_BASE_PORT
-  STACK_PG_PORT=$(free_port); STACK_REDIS_PORT=$(free_port); STACK_SMTP_PORT=$(free_port); STACK_GATEWAY_PORT=$(free_port)
-  local service_count port_span
-  read -r service_count port_span < <(awk '!/^#/ && NF { n++; if (!lo || $2 < lo) lo = $2; if ($2 > hi) hi = $2 } END { print n, hi - lo + 1 }' services.txt)
-  STACK_SERVICE_BASE_PORT=$(service_base_port "$port_span")
-  STACK_ADMIN_BASE_PORT=$(service_base_port $((1 + 3 * service_count)))
+  stack_ports
   scripts/stack up >&2
 }
