@@ -83,6 +83,30 @@ struct Invitations: Sendable {
         try await clients.setMail(mailID, of: clientID, on: connection, logger: logger)
     }
 
+    /// A coach's roster and a client's link follow the roles auth last gave the account. One no longer
+    /// a coach (an admin took the role) keeps no client, each unlinked (`coach_role_removed`), and no
+    /// open invitation, each revoked with its unsent mail. A linked client who now holds `coach` (an
+    /// admin's grant, or the role taken while the acceptance was on its way to auth, which then
+    /// refuses it) leaves their coach (`became_coach`): a coach cannot also be someone's client.
+    func followRoles(of user: UUID, roles: [Role], on connection: PostgresConnection, logger: Logger) async throws {
+        if roles.contains(.coach) {
+            if let linked = try await clients.linked(to: user, forUpdate: true, on: connection, logger: logger) {
+                try await unlink(linked, reason: .becameCoach, on: connection, logger: logger)
+            }
+            return
+        }
+        let rows = try await connection.checkedQuery(
+            "\(unescaped: ClientStore.select) WHERE c.coach_id = \(user) AND c.status IN ('pending', 'accepted') FOR UPDATE OF c", logger: logger)
+        for client in try await ClientStore.decode(rows) {
+            if client.status == .accepted {
+                try await unlink(client, reason: .coachRoleRemoved, on: connection, logger: logger)
+            } else {
+                try await clients.revoke(client.id, on: connection, logger: logger)
+                try await clients.dropUnsentMail(of: client.id, on: connection, logger: logger)
+            }
+        }
+    }
+
     /// Ends the link of an accepted client, announcing it (`client.unlinked`).
     func unlink(_ client: ClientRecord, reason: ClientUnlinked.Reason, hasOtherCoach: Bool = false, forget: Bool = false, on connection: PostgresConnection, logger: Logger) async throws {
         try await clients.leave(client.id, forget: forget, on: connection, logger: logger)

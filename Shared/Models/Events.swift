@@ -153,8 +153,10 @@ public struct ClientRemoved: EventPayload, Equatable {
 }
 
 /// A coach and a client are no longer linked: the client left (`left`), the coach removed the
-/// client (`removed`), the client switched to another coach (`switched`), or either account was
-/// deleted (`coach_deleted`, `client_deleted`). auth takes `client` away unless `hasOtherCoach`.
+/// client (`removed`), the client switched to another coach (`switched`), either account was
+/// deleted (`coach_deleted`, `client_deleted`), the coach no longer holds `coach`
+/// (`coach_role_removed`), or the client took it (`became_coach`). auth takes `client` away unless
+/// `hasOtherCoach`.
 public struct ClientUnlinked: EventPayload, Equatable {
     public static let eventType = "client.unlinked"
     public var coachID: UUID
@@ -165,7 +167,7 @@ public struct ClientUnlinked: EventPayload, Equatable {
     public var rosterEntryID: UUID?
 
     public enum Reason: EventVocabulary {
-        case left, removed, switched, coachDeleted, clientDeleted
+        case left, removed, switched, coachDeleted, clientDeleted, coachRoleRemoved, becameCoach
         /// A reason added after this release.
         case unknown(String)
 
@@ -176,6 +178,8 @@ public struct ClientUnlinked: EventPayload, Equatable {
             case "switched": self = .switched
             case "coach_deleted": self = .coachDeleted
             case "client_deleted": self = .clientDeleted
+            case "coach_role_removed": self = .coachRoleRemoved
+            case "became_coach": self = .becameCoach
             default: self = .unknown(rawValue)
             }
         }
@@ -187,6 +191,8 @@ public struct ClientUnlinked: EventPayload, Equatable {
             case .switched: "switched"
             case .coachDeleted: "coach_deleted"
             case .clientDeleted: "client_deleted"
+            case .coachRoleRemoved: "coach_role_removed"
+            case .becameCoach: "became_coach"
             case .unknown(let text): text
             }
         }

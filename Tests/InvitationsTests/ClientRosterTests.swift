@@ -231,6 +231,55 @@ import TestSupport
         }
     }
 
+    /// The roster follows auth's roles: a coach an admin demoted keeps no client and no open
+    /// invitation, and a client who took `coach` before auth granted `client` leaves their coach.
+    @Test func rosterFollowsTheRolesAuthGives() async throws {
+        try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let coach = try await env.coach("Demoted Coach")
+            let address = "\(TestEnvironment.uniqueName("ana"))@example.com"
+            let (accepted, code) = try await env.invite("Ana", email: address, by: coach)
+            let ana = try await env.user(email: address)
+            #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: ana).status == .accepted)
+            let pendingAddress = "\(TestEnvironment.uniqueName("ben"))@example.com"
+            let (pending, pendingCode) = try await env.invite("Ben", email: pendingAddress, by: coach)
+            let ben = try await env.user(email: pendingAddress)
+
+            try await env.publish(UserRolesChanged(userID: coach.id, roles: [.user], added: [], removed: [.coach]), userID: coach.id)
+            let acceptedID = try #require(accepted.json["id"] as? String)
+            let pendingID = try #require(pending.json["id"] as? String)
+            try await waitUntil(.seconds(10)) {
+                try await env.count(
+                    "SELECT count(*) FROM clients WHERE (id = '\(acceptedID)' AND status = 'left') OR (id = '\(pendingID)' AND status = 'revoked')") == 2
+            }
+            try await waitUntil(.seconds(10)) {
+                try await env.events("client.unlinked").contains {
+                    $0["reason"] as? String == "coach_role_removed" && ($0["client_id"] as? String)?.lowercased() == ana.path
+                }
+            }
+            #expect(try await env.call(.get, "/v1/coach", as: ana).code == "no_coach")
+            #expect(try await env.call(.post, "/v1/invitations/\(pendingCode)/accept", as: ben).code == "invitation_revoked")
+
+            // Accepted, then `coach` taken before auth granted `client` (auth refuses that acceptance).
+            let other = try await env.coach("Other Coach")
+            let carlAddress = "\(TestEnvironment.uniqueName("carl"))@example.com"
+            let (_, carlCode) = try await env.invite("Carl", email: carlAddress, by: other)
+            let carl = try await env.user(email: carlAddress)
+            #expect(try await env.call(.post, "/v1/invitations/\(carlCode)/accept", as: carl).status == .accepted)
+            try await env.publish(UserRolesChanged(userID: carl.id, roles: [.user, .coach], added: [.coach], removed: []), userID: carl.id)
+            try await waitUntil(.seconds(10)) {
+                try await env.count("SELECT count(*) FROM clients WHERE client_user_id = '\(carl.id)' AND status = 'accepted'") == 0
+            }
+            try await waitUntil(.seconds(10)) {
+                try await env.events("client.unlinked").contains {
+                    $0["reason"] as? String == "became_coach" && ($0["client_id"] as? String)?.lowercased() == carl.path
+                }
+            }
+            // The other coach keeps their roster entry as `left`, as for any client who leaves.
+            let roster = try await env.call(.get, "/v1/clients?status=left", as: other)
+            #expect((roster.json["items"] as? [[String: Any]])?.count == 1, "\(roster.text)")
+        }
+    }
+
     /// An account taken over by its address's owner (`user.password_changed`, `disowned`): the roster
     /// the person who signed it up built is gone, its clients unlinked; the account stays known.
     @Test func aDisownedCoachAccountLosesItsRoster() async throws {

@@ -93,7 +93,7 @@ import TestSupport
 
     /// A deleted client's sessions and logs go; a deleted coach's workouts and plans go, and the
     /// client keeps what they performed without the coach's id.
-    @Test func deletedAccountsLeaveWhatTheIssueSays() async throws {
+    @Test func aDeletedClientLosesAllAndADeletedCoachTheirPlans() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithClient()
             let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(3)])

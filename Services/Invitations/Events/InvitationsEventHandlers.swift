@@ -24,6 +24,7 @@ struct InvitationsEventHandlers {
             guard try await accounts.rolesChanged(event, on: context.connection, logger: context.logger) else {
                 return try Self.awaitRegistration(of: event.userID, context)
             }
+            try await invitations.followRoles(of: event.userID, roles: event.roles, on: context.connection, logger: context.logger)
         }
         handlers.on(UserSignedIn.self) { event, context in
             try await accounts.signedIn(event.userID, at: context.envelope.occurredAt, on: context.connection, logger: context.logger)
