@@ -223,6 +223,8 @@ import TestSupport
             #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: "W/\"2\""]).status == .preconditionFailed)
             #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: "\"9\", \"2\""]).status == .ok)
             #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: "*"]).status == .ok)
+            // `*` beside tags is no member: a stale tag does not pass with it.
+            #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: "\"1\", *"]).status == .preconditionFailed)
             #expect(try await client.execute(uri: "/doc", method: .put).status == .ok)
         }
     }

@@ -375,6 +375,9 @@ import TestSupport
             let stale = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: shownTag])
             #expect(stale.status == .preconditionFailed, "\(stale.text)")
             #expect(stale.code == "precondition_failed")
+            let staleOrAny = try await env.call(
+                .post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: "\(shownTag), *"])
+            #expect(staleOrAny.status == .preconditionFailed, "\(staleOrAny.text)")
             #expect(try await env.count("SELECT count(*) FROM session_sets") == 0)
             let current = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
             let currentTag = try #require(current.headers[.eTag])

@@ -19,18 +19,23 @@ public struct EntityTag: Sendable, Equatable, CustomStringConvertible {
 
     /// Whether the request's `If-Match` names a version: a tag, not `*` (any version at all).
     public static func namesAVersion(ifMatchOf request: Request) -> Bool {
-        request.headers[values: .ifMatch].flatMap { $0.split(separator: ",") }.contains { $0.trimmingCharacters(in: .whitespaces) != "*" }
+        members(ifMatchOf: request).contains { $0 != "*" }
     }
 
-    /// Throws `412 precondition_failed` unless the request has no `If-Match`, has `*`, or lists this
-    /// tag. Weak tags (`W/"…"`) never match: `If-Match` compares strongly.
+    /// Throws `412 precondition_failed` unless the request has no `If-Match`, has `*` alone, or lists
+    /// this tag. Weak tags (`W/"…"`) never match: `If-Match` compares strongly. `*` stands only alone
+    /// (RFC 9110 §13.1.1: `"*" / #entity-tag`): beside tags it would let a stale tag pass where a
+    /// route asks for the version the client saw.
     public func check(ifMatchOf request: Request) throws {
-        let values = request.headers[values: .ifMatch]
-        guard !values.isEmpty else { return }
-        let tags = values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
-        if tags.contains("*") || tags.contains(description) { return }
+        guard !request.headers[values: .ifMatch].isEmpty else { return }
+        let tags = Self.members(ifMatchOf: request)
+        if tags.allSatisfy({ $0 == "*" }) || tags.contains(description) { return }
         throw APIError(
             .preconditionFailed, code: "precondition_failed",
             detail: "The resource changed since the version in If-Match; read it again and retry.", headers: [.eTag: description])
+    }
+
+    private static func members(ifMatchOf request: Request) -> [String] {
+        request.headers[values: .ifMatch].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
     }
 }
