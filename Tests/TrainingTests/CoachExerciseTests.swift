@@ -46,6 +46,32 @@ import TestSupport
         }
     }
 
+    /// A page's cursor holds the name as the database sorts it: Swift lowercases `É` where
+    /// PostgreSQL's `lower` under the C locale keeps it, so a cursor of Swift's made the next page
+    /// skip the names that sort between the two.
+    @Test func pagesOfNonASCIINamesSkipNothing() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let coach = try await env.coach()
+            var made: Set<String> = []
+            for name in ["Ézzqwx alpha", "Ézzqwx bravo", "Ézzqwx delta"] {
+                let created = try await env.call(.post, "/v1/exercises", as: coach, json: Self.sled.merging(["name": name]) { $1 })
+                made.insert(try #require(created.json["id"] as? String, "\(created.text)"))
+            }
+            for query in ["&q=zzqwx", "&equipment=other&muscle=quadriceps&level=intermediate"] {
+                var seen: [String] = []
+                var cursor: String?
+                repeat {
+                    let reply = try await env.call(.get, "/v1/exercises?limit=1\(query)\(cursor.map { "&cursor=\($0)" } ?? "")", as: coach)
+                    #expect(reply.status == .ok, "\(reply.text)")
+                    seen += reply.ids
+                    cursor = reply.json["next_cursor"] as? String
+                } while cursor != nil && seen.count < 1_000
+                #expect(Set(seen).count == seen.count, "\(query)")
+                #expect(made.isSubset(of: Set(seen)), "\(query): \(seen.count) seen")
+            }
+        }
+    }
+
     /// The link comes from invitations' events: the client sees the coach's exercises from the
     /// acceptance, and no longer once the link ends.
     @Test func aClientSeesThemFromTheAcceptanceUntilTheLinkEnds() async throws {

@@ -86,13 +86,14 @@ struct ExerciseStore: Sendable {
     }
 
     /// A page of the exercises `viewer` sees: with a query, the best matches first (`minimumRank`),
-    /// else by name.
-    func search(_ search: Search, viewer: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [(ExerciseRecord, Int)] {
+    /// else by name; each with its rank and the name as PostgreSQL's `lower` sorts it, for the next
+    /// page's cursor (Swift's `lowercased()` differs for some letters, `İ` and `Σ` among them).
+    func search(_ search: Search, viewer: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [(ExerciseRecord, rank: Int, sortName: String)] {
         let after = search.after
         let rows = try await connection.checkedQuery(
             """
             WITH q AS (SELECT name_trigrams(\(search.query)::text) AS t, websearch_to_tsquery('english', coalesce(\(search.query)::text, '')) AS ts)
-            SELECT * FROM (
+            SELECT *, lower(s.name) FROM (
                 SELECT \(unescaped: Self.columns),
                     CASE WHEN \(search.query)::text IS NULL THEN 0 ELSE
                         10 * ((CASE WHEN e.name_search @@ q.ts THEN 1000 ELSE 0 END) + shared.n * 1000 / greatest(cardinality(q.t), 1))
@@ -111,10 +112,10 @@ struct ExerciseStore: Sendable {
             ORDER BY s.rank DESC, lower(s.name), s.id
             LIMIT \(search.limit + 1)
             """, logger: logger)
-        var found: [(ExerciseRecord, Int)] = []
+        var found: [(ExerciseRecord, rank: Int, sortName: String)] = []
         for try await row in rows {
             let c = row.makeRandomAccess()
-            found.append((try Self.decode(c), try c[15].decode(Int.self)))
+            found.append((try Self.decode(c), try c[15].decode(Int.self), try c[16].decode(String.self)))
         }
         return found
     }

@@ -46,7 +46,7 @@ struct ExerciseRoutes {
         let rows = try await training.postgres.withConnectionOnItsLoop { connection in
             try await training.exercises.search(search, viewer: context.caller.userID, on: connection, logger: context.logger)
         }
-        let (items, next) = Cursor.page(rows, limit: page.limit) { ExerciseCursor(rank: $0.1, name: $0.0.name.lowercased(), id: $0.0.id) }
+        let (items, next) = Cursor.page(rows, limit: page.limit) { ExerciseCursor(rank: $0.rank, name: $0.sortName, id: $0.0.id) }
         return Page(items: items.map { ExerciseView($0.0) }, nextCursor: next)
     }
 
