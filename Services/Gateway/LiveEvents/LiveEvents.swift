@@ -52,19 +52,14 @@ struct LiveEvents: Sendable {
                 headers: [.retryAfter: "5"])
         }
         let registration = hub.register(user: holder.userID, session: holder.sessionID)
-        let slot = UUID().uuidString.lowercased()
-        var claimed = false
+        var slot: String?
         do {
-            claimed = try await slots.claim(user: holder.userID, stream: slot)
-            guard claimed else {
-                throw APIError.tooManyRequests(
-                    "This account already has \(config.maxPerUser) event streams open; close one first.", code: "too_many_streams",
-                    retryAfterSeconds: slots.staleAfter / 1_000)
-            }
+            let claimed = try await slots.claim(user: holder.userID, stream: UUID().uuidString.lowercased())
+            slot = claimed
             let backlog = try await LiveStream.read(for: holder.userID, after: asked.flatMap { StreamID($0) }, matching: LiveEventNames.ending, redis: redis)
             let ended = backlog.matching.contains { LiveEnding(type: $0.type, envelope: $0.envelope)?.ends(session: holder.sessionID) == true }
             guard !ended else { throw APIError.unauthorized("This session has ended; sign in again.", code: "session_revoked") }
-            let lease = LiveLease(hub: hub, registration: registration, slots: slots, slot: slot)
+            let lease = LiveLease(hub: hub, registration: registration, slots: slots, slot: claimed)
             let start = Self.start(asked: asked, backlog: backlog)
             context.logger.debug("event stream opened", metadata: ["user_id": "\(holder.userID)", "resumed": "\(asked != nil)"])
             return Response(
@@ -80,7 +75,7 @@ struct LiveEvents: Sendable {
         } catch {
             hub.unregister(registration)
             hub.unreserve()
-            if claimed { await slots.release(user: holder.userID, stream: slot) }
+            if let slot { await slots.release(user: holder.userID, stream: slot) }
             if let problem = error as? APIError { throw problem }
             context.logger.warning("event stream not opened", metadata: ["error": "\(error)"])
             throw Self.unavailable
