@@ -71,7 +71,7 @@ struct Invitations: Sendable {
         clientID: UUID, name: String, email: String, coach: AccountRecord, code: OpaqueToken, expiresAt: Date, kind: String,
         on connection: PostgresConnection, logger: Logger
     ) async throws {
-        try await clients.recordSend(coach: coach.userID, client: clientID, kind: kind, on: connection, logger: logger)
+        try await clients.recordSend(coach: coach.userID, client: clientID, email: email, kind: kind, on: connection, logger: logger)
         guard try await !clients.isUnsubscribed(email, on: connection, logger: logger) else {
             try await clients.setMail(nil, of: clientID, on: connection, logger: logger)
             return

@@ -202,6 +202,14 @@ import TestSupport
             // Five mails were sent for it (each resend drops the one before if it had not gone out yet).
             #expect(try await env.count("SELECT count(*) FROM invitation_sends WHERE client_id = '\(id)'") == 5)
             #expect(try await env.call(.get, "/v1/clients/\(id)", as: coach).json[path: "invitation.resend_count"] as? Int == 4)
+            // Removing the client and adding the address again does not start the count afresh.
+            #expect(try await env.call(.delete, "/v1/clients/\(id)", as: coach).status == .noContent)
+            let again = try await env.call(.post, "/v1/clients", as: coach, json: ["name": "L", "email": address.uppercased()])
+            #expect(again.status == .tooManyRequests && again.code == "resend_limit", "\(again.text)")
+            #expect(try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(coach.id)' AND email_normalized = lower('\(address)')") == 0)
+            // Another coach's mails to the address are theirs to count.
+            let other = try await env.coach("Other Coach")
+            #expect(try await env.call(.post, "/v1/clients", as: other, json: ["name": "L", "email": address]).status == .created)
         }
     }
 }

@@ -197,16 +197,22 @@ struct ClientStore: Sendable {
 
     // MARK: sends and limits
 
-    func recordSend(coach: UUID, client: UUID, kind: String, on connection: PostgresConnection, logger: Logger) async throws {
+    func recordSend(coach: UUID, client: UUID, email: String, kind: String, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
-            "INSERT INTO invitation_sends (coach_id, client_id, kind) VALUES (\(coach), \(client), \(kind))", logger: logger)
+            """
+            INSERT INTO invitation_sends (coach_id, client_id, kind, address_hash)
+            VALUES (\(coach), \(client), \(kind), sha256(convert_to(\(EmailAddress.normalize(email)), 'UTF8')))
+            """, logger: logger)
     }
 
-    /// Sends to one client in the last 24 hours, and the seconds until the oldest of them leaves the window.
-    func recentSends(client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (count: Int, secondsUntilOneFrees: Int) {
+    /// `coach`'s sends to `email` in the last 24 hours, whichever roster entry they were for, and the
+    /// seconds until the oldest of them leaves the window.
+    func recentSends(coach: UUID, email: String, on connection: PostgresConnection, logger: Logger) async throws -> (count: Int, secondsUntilOneFrees: Int) {
         try await window(
-            "SELECT count(*)::int, coalesce(extract(epoch FROM min(sent_at) + interval '1 day' - now()), 0)::int FROM invitation_sends WHERE client_id = \(client) AND sent_at > now() - interval '1 day'",
-            on: connection, logger: logger)
+            """
+            SELECT count(*)::int, coalesce(extract(epoch FROM min(sent_at) + interval '1 day' - now()), 0)::int FROM invitation_sends
+            WHERE coach_id = \(coach) AND address_hash = sha256(convert_to(\(EmailAddress.normalize(email)), 'UTF8')) AND sent_at > now() - interval '1 day'
+            """, on: connection, logger: logger)
     }
 
     /// Invitations `coach` created in the last 24 hours. Older sends are forgotten here.

@@ -44,6 +44,7 @@ struct ClientRoutes {
                 throw APIError.conflict("You already invited \(fields.email); resend that invitation instead.", code: "client_exists")
             }
             try await ClientFields.checkInviteLimit(coach.userID, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
+            try await ClientFields.checkMailLimit(coach: coach.userID, email: fields.email, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
             let (id, code) = try await invitations.clients.insert(
                 .init(name: fields.name, email: fields.email, phone: fields.phone ?? nil, notes: fields.notes ?? nil), coach: coach.userID,
                 ttlDays: settings.invitationTTLDays, on: connection, logger: context.logger)
@@ -116,7 +117,7 @@ struct ClientRoutes {
                 guard try await !invitations.clients.hasLiveClient(coach: coachID, email: email, except: id, on: connection, logger: context.logger) else {
                     throw APIError.conflict("You already invited \(email).", code: "client_exists")
                 }
-                try await ClientFields.checkMailLimit(client.id, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
+                try await ClientFields.checkMailLimit(coach: coachID, email: email, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
                 // Mail to a new address is a new invitation, for the coach's daily limit too.
                 try await ClientFields.checkInviteLimit(coachID, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
                 try await invitations.clients.dropUnsentMail(of: id, on: connection, logger: context.logger)
@@ -173,7 +174,7 @@ struct ClientRoutes {
             guard try await !invitations.clients.hasLiveClient(coach: coach.userID, email: email, except: id, on: connection, logger: context.logger) else {
                 throw APIError.conflict("You already invited \(email) again since; resend that invitation instead.", code: "client_exists")
             }
-            try await ClientFields.checkMailLimit(client.id, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
+            try await ClientFields.checkMailLimit(coach: coach.userID, email: email, settings: settings, clients: invitations.clients, on: connection, logger: context.logger)
             try await invitations.clients.dropUnsentMail(of: id, on: connection, logger: context.logger)
             let code = try await invitations.clients.renewCode(id, countAsResend: true, ttlDays: settings.invitationTTLDays, on: connection, logger: context.logger)
             let renewed = try await invitations.clients.find(id, coach: coach.userID, on: connection, logger: context.logger)!
@@ -324,9 +325,10 @@ enum ClientFields {
         }
     }
 
-    /// `429 resend_limit` once the client has had its mails for the day.
-    static func checkMailLimit(_ client: UUID, settings: InvitationsSettings, clients: ClientStore, on connection: PostgresConnection, logger: Logger) async throws {
-        let sent = try await clients.recentSends(client: client, on: connection, logger: logger)
+    /// `429 resend_limit` once the coach's mails to the address have come to the day's limit, whether
+    /// for this roster entry or one removed before it.
+    static func checkMailLimit(coach: UUID, email: String, settings: InvitationsSettings, clients: ClientStore, on connection: PostgresConnection, logger: Logger) async throws {
+        let sent = try await clients.recentSends(coach: coach, email: email, on: connection, logger: logger)
         guard sent.count < settings.mailsPerClientPerDay else {
             throw APIError.tooManyRequests(
                 "An invitation is mailed at most \(settings.mailsPerClientPerDay) times a day.", code: "resend_limit", retryAfterSeconds: sent.secondsUntilOneFrees)

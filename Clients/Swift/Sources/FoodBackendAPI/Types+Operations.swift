@@ -9998,7 +9998,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// codes: invite_limit (INVITATIONS_PER_COACH_PER_DAY)
+            /// codes: invite_limit (INVITATIONS_PER_COACH_PER_DAY), resend_limit (INVITATION_MAILS_PER_CLIENT_PER_DAY mails to the address today)
             ///
             /// - Remark: Generated from `#/paths//v1/clients/post/responses/429`.
             ///
