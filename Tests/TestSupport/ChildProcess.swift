@@ -92,8 +92,10 @@ public final class ChildProcess: Sendable {
     /// bound, and `port` accepts connections. False when the child exits
     /// first, as one whose port was taken does: a port from `RedisServer.freePort()` is free only until
     /// someone binds it, and another test's server may bind it first and then answer in the child's
-    /// place, so a connection alone does not prove the child is the one listening.
-    public func waitUntilServing(port: Int, log: String, marker: String, within limit: Duration = .seconds(10)) async throws -> Bool {
+    /// place, so a connection alone does not prove the child is the one listening. The limit is
+    /// generous: at the start of a parallel run dozens of servers (Redis, the Python mail sinks) start
+    /// at once on two cores, and a sink once took longer than ten seconds to print its line.
+    public func waitUntilServing(port: Int, log: String, marker: String, within limit: Duration = .seconds(45)) async throws -> Bool {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
             if hasExited() { return false }
