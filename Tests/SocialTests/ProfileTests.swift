@@ -112,6 +112,23 @@ import TestSupport
 
     /// Names that look alike are one name (UTS #39's confusables for a username's characters): I, l, 1
     /// and i fold together, as O and 0 do, on top of case. The chosen spelling is what others see.
+    /// A display name is found by a prefix in any case, letters outside ASCII too, whatever the
+    /// database's locale (the tests' is C, where `lower` keeps `É` as it is).
+    @Test func displayNamesAreFoundInAnyCase() async throws {
+        try await SocialTestEnvironment.run { env in
+            let viewer = try await env.user()
+            let tag = String(UUID().uuidString.prefix(6)).lowercased()
+            let emile = try await env.user("Émile Ölund \(tag)")
+            for query in ["émile", "ÉMILE ö", "Émile Ölund \(tag)", "émile ölund \(tag.uppercased())"] {
+                let encoded = query.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                let found = try await env.call(.get, "/v1/profiles/search?q=\(encoded)&limit=100", as: viewer)
+                #expect(found.status == .ok && found.ids.contains(emile.path), "\(query): \(found.text)")
+            }
+            let other = try await env.call(.get, "/v1/profiles/search?q=%C3%A9mila&limit=100", as: viewer)
+            #expect(!other.ids.contains(emile.path))
+        }
+    }
+
     @Test func usernamesThatLookAlikeAreOneName() async throws {
         try await SocialTestEnvironment.run { env in
             let alice = try await env.user()

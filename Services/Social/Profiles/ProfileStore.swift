@@ -117,12 +117,12 @@ struct ProfileStore: Sendable {
         let afterID = after?.id ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         let rows = try await connection.checkedQuery(
             """
-            SELECT \(unescaped: ProfileSummary.columns), lower(coalesce(p.username, p.display_name, '')) AS sort_key
+            SELECT \(unescaped: ProfileSummary.columns), lower(coalesce(p.username, p.display_name, '') COLLATE "und-x-icu") AS sort_key
             FROM profiles p
-            WHERE (lower(p.username) LIKE \(pattern) OR lower(p.display_name) LIKE \(pattern))
+            WHERE (lower(p.username) LIKE \(pattern) OR lower(p.display_name COLLATE "und-x-icu") LIKE \(pattern))
               AND (\(viewerIsStaff) OR (p.hidden_at IS NULL
                    AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = p.user_id AND b.blocked_id = \(viewer))))
-              AND (lower(coalesce(p.username, p.display_name, '')), p.user_id) > (\(afterKey), \(afterID))
+              AND (lower(coalesce(p.username, p.display_name, '') COLLATE "und-x-icu"), p.user_id) > (\(afterKey), \(afterID))
             ORDER BY sort_key, p.user_id
             LIMIT \(limit + 1)
             """, logger: logger)
