@@ -112,6 +112,10 @@ import TestSupport
             #expect(page2.json["next_cursor"] is NSNull || page2.json["next_cursor"] == nil)
             let found = try await env.call(.get, "/v1/admin/users?query=pastry", token: bossToken)
             #expect((found.json["items"] as? [[String: Any]])?.first?["id"] as? String == cook.id)
+            // Letters outside ASCII in any case, whatever the database's locale (the tests' is C).
+            let chef = try await env.signUp("\(TestEnvironment.uniqueName("chef"))@example.com", name: "Émile Pâtissier")
+            let accented = try await env.call(.get, "/v1/admin/users?query=%C3%A9mile%20p%C3%82t", token: bossToken)
+            #expect((accented.json["items"] as? [[String: Any]])?.first?["id"] as? String == chef.id, "\(accented.text)")
             #expect(try await env.call(.get, "/v1/admin/users?cursor=bogus", token: bossToken).code == "invalid_cursor")
             // A cursor is client input: a well-formed one naming a date no timestamp holds (it stopped
             // the process once, overflowing on the way to PostgreSQL) is refused like any other.

@@ -210,7 +210,9 @@ struct UserStore: Sendable {
     }
 
     /// A page of accounts for admins, newest first, optionally filtered by an email prefix or a
-    /// display-name fragment. Returns `limit + 1` rows (the extra one says there is a next page).
+    /// display-name fragment in any case (lowered under ICU's root locale, as Swift lowers the query:
+    /// the C locale's `lower` keeps letters outside ASCII). Returns `limit + 1` rows (the extra one
+    /// says there is a next page).
     func search(query: String?, limit: Int, after cursor: UserCursor?, on connection: PostgresConnection, logger: Logger) async throws -> [UserRecord] {
         // A prefix is no address yet: lowered like one, and canonical once it is whole.
         let needle = query.map { EmailAddress($0)?.canonical ?? $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() } ?? ""
@@ -219,7 +221,7 @@ struct UserStore: Sendable {
             connection.checkedQuery(
                 """
                 SELECT \(unescaped: Self.columns) FROM users
-                WHERE (\(needle) = '' OR email_normalized LIKE \(pattern + "%") OR lower(coalesce(display_name, '')) LIKE \("%" + pattern + "%"))
+                WHERE (\(needle) = '' OR email_normalized LIKE \(pattern + "%") OR lower(coalesce(display_name, '') COLLATE "und-x-icu") LIKE \("%" + pattern + "%"))
                   AND (\(cursor == nil) OR (created_at, id) < (\(cursor?.createdAt ?? Date()), \(cursor?.id ?? UUID())))
                 ORDER BY created_at DESC, id DESC
                 LIMIT \(limit + 1)
