@@ -23,6 +23,13 @@ import TestSupport
                     .put, "/v1/nutrition/profile", as: user,
                     json: ["diet": "balanced", "daily_calorie_goal": 2000, "weight_unit": "kg", "time_zone": "UTC"].merging(body) { $1 })
             }
+            // A goal set in a zone a day ahead, then another after a move a day behind: the later one
+            // holds from today on, and the first does not take over again when its date comes
+            // (Kiritimati, +14, is always a calendar day or two ahead of Pago Pago, -11).
+            _ = try await env.setProfile(user, zone: "Pacific/Kiritimati", goal: 1800)
+            _ = try await env.setProfile(user, zone: "Pacific/Pago_Pago", goal: 2200)
+            #expect(try await env.count("SELECT count(*) FROM calorie_goals WHERE user_id = '\(user.id)' AND daily_calories = 1800") == 0)
+            #expect(try await env.call(.get, "/v1/nutrition/profile", as: user).json["daily_calorie_goal"] as? Int == 2200)
             #expect(try await put(["diet": "carnivore"]).fieldErrors == ["diet"])
             #expect(try await put(["diet": "custom", "custom_macros": ["protein": 30, "carbs": 40, "fat": 29]]).fieldErrors == ["custom_macros"])
             #expect(try await put(["diet": "custom"]).fieldErrors == ["custom_macros"])
@@ -173,6 +180,12 @@ import TestSupport
             try await env.setProfile(user, zone: "America/Los_Angeles")
             let id = try #require(early["id"] as? String)
             #expect(try await env.call(.get, "/v1/meals/\(id)", as: user).json["local_date"] as? String == sunday, "a past meal keeps its day")
+            // Corrected at the same time, it keeps its day too; moved to another time, it takes that
+            // time's day in the zone of now.
+            let renamed = try await env.call(.put, "/v1/meals/\(id)", as: user, json: ["name": "Late snack", "eaten_at": "\(sunday)T00:30:00+01:00", "items": [Env.item()]])
+            #expect(renamed.status == .ok && renamed.json["local_date"] as? String == sunday, "\(renamed.text)")
+            let moved = try await env.call(.put, "/v1/meals/\(id)", as: user, json: ["name": "Late snack", "eaten_at": "\(sunday)T00:45:00+01:00", "items": [Env.item()]])
+            #expect(moved.json["local_date"] as? String == saturday, "\(moved.text)")
             #expect(try await env.meal(user, at: "\(sunday)T00:30:00+01:00")["local_date"] as? String == saturday)
             try await env.setProfile(user, zone: "Europe/Paris", dayStartsAt: 2)
             #expect(try await env.meal(user, at: "\(Env.year)-06-02T01:30:00+02:00")["local_date"] as? String == "\(Env.year)-06-01")
@@ -341,8 +354,15 @@ import TestSupport
             }
             // Through HTTP: eaten, then not, then another user's.
             let path = "/v1/meals/\(meals[1].uuidString.lowercased())"
-            #expect(try await env.call(.post, path + "/consume", as: owner, json: ["notes": "half"]).json["consumed"] as? Bool == true)
-            #expect(try await env.call(.delete, path + "/consume", as: owner).json["consumed"] as? Bool == false)
+            let markedEaten = try await env.call(.post, path + "/consume", as: owner, json: ["notes": "half"])
+            #expect(markedEaten.json["consumed"] as? Bool == true)
+            // Its answer names the meal's new version, as a read of it does.
+            let readAfterEaten = try await env.call(.get, path, as: owner)
+            #expect(markedEaten.headers[.eTag] != nil && markedEaten.headers[.eTag] == readAfterEaten.headers[.eTag])
+            let uneaten = try await env.call(.delete, path + "/consume", as: owner)
+            #expect(uneaten.json["consumed"] as? Bool == false)
+            let readAfterUneaten = try await env.call(.get, path, as: owner)
+            #expect(uneaten.headers[.eTag] != markedEaten.headers[.eTag] && uneaten.headers[.eTag] == readAfterUneaten.headers[.eTag])
             #expect(try await env.call(.post, path + "/consume", as: stranger).status == .notFound)
         }
     }

@@ -105,6 +105,10 @@ struct DietProfileStore: Sendable {
               day_starts_at = \(Int16(profile.dayStartsAt)), updated_at = now()
             WHERE user_id = \(user)
             """, logger: logger)
+        // A goal dated after today (set in a zone further east, before a move west) would take over
+        // again when its day came: the goal set now holds from today on.
+        try await connection.checkedRun(
+            "DELETE FROM calorie_goals WHERE user_id = \(user) AND effective_from > \(today.description)::date", logger: logger)
         try await connection.checkedRun(
             """
             INSERT INTO calorie_goals (user_id, effective_from, daily_calories)

@@ -88,6 +88,8 @@ struct MealRoutes {
     }
 
     /// Corrects a meal: rescored, `edited: true`. With `If-Match`, only if it is still that version.
+    /// A meal whose `eaten_at` stays keeps its day, though the time zone changed since: a change of
+    /// zone does not move past meals between days, and neither does correcting one.
     @Sendable func replace(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<MealView> {
         let id = try context.mealID()
         let body = try await request.decode(as: MealDraft.Body.self, context: context)
@@ -98,7 +100,9 @@ struct MealRoutes {
             try EntityTag(version: before.version).check(ifMatchOf: request)
             let items = try await nutrition.foods.fill(body.items, on: connection, logger: context.logger)
             let profile = try await nutrition.profiles.find(user, on: connection, logger: context.logger)
-            try await nutrition.meals.replace(id, with: try MealDraft(body, items: items, profile: profile, meal: id), on: connection, logger: context.logger)
+            var draft = try MealDraft(body, items: items, profile: profile, meal: id)
+            if abs(body.eatenAt.timeIntervalSince(before.eatenAt)) < 0.000_001, let day = LocalDay(before.localDate) { draft.localDay = day }
+            try await nutrition.meals.replace(id, with: draft, on: connection, logger: context.logger)
             return try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger)!
         }
         return EditedResponse(headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
@@ -121,19 +125,20 @@ struct MealRoutes {
         enum CodingKeys: String, CodingKey, CaseIterable { case notes }
     }
 
-    /// Marks the meal eaten: only eaten meals count in trends.
-    @Sendable func consume(_ request: Request, context: AuthenticatedContext) async throws -> MealView {
+    /// Marks the meal eaten: only eaten meals count in trends. The answer's `ETag` is the meal's new
+    /// version, as an edit's is.
+    @Sendable func consume(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<MealView> {
         let id = try context.mealID()
         let body = try await request.decodeIfPresent(as: ConsumeBody.self, context: context)
         if let notes = body?.notes, notes.unicodeScalars.count > 2000 { throw APIError.validation([.init(field: "notes", message: "must be at most 2000 characters")]) }
         return try await setConsumed(id, true, notes: body?.notes, context: context)
     }
 
-    @Sendable func unconsume(_ request: Request, context: AuthenticatedContext) async throws -> MealView {
+    @Sendable func unconsume(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<MealView> {
         try await setConsumed(try context.mealID(), false, notes: nil, context: context)
     }
 
-    func setConsumed(_ id: UUID, _ consumed: Bool, notes: String?, context: AuthenticatedContext) async throws -> MealView {
+    func setConsumed(_ id: UUID, _ consumed: Bool, notes: String?, context: AuthenticatedContext) async throws -> EditedResponse<MealView> {
         let nutrition = self.nutrition
         let user = context.caller.userID
         // In an explicit transaction although it is one statement: the diary's version is taken by a
@@ -143,7 +148,7 @@ struct MealRoutes {
             guard let meal = try await nutrition.meals.setConsumed(id, of: user, consumed, notes: notes, on: connection, logger: context.logger) else { throw Self.notFound }
             return meal
         }
-        return MealView(meal)
+        return EditedResponse(headers: [.eTag: EntityTag(version: meal.version).description], response: MealView(meal))
     }
 }
 

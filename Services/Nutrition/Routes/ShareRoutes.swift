@@ -47,8 +47,10 @@ struct ShareRoutes {
         let nutrition = self.nutrition
         let user = context.caller.userID
         // The copies expired links kept go even when no link is live: the 404 comes after the commit.
+        // The meal is locked as `share` locks it: a link being made beside this waits to be
+        // committed and is then revoked with the others, rather than outlive the answer.
         let revoked = try await nutrition.postgres.transaction(logger: context.logger) { connection in
-            guard try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger) != nil else { throw MealRoutes.notFound }
+            guard try await nutrition.meals.find(id, of: user, forUpdate: true, on: connection, logger: context.logger) != nil else { throw MealRoutes.notFound }
             return try await nutrition.shares.revoke(meal: id, on: connection, logger: context.logger)
         }
         guard revoked else { throw APIError.notFound("The meal has no live share link.", code: "share_not_found") }

@@ -19360,6 +19360,22 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/consume/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The meal's new version, a strong tag; send it back in If-Match.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/meals/{id}/consume/POST/responses/200/headers/ETag`.
+                    public var eTag: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag: The meal's new version, a strong tag; send it back in If-Match.
+                    public init(eTag: Swift.String? = nil) {
+                        self.eTag = eTag
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PostV1MealsIdConsume.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/meals/{id}/consume/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/meals/{id}/consume/POST/responses/200/content/application\/json`.
@@ -19382,8 +19398,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PostV1MealsIdConsume.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PostV1MealsIdConsume.Output.Ok.Headers = .init(),
+                    body: Operations.PostV1MealsIdConsume.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -19565,6 +19586,22 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/consume/DELETE/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The meal's new version, a strong tag; send it back in If-Match.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/meals/{id}/consume/DELETE/responses/200/headers/ETag`.
+                    public var eTag: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag: The meal's new version, a strong tag; send it back in If-Match.
+                    public init(eTag: Swift.String? = nil) {
+                        self.eTag = eTag
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.DeleteV1MealsIdConsume.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/meals/{id}/consume/DELETE/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/meals/{id}/consume/DELETE/responses/200/content/application\/json`.
@@ -19587,8 +19624,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.DeleteV1MealsIdConsume.Output.Ok.Body) {
+                public init(
+                    headers: Operations.DeleteV1MealsIdConsume.Output.Ok.Headers = .init(),
+                    body: Operations.DeleteV1MealsIdConsume.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
