@@ -362,6 +362,32 @@ import TestSupport
         }
     }
 
+    /// A notification about an older period, signed later and delivered first, carries the current
+    /// renewal info: taking that must not make the current period's refund, signed before it, look
+    /// stale. Apple does not promise the order, and a notification answered 200 is not sent again.
+    @Test func aRefundOvertakenByAnOlderPeriodsNotificationStillApplies() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let current = try await env.transaction(original: "2000000130", id: "3000000131", for: user, days: 30)
+            #expect(try await env.buy(current, as: user).json["tier"] as? String == "pro")
+            env.clock.advance(60)
+            var refunded = try await env.transaction(original: "2000000130", id: "3000000131", for: user, days: 30, purchased: current.purchaseDate, revoked: env.clock.now())
+            refunded.revocationReason = 0
+            let refundSigned = env.clock.now()
+            env.clock.advance(60)
+            var pastRefunded = try await env.transaction(
+                original: "2000000130", id: "3000000130", for: user, days: 30, purchased: current.purchaseDate - 30 * 86_400, revoked: env.clock.now())
+            pastRefunded.revocationReason = 0
+            let past = try env.notification("REFUND", transaction: pastRefunded, renewal: env.renewal(current, renews: false, signed: env.clock.now()))
+            #expect(try await env.deliver(past).status == .ok)
+            #expect(try await env.me(user)["tier"] as? String == "pro", "an older period's refund leaves the current one")
+            let late = try env.notification("REFUND", transaction: refunded, renewal: env.renewal(refunded, renews: false, signed: refundSigned), signed: refundSigned)
+            #expect(try await env.deliver(late).status == .ok)
+            let me = try await env.me(user)
+            #expect(me["tier"] as? String == "free" && me["state"] as? String == "revoked", "\(me)")
+        }
+    }
+
     /// A notification without `data` must still name this app (`summary`), or it is refused.
     @Test func aNotificationThatNamesNoAppIsRefused() async throws {
         try await Env.run { env in

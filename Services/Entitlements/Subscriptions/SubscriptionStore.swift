@@ -33,7 +33,10 @@ struct SubscriptionStore: Sendable {
 
     /// Applies a verified transaction (and the renewal info that came with it) to its subscription,
     /// unless what set the subscription was signed at or after `signedAt`: a late or repeated
-    /// payload changes nothing. Returns whether it applied. Device transactions carry no renewal
+    /// payload changes nothing. The transaction and the renewal info are each compared with what
+    /// last set their own part: a notification about an older period, whose transaction is not
+    /// taken, still brings the current renewal info, and must not make the current period's
+    /// notifications signed before it look stale. Returns whether it applied. Device transactions carry no renewal
     /// info; the renewal fields then stay as they were. Another transaction of the subscription
     /// replaces the current one only if it was bought at or after it: an older period signed again
     /// later (a restore's history, a refund of a past renewal) leaves the current period alone,
@@ -62,18 +65,23 @@ struct SubscriptionStore: Sendable {
         let inserted = try await connection.returnsRow(
             """
             INSERT INTO subscriptions (original_transaction_id, user_id, product_id, environment, app_account_token, transaction_id, purchased_at, expires_at,
-                                       revoked_at, revocation_reason, will_renew, renewal_product_id, billing_retry, grace_period_ends_at, signed_at)
+                                       revoked_at, revocation_reason, will_renew, renewal_product_id, billing_retry, grace_period_ends_at, signed_at,
+                                       renewal_signed_at)
             VALUES (\(transaction.originalTransactionID), \(user), \(transaction.productID), \(transaction.environment.rawValue), \(transaction.appAccountToken),
                     \(transaction.transactionID), \(transaction.purchaseDate), \(transaction.expiresDate), \(transaction.revocationDate), \(transaction.revocationReason),
                     \(renewal.map { $0.autoRenewStatus == 1 }), \(renewal?.autoRenewProductID), \(renewal?.isInBillingRetryPeriod ?? false),
-                    \(renewal?.gracePeriodExpiresDate), \(signedAt))
+                    \(renewal?.gracePeriodExpiresDate), \(signedAt), \(renewal.map { _ in signedAt }))
             ON CONFLICT (original_transaction_id) DO NOTHING
             RETURNING 1
             """, logger: logger)
         if inserted { return true }
+        // Made beside this one (a first notification and a first purchase at once): read as it is
+        // now, locked, so that an older period is weighed against the one it holds.
+        var held = current
+        if held == nil { held = try await holder(transaction.originalTransactionID, on: connection, logger: logger) }
         // Whoever claims a subscription nobody holds (one a notification made first, without a
         // token) takes it, whatever the dates.
-        if let user, current?.user == nil {
+        if let user, held?.user == nil {
             try await connection.checkedRun(
                 "UPDATE subscriptions SET user_id = \(user) WHERE original_transaction_id = \(transaction.originalTransactionID) AND user_id IS NULL", logger: logger)
             try await connection.checkedRun(
@@ -81,38 +89,33 @@ struct SubscriptionStore: Sendable {
         }
         let takesTransaction =
             transaction.isUpgraded != true
-            && (current.map { $0.transactionID == transaction.transactionID || transaction.purchaseDate >= $0.purchasedAt } ?? true)
-        guard takesTransaction else {
-            guard let renewal else { return false }
-            return try await applyRenewal(renewal, signedAt: signedAt, on: connection, logger: logger)
-        }
-        let renewalKnown = renewal != nil
-        return try await connection.returnsRow(
+            && (held.map { $0.transactionID == transaction.transactionID || transaction.purchaseDate >= $0.purchasedAt } ?? true)
+        var renewalApplied = false
+        if let renewal { renewalApplied = try await applyRenewal(renewal, signedAt: signedAt, on: connection, logger: logger) }
+        guard takesTransaction else { return renewalApplied }
+        let transactionApplied = try await connection.returnsRow(
             """
             UPDATE subscriptions SET
               product_id = \(transaction.productID), environment = \(transaction.environment.rawValue),
               app_account_token = coalesce(\(transaction.appAccountToken), app_account_token), transaction_id = \(transaction.transactionID),
               purchased_at = \(transaction.purchaseDate), expires_at = \(transaction.expiresDate), revoked_at = \(transaction.revocationDate),
-              revocation_reason = \(transaction.revocationReason),
-              will_renew = CASE WHEN \(renewalKnown) THEN \(renewal.map { $0.autoRenewStatus == 1 }) ELSE will_renew END,
-              renewal_product_id = CASE WHEN \(renewalKnown) THEN \(renewal?.autoRenewProductID) ELSE renewal_product_id END,
-              billing_retry = CASE WHEN \(renewalKnown) THEN \(renewal?.isInBillingRetryPeriod ?? false) ELSE billing_retry END,
-              grace_period_ends_at = CASE WHEN \(renewalKnown) THEN \(renewal?.gracePeriodExpiresDate) ELSE grace_period_ends_at END,
-              signed_at = \(signedAt), updated_at = now()
+              revocation_reason = \(transaction.revocationReason), signed_at = \(signedAt), updated_at = now()
             WHERE original_transaction_id = \(transaction.originalTransactionID) AND signed_at < \(signedAt)
             RETURNING 1
             """, logger: logger)
+        return transactionApplied || renewalApplied
     }
 
-    /// Only renewal info (a notification whose transaction did not change): the renewal fields.
+    /// The renewal fields, unless what set them was signed at or after `signedAt` (the transaction's
+    /// payload, while no renewal info has been applied since `renewal_signed_at` came).
     func applyRenewal(_ renewal: AppStoreRenewalInfo, signedAt: Date, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         guard applies(renewal.environment, renewal.originalTransactionID, logger: logger) else { return false }
         return try await connection.returnsRow(
             """
             UPDATE subscriptions SET will_renew = \(renewal.autoRenewStatus == 1), renewal_product_id = \(renewal.autoRenewProductID),
-              billing_retry = \(renewal.isInBillingRetryPeriod ?? false), grace_period_ends_at = \(renewal.gracePeriodExpiresDate), signed_at = \(signedAt),
-              updated_at = now()
-            WHERE original_transaction_id = \(renewal.originalTransactionID) AND signed_at < \(signedAt)
+              billing_retry = \(renewal.isInBillingRetryPeriod ?? false), grace_period_ends_at = \(renewal.gracePeriodExpiresDate),
+              renewal_signed_at = \(signedAt), updated_at = now()
+            WHERE original_transaction_id = \(renewal.originalTransactionID) AND coalesce(renewal_signed_at, signed_at) < \(signedAt)
             RETURNING 1
             """, logger: logger)
     }
