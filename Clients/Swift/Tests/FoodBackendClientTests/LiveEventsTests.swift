@@ -11,6 +11,9 @@ import Testing
 
     @Test func aDroppedStreamResumesAfterTheLastWholeEventWithANewTicket() async throws {
         let seen = Seen()
+        // The first connection drops once the client has its two whole events; the last stays open.
+        let twoReceived = Gate()
+        let allReceived = Gate()
         let server = try await TestServer { request in
             switch request.path {
             case "/v1/events/ticket":
@@ -24,12 +27,13 @@ import Testing
                     // Two whole events, then the third cut off in its data line: the connection drops.
                     return .stream(
                         ["retry: 20\n\n", ": ping\n\n", Self.notification("1-0"), Self.notification("2-0"), "id: 3-0\nevent: notification\ndata: {\"actor"],
-                        pause: .milliseconds(5))
+                        pause: .milliseconds(5), closeAfter: twoReceived)
                 case "t2":
                     // This ticket went stale before it was used.
                     return .problem(.unauthorized, "invalid_ticket")
                 default:
-                    return .stream([Self.notification("3-0", kind: "follow_request"), "event: reset\nid: 9-0\ndata: {}\n\n"], pause: .milliseconds(5))
+                    return .stream(
+                        [Self.notification("3-0", kind: "follow_request"), "event: reset\nid: 9-0\ndata: {}\n\n"], pause: .milliseconds(5), closeAfter: allReceived)
                 }
             default:
                 return .problem(.notFound, "not_found")
@@ -50,8 +54,10 @@ import Testing
             default:
                 received.append("other")
             }
+            if received.count == 2 { twoReceived.open() }
             if received.count == 4 { break }
         }
+        allReceived.open()
         #expect(received == ["1-0 follow a-1-0", "2-0 follow a-2-0", "3-0 follow_request a-3-0", "9-0 reset"])
         // The second connection asked for what came after the last whole event, with a fresh ticket
         // each time (a ticket works once).
@@ -78,25 +84,28 @@ import Testing
     }
 
     @Test func anEventThatCannotBeReadComesAsOtherAndTheStreamGoesOn() async throws {
+        let received = Gate()
         let server = try await TestServer { request in
             switch request.path {
             case "/v1/events/ticket": return .json(#"{"ticket":"t","expires_at":"2026-11-28T10:01:00Z"}"#)
-            case "/v1/events": return .stream(["id: 1-0\nevent: notification\ndata: {\"kind\":7}\n\n", Self.notification("2-0")], pause: .milliseconds(5))
+            case "/v1/events":
+                return .stream(["id: 1-0\nevent: notification\ndata: {\"kind\":7}\n\n", Self.notification("2-0")], pause: .milliseconds(5), closeAfter: received)
             default: return .problem(.notFound, "not_found")
             }
         }
         let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
-        var received: [String] = []
+        var events: [String] = []
         for try await event in backend.liveEvents() {
             switch event.kind {
             case .connected: continue
-            case .other(let name, let data): received.append("\(event.id ?? "") other \(name) \(data)")
-            case .notification(let notification): received.append("\(event.id ?? "") \(notification.actorId)")
-            default: received.append("unexpected")
+            case .other(let name, let data): events.append("\(event.id ?? "") other \(name) \(data)")
+            case .notification(let notification): events.append("\(event.id ?? "") \(notification.actorId)")
+            default: events.append("unexpected")
             }
-            if received.count == 2 { break }
+            if events.count == 2 { break }
         }
-        #expect(received == [#"1-0 other notification {"kind":7}"#, "2-0 a-2-0"])
+        received.open()
+        #expect(events == [#"1-0 other notification {"kind":7}"#, "2-0 a-2-0"])
         try await server.shutdown()
     }
 

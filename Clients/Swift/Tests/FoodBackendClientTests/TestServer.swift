@@ -24,8 +24,11 @@ final class TestServer: Sendable {
 
     enum Reply: Sendable {
         case full(HTTPResponseStatus, [(String, String)], Data)
-        /// A `text/event-stream` answer: each chunk is written after `pause`; then the connection is closed.
-        case stream([String], pause: Duration)
+        /// A `text/event-stream` answer: each chunk is written after `pause`; then, once `closeAfter`
+        /// opens (at once without one), the connection is closed. A close right behind the last
+        /// chunk may reach a busy client with it, and the client's transport may then end the body
+        /// with the error before handing over those bytes: the gate makes the test say when.
+        case stream([String], pause: Duration, closeAfter: Gate? = nil)
         /// No answer: the request is read whole and the connection closed, as when an answer is lost on the way.
         case drop
 
@@ -88,13 +91,14 @@ final class TestServer: Sendable {
                         try await outbound.write(.head(HTTPResponseHead(version: head.version, status: status, headers: fields)))
                         try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: data))))
                         try await outbound.write(.end(nil))
-                    case .stream(let chunks, let pause):
+                    case .stream(let chunks, let pause, let closeAfter):
                         let fields = HTTPHeaders([("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")])
                         try await outbound.write(.head(HTTPResponseHead(version: head.version, status: .ok, headers: fields)))
                         for chunk in chunks {
                             try await outbound.write(.body(.byteBuffer(ByteBuffer(string: chunk))))
                             try await Task.sleep(for: pause)
                         }
+                        await closeAfter?.wait()
                         // Closed without the chunked encoding's end: to the client, a dropped connection.
                         return
                     case .drop:
