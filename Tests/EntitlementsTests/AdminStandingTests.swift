@@ -78,4 +78,17 @@ import TestSupport
             #expect(revoked.status == .notFound && revoked.code == "user_not_found", "\(revoked.text)")
         }
     }
+
+    /// An id that names no account (a typo) is no user: no grant, and no rows made for nobody.
+    @Test func aGrantForAnIdNoAccountHasIsRefused() async throws {
+        try await Env.run { env in
+            let nobody = Env.User(id: UUID(), email: "nobody@example.com", token: "")
+            let reply = try await Self.grant(env, to: nobody, as: env.admin)
+            #expect(reply.status == .notFound && reply.code == "user_not_found", "\(reply.text)")
+            let explained = try await env.call(.get, "/v1/admin/entitlements/\(nobody.path)/explain", as: env.admin)
+            #expect(explained.status == .notFound && explained.code == "user_not_found", "\(explained.text)")
+            #expect(try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(nobody.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM grants WHERE user_id = '\(nobody.id)'") == 0)
+        }
+    }
 }

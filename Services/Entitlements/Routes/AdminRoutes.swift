@@ -60,7 +60,10 @@ struct AdminRoutes {
         let grant = try await entitlements.postgres.transaction(logger: context.logger) { connection in
             // The account held first, with its customer row: a deletion running now waits for this
             // transaction (and removes the grant), or has committed its tombstone, which this sees.
-            guard try await entitlements.store.ensureCustomer(user, holdingLiveAccount: true, on: connection, logger: context.logger) else { throw Self.noUser }
+            // An id that names no account known here (a typo) makes no row for nobody.
+            guard try await connection.holdLiveAccount(user, logger: context.logger),
+                try await entitlements.store.isCustomer(user, on: connection, logger: context.logger)
+            else { throw Self.noUser }
             return try await entitlements.announcingChanges(for: [user], on: connection, logger: context.logger) {
                 try await entitlements.grants.insert(user: user, tier: body.tier, until: body.until, reason: reason, by: admin, on: connection, logger: context.logger)
             }
@@ -115,7 +118,9 @@ struct AdminRoutes {
         let user = try userID(context)
         let entitlements = self.entitlements
         return try await entitlements.postgres.withConnectionOnItsLoop { connection in
-            guard try await !connection.isDeletedAccount(user, logger: context.logger) else { throw Self.noUser }
+            guard try await !connection.isDeletedAccount(user, logger: context.logger),
+                try await entitlements.store.isCustomer(user, on: connection, logger: context.logger)
+            else { throw Self.noUser }
             let (entitlement, inputs) = try await entitlements.snapshot(user, on: connection, logger: context.logger)
             let history = try await entitlements.subscriptions.history(of: user, on: connection, logger: context.logger)
             return Explanation(

@@ -120,6 +120,12 @@ struct EntitlementStore: Sendable {
             """, logger: logger)
     }
 
+    /// Whether the account is known here: auth's `user.registered` (or the account's own first call)
+    /// made its customer row. An id that names no account is not one to grant to or explain.
+    func isCustomer(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM customers WHERE user_id = \(user)", logger: logger)
+    }
+
     /// Whose `appAccountToken` this is, held until the transaction ends (`holdLiveAccount`), if
     /// anyone's: what the transaction then writes names them, and a deletion of their account
     /// running meanwhile waits for it and finds it. An account deleted meanwhile is no one's.

@@ -2187,7 +2187,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: user_not_found (not a UUID, or a deleted account)
+            /// codes: user_not_found (not a UUID, a deleted account, or an id no account here has)
             ///
             /// - Remark: Generated from `#/paths//v1/admin/entitlements/{user_id}/explain/get/responses/404`.
             ///
@@ -2471,7 +2471,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: user_not_found (not a UUID, or a deleted account)
+            /// codes: user_not_found (not a UUID, a deleted account, or an id no account here has)
             ///
             /// - Remark: Generated from `#/paths//v1/admin/entitlements/{user_id}/grants/post/responses/404`.
             ///
