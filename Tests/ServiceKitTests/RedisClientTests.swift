@@ -119,48 +119,51 @@ import TestSupport
     /// subscriber's pings go unanswered, it leaves the connection and subscribes again once the
     /// server answers, so its listeners hear of the gap instead of waiting on a dead connection.
     @Test(.timeLimit(.minutes(1))) func aServerThatFallsSilentIsLeftAndSubscribedAgain() async throws {
+        try await Self.withOwnServer(commandTimeout: .milliseconds(500), pingInterval: .milliseconds(200)) { server, redis, subscriber in
+            let confirmations = Confirmations()
+            let messages = subscriber.psubscribe("room:*") { _ = confirmations.count.add(1, ordering: .relaxed) }
+            try await waitUntil { confirmations.count.load(ordering: .relaxed) == 1 }
+            server.pause()
+            // Several times what the subscriber takes to give the connection up.
+            try await Task.sleep(for: .seconds(3))
+            server.resume()
+            try await waitUntil(.seconds(20)) { confirmations.count.load(ordering: .relaxed) == 2 }
+            try await waitUntil { try await redis.publish("room:a", "after") > 0 }
+            var reader = messages.makeAsyncIterator()
+            #expect(await reader.next()?.text == "after")
+        }
+    }
+
+    /// A Redis server of the test's own, a client of it, and a subscriber to it with a short
+    /// command timeout and ping interval, running while `body` does.
+    static func withOwnServer(
+        commandTimeout: TimeAmount, pingInterval: Duration, _ body: (RedisServer, RedisClient, RedisSubscriber) async throws -> Void
+    ) async throws {
         let server = try RedisServer()
         try await server.start()
         var config = server.configuration
-        config.commandTimeout = .milliseconds(500)
+        config.commandTimeout = commandTimeout
         let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
-        let subscriber = RedisSubscriber(configuration: config, logger: TestEnvironment.logger, pingInterval: .milliseconds(200))
+        let subscriber = RedisSubscriber(configuration: config, logger: TestEnvironment.logger, pingInterval: pingInterval)
         let runner = Task { try await subscriber.run() }
         defer { runner.cancel(); Task { await redis.close() } }
-        let confirmations = Confirmations()
-        let messages = subscriber.psubscribe("room:*") { _ = confirmations.count.add(1, ordering: .relaxed) }
-        try await waitUntil { confirmations.count.load(ordering: .relaxed) == 1 }
-        server.pause()
-        // Several times what the subscriber takes to give the connection up.
-        try await Task.sleep(for: .seconds(3))
-        server.resume()
-        try await waitUntil(.seconds(20)) { confirmations.count.load(ordering: .relaxed) == 2 }
-        try await waitUntil { try await redis.publish("room:a", "after") > 0 }
-        var reader = messages.makeAsyncIterator()
-        #expect(await reader.next()?.text == "after")
+        try await body(server, redis, subscriber)
         try await server.stop()
     }
 
     /// A subscriber with nothing subscribed is answered `+PONG`, not the subscribed form: it is
     /// alive all the same, and keeps its connection.
     @Test(.timeLimit(.minutes(1))) func aSubscriberWithNoListenerKeepsItsConnection() async throws {
-        let server = try RedisServer()
-        try await server.start()
-        var config = server.configuration
-        config.commandTimeout = .milliseconds(300)
-        let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
-        let subscriber = RedisSubscriber(configuration: config, logger: TestEnvironment.logger, pingInterval: .milliseconds(100))
-        let runner = Task { try await subscriber.run() }
-        defer { runner.cancel(); Task { await redis.close() } }
-        func connectionsReceived() async throws -> Int? {
-            let info = try await redis.send("INFO", "stats").string ?? ""
-            return info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("total_connections_received:") }.flatMap { Int($0.split(separator: ":")[1]) }
+        try await Self.withOwnServer(commandTimeout: .milliseconds(300), pingInterval: .milliseconds(100)) { _, redis, _ in
+            func connectionsReceived() async throws -> Int? {
+                let info = try await redis.send("INFO", "stats").string ?? ""
+                return info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("total_connections_received:") }.flatMap { Int($0.split(separator: ":")[1]) }
+            }
+            try await waitUntil { try await redis.send("CLIENT", "LIST").string?.contains("cmd=ping") == true }
+            let before = try await connectionsReceived()
+            try await Task.sleep(for: .seconds(2))
+            #expect(try await connectionsReceived() == before, "the subscriber reconnected")
         }
-        try await waitUntil { try await redis.send("CLIENT", "LIST").string?.contains("cmd=ping") == true }
-        let before = try await connectionsReceived()
-        try await Task.sleep(for: .seconds(2))
-        #expect(try await connectionsReceived() == before, "the subscriber reconnected")
-        try await server.stop()
     }
 
     @Test func recoversAfterTheServerRestartsMidTest() async throws {
