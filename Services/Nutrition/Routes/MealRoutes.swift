@@ -101,7 +101,9 @@ struct MealRoutes {
             let items = try await nutrition.foods.fill(body.items, on: connection, logger: context.logger)
             let profile = try await nutrition.profiles.find(user, on: connection, logger: context.logger)
             var draft = try MealDraft(body, items: items, profile: profile, meal: id)
-            if abs(body.eatenAt.timeIntervalSince(before.eatenAt)) < 0.000_001, let day = LocalDay(before.localDate) { draft.localDay = day }
+            // Compared as the API writes times (milliseconds): the database keeps microseconds (an
+            // analysed meal's time is the moment it came), which a client sends back cut.
+            if RFC3339.string(from: body.eatenAt) == RFC3339.string(from: before.eatenAt), let day = LocalDay(before.localDate) { draft.localDay = day }
             try await nutrition.meals.replace(id, with: draft, on: connection, logger: context.logger)
             return try await nutrition.meals.find(id, of: user, on: connection, logger: context.logger)!
         }
