@@ -225,6 +225,8 @@ import TestSupport
             #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: "*"]).status == .ok)
             // `*` beside tags is no member: a stale tag does not pass with it.
             #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: "\"1\", *"]).status == .preconditionFailed)
+            // An `If-Match` naming nothing matches nothing.
+            #expect(try await client.execute(uri: "/doc", method: .put, headers: [.ifMatch: ","]).status == .preconditionFailed)
             #expect(try await client.execute(uri: "/doc", method: .put).status == .ok)
         }
     }

@@ -29,7 +29,7 @@ public struct EntityTag: Sendable, Equatable, CustomStringConvertible {
     public func check(ifMatchOf request: Request) throws {
         guard !request.headers[values: .ifMatch].isEmpty else { return }
         let tags = Self.members(ifMatchOf: request)
-        if tags.allSatisfy({ $0 == "*" }) || tags.contains(description) { return }
+        if (!tags.isEmpty && tags.allSatisfy { $0 == "*" }) || tags.contains(description) { return }
         throw APIError(
             .preconditionFailed, code: "precondition_failed",
             detail: "The resource changed since the version in If-Match; read it again and retry.", headers: [.eTag: description])
