@@ -95,6 +95,8 @@ struct Invitations: Sendable {
             }
             return
         }
+        // After any invitation being made or sent again now: those hold the coach the same way.
+        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(user.uuidString)))", logger: logger)
         let rows = try await connection.checkedQuery(
             "\(unescaped: ClientStore.select) WHERE c.coach_id = \(user) AND c.status IN ('pending', 'accepted') FOR UPDATE OF c", logger: logger)
         for client in try await ClientStore.decode(rows) {
@@ -104,6 +106,18 @@ struct Invitations: Sendable {
                 try await clients.revoke(client.id, on: connection, logger: logger)
                 try await clients.dropUnsentMail(of: client.id, on: connection, logger: logger)
             }
+        }
+    }
+
+    /// One coach's invitations one at a time (making one, sending it again, changing its address,
+    /// and `followRoles`), until the transaction ends. A coach auth's latest roles event here says
+    /// is no longer one is refused (`403`), though the token still says coach: it lives for minutes
+    /// after a demotion, and would otherwise open the invitations `followRoles` revoked. An account
+    /// no roles event has named is taken at its token's word (a new coach's event may be on its way).
+    func holdCoach(_ coach: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(coach.uuidString)))", logger: logger)
+        guard try await !accounts.isKnownNotCoach(coach, on: connection, logger: logger) else {
+            throw APIError(.forbidden, code: "forbidden", detail: "This account is no longer a coach.")
         }
     }
 

@@ -258,6 +258,14 @@ import TestSupport
             }
             #expect(try await env.call(.get, "/v1/coach", as: ana).code == "no_coach")
             #expect(try await env.call(.post, "/v1/invitations/\(pendingCode)/accept", as: ben).code == "invitation_revoked")
+            // The demoted coach's token still says coach for minutes: it opens nothing again.
+            let resent = try await env.call(.post, "/v1/clients/\(pendingID)/invitation/resend", as: coach)
+            #expect(resent.status == .forbidden, "\(resent.text)")
+            let created = try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Dee", "email": "\(TestEnvironment.uniqueName("dee"))@example.com"])
+            #expect(created.status == .forbidden, "\(created.text)")
+            // An invitation made beside the demotion and left pending is refused as revoked.
+            try await env.execute("UPDATE clients SET status = 'pending' WHERE id = '\(pendingID)'")
+            #expect(try await env.call(.post, "/v1/invitations/\(pendingCode)/accept", as: ben).code == "invitation_revoked")
 
             // Accepted, then `coach` taken before auth granted `client` (auth refuses that acceptance).
             let other = try await env.coach("Other Coach")

@@ -64,6 +64,16 @@ struct AccountDirectory: Sendable {
         try await connection.returnsRow("UPDATE accounts SET roles = \(event.roles.map(\.rawValue)) WHERE user_id = \(event.userID) RETURNING 1", logger: logger)
     }
 
+    /// Whether auth's latest roles event here left the account without `coach`; false for one no
+    /// roles event has named.
+    func isKnownNotCoach(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow(
+            """
+            SELECT 1 FROM accounts a JOIN event_latest l ON l.subject = a.user_id AND l.topic = 'roles'
+            WHERE a.user_id = \(userID) AND NOT ('coach' = ANY (a.roles))
+            """, logger: logger)
+    }
+
     func signedIn(_ userID: UUID, at time: Date, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             "UPDATE accounts SET last_sign_in_at = greatest(coalesce(last_sign_in_at, \(time)), \(time)) WHERE user_id = \(userID)", logger: logger)

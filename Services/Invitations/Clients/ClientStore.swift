@@ -197,7 +197,10 @@ struct ClientStore: Sendable {
 
     // MARK: sends and limits
 
+    /// Records a send; sends older than the limits' day (and a day's margin) go, everyone's: what
+    /// is kept of an address (its hash) is kept no longer than the limit needs it.
     func recordSend(coach: UUID, client: UUID, email: String, kind: String, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM invitation_sends WHERE sent_at < now() - interval '2 days'", logger: logger)
         try await connection.checkedRun(
             """
             INSERT INTO invitation_sends (coach_id, client_id, kind, address_hash)

@@ -39,7 +39,7 @@ struct ClientRoutes {
         let view = try await invitations.postgres.transaction(logger: context.logger) { connection in
             try await connection.requireLiveAccount(coach.userID, logger: context.logger)
             // One coach's invitations one at a time: the address check and the daily count hold.
-            try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(coach.userID.uuidString)))", logger: context.logger)
+            try await invitations.holdCoach(coach.userID, on: connection, logger: context.logger)
             guard try await !invitations.clients.hasLiveClient(coach: coach.userID, email: fields.email, on: connection, logger: context.logger) else {
                 throw APIError.conflict("You already invited \(fields.email); resend that invitation instead.", code: "client_exists")
             }
@@ -113,7 +113,7 @@ struct ClientRoutes {
                 guard client.storedStatus == "pending" else {
                     throw APIError.conflict("The address can change only while the invitation is pending.", code: "email_locked")
                 }
-                try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(coachID.uuidString)))", logger: context.logger)
+                try await invitations.holdCoach(coachID, on: connection, logger: context.logger)
                 guard try await !invitations.clients.hasLiveClient(coach: coachID, email: email, except: id, on: connection, logger: context.logger) else {
                     throw APIError.conflict("You already invited \(email).", code: "client_exists")
                 }
@@ -170,7 +170,7 @@ struct ClientRoutes {
             guard client.status != .accepted, client.status != .left, let email = client.email else { throw ClientFields.used }
             // An expired or revoked invitation comes back to life: not beside another live one to the
             // same address, made since (locked as `create` and an address change lock).
-            try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(coach.userID.uuidString)))", logger: context.logger)
+            try await invitations.holdCoach(coach.userID, on: connection, logger: context.logger)
             guard try await !invitations.clients.hasLiveClient(coach: coach.userID, email: email, except: id, on: connection, logger: context.logger) else {
                 throw APIError.conflict("You already invited \(email) again since; resend that invitation instead.", code: "client_exists")
             }

@@ -78,10 +78,14 @@ struct InvitationRoutes {
                 throw InvitationErrors.notFound
             }
             switch client.status {
-            case .revoked: throw APIError(.gone, code: "invitation_revoked", detail: "This invitation was withdrawn; ask your coach for a new one.")
+            case .revoked: throw InvitationErrors.revoked
             case .expired: throw APIError(.gone, code: "invitation_expired", detail: "This invitation has expired; ask your coach to send it again.")
             case .accepted, .left: throw ClientFields.used
             case .pending: break
+            }
+            // Its coach is no longer one, and this invitation is on its way to being revoked.
+            guard try await !invitations.accounts.isKnownNotCoach(client.coachID, on: connection, logger: context.logger) else {
+                throw InvitationErrors.revoked
             }
             guard !caller.has(.coach), !account.roles.contains(Role.coach.rawValue) else {
                 throw APIError.conflict("A coach cannot also be someone's client.", code: "role_conflict")
@@ -187,6 +191,7 @@ struct InvitationRoutes {
 
 /// Problems the invitee's routes raise.
 enum InvitationErrors {
+    static let revoked = APIError(.gone, code: "invitation_revoked", detail: "This invitation was withdrawn; ask your coach for a new one.")
     static let notFound = APIError(.notFound, code: "invitation_not_found", detail: "No invitation has this code; ask your coach to send it again.")
     static let emailUnverified = APIError(
         .forbidden, code: "email_unverified", detail: "Verify your email address first: an invitation is accepted by the address it was sent to.")
