@@ -236,10 +236,7 @@ import TestSupport
     @Test func rosterFollowsTheRolesAuthGives() async throws {
         try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
             let coach = try await env.coach("Demoted Coach")
-            let address = "\(TestEnvironment.uniqueName("ana"))@example.com"
-            let (accepted, code) = try await env.invite("Ana", email: address, by: coach)
-            let ana = try await env.user(email: address)
-            #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: ana).status == .accepted)
+            let (accepted, ana) = try await env.acceptedClient("Ana", by: coach)
             let pendingAddress = "\(TestEnvironment.uniqueName("ben"))@example.com"
             let (pending, pendingCode) = try await env.invite("Ben", email: pendingAddress, by: coach)
             let ben = try await env.user(email: pendingAddress)
@@ -269,10 +266,7 @@ import TestSupport
 
             // Accepted, then `coach` taken before auth granted `client` (auth refuses that acceptance).
             let other = try await env.coach("Other Coach")
-            let carlAddress = "\(TestEnvironment.uniqueName("carl"))@example.com"
-            let (_, carlCode) = try await env.invite("Carl", email: carlAddress, by: other)
-            let carl = try await env.user(email: carlAddress)
-            #expect(try await env.call(.post, "/v1/invitations/\(carlCode)/accept", as: carl).status == .accepted)
+            let (_, carl) = try await env.acceptedClient("Carl", by: other)
             try await env.publish(UserRolesChanged(userID: carl.id, roles: [.user, .coach], added: [.coach], removed: []), userID: carl.id)
             try await waitUntil(.seconds(10)) {
                 try await env.count("SELECT count(*) FROM clients WHERE client_user_id = '\(carl.id)' AND status = 'accepted'") == 0
@@ -293,10 +287,7 @@ import TestSupport
     @Test func aDisownedCoachAccountLosesItsRoster() async throws {
         try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
             let squatter = try await env.coach("Squatter")
-            let address = "\(TestEnvironment.uniqueName("mo"))@example.com"
-            let (_, code) = try await env.invite("Mo", email: address, by: squatter)
-            let mo = try await env.user(email: address)
-            #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: mo).status == .accepted)
+            let (_, mo) = try await env.acceptedClient("Mo", by: squatter)
             try await env.publish(UserPasswordChanged(userID: squatter.id, method: .disowned), userID: squatter.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(squatter.id)'") == 0 }
             #expect(try await env.call(.get, "/v1/coach", as: mo).code == "no_coach")

@@ -104,6 +104,17 @@ struct InvitationsTestEnvironment: ServiceHarness {
         return (created, try await code(mailedTo: email, count: before + 1))
     }
 
+    /// A client as the flow makes one: invited by `coach` at an address of its own, signed up at
+    /// it, and accepted.
+    func acceptedClient(_ name: String, by coach: User) async throws -> (client: Reply, user: User) {
+        let address = "\(TestEnvironment.uniqueName(name.lowercased()))@example.com"
+        let (client, code) = try await invite(name, email: address, by: coach)
+        let user = try await user(email: address)
+        let accepted = try await call(.post, "/v1/invitations/\(code)/accept", as: user)
+        #expect(accepted.status == .accepted, "\(accepted.text)")
+        return (client, user)
+    }
+
     /// The code in the newest invitation mail to `email`.
     func code(mailedTo email: String, count: Int = 1) async throws -> String {
         let mails = try await mails(to: email, count: count)

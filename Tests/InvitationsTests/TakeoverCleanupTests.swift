@@ -11,10 +11,7 @@ import TestSupport
     @Test func aFirstProofByResetDropsTheMakersRosterAndName() async throws {
         try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
             let maker = try await env.coach("Totally The Owner")
-            let address = "\(TestEnvironment.uniqueName("mo"))@example.com"
-            let (_, code) = try await env.invite("Mo", email: address, by: maker)
-            let mo = try await env.user(email: address)
-            #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: mo).status == .accepted)
+            let (_, mo) = try await env.acceptedClient("Mo", by: maker)
             _ = try await env.invite("Lee", email: "\(TestEnvironment.uniqueName("lee"))@example.com", by: maker)
             #expect(try await env.call(.get, "/v1/coach", as: mo).status == .ok)
 
