@@ -95,8 +95,8 @@ struct Invitations: Sendable {
             }
             return
         }
-        // After any invitation being made or sent again now: those hold the coach the same way.
-        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(user.uuidString)))", logger: logger)
+        // After any invitation being made or sent again now, which hold the coach the same way.
+        try await lockCoach(user, on: connection, logger: logger)
         let rows = try await connection.checkedQuery(
             "\(unescaped: ClientStore.select) WHERE c.coach_id = \(user) AND c.status IN ('pending', 'accepted') FOR UPDATE OF c", logger: logger)
         for client in try await ClientStore.decode(rows) {
@@ -115,10 +115,14 @@ struct Invitations: Sendable {
     /// after a demotion, and would otherwise open the invitations `followRoles` revoked. An account
     /// no roles event has named is taken at its token's word (a new coach's event may be on its way).
     func holdCoach(_ coach: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(coach.uuidString)))", logger: logger)
+        try await lockCoach(coach, on: connection, logger: logger)
         guard try await !accounts.isKnownNotCoach(coach, on: connection, logger: logger) else {
             throw APIError(.forbidden, code: "forbidden", detail: "This account is no longer a coach.")
         }
+    }
+
+    private func lockCoach(_ coach: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.coach:' || \(coach.uuidString)))", logger: logger)
     }
 
     /// Ends the link of an accepted client, announcing it (`client.unlinked`).
