@@ -345,6 +345,13 @@ struct LiveGateway: Sendable {
             #expect(!second.ended && !third.ended, "the newer streams go on")
             let after = try await gateway.redis.send("ZRANGE", key, "0", "-1").array?.compactMap(\.string) ?? []
             #expect(after.count == 2 && after.contains(before.max()!) && !after.contains(before.min()!), "\(before) then \(after)")
+            // A token of an ended session takes no one's place.
+            let endedSession = UUID()
+            let ended = try await gateway.issuer.token(userID: person.id, sessionID: endedSession)
+            try await gateway.publish(SessionsEnded(userID: person.id, sessionIDs: [endedSession], all: false), to: person.id)
+            let refused = try await SSEStream.open(port: gateway.port, token: ended)
+            #expect(refused.status == 401 && refused.problem["code"] as? String == "session_revoked")
+            #expect(try await gateway.redis.send("ZRANGE", key, "0", "-1").array?.compactMap(\.string) == after)
             // Someone else is not counted with them.
             let other = try await gateway.open(try await gateway.person())
             defer { other.close() }

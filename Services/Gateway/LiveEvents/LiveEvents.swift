@@ -54,11 +54,13 @@ struct LiveEvents: Sendable {
         let registration = hub.register(user: holder.userID, session: holder.sessionID)
         var slot: String?
         do {
-            let claimed = try await slots.claim(user: holder.userID, stream: UUID().uuidString.lowercased())
-            slot = claimed
+            // The session is checked before a slot is taken: taking one may end the account's
+            // oldest stream, which a token of an ended session must not do.
             let backlog = try await LiveStream.read(for: holder.userID, after: asked.flatMap { StreamID($0) }, matching: LiveEventNames.ending, redis: redis)
             let ended = backlog.matching.contains { LiveEnding(type: $0.type, envelope: $0.envelope)?.ends(session: holder.sessionID) == true }
             guard !ended else { throw APIError.unauthorized("This session has ended; sign in again.", code: "session_revoked") }
+            let claimed = try await slots.claim(user: holder.userID, stream: UUID().uuidString.lowercased())
+            slot = claimed
             let lease = LiveLease(hub: hub, registration: registration, slots: slots, slot: claimed)
             let start = Self.start(asked: asked, backlog: backlog)
             context.logger.debug("event stream opened", metadata: ["user_id": "\(holder.userID)", "resumed": "\(asked != nil)"])
