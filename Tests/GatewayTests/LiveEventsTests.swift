@@ -254,6 +254,7 @@ struct LiveGateway: Sendable {
             let bound = try #require(try await gateway.ticket(for: person).json["ticket"] as? String)
             try await gateway.publish(SessionsEnded(userID: person.id, sessionIDs: [person.session], all: false), to: person.id)
             try await stream.waitUntilEnded()
+            #expect(!stream.events.contains { $0.event == "replaced" }, "an ended session is not a replaced stream")
             let revoked = try await SSEStream.open(port: gateway.port, query: "?ticket=\(bound)")
             #expect(revoked.status == 401 && revoked.problem["code"] as? String == "session_revoked")
         }
@@ -341,6 +342,8 @@ struct LiveGateway: Sendable {
             defer { third.close() }
             #expect(third.status == 200)
             try await first.waitUntilEnded()
+            // Told so, last, without an id: its client waits until it is next in use to connect again.
+            #expect(first.events.last == SSEMessage(event: "replaced", data: "{}"), "\(first.events)")
             try await Task.sleep(for: .seconds(2.5))
             #expect(!second.ended && !third.ended, "the newer streams go on")
             let after = try await gateway.redis.send("ZRANGE", key, "0", "-1").array?.compactMap(\.string) ?? []
@@ -422,6 +425,7 @@ struct LiveGateway: Sendable {
             _ = try await gateway.redis.send("ZREM", key, RedisArgument(held))
             _ = try await gateway.redis.send("ZADD", key, RedisArgument(String(Int(Date().timeIntervalSince1970 * 1000))), "another-stream")
             try await stream.waitUntilEnded()
+            #expect(stream.events.map(\.event) == ["replaced"])
             let slots = try await gateway.redis.send("ZRANGE", key, "0", "-1").array?.compactMap(\.string)
             #expect(slots == ["another-stream"])
         }

@@ -12,6 +12,8 @@ func aCoachPlansWorkoutsAndTheClientLogsThem() async throws {
     try await coach.app.refreshSession()
     let roles = await coach.app.currentSession?.roles ?? []
     try expect(roles.contains("coach"), "the coach role in the token: \(roles)")
+    let coachStream = try await StreamReader(coach.app)
+    defer { coachStream.close() }
 
     // The library, searched by a misspelt name and by muscle.
     let found = try await coach.app.send { try await $0.getV1Exercises(query: .init(q: "push ups", limit: 5)).ok.body.json }
@@ -101,6 +103,8 @@ func aCoachPlansWorkoutsAndTheClientLogsThem() async throws {
         try await client.app.send { try await $0.postV1InvitationsCodeAccept(path: .init(code: code)).ok.body.json }
     }
     try await client.app.refreshSession()
+    let clientStream = try await StreamReader(client.app)
+    defer { clientStream.close() }
     let today = try await eventually("the planned session in the client's today") {
         let list = try await client.app.send { try await $0.getV1TrainingToday().ok.body.json }
         return list.items.map(\.id) == [sessions[0].id] ? list : nil
@@ -137,6 +141,11 @@ func aCoachPlansWorkoutsAndTheClientLogsThem() async throws {
         try await $0.postV1TrainingSessionsIdLog(path: .init(id: sessions[0].id), headers: .init(idempotencyKey: key, ifMatch: shownTag), body: .json(log)).ok.body.json
     }
     try expect(retried.value1.status == .completed && retried.value2.loggedSets.count == 3, "the retried log, once: \(retried.value2.loggedSets)")
+    let heard = try await coachStream.next("workout_logged") { event -> LiveEvent.WorkoutLogged? in
+        if case .workoutLogged(let logged) = event.kind { return logged }
+        return nil
+    }
+    try expect(same(heard.sessionId, sessions[0].id) && same(heard.clientId, client.id) && heard.status == "completed", "the coach hears of the log: \(heard)")
     let skipped = try await client.app.send {
         try await $0.postV1TrainingSessionsIdSkip(path: .init(id: sessions[1].id), body: .json(.init(reason: "travelling"))).ok.body.json
     }
@@ -159,6 +168,11 @@ func aCoachPlansWorkoutsAndTheClientLogsThem() async throws {
         try await $0.postV1TrainingSessionsIdComments(path: .init(id: sessions[0].id), body: .json(.init(text: "Strong start, add 5 lb"))).created.body.json
     }
     try expect(fromCoach.authorRole == .coach, "the coach's comment: \(fromCoach)")
+    let told = try await clientStream.next("workout_comment") { event -> LiveEvent.WorkoutComment? in
+        if case .workoutComment(let comment) = event.kind { return comment }
+        return nil
+    }
+    try expect(same(told.commentId, fromCoach.id) && told.authorRole == "coach" && told.text == "Strong start, add 5 lb", "the client hears of the comment: \(told)")
     _ = try await client.app.send {
         try await $0.postV1TrainingSessionsIdComments(path: .init(id: sessions[0].id), body: .json(.init(text: "Will do"))).created.body.json
     }

@@ -19,6 +19,10 @@ enum LiveEventNames {
     /// reloads what it shows, then reads on.
     static let reset = "reset"
 
+    /// The last message of a stream whose place the account's newer streams took
+    /// (`SSE_MAX_PER_USER`): the client does not reconnect until the app is next in use.
+    static let replaced = "replaced"
+
     /// Types that end streams rather than reach them.
     static let ending = [SessionsEnded.eventType, UserDeleted.eventType]
 }

@@ -8,7 +8,8 @@ import Synchronization
 extension LiveEvents {
     /// Writes one client's stream until it ends: at the token's expiry, when the session ends or the
     /// account goes (`LiveEnding`), when the client is too far behind (it resumes), when the server
-    /// shuts down, or when the client goes (a write fails). Entries go out in id order, each once:
+    /// shuts down, when the account's newer streams took its slot (`event: replaced`), or when the
+    /// client goes (a write fails). Entries go out in id order, each once:
     /// `position` is the last id the client was given or skipped, and nothing at or before it is
     /// written again, whether it comes back from a reread or late from the subscription.
     func stream(_ start: Start, for holder: LiveTickets.Grant, lease: LiveLease, writer: inout any ResponseBodyWriter) async throws {
@@ -65,7 +66,13 @@ extension LiveEvents {
                         // Only once the ping is written: a client that stopped reading (a phone that
                         // changed networks) stops renewing its slot, which lapses after three beats.
                         // A slot that lapsed is taken again, unless other streams took the room.
-                        guard await slots.touch(user: user, stream: slot) else { break reading }
+                        // Then the client is told it was replaced, and waits until it is next in use
+                        // to connect again: reconnecting at once would take a newer stream's place in
+                        // turn, and an account with more devices than slots would never settle.
+                        guard await slots.touch(user: user, stream: slot) else {
+                            try await writer.write(SSEFrame.replaced)
+                            break reading
+                        }
                     case .resync:
                         // Whatever the subscription missed is in the live stream. If Redis cannot be
                         // read, the stream ends and the client resumes from `position`.

@@ -23,6 +23,10 @@ enum SSEFrame {
         ByteBuffer(string: "id: \(id)\nevent: \(LiveEventNames.reset)\ndata: {}\n\n")
     }
 
+    /// The account's newer streams took this one's place: it ends, and the client connects again
+    /// when the app is next in use, not at once. No id: the client's last one still stands.
+    static let replaced = ByteBuffer(string: "event: \(LiveEventNames.replaced)\ndata: {}\n\n")
+
     /// `data` of an event: the envelope's payload as the envelope has it (snake_case), with the
     /// envelope's `occurred_at`; on one line, as JSON text always can be.
     static func data(ofEnvelope json: String) -> String? {

@@ -6007,7 +6007,7 @@ public struct Client: APIProtocol {
             }
         )
     }
-    /// The signed-in user's live events, as server-sent events (docs/API.md, "Live events"). Sign in with Authorization: Bearer, or with a ticket (POST /v1/events/ticket) for clients that cannot set headers. Each message has id, event (notification, roles_changed, entitlement_changed, client_accepted, email_verified, workout_assigned, workout_logged, workout_comment) and data (the event's fields and occurred_at); a comment ": ping" comes every SSE_HEARTBEAT_S seconds. With Last-Event-ID (or last_event_id) the events after that id come first, each once; "event: reset" says they are gone and the client reloads. The stream ends when the token expires, when its session ends, or when the account is deleted.
+    /// The signed-in user's live events, as server-sent events (docs/API.md, "Live events"). Sign in with Authorization: Bearer, or with a ticket (POST /v1/events/ticket) for clients that cannot set headers. Each message has id, event (notification, roles_changed, entitlement_changed, client_accepted, email_verified, workout_assigned, workout_logged, workout_comment) and data (the event's fields and occurred_at); a comment ": ping" comes every SSE_HEARTBEAT_S seconds. With Last-Event-ID (or last_event_id) the events after that id come first, each once; "event: reset" says they are gone and the client reloads. The stream ends when the token expires, when its session ends, when the account is deleted, or after "event: replaced" (the account's newer streams, past SSE_MAX_PER_USER, took its place), when the client connects again only once the app is next in use.
     ///
     ///
     /// - Remark: HTTP `GET /v1/events`.

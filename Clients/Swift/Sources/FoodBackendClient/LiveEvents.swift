@@ -15,7 +15,17 @@ public struct LiveEvent: Sendable {
         case entitlementChanged(EntitlementChanged)
         case clientAccepted(ClientAccepted)
         case emailVerified(EmailVerified)
+        /// To the client: the coach scheduled sessions.
+        case workoutAssigned(WorkoutAssigned)
+        /// To the coach: a client logged a session.
+        case workoutLogged(WorkoutLogged)
+        /// To the session's other party: a comment on it.
+        case workoutComment(WorkoutComment)
         case reset
+        /// The account's newer streams (on its other devices) took this one's place: the sequence
+        /// ends after it, and does not reconnect. Open it again when the app is next in use
+        /// (reconnecting at once would take a newer stream's place in turn).
+        case replaced
         /// A connection opened (the first, or one after a drop): what the app shows may be loaded
         /// from now on without missing an event in between.
         case connected
@@ -57,6 +67,35 @@ public struct LiveEvent: Sendable {
         public let occurredAt: String?
     }
 
+    public struct WorkoutAssigned: Decodable, Sendable {
+        public let coachId: String
+        public let clientId: String
+        public let workoutId: String
+        public let sessionIds: [String]
+        /// The sessions' days (YYYY-MM-DD), in the order of `sessionIds`.
+        public let dates: [String]
+        public let occurredAt: String?
+    }
+
+    public struct WorkoutLogged: Decodable, Sendable {
+        public let sessionId: String
+        public let coachId: String
+        public let clientId: String
+        /// `completed` or `partial`.
+        public let status: String
+        public let occurredAt: String?
+    }
+
+    public struct WorkoutComment: Decodable, Sendable {
+        public let sessionId: String
+        public let commentId: String
+        public let authorId: String
+        /// `coach` or `client`.
+        public let authorRole: String
+        public let text: String
+        public let occurredAt: String?
+    }
+
     init(connectedAfter id: String?) {
         self.id = id
         kind = .connected
@@ -77,7 +116,11 @@ public struct LiveEvent: Sendable {
         case "entitlement_changed": kind = read(EntitlementChanged.self, Kind.entitlementChanged)
         case "client_accepted": kind = read(ClientAccepted.self, Kind.clientAccepted)
         case "email_verified": kind = read(EmailVerified.self, Kind.emailVerified)
+        case "workout_assigned": kind = read(WorkoutAssigned.self, Kind.workoutAssigned)
+        case "workout_logged": kind = read(WorkoutLogged.self, Kind.workoutLogged)
+        case "workout_comment": kind = read(WorkoutComment.self, Kind.workoutComment)
         case "reset": kind = .reset
+        case "replaced": kind = .replaced
         default: kind = .other(name: name, data: data)
         }
     }
@@ -86,11 +129,12 @@ public struct LiveEvent: Sendable {
 public typealias LiveEvents = AsyncThrowingStream<LiveEvent, any Error>
 
 extension FoodBackend {
-    /// The signed-in user's live events until the sequence is dropped or the session ends (then it
-    /// throws the `FoodBackendError`, `.sessionRevoked` say). Each connection opens with a new
-    /// one-use ticket; when one ends (the access token's expiry, a dropped connection, a gateway
-    /// restart) the next opens with the last event's id as `Last-Event-ID`, so nothing in between
-    /// is missed. Keep one per app, and stop it when the app goes to the background.
+    /// The signed-in user's live events until the sequence is dropped, the session ends (then it
+    /// throws the `FoodBackendError`, `.sessionRevoked` say) or the account's newer streams take its
+    /// place (`.replaced`, then it ends). Each connection opens with a new one-use ticket; when one
+    /// ends (the access token's expiry, a dropped connection, a gateway restart) the next opens with
+    /// the last event's id as `Last-Event-ID`, so nothing in between is missed. Keep one per app,
+    /// stop it when the app goes to the background, and start it again when the app comes back.
     public func liveEvents(after lastEventID: String? = nil) -> LiveEvents {
         let (stream, continuation) = LiveEvents.makeStream(bufferingPolicy: .unbounded)
         let task = Task {
@@ -114,7 +158,12 @@ extension FoodBackend {
                         while let message = parser.next() {
                             if let id = message.id, !id.isEmpty { last = id }
                             guard let name = message.event, !name.isEmpty else { continue }
-                            continuation.yield(LiveEvent(id: message.id, name: name, data: message.data))
+                            let event = LiveEvent(id: message.id, name: name, data: message.data)
+                            continuation.yield(event)
+                            if case .replaced = event.kind {
+                                continuation.finish()
+                                return
+                            }
                         }
                     }
                     // The server closed the stream (the token's end, a restart): reconnect after `retry`.

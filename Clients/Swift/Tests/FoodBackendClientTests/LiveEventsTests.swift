@@ -109,6 +109,77 @@ import Testing
         try await server.shutdown()
     }
 
+    /// The account's newer streams took this one's place: the sequence says so and ends, without
+    /// connecting again (which would take a newer stream's place in turn).
+    @Test func aReplacedStreamEndsWithoutReconnecting() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/events/ticket": return .json(#"{"ticket":"t","expires_at":"2026-11-28T10:01:00Z"}"#)
+            case "/v1/events":
+                seen.add("open")
+                // A second connection is what must not happen: refused, it would end the sequence with an error.
+                guard seen.count("open") == 1 else { return .problem(.forbidden, "forbidden") }
+                return .stream(["retry: 20\n\n", Self.notification("1-0"), "event: replaced\ndata: {}\n\n"], pause: .milliseconds(5))
+            default: return .problem(.notFound, "not_found")
+            }
+        }
+        let backend = FoodBackend(
+            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")),
+            configuration: .init(reconnectDelay: .milliseconds(20)))
+        var received: [String] = []
+        for try await event in backend.liveEvents() {
+            switch event.kind {
+            case .connected: received.append("connected")
+            case .notification: received.append("\(event.id ?? "") notification")
+            case .replaced: received.append("replaced")
+            default: received.append("unexpected")
+            }
+        }
+        #expect(received == ["connected", "1-0 notification", "replaced"])
+        // Many times the reconnection delay: had it reconnected, the server would have seen it.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(seen.count("open") == 1)
+        try await server.shutdown()
+    }
+
+    @Test func trainingEventsComeTyped() async throws {
+        let received = Gate()
+        let assigned =
+            #"{"client_id":"c","coach_id":"k","dates":["2026-11-28","2026-11-30"],"occurred_at":"2026-11-28T09:00:00.000Z","session_ids":["s1","s2"],"workout_id":"w"}"#
+        let logged = #"{"client_id":"c","coach_id":"k","occurred_at":"2026-11-28T09:01:00.000Z","session_id":"s1","status":"partial"}"#
+        let comment =
+            #"{"author_id":"k","author_role":"coach","comment_id":"m","occurred_at":"2026-11-28T09:02:00.000Z","session_id":"s1","text":"Nice"}"#
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/events/ticket": return .json(#"{"ticket":"t","expires_at":"2026-11-28T10:01:00Z"}"#)
+            case "/v1/events":
+                return .stream(
+                    [
+                        "id: 1-0\nevent: workout_assigned\ndata: \(assigned)\n\n", "id: 2-0\nevent: workout_logged\ndata: \(logged)\n\n",
+                        "id: 3-0\nevent: workout_comment\ndata: \(comment)\n\n",
+                    ], pause: .milliseconds(5), closeAfter: received)
+            default: return .problem(.notFound, "not_found")
+            }
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        var events: [String] = []
+        for try await event in backend.liveEvents() {
+            switch event.kind {
+            case .connected: continue
+            case .workoutAssigned(let assigned): events.append("assigned \(assigned.workoutId) \(assigned.sessionIds) \(assigned.dates)")
+            case .workoutLogged(let logged): events.append("logged \(logged.sessionId) \(logged.status) by \(logged.clientId)")
+            case .workoutComment(let comment): events.append("comment \(comment.commentId) \(comment.authorRole) \(comment.text)")
+            default: events.append("unexpected \(event.kind)")
+            }
+            if events.count == 3 { break }
+        }
+        received.open()
+        #expect(
+            events == [#"assigned w ["s1", "s2"] ["2026-11-28", "2026-11-30"]"#, "logged s1 partial by c", "comment m coach Nice"])
+        try await server.shutdown()
+    }
+
     @Test func theParserTakesOnlyWholeEvents() {
         var parser = ServerSentEventParser()
         parser.consume(Array("\u{FEFF}retry: 3000\r\n\r\nid: 1\r\nevent: a\r\ndata: x\r\ndata: y\r\n\r\n: comment\n\nid: 2\nevent: b\ndata: z".utf8))
