@@ -24,9 +24,10 @@ import TestSupport
             let original = try Photos.fixture(fixture)
             let upload = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: original), headers: [.contentType: type])
             #expect(upload.status == .ok, "\(upload.text)")
-            #expect(upload.json["photo_url"] as? String == "/v1/meals/\(id)/photo")
+            let url = try #require(upload.json["photo_url"] as? String)
+            #expect(url.hasPrefix("/v1/meals/\(id)/photo?v="), "\(url)")
 
-            let photo = try await env.call(.get, "/v1/meals/\(id)/photo", as: user)
+            let photo = try await env.call(.get, url, as: user)
             #expect(photo.status == .ok)
             #expect(photo.headers[.contentType] == "image/jpeg")
             #expect(photo.headers[.cacheControl]?.hasPrefix("private") == true)
@@ -183,6 +184,57 @@ import TestSupport
         }
     }
 
+    /// An app keeps a photo by its URL for as long as `Cache-Control` lets it: a replaced photo has a
+    /// new URL, kept a year; asked for without its version, or by the one before, it is checked each
+    /// time and is the current photo.
+    @Test func aReplacedPhotoHasANewURL() async throws {
+        try await NutritionTestEnvironment.run { env in
+            let user = try await env.user()
+            let id = try #require(try await env.meal(user)["id"] as? String)
+            let path = "/v1/meals/\(id)/photo"
+            let png = try await env.call(.post, path, as: user, raw: ByteBuffer(bytes: try Photos.fixture("avatars/photo.png")), headers: [.contentType: "image/png"])
+            let first = try #require(png.json["photo_url"] as? String)
+            #expect(first.wholeMatch(of: /\/v1\/meals\/[0-9a-f-]{36}\/photo\?v=[0-9a-f]{16}/) != nil, "\(first)")
+            let firstPhoto = try await env.call(.get, first, as: user)
+            #expect(firstPhoto.headers[.cacheControl] == "private, max-age=31536000, immutable")
+            #expect(firstPhoto.headers[.eTag]?.hasPrefix("\"" + first.suffix(16)) == true, "the version is the ETag's start")
+
+            let plate = try await env.call(.post, path, as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate.png")), headers: [.contentType: "image/png"])
+            let second = try #require(plate.json["photo_url"] as? String)
+            #expect(second != first && second.hasPrefix(path + "?v="))
+            #expect(try await env.call(.get, "/v1/meals/\(id)", as: user).json["photo_url"] as? String == second)
+            let secondPhoto = try await env.call(.get, second, as: user)
+            #expect(secondPhoto.headers[.cacheControl] == "private, max-age=31536000, immutable")
+            #expect(secondPhoto.body != firstPhoto.body)
+            // The URL before, and the path alone: the current photo, not to be kept unchecked.
+            for stale in [first, path, path + "?v=", path + "?v=\(second.suffix(16).prefix(15))"] {
+                let read = try await env.call(.get, stale, as: user)
+                #expect(read.status == .ok && read.body == secondPhoto.body, "\(stale)")
+                #expect(read.headers[.cacheControl] == "private, no-cache", "\(stale)")
+            }
+
+            // The app sends the meal back as it read it: its photo's URL is its own.
+            let edited = try await env.call(
+                .put, "/v1/meals/\(id)", as: user,
+                json: ["name": "Lunch", "eaten_at": "\(NutritionTestEnvironment.year)-06-01T12:30:00+02:00", "items": [NutritionTestEnvironment.item()], "photo_url": second])
+            #expect(edited.status == .ok, "\(edited.text)")
+            #expect(edited.json["photo_url"] as? String == second)
+            // Another meal's photo, with a version or without, is not this one's.
+            let other = try #require(try await env.meal(user)["id"] as? String)
+            for foreign in ["/v1/meals/\(other)/photo?v=\(second.suffix(16))", "/v1/meals/\(other)/photo", path + "x?v=\(second.suffix(16))"] {
+                let refused = try await env.call(
+                    .put, "/v1/meals/\(id)", as: user,
+                    json: ["name": "Lunch", "eaten_at": "\(NutritionTestEnvironment.year)-06-01T12:30:00+02:00", "items": [NutritionTestEnvironment.item()], "photo_url": foreign])
+                #expect(refused.fieldErrors == ["photo_url"], "\(foreign)")
+            }
+
+            // A meal whose photo was kept before versions (its path alone) loses it on delete as well.
+            try await env.execute("UPDATE meals SET photo_url = '\(path)' WHERE id = '\(id)'")
+            #expect(try await env.call(.delete, path, as: user).status == .noContent)
+            #expect(try await env.call(.get, "/v1/meals/\(id)", as: user).json["photo_url"] is NSNull)
+        }
+    }
+
     @Test func deletingThePhotoTheMealOrTheAccount() async throws {
         try await NutritionTestEnvironment.run { env in
             let user = try await env.user()
@@ -197,11 +249,12 @@ import TestSupport
             #expect(twice.code == "photo_not_found")
 
             // A correction of the meal keeps its photo.
-            #expect(try await env.call(.post, "/v1/meals/\(first)/photo", as: user, raw: png, headers: [.contentType: "image/png"]).status == .ok)
+            let uploaded = try await env.call(.post, "/v1/meals/\(first)/photo", as: user, raw: png, headers: [.contentType: "image/png"])
+            #expect(uploaded.status == .ok)
             let corrected = try await env.call(
                 .put, "/v1/meals/\(first)", as: user, json: ["name": "Dinner", "eaten_at": "\(NutritionTestEnvironment.year)-06-01T19:30:00+02:00", "items": [NutritionTestEnvironment.item()]])
             #expect(corrected.status == .ok)
-            #expect(corrected.json["photo_url"] as? String == "/v1/meals/\(first)/photo")
+            #expect(corrected.json["photo_url"] as? String == uploaded.json["photo_url"] as? String)
 
             #expect(try await env.call(.delete, "/v1/meals/\(first)", as: user).status == .noContent)
             #expect(try await env.count("SELECT count(*) FROM meal_photos WHERE meal_id = '\(first)'") == 0)

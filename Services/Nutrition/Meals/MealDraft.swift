@@ -57,7 +57,7 @@ struct MealDraft: Sendable {
         for (index, item) in items.prefix(Self.maxItems).enumerated() { problems += item.problems(at: index) }
         if let notes = body.notes, notes.unicodeScalars.count > 2000 { problems.append(.init(field: "notes", message: "must be at most 2000 characters")) }
         if let photo = body.photoURL,
-            photo.unicodeScalars.count > 2048 || !(photo.hasPrefix("https://") || photo.hasPrefix("http://") || photo == meal.map(MealPhotoStore.path(of:)))
+            photo.unicodeScalars.count > 2048 || !(photo.hasPrefix("https://") || photo.hasPrefix("http://") || meal.map { MealPhotoStore.isOwnPhoto(photo, of: $0) } == true)
         {
             problems.append(
                 .init(field: "photo_url", message: "must be an http(s) URL, at most 2048 characters (a photo this API keeps is set by POST /v1/meals/{id}/photo)"))

@@ -12,29 +12,50 @@ struct StoredPhoto: Sendable {
     var etag: String
 }
 
-/// The queries on `meal_photos`. The meal's `photo_url` is the photo's API path while it has one.
+/// The queries on `meal_photos`. The meal's `photo_url` is the photo's API path while it has one,
+/// with the photo's version: `?v=` and the start of its ETag. A replaced photo so has a new URL, and
+/// an app's cache, which keeps a photo's URL for a long time, never shows the one before.
 struct MealPhotoStore: Sendable {
     static func path(of meal: UUID) -> String { "/v1/meals/\(meal.uuidString.lowercased())/photo" }
 
+    /// How much of the ETag (hex SHA-256) the URL carries: enough that two photos of a meal never
+    /// share it.
+    static let versionLength = 16
+
+    /// The `photo_url` of the meal's photo whose ETag is `etag`.
+    static func url(of meal: UUID, etag: some StringProtocol) -> String { path(of: meal) + "?v=" + etag.prefix(versionLength) }
+
+    /// Whether `url` is the meal's own photo's path, with a version or without (as a meal whose photo
+    /// was kept before versions has it).
+    static func isOwnPhoto(_ url: String, of meal: UUID) -> Bool {
+        let path = path(of: meal)
+        return url == path || url.hasPrefix(path + "?v=")
+    }
+
     /// Keeps `image` as the meal's photo (replacing one it had) and points the meal's `photo_url` at
-    /// it; a new version of the meal.
-    func put(_ image: CleanImage, meal: UUID, user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun(
+    /// it; a new version of the meal. The `photo_url` set.
+    @discardableResult
+    func put(_ image: CleanImage, meal: UUID, user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> String {
+        let rows = try await connection.checkedQuery(
             """
             INSERT INTO meal_photos (meal_id, user_id, content_type, data, etag, width, height)
             VALUES (\(meal), \(user), \(image.format.rawValue), \(image.bytes), encode(sha256(\(image.bytes)::bytea), 'hex'), \(image.width), \(image.height))
             ON CONFLICT (meal_id) DO UPDATE SET content_type = EXCLUDED.content_type, data = EXCLUDED.data, etag = EXCLUDED.etag,
               width = EXCLUDED.width, height = EXCLUDED.height, created_at = now()
+            RETURNING etag
             """, logger: logger)
-        try await connection.checkedRun(
-            "UPDATE meals SET photo_url = \(Self.path(of: meal)), version = version + 1, updated_at = now() WHERE id = \(meal)", logger: logger)
+        var etag = ""
+        for try await (kept) in rows.decode(String.self) { etag = kept }
+        let url = Self.url(of: meal, etag: etag)
+        try await connection.checkedRun("UPDATE meals SET photo_url = \(url), version = version + 1, updated_at = now() WHERE id = \(meal)", logger: logger)
+        return url
     }
 
     /// Removes the meal's photo and its `photo_url`; false when it had none.
     func delete(meal: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         guard try await connection.returnsRow("DELETE FROM meal_photos WHERE meal_id = \(meal) RETURNING 1", logger: logger) else { return false }
         try await connection.checkedRun(
-            "UPDATE meals SET photo_url = NULL, version = version + 1, updated_at = now() WHERE id = \(meal) AND photo_url = \(Self.path(of: meal))",
+            "UPDATE meals SET photo_url = NULL, version = version + 1, updated_at = now() WHERE id = \(meal) AND split_part(photo_url, '?', 1) = \(Self.path(of: meal))",
             logger: logger)
         return true
     }

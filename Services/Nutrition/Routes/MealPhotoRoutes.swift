@@ -50,7 +50,9 @@ struct MealPhotoRoutes {
     }
 
     /// The photo, to its owner and a coach linked to them; anyone else is `404`, as for a meal
-    /// without one.
+    /// without one. Asked for by its `photo_url`, whose `v` names this very photo, it may be kept
+    /// for a year: a replaced photo has another URL. Without `v`, or with one of a photo replaced
+    /// since, it is checked again (its ETag) each time it is shown.
     @Sendable func photo(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let id = try context.mealID()
         let nutrition = self.nutrition
@@ -58,7 +60,10 @@ struct MealPhotoRoutes {
             try await nutrition.photos.find(meal: id, reader: context.caller.userID, on: connection, logger: context.logger)
         }
         guard let found else { throw Self.noPhoto }
-        return MealPhoto.response((found.data, found.contentType, found.etag), cacheControl: "private, max-age=86400", request: request)
+        let version = request.uri.queryParameters["v"]
+        let current = version.map { $0.count == MealPhotoStore.versionLength && found.etag.hasPrefix($0) } ?? false
+        let cacheControl = current ? "private, max-age=31536000, immutable" : "private, no-cache"
+        return MealPhoto.response((found.data, found.contentType, found.etag), cacheControl: cacheControl, request: request)
     }
 
     /// The photo as it was when the link was made, to anyone with the link while it lives; `410`

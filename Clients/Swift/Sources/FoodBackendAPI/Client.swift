@@ -9675,7 +9675,7 @@ public struct Client: APIProtocol {
             }
         )
     }
-    /// The meal's photo, to its owner and a coach linked to them.
+    /// The meal's photo, to its owner and a coach linked to them. Asked for by the meal's photo_url (v the current photo's version), Cache-Control lets it be kept a year (a replaced photo has another URL); otherwise no-cache.
     ///
     /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
@@ -9695,6 +9695,13 @@ public struct Client: APIProtocol {
                     method: .get
                 )
                 suppressMutabilityWarning(&request)
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "v",
+                    value: input.query.v
+                )
                 try converter.setHeaderFieldAsURI(
                     in: &request.headerFields,
                     name: "If-None-Match",

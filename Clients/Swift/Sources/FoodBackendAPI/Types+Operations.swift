@@ -19740,7 +19740,7 @@ public enum Operations {
             }
         }
     }
-    /// The meal's photo, to its owner and a coach linked to them.
+    /// The meal's photo, to its owner and a coach linked to them. Asked for by the meal's photo_url (v the current photo's version), Cache-Control lets it be kept a year (a replaced photo has another URL); otherwise no-cache.
     ///
     /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
@@ -19760,6 +19760,21 @@ public enum Operations {
                 }
             }
             public var path: Operations.GetV1MealsIdPhoto.Input.Path
+            /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// The photo's version, as the meal's photo_url carries it.
+                ///
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/query/v`.
+                public var v: Swift.String?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - v: The photo's version, as the meal's photo_url carries it.
+                public init(v: Swift.String? = nil) {
+                    self.v = v
+                }
+            }
+            public var query: Operations.GetV1MealsIdPhoto.Input.Query
             /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/header`.
             public struct Headers: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/header/If-None-Match`.
@@ -19783,12 +19798,15 @@ public enum Operations {
             ///
             /// - Parameters:
             ///   - path:
+            ///   - query:
             ///   - headers:
             public init(
                 path: Operations.GetV1MealsIdPhoto.Input.Path,
+                query: Operations.GetV1MealsIdPhoto.Input.Query = .init(),
                 headers: Operations.GetV1MealsIdPhoto.Input.Headers = .init()
             ) {
                 self.path = path
+                self.query = query
                 self.headers = headers
             }
         }
@@ -20089,7 +20107,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// The meal, its photo_url the photo's path.
+            /// The meal, its photo_url the photo's path with its version (?v=…), new for each photo.
             ///
             /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/200`.
             ///

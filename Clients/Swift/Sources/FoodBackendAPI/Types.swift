@@ -390,7 +390,7 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/meals/{id}/consume`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/consume/delete`.
     func deleteV1MealsIdConsume(_ input: Operations.DeleteV1MealsIdConsume.Input) async throws -> Operations.DeleteV1MealsIdConsume.Output
-    /// The meal's photo, to its owner and a coach linked to them.
+    /// The meal's photo, to its owner and a coach linked to them. Asked for by the meal's photo_url (v the current photo's version), Cache-Control lets it be kept a year (a replaced photo has another URL); otherwise no-cache.
     ///
     /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
@@ -1738,16 +1738,18 @@ extension APIProtocol {
             headers: headers
         ))
     }
-    /// The meal's photo, to its owner and a coach linked to them.
+    /// The meal's photo, to its owner and a coach linked to them. Asked for by the meal's photo_url (v the current photo's version), Cache-Control lets it be kept a year (a replaced photo has another URL); otherwise no-cache.
     ///
     /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
     public func getV1MealsIdPhoto(
         path: Operations.GetV1MealsIdPhoto.Input.Path,
+        query: Operations.GetV1MealsIdPhoto.Input.Query = .init(),
         headers: Operations.GetV1MealsIdPhoto.Input.Headers = .init()
     ) async throws -> Operations.GetV1MealsIdPhoto.Output {
         try await getV1MealsIdPhoto(Operations.GetV1MealsIdPhoto.Input(
             path: path,
+            query: query,
             headers: headers
         ))
     }
