@@ -101,13 +101,14 @@ struct CORSPolicy: Sendable, Equatable {
 
 /// The request bodies the gateway holds whole in memory at once, across requests
 /// (`BODY_BUFFER_BYTES`): a chunked body is read whole, to hold it to its path's limit, and a small
-/// one with a length, to go out with its head. Each takes its bytes from here (a chunked body
-/// `firstReservation` before it is asked for, then what its chunks need past that as they come, so
-/// a client trickling a body holds little, not its path's whole limit) and gives them back once its
-/// response has begun. Otherwise clients sending bodies on many
-/// connections at once would make the gateway hold more than any memory it has. Beyond the budget a
-/// chunked body is refused `503` with `Retry-After` and the connection ends (the rest of its body
-/// unread), and a small body with a length streams instead.
+/// one with a length, to go out with its head. Each takes its bytes from here as they arrive, not
+/// before (a client that announces a body and sends little of it holds that little, not what it
+/// announced: connections that announce bodies and send none would otherwise spend the budget for
+/// everyone), and gives them back once its response has begun. Otherwise clients sending bodies on
+/// many connections at once would make the gateway hold more than any memory it has. A small body
+/// with a length that the budget has no room for when it comes streams instead; past the budget
+/// while it is read, a body is refused `503` with `Retry-After` and the connection ends (the rest
+/// of its body unread).
 final class BodyBuffers: Sendable {
     static let standardCapacity = 64 * 1024 * 1024
     let capacity: Int
@@ -132,10 +133,14 @@ final class BodyBuffers: Sendable {
         held.subtract(bytes, ordering: .relaxed)
     }
 
-    /// What a chunked body takes before it is asked for (`100 Continue`), at most its limit: a body
-    /// is not told to come when the budget could hold only a byte of it, and a client trickling one
-    /// holds this much, not its path's whole limit.
-    static let firstReservation = 64 * 1024
+    /// Whether `bytes` fit in the budget now (nothing is taken).
+    func hasRoom(for bytes: Int) -> Bool {
+        held.load(ordering: .relaxed) + bytes <= capacity
+    }
+
+    /// The room a chunked body needs in the budget, at most its limit, before it is asked for (`100
+    /// Continue`) or read: a body is not told to come when the budget could hold only a byte of it.
+    static let roomBeforeAsking = 64 * 1024
 
     static let busy = APIError(
         .serviceUnavailable, code: "busy", detail: "The gateway is holding as many request bodies as it can; try again in a moment.",
@@ -187,20 +192,18 @@ struct EdgeMiddleware: RouterMiddleware {
             Self.continueIfAsked(request, context: context)
         } else if request.headers[.transferEncoding] != nil {
             let limit = bodyLimits.limit(for: request.uri.path)
-            var taken = min(limit, BodyBuffers.firstReservation)
-            guard bodyBuffers.take(taken) else { throw BodyBuffers.busy }
+            guard bodyBuffers.hasRoom(for: min(limit, BodyBuffers.roomBeforeAsking)) else { throw BodyBuffers.busy }
+            var taken = 0
             defer { bodyBuffers.give(taken) }
             Self.continueIfAsked(request, context: context)
             // Chunks add up to a length no header announced: read them up to the limit, no further,
-            // taking what they need past the first reservation from the budget as they come.
+            // taking what they need from the budget as they come.
             var whole = ByteBuffer()
             for try await part in request.body {
                 let size = whole.readableBytes + part.readableBytes
                 guard size <= limit else { throw BodyLimits.tooLarge(limit) }
-                if size > taken {
-                    guard bodyBuffers.take(size - taken) else { throw BodyBuffers.busy }
-                    taken = size
-                }
+                guard bodyBuffers.take(part.readableBytes) else { throw BodyBuffers.busy }
+                taken = size
                 whole.writeImmutableBuffer(part)
             }
             request.body = RequestBody(buffer: whole)

@@ -19,6 +19,8 @@ struct ProxyMiddleware: RouterMiddleware {
     let timeout: Duration
     var bodyBuffers = BodyBuffers()
 
+    static let bodyEndedEarly = APIError.badRequest("The request body ended before its Content-Length.")
+
     /// Headers that describe one connection, not the message (RFC 9110 §7.6.1), and are never forwarded.
     /// `expect` too: the gateway reads the client's body itself, so a `100 Continue` is its own to send.
     static let hopByHop: [String] = [
@@ -44,17 +46,25 @@ struct ProxyMiddleware: RouterMiddleware {
         defer { if buffered > 0 { bodyBuffers.give(buffered) } }
         if let length = request.headers[.contentLength].flatMap(Int.init) {
             framing = .length(length)
-            if length > UpstreamExchangeHandler.bufferedBodyLimit || (length > 0 && !bodyBuffers.take(length)) {
+            if length > UpstreamExchangeHandler.bufferedBodyLimit || (length > 0 && !bodyBuffers.hasRoom(for: length)) {
                 // Large, or the gateway holds as many bodies as it may: it streams.
                 body = .stream(request.body)
             } else if length > 0 {
-                buffered = length
-                let whole: ByteBuffer
+                // Its bytes are taken from the budget as they come, not as announced.
+                var whole = ByteBuffer()
                 do {
-                    whole = try await request.body.collect(upTo: length)
+                    for try await part in request.body {
+                        guard whole.readableBytes + part.readableBytes <= length else { throw Self.bodyEndedEarly }
+                        guard bodyBuffers.take(part.readableBytes) else { throw BodyBuffers.busy }
+                        buffered += part.readableBytes
+                        whole.writeImmutableBuffer(part)
+                    }
+                } catch let refusal as APIError {
+                    throw refusal
                 } catch {
-                    throw APIError.badRequest("The request body ended before its Content-Length.")
+                    throw Self.bodyEndedEarly
                 }
+                guard whole.readableBytes == length else { throw Self.bodyEndedEarly }
                 body = .whole(whole)
                 framing = .length(whole.readableBytes)
             }

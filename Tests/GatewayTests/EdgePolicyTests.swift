@@ -255,6 +255,39 @@ import TestSupport
         }
     }
 
+    /// A body takes the budget as its bytes come, not as its head announces them: connections that
+    /// announce bodies (with a length, or in chunks) and send none hold nothing of it, and deny no
+    /// one else's.
+    @Test func announcedBodiesHoldNothingUntilTheyCome() async throws {
+        @Sendable func configure(_ config: inout GatewayConfig) {
+            config.bodyLimits = BodyLimits(limits: ["/": 600_000])
+            config.bodyBufferBytes = 1 << 20
+            config.rateLimits = RateLimitTable(rules: [])
+        }
+        try await Self.withGateway(configure: configure) { client in
+            let port = try #require(client.port)
+            // Twice the budget announced with lengths, and as much again in chunked heads (64 KiB of
+            // room each), none of it sent.
+            let sized = HeldRequests(port: port, text: "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nContent-Length: 262144\r\n\r\n", count: 8)
+            let chunkedHeads = HeldRequests(port: port, text: "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n", count: 32)
+            defer {
+                sized.closeAll()
+                chunkedHeads.closeAll()
+            }
+            try sized.sendAgainWhereAnswered()
+            try chunkedHeads.sendAgainWhereAnswered()
+            try await Task.sleep(for: .milliseconds(300))
+            let chunked = "POST /v1/auth/signup HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n\(String(repeating: "a", count: 1000))\r\n0\r\n\r\n"
+            let beside = try await RawHTTP.exchange(port: port, chunked, untilAnswers: 1, timeout: .seconds(5))
+            #expect(beside.first?.status == 200, "\(beside.map(\.status))")
+            let small = try await client.execute(uri: "/v1/auth/signup", method: .post, body: ByteBuffer(repeating: UInt8(ascii: "a"), count: 200_000))
+            #expect(try GatewayTests.echo(small).bodyBytes == 200_000)
+            // The held heads are all still waiting, answered nothing.
+            try sized.sendAgainWhereAnswered()
+            #expect(sized.reopened == 0 && chunkedHeads.reopened == 0)
+        }
+    }
+
     @Test func aSmallerLimitHoldsOnTheChannelHandlersPathToo() async throws {
         try await Self.withGateway(bodyLimits: BodyLimits(limits: ["/": 256 << 10, "/v1/auth/login": 100])) { client in
             let small = try await client.execute(uri: "/v1/auth/login", method: .post, body: ByteBuffer(repeating: UInt8(ascii: "a"), count: 100))
@@ -328,6 +361,8 @@ final class HeldRequests: @unchecked Sendable {
     let port: Int
     let text: String
     private var sockets: [Int32]
+    /// Connections sent again because the gateway had answered (or closed) them.
+    private(set) var reopened = 0
 
     init(port: Int, text: String, count: Int) {
         self.port = port
@@ -343,6 +378,7 @@ final class HeldRequests: @unchecked Sendable {
                 // Nothing to read yet: still held.
                 if peeked < 0, errno == EAGAIN || errno == EWOULDBLOCK { continue }
                 close(sockets[index])
+                reopened += 1
             }
             let fd = try LoopbackSocket.connect(port: port)
             sockets[index] = fd
