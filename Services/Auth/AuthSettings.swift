@@ -9,6 +9,10 @@ struct AuthSettings: Sendable {
     var signing: SigningKeys
     var accessTokenTTL: Duration
     var sessionIdleDays: Int
+    /// How long after a refresh token is exchanged it may be presented again while what it was
+    /// exchanged for is unused: an answer lost on the way (a network handover, an app suspended
+    /// mid-refresh) would otherwise end the session. Zero: never.
+    var refreshReuseGrace: Duration
     var throttle: LoginThrottle.Limits
     /// Verification-mail resends allowed per user per hour.
     var resendPerHour: Int
@@ -39,6 +43,7 @@ struct AuthSettings: Sendable {
         // At most 15 minutes: an ended session's access token is accepted elsewhere until it expires.
         accessTokenTTL = .seconds(env.int("ACCESS_TOKEN_TTL_SECONDS", default: 900, range: 60...900))
         sessionIdleDays = env.int("SESSION_IDLE_DAYS", default: 30, range: 1...365)
+        refreshReuseGrace = .seconds(env.int("REFRESH_REUSE_GRACE_SECONDS", default: 60, range: 0...300))
         // An account's own failures block only the address they come from (a stranger must not be able
         // to lock the owner out); across addresses they slow each further attempt instead.
         throttle = LoginThrottle.Limits(

@@ -271,6 +271,19 @@ struct AuthTestEnvironment: Sendable {
         try await withClient(database.config(for: "auth"), body)
     }
 
+    /// The first column of the first row of `sql`, an integer (a `count(*)`).
+    func count(_ sql: String) async throws -> Int {
+        try await query { client in
+            var result = 0
+            for try await value in try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).decode(Int64.self) { result = Int(value) }
+            return result
+        }
+    }
+
+    func execute(_ sql: String) async throws {
+        try await query { client in _ = try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger).collect() }
+    }
+
     /// What `request` answers when it runs while a transaction that ran `statements` (a reset, a
     /// takeover: the account's row locked, then changed) is open: the request waits for it (this
     /// waits until something in the database waits for a lock), and then meets what it committed.

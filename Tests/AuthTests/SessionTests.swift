@@ -38,11 +38,14 @@ import TestSupport
             #expect(second != account.refreshToken)
             #expect(first.json["session_id"] as? String == account.sessionID)
 
-            // The spent token again: theft is assumed and the whole session ends, the new token too.
+            let third = try #require(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": second]).json["refresh_token"] as? String)
+
+            // The first token again, once what it was exchanged for was used: theft is assumed and the
+            // whole session ends, the live token too.
             let reused = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
             #expect(reused.status == .unauthorized)
             #expect(reused.code == "refresh_token_reused")
-            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": second]).code == "invalid_refresh_token")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": third]).code == "invalid_refresh_token")
             #expect(try await env.call(.get, "/v1/auth/me", token: account.accessToken).code == "session_revoked")
 
             #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": "garbage"]).code == "invalid_refresh_token")
@@ -86,33 +89,91 @@ import TestSupport
         }
     }
 
-    /// One token sent five times at once (a client retrying, or a thief racing it): one rotation
-    /// wins, the next finds the token spent and ends the session (the winner's token with it), and
-    /// any later one finds nothing.
+    /// One token sent five times at once (a client retrying, or a thief racing it), with no grace:
+    /// one rotation wins, the next finds the token spent and ends the session (the winner's token
+    /// with it), and any later one finds nothing.
     @Test func concurrentUsesOfOneTokenRotateOnceAndEndTheSession() async throws {
-        try await AuthTestEnvironment.run { env in
+        try await AuthTestEnvironment.run(["REFRESH_REUSE_GRACE_SECONDS": "0"]) { env in
             let account = try await env.signUp()
-            let replies = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?, String?).self) { group in
-                for _ in 0..<5 {
-                    group.addTask {
-                        let reply = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
-                        return (reply.status, reply.code, reply.json["refresh_token"] as? String)
-                    }
-                }
-                return try await group.reduce(into: []) { $0.append($1) }
-            }
+            let replies = try await Self.refreshAtOnce(env, account.refreshToken, times: 5)
             let rotated = replies.filter { $0.0 == .ok }
             #expect(rotated.count == 1, "\(replies)")
             #expect(replies.filter { $0.1 == "refresh_token_reused" }.count >= 1, "\(replies)")
             #expect(replies.allSatisfy { $0.0 == .ok || ($0.0 == .unauthorized && ["refresh_token_reused", "invalid_refresh_token"].contains($0.1 ?? "")) }, "\(replies)")
             let next = try #require(rotated.first?.2)
             #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": next]).code == "invalid_refresh_token")
-            #expect(
-                try await env.query { client -> Int in
-                    let rows = try await client.query("SELECT count(*)::int FROM sessions", logger: TestEnvironment.logger)
-                    for try await count in rows.decode(Int.self) { return count }
-                    return -1
-                } == 0)
+            #expect(try await env.count("SELECT count(*) FROM sessions") == 0)
+        }
+    }
+
+    static func refreshAtOnce(_ env: AuthTestEnvironment, _ token: String, times: Int) async throws -> [(HTTPResponse.Status, String?, String?)] {
+        try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?, String?).self) { group in
+            for _ in 0..<times {
+                group.addTask {
+                    let reply = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": token])
+                    return (reply.status, reply.code, reply.json["refresh_token"] as? String)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    /// A refresh whose answer was lost on the way (a network handover, an app suspended mid-refresh):
+    /// the client sends the spent token again, and within the grace, what it was exchanged for
+    /// still unused, it gets new tokens instead of losing its session; the unused ones are spent.
+    @Test func aRefreshWhoseAnswerWasLostIsAnsweredAgainWithinTheGrace() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let lost = try #require(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken]).json["refresh_token"] as? String)
+            let again = try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken])
+            #expect(again.status == .ok, "\(again.text)")
+            #expect(again.json["session_id"] as? String == account.sessionID)
+            let kept = try #require(again.json["refresh_token"] as? String)
+            #expect(kept != lost)
+            let access = try #require(again.json["access_token"] as? String)
+            #expect(try await env.call(.get, "/v1/auth/me", token: access).status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM refresh_tokens WHERE used_at IS NULL") == 1, "one live token: the last issued")
+            // The client goes on with what it got.
+            let next = try #require(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": kept]).json["refresh_token"] as? String)
+            // The lost answer's token, now that the session has moved on past it, is a thief's.
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": lost]).code == "refresh_token_reused")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": next]).code == "invalid_refresh_token")
+            #expect(try await env.count("SELECT count(*) FROM sessions") == 0)
+        }
+    }
+
+    /// Past the grace a spent token ends the session, though what it was exchanged for is unused.
+    @Test func aSpentTokenPastTheGraceEndsTheSession() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let next = try #require(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken]).json["refresh_token"] as? String)
+            // The exchange, 61 seconds ago.
+            try await env.execute("UPDATE refresh_tokens SET used_at = used_at - interval '61 seconds', created_at = created_at - interval '61 seconds'")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": account.refreshToken]).code == "refresh_token_reused")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": next]).code == "invalid_refresh_token")
+        }
+    }
+
+    /// One token sent five times at once, within the grace: each is answered, the session keeps one
+    /// live token (the last issued), and the tokens the others were given are spent: the first of
+    /// them presented once the grace is over ends the session, as a thief's would.
+    @Test func concurrentUsesOfOneTokenWithinTheGraceLeaveOneLiveToken() async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await env.signUp()
+            let replies = try await Self.refreshAtOnce(env, account.refreshToken, times: 5)
+            #expect(replies.allSatisfy { $0.0 == .ok }, "\(replies)")
+            let issued = replies.compactMap(\.2)
+            #expect(Set(issued).count == 5)
+            #expect(try await env.count("SELECT count(*) FROM refresh_tokens WHERE used_at IS NULL") == 1)
+            var live: [String] = []
+            for token in issued where try await env.count("SELECT count(*) FROM refresh_tokens WHERE used_at IS NULL AND token_hash = sha256('\(token)'::bytea)") == 1 {
+                live.append(token)
+            }
+            #expect(live.count == 1)
+            let stale = try #require(issued.first { $0 != live.first })
+            try await env.execute("UPDATE refresh_tokens SET used_at = used_at - interval '61 seconds', created_at = created_at - interval '61 seconds'")
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": stale]).code == "refresh_token_reused")
+            #expect(try await env.count("SELECT count(*) FROM sessions") == 0)
         }
     }
 
@@ -249,7 +310,8 @@ import TestSupport
             expected.append(([tablet.sessionID], false))
 
             let stolen = try await session(account.password)
-            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": stolen.refreshToken]).status == .ok)
+            let rotated = try #require(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": stolen.refreshToken]).json["refresh_token"] as? String)
+            #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": rotated]).status == .ok)
             #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": stolen.refreshToken]).code == "refresh_token_reused")
             expected.append(([stolen.sessionID], false))
 

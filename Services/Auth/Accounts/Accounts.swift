@@ -32,7 +32,7 @@ struct Accounts: Sendable {
         redis = dependencies.redis
         outbox = dependencies.outbox
         logger = dependencies.logger
-        sessions = SessionStore(idleDays: settings.sessionIdleDays, outbox: dependencies.outbox)
+        sessions = SessionStore(idleDays: settings.sessionIdleDays, reuseGrace: settings.refreshReuseGrace, outbox: dependencies.outbox)
         let checks = dependencies.metrics.makeCounter(
             descriptor: .init(metricName: "auth_password_checks", unitName: "total", helpText: "Passwords checked with bcrypt (an unknown account's against the dummy hash)"))
         hasher = PasswordHasher(cost: settings.bcryptCost, onCheck: { checks.increment() })

@@ -30,6 +30,8 @@ enum RefreshOutcome: Sendable {
 /// removes had no live token left; a deleted account's go with it, and `user.deleted` says so.)
 struct SessionStore: Sendable {
     let idleDays: Int
+    /// `REFRESH_REUSE_GRACE_SECONDS` (`reissue`).
+    let reuseGrace: Duration
     let outbox: EventOutbox
 
     static let columns = "id, user_id, method, user_agent, ip, created_at, last_used_at, expires_at"
@@ -59,14 +61,19 @@ struct SessionStore: Sendable {
     }
 
     /// Exchanges a refresh token for a new one. The session row, then the token row, is locked, so
-    /// two concurrent uses of one token cannot both rotate: the second sees it used and ends the
-    /// session.
+    /// two concurrent uses of one token cannot both rotate: the second sees it used. A spent token
+    /// ends the session, unless `reissue` takes it (within the grace, what it was exchanged for
+    /// unused).
     func rotate(_ presented: String, on connection: PostgresConnection, logger: Logger) async throws -> RefreshOutcome {
         let presentedHash = OpaqueToken.hash(presented)
         var found: FindRefreshToken.Row?
         for try await row in try await connection.checkedExecute(FindRefreshToken(hash: presentedHash), logger: logger) { found = row }
         guard let found else { return .unknown }
         if found.usedAt != nil {
+            if !found.expired, let reissued = try await reissue(presentedHash, session: found.sessionID, on: connection, logger: logger) {
+                logger.info("refresh token presented again within the grace: what it was exchanged for is replaced", metadata: ["session_id": "\(found.sessionID)"])
+                return reissued
+            }
             try await end(found.sessionID, of: found.userID, on: connection, logger: logger)
             return .reused(sessionID: found.sessionID, userID: found.userID)
         }
@@ -80,6 +87,36 @@ struct SessionStore: Sendable {
         }
         // Cannot happen while the lookup's lock holds the session; a session gone is a dead token.
         return .unknown
+    }
+
+    /// A spent token presented again within `reuseGrace` of its exchange, while the token it was
+    /// exchanged for is unused: the client never got that answer (it was lost on the way), so the
+    /// unused token is spent in its place and a new one issued. The tokens issued for one exchange
+    /// count as that exchange's (each made at the instant the presented one was spent, each spent
+    /// at it when replaced), so whichever of them the client holds may come back within the grace,
+    /// and the last issued is the one that lives. Past the grace, or once the session's live token
+    /// has been used, a spent token is what a thief holds: nil, and the session ends. A thief who
+    /// presents a stolen token within the grace is given tokens, and the owner's are spent: the
+    /// owner's next refresh, after the grace, ends the session (and the thief's tokens with it).
+    private func reissue(_ presentedHash: Data, session: UUID, on connection: PostgresConnection, logger: Logger) async throws -> RefreshOutcome? {
+        guard reuseGrace > .zero else { return nil }
+        let token = OpaqueToken()
+        let rows = try await connection.checkedQuery(
+            """
+            WITH presented AS (
+                SELECT used_at FROM refresh_tokens WHERE token_hash = \(presentedHash) AND used_at > now() - \(reuseGrace.components.seconds) * interval '1 second'),
+            replaced AS (
+                UPDATE refresh_tokens t SET used_at = p.used_at FROM presented p
+                WHERE t.session_id = \(session) AND t.used_at IS NULL AND t.created_at = p.used_at
+                RETURNING p.used_at),
+            issued AS (
+                INSERT INTO refresh_tokens (token_hash, session_id, created_at) SELECT \(token.hash), \(session), used_at FROM replaced)
+            UPDATE sessions SET last_used_at = now(), expires_at = now() + \(idleDays) * interval '1 day'
+            WHERE id = \(session) AND EXISTS (SELECT 1 FROM replaced)
+            RETURNING \(unescaped: Self.columns)
+            """, logger: logger)
+        guard let record = try await Self.decode(rows).first else { return nil }
+        return .rotated(session: record, refreshToken: token)
     }
 
     // A refresh is one of a client's most frequent calls (every access token's life), so its two

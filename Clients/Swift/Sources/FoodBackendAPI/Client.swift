@@ -4148,7 +4148,7 @@ public struct Client: APIProtocol {
             }
         )
     }
-    /// Exchange a refresh token for new tokens (rotation); a reused token ends the session.
+    /// Exchange a refresh token for new tokens (rotation); a spent token sent again ends the session, unless within REFRESH_REUSE_GRACE_SECONDS of its exchange while the token it was exchanged for is unused (an answer lost on the way): then it gets new tokens, and the unused ones are spent.
     ///
     /// - Remark: HTTP `POST /v1/auth/token/refresh`.
     /// - Remark: Generated from `#/paths//v1/auth/token/refresh/post`.

@@ -187,7 +187,7 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/auth/signup`.
     /// - Remark: Generated from `#/paths//v1/auth/signup/post`.
     func postV1AuthSignup(_ input: Operations.PostV1AuthSignup.Input) async throws -> Operations.PostV1AuthSignup.Output
-    /// Exchange a refresh token for new tokens (rotation); a reused token ends the session.
+    /// Exchange a refresh token for new tokens (rotation); a spent token sent again ends the session, unless within REFRESH_REUSE_GRACE_SECONDS of its exchange while the token it was exchanged for is unused (an answer lost on the way): then it gets new tokens, and the unused ones are spent.
     ///
     /// - Remark: HTTP `POST /v1/auth/token/refresh`.
     /// - Remark: Generated from `#/paths//v1/auth/token/refresh/post`.
@@ -1249,7 +1249,7 @@ extension APIProtocol {
             body: body
         ))
     }
-    /// Exchange a refresh token for new tokens (rotation); a reused token ends the session.
+    /// Exchange a refresh token for new tokens (rotation); a spent token sent again ends the session, unless within REFRESH_REUSE_GRACE_SECONDS of its exchange while the token it was exchanged for is unused (an answer lost on the way): then it gets new tokens, and the unused ones are spent.
     ///
     /// - Remark: HTTP `POST /v1/auth/token/refresh`.
     /// - Remark: Generated from `#/paths//v1/auth/token/refresh/post`.
