@@ -327,8 +327,9 @@ struct LiveGateway: Sendable {
         }
     }
 
-    /// At most `maxPerUser` streams a user: one more takes the place of the one open longest, which
-    /// ends at its next beat (a client that vanished without closing goes on beating for minutes).
+    /// At most `maxPerUser` streams a user: one more takes the place of the one open longest (a
+    /// client that vanished without closing goes on beating for minutes), which ends, here at once
+    /// (both are in this process), told it was replaced.
     @Test func aUserHasAtMostMaxPerUserStreams() async throws {
         try await Self.withLiveGateway(heartbeat: .seconds(1), maxPerUser: 2) { gateway in
             let person = try await gateway.person()
@@ -365,6 +366,31 @@ struct LiveGateway: Sendable {
             // A stream that ends gives its slot back at once.
             third.close()
             try await waitUntil(.seconds(10)) { try await gateway.redis.send("ZCARD", key).int == 1 }
+        }
+    }
+
+    /// Streams opened faster than heartbeats come: the process holds at most `maxPerUser` of the
+    /// account's, the older ones told at once that they were replaced, not at their next beat; so
+    /// one account cannot fill the process's streams.
+    @Test func aProcessHoldsAtMostMaxPerUserStreamsOfAnAccountAtOnce() async throws {
+        try await Self.withLiveGateway(heartbeat: .seconds(60), maxPerUser: 2) { gateway in
+            let person = try await gateway.person()
+            var streams: [SSEStream] = []
+            for _ in 0..<6 { streams.append(try await gateway.open(person)) }
+            defer { for stream in streams { stream.close() } }
+            #expect(streams.allSatisfy { $0.status == 200 })
+            for stream in streams.prefix(4) {
+                try await stream.waitUntilEnded(within: .seconds(10))
+                #expect(stream.events.last == SSEMessage(event: "replaced", data: "{}"), "\(stream.events)")
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!streams[4].ended && !streams[5].ended, "the newest two go on")
+            // The newest still hear the account's events.
+            let sent = try await gateway.notify(person.id).notification
+            for stream in streams.suffix(2) {
+                let received = try await stream.events(count: 1, within: .seconds(10))
+                #expect(received.first?.json["notification_id"] as? String == sent.uuidString.lowercased())
+            }
         }
     }
 

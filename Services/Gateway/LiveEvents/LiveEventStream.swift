@@ -73,6 +73,9 @@ extension LiveEvents {
                             try await writer.write(SSEFrame.replaced)
                             break reading
                         }
+                    case .replaced:
+                        try await writer.write(SSEFrame.replaced)
+                        break reading
                     case .resync:
                         // Whatever the subscription missed is in the live stream. If Redis cannot be
                         // read, the stream ends and the client resumes from `position`.

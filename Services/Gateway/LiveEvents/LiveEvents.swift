@@ -61,6 +61,7 @@ struct LiveEvents: Sendable {
             guard !ended else { throw APIError.unauthorized("This session has ended; sign in again.", code: "session_revoked") }
             let claimed = try await slots.claim(user: holder.userID, stream: UUID().uuidString.lowercased())
             slot = claimed
+            hub.makeRoom(for: registration, limit: config.maxPerUser)
             let lease = LiveLease(hub: hub, registration: registration, slots: slots, slot: claimed)
             let start = Self.start(asked: asked, backlog: backlog)
             context.logger.debug("event stream opened", metadata: ["user_id": "\(holder.userID)", "resumed": "\(asked != nil)"])

@@ -19,6 +19,8 @@ final class LiveHub: Service, Sendable {
         case resync
         /// Time for a heartbeat.
         case heartbeat
+        /// The user's newer streams here took this one's place (`makeRoom`): it ends.
+        case replaced
     }
 
     /// A stream's place in the hub.
@@ -74,6 +76,23 @@ final class LiveHub: Service, Sendable {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         listeners.withLock { $0[user, default: [:]][id] = Listener(session: session, continuation: continuation) }
         return Registration(user: user, id: id, signals: signals, continuation: continuation)
+    }
+
+    /// Holds the user's streams in this process to `limit`, `registration`'s among them: the oldest
+    /// others are told they were replaced, and hear nothing more. The user's count across processes
+    /// (`StreamSlots`) ends a stream only at its next heartbeat, by which time a client opening
+    /// streams as fast as the rate limit lets it would hold hundreds; here it holds `limit` at most.
+    func makeRoom(for registration: Registration, limit: Int) {
+        let replaced = listeners.withLock { listeners -> [Listener] in
+            guard var mine = listeners[registration.user], mine.count > limit else { return [] }
+            let oldest = mine.keys.filter { $0 != registration.id }.sorted().prefix(mine.count - limit)
+            let replaced = oldest.compactMap { mine.removeValue(forKey: $0) }
+            listeners[registration.user] = mine
+            return replaced
+        }
+        for listener in replaced {
+            if case .dropped = listener.continuation.yield(.replaced) { listener.continuation.finish() }
+        }
     }
 
     func unregister(_ registration: Registration) {
