@@ -28,6 +28,9 @@ func aNewUserVerifiesEditsTheProfileAndReadsIt() async throws {
     try await verifyFromTheMail(user)
     let me = try await app.send { try await $0.getV1AuthMe().ok.body.json }
     try expect(me.emailVerified && me.email == email, "auth/me after verification: \(me)")
+    // A ticket for a web view's EventSource, which cannot send the token (the app's own stream does).
+    let ticket = try await app.send { try await $0.postV1EventsTicket().ok.body.json }
+    try expect(!ticket.ticket.isEmpty && ticket.expiresAt > Date(), "the event stream's ticket: \(ticket)")
 
     // The profile is made from the sign-up's event: it appears a moment later.
     let profile = try await eventually("the profile made at sign-up") {

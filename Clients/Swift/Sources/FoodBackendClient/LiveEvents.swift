@@ -131,9 +131,9 @@ public typealias LiveEvents = AsyncThrowingStream<LiveEvent, any Error>
 extension FoodBackend {
     /// The signed-in user's live events until the sequence is dropped, the session ends (then it
     /// throws the `FoodBackendError`, `.sessionRevoked` say) or the account's newer streams take its
-    /// place (`.replaced`, then it ends). Each connection opens with a new one-use ticket; when one
-    /// ends (the access token's expiry, a dropped connection, a gateway restart) the next opens with
-    /// the last event's id as `Last-Event-ID`, so nothing in between is missed. Keep one per app,
+    /// place (`.replaced`, then it ends). Each connection opens with the session's access token;
+    /// when one ends (the access token's expiry, a dropped connection, a gateway restart) the next
+    /// opens with the last event's id as `Last-Event-ID`, so nothing in between is missed. Keep one per app,
     /// stop it when the app goes to the background, and start it again when the app comes back.
     public func liveEvents(after lastEventID: String? = nil) -> LiveEvents {
         let (stream, continuation) = LiveEvents.makeStream(bufferingPolicy: .unbounded)
@@ -144,9 +144,10 @@ extension FoodBackend {
             while !Task.isCancelled {
                 var wait = delay
                 do {
-                    let ticket = try await send { try await $0.postV1EventsTicket().ok.body.json.ticket }
+                    // With the access token, as every request (refreshed when it expired): a ticket is
+                    // for clients that cannot set headers.
                     let opened = try await Self.unwrapping {
-                        try await streamingAPI.getV1Events(query: .init(ticket: ticket), headers: .init(lastEventID: last))
+                        try await streamingAPI.getV1Events(headers: .init(lastEventID: last))
                     }
                     let body = try opened.ok.body.textEventStream
                     failures = 0
@@ -171,9 +172,6 @@ extension FoodBackend {
                 } catch let error as FoodBackendError {
                     failures += 1
                     switch error.status {
-                    case 401 where error.code == .invalidTicket && failures < 3:
-                        // The ticket went stale before it was used: ask for another at once.
-                        wait = .zero
                     case 429, 500...:
                         wait = error.retryAfter.map { .seconds($0) } ?? delay * min(failures, 10)
                     default:

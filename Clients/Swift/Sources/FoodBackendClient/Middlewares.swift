@@ -103,6 +103,9 @@ struct ProblemMiddleware: ClientMiddleware {
 
 /// Sends the session's access token; when the server says it expired, waits for the one refresh
 /// that every request holding that token shares, and sends the request again with the new token.
+/// When the server says the session ended (`session_revoked`: signed out everywhere, a password
+/// changed on another device), the app is signed out, as a refused refresh signs it out: the
+/// session's tokens would be refused at its next refresh anyway.
 struct AuthMiddleware: ClientMiddleware {
     let sessions: SessionManager
 
@@ -125,7 +128,13 @@ struct AuthMiddleware: ClientMiddleware {
         let (response, responseBody) = try await next(signed, body, baseURL)
         guard response.status == .unauthorized else { return (response, responseBody) }
         let data = try await collect(responseBody)
-        guard FoodBackendError.problem(status: 401, body: data, retryAfter: nil)?.code == .tokenExpired else {
+        switch FoodBackendError.problem(status: 401, body: data, retryAfter: nil)?.code {
+        case .tokenExpired:
+            break
+        case .sessionRevoked:
+            await sessions.ended(session)
+            return (response, HTTPBody(data))
+        default:
             return (response, HTTPBody(data))
         }
         // No token when another sign-in replaced the session meanwhile: the request was that session's.

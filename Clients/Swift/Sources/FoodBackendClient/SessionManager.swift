@@ -43,6 +43,10 @@ actor SessionManager {
     /// refreshes. A request signed with an earlier session's token is never sent again with this one's.
     private var session = 0
     private var observers: [UUID: AsyncStream<SignedInSession?>.Continuation] = [:]
+    /// The store's last write: each waits for the one before, so they land in the order the session
+    /// changed (a Keychain's calls run off the actor, and a save and a clear let run side by side
+    /// could land the other way round, restoring a session that was signed out).
+    private var lastWrite: Task<Void, any Error>?
 
     init(store: any TokenStore, refresher: @escaping Refresher) {
         self.store = store
@@ -92,13 +96,14 @@ actor SessionManager {
         try await took(new)
     }
 
-    /// `new` as the session's tokens: a sign-in's, or a refresh's of the same session.
+    /// `new` as the session's tokens: a sign-in's, or a refresh's of the same session. In use at
+    /// once; then stored, and a store that fails says so (the tokens stay in use).
     private func took(_ new: StoredTokens) async throws {
         loaded = true
         refreshing = nil
         tokens = new
-        try await store.save(new)
         publish()
+        try await persist { try await $0.save(new) }
     }
 
     func signedOut() async {
@@ -107,9 +112,28 @@ actor SessionManager {
         refreshing = nil
         let wasSignedIn = tokens != nil
         tokens = nil
-        // Also when nothing was loaded yet: a sign-out during the store's first read must stick.
-        try? await store.clear()
         if wasSignedIn { publish() }
+        // Also when nothing was loaded yet: a sign-out during the store's first read must stick.
+        try? await persist { try await $0.clear() }
+    }
+
+    /// The server said `session_revoked` to a request signed in `signedSession`: signed out, unless
+    /// another sign-in replaced that session meanwhile.
+    func ended(_ signedSession: Int) async {
+        guard signedSession == session, tokens != nil else { return }
+        await signedOut()
+    }
+
+    /// Runs `write` once the store's earlier writes are done, in the order of the calls: the task is
+    /// made before the actor lets anything else in.
+    private func persist(_ write: @escaping @Sendable (any TokenStore) async throws -> Void) async throws {
+        let previous = lastWrite
+        let next = Task { [store] in
+            _ = await previous?.result
+            try await write(store)
+        }
+        lastWrite = next
+        try await next.value
     }
 
     /// A fresh access token in place of `expired`: the one already fetched if another request
@@ -142,7 +166,9 @@ actor SessionManager {
                 if tokens == nil { throw FoodBackendError.notSignedIn }
                 return nil
             }
-            try await took(new)
+            // A store that cannot keep them (a Keychain error) fails no request: the tokens are in
+            // use, and the next refresh stores its own.
+            try? await took(new)
             return new.accessToken
         } catch let error as FoodBackendError where error.status == 401 || error.status == 403 {
             // The refresh token is spent, reused, or its session or account ended: sign out, once.

@@ -9,28 +9,30 @@ import Testing
         "id: \(id)\nevent: notification\ndata: {\"actor_id\":\"a-\(id)\",\"kind\":\"\(kind)\",\"notification_id\":\"n-\(id)\",\"occurred_at\":\"2026-11-25T01:11:56.123Z\",\"user_id\":\"u\"}\n\n"
     }
 
-    @Test func aDroppedStreamResumesAfterTheLastWholeEventWithANewTicket() async throws {
+    @Test func aDroppedStreamResumesAfterTheLastWholeEventWithTheRefreshedToken() async throws {
         let seen = Seen()
+        let old = testToken("old")
+        let new = testToken("new")
         // The first connection drops once the client has its two whole events; the last stays open.
         let twoReceived = Gate()
         let allReceived = Gate()
         let server = try await TestServer { request in
             switch request.path {
-            case "/v1/events/ticket":
-                seen.add("ticket")
-                return .json(#"{"ticket":"t\#(seen.count("ticket"))","expires_at":"2026-11-28T10:01:00.000Z"}"#)
+            case "/v1/auth/token/refresh":
+                seen.add("refresh")
+                return .json(SessionTests.session(new, "refresh-2"))
             case "/v1/events":
-                let ticket = request.query["ticket"] ?? "none"
-                seen.add("open", "\(ticket) after \(request.headers.first(name: "Last-Event-ID") ?? "-")")
-                switch ticket {
-                case "t1":
+                let token = request.bearer == old ? "old" : request.bearer == new ? "new" : "none"
+                seen.add("open", "\(token) after \(request.headers.first(name: "Last-Event-ID") ?? "-")")
+                switch seen.count("open") {
+                case 1:
                     // Two whole events, then the third cut off in its data line: the connection drops.
                     return .stream(
                         ["retry: 20\n\n", ": ping\n\n", Self.notification("1-0"), Self.notification("2-0"), "id: 3-0\nevent: notification\ndata: {\"actor"],
                         pause: .milliseconds(5), closeAfter: twoReceived)
-                case "t2":
-                    // This ticket went stale before it was used.
-                    return .problem(.unauthorized, "invalid_ticket")
+                case 2:
+                    // The access token expired meanwhile.
+                    return .problem(.unauthorized, "token_expired")
                 default:
                     return .stream(
                         [Self.notification("3-0", kind: "follow_request"), "event: reset\nid: 9-0\ndata: {}\n\n"], pause: .milliseconds(5), closeAfter: allReceived)
@@ -40,7 +42,7 @@ import Testing
             }
         }
         let backend = FoodBackend(
-            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")),
+            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: old, refreshToken: "r")),
             configuration: .init(reconnectDelay: .milliseconds(20)))
         var received: [String] = []
         for try await event in backend.liveEvents() {
@@ -59,27 +61,33 @@ import Testing
         }
         allReceived.open()
         #expect(received == ["1-0 follow a-1-0", "2-0 follow a-2-0", "3-0 follow_request a-3-0", "9-0 reset"])
-        // The second connection asked for what came after the last whole event, with a fresh ticket
-        // each time (a ticket works once).
-        #expect(seen.all("open").prefix(3) == ["t1 after -", "t2 after 2-0", "t3 after 2-0"])
+        // The next connection asked for what came after the last whole event, with the session's
+        // token, refreshed once when it was refused as expired; no ticket was asked for.
+        #expect(seen.all("open").prefix(3) == ["old after -", "old after 2-0", "new after 2-0"])
+        #expect(seen.count("refresh") == 1)
         try await server.shutdown()
     }
 
-    @Test func aRevokedSessionEndsTheStreamWithItsError() async throws {
+    /// The session ended elsewhere (signed out everywhere, a password changed on another device):
+    /// the stream throws it, and the app is signed out.
+    @Test func aRevokedSessionEndsTheStreamWithItsErrorAndSignsOut() async throws {
         let server = try await TestServer { request in
             switch request.path {
-            case "/v1/events/ticket": return .json(#"{"ticket":"t","expires_at":"2026-11-28T10:01:00Z"}"#)
             case "/v1/events": return .problem(.unauthorized, "session_revoked")
             default: return .problem(.notFound, "not_found")
             }
         }
-        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r"))
+        let backend = FoodBackend(baseURL: server.url, tokenStore: store)
+        #expect(await backend.currentSession != nil)
         do {
             for try await _ in backend.liveEvents() { Issue.record("an event") }
             Issue.record("the stream ended without an error")
         } catch let error as FoodBackendError {
             #expect(error.code == .sessionRevoked)
         }
+        #expect(await backend.currentSession == nil)
+        #expect(await store.load() == nil)
         try await server.shutdown()
     }
 
@@ -87,7 +95,6 @@ import Testing
         let received = Gate()
         let server = try await TestServer { request in
             switch request.path {
-            case "/v1/events/ticket": return .json(#"{"ticket":"t","expires_at":"2026-11-28T10:01:00Z"}"#)
             case "/v1/events":
                 return .stream(["id: 1-0\nevent: notification\ndata: {\"kind\":7}\n\n", Self.notification("2-0")], pause: .milliseconds(5), closeAfter: received)
             default: return .problem(.notFound, "not_found")
@@ -115,7 +122,6 @@ import Testing
         let seen = Seen()
         let server = try await TestServer { request in
             switch request.path {
-            case "/v1/events/ticket": return .json(#"{"ticket":"t","expires_at":"2026-11-28T10:01:00Z"}"#)
             case "/v1/events":
                 seen.add("open")
                 // A second connection is what must not happen: refused, it would end the sequence with an error.
@@ -152,7 +158,6 @@ import Testing
             #"{"author_id":"k","author_role":"coach","comment_id":"m","occurred_at":"2026-11-28T09:02:00.000Z","session_id":"s1","text":"Nice"}"#
         let server = try await TestServer { request in
             switch request.path {
-            case "/v1/events/ticket": return .json(#"{"ticket":"t","expires_at":"2026-11-28T10:01:00Z"}"#)
             case "/v1/events":
                 return .stream(
                     [

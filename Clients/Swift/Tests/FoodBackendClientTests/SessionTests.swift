@@ -52,6 +52,71 @@ import Testing
         try await server.shutdown()
     }
 
+    /// `session_revoked` (signed out everywhere, a password changed on another device) signs the app
+    /// out; one answering a request of a session that a new sign-in replaced meanwhile signs nobody out.
+    @Test func aRevokedSessionSignsOutUnlessAnotherSignInReplacedIt() async throws {
+        let old = testToken("old")
+        let new = testToken("new")
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/auth/login":
+                return .json(Self.signIn(new, "refresh-2"))
+            case "/v1/notifications/unread-count":
+                guard request.bearer == new else {
+                    // Slow, so that a sign-in can come while it is under way.
+                    try? await Task.sleep(for: .milliseconds(300))
+                    return .problem(.unauthorized, "session_revoked")
+                }
+                return Self.unread
+            default:
+                return .problem(.notFound, "not_found")
+            }
+        }
+        let store = InMemoryTokenStore(StoredTokens(accessToken: old, refreshToken: "refresh-1"))
+        let backend = FoodBackend(baseURL: server.url, tokenStore: store)
+        await #expect(throws: FoodBackendError.self) { try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } }
+        #expect(await backend.currentSession == nil)
+        #expect(await store.load() == nil)
+
+        try await store.save(StoredTokens(accessToken: old, refreshToken: "refresh-1"))
+        let other = FoodBackend(baseURL: server.url, tokenStore: store)
+        let stale = Task { try await other.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } }
+        try await Task.sleep(for: .milliseconds(100))
+        _ = try await other.signIn(email: "a@example.com", password: "a long password")
+        await #expect(throws: FoodBackendError.self) { try await stale.value }
+        #expect(await other.currentSession?.sessionID == "new", "the new sign-in stays")
+        #expect(try await other.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } == 3)
+        try await server.shutdown()
+    }
+
+    /// A store whose save is slow and whose clear is quick, as a Keychain's calls can be: a sign-out
+    /// during a sign-in's save still leaves the store empty, its writes landing in the order made.
+    @Test func theStoresWritesLandInTheOrderTheSessionChanged() async throws {
+        actor SlowSaves: TokenStore {
+            var tokens: StoredTokens?
+            var saving = false
+            func load() -> StoredTokens? { tokens }
+            func save(_ new: StoredTokens) async throws {
+                saving = true
+                try await Task.sleep(for: .milliseconds(300))
+                tokens = new
+            }
+            func clear() { tokens = nil }
+        }
+        let server = try await TestServer { request in
+            request.path == "/v1/auth/login" ? .json(Self.signIn(testToken("a"), "refresh-1")) : .problem(.notFound, "not_found")
+        }
+        let store = SlowSaves()
+        let backend = FoodBackend(baseURL: server.url, tokenStore: store)
+        let signIn = Task { try await backend.signIn(email: "a@example.com", password: "a long password") }
+        while await !store.saving { try await Task.sleep(for: .milliseconds(5)) }
+        await backend.forgetSession()
+        _ = try await signIn.value
+        #expect(await backend.currentSession == nil)
+        #expect(await store.load() == nil, "the sign-out's clear lands after the sign-in's save")
+        try await server.shutdown()
+    }
+
     @Test func aRefusedRefreshSignsOutOnceAndIsNotTriedAgain() async throws {
         let seen = Seen()
         let server = try await TestServer { request in
