@@ -234,6 +234,16 @@ import TestSupport
                 #expect(session.json["name"] as? String == "Push day" && session.json[path: "blocks.0.exercise_name"] as? String == "Pushups")
                 #expect(session.json[path: "blocks.0.sets.2.reps"] as? Int == 8)
             }
+            // Pushed again with nothing changed, and onto a copy made after the edit: no copy changes
+            // version or is marked pushed, so the new one is logged without naming a version.
+            let tag = try #require(try await env.call(.get, "/v1/training/sessions/\(ids[2])", as: client).headers[.eTag])
+            let fresh = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(5)])
+            let again = try await env.call(.post, "/v1/workouts/\(workout)/push", as: coach)
+            #expect(again.status == .ok && again.json["updated"] as? Int == 0, "\(again.text)")
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[2])", as: client).headers[.eTag] == tag)
+            let logged = try await env.call(.post, "/v1/training/sessions/\(fresh[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 1))
+            #expect(logged.status == .ok, "\(logged.text)")
+
             // The logged session's sets still match the blocks they were logged against.
             #expect(try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: coach).json[path: "logged_sets.0.exercise_name"] as? String == "Pushups")
 

@@ -424,6 +424,8 @@ struct SessionStore: Sendable {
     }
 
     /// Sessions copied from the workout that the client has not started: the workout as it is now.
+    /// A copy already as the workout is keeps its version and is not marked pushed: an app logging
+    /// it from what it showed is not asked which version that was for a change that never came.
     func push(workout: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [UUID] {
         var ids: [UUID] = []
         let rows = try await connection.checkedQuery(
@@ -433,6 +435,7 @@ struct SessionStore: Sendable {
             FROM workouts w
             WHERE w.id = \(workout) AND w.coach_id = \(coach) AND s.workout_id = w.id AND s.coach_id = \(coach) AND s.status = 'scheduled'
               AND \(unescaped: Self.coachLinked)
+              AND (s.name, s.notes, s.blocks) IS DISTINCT FROM (w.name, w.notes, \(unescaped: Self.copiedBlocks))
             RETURNING s.id
             """, logger: logger)
         for try await id in rows.decode(UUID.self) { ids.append(id) }

@@ -41638,7 +41638,7 @@ public enum Operations {
             }
         }
     }
-    /// Copy the workout as it is now onto its sessions the clients have not started (not logged, not skipped); a started session keeps its copy. Coaches only.
+    /// Copy the workout as it is now onto its sessions the clients have not started (not logged, not skipped) that differ from it; a started session keeps its copy, and one already as the workout is stays as it is. Coaches only.
     ///
     /// - Remark: HTTP `POST /v1/workouts/{id}/push`.
     /// - Remark: Generated from `#/paths//v1/workouts/{id}/push/post`.

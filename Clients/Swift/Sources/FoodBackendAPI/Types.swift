@@ -858,7 +858,7 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/workouts/{id}`.
     /// - Remark: Generated from `#/paths//v1/workouts/{id}/delete`.
     func deleteV1WorkoutsId(_ input: Operations.DeleteV1WorkoutsId.Input) async throws -> Operations.DeleteV1WorkoutsId.Output
-    /// Copy the workout as it is now onto its sessions the clients have not started (not logged, not skipped); a started session keeps its copy. Coaches only.
+    /// Copy the workout as it is now onto its sessions the clients have not started (not logged, not skipped) that differ from it; a started session keeps its copy, and one already as the workout is stays as it is. Coaches only.
     ///
     /// - Remark: HTTP `POST /v1/workouts/{id}/push`.
     /// - Remark: Generated from `#/paths//v1/workouts/{id}/push/post`.
@@ -2900,7 +2900,7 @@ extension APIProtocol {
             headers: headers
         ))
     }
-    /// Copy the workout as it is now onto its sessions the clients have not started (not logged, not skipped); a started session keeps its copy. Coaches only.
+    /// Copy the workout as it is now onto its sessions the clients have not started (not logged, not skipped) that differ from it; a started session keeps its copy, and one already as the workout is stays as it is. Coaches only.
     ///
     /// - Remark: HTTP `POST /v1/workouts/{id}/push`.
     /// - Remark: Generated from `#/paths//v1/workouts/{id}/push/post`.
