@@ -64,6 +64,48 @@ import TestSupport
         }
     }
 
+    /// A client's account deleted before their acceptance (or unlink) was heard here: the deletion
+    /// found no entry naming them, so the acceptance that follows leaves the entry, and the sessions
+    /// planned for it go, without naming the account anywhere.
+    @Test(arguments: ["accepted", "unlinked"]) func aClientDeletedBeforeTheirAcceptanceLeavesTheEntry(_ late: String) async throws {
+        try await TrainingTestEnvironment.run { env in
+            let coach = try await env.coach()
+            let client = try await env.client()
+            let press = try await env.libraryExercise("Pushups")
+            let workout = try #require(try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(press)).json["id"] as? String)
+            let entry = try await env.rosterEntry(of: coach)
+            _ = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1), TrainingTestEnvironment.day(2)])
+            try await env.publish(UserDeleted(userID: client.id), userID: client.id, producer: "auth")
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM deleted_accounts") == 1 }
+            if late == "accepted" {
+                try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id)
+            } else {
+                try await env.publish(
+                    ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .clientDeleted, hasOtherCoach: false, rosterEntryID: entry), userID: client.id)
+            }
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND stage = 2") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM sessions WHERE roster_entry_id = '\(entry)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE client_id = '\(client.id)'") == 0)
+            #expect(try await env.call(.get, "/v1/training/clients/\(entry)", as: coach).code == "client_not_linked")
+            #expect(try await env.call(.post, "/v1/training/clients/\(entry)/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).code == "client_not_linked")
+        }
+    }
+
+    /// An account whose maker was dropped leaves its entries without it; the unlink invitations sends
+    /// after it does not name the account there again.
+    @Test func theUnlinkAfterADroppedMakerDoesNotNameTheAccountAgain() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, _) = try await env.coachWithClient()
+            try await env.publish(UserPasswordChanged(userID: client.id, method: .reset, makerDropped: true), userID: client.id, producer: "auth")
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM roster_entries WHERE client_id = '\(client.id)'") == 0 }
+            let handled = try await env.count("SELECT count(*) FROM inbox")
+            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: entry), userID: client.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox") > handled }
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND stage = 2") == 1)
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE client_id = '\(client.id)'") == 0)
+        }
+    }
+
     /// Today is the caller's day in their time zone: 26 hours apart between UTC-12 and UTC+14.
     @Test func todayIsTheDayInTheCallersTimeZone() async throws {
         try await TrainingTestEnvironment.run { env in

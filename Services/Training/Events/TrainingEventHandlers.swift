@@ -22,7 +22,12 @@ struct TrainingEventHandlers {
         }
         // The client's account takes over what the coach planned for the roster entry.
         handlers.on(InvitationAccepted.self) { event, context in
-            guard try await !deleted(event.clientID, context), try await !deleted(event.coachID, context) else { return }
+            let clientGone = try await deleted(event.clientID, context)
+            guard try await !deleted(event.coachID, context) else { return }
+            guard !clientGone else {
+                if let entry = event.rosterEntryID { try await Self.endForDeletedClient(entry: entry, coach: event.coachID, training: training, context: context) }
+                return
+            }
             try await training.coaching.link(
                 coach: event.coachID, client: event.clientID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
             guard let entry = event.rosterEntryID else { return }
@@ -36,7 +41,12 @@ struct TrainingEventHandlers {
         // The sessions not started are cancelled; what the client performed stays theirs, and their
         // former coach no longer reads it.
         handlers.on(ClientUnlinked.self) { event, context in
-            guard try await !deleted(event.clientID, context), try await !deleted(event.coachID, context) else { return }
+            let clientGone = try await deleted(event.clientID, context)
+            guard try await !deleted(event.coachID, context) else { return }
+            guard !clientGone else {
+                if let entry = event.rosterEntryID { try await Self.endForDeletedClient(entry: entry, coach: event.coachID, training: training, context: context) }
+                return
+            }
             try await training.coaching.unlink(
                 coach: event.coachID, client: event.clientID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
             let entries: [UUID]
@@ -46,7 +56,9 @@ struct TrainingEventHandlers {
                 entries = try await training.roster.accepted(coach: event.coachID, client: event.clientID, on: context.connection, logger: context.logger)
             }
             for entry in entries {
-                try await training.roster.advance(entry, coach: event.coachID, client: event.clientID, to: .left, on: context.connection, logger: context.logger)
+                // The client is the acceptance's to record: an account whose maker was dropped since
+                // (`UserPasswordChanged`) is not named again by the unlink that follows it.
+                try await training.roster.advance(entry, coach: event.coachID, client: nil, to: .left, on: context.connection, logger: context.logger)
                 try await Self.cancelNotStarted(entry: entry, coach: event.coachID, on: context.connection, logger: context.logger)
             }
         }
@@ -75,6 +87,15 @@ struct TrainingEventHandlers {
             try await context.connection.recordDeletedAccount(event.userID, logger: context.logger)
         }
         return handlers
+    }
+
+    /// An entry whose client's account was deleted before its acceptance or unlink was heard here
+    /// (the deletion's purge found no entry naming them): it is left, and what was planned for it and
+    /// never given to an account goes, as nobody will do it. Nothing written names the account.
+    static func endForDeletedClient(entry: UUID, coach: UUID, training: Training, context: EventContext) async throws {
+        try await training.roster.advance(entry, coach: coach, client: nil, to: .left, on: context.connection, logger: context.logger)
+        try await context.connection.checkedRun(
+            "DELETE FROM sessions WHERE roster_entry_id = \(entry) AND coach_id = \(coach) AND client_id IS NULL", logger: context.logger)
     }
 
     /// Sessions of the entry not started are cancelled, past days' too: the plan ends with the link,
