@@ -408,12 +408,42 @@ import TestSupport
     @Test func aDeletedUsersPurchasesStayWithoutThePerson() async throws {
         try await Env.run { env in
             let user = try await env.user()
-            #expect(try await env.buy(try await env.transaction(original: "2000000100", for: user), as: user).status == .ok)
+            let bought = try await env.transaction(original: "2000000100", for: user)
+            #expect(try await env.buy(bought, as: user).status == .ok)
             try await env.publish(UserDeleted(userID: user.id), userID: user.id)
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(user.id)'") == 0 }
             #expect(try await env.count("SELECT count(*) FROM subscriptions WHERE user_id IS NULL AND app_account_token IS NULL") == 1)
             #expect(try await env.count("SELECT count(*) FROM transactions WHERE user_id IS NULL") == 1)
             #expect(try await env.count("SELECT count(*) FROM entitlement_versions WHERE user_id = '\(user.id)'") == 0)
+            // The subscription goes on renewing at Apple, each renewal carrying the account's token:
+            // it is not kept again.
+            env.clock.advance(30 * 86_400)
+            let renewed = try await env.transaction(original: "2000000100", token: bought.appAccountToken, purchased: env.clock.now() - 60)
+            #expect(try await env.deliver(try env.notification("DID_RENEW", transaction: renewed, renewal: env.renewal(renewed))).status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM subscriptions WHERE transaction_id = '\(renewed.transactionID)'") == 1)
+            #expect(try await env.count("SELECT count(*) FROM subscriptions WHERE user_id IS NULL AND app_account_token IS NULL") == 1)
+        }
+    }
+
+    /// Renewal info Apple signed before a purchase the app sent (a restore: the same transaction,
+    /// signed later, with no renewal info), delivered after it (Apple retrying a refused delivery):
+    /// it is the only renewal info the subscription has, and is taken; the grace period holds.
+    @Test func renewalInfoSignedBeforeTheAppsPurchaseIsTaken() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let first = try await env.transaction(original: "2000000110", for: user, days: 30)
+            env.clock.advance(30 * 86_400 + 60)
+            let failedAt = env.clock.now()
+            let failure = try env.notification(
+                "DID_FAIL_TO_RENEW", subtype: "GRACE_PERIOD", transaction: first,
+                renewal: env.renewal(first, retry: true, grace: failedAt + 6 * 86_400, signed: failedAt), signed: failedAt)
+            env.clock.advance(60)
+            let restored = try await env.transaction(original: "2000000110", id: first.transactionID, for: user, purchased: first.purchaseDate, signed: env.clock.now())
+            #expect(try await env.buy(restored, as: user).status == .ok)
+            #expect(try await env.me(user)["state"] as? String == "expired")
+            #expect(try await env.deliver(failure).status == .ok)
+            let me = try await env.me(user)
+            #expect(me["tier"] as? String == "pro" && me["state"] as? String == "grace_period" && me["billing_issue"] as? Bool == true, "\(me)")
         }
     }
 }

@@ -283,6 +283,10 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 0]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": "1"]).status == .badRequest)
             #expect(try await env.call(.post, "/v1/usage/planets/acquire", as: user).code == "unknown_counter")
+            // A limit nutrition counts per day has no counter here: one kept here would never start a new day.
+            let daily = try await env.call(.post, "/v1/usage/meal_analyses_per_day/acquire", as: user)
+            #expect(daily.status == .notFound && daily.code == "unknown_counter" && daily.text.contains("nutrition"), "\(daily.text)")
+            #expect(try await env.call(.post, "/v1/usage/meal_analyses_per_day/release", as: user, json: ["acquisition_ids": [UUID().uuidString]]).code == "unknown_counter")
             // A retried acquisition with the same Idempotency-Key counts once.
             let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "acquire-\(UUID())"]
             let once = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 1], headers: key)

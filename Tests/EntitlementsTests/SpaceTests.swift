@@ -420,6 +420,10 @@ import TestSupport
             let theirs = try await Self.space(env, of: other, name: "Theirs")
             try await Self.add(env, owner.path, as: "editor", to: theirs, by: other)
             #expect(try await env.call(.post, "/v1/spaces/\(theirs)/transfer", as: other, json: ["user_id": owner.path]).status == .ok)
+            // An invitation the owner sent to an address with no account yet.
+            let invited = try await env.call(
+                .post, "/v1/spaces/\(shared)/members", as: owner, json: ["email": "\(TestEnvironment.uniqueName("invitee"))@example.com", "permission": "viewer"])
+            #expect(invited.status == .created, "\(invited.text)")
 
             try await env.publish(UserDeleted(userID: owner.id), userID: owner.id)
             try await waitUntil(.seconds(15)) {
@@ -440,6 +444,8 @@ import TestSupport
             for space in [shared, viewersOnly, theirs] {
                 #expect(try await env.count("SELECT count(*) FROM space_members WHERE space_id = '\(space)' AND permission = 'owner'") == 1)
             }
+            // No row names the deleted account: its invitations went too.
+            #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE invited_by = '\(owner.id)'") == 0)
         }
     }
 

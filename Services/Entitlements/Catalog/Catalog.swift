@@ -31,7 +31,10 @@ struct Catalog: Sendable, Decodable {
     struct Limit: Sendable, Decodable, Equatable {
         var name: String
         var upgradeTier: String
-        enum CodingKeys: String, CodingKey { case name, upgradeTier = "upgrade_tier" }
+        /// The service that counts this limit itself (nutrition counts `meal_analyses_per_day` per
+        /// local day, as each analysis runs); nil when it is counted here (`/v1/usage`).
+        var countedBy: String?
+        enum CodingKeys: String, CodingKey { case name, upgradeTier = "upgrade_tier", countedBy = "counted_by" }
     }
 
     var tiers: [Tier]

@@ -26,9 +26,17 @@ struct UsageRoutes {
         enum CodingKeys: String, CodingKey { case acquisitionID = "acquisition_id", limit, used }
     }
 
+    /// The counter the path names: a limit of the catalogue counted here. A limit another service
+    /// counts (per day, say) has no counter here: one kept here would never start a new day.
     func counter(_ context: AuthenticatedContext) throws -> String {
-        guard let name = context.parameters.get("counter"), entitlements.catalog.limits[name] != nil else {
-            throw APIError.notFound("There is no such usage counter; known: \(entitlements.catalog.limits.keys.sorted().joined(separator: ", ")).", code: "unknown_counter")
+        let catalog = entitlements.catalog
+        let counted = catalog.limits.filter { $0.value.countedBy == nil }.keys.sorted().joined(separator: ", ")
+        guard let name = context.parameters.get("counter"), let limit = catalog.limits[name] else {
+            throw APIError.notFound("There is no such usage counter; known: \(counted).", code: "unknown_counter")
+        }
+        if let service = limit.countedBy {
+            throw APIError.notFound(
+                "\(name) is counted by the \(service) service, as each use happens; it has no counter here (known: \(counted)).", code: "unknown_counter")
         }
         return name
     }

@@ -289,8 +289,8 @@ struct SpaceStore: Sendable {
     }
 
     /// `user.deleted`: each space they own passes to its earliest editor (by `joined_at`), else its
-    /// earliest member, and with no other member is deleted; their other memberships and the
-    /// transfers offered to them go. Idempotent, for a redelivered event.
+    /// earliest member, and with no other member is deleted; their other memberships, the transfers
+    /// offered to them and the invitations they sent go. Idempotent, for a redelivered event.
     func userDeleted(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await passOwnedSpaces(of: user, on: connection, logger: logger)
         try await connection.checkedRun("DELETE FROM space_members WHERE user_id = \(user) AND permission <> 'owner'", logger: logger)
@@ -300,6 +300,7 @@ struct SpaceStore: Sendable {
         try await passOwnedSpaces(of: user, on: connection, logger: logger)
         try await connection.checkedRun(
             "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE pending_owner_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM space_invitations WHERE invited_by = \(user)", logger: logger)
     }
 
     /// Each space `user` owns passes to its earliest editor, else its earliest member, or is deleted.

@@ -48,6 +48,9 @@ struct SubscriptionStore: Sendable {
         on connection: PostgresConnection, logger: Logger
     ) async throws -> Bool {
         guard applies(transaction.environment, transaction.originalTransactionID, logger: logger) else { return false }
+        // The app's account token is kept only for a purchase of a known account: a deleted
+        // account's subscription goes on renewing at Apple, and each renewal carries its token.
+        let token = user == nil ? nil : transaction.appAccountToken
         try await connection.checkedRun(
             """
             INSERT INTO transactions (transaction_id, signed_at, original_transaction_id, user_id, product_id, purchased_at, expires_at, revoked_at, environment, received_via)
@@ -67,7 +70,7 @@ struct SubscriptionStore: Sendable {
             INSERT INTO subscriptions (original_transaction_id, user_id, product_id, environment, app_account_token, transaction_id, purchased_at, expires_at,
                                        revoked_at, revocation_reason, will_renew, renewal_product_id, billing_retry, grace_period_ends_at, signed_at,
                                        renewal_signed_at)
-            VALUES (\(transaction.originalTransactionID), \(user), \(transaction.productID), \(transaction.environment.rawValue), \(transaction.appAccountToken),
+            VALUES (\(transaction.originalTransactionID), \(user), \(transaction.productID), \(transaction.environment.rawValue), \(token),
                     \(transaction.transactionID), \(transaction.purchaseDate), \(transaction.expiresDate), \(transaction.revocationDate), \(transaction.revocationReason),
                     \(renewal.map { $0.autoRenewStatus == 1 }), \(renewal?.autoRenewProductID), \(renewal?.isInBillingRetryPeriod ?? false),
                     \(renewal?.gracePeriodExpiresDate), \(signedAt), \(renewal.map { _ in signedAt }))
@@ -97,7 +100,7 @@ struct SubscriptionStore: Sendable {
             """
             UPDATE subscriptions SET
               product_id = \(transaction.productID), environment = \(transaction.environment.rawValue),
-              app_account_token = coalesce(\(transaction.appAccountToken), app_account_token), transaction_id = \(transaction.transactionID),
+              app_account_token = coalesce(\(token), app_account_token), transaction_id = \(transaction.transactionID),
               purchased_at = \(transaction.purchaseDate), expires_at = \(transaction.expiresDate), revoked_at = \(transaction.revocationDate),
               revocation_reason = \(transaction.revocationReason), signed_at = \(signedAt), updated_at = now()
             WHERE original_transaction_id = \(transaction.originalTransactionID) AND signed_at < \(signedAt)
@@ -106,8 +109,9 @@ struct SubscriptionStore: Sendable {
         return transactionApplied || renewalApplied
     }
 
-    /// The renewal fields, unless what set them was signed at or after `signedAt` (the transaction's
-    /// payload, while no renewal info has been applied since `renewal_signed_at` came).
+    /// The renewal fields, unless the renewal info they hold was signed at or after `signedAt`. A
+    /// subscription that holds none takes any: a transaction signed later (a purchase the app sent)
+    /// says nothing of renewals.
     func applyRenewal(_ renewal: AppStoreRenewalInfo, signedAt: Date, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         guard applies(renewal.environment, renewal.originalTransactionID, logger: logger) else { return false }
         return try await connection.returnsRow(
@@ -115,7 +119,7 @@ struct SubscriptionStore: Sendable {
             UPDATE subscriptions SET will_renew = \(renewal.autoRenewStatus == 1), renewal_product_id = \(renewal.autoRenewProductID),
               billing_retry = \(renewal.isInBillingRetryPeriod ?? false), grace_period_ends_at = \(renewal.gracePeriodExpiresDate),
               renewal_signed_at = \(signedAt), updated_at = now()
-            WHERE original_transaction_id = \(renewal.originalTransactionID) AND coalesce(renewal_signed_at, signed_at) < \(signedAt)
+            WHERE original_transaction_id = \(renewal.originalTransactionID) AND (renewal_signed_at IS NULL OR renewal_signed_at < \(signedAt))
             RETURNING 1
             """, logger: logger)
     }
