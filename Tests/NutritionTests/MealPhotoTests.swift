@@ -178,6 +178,10 @@ import TestSupport
             let coached = try await env.call(.get, path, as: coach)
             #expect(coached.status == .ok)
             #expect(coached.body == owner.body)
+            // By its versioned URL too, a coach's copy is checked each time: their access ends with the link.
+            let url = try #require(try await env.call(.get, "/v1/meals/\(id)", as: client).json["photo_url"] as? String)
+            #expect(try await env.call(.get, url, as: client).headers[.cacheControl] == "private, max-age=31536000, immutable")
+            #expect(try await env.call(.get, url, as: coach).headers[.cacheControl] == "private, no-cache")
             // A coach reads, never writes.
             #expect(try await env.call(.delete, path, as: coach).status == .notFound)
             #expect(try await env.call(.get, path, as: stranger).status == .notFound)

@@ -29,6 +29,8 @@ import TestSupport
 
             let snapshot = try await env.call(.get, "/v1/shared/\(withPhoto)")
             #expect(snapshot.json["photo_url"] as? String == "/v1/shared/\(withPhoto)/photo", "the link's copy, not the owner's path")
+            // The token is kept only as its hash: not in the snapshot either.
+            #expect(try await env.count("SELECT count(*) FROM shares WHERE snapshot::text LIKE '%\(withPhoto)%'") == 0)
             #expect(try await env.call(.get, "/v1/shared/\(without)").json["photo_url"] is NSNull)
             let shared = try await env.call(.get, "/v1/shared/\(withPhoto)/photo")
             #expect(shared.status == .ok)

@@ -5,11 +5,13 @@ import NIOCore
 import PostgresNIO
 import ServiceKit
 
-/// A meal's stored photo: its bytes, type and ETag (the hex SHA-256 of the bytes).
+/// A meal's stored photo: its bytes, type and ETag (the hex SHA-256 of the bytes), and whether the
+/// reader is the meal's owner (else a coach of theirs).
 struct StoredPhoto: Sendable {
     var data: ByteBuffer
     var contentType: String
     var etag: String
+    var readByOwner = true
 }
 
 /// The queries on `meal_photos`. The meal's `photo_url` is the photo's API path while it has one,
@@ -65,12 +67,12 @@ struct MealPhotoStore: Sendable {
     func find(meal: UUID, reader: UUID, on connection: PostgresConnection, logger: Logger) async throws -> StoredPhoto? {
         let rows = try await connection.checkedQuery(
             """
-            SELECT p.data, p.content_type, p.etag FROM meal_photos p
+            SELECT p.data, p.content_type, p.etag, p.user_id = \(reader) FROM meal_photos p
             WHERE p.meal_id = \(meal)
               AND (p.user_id = \(reader) OR EXISTS (SELECT 1 FROM coach_links l WHERE l.coach_id = \(reader) AND l.client_id = p.user_id))
             """, logger: logger)
-        for try await (data, type, etag) in rows.decode((ByteBuffer, String, String).self) {
-            return StoredPhoto(data: data, contentType: type, etag: etag)
+        for try await (data, type, etag, owner) in rows.decode((ByteBuffer, String, String, Bool).self) {
+            return StoredPhoto(data: data, contentType: type, etag: etag, readByOwner: owner)
         }
         return nil
     }

@@ -50,9 +50,10 @@ struct MealPhotoRoutes {
     }
 
     /// The photo, to its owner and a coach linked to them; anyone else is `404`, as for a meal
-    /// without one. Asked for by its `photo_url`, whose `v` names this very photo, it may be kept
-    /// for a year: a replaced photo has another URL. Without `v`, or with one of a photo replaced
-    /// since, it is checked again (its ETag) each time it is shown.
+    /// without one. Asked for by its owner with its `photo_url`, whose `v` names this very photo, it
+    /// may be kept for a year: a replaced photo has another URL. Without `v`, with one of a photo
+    /// replaced since, or to a coach (whose access ends with the link), it is checked again (its
+    /// ETag) each time it is shown.
     @Sendable func photo(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let id = try context.mealID()
         let nutrition = self.nutrition
@@ -61,7 +62,7 @@ struct MealPhotoRoutes {
         }
         guard let found else { throw Self.noPhoto }
         let version = request.uri.queryParameters["v"]
-        let current = version.map { $0.count == MealPhotoStore.versionLength && found.etag.hasPrefix($0) } ?? false
+        let current = found.readByOwner && (version.map { $0.count == MealPhotoStore.versionLength && found.etag.hasPrefix($0) } ?? false)
         let cacheControl = current ? "private, max-age=31536000, immutable" : "private, no-cache"
         return MealPhoto.response((found.data, found.contentType, found.etag), cacheControl: cacheControl, request: request)
     }

@@ -37,7 +37,9 @@ struct ShareStore: Sendable {
         for try await count in live.decode(Int.self) where count >= Self.maxLiveLinks { throw Self.limitReached }
         let token = OpaqueToken()
         let hasPhoto = try await connection.returnsRow("SELECT 1 FROM meal_photos WHERE meal_id = \(meal.id)", logger: logger)
-        let photoURL = hasPhoto ? "/v1/shared/\(token.value)/photo" : meal.photoURL.flatMap { $0.hasPrefix("/v1/meals/") ? nil : $0 }
+        // A photo kept with the link is named when the link is opened, from its token: the token is
+        // kept nowhere but as its hash.
+        let photoURL = hasPhoto ? nil : meal.photoURL.flatMap { $0.hasPrefix("/v1/meals/") ? nil : $0 }
         let snapshot = ShareSnapshot(
             name: meal.name, localDate: meal.localDate, totals: meal.totals.rounded, dietScore: meal.score.score, scoreBand: meal.score.band, photoURL: photoURL)
         let rows = try await connection.checkedQuery(
@@ -176,12 +178,14 @@ struct ShareStore: Sendable {
         guard token.utf8.count <= 128 else { return .unknown }
         let rows = try await connection.checkedQuery(
             """
-            SELECT meal_id, snapshot::text, expires_at, revoked_at IS NULL AND expires_at > now() FROM shares WHERE token_hash = \(OpaqueToken.hash(token))
+            SELECT meal_id, snapshot::text, expires_at, revoked_at IS NULL AND expires_at > now(), photo IS NOT NULL
+            FROM shares WHERE token_hash = \(OpaqueToken.hash(token))
             """, logger: logger)
-        var found: (UUID, String, Date, Bool)?
-        for try await row in rows.decode((UUID, String, Date, Bool).self) { found = row }
-        guard let (meal, snapshot, expires, live) = found else { return .unknown }
-        guard live, let decoded = try? JSONDecoder().decode(ShareSnapshot.self, from: Data(snapshot.utf8)) else { return .gone }
+        var found: (UUID, String, Date, Bool, Bool)?
+        for try await row in rows.decode((UUID, String, Date, Bool, Bool).self) { found = row }
+        guard let (meal, snapshot, expires, live, keptPhoto) = found else { return .unknown }
+        guard live, var decoded = try? JSONDecoder().decode(ShareSnapshot.self, from: Data(snapshot.utf8)) else { return .gone }
+        if keptPhoto { decoded.photoURL = "/v1/shared/\(token)/photo" }
         if counting { try await connection.checkedRun("UPDATE meals SET view_count = view_count + 1 WHERE id = \(meal)", logger: logger) }
         return .live(decoded, expiresAt: expires)
     }
