@@ -90,6 +90,9 @@ struct Invitations: Sendable {
     /// refuses it) leaves their coach (`became_coach`): a coach cannot also be someone's client.
     func followRoles(of user: UUID, roles: [Role], on connection: PostgresConnection, logger: Logger) async throws {
         if roles.contains(.coach) {
+            // After an acceptance under way, which holds the person the same way: its link is then
+            // found here, or it finds the role this event recorded.
+            try await lockClient(user, on: connection, logger: logger)
             if let linked = try await clients.linked(to: user, forUpdate: true, on: connection, logger: logger) {
                 try await unlink(linked, reason: .becameCoach, on: connection, logger: logger)
             }
@@ -119,6 +122,12 @@ struct Invitations: Sendable {
         guard try await !accounts.isKnownNotCoach(coach, on: connection, logger: logger) else {
             throw APIError(.forbidden, code: "forbidden", detail: "This account is no longer a coach.")
         }
+    }
+
+    /// One person's acceptances one at a time, and their promotion to coach (`followRoles`), until
+    /// the transaction ends.
+    func lockClient(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.client:' || \(user.uuidString)))", logger: logger)
     }
 
     private func lockCoach(_ coach: UUID, on connection: PostgresConnection, logger: Logger) async throws {

@@ -24,6 +24,11 @@ import TestSupport
                       AND roles @> ARRAY['coach'] AND display_name = 'Early Bird' AND avatar_url IS NOT NULL
                     """) == 1
             }
+            // The name and avatar cleared in the profile are cleared here: each event has them whole.
+            try await env.publish(ProfileUpdated(userID: id, dietaryPreferences: [], allergies: [], displayName: nil, avatarURL: nil), userID: id, producer: "social")
+            try await waitUntil(.seconds(20)) {
+                try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(id)' AND display_name IS NULL AND avatar_url IS NULL") == 1
+            }
 
             // Roles with no account here yet, and nothing to make one: retried until the registration lands.
             let later = UUID()

@@ -282,6 +282,34 @@ import TestSupport
         }
     }
 
+    /// `coach` granted while an acceptance is under way (read as no coach before its transaction): the
+    /// acceptance, once it holds the person, finds the role and is refused; no link is made that
+    /// would make a coach another coach's client.
+    @Test func anAcceptanceBesideAGrantOfCoachIsRefused() async throws {
+        try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let coach = try await env.coach("Early Coach")
+            let address = "\(TestEnvironment.uniqueName("dana"))@example.com"
+            let (invited, code) = try await env.invite("Dana", email: address, by: coach)
+            let dana = try await env.user(email: address)
+            let id = try #require(invited.json["id"] as? String)
+            let (started, starting) = AsyncStream<Task<APIReply, any Error>>.makeStream()
+            // The invitation's row held, as a write beside the acceptance would: the acceptance has
+            // read the account and waits for it.
+            try await env.inOpenTransaction(["SELECT 1 FROM clients WHERE id = '\(id)' FOR UPDATE"]) {
+                starting.yield(Task { try await env.call(.post, "/v1/invitations/\(code)/accept", as: dana) })
+                starting.finish()
+                try await env.awaitLockWait()
+                try await env.publish(UserRolesChanged(userID: dana.id, roles: [.user, .coach], added: [.coach], removed: []), userID: dana.id)
+                try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(dana.id)' AND 'coach' = ANY (roles)") == 1 }
+            }
+            for await task in started {
+                let answer = try await task.value
+                #expect(answer.status == .conflict && answer.code == "role_conflict", "\(answer.text)")
+            }
+            #expect(try await env.count("SELECT count(*) FROM clients WHERE client_user_id = '\(dana.id)' AND status = 'accepted'") == 0)
+        }
+    }
+
     /// An account taken over by its address's owner (`user.password_changed`, `disowned`): the roster
     /// the person who signed it up built is gone, its clients unlinked; the account stays known.
     @Test func aDisownedCoachAccountLosesItsRoster() async throws {

@@ -64,6 +64,11 @@ struct AccountDirectory: Sendable {
         try await connection.returnsRow("UPDATE accounts SET roles = \(event.roles.map(\.rawValue)) WHERE user_id = \(event.userID) RETURNING 1", logger: logger)
     }
 
+    /// Whether the roles auth last gave the account, as known here, hold `coach`.
+    func isKnownCoach(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM accounts WHERE user_id = \(userID) AND 'coach' = ANY (roles)", logger: logger)
+    }
+
     /// Whether auth's latest roles event here left the account without `coach`; false for one no
     /// roles event has named.
     func isKnownNotCoach(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
@@ -79,10 +84,11 @@ struct AccountDirectory: Sendable {
             "UPDATE accounts SET last_sign_in_at = greatest(coalesce(last_sign_in_at, \(time)), \(time)) WHERE user_id = \(userID)", logger: logger)
     }
 
-    /// The account's name and avatar; false when `user.registered` has not made the account here.
+    /// The account's name and avatar, as the event has them whole (a name cleared is cleared here:
+    /// the address's local part stands in); false when `user.registered` has not made the account here.
     func profileUpdated(_ event: ProfileUpdated, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         try await connection.returnsRow(
-            "UPDATE accounts SET display_name = coalesce(\(event.displayName), display_name), avatar_url = \(event.avatarURL) WHERE user_id = \(event.userID) RETURNING 1",
+            "UPDATE accounts SET display_name = \(event.displayName), avatar_url = \(event.avatarURL) WHERE user_id = \(event.userID) RETURNING 1",
             logger: logger)
     }
 

@@ -91,8 +91,12 @@ struct InvitationRoutes {
                 throw APIError.conflict("A coach cannot also be someone's client.", code: "role_conflict")
             }
             // One acceptance per person at a time: two invitations accepted at once must not both find
-            // the person without a coach.
-            try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('invitations.client:' || \(caller.userID.uuidString)))", logger: context.logger)
+            // the person without a coach. The roles auth last gave are read again once held: a grant
+            // of `coach` handled since the account was read is seen here, or sees this link.
+            try await invitations.lockClient(caller.userID, on: connection, logger: context.logger)
+            guard try await !invitations.accounts.isKnownCoach(caller.userID, on: connection, logger: context.logger) else {
+                throw APIError.conflict("A coach cannot also be someone's client.", code: "role_conflict")
+            }
             var switching: ClientRecord?
             if let current = try await invitations.clients.linked(to: caller.userID, forUpdate: true, on: connection, logger: context.logger) {
                 guard body.switchCoach == true else {
