@@ -183,6 +183,15 @@ import TestSupport
             #expect(try await env.follow(asked, as: hidden).status == .ok)
             #expect(try await env.call(.post, "/v1/moderation/profiles/\(hidden.path)/hide", as: moderator).status == .ok)
             #expect(try await env.profile(hidden, as: followed).status == .notFound)
+            // Its follows from now on notify nobody (a notification is pushed live only once stored):
+            // nothing names it to them.
+            let another = try await env.user()
+            let notified = try await env.count("SELECT count(*) FROM notifications")
+            #expect(try await env.follow(another, as: hidden).status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM notifications") == notified)
+            #expect(try await env.count("SELECT count(*) FROM notifications WHERE actor_id = '\(hidden.id)' AND user_id = '\(another.id)'") == 0)
+            #expect(try await env.call(.get, "/v1/notifications", as: another).items.isEmpty)
+            #expect(try await env.call(.delete, "/v1/profiles/\(another.path)/follow", as: hidden).status == .ok)
             #expect(try await env.call(.post, "/v1/profiles/\(hidden.path)/block", as: followed).status == .ok)
             #expect(try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(hidden.id)'") == 0)
             #expect(try await env.profile(followed, as: followed).json["followers_count"] as? Int == 0)

@@ -31,7 +31,8 @@ struct NotificationStore: Sendable {
     /// A repeat within this window is not pushed (`firstPush`); zero pushes every notification.
     var repeatPushWindow: Duration = .zero
 
-    /// Stores and announces a notification, unless the recipient blocks or (still) mutes the actor.
+    /// Stores and announces a notification, unless the recipient blocks or (still) mutes the actor,
+    /// or moderators hid the actor's profile (which is `404` to the recipient everywhere else).
     func notify(_ recipient: UUID, _ kind: NotificationKind, actor: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         let id = UUID()
         var stored = false
@@ -89,6 +90,7 @@ struct NotificationStore: Sendable {
             SELECT $1, $2, $3, $4
             WHERE NOT EXISTS (SELECT 1 FROM blocks WHERE blocker_id = $2 AND blocked_id = $4)
               AND NOT EXISTS (SELECT 1 FROM mutes WHERE muter_id = $2 AND muted_id = $4 AND (until IS NULL OR until > now()))
+              AND NOT EXISTS (SELECT 1 FROM profiles WHERE user_id = $4 AND hidden_at IS NOT NULL)
             RETURNING true
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid, .text, .uuid]
