@@ -404,4 +404,27 @@ import TestSupport
             #expect(warning["allergy"] as? String == "Peanut" && warning["severity"] as? String == "life_threatening")
         }
     }
+
+    /// An allergy as people write it, in either number, warns of an item named in the other.
+    @Test func allergiesWarnWhateverTheNumberTheyAreWrittenIn() {
+        let allergies: [Allergy] = [
+            .init(name: "Peanuts", severity: .lifeThreatening), .init(name: "Strawberry", severity: .mild), .init(name: "Eggs", severity: .moderate),
+            .init(name: "Tomatoes", severity: .mild), .init(name: "Hummus", severity: .mild),
+        ]
+        func item(_ name: String) -> MealItem {
+            MealItem(
+                name: name, grams: 100, calories: 100, proteinG: 5, carbsG: 10, fatG: 4, fiberG: nil, sugarG: nil, saturatedFatG: nil, sodiumMg: nil, alcoholG: nil,
+                tags: nil)
+        }
+        let items = [
+            item("Peanut butter toast"), item("Strawberries and cream"), item("Scrambled egg"), item("Tomato soup"), item("Hummus wrap"), item("Rice, white"),
+            item("Pea soup"), item("Oat porridge"),
+        ]
+        let warned = MealDraft.allergyWarnings(items, allergies: allergies).map { "\($0.item): \($0.allergy)" }
+        #expect(
+            warned == [
+                "Peanut butter toast: Peanuts", "Strawberries and cream: Strawberry", "Scrambled egg: Eggs", "Tomato soup: Tomatoes", "Hummus wrap: Hummus",
+            ])
+        #expect(MealDraft.singularWords("berries peaches tomatoes eggs glasses couscous oats") == ["berry", "peach", "tomato", "egg", "glass", "couscous", "oat"])
+    }
 }
