@@ -14,18 +14,18 @@ struct StoredPhoto: Sendable {
     var readByOwner = true
 }
 
-/// The queries on `meal_photos`. The meal's `photo_url` is the photo's API path while it has one,
-/// with the photo's version: `?v=` and the start of its ETag. A replaced photo so has a new URL, and
-/// an app's cache, which keeps a photo's URL for a long time, never shows the one before.
+/// The queries on `meal_photos`. The meal's `photo_url` is the photo's API path while it has one.
+/// That path is served to be checked again each time (`no-cache`, its ETag), so a replaced photo is
+/// never shown from a cache; the same path with the photo's version (`?v=` and the start of its
+/// ETag) may be kept for good by its owner. A meal's `photo_url` may name either, and both are
+/// taken back as the meal's own photo; it is written as the path alone, which every build of the
+/// service serving beside this one takes (docs/DEPLOY.md).
 struct MealPhotoStore: Sendable {
     static func path(of meal: UUID) -> String { "/v1/meals/\(meal.uuidString.lowercased())/photo" }
 
     /// How much of the ETag (hex SHA-256) the URL carries: enough that two photos of a meal never
     /// share it.
     static let versionLength = 16
-
-    /// The `photo_url` of the meal's photo whose ETag is `etag`.
-    static func url(of meal: UUID, etag: some StringProtocol) -> String { path(of: meal) + "?v=" + etag.prefix(versionLength) }
 
     /// Whether `url` is the meal's own photo's path, with a version or without (as a meal whose photo
     /// was kept before versions has it).
@@ -35,22 +35,17 @@ struct MealPhotoStore: Sendable {
     }
 
     /// Keeps `image` as the meal's photo (replacing one it had) and points the meal's `photo_url` at
-    /// it; a new version of the meal. The `photo_url` set.
-    @discardableResult
-    func put(_ image: CleanImage, meal: UUID, user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> String {
-        let rows = try await connection.checkedQuery(
+    /// it; a new version of the meal.
+    func put(_ image: CleanImage, meal: UUID, user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun(
             """
             INSERT INTO meal_photos (meal_id, user_id, content_type, data, etag, width, height)
             VALUES (\(meal), \(user), \(image.format.rawValue), \(image.bytes), encode(sha256(\(image.bytes)::bytea), 'hex'), \(image.width), \(image.height))
             ON CONFLICT (meal_id) DO UPDATE SET content_type = EXCLUDED.content_type, data = EXCLUDED.data, etag = EXCLUDED.etag,
               width = EXCLUDED.width, height = EXCLUDED.height, created_at = now()
-            RETURNING etag
             """, logger: logger)
-        var etag = ""
-        for try await (kept) in rows.decode(String.self) { etag = kept }
-        let url = Self.url(of: meal, etag: etag)
-        try await connection.checkedRun("UPDATE meals SET photo_url = \(url), version = version + 1, updated_at = now() WHERE id = \(meal)", logger: logger)
-        return url
+        try await connection.checkedRun(
+            "UPDATE meals SET photo_url = \(Self.path(of: meal)), version = version + 1, updated_at = now() WHERE id = \(meal)", logger: logger)
     }
 
     /// Removes the meal's photo and its `photo_url`; false when it had none.

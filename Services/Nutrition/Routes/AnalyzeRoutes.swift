@@ -185,12 +185,11 @@ struct AnalyzeRoutes {
             let analysis = MealAnalysis(
                 provider: analyzer.model.provider, model: analyzer.model.model, items: analysed, durationMs: Int(providerTime / .milliseconds(1)))
             let meal = try await nutrition.meals.insert(draft, id: id, user: user, analysis: analysis, on: connection, logger: context.logger)
-            var created = meal
-            created.photoURL = try await nutrition.photos.put(stored, meal: id, user: user, on: connection, logger: context.logger)
-            created.version += 1
-            return created
+            try await nutrition.photos.put(stored, meal: id, user: user, on: connection, logger: context.logger)
+            return meal
         }
-        let created = meal
+        var created = meal
+        created.version += 1
         // The provider's time and the whole request's, for whoever measures the server's own share
         // (the W3C's Server-Timing header; the provider's time is also in the answer).
         let total = ContinuousClock.now - received

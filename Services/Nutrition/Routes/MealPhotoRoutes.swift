@@ -50,10 +50,10 @@ struct MealPhotoRoutes {
     }
 
     /// The photo, to its owner and a coach linked to them; anyone else is `404`, as for a meal
-    /// without one. Asked for by its owner with its `photo_url`, whose `v` names this very photo, it
-    /// may be kept for a year: a replaced photo has another URL. Without `v`, with one of a photo
-    /// replaced since, or to a coach (whose access ends with the link), it is checked again (its
-    /// ETag) each time it is shown.
+    /// without one. Asked for by its owner with its version (`?v=`, the start of its ETag: a replaced
+    /// photo has another), it may be kept for a year. Without `v`, with one of a photo replaced since,
+    /// or to a coach (whose access ends with the link), it is checked again (its ETag) each time it
+    /// is shown, so a replaced photo is never shown from a cache.
     @Sendable func photo(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let id = try context.mealID()
         let nutrition = self.nutrition

@@ -19740,7 +19740,7 @@ public enum Operations {
             }
         }
     }
-    /// The meal's photo, to its owner and a coach linked to them. Asked for by the meal's photo_url (v the current photo's version), Cache-Control lets it be kept a year (a replaced photo has another URL); otherwise no-cache.
+    /// The meal's photo, to its owner and a coach linked to them, with Cache-Control no-cache (checked by its ETag each time it is shown). Asked for by its owner with v, the first 16 characters of its ETag, it may be kept a year (a replaced photo has another v).
     ///
     /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
@@ -19762,14 +19762,14 @@ public enum Operations {
             public var path: Operations.GetV1MealsIdPhoto.Input.Path
             /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/query`.
             public struct Query: Sendable, Hashable {
-                /// The photo's version, as the meal's photo_url carries it.
+                /// The photo's version, the first 16 characters of its ETag.
                 ///
                 /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/GET/query/v`.
                 public var v: Swift.String?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - v: The photo's version, as the meal's photo_url carries it.
+                ///   - v: The photo's version, the first 16 characters of its ETag.
                 public init(v: Swift.String? = nil) {
                     self.v = v
                 }
@@ -20107,7 +20107,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// The meal, its photo_url the photo's path with its version (?v=…), new for each photo.
+            /// The meal, its photo_url the photo's path.
             ///
             /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/200`.
             ///

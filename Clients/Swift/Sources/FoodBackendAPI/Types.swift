@@ -390,7 +390,7 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/meals/{id}/consume`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/consume/delete`.
     func deleteV1MealsIdConsume(_ input: Operations.DeleteV1MealsIdConsume.Input) async throws -> Operations.DeleteV1MealsIdConsume.Output
-    /// The meal's photo, to its owner and a coach linked to them. Asked for by the meal's photo_url (v the current photo's version), Cache-Control lets it be kept a year (a replaced photo has another URL); otherwise no-cache.
+    /// The meal's photo, to its owner and a coach linked to them, with Cache-Control no-cache (checked by its ETag each time it is shown). Asked for by its owner with v, the first 16 characters of its ETag, it may be kept a year (a replaced photo has another v).
     ///
     /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
@@ -1738,7 +1738,7 @@ extension APIProtocol {
             headers: headers
         ))
     }
-    /// The meal's photo, to its owner and a coach linked to them. Asked for by the meal's photo_url (v the current photo's version), Cache-Control lets it be kept a year (a replaced photo has another URL); otherwise no-cache.
+    /// The meal's photo, to its owner and a coach linked to them, with Cache-Control no-cache (checked by its ETag each time it is shown). Asked for by its owner with v, the first 16 characters of its ETag, it may be kept a year (a replaced photo has another v).
     ///
     /// - Remark: HTTP `GET /v1/meals/{id}/photo`.
     /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/get`.
