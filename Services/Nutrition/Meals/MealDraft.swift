@@ -85,23 +85,21 @@ struct MealDraft: Sendable {
     }
 
     /// Items whose name or tags name one of the user's allergies (case and accents aside): the
-    /// allergy's text within the name, or its words within the name's in either number ("Peanuts"
-    /// warns of "Peanut butter toast", "Strawberry" of "Strawberries and cream"). A missed warning
-    /// costs far more than a needless one.
+    /// allergy's text within the name, or its words within the name's or a tag's in either number
+    /// ("Peanuts" warns of "Peanut butter toast", "Cookies" of "Oatmeal cookie", "Nut" of the tag
+    /// `nuts`). A missed warning costs far more than a needless one.
     static func allergyWarnings(_ items: [MealItem], allergies: [Allergy]) -> [AllergyWarning] {
         func fold(_ text: String) -> String { text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil) }
         var warnings: [AllergyWarning] = []
         for item in items {
             let name = fold(item.name)
-            let nameWords = singularWords(name)
-            let tags = Set((item.tags ?? []).map(fold))
+            let nameWords = wordForms(name)
+            let tags = (item.tags ?? []).map(fold)
             for allergy in allergies {
                 let allergen = fold(allergy.name).trimmingCharacters(in: .whitespaces)
-                let allergenWords = singularWords(allergen)
+                let allergenWords = wordForms(allergen)
                 guard !allergen.isEmpty else { continue }
-                if name.contains(allergen) || tags.contains(allergen) || tags.contains(allergen.replacingOccurrences(of: " ", with: "_"))
-                    || contains(nameWords, allergenWords) || tags.contains(allergenWords.joined(separator: "_"))
-                {
+                if name.contains(allergen) || contains(nameWords, allergenWords) || tags.contains(where: { contains(wordForms($0), allergenWords) }) {
                     warnings.append(AllergyWarning(item: item.name, allergy: allergy.name, severity: allergy.severity.rawValue))
                 }
             }
@@ -109,22 +107,26 @@ struct MealDraft: Sendable {
         return warnings
     }
 
-    /// The words of `text` (folded already), each in the singular as English forms its plurals:
-    /// berries → berry, tomatoes → tomato, peaches → peach, eggs → egg; words ending in -ss, -us or
-    /// -is are left as they are (hummus, couscous).
-    static func singularWords(_ text: String) -> [String] {
+    /// The words of `text` (folded already), each with the forms it may have in the other number
+    /// as English writes plurals: "cookies" is also "cookie" and "cooky", "peaches" "peache" and
+    /// "peach", "eggs" "egg"; a word ending in -ss, -us or -is is only itself (hummus, couscous).
+    static func wordForms(_ text: String) -> [Set<String>] {
         text.split { !$0.isLetter }.map { part in
             let word = String(part)
-            guard word.count > 3, word.hasSuffix("s"), !word.hasSuffix("ss"), !word.hasSuffix("us"), !word.hasSuffix("is") else { return word }
-            if word.hasSuffix("ies") { return word.dropLast(3) + "y" }
-            for ending in ["oes", "ches", "shes", "xes", "sses"] where word.hasSuffix(ending) { return String(word.dropLast(2)) }
-            return String(word.dropLast())
+            var forms: Set<String> = [word]
+            guard word.count > 3, word.hasSuffix("s"), !word.hasSuffix("ss"), !word.hasSuffix("us"), !word.hasSuffix("is") else { return forms }
+            forms.insert(String(word.dropLast()))
+            if word.hasSuffix("es") { forms.insert(String(word.dropLast(2))) }
+            if word.hasSuffix("ies") { forms.insert(word.dropLast(3) + "y") }
+            return forms
         }
     }
 
-    /// Whether `words` holds `run` in a row.
-    static func contains(_ words: [String], _ run: [String]) -> Bool {
+    /// Whether `words` holds `run` in a row, each word of the run sharing a form with its match.
+    static func contains(_ words: [Set<String>], _ run: [Set<String>]) -> Bool {
         guard !run.isEmpty, run.count <= words.count else { return false }
-        return (0...(words.count - run.count)).contains { Array(words[$0..<($0 + run.count)]) == run }
+        return (0...(words.count - run.count)).contains { start in
+            run.indices.allSatisfy { !words[start + $0].isDisjoint(with: run[$0]) }
+        }
     }
 }
