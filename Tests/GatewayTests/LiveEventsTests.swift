@@ -394,6 +394,29 @@ struct LiveGateway: Sendable {
         }
     }
 
+    /// Only streams whose session was checked and whose slot was taken count against the account's
+    /// limit: one still being checked (perhaps of an ended session, to be refused) ends no other.
+    @Test func aStreamStillBeingCheckedReplacesNone() async throws {
+        let hub = LiveHub(subscriber: RedisSubscriber(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger), logger: TestEnvironment.logger)
+        let user = UUID()
+        let first = hub.register(user: user, session: UUID())
+        let second = hub.register(user: user, session: UUID())
+        let unchecked = hub.register(user: user, session: UUID())
+        hub.makeRoom(for: first, limit: 1)
+        hub.makeRoom(for: second, limit: 1)
+        for registration in [first, second, unchecked] { hub.unregister(registration) }
+        func told(_ registration: LiveHub.Registration) async -> [String] {
+            var told: [String] = []
+            for await signal in registration.signals { told.append(signal.isReplaced ? "replaced" : "other") }
+            return told
+        }
+        // The first of the two checked streams, past a limit of one, is replaced; the second is told
+        // nothing, though the unchecked one is newer than the first.
+        #expect(await told(first) == ["replaced"])
+        #expect(await told(second) == [])
+        #expect(await told(unchecked) == [])
+    }
+
     @Test func aProcessHoldsAtMostMaxConnectionsStreams() async throws {
         try await Self.withLiveGateway(maxConnections: 1) { gateway in
             let first = try await gateway.open(try await gateway.person())
@@ -596,5 +619,12 @@ struct LiveGateway: Sendable {
             try await tasks.waitForAll()
             #expect(ContinuousClock.now - started < .seconds(10))
         }
+    }
+}
+
+extension LiveHub.Signal {
+    var isReplaced: Bool {
+        if case .replaced = self { return true }
+        return false
     }
 }

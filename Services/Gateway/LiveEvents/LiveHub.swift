@@ -34,6 +34,9 @@ final class LiveHub: Service, Sendable {
     private struct Listener: Sendable {
         var session: UUID?
         var continuation: AsyncStream<Signal>.Continuation
+        /// Its session checked and its slot taken (`makeRoom`): only such streams count against the
+        /// user's limit, so a stream still being checked (perhaps of an ended session) ends no other.
+        var claimed = false
     }
 
     /// Signals a stream may have waiting (a slow client's); past it the stream ends and its client
@@ -78,14 +81,20 @@ final class LiveHub: Service, Sendable {
         return Registration(user: user, id: id, signals: signals, continuation: continuation)
     }
 
-    /// Holds the user's streams in this process to `limit`, `registration`'s among them: the oldest
-    /// others are told they were replaced, and hear nothing more. The user's count across processes
+    /// Holds the user's streams in this process to `limit`, `registration`'s among them (its session
+    /// checked, its slot taken): the oldest others are told they were replaced, and hear nothing more. The user's count across processes
     /// (`StreamSlots`) ends a stream only at its next heartbeat, by which time a client opening
     /// streams as fast as the rate limit lets it would hold hundreds; here it holds `limit` at most.
     func makeRoom(for registration: Registration, limit: Int) {
         let replaced = listeners.withLock { listeners -> [Listener] in
-            guard var mine = listeners[registration.user], mine.count > limit else { return [] }
-            let oldest = mine.keys.filter { $0 != registration.id }.sorted().prefix(mine.count - limit)
+            guard var mine = listeners[registration.user], mine[registration.id] != nil else { return [] }
+            mine[registration.id]?.claimed = true
+            let claimed = mine.filter(\.value.claimed).keys
+            guard claimed.count > limit else {
+                listeners[registration.user] = mine
+                return []
+            }
+            let oldest = claimed.filter { $0 != registration.id }.sorted().prefix(claimed.count - limit)
             let replaced = oldest.compactMap { mine.removeValue(forKey: $0) }
             listeners[registration.user] = mine
             return replaced

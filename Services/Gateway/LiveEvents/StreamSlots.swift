@@ -9,7 +9,8 @@ import ServiceKit
 /// A stream whose client vanished without closing (an app suspended, a phone that changed networks)
 /// goes on beating: its heartbeats fit in the kernel's buffers, and TCP gives up on the peer only
 /// after many minutes. So a user with no room left is not refused: the new stream takes the slot
-/// of the one open longest, which ends at its next beat. The device asking now is the one in use.
+/// of the one open longest, which ends at its next beat (at once when both are in one process:
+/// `LiveHub.makeRoom`). The device asking now is the one in use.
 struct StreamSlots: Sendable {
     let redis: RedisClient
     let maxPerUser: Int

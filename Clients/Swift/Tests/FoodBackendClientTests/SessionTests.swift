@@ -55,24 +55,28 @@ import Testing
     /// `session_revoked` (signed out everywhere, a password changed on another device) signs the app
     /// out; one answering a request of a session that a new sign-in replaced meanwhile signs nobody out.
     @Test func aRevokedSessionSignsOutUnlessAnotherSignInReplacedIt() async throws {
+        let revoked = testToken("revoked")
         let old = testToken("old")
         let new = testToken("new")
+        // The old session's request arrives, and is answered only once the new sign-in is done.
+        let staleArrived = Gate()
+        let answerStale = Gate()
         let server = try await TestServer { request in
             switch request.path {
             case "/v1/auth/login":
                 return .json(Self.signIn(new, "refresh-2"))
             case "/v1/notifications/unread-count":
-                guard request.bearer == new else {
-                    // Slow, so that a sign-in can come while it is under way.
-                    try? await Task.sleep(for: .milliseconds(300))
-                    return .problem(.unauthorized, "session_revoked")
+                if request.bearer == new { return Self.unread }
+                if request.bearer == old {
+                    staleArrived.open()
+                    await answerStale.wait()
                 }
-                return Self.unread
+                return .problem(.unauthorized, "session_revoked")
             default:
                 return .problem(.notFound, "not_found")
             }
         }
-        let store = InMemoryTokenStore(StoredTokens(accessToken: old, refreshToken: "refresh-1"))
+        let store = InMemoryTokenStore(StoredTokens(accessToken: revoked, refreshToken: "refresh-1"))
         let backend = FoodBackend(baseURL: server.url, tokenStore: store)
         await #expect(throws: FoodBackendError.self) { try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } }
         #expect(await backend.currentSession == nil)
@@ -81,8 +85,9 @@ import Testing
         try await store.save(StoredTokens(accessToken: old, refreshToken: "refresh-1"))
         let other = FoodBackend(baseURL: server.url, tokenStore: store)
         let stale = Task { try await other.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } }
-        try await Task.sleep(for: .milliseconds(100))
+        await staleArrived.wait()
         _ = try await other.signIn(email: "a@example.com", password: "a long password")
+        answerStale.open()
         await #expect(throws: FoodBackendError.self) { try await stale.value }
         #expect(await other.currentSession?.sessionID == "new", "the new sign-in stays")
         #expect(try await other.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } == 3)
