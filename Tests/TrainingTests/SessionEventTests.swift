@@ -12,11 +12,7 @@ import TestSupport
     /// cancelled, whichever came first. A removed entry nobody accepted takes its sessions with it.
     @Test func rosterEventsSettleWhateverTheirOrder() async throws {
         try await TrainingTestEnvironment.run { env in
-            let coach = try await env.coach()
-            let client = try await env.client()
-            let press = try await env.libraryExercise("Pushups")
-            let workout = try #require(try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(press)).json["id"] as? String)
-            let entry = try await env.rosterEntry(of: coach)
+            let (coach, client, entry, workout) = try await env.coachWithInvitedClient()
             let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1)])
             try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: entry), userID: client.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND stage = 2") == 1 }
@@ -69,11 +65,7 @@ import TestSupport
     /// planned for it go, without naming the account anywhere.
     @Test(arguments: ["accepted", "unlinked"]) func aClientDeletedBeforeTheirAcceptanceLeavesTheEntry(_ late: String) async throws {
         try await TrainingTestEnvironment.run { env in
-            let coach = try await env.coach()
-            let client = try await env.client()
-            let press = try await env.libraryExercise("Pushups")
-            let workout = try #require(try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(press)).json["id"] as? String)
-            let entry = try await env.rosterEntry(of: coach)
+            let (coach, client, entry, workout) = try await env.coachWithInvitedClient()
             _ = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1), TrainingTestEnvironment.day(2)])
             try await env.publish(UserDeleted(userID: client.id), userID: client.id, producer: "auth")
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM deleted_accounts") == 1 }

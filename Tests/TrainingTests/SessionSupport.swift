@@ -40,10 +40,16 @@ extension TrainingTestEnvironment {
 
     /// A coach, a client linked through a roster entry, and a workout of the coach's.
     func coachWithClient(sets: Int = 3) async throws -> (coach: User, client: User, entry: UUID, workout: String) {
+        let invited = try await coachWithInvitedClient(sets: sets)
+        try await accept(invited.entry, coach: invited.coach, client: invited.client)
+        return invited
+    }
+
+    /// A coach with a workout, and a roster entry for `client` that no acceptance has reached yet.
+    func coachWithInvitedClient(sets: Int = 3) async throws -> (coach: User, client: User, entry: UUID, workout: String) {
         let coach = try await coach()
         let client = try await client()
         let entry = try await rosterEntry(of: coach)
-        try await accept(entry, coach: coach, client: client)
         let press = try await libraryExercise("Pushups")
         let created = try await call(.post, "/v1/workouts", as: coach, json: Self.workout(press, sets: sets))
         try #require(created.status == .created, "\(created.text)")

@@ -5,6 +5,18 @@ import Testing
 @testable import FoodBackendClient
 
 @Suite(.timeLimit(.minutes(1))) struct LiveEventsTests {
+    /// A server that answers `GET /v1/events` as `events` says, and every other path `404`.
+    static func eventsServer(_ events: @escaping TestServer.Handler) async throws -> TestServer {
+        try await TestServer { request in request.path == "/v1/events" ? await events(request) : .problem(.notFound, "not_found") }
+    }
+
+    /// A client signed in at `server`, reconnecting after `reconnectDelay`.
+    static func signedIn(at server: TestServer, reconnectDelay: Duration = .milliseconds(20)) -> FoodBackend {
+        FoodBackend(
+            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")),
+            configuration: .init(reconnectDelay: reconnectDelay))
+    }
+
     static func notification(_ id: String, kind: String = "follow") -> String {
         "id: \(id)\nevent: notification\ndata: {\"actor_id\":\"a-\(id)\",\"kind\":\"\(kind)\",\"notification_id\":\"n-\(id)\",\"occurred_at\":\"2026-11-25T01:11:56.123Z\",\"user_id\":\"u\"}\n\n"
     }
@@ -71,12 +83,7 @@ import Testing
     /// The session ended elsewhere (signed out everywhere, a password changed on another device):
     /// the stream throws it, and the app is signed out.
     @Test func aRevokedSessionEndsTheStreamWithItsErrorAndSignsOut() async throws {
-        let server = try await TestServer { request in
-            switch request.path {
-            case "/v1/events": return .problem(.unauthorized, "session_revoked")
-            default: return .problem(.notFound, "not_found")
-            }
-        }
+        let server = try await Self.eventsServer { _ in .problem(.unauthorized, "session_revoked") }
         let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r"))
         let backend = FoodBackend(baseURL: server.url, tokenStore: store)
         #expect(await backend.currentSession != nil)
@@ -93,14 +100,10 @@ import Testing
 
     @Test func anEventThatCannotBeReadComesAsOtherAndTheStreamGoesOn() async throws {
         let received = Gate()
-        let server = try await TestServer { request in
-            switch request.path {
-            case "/v1/events":
-                return .stream(["id: 1-0\nevent: notification\ndata: {\"kind\":7}\n\n", Self.notification("2-0")], pause: .milliseconds(5), closeAfter: received)
-            default: return .problem(.notFound, "not_found")
-            }
+        let server = try await Self.eventsServer { _ in
+            .stream(["id: 1-0\nevent: notification\ndata: {\"kind\":7}\n\n", Self.notification("2-0")], pause: .milliseconds(5), closeAfter: received)
         }
-        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        let backend = Self.signedIn(at: server)
         var events: [String] = []
         for try await event in backend.liveEvents() {
             switch event.kind {
@@ -120,19 +123,13 @@ import Testing
     /// connecting again (which would take a newer stream's place in turn).
     @Test func aReplacedStreamEndsWithoutReconnecting() async throws {
         let seen = Seen()
-        let server = try await TestServer { request in
-            switch request.path {
-            case "/v1/events":
-                seen.add("open")
-                // A second connection is what must not happen: refused, it would end the sequence with an error.
-                guard seen.count("open") == 1 else { return .problem(.forbidden, "forbidden") }
-                return .stream(["retry: 20\n\n", Self.notification("1-0"), "event: replaced\ndata: {}\n\n"], pause: .milliseconds(5))
-            default: return .problem(.notFound, "not_found")
-            }
+        let server = try await Self.eventsServer { _ in
+            seen.add("open")
+            // A second connection is what must not happen: refused, it would end the sequence with an error.
+            guard seen.count("open") == 1 else { return .problem(.forbidden, "forbidden") }
+            return .stream(["retry: 20\n\n", Self.notification("1-0"), "event: replaced\ndata: {}\n\n"], pause: .milliseconds(5))
         }
-        let backend = FoodBackend(
-            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")),
-            configuration: .init(reconnectDelay: .milliseconds(20)))
+        let backend = Self.signedIn(at: server)
         var received: [String] = []
         for try await event in backend.liveEvents() {
             switch event.kind {
@@ -156,18 +153,14 @@ import Testing
         let logged = #"{"client_id":"c","coach_id":"k","occurred_at":"2026-11-28T09:01:00.000Z","session_id":"s1","status":"partial"}"#
         let comment =
             #"{"author_id":"k","author_role":"coach","comment_id":"m","occurred_at":"2026-11-28T09:02:00.000Z","session_id":"s1","text":"Nice"}"#
-        let server = try await TestServer { request in
-            switch request.path {
-            case "/v1/events":
-                return .stream(
-                    [
-                        "id: 1-0\nevent: workout_assigned\ndata: \(assigned)\n\n", "id: 2-0\nevent: workout_logged\ndata: \(logged)\n\n",
-                        "id: 3-0\nevent: workout_comment\ndata: \(comment)\n\n",
-                    ], pause: .milliseconds(5), closeAfter: received)
-            default: return .problem(.notFound, "not_found")
-            }
+        let server = try await Self.eventsServer { _ in
+            .stream(
+                [
+                    "id: 1-0\nevent: workout_assigned\ndata: \(assigned)\n\n", "id: 2-0\nevent: workout_logged\ndata: \(logged)\n\n",
+                    "id: 3-0\nevent: workout_comment\ndata: \(comment)\n\n",
+                ], pause: .milliseconds(5), closeAfter: received)
         }
-        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        let backend = Self.signedIn(at: server)
         var events: [String] = []
         for try await event in backend.liveEvents() {
             switch event.kind {
