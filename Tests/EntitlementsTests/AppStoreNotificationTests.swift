@@ -330,6 +330,24 @@ import TestSupport
         }
     }
 
+    /// A transaction of the period the subscription holds (same purchase date, another id), signed
+    /// later, is taken even when the stored purchase date comes back from PostgreSQL a hair later
+    /// than the payload's: the same millisecond is not an older period.
+    @Test func aLaterTransactionOfTheSamePeriodIsTakenWhateverItsMillisecond() async throws {
+        try await Env.run { env in
+            let user = try await env.user()
+            let purchased = try #require(try await env.millisecondReadBackLater(after: env.clock.now() - 60))
+            let bought = try await env.transaction(original: "2000000150", id: "3000000150", for: user, days: 2, purchased: purchased)
+            #expect(try await env.buy(bought, as: user).status == .ok)
+            env.clock.advance(60)
+            let extended = try await env.transaction(original: "2000000150", id: "3000000151", for: user, days: 40, purchased: purchased)
+            #expect(try await env.deliver(try env.notification("RENEWAL_EXTENDED", transaction: extended, renewal: env.renewal(extended))).json["applied"] as? Bool == true)
+            #expect(try await env.count("SELECT count(*) FROM subscriptions WHERE transaction_id = '3000000151'") == 1)
+            env.clock.advance(10 * 86_400)
+            #expect(try await env.me(user)["tier"] as? String == "pro")
+        }
+    }
+
     /// A purchase a notification recorded first (no token: an offer code, Family Sharing) is the
     /// first account's to send it from the device, even though its device copy was signed earlier.
     @Test func aSubscriptionNobodyHoldsIsClaimedByTheDevice() async throws {

@@ -127,6 +127,23 @@ struct EntitlementsTestEnvironment: ServiceHarness {
         }
     }
 
+    /// A whole millisecond after `start` that PostgreSQL gives back later than a payload reads it
+    /// (a `timestamptz` keeps microseconds, and a `Date` is binary): found by asking PostgreSQL.
+    /// About one in a hundred does; `nil` if none of the next five thousand did.
+    func millisecondReadBackLater(after start: Date) async throws -> Date? {
+        try await withClient(database.config(for: serviceName)) { client in
+            var milliseconds = Int64(start.timeIntervalSince1970 * 1000)
+            for _ in 0..<5_000 {
+                milliseconds += 1
+                let sent = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+                for try await back in try await client.query("SELECT \(sent)::timestamptz", logger: TestEnvironment.logger).decode(Date.self) where back > sent {
+                    return sent
+                }
+            }
+            return nil
+        }
+    }
+
     func me(_ user: User) async throws -> [String: Any] {
         let reply = try await call(.get, "/v1/entitlements/me", as: user)
         try #require(reply.status == .ok, "me: \(reply.text)")

@@ -93,7 +93,7 @@ extension Entitlements {
             guard settings.transferPolicy == .transfer else { throw Self.ownedElsewhere }
             try await announcingChanges(for: [claimant, caller], on: connection, logger: logger) {
                 if holder != nil { try await subscriptions.transfer(transaction.originalTransactionID, to: caller, on: connection, logger: logger) }
-                let moved = holder.map { SubscriptionStore.Holder(user: caller, signedAt: $0.signedAt, transactionID: $0.transactionID, expiresAt: $0.expiresAt, purchasedAt: $0.purchasedAt) }
+                let moved = holder.map { SubscriptionStore.Holder(user: caller, signedAt: $0.signedAt, transactionID: $0.transactionID, expiresAt: $0.expiresAt) }
                 _ = try await subscriptions.apply(
                     transaction, renewal: nil, signedAt: transaction.signedDate, user: caller, via: "device", current: moved, on: connection, logger: logger)
             }

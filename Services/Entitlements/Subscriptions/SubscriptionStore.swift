@@ -16,17 +16,16 @@ struct SubscriptionStore: Sendable {
         var signedAt: Date
         var transactionID: String
         var expiresAt: Date?
-        var purchasedAt: Date
     }
 
     /// The subscription's current holder, locked until the transaction ends: the payloads of one
     /// subscription apply one after the other.
     func holder(_ originalTransactionID: String, on connection: PostgresConnection, logger: Logger) async throws -> Holder? {
         let rows = try await connection.checkedQuery(
-            "SELECT user_id, signed_at, transaction_id, expires_at, purchased_at FROM subscriptions WHERE original_transaction_id = \(originalTransactionID) FOR UPDATE",
+            "SELECT user_id, signed_at, transaction_id, expires_at FROM subscriptions WHERE original_transaction_id = \(originalTransactionID) FOR UPDATE",
             logger: logger)
-        for try await (user, signedAt, transaction, expires, purchased) in rows.decode((UUID?, Date, String, Date?, Date).self) {
-            return Holder(user: user, signedAt: signedAt, transactionID: transaction, expiresAt: expires, purchasedAt: purchased)
+        for try await (user, signedAt, transaction, expires) in rows.decode((UUID?, Date, String, Date?).self) {
+            return Holder(user: user, signedAt: signedAt, transactionID: transaction, expiresAt: expires)
         }
         return nil
     }
@@ -90,12 +89,12 @@ struct SubscriptionStore: Sendable {
             try await connection.checkedRun(
                 "UPDATE transactions SET user_id = \(user) WHERE original_transaction_id = \(transaction.originalTransactionID) AND user_id IS NULL", logger: logger)
         }
-        let takesTransaction =
-            transaction.isUpgraded != true
-            && (held.map { $0.transactionID == transaction.transactionID || transaction.purchaseDate >= $0.purchasedAt } ?? true)
         var renewalApplied = false
         if let renewal { renewalApplied = try await applyRenewal(renewal, signedAt: signedAt, on: connection, logger: logger) }
-        guard takesTransaction else { return renewalApplied }
+        guard transaction.isUpgraded != true else { return renewalApplied }
+        // The purchase dates are compared by PostgreSQL, not here: a date read back from a
+        // `timestamptz` has been cut to microseconds, and can be a hair later than the same
+        // millisecond read from a payload, which made a transaction of the same period look older.
         let transactionApplied = try await connection.returnsRow(
             """
             UPDATE subscriptions SET
@@ -104,6 +103,7 @@ struct SubscriptionStore: Sendable {
               purchased_at = \(transaction.purchaseDate), expires_at = \(transaction.expiresDate), revoked_at = \(transaction.revocationDate),
               revocation_reason = \(transaction.revocationReason), signed_at = \(signedAt), updated_at = now()
             WHERE original_transaction_id = \(transaction.originalTransactionID) AND signed_at < \(signedAt)
+              AND (transaction_id = \(transaction.transactionID) OR purchased_at <= \(transaction.purchaseDate))
             RETURNING 1
             """, logger: logger)
         return transactionApplied || renewalApplied
