@@ -331,7 +331,7 @@ struct LiveGateway: Sendable {
     /// client that vanished without closing goes on beating for minutes), which ends, here at once
     /// (both are in this process), told it was replaced.
     @Test func aUserHasAtMostMaxPerUserStreams() async throws {
-        try await Self.withLiveGateway(heartbeat: .seconds(1), maxPerUser: 2) { gateway in
+        try await Self.withLiveGateway(heartbeat: .seconds(2), maxPerUser: 2) { gateway in
             let person = try await gateway.person()
             let first = try await gateway.open(person)
             let second = try await gateway.open(person)
@@ -345,7 +345,7 @@ struct LiveGateway: Sendable {
             try await first.waitUntilEnded()
             // Told so, last, without an id: its client waits until it is next in use to connect again.
             #expect(first.events.last == SSEMessage(event: "replaced", data: "{}"), "\(first.events)")
-            try await Task.sleep(for: .seconds(2.5))
+            try await Task.sleep(for: .seconds(3))
             #expect(!second.ended && !third.ended, "the newer streams go on")
             let after = try await gateway.redis.send("ZRANGE", key, "0", "-1").array?.compactMap(\.string) ?? []
             #expect(after.count == 2 && after.contains(before.max()!) && !after.contains(before.min()!), "\(before) then \(after)")

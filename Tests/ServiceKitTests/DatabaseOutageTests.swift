@@ -308,8 +308,12 @@ import TestSupport
                 router.get(RouterPath(path)) { _, _ in "answered" }
             }
             try await Application(router: router, services: [watch]).test(.live) { client in
-                // Long enough for several probes either way.
-                try await Task.sleep(for: .milliseconds(600))
+                // Reachable: still so after several probes. Out of reach: seen so by the probes.
+                if reachable {
+                    try await Task.sleep(for: .milliseconds(600))
+                } else {
+                    try await waitUntil(.seconds(10)) { !watch.isReachable }
+                }
                 #expect(watch.isReachable == reachable)
                 let response = try await client.execute(uri: "/v1/things", method: .get)
                 if reachable {

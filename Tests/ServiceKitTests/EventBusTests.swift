@@ -257,7 +257,7 @@ final class BusHarness: Sendable {
             #expect(rings.withLock { $0 } == 0)  // not before the commit
             try await connection.query("SELECT 1", logger: TestEnvironment.logger)
         }
-        try await waitUntil(.seconds(2)) { rings.withLock { $0 } == 1 }
+        try await waitUntil(.seconds(10)) { rings.withLock { $0 } == 1 }
         try await Task.sleep(for: .milliseconds(200))
         #expect(rings.withLock { $0 } == 1)
     }
@@ -270,7 +270,7 @@ final class BusHarness: Sendable {
         try await Task.sleep(for: .milliseconds(300))  // its first pass, at start, finds nothing
         try await bus.emit(rollback: true)
         let committed = try await bus.emit()
-        try await waitUntil(.seconds(3)) { try await bus.redis.xlen(bus.stream) == 1 }
+        try await waitUntil(.seconds(10)) { try await bus.redis.xlen(bus.stream) == 1 }
         #expect(try await bus.redis.xrange(bus.stream).map { $0.fields["id"] } == [committed.id.uuidString.lowercased()])
         await bus.stop()
     }

@@ -61,8 +61,8 @@ import TestSupport
             let live = subscriber.subscribe("user:\(star.path)")
             let listening = Task { try await subscriber.run() }
             defer { listening.cancel() }
-            try await waitUntil(.seconds(5)) { subscriber.channelCount == 1 }
-            try await Task.sleep(for: .milliseconds(200))
+            // Subscribed once a publish reaches it; the probes are skipped below.
+            try await waitUntil { try await env.redis.publish("user:\(star.path)", "{}") > 0 }
 
             _ = try await env.follow(star, as: fan)
             let list = try await env.call(.get, "/v1/notifications", as: star)
@@ -71,7 +71,7 @@ import TestSupport
             #expect(first["type"] as? String == "follow" && first["read"] as? Bool == false)
             #expect(((first["actor"] as? [String: Any])?["id"] as? String)?.lowercased() == fan.path)
             let message = try await withTimeout(.seconds(10)) { () -> RedisMessage? in
-                for await message in live { return message }
+                for await message in live where message.text != "{}" { return message }
                 return nil
             }
             #expect(message?.text.contains(NotificationCreated.eventType) == true)
@@ -159,7 +159,8 @@ import TestSupport
             let live = subscriber.subscribe("user:\(star.path)")
             let listening = Task { try await subscriber.run() }
             defer { listening.cancel() }
-            try await waitUntil(.seconds(5)) { subscriber.channelCount == 1 }
+            // Subscribed once a publish reaches it; the probes are skipped below.
+            try await waitUntil { try await env.redis.publish("user:\(star.path)", "{}") > 0 }
             let mute = try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: star)
             #expect(mute.status == .ok && mute.json["muting"] as? Bool == true && mute.json["until"] == nil)
             #expect(try await env.call(.post, "/v1/profiles/\(muted.path)/mute", as: star).json["muting"] as? Bool == true)
@@ -211,7 +212,7 @@ import TestSupport
             // Nothing went out live while they were silenced either: the first message is the ended
             // mute's follow.
             let first = try await withTimeout(.seconds(10)) { () -> RedisMessage? in
-                for await message in live { return message }
+                for await message in live where message.text != "{}" { return message }
                 return nil
             }
             #expect(first?.text.lowercased().contains(briefly.path) == true)

@@ -45,11 +45,11 @@ import TestSupport
                 let reply = try await read.value
                 #expect(reply.status == .ok && reply.items.count == 1, "\(path): \(reply.text)")
             }
-            // Linked, nothing planned on that day: no wait.
+            // Linked, nothing planned on that day: no wait (it would last 3 s).
             let started = ContinuousClock.now
             let empty = try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(30))", as: client)
             #expect(empty.status == .ok && empty.items.isEmpty)
-            #expect(ContinuousClock.now - started < .seconds(1))
+            #expect(ContinuousClock.now - started < .milliseconds(2_500))
         }
     }
 

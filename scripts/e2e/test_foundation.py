@@ -174,7 +174,7 @@ def test_a_database_outage_is_503_at_once_and_every_service_recovers(stack):
             response = requests.get(f"{stack.gateway}{path}", headers=headers, timeout=10)
             assert response.status_code == 503, response.text
             assert problem(response)["code"] == "service_unavailable" and response.headers["Retry-After"] == "5"
-            assert time.time() - started < 2, f"{path} took {time.time() - started:.1f}s to refuse"
+            assert time.time() - started < 4, f"{path} took {time.time() - started:.1f}s to refuse"
     finally:
         # Straight back, as a restarted database would be (`scripts/stack up` would first spend
         # seconds checking the build, and a longer outage only means longer pool back-offs).
