@@ -233,6 +233,30 @@ import TestSupport
         }
     }
 
+    /// An admin demoted, or disabled, while its grant or its enabling waits behind the changes
+    /// before it, changes nothing: every change to roles or to whether an account may sign in checks
+    /// its caller again under one lock, not only the changes that take rights away.
+    @Test func anAdminDemotedWhileItsChangeWaitsChangesNothing() async throws {
+        let first = "\(TestEnvironment.uniqueName("boss"))@example.com", second = "\(TestEnvironment.uniqueName("boss"))@example.com"
+        try await AuthTestEnvironment.run(["ADMIN_EMAILS": "\(first),\(second)"]) { env in
+            let a = try await Self.verifiedAccount(env, email: first)
+            let b = try await Self.verifiedAccount(env, email: second)
+            let c = try await Self.verifiedAccount(env)
+            let adminChanges = "SELECT pg_advisory_xact_lock(hashtext('auth.admin-changes'))"
+            let grant = try await env.whileHeld([adminChanges, "UPDATE users SET roles = array_remove(roles, 'admin') WHERE id = '\(a.id)'"]) {
+                try await env.call(.post, "/v1/admin/users/\(c.id)/roles/admin", token: a.accessToken)
+            }
+            #expect(grant.status == .forbidden, "\(grant.text)")
+            #expect(try await env.count("SELECT count(*) FROM users WHERE id = '\(c.id)' AND roles @> ARRAY['admin']") == 0)
+            #expect(try await env.call(.post, "/v1/admin/users/\(c.id)/disable", token: b.accessToken).status == .ok)
+            let enable = try await env.whileHeld([adminChanges, "UPDATE users SET disabled_at = now() WHERE id = '\(b.id)'"]) {
+                try await env.call(.post, "/v1/admin/users/\(c.id)/enable", token: b.accessToken)
+            }
+            #expect(enable.status == .forbidden, "\(enable.text)")
+            #expect(try await env.count("SELECT count(*) FROM users WHERE id = '\(c.id)' AND disabled_at IS NOT NULL") == 1)
+        }
+    }
+
     @Test func disablingEndsSessionsAndRefusesSignInUntilEnabled() async throws {
         let adminEmail = "\(TestEnvironment.uniqueName("boss"))@example.com"
         try await AuthTestEnvironment.run(["ADMIN_EMAILS": adminEmail]) { env in

@@ -231,9 +231,10 @@ extension Accounts {
         return user
     }
 
-    /// Changes that take admin rights away (a demotion, disabling an admin) run one at a time, each
-    /// checking again under the lock that its caller is still an enabled admin: two admins demoting
-    /// each other at once would otherwise both succeed and leave none.
+    /// Admins' changes to roles and to who may sign in run one at a time, each checking again under
+    /// the lock that its caller is still an enabled admin: two admins demoting each other at once
+    /// would otherwise both succeed and leave none, and an admin demoted or disabled while its grant
+    /// or its enabling waited would still make it.
     func holdAdminChanges(by caller: UUID, on connection: PostgresConnection) async throws {
         try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('auth.admin-changes'))", logger: logger)
         guard let user = try await users.find(id: caller, on: connection, logger: logger), user.roles.contains(.admin), !user.isDisabled else {

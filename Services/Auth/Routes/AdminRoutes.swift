@@ -41,7 +41,7 @@ struct AdminRoutes {
         }
         let accounts = self.accounts
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
-            if !add && role == .admin { try await accounts.holdAdminChanges(by: context.caller.userID, on: connection) }
+            try await accounts.holdAdminChanges(by: context.caller.userID, on: connection)
             guard let user = try await accounts.users.find(id: userID, forUpdate: true, on: connection, logger: context.logger) else { throw APIError.notFound("No such user.") }
             let updated = try await accounts.changeRoles(of: user, adding: add ? [role] : [], removing: add ? [] : [role], on: connection)
             return try await accounts.view(of: updated, on: connection)
@@ -57,7 +57,7 @@ struct AdminRoutes {
         }
         let accounts = self.accounts
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
-            if disabled { try await accounts.holdAdminChanges(by: context.caller.userID, on: connection) }
+            try await accounts.holdAdminChanges(by: context.caller.userID, on: connection)
             guard var user = try await accounts.users.find(id: userID, forUpdate: true, on: connection, logger: context.logger) else { throw APIError.notFound("No such user.") }
             if user.isDisabled != disabled {
                 try await accounts.users.setDisabled(disabled, userID: userID, on: connection, logger: context.logger)
