@@ -12,6 +12,38 @@ import TestSupport
 /// Whoever proves the mailbox owns the account, and a proof alone keeps nothing someone else set
 /// before it: the attacks step by step, through HTTP, with the mail read back from the SMTP sink.
 @Suite struct AccountTakeoverTests {
+    /// A disowning link is for an address nobody has proven: one that outlived the proof (issued
+    /// beside it) is spent, and the proven account keeps its password and its sessions.
+    @Test func aDisowningLinkOfAProvenAccountIsSpent() async throws {
+        try await AuthTestEnvironment.run { env in
+            let owner = try await env.signUp()
+            let token = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: owner.email).first))
+            // Proven while this link stayed unspent, as a resend beside the verification leaves one.
+            try await env.execute("UPDATE users SET email_verified = true, email_proven_by_mail = true WHERE id = '\(owner.id)'")
+            let disowned = try await env.call(.post, "/v1/auth/email/verify", json: ["token": token, "disown": true])
+            #expect(disowned.status == .badRequest && disowned.code == "token_used", "\(disowned.text)")
+            #expect(try await env.sessionCount(of: owner.id) == 1)
+            #expect(try await env.logIn(owner.email, owner.password).status == .ok)
+        }
+    }
+
+    /// A resend that a verification overtakes mails no link: it checks the account again under its
+    /// lock, after the verification spent every verify link.
+    @Test func aResendOvertakenByTheVerificationMailsNothing() async throws {
+        try await AuthTestEnvironment.run { env in
+            let owner = try await env.signUp()
+            _ = try await env.mails(to: owner.email)
+            let verification = [
+                "SELECT 1 FROM users WHERE id = '\(owner.id)' FOR UPDATE",
+                "UPDATE users SET email_verified = true, email_proven_by_mail = true WHERE id = '\(owner.id)'",
+                "UPDATE email_tokens SET used_at = now() WHERE user_id = '\(owner.id)' AND purpose = 'verify_email'",
+            ]
+            let resent = try await env.whileHeld(verification) { try await env.call(.post, "/v1/auth/email/verify/resend", token: owner.accessToken) }
+            #expect(resent.status == .conflict && resent.code == "already_verified", "\(resent.text)")
+            #expect(try await env.count("SELECT count(*) FROM email_tokens WHERE user_id = '\(owner.id)' AND used_at IS NULL") == 0)
+        }
+    }
+
     /// An attacker signs up with the victim's address and their own password and keeps the session.
     /// The victim, following the mailed link without that password, cannot verify the account for
     /// the attacker; they disown it instead, and the attacker's refresh token and password stop

@@ -71,6 +71,9 @@ extension Accounts {
             if case .session(let sessionID) = proof {
                 guard try await sessions.isLive(sessionID, userID: userID, on: connection, logger: logger) else { throw AuthErrors.proofRequired }
             }
+            // Disowning is for an address nobody has proven: a link that outlived the proof (issued
+            // beside it) must not take a proven account over.
+            if case .disown = proof, user.emailVerified { throw AuthErrors.mailToken(.used) }
             try await emailTokens.invalidate(.verifyEmail, userID: userID, on: connection, logger: logger)
             var result = Verified()
             var verified = user

@@ -124,12 +124,18 @@ struct AccountRoutes {
 
     @Sendable func resendVerification(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         let accounts = self.accounts
+        let alreadyVerified = APIError.conflict("This email address is already verified.", code: "already_verified")
         let user = try await accounts.liveUser(context)
-        guard !user.emailVerified else { throw APIError.conflict("This email address is already verified.", code: "already_verified") }
+        guard !user.emailVerified else { throw alreadyVerified }
         try await accounts.limit(
             "auth:verify-resend:\(user.id)", per: .seconds(3600), max: accounts.settings.resendPerHour,
             detail: "Verification mails are limited to \(accounts.settings.resendPerHour) an hour.", whenUnavailable: .allow)
         try await accounts.postgres.transaction(logger: context.logger) { connection in
+            // Again under the account's lock: a verification committing meanwhile spent every verify
+            // link, and one issued after it would outlive it.
+            guard let current = try await accounts.users.find(id: user.id, forUpdate: true, on: connection, logger: context.logger), !current.emailVerified else {
+                throw alreadyVerified
+            }
             let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
             try await accounts.mailer.sendVerification(to: user.email, token: token, on: connection, logger: context.logger)
         }
