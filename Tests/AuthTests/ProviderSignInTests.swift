@@ -89,6 +89,22 @@ import TestSupport
         }
     }
 
+    /// A provider whose keys cannot be fetched is `503 provider_unavailable`, to be tried again; the
+    /// fetch's own error (the address, its answer) is logged, not told the client.
+    @Test func aProviderOutOfReachIsUnavailableWithoutItsInternals() async throws {
+        // A server that answers, but not with keys: 404 for the path.
+        let elsewhere = try ProviderIssuer(issuer: "https://accounts.google.com", clientID: AuthTestEnvironment.googleClientID)
+        try await elsewhere.start()
+        defer { elsewhere.stop() }
+        let url = elsewhere.jwksURL + "/moved"
+        try await AuthTestEnvironment.run(["GOOGLE_JWKS_URL": url]) { env in
+            let reply = try await env.signIn(with: .google, subject: "g-\(UUID())", email: "\(TestEnvironment.uniqueName("g"))@example.com")
+            #expect(reply.status == .serviceUnavailable && reply.code == "provider_unavailable", "\(reply.text)")
+            let detail = try #require(reply.json["detail"] as? String)
+            #expect(!detail.contains(url) && !detail.contains("404"), "\(detail)")
+        }
+    }
+
     /// A sign-in through an identity racing the address's owner taking the account back (the
     /// identity its maker linked removed, every session ended) makes no session after it: the
     /// sign-in holds the identity and the account, so it waits, and then finds no identity.

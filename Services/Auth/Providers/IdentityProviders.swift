@@ -192,8 +192,9 @@ final class IdentityTokenVerifier: Sendable {
         let collection: JWTKeyCollection
         do {
             collection = try await keys.keys(containing: kid)
-        } catch .keysUnavailable(let why) {
-            throw APIError(.serviceUnavailable, code: "provider_unavailable", detail: "\(config.name) keys cannot be fetched right now (\(why)); try again shortly.")
+        } catch .keysUnavailable {
+            // Why (the fetch's own error, naming hosts) is logged by the key cache, not told the client.
+            throw APIError(.serviceUnavailable, code: "provider_unavailable", detail: "\(config.name) keys cannot be fetched right now; try again shortly.")
         } catch {
             throw IdentityTokenError(reason: "ID token is signed with a key \(config.name) does not publish")
         }
@@ -203,7 +204,7 @@ final class IdentityTokenVerifier: Sendable {
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
             throw IdentityTokenError(reason: "ID token signature does not verify")
         } catch {
-            throw IdentityTokenError(reason: "ID token cannot be read: \(error)")
+            throw IdentityTokenError(reason: "ID token cannot be read (its payload, or a claim of the wrong type)")
         }
         guard config.issuers.contains(claims.iss) else { throw IdentityTokenError(reason: "ID token was issued by \(claims.iss), not by \(config.name)") }
         guard claims.aud.value.contains(where: config.clientIDs.contains) else { throw IdentityTokenError(reason: "ID token is for another app") }

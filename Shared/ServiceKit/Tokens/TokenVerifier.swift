@@ -80,7 +80,8 @@ public final class TokenVerifier: Sendable {
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
             throw .badSignature
         } catch {
-            throw .malformed("\(error)")
+            // Not the decoder's own words: they name this code's types and fields.
+            throw .malformed("its payload, or a claim of the wrong type, cannot be read")
         }
         guard claims.iss.value == config.issuer else { throw .wrongIssuer(claims.iss.value) }
         guard claims.aud.value.contains(config.audience) else { throw .wrongAudience }
