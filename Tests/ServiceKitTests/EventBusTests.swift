@@ -275,6 +275,23 @@ final class BusHarness: Sendable {
         await bus.stop()
     }
 
+    /// Batches that reach fewer replicas than asked for (a primary promoted by a failover has none
+    /// until another joins) are committed once the primary holds them: sent again and again, they
+    /// would hold back every row behind them and repeat each live copy.
+    @Test func aBatchNoReplicaHoldsIsSentOnce() async throws {
+        var configuration = try TestEnvironment.redis()
+        configuration.replicasToWaitFor = 1
+        let bus = try await BusHarness(redis: configuration)
+        bus.startRelay()
+        for _ in 0..<3 { try await bus.emit() }
+        try await bus.waitUntilKept(3)
+        // Past the relay's retries, had it gone on sending.
+        try await Task.sleep(for: .seconds(3))
+        #expect(try await bus.redis.xlen(bus.stream) == 3)
+        #expect(try await bus.producer.query("SELECT count(*)::int FROM outbox", logger: TestEnvironment.logger).decode(Int.self).first { _ in true } == 0)
+        await bus.stop()
+    }
+
     /// Events older than the retention (7 days by default) leave the stream and the group's dead
     /// letters however few there are; newer ones stay.
     @Test func theRelayTrimsEventsOlderThanTheRetention() async throws {

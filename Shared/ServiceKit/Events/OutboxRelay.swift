@@ -124,6 +124,25 @@ package final class OutboxRelay: Service, Sendable {
     private let recordedEpoch = Mutex<String??>(nil)
     /// The stream id of the last entry this process sent, which Redis should still hold.
     private let lastSent = Mutex<StreamID?>(nil)
+    /// Whether the last batch reached fewer replicas than configured: said once when it starts, and
+    /// once when it ends.
+    private let shortOfReplicas = Mutex(false)
+
+    private func noteReplicas(held: Int, wanted: Int) {
+        let short = held < wanted
+        let changed = shortOfReplicas.withLock { was in
+            defer { was = short }
+            return was != short
+        }
+        guard changed else { return }
+        if short {
+            logger.warning(
+                "relayed batches reach fewer replicas than REDIS_WAIT_REPLICAS: sent all the same, kept in outbox_relayed to be sent again if a failover loses them",
+                metadata: ["replicas": "\(held)", "wanted": "\(wanted)"])
+        } else {
+            logger.notice("relayed batches reach their replicas again", metadata: ["replicas": "\(held)"])
+        }
+    }
 
     /// On every poll: sends the kept rows again if Redis has lost its data, and otherwise drops the
     /// kept rows no longer needed. Returns how many it sent again.
@@ -333,8 +352,13 @@ package final class OutboxRelay: Service, Sendable {
             let waits: [[RedisArgument]] = replicas > 0 ? [["WAIT", RedisArgument(replicas), "1000"]] : []
             let replies = try await redis.pipeline(probes + commands + waits)
             for reply in replies.dropFirst(probes.count) { try reply.checked() }
-            if replicas > 0, let held = replies.last?.int, held < replicas {
-                throw RedisError.unavailable("a relayed batch reached \(held) of \(replicas) replicas")
+            if replicas > 0, let held = replies.last?.int {
+                // Short of replicas, the batch is committed all the same: the primary holds it, and a
+                // primary promoted by a failover has no replica until another joins. Sent again and
+                // again instead, the batch would hold back every row behind it and repeat its live
+                // copies. A failover before a replica took it loses it from the stream, and its kept
+                // copy (`outbox_relayed`) is what is sent again.
+                self.noteReplicas(held: held, wanted: replicas)
             }
             if keep, let id = replies[probes.count + lastAdd].string.flatMap({ StreamID($0) }) { self.lastSent.withLock { $0 = id } }
             guard keep else { return (taken.count, nil) }
