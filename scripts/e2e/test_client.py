@@ -69,7 +69,7 @@ def fixtures(stack):
                 env = {**os.environ, "APP_ENV": "development", "HTTP_HOST": "127.0.0.1", "HTTP_PORT": port,
                        "DATABASE_URL": f"postgres://auth:auth@127.0.0.1:{stack.pg_ports['auth']}/foodbackend",
                        "REDIS_URL": f"redis://127.0.0.1:{stack.redis_port}", "JWT_SIGNING_KEY": os.path.join(stack.dir, "jwt-signing-key.pem"),
-                       "JWT_ISSUER": stack.gateway, "PUBLIC_BASE_URL": stack.gateway, "APP_BASE_URL": stack.gateway,
+                       "JWT_ISSUER": stack.gateway, "APP_BASE_URL": stack.gateway,
                        "JWKS_URL": f"{stack.service_urls['auth']}/.well-known/jwks.json",
                        "SMTP_URL": f"smtp://127.0.0.1:{os.environ['STACK_SMTP_PORT']}", "ADMIN_PASSWORD": request["password"]}
                 done = subprocess.run([binary, "create-admin", request["email"]], env=env, capture_output=True, text=True, timeout=60)
