@@ -8,6 +8,29 @@ import Testing
 /// A developer's own PostgreSQL keeps what a test run leaves: the next run drops the databases of
 /// processes of this machine that have ended, and nothing else.
 @Suite struct TestDatabaseTests {
+    /// `provision` sets the password the service's URL carries, and without one touches none: a new
+    /// role gets none (not one spelt like its name), and an existing role keeps its own.
+    @Test func provisioningWithoutAPasswordSetsNone() async throws {
+        let database = try await TestDatabase.create(services: [])
+        try await database.dropping {
+            let role = TestEnvironment.uniqueName("provisioned").lowercased()
+            try await withClient(try database.adminConfig()) { client in
+                let provisioner = DatabaseProvisioner(admin: client, logger: TestEnvironment.logger)
+                @Sendable func hasPassword() async throws -> Bool? {
+                    try await client.query("SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = \(role)", logger: TestEnvironment.logger)
+                        .decode(Bool.self).first { _ in true }
+                }
+                try await provisioner.provision(role: role, password: nil, schema: role, database: database.name)
+                #expect(try await hasPassword() == false)
+                try await provisioner.provision(role: role, password: "chosen by hand", schema: role, database: database.name)
+                try await provisioner.provision(role: role, password: nil, schema: role, database: database.name)
+                #expect(try await hasPassword() == true)
+                try await client.query("DROP OWNED BY \(unescaped: quoteIdentifier(role))", logger: TestEnvironment.logger)
+                try await client.query("DROP ROLE \(unescaped: quoteIdentifier(role))", logger: TestEnvironment.logger)
+            }
+        }
+    }
+
     @Test func aLaterRunDropsOnlyTheDatabasesOfEndedProcesses() async throws {
         // A process that has ended: its id is free until the system hands it out again.
         let ended = Process()

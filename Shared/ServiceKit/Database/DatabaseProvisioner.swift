@@ -14,7 +14,9 @@ package struct DatabaseProvisioner: Sendable {
     }
 
     /// Idempotent: an existing role gets its password reset, an existing schema is left as it is.
-    package func provision(role: String, password: String, schema: String, database: String) async throws {
+    /// Without a password (the role signs in otherwise: a certificate, a password set by hand) the
+    /// role's password is left as it is, and a new role has none.
+    package func provision(role: String, password: String?, schema: String, database: String) async throws {
         let logger = self.logger
         try await admin.withConnectionOnItsLoop { connection in
             // Roles are cluster-wide; two provisioners racing in one database must not both try to create
@@ -28,7 +30,7 @@ package struct DatabaseProvisioner: Sendable {
                     CREATE ROLE \(quoteIdentifier(role)) LOGIN;
                   END IF;
                 END $$;
-                ALTER ROLE \(quoteIdentifier(role)) WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD \(quoteLiteral(password));
+                ALTER ROLE \(quoteIdentifier(role)) WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE\(password.map { " PASSWORD " + quoteLiteral($0) } ?? "");
                 REVOKE ALL ON DATABASE \(quoteIdentifier(database)) FROM PUBLIC;
                 GRANT CONNECT, TEMPORARY ON DATABASE \(quoteIdentifier(database)) TO \(quoteIdentifier(role));
                 REVOKE ALL ON SCHEMA public FROM PUBLIC;

@@ -48,7 +48,7 @@ public enum ServiceLauncher {
                     database: String(adminURL?.path.dropFirst() ?? ""), schema: "public")
                 try await withClient(admin) { client, logger in
                     try await DatabaseProvisioner(admin: client, logger: logger).provision(
-                        role: config.database.user, password: config.database.password ?? config.database.user,
+                        role: config.database.user, password: config.database.password,
                         schema: config.database.schema, database: config.database.database
                     )
                     print("\(definition.name): role \(config.database.user) owns schema \(config.database.schema) in \(config.database.database)")
