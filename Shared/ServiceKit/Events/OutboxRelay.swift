@@ -27,9 +27,9 @@ import Synchronization
 ///
 /// A Redis can also lose only its last writes and keep its epoch: a crash within its fsync interval
 /// (`appendfsync everysec`), a restore from an older snapshot, a failover to a replica behind. So
-/// each poll also looks for the last entry this relay sent: gone, yet not older than the stream's
-/// first entry (not trimmed), it was lost, and the relay makes a new epoch, which sends every
-/// relay's kept rows again.
+/// each poll, and each batch before its own entries, also looks for the last entry this relay
+/// sent: gone, yet not older than the stream's first entry (not trimmed), it was lost, and the
+/// relay makes a new epoch, which sends every relay's kept rows again.
 package final class OutboxRelay: Service, Sendable {
     private let client: PostgresClient
     private let redis: RedisClient
@@ -157,13 +157,7 @@ package final class OutboxRelay: Service, Sendable {
         let seen = try await redis.send(epochProbe).string
         let sent = try await recover(seen: seen)
         guard sent == 0, seen != nil else { return sent }
-        if let last = lastSent.withLock({ $0 }), try await lost(last) {
-            let epoch = UUID().uuidString.lowercased()
-            _ = try await redis.send("SET", RedisArgument(epochKey), RedisArgument(epoch))
-            lastSent.withLock { $0 = nil }
-            logger.warning("Redis lost entries it had taken, its epoch kept: a new epoch", metadata: ["last_sent": "\(last)"])
-            return try await recover(seen: epoch)
-        }
+        if let last = lastSent.withLock({ $0 }), try await lost(last) { return try await sendAgainAfterLosing(last) }
         // A row is needed until every group has read and acknowledged its event: up to the oldest
         // entry a group has pending, or else the last it was given. Envelopes carry personal data,
         // so they are kept no longer (the stream's ids are Redis's clock, the rows PostgreSQL's: a
@@ -184,12 +178,32 @@ package final class OutboxRelay: Service, Sendable {
     /// Whether the stream no longer holds `entry`, which it was not trimmed of: the stream's first
     /// entry is not after it, or the stream is empty though `entry` is younger than the retention.
     private func lost(_ entry: StreamID) async throws -> Bool {
+        let replies = try await redis.pipeline(lossProbes(entry))
+        return isLost(entry, replies[...])
+    }
+
+    /// `XRANGE` of `entry` alone, then of the stream's first entry: what `isLost` reads.
+    private func lossProbes(_ entry: StreamID) -> [[RedisArgument]] {
         let id = RedisArgument(entry.description)
-        guard try await redis.send("XRANGE", RedisArgument(config.stream), id, id).array?.isEmpty ?? true else { return false }
-        let first = try await redis.send("XRANGE", RedisArgument(config.stream), "-", "+", "COUNT", "1").array?.first?.array?.first?.string.flatMap { StreamID($0) }
+        return [["XRANGE", RedisArgument(config.stream), id, id], ["XRANGE", RedisArgument(config.stream), "-", "+", "COUNT", "1"]]
+    }
+
+    private func isLost(_ entry: StreamID, _ replies: ArraySlice<RESPValue>) -> Bool {
+        guard replies.count == 2, replies[replies.startIndex].array?.isEmpty ?? true else { return false }
+        let first = replies[replies.startIndex + 1].array?.first?.array?.first?.string.flatMap { StreamID($0) }
         if let first { return first <= entry }
         let retained = UInt64(max(0, Date().timeIntervalSince1970 - Double(config.retention.components.seconds)) * 1000)
         return entry.milliseconds > retained
+    }
+
+    /// Redis lost `last`, which it had taken, and kept its epoch: a new epoch, so that every relay
+    /// sends its kept rows again.
+    private func sendAgainAfterLosing(_ last: StreamID) async throws -> Int {
+        let epoch = UUID().uuidString.lowercased()
+        _ = try await redis.send("SET", RedisArgument(epochKey), RedisArgument(epoch))
+        lastSent.withLock { $0 = nil }
+        logger.warning("Redis lost entries it had taken, its epoch kept: a new epoch", metadata: ["last_sent": "\(last)"])
+        return try await recover(seen: epoch)
     }
 
     /// Seconds by which Redis's and PostgreSQL's clocks may disagree.
@@ -313,7 +327,7 @@ package final class OutboxRelay: Service, Sendable {
         let config = self.config
         let lockKey = self.lockKey
         let keep = config.replayWindow > .zero
-        let outcome = try await client.transaction(logger: logger) { connection -> (Int, String??)? in
+        let outcome = try await client.transaction(logger: logger) { connection -> (Int, String??, StreamID?)? in
             var haveLock = false
             for try await value in try await connection.checkedExecute(TryLock(key: lockKey), logger: logger) { haveLock = value }
             guard haveLock else { return nil }
@@ -344,8 +358,12 @@ package final class OutboxRelay: Service, Sendable {
                 }
             }
             // One pipelined round trip for the batch, in commit order, after the epoch's probe.
-            guard !taken.isEmpty else { return (0, nil) }
-            let probes = keep ? [self.epochProbe] : []
+            guard !taken.isEmpty else { return (0, nil, nil) }
+            // The epoch, and whether the entry this relay sent last is still there: a Redis that lost
+            // only its last writes keeps its epoch, and a poll that looked only after this batch
+            // would find this batch's entries, not the loss.
+            let previous = keep ? self.lastSent.withLock { $0 } : nil
+            let probes = (keep ? [self.epochProbe] : []) + (previous.map(self.lossProbes) ?? [])
             // With replicas (Redis Sentinel), the batch counts as sent once they hold it too: a
             // failover to one of them then loses none of it.
             let replicas = redis.configuration.replicasToWaitFor
@@ -361,16 +379,19 @@ package final class OutboxRelay: Service, Sendable {
                 self.noteReplicas(held: held, wanted: replicas)
             }
             if keep, let id = replies[probes.count + lastAdd].string.flatMap({ StreamID($0) }) { self.lastSent.withLock { $0 = id } }
-            guard keep else { return (taken.count, nil) }
-            return (taken.count, .some(replies[0].string))
+            guard keep else { return (taken.count, nil, nil) }
+            let lostPrevious = previous.flatMap { self.isLost($0, replies[1..<probes.count]) ? $0 : nil }
+            return (taken.count, .some(replies[0].string), lostPrevious)
         }
-        guard let (moved, probed) = outcome else { return nil }
+        guard let (moved, probed, lostPrevious) = outcome else { return nil }
         if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         // If Redis lost what earlier batches sent, they go again: every kept row, this batch's too. A
         // row numbered after this batch's first may have been sent before it (its transaction
         // committed first), to the Redis that lost it; the consumers' inboxes skip a second copy.
         if case .some(let seen) = probed, seen == nil || seen != recordedEpoch.withLock({ $0 ?? nil }) {
             _ = try await recover(seen: seen)
+        } else if let lostPrevious {
+            _ = try await sendAgainAfterLosing(lostPrevious)
         }
         return moved
     }
