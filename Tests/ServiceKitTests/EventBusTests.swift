@@ -63,19 +63,26 @@ final class BusHarness: Sendable {
     /// fails). `hangingOn`: the event whose handling never ends (a process stuck on it, or about to
     /// crash).
     @discardableResult
-    func startConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0) -> EventConsumer {
-        let consumer = makeConsumer(name: name, maxDeliveries: maxDeliveries, failing: failing, hangingOn: hangingOn, databaseTroubleFor: outages)
+    func startConsumer(
+        name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0, notReadyFor waits: Int = 0
+    ) -> EventConsumer {
+        let consumer = makeConsumer(name: name, maxDeliveries: maxDeliveries, failing: failing, hangingOn: hangingOn, databaseTroubleFor: outages, notReadyFor: waits)
         launch { try await consumer.run() }
         return consumer
     }
 
     /// `startConsumer`'s consumer, not started. `outages`: how many times its handler first meets the
-    /// database's trouble (a connection closed under it).
-    func makeConsumer(name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0) -> EventConsumer {
+    /// database's trouble (a connection closed under it); `waits`: how many times it first answers
+    /// that the event is not ready yet.
+    func makeConsumer(
+        name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0, notReadyFor waits: Int = 0
+    ) -> EventConsumer {
         var handlers = EventHandlers()
         let attempts = Atomic<Int>(0)
+        let early = Atomic<Int>(0)
         handlers.on(UserRegistered.self) { payload, context in
             if failing { throw HandlerFailure() }
+            if early.add(1, ordering: .relaxed).newValue <= waits { throw NotReadyYet() }
             if attempts.add(1, ordering: .relaxed).newValue <= outages { throw DatabaseConnectionClosed() }
             if context.envelope.id == hangingOn { try await Task.sleep(for: .seconds(3_600)) }
             try await context.connection.query(
@@ -152,6 +159,7 @@ final class BusHarness: Sendable {
     }
 
     struct HandlerFailure: Error, CustomStringConvertible { var description: String { "the handler always fails" } }
+    struct NotReadyYet: EventNotReadyYet, CustomStringConvertible { var description: String { "what the event needs is still on its way" } }
     struct RolledBack: Error {}
 }
 
@@ -761,6 +769,20 @@ final class BusHarness: Sendable {
         #expect(entry.fields["id"] == poison.id.uuidString.lowercased())
         #expect(entry.fields["error"]?.contains("database") == true, "\(entry.fields)")
         await always.stop()
+    }
+
+    /// An event its handler cannot apply yet (what it needs is still on its way) is retried for as
+    /// long as the handler says so, past `maxDeliveries`, and handled once ready: not sent to the
+    /// dead letters by the count of its tries.
+    @Test func anEventNotReadyYetIsRetriedPastMaxDeliveries() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        bus.startRelay()
+        bus.startConsumer(name: "c1", maxDeliveries: 2, notReadyFor: 5)
+        let event = try await bus.emit()
+        try await waitUntil(.seconds(30)) { try await bus.effects().count == 1 }
+        #expect(try await bus.effects().map(\.0) == [event.id])
+        #expect(try await bus.redis.xlen("\(bus.stream):dead:social") == 0)
+        await bus.stop()
     }
 
     @Test func twoReplicasOfOneServiceSplitTheWork() async throws {

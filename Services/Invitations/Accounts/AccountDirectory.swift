@@ -111,7 +111,7 @@ struct AccountDirectory: Sendable {
 
 /// An event about an account this service has not heard of yet (its `user.registered` is still to
 /// come): the handler fails, nothing of it is kept, and the event is retried after the others.
-struct AccountNotYetKnown: Error, CustomStringConvertible {
+struct AccountNotYetKnown: EventNotReadyYet, CustomStringConvertible {
     var userID: UUID
     var description: String { "account \(userID) not known yet: its user.registered is still to come" }
 }

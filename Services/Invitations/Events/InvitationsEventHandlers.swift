@@ -52,7 +52,8 @@ struct InvitationsEventHandlers {
     /// An event about an account not made here yet: two processes take turns at the stream, and a
     /// failed handler is retried after later events, so its `user.registered` may still come. While
     /// the event is young the handler fails (`AccountNotYetKnown`, nothing of it kept) and it is
-    /// retried; an older one is about an account this service never heard of, and is left alone.
+    /// retried, each try uncounted (`EventNotReadyYet`); an older one is about an account this
+    /// service never heard of, and is left alone.
     static func awaitRegistration(of user: UUID, _ context: EventContext) throws {
         guard Date().timeIntervalSince(context.envelope.occurredAt) < 600 else {
             context.logger.info("event about an account not known here left alone", metadata: ["user_id": "\(user)"])

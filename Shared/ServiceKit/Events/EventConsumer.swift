@@ -266,13 +266,13 @@ package final class EventConsumer: Service, Sendable {
                         // disk), not the event's: the consumer waits for the database instead.
                         if isDatabaseUnavailable(error) { throw DatabaseUnavailable(underlying: error) }
                         if together { throw ShardFailed() }
-                        throw HandlerFailed(entryID: entry.id, envelope: envelope, error: String(describing: error))
+                        throw HandlerFailed(entryID: entry.id, envelope: envelope, error: String(describing: error), notReadyYet: error is any EventNotReadyYet)
                     }
                 }
                 return outcomes
             }
         } catch let failure as HandlerFailed {
-            outcomes = [(failure.entryID, failure.envelope, .failed(failure.error))]
+            outcomes = [(failure.entryID, failure.envelope, failure.notReadyYet ? .notReadyYet(failure.error) : .failed(failure.error))]
         } catch let failure as ShardFailed {
             throw failure
         } catch {
@@ -280,7 +280,12 @@ package final class EventConsumer: Service, Sendable {
             await uncount(shard, error: unavailable.underlying)
             throw unavailable
         }
-        let done = outcomes.filter { if case .failed = $0.2 { return false } else { return true } }.map(\.0)
+        let done = outcomes.filter {
+            switch $0.2 {
+            case .failed, .notReadyYet: false
+            case .handled, .duplicate: true
+            }
+        }.map(\.0)
         // A failed XACK is harmless: the redelivery finds the inbox rows.
         try? await redis.xack(config.stream, group: config.group, ids: done)
         let elapsed = ContinuousClock.now - started
@@ -302,6 +307,14 @@ package final class EventConsumer: Service, Sendable {
                 logger.warning(
                     "event handler failed; the event will be retried",
                     metadata: ["error": "\(error)", "stream_id": "\(id)", "event_id": "\(envelope.id)", "event_type": "\(envelope.type)"])
+            case .notReadyYet(let reason):
+                // Left pending, and this delivery not counted: the handler decides how long the
+                // event may wait (by its age), not `maxDeliveries`.
+                lastErrors.withLock { $0[id] = reason }
+                logger.info("event not ready yet; it will be retried", metadata: ["reason": "\(reason)", "stream_id": "\(id)", "event_id": "\(envelope.id)"])
+                if let count = try? await redis.deliveryCount(config.stream, group: config.group, id: id), count > 0 {
+                    try? await redis.setDeliveryCount(config.stream, group: config.group, consumer: config.consumerName, id: id, to: count - 1)
+                }
             }
         }
     }
@@ -326,6 +339,7 @@ package final class EventConsumer: Service, Sendable {
         case handled
         case duplicate
         case failed(String)
+        case notReadyYet(String)
     }
 
     /// Counts an event left alone because this release does not know its type or version, and logs
@@ -412,7 +426,14 @@ struct HandlerFailed: Error {
     var entryID: String
     var envelope: EventEnvelope
     var error: String
+    var notReadyYet: Bool
 }
+
+/// What a handler throws for an event it cannot apply yet, because what it depends on is still on
+/// its way (another event): the event stays pending and is delivered again after
+/// `EVENTS_CLAIM_IDLE_MS`, without the delivery counting towards the dead letters. The handler
+/// bounds the wait itself (by the event's age), and then handles or leaves the event alone.
+public protocol EventNotReadyYet: Error {}
 
 /// The transaction could not run: nobody's fault but the database's, never counted as a delivery.
 struct DatabaseUnavailable: Error {
