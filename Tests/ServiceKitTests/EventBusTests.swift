@@ -545,6 +545,30 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// A host's crash takes Redis's last writes and the relay together: the relay started again
+    /// looks for the entry its schema recorded as sent last, finds it gone, and sends the kept rows
+    /// again.
+    @Test func aRelayStartedAgainFindsTheLastWritesRedisLost() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        @Sendable func relay() -> OutboxRelay {
+            OutboxRelay(
+                client: bus.producer, redis: bus.redis, config: bus.busConfig(group: "auth", consumer: "relay"), schema: "auth",
+                metrics: EventBusMetrics(registry: bus.registry), logger: TestEnvironment.logger)
+        }
+        let kept = try await bus.emit()
+        let lost = try await bus.emit()
+        #expect(try await relay().relayBatch() == 2)
+        let entry = try #require(try await bus.redis.xrange(bus.stream).first { $0.fields["id"] == lost.id.uuidString.lowercased() })
+        _ = try await bus.redis.send("XDEL", RedisArgument(bus.stream), RedisArgument(entry.id))
+        #expect(try await relay().replayIfRedisLostItsData() == 2)
+        let ids = try await bus.redis.xrange(bus.stream).compactMap { $0.fields["id"] }
+        #expect(Set(ids) == Set([kept, lost].map { $0.id.uuidString.lowercased() }), "\(ids)")
+        await bus.stop()
+        try await server.stop()
+    }
+
     /// A batch had Redis take its events, and its commit is still on its way when Redis restarts
     /// empty and a poll finds the epoch gone. The replay waits for the batch's lock, so it sends
     /// that batch's kept copies too; sent without them, the schema would record the new epoch with

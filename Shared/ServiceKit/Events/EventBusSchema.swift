@@ -2,7 +2,7 @@ import ServiceKitDatabase
 /// The tables the event bus needs in every service's schema. The migration runner applies these before
 /// the service's own files, so each service gets the same outbox and inbox without copying the SQL.
 package enum EventBusSchema {
-    package static let migrations = [created, notifyDropped, liveRecipient, relayedKept, latestApplied]
+    package static let migrations = [created, notifyDropped, liveRecipient, relayedKept, latestApplied, lastSent]
 
     static let created = Migration(
         name: "0000_event_bus",
@@ -85,5 +85,14 @@ package enum EventBusSchema {
                 occurred_at timestamptz NOT NULL,
                 PRIMARY KEY (subject, topic)
             );
+            """)
+
+    /// The stream id of the last entry the schema's relays sent, as the batch that sent it commits: a
+    /// relay started again (a host's crash took it and Redis down together) looks for it as the one
+    /// that ran before would have, to tell whether Redis lost its last writes (`OutboxRelay`).
+    static let lastSent = Migration(
+        name: "0000_event_bus_relayed_last_sent",
+        sql: """
+            ALTER TABLE outbox_relay_epoch ADD COLUMN last_sent text;
             """)
 }

@@ -157,7 +157,7 @@ package final class OutboxRelay: Service, Sendable {
         let seen = try await redis.send(epochProbe).string
         let sent = try await recover(seen: seen)
         guard sent == 0, seen != nil else { return sent }
-        if let last = lastSent.withLock({ $0 }), try await lost(last) { return try await sendAgainAfterLosing(last) }
+        if let last = try await lastSentKnown(), try await lost(last) { return try await sendAgainAfterLosing(last) }
         // A row is needed until every group has read and acknowledged its event: up to the oldest
         // entry a group has pending, or else the last it was given. Envelopes carry personal data,
         // so they are kept no longer (the stream's ids are Redis's clock, the rows PostgreSQL's: a
@@ -175,10 +175,28 @@ package final class OutboxRelay: Service, Sendable {
         return 0
     }
 
+    /// The last entry this schema's relays sent: this process's, or, before it has sent any, the one
+    /// the schema recorded (a relay that ran before it, or another replica).
+    private func lastSentKnown(on connection: PostgresConnection? = nil) async throws -> StreamID? {
+        if let known = lastSent.withLock({ $0 }) { return known }
+        let query: PostgresQuery = "SELECT last_sent FROM outbox_relay_epoch"
+        var recorded: String?
+        if let connection {
+            // Read to the end: the transaction goes on on this connection.
+            for try await value in try await connection.checkedQuery(query, logger: logger).decode(String?.self) { recorded = value }
+        } else {
+            recorded = try await client.checkedQuery(query, decoding: String?.self, logger: logger).first ?? nil
+        }
+        guard let id = recorded.flatMap({ StreamID($0) }) else { return nil }
+        lastSent.withLock { $0 = $0 ?? id }
+        return id
+    }
+
     /// Whether the stream no longer holds `entry`, which it was not trimmed of: the stream's first
     /// entry is not after it, or the stream is empty though `entry` is younger than the retention.
     private func lost(_ entry: StreamID) async throws -> Bool {
         let replies = try await redis.pipeline(lossProbes(entry))
+        for reply in replies { try reply.checked() }
         return isLost(entry, replies[...])
     }
 
@@ -266,12 +284,15 @@ package final class OutboxRelay: Service, Sendable {
                 recorded = epoch
             }
             guard recorded != current else { return 0 }
-            // No epoch recorded: nothing was sent under one, so nothing kept can be missing.
+            // No epoch recorded: nothing was sent under one, so nothing kept can be missing, and the
+            // first batch (which found no row to record its last entry in) is what this process sent
+            // last. Under a new epoch, the entry sent last is one of the replay's.
             let sent = recorded == nil ? 0 : try await self.replay(on: connection)
+            let last = recorded == nil ? self.lastSent.withLock { $0 }?.description : nil
             try await connection.checkedRun(
                 """
-                INSERT INTO outbox_relay_epoch (epoch) VALUES (\(current))
-                ON CONFLICT (only_row) DO UPDATE SET epoch = excluded.epoch
+                INSERT INTO outbox_relay_epoch (epoch, last_sent) VALUES (\(current), \(last))
+                ON CONFLICT (only_row) DO UPDATE SET epoch = excluded.epoch, last_sent = excluded.last_sent
                 """, logger: logger)
             return sent
         }
@@ -362,14 +383,15 @@ package final class OutboxRelay: Service, Sendable {
             // The epoch, and whether the entry this relay sent last is still there: a Redis that lost
             // only its last writes keeps its epoch, and a poll that looked only after this batch
             // would find this batch's entries, not the loss.
-            let previous = keep ? self.lastSent.withLock { $0 } : nil
+            let previous = keep ? try await self.lastSentKnown(on: connection) : nil
             let probes = (keep ? [self.epochProbe] : []) + (previous.map(self.lossProbes) ?? [])
             // With replicas (Redis Sentinel), the batch counts as sent once they hold it too: a
             // failover to one of them then loses none of it.
             let replicas = redis.configuration.replicasToWaitFor
             let waits: [[RedisArgument]] = replicas > 0 ? [["WAIT", RedisArgument(replicas), "1000"]] : []
             let replies = try await redis.pipeline(probes + commands + waits)
-            for reply in replies.dropFirst(probes.count) { try reply.checked() }
+            // The probes too: an error read as an empty answer would pass for a loss.
+            for reply in replies { try reply.checked() }
             if replicas > 0, let held = replies.last?.int {
                 // Short of replicas, the batch is committed all the same: the primary holds it, and a
                 // primary promoted by a failover has no replica until another joins. Sent again and
@@ -378,9 +400,14 @@ package final class OutboxRelay: Service, Sendable {
                 // copy (`outbox_relayed`) is what is sent again.
                 self.noteReplicas(held: held, wanted: replicas)
             }
-            if keep, let id = replies[probes.count + lastAdd].string.flatMap({ StreamID($0) }) { self.lastSent.withLock { $0 = id } }
             guard keep else { return (taken.count, nil, nil) }
             let lostPrevious = previous.flatMap { self.isLost($0, replies[1..<probes.count]) ? $0 : nil }
+            // The entry sent last moves on only while nothing was found lost: a loss stays findable
+            // (by the next batch or poll) until the kept rows have been sent again.
+            if lostPrevious == nil, let id = replies[probes.count + lastAdd].string.flatMap({ StreamID($0) }) {
+                self.lastSent.withLock { $0 = id }
+                try await connection.checkedRun("UPDATE outbox_relay_epoch SET last_sent = \(id.description)", logger: logger)
+            }
             return (taken.count, .some(replies[0].string), lostPrevious)
         }
         guard let (moved, probed, lostPrevious) = outcome else { return nil }
