@@ -535,5 +535,6 @@ def test_slow_clients_are_cut_off_while_others_are_served(stack, short_gateway):
     # The heads within the timeout of connecting, the stalled body within it of its last byte (at 2 s).
     assert max(v for k, v in closed_at.items() if sockets[k] is not slow_body) < 2 + 2, closed_at
     assert closed_at[len(sockets) - 1] < 2 + 2 + 2, closed_at[len(sockets) - 1]
-    assert slowest < 3, slowest
+    # Under the fixture's 2 s client timeout: one that waited for the slow ones to be cut off fails.
+    assert slowest < 1.8, slowest
     assert rss_kib(process.pid) - rss_before < 64 * 1024, (rss_before, rss_kib(process.pid))

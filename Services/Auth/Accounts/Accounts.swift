@@ -236,16 +236,22 @@ extension Accounts {
     /// would otherwise both succeed and leave none, and an admin demoted or disabled while its grant
     /// or its enabling waited would still make it.
     func holdAdminChanges(by caller: UUID, on connection: PostgresConnection) async throws {
-        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('auth.admin-changes'))", logger: logger)
+        try await lockAdminChanges(on: connection)
         guard let user = try await users.find(id: caller, on: connection, logger: logger), user.roles.contains(.admin), !user.isDisabled else {
             throw APIError.forbidden("This needs the admin role.")
         }
     }
 
+    /// The lock every change to who administers takes, before any account's row: held until the
+    /// transaction ends (taking it again in the same one is free).
+    func lockAdminChanges(on connection: PostgresConnection) async throws {
+        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('auth.admin-changes'))", logger: logger)
+    }
+
     /// Refuses (`409 last_admin`) unless an enabled admin other than `admin` remains; under the same
     /// lock as every other change to who is admin, so two last admins leaving at once leave one.
     func requireAnotherAdmin(than admin: UUID, on connection: PostgresConnection) async throws {
-        try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext('auth.admin-changes'))", logger: logger)
+        try await lockAdminChanges(on: connection)
         let others = try await connection.checkedQuery(
             "SELECT count(*) FROM users WHERE roles @> ARRAY['admin'] AND disabled_at IS NULL AND id <> \(admin)", logger: logger)
         var count = 0

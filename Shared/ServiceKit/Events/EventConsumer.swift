@@ -433,7 +433,7 @@ struct HandlerFailed: Error {
 /// its way (another event): the event stays pending and is delivered again after
 /// `EVENTS_CLAIM_IDLE_MS`, without the delivery counting towards the dead letters. The handler
 /// bounds the wait itself (by the event's age), and then handles or leaves the event alone.
-public protocol EventNotReadyYet: Error {}
+package protocol EventNotReadyYet: Error {}
 
 /// The transaction could not run: nobody's fault but the database's, never counted as a delivery.
 struct DatabaseUnavailable: Error {
