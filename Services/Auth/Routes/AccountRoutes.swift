@@ -262,9 +262,10 @@ struct AccountRoutes {
             }
         }
         try await accounts.postgres.transaction(logger: context.logger) { connection in
-            // An admin's lock before the row, in the order an admin's change to this account takes
-            // them: the other way round, each would wait for the other.
-            if user.roles.contains(.admin) { try await accounts.lockAdminChanges(on: connection) }
+            // The admin lock before the row, in the order an admin's change to this account takes
+            // them (the other way round, each would wait for the other); for every account, since
+            // one may have been made admin since it was read.
+            try await accounts.lockAdminChanges(on: connection)
             let current = try await accounts.lockUnchanged(user, context: context, on: connection)
             if current.roles.contains(.admin) { try await accounts.requireAnotherAdmin(than: current.id, on: connection) }
             try await accounts.users.delete(current, on: connection, logger: context.logger)

@@ -87,9 +87,10 @@ package enum EventBusSchema {
             );
             """)
 
-    /// The stream id of the last entry the schema's relays sent, as the batch that sent it commits: a
-    /// relay started again (a host's crash took it and Redis down together) looks for it as the one
-    /// that ran before would have, to tell whether Redis lost its last writes (`OutboxRelay`).
+    /// The stream id of the last entry the schema's relays sent, as the batch that sent it commits:
+    /// each batch, and a relay started again (a host's crash took it and Redis down together), look
+    /// for it to tell whether Redis lost its last writes (`OutboxRelay`). Older builds neither write
+    /// nor clear it: one left from before their epoch costs at most a needless replay.
     static let lastSent = Migration(
         name: "0000_event_bus_relayed_last_sent",
         sql: """

@@ -122,8 +122,6 @@ package final class OutboxRelay: Service, Sendable {
 
     /// The epoch this schema's rows were last sent under, once read from the schema.
     private let recordedEpoch = Mutex<String??>(nil)
-    /// The stream id of the last entry this process sent, which Redis should still hold.
-    private let lastSent = Mutex<StreamID?>(nil)
     /// Whether the last batch reached fewer replicas than configured: said once when it starts, and
     /// once when it ends.
     private let shortOfReplicas = Mutex(false)
@@ -155,9 +153,9 @@ package final class OutboxRelay: Service, Sendable {
         // meeting NOGROUP makes its own), which have nothing pending and nothing to read: read that
         // way, every kept row would look read by all and be dropped before it was sent again.
         let seen = try await redis.send(epochProbe).string
-        let sent = try await recover(seen: seen)
+        let sent = try await recover(seen: seen).sent
         guard sent == 0, seen != nil else { return sent }
-        if let last = try await lastSentKnown(), try await lost(last) { return try await sendAgainAfterLosing(last) }
+        if let last = try await recordedLastSent(), try await lost(last) { return try await sendAgainAfterLosing(last) }
         // A row is needed until every group has read and acknowledged its event: up to the oldest
         // entry a group has pending, or else the last it was given. Envelopes carry personal data,
         // so they are kept no longer (the stream's ids are Redis's clock, the rows PostgreSQL's: a
@@ -175,10 +173,11 @@ package final class OutboxRelay: Service, Sendable {
         return 0
     }
 
-    /// The last entry this schema's relays sent: this process's, or, before it has sent any, the one
-    /// the schema recorded (a relay that ran before it, or another replica).
-    private func lastSentKnown(on connection: PostgresConnection? = nil) async throws -> StreamID? {
-        if let known = lastSent.withLock({ $0 }) { return known }
+    /// The last entry this schema's relays sent under the recorded epoch, as the schema records it
+    /// when each batch commits: whichever replica sent it, and whether or not this process ran then
+    /// (a host's crash takes Redis's last second and the relay together). Read under the relay's
+    /// lock by a batch, so no other batch moves it meanwhile.
+    private func recordedLastSent(on connection: PostgresConnection? = nil) async throws -> StreamID? {
         let query: PostgresQuery = "SELECT last_sent FROM outbox_relay_epoch"
         var recorded: String?
         if let connection {
@@ -187,9 +186,7 @@ package final class OutboxRelay: Service, Sendable {
         } else {
             recorded = try await client.checkedQuery(query, decoding: String?.self, logger: logger).first ?? nil
         }
-        guard let id = recorded.flatMap({ StreamID($0) }) else { return nil }
-        lastSent.withLock { $0 = $0 ?? id }
-        return id
+        return recorded.flatMap { StreamID($0) }
     }
 
     /// Whether the stream no longer holds `entry`, which it was not trimmed of: the stream's first
@@ -219,9 +216,8 @@ package final class OutboxRelay: Service, Sendable {
     private func sendAgainAfterLosing(_ last: StreamID) async throws -> Int {
         let epoch = UUID().uuidString.lowercased()
         _ = try await redis.send("SET", RedisArgument(epochKey), RedisArgument(epoch))
-        lastSent.withLock { $0 = nil }
         logger.warning("Redis lost entries it had taken, its epoch kept: a new epoch", metadata: ["last_sent": "\(last)"])
-        return try await recover(seen: epoch)
+        return try await recover(seen: epoch).sent
     }
 
     /// Seconds by which Redis's and PostgreSQL's clocks may disagree.
@@ -266,7 +262,10 @@ package final class OutboxRelay: Service, Sendable {
     /// Redis lost its data may still be committing, and its kept copies are only visible once it has.
     /// Waiting for its lock, the replay sends them too; without it, the schema would record the new
     /// epoch and that batch would be lost.
-    private func recover(seen: String?) async throws -> Int {
+    /// `firstSent`: the last entry of the batch that found no epoch recorded, which had no row to
+    /// record it in.
+    /// Returns how many rows it sent again, and whether it recorded an epoch in place of another.
+    private func recover(seen: String?, firstSent: StreamID? = nil) async throws -> (sent: Int, replaced: Bool) {
         let logger = self.logger
         var current = seen
         if current == nil {
@@ -274,42 +273,43 @@ package final class OutboxRelay: Service, Sendable {
             current = try await redis.send(epochProbe).string
         }
         guard let current else { throw RedisError.unexpectedReply("no epoch after SET NX") }
-        if let known = recordedEpoch.withLock({ $0 }), known == current { return 0 }
+        if let known = recordedEpoch.withLock({ $0 }), known == current { return (0, false) }
         let lockKey = self.lockKey
-        let sent = try await client.transaction(logger: logger) { connection -> Int in
+        let (sent, replaced) = try await client.transaction(logger: logger) { connection -> (Int, Bool) in
             try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
             // Read under the lock: another process's relay may have sent them again and recorded it.
             var recorded: String?
             for try await epoch in try await connection.checkedQuery("SELECT epoch FROM outbox_relay_epoch", logger: logger).decode(String.self) {
                 recorded = epoch
             }
-            guard recorded != current else { return 0 }
+            guard recorded != current else { return (0, false) }
             // No epoch recorded: nothing was sent under one, so nothing kept can be missing, and the
-            // first batch (which found no row to record its last entry in) is what this process sent
-            // last. Under a new epoch, the entry sent last is one of the replay's.
-            let sent = recorded == nil ? 0 : try await self.replay(on: connection)
-            let last = recorded == nil ? self.lastSent.withLock { $0 }?.description : nil
+            // entry sent last is the first batch's. Under a new epoch, it is the replay's last (none
+            // when nothing was kept): entries of the stream the old epoch named are nothing to look for.
+            let (sent, replayedLast) = recorded == nil ? (0, nil) : try await self.replay(on: connection)
+            let last = (recorded == nil ? firstSent : replayedLast)?.description
             try await connection.checkedRun(
                 """
                 INSERT INTO outbox_relay_epoch (epoch, last_sent) VALUES (\(current), \(last))
                 ON CONFLICT (only_row) DO UPDATE SET epoch = excluded.epoch, last_sent = excluded.last_sent
                 """, logger: logger)
-            return sent
+            return (sent, recorded != nil)
         }
         recordedEpoch.withLock { $0 = .some(current) }
         if sent > 0 {
             metrics.relayed.increment(by: Int64(sent))
             logger.warning("Redis had lost its data: events relayed within the replay window sent again", metadata: ["events": "\(sent)"])
         }
-        return sent
+        return (sent, replaced)
     }
 
-    /// Sends the kept rows, oldest first, in batches.
-    private func replay(on connection: PostgresConnection) async throws -> Int {
+    /// Sends the kept rows, oldest first, in batches; how many, and the stream id of the last.
+    private func replay(on connection: PostgresConnection) async throws -> (Int, StreamID?) {
         let logger = self.logger
         let windowSeconds = Int(config.replayWindow.components.seconds)
         var after: Int64 = 0
         var sent = 0
+        var lastID: StreamID?
         while true {
             var rows: [(Int64, UUID, String, String)] = []
             for try await row in try await connection.checkedQuery(
@@ -319,13 +319,15 @@ package final class OutboxRelay: Service, Sendable {
                 ORDER BY seq LIMIT 500
                 """, logger: logger
             ).decode((Int64, UUID, String, String).self) { rows.append(row) }
-            guard let last = rows.last else { return sent }
+            guard let last = rows.last else { return (sent, lastID) }
             let commands = rows.map { seq, id, type, envelope in
                 RedisClient.xaddCommand(
                     config.stream, maxLength: config.maxLength,
                     fields: [("id", id.uuidString.lowercased()), ("type", type), ("envelope", EventEnvelope.stamping(envelope, sequence: seq))])
             }
-            for reply in try await redis.pipeline(commands) { try reply.checked() }
+            let replies = try await redis.pipeline(commands)
+            for reply in replies { try reply.checked() }
+            lastID = replies.last?.string.flatMap { StreamID($0) } ?? lastID
             sent += rows.count
             after = last.0
         }
@@ -348,7 +350,7 @@ package final class OutboxRelay: Service, Sendable {
         let config = self.config
         let lockKey = self.lockKey
         let keep = config.replayWindow > .zero
-        let outcome = try await client.transaction(logger: logger) { connection -> (Int, String??, StreamID?)? in
+        let outcome = try await client.transaction(logger: logger) { connection -> (Int, String??, StreamID?, StreamID?)? in
             var haveLock = false
             for try await value in try await connection.checkedExecute(TryLock(key: lockKey), logger: logger) { haveLock = value }
             guard haveLock else { return nil }
@@ -379,11 +381,11 @@ package final class OutboxRelay: Service, Sendable {
                 }
             }
             // One pipelined round trip for the batch, in commit order, after the epoch's probe.
-            guard !taken.isEmpty else { return (0, nil, nil) }
+            guard !taken.isEmpty else { return (0, nil, nil, nil) }
             // The epoch, and whether the entry this relay sent last is still there: a Redis that lost
             // only its last writes keeps its epoch, and a poll that looked only after this batch
             // would find this batch's entries, not the loss.
-            let previous = keep ? try await self.lastSentKnown(on: connection) : nil
+            let previous = keep ? try await self.recordedLastSent(on: connection) : nil
             let probes = (keep ? [self.epochProbe] : []) + (previous.map(self.lossProbes) ?? [])
             // With replicas (Redis Sentinel), the batch counts as sent once they hold it too: a
             // failover to one of them then loses none of it.
@@ -400,26 +402,29 @@ package final class OutboxRelay: Service, Sendable {
                 // copy (`outbox_relayed`) is what is sent again.
                 self.noteReplicas(held: held, wanted: replicas)
             }
-            guard keep else { return (taken.count, nil, nil) }
+            guard keep else { return (taken.count, nil, nil, nil) }
             let lostPrevious = previous.flatMap { self.isLost($0, replies[1..<probes.count]) ? $0 : nil }
+            let sentLast = replies[probes.count + lastAdd].string.flatMap { StreamID($0) }
             // The entry sent last moves on only while nothing was found lost: a loss stays findable
-            // (by the next batch or poll) until the kept rows have been sent again.
-            if lostPrevious == nil, let id = replies[probes.count + lastAdd].string.flatMap({ StreamID($0) }) {
-                self.lastSent.withLock { $0 = id }
-                try await connection.checkedRun("UPDATE outbox_relay_epoch SET last_sent = \(id.description)", logger: logger)
+            // (by the next batch or poll) until the kept rows have been sent again, which records
+            // the replay's last entry in its place.
+            if lostPrevious == nil, let sentLast {
+                try await connection.checkedRun("UPDATE outbox_relay_epoch SET last_sent = \(sentLast.description)", logger: logger)
             }
-            return (taken.count, .some(replies[0].string), lostPrevious)
+            return (taken.count, .some(replies[0].string), lostPrevious, sentLast)
         }
-        guard let (moved, probed, lostPrevious) = outcome else { return nil }
+        guard let (moved, probed, lostPrevious, sentLast) = outcome else { return nil }
         if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         // If Redis lost what earlier batches sent, they go again: every kept row, this batch's too. A
         // row numbered after this batch's first may have been sent before it (its transaction
         // committed first), to the Redis that lost it; the consumers' inboxes skip a second copy.
+        var replaced = false
         if case .some(let seen) = probed, seen == nil || seen != recordedEpoch.withLock({ $0 ?? nil }) {
-            _ = try await recover(seen: seen)
-        } else if let lostPrevious {
-            _ = try await sendAgainAfterLosing(lostPrevious)
+            replaced = try await recover(seen: seen, firstSent: sentLast).replaced
         }
+        // A loss the epoch's replacement has not already covered (the epoch this process had not
+        // read yet may be the one the schema records).
+        if let lostPrevious, !replaced { _ = try await sendAgainAfterLosing(lostPrevious) }
         return moved
     }
 
