@@ -155,7 +155,8 @@ package final class OutboxRelay: Service, Sendable {
         let seen = try await redis.send(epochProbe).string
         let sent = try await recover(seen: seen).sent
         guard sent == 0, seen != nil else { return sent }
-        if let last = try await recordedLastSent(), try await lost(last) { return try await sendAgainAfterLosing(last) }
+        let recorded = try await recordedLastSent()
+        if recorded.epoch == seen, let last = recorded.last, try await lost(last) { return try await sendAgainAfterLosing(last, under: seen) }
         // A row is needed until every group has read and acknowledged its event: up to the oldest
         // entry a group has pending, or else the last it was given. Envelopes carry personal data,
         // so they are kept no longer (the stream's ids are Redis's clock, the rows PostgreSQL's: a
@@ -177,16 +178,18 @@ package final class OutboxRelay: Service, Sendable {
     /// when each batch commits: whichever replica sent it, and whether or not this process ran then
     /// (a host's crash takes Redis's last second and the relay together). Read under the relay's
     /// lock by a batch, so no other batch moves it meanwhile.
-    private func recordedLastSent(on connection: PostgresConnection? = nil) async throws -> StreamID? {
-        let query: PostgresQuery = "SELECT last_sent FROM outbox_relay_epoch"
-        var recorded: String?
+    private func recordedLastSent(on connection: PostgresConnection? = nil) async throws -> (epoch: String?, last: StreamID?) {
+        let query: PostgresQuery = "SELECT epoch, last_sent FROM outbox_relay_epoch"
+        var recorded: (String, String?)?
         if let connection {
             // Read to the end: the transaction goes on on this connection.
-            for try await value in try await connection.checkedQuery(query, logger: logger).decode(String?.self) { recorded = value }
+            for try await row in try await connection.checkedQuery(query, logger: logger).decode((String, String?).self) { recorded = row }
         } else {
-            recorded = try await client.checkedQuery(query, decoding: String?.self, logger: logger).first ?? nil
+            try await client.withConnectionOnItsLoop { connection in
+                for try await row in try await connection.checkedQuery(query, logger: logger).decode((String, String?).self) { recorded = row }
+            }
         }
-        return recorded.flatMap { StreamID($0) }
+        return (recorded?.0, recorded?.1.flatMap { StreamID($0) })
     }
 
     /// Whether the stream no longer holds `entry`, which it was not trimmed of: the stream's first
@@ -211,14 +214,30 @@ package final class OutboxRelay: Service, Sendable {
         return entry.milliseconds > retained
     }
 
-    /// Redis lost `last`, which it had taken, and kept its epoch: a new epoch, so that every relay
-    /// sends its kept rows again.
-    private func sendAgainAfterLosing(_ last: StreamID) async throws -> Int {
-        let epoch = UUID().uuidString.lowercased()
-        _ = try await redis.send("SET", RedisArgument(epochKey), RedisArgument(epoch))
-        logger.warning("Redis lost entries it had taken, its epoch kept: a new epoch", metadata: ["last_sent": "\(last)"])
-        return try await recover(seen: epoch).sent
+    /// Redis lost `last`, which it had taken under `epoch`, and kept that epoch: a new one, so that
+    /// every relay sends its kept rows again. Only in place of `epoch`: a relay that found the loss
+    /// beside this one (a poll and a batch, another service) has made the new one already, and
+    /// this relay takes that one instead of making every service replay again.
+    private func sendAgainAfterLosing(_ last: StreamID, under epoch: String?) async throws -> Int {
+        let replacement = UUID().uuidString.lowercased()
+        let now = try await redis.eval(
+            Self.replaceEpochScript, keys: [epochKey], arguments: [RedisArgument(epoch ?? ""), RedisArgument(replacement)]
+        ).string
+        if now == replacement {
+            logger.warning("Redis lost entries it had taken, its epoch kept: a new epoch", metadata: ["last_sent": "\(last)"])
+        }
+        return try await recover(seen: now).sent
     }
+
+    /// Sets the epoch (`KEYS[1]`) to `ARGV[2]` if it is `ARGV[1]`; returns the epoch Redis holds then.
+    static let replaceEpochScript = """
+        local held = redis.call('GET', KEYS[1])
+        if held == ARGV[1] then
+          redis.call('SET', KEYS[1], ARGV[2])
+          return ARGV[2]
+        end
+        return held
+        """
 
     /// Seconds by which Redis's and PostgreSQL's clocks may disagree.
     static let clockMargin = 10.0
@@ -273,16 +292,20 @@ package final class OutboxRelay: Service, Sendable {
             current = try await redis.send(epochProbe).string
         }
         guard let current else { throw RedisError.unexpectedReply("no epoch after SET NX") }
-        if let known = recordedEpoch.withLock({ $0 }), known == current { return (0, false) }
+        if firstSent == nil, let known = recordedEpoch.withLock({ $0 }), known == current { return (0, false) }
         let lockKey = self.lockKey
         let (sent, replaced) = try await client.transaction(logger: logger) { connection -> (Int, Bool) in
             try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
             // Read under the lock: another process's relay may have sent them again and recorded it.
-            var recorded: String?
-            for try await epoch in try await connection.checkedQuery("SELECT epoch FROM outbox_relay_epoch", logger: logger).decode(String.self) {
-                recorded = epoch
+            let (recorded, recordedLast) = try await self.recordedLastSent(on: connection)
+            guard recorded != current else {
+                // Recorded beside the first batch (a poll, another replica): its last entry is the
+                // one to look for unless a later one is recorded.
+                if let firstSent, recordedLast.map({ $0 < firstSent }) ?? true {
+                    try await connection.checkedRun("UPDATE outbox_relay_epoch SET last_sent = \(firstSent.description)", logger: logger)
+                }
+                return (0, false)
             }
-            guard recorded != current else { return (0, false) }
             // No epoch recorded: nothing was sent under one, so nothing kept can be missing, and the
             // entry sent last is the first batch's. Under a new epoch, it is the replay's last (none
             // when nothing was kept): entries of the stream the old epoch named are nothing to look for.
@@ -350,7 +373,7 @@ package final class OutboxRelay: Service, Sendable {
         let config = self.config
         let lockKey = self.lockKey
         let keep = config.replayWindow > .zero
-        let outcome = try await client.transaction(logger: logger) { connection -> (Int, String??, StreamID?, StreamID?)? in
+        let outcome = try await client.transaction(logger: logger) { connection -> (Int, String??, StreamID?, StreamID?, String?)? in
             var haveLock = false
             for try await value in try await connection.checkedExecute(TryLock(key: lockKey), logger: logger) { haveLock = value }
             guard haveLock else { return nil }
@@ -381,11 +404,12 @@ package final class OutboxRelay: Service, Sendable {
                 }
             }
             // One pipelined round trip for the batch, in commit order, after the epoch's probe.
-            guard !taken.isEmpty else { return (0, nil, nil, nil) }
-            // The epoch, and whether the entry this relay sent last is still there: a Redis that lost
+            guard !taken.isEmpty else { return (0, nil, nil, nil, nil) }
+            // The epoch, and whether the entry the schema's relays sent last is still there: a Redis that lost
             // only its last writes keeps its epoch, and a poll that looked only after this batch
             // would find this batch's entries, not the loss.
-            let previous = keep ? try await self.recordedLastSent(on: connection) : nil
+            let recorded: (epoch: String?, last: StreamID?) = keep ? try await self.recordedLastSent(on: connection) : (nil, nil)
+            let previous = recorded.last
             let probes = (keep ? [self.epochProbe] : []) + (previous.map(self.lossProbes) ?? [])
             // With replicas (Redis Sentinel), the batch counts as sent once they hold it too: a
             // failover to one of them then loses none of it.
@@ -402,8 +426,11 @@ package final class OutboxRelay: Service, Sendable {
                 // copy (`outbox_relayed`) is what is sent again.
                 self.noteReplicas(held: held, wanted: replicas)
             }
-            guard keep else { return (taken.count, nil, nil, nil) }
-            let lostPrevious = previous.flatMap { self.isLost($0, replies[1..<probes.count]) ? $0 : nil }
+            guard keep else { return (taken.count, nil, nil, nil, nil) }
+            // A loss under another epoch than the one recorded is what the replay that records it
+            // sends again (it waits for this batch's lock, so this batch's rows are among them).
+            let seen = replies[0].string
+            let lostPrevious = seen != nil && seen == recorded.epoch ? previous.flatMap { self.isLost($0, replies[1..<probes.count]) ? $0 : nil } : nil
             let sentLast = replies[probes.count + lastAdd].string.flatMap { StreamID($0) }
             // The entry sent last moves on only while nothing was found lost: a loss stays findable
             // (by the next batch or poll) until the kept rows have been sent again, which records
@@ -411,20 +438,20 @@ package final class OutboxRelay: Service, Sendable {
             if lostPrevious == nil, let sentLast {
                 try await connection.checkedRun("UPDATE outbox_relay_epoch SET last_sent = \(sentLast.description)", logger: logger)
             }
-            return (taken.count, .some(replies[0].string), lostPrevious, sentLast)
+            return (taken.count, .some(seen), lostPrevious, sentLast, recorded.epoch)
         }
-        guard let (moved, probed, lostPrevious, sentLast) = outcome else { return nil }
+        guard let (moved, probed, lostPrevious, sentLast, recordedEpochThen) = outcome else { return nil }
         if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         // If Redis lost what earlier batches sent, they go again: every kept row, this batch's too. A
         // row numbered after this batch's first may have been sent before it (its transaction
         // committed first), to the Redis that lost it; the consumers' inboxes skip a second copy.
-        var replaced = false
-        if case .some(let seen) = probed, seen == nil || seen != recordedEpoch.withLock({ $0 ?? nil }) {
-            replaced = try await recover(seen: seen, firstSent: sentLast).replaced
+        if case .some(let seen) = probed {
+            if seen == nil || seen != recordedEpochThen || seen != recordedEpoch.withLock({ $0 ?? nil }) {
+                _ = try await recover(seen: seen, firstSent: recordedEpochThen == nil ? sentLast : nil)
+            }
+            // Found only under the recorded epoch, which the line above leaves as it is.
+            if let lostPrevious { _ = try await sendAgainAfterLosing(lostPrevious, under: seen) }
         }
-        // A loss the epoch's replacement has not already covered (the epoch this process had not
-        // read yet may be the one the schema records).
-        if let lostPrevious, !replaced { _ = try await sendAgainAfterLosing(lostPrevious) }
         return moved
     }
 
