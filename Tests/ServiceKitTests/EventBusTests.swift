@@ -53,10 +53,16 @@ final class BusHarness: Sendable {
     }
 
     func startRelay(poll: Duration = .milliseconds(500)) {
-        let relay = OutboxRelay(
+        let relay = makeRelay(poll: poll)
+        launch { try await relay.run() }
+    }
+
+    /// The producer's relay, not started: a test calls its batch or its poll itself. Each is a process
+    /// of its own (a replica, or one started again): nothing is shared but the schema and Redis.
+    func makeRelay(poll: Duration = .milliseconds(500)) -> OutboxRelay {
+        OutboxRelay(
             client: producer, redis: redis, config: busConfig(group: "auth", consumer: "relay", relayPoll: poll), schema: "auth",
             metrics: EventBusMetrics(registry: registry), logger: TestEnvironment.logger)
-        launch { try await relay.run() }
     }
 
     /// Starts a consumer replica of "social" whose `user.registered` handler records an effect (or
@@ -529,18 +535,13 @@ final class BusHarness: Sendable {
         let server = try RedisServer()
         try await server.start()
         let bus = try await BusHarness(redis: server.configuration)
-        @Sendable func relay() -> OutboxRelay {
-            OutboxRelay(
-                client: bus.producer, redis: bus.redis, config: bus.busConfig(group: "auth", consumer: "relay"), schema: "auth",
-                metrics: EventBusMetrics(registry: bus.registry), logger: TestEnvironment.logger)
-        }
         let kept = try await bus.emit()
         let lost = try await bus.emit()
-        #expect(try await relay().relayBatch() == 2)
+        #expect(try await bus.makeRelay().relayBatch() == 2)
         let entry = try #require(try await bus.redis.xrange(bus.stream).first { $0.fields["id"] == lost.id.uuidString.lowercased() })
         _ = try await bus.redis.send("XDEL", RedisArgument(bus.stream), RedisArgument(entry.id))
         let next = try await bus.emit()
-        #expect(try await relay().relayBatch() == 1)
+        #expect(try await bus.makeRelay().relayBatch() == 1)
         let ids = try await bus.redis.xrange(bus.stream).compactMap { $0.fields["id"] }
         #expect(Set(ids) == Set([kept, lost, next].map { $0.id.uuidString.lowercased() }), "\(ids)")
         await bus.stop()
@@ -554,9 +555,7 @@ final class BusHarness: Sendable {
         let server = try RedisServer()
         try await server.start()
         let bus = try await BusHarness(redis: server.configuration)
-        let relay = OutboxRelay(
-            client: bus.producer, redis: bus.redis, config: bus.busConfig(group: "auth", consumer: "relay"), schema: "auth",
-            metrics: EventBusMetrics(registry: bus.registry), logger: TestEnvironment.logger)
+        let relay = bus.makeRelay()
         _ = try await bus.emit()
         let lost = try await bus.emit()
         #expect(try await relay.relayBatch() == 2)
@@ -583,17 +582,12 @@ final class BusHarness: Sendable {
         let server = try RedisServer()
         try await server.start()
         let bus = try await BusHarness(redis: server.configuration)
-        @Sendable func relay() -> OutboxRelay {
-            OutboxRelay(
-                client: bus.producer, redis: bus.redis, config: bus.busConfig(group: "auth", consumer: "relay"), schema: "auth",
-                metrics: EventBusMetrics(registry: bus.registry), logger: TestEnvironment.logger)
-        }
         let kept = try await bus.emit()
         let lost = try await bus.emit()
-        #expect(try await relay().relayBatch() == 2)
+        #expect(try await bus.makeRelay().relayBatch() == 2)
         let entry = try #require(try await bus.redis.xrange(bus.stream).first { $0.fields["id"] == lost.id.uuidString.lowercased() })
         _ = try await bus.redis.send("XDEL", RedisArgument(bus.stream), RedisArgument(entry.id))
-        #expect(try await relay().replayIfRedisLostItsData() == 2)
+        #expect(try await bus.makeRelay().replayIfRedisLostItsData() == 2)
         let ids = try await bus.redis.xrange(bus.stream).compactMap { $0.fields["id"] }
         #expect(Set(ids) == Set([kept, lost].map { $0.id.uuidString.lowercased() }), "\(ids)")
         await bus.stop()
@@ -608,9 +602,7 @@ final class BusHarness: Sendable {
         let server = try RedisServer()
         try await server.start()
         let bus = try await BusHarness(redis: server.configuration)
-        let config = bus.busConfig(group: "auth", consumer: "relay")
-        let relay = OutboxRelay(
-            client: bus.producer, redis: bus.redis, config: config, schema: "auth", metrics: EventBusMetrics(registry: bus.registry), logger: TestEnvironment.logger)
+        let relay = bus.makeRelay()
         let first = try await bus.emit()
         #expect(try await relay.relayBatch() == 1)
         let second = try await bus.emit()
@@ -676,8 +668,7 @@ final class BusHarness: Sendable {
         let bus = try await BusHarness(redis: try TestEnvironment.redis())
         let config = bus.busConfig(group: "auth", consumer: "relay")
         #expect(config.retention == .seconds(7 * 86_400) && config.replayWindow == .seconds(86_400))
-        let relay = OutboxRelay(
-            client: bus.producer, redis: bus.redis, config: config, schema: "auth", metrics: EventBusMetrics(registry: bus.registry), logger: TestEnvironment.logger)
+        let relay = bus.makeRelay()
         _ = try await bus.producer.query(
             """
             INSERT INTO inbox (event_id, type, handled_at)
