@@ -575,6 +575,31 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// One replica replaced the epoch and sent the kept rows again; then Redis went back to the
+    /// state before (a failover to a replica that missed both). The other replica, which recorded
+    /// the older epoch itself, finds the schema recording another: it sends the kept rows again
+    /// rather than dropping them as read by groups that have nothing left to read.
+    @Test func anEpochRedisWentBackToIsReplayedNotDropped() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        let stale = bus.makeRelay()
+        _ = try await bus.emit()
+        #expect(try await stale.relayBatch() == 1)
+        let epochKey = RedisArgument("\(bus.stream):epoch")
+        let older = try #require(try await bus.redis.send("GET", epochKey).string)
+        _ = try await bus.redis.send("SET", epochKey, "newer")
+        #expect(try await bus.makeRelay().replayIfRedisLostItsData() == 1)
+        // Back to the older state: the epoch, and the stream without the replay's entry.
+        _ = try await bus.redis.send("SET", epochKey, RedisArgument(older))
+        let replayed = try #require(try await bus.redis.xrange(bus.stream).last)
+        _ = try await bus.redis.send("XDEL", RedisArgument(bus.stream), RedisArgument(replayed.id))
+        #expect(try await stale.replayIfRedisLostItsData() == 1)
+        #expect(try await bus.producer.query("SELECT count(*)::int FROM outbox_relayed", logger: TestEnvironment.logger).decode(Int.self).first { _ in true } == 1)
+        await bus.stop()
+        try await server.stop()
+    }
+
     /// A host's crash takes Redis's last writes and the relay together: the relay started again
     /// looks for the entry its schema recorded as sent last, finds it gone, and sends the kept rows
     /// again.

@@ -156,7 +156,12 @@ package final class OutboxRelay: Service, Sendable {
         let sent = try await recover(seen: seen).sent
         guard sent == 0, seen != nil else { return sent }
         let recorded = try await recordedLastSent()
-        if recorded.epoch == seen, let last = recorded.last, try await lost(last) { return try await sendAgainAfterLosing(last, under: seen) }
+        // The schema records another epoch than Redis holds, though this process thought it had
+        // recorded that one: another replica replaced it, and Redis has gone back to an older state
+        // since (a failover to a replica that missed the change). Nothing is dropped on that: the
+        // kept rows go again.
+        guard recorded.epoch == seen else { return try await recover(seen: seen, checkingTheSchema: true).sent }
+        if let last = recorded.last, try await lost(last) { return try await sendAgainAfterLosing(last, under: seen) }
         // A row is needed until every group has read and acknowledged its event: up to the oldest
         // entry a group has pending, or else the last it was given. Envelopes carry personal data,
         // so they are kept no longer (the stream's ids are Redis's clock, the rows PostgreSQL's: a
@@ -284,7 +289,8 @@ package final class OutboxRelay: Service, Sendable {
     /// `firstSent`: the last entry of the batch that found no epoch recorded, which had no row to
     /// record it in.
     /// Returns how many rows it sent again, and whether it recorded an epoch in place of another.
-    private func recover(seen: String?, firstSent: StreamID? = nil) async throws -> (sent: Int, replaced: Bool) {
+    /// `checkingTheSchema`: whatever this process last recorded (the schema may since have moved on).
+    private func recover(seen: String?, firstSent: StreamID? = nil, checkingTheSchema: Bool = false) async throws -> (sent: Int, replaced: Bool) {
         let logger = self.logger
         var current = seen
         if current == nil {
@@ -292,7 +298,7 @@ package final class OutboxRelay: Service, Sendable {
             current = try await redis.send(epochProbe).string
         }
         guard let current else { throw RedisError.unexpectedReply("no epoch after SET NX") }
-        if firstSent == nil, let known = recordedEpoch.withLock({ $0 }), known == current { return (0, false) }
+        if firstSent == nil, !checkingTheSchema, let known = recordedEpoch.withLock({ $0 }), known == current { return (0, false) }
         let lockKey = self.lockKey
         let (sent, replaced) = try await client.transaction(logger: logger) { connection -> (Int, Bool) in
             try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
@@ -447,7 +453,7 @@ package final class OutboxRelay: Service, Sendable {
         // committed first), to the Redis that lost it; the consumers' inboxes skip a second copy.
         if case .some(let seen) = probed {
             if seen == nil || seen != recordedEpochThen || seen != recordedEpoch.withLock({ $0 ?? nil }) {
-                _ = try await recover(seen: seen, firstSent: recordedEpochThen == nil ? sentLast : nil)
+                _ = try await recover(seen: seen, firstSent: recordedEpochThen == nil ? sentLast : nil, checkingTheSchema: seen != recordedEpochThen)
             }
             // Found only under the recorded epoch, which the line above leaves as it is.
             if let lostPrevious { _ = try await sendAgainAfterLosing(lostPrevious, under: seen) }
