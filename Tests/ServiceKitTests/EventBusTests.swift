@@ -619,6 +619,53 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// The first batch a schema sends, into a Redis without an epoch, makes one and records it with
+    /// its last entry in its own transaction: recorded only after the commit, a crash in between
+    /// would leave that batch's loss unseen.
+    @Test func theFirstBatchRecordsItsEpochAndLastEntryAsItCommits() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        _ = try await bus.emit()
+        let last = try await bus.emit()
+        #expect(try await bus.makeRelay().relayBatch() == 2)
+        var recorded: [(String, String?, Bool)] = []
+        for try await row in try await bus.producer.query(
+            "SELECT epoch, last_sent, xmin::text = ALL (SELECT xmin::text FROM outbox_relayed) FROM outbox_relay_epoch", logger: TestEnvironment.logger
+        ).decode((String, String?, Bool).self) { recorded.append(row) }
+        let entry = try #require(try await bus.redis.xrange(bus.stream).last)
+        #expect(entry.fields["id"] == last.id.uuidString.lowercased())
+        #expect(recorded.count == 1)
+        #expect(recorded.first?.0 == (try await bus.redis.send("GET", RedisArgument("\(bus.stream):epoch")).string))
+        #expect(recorded.first?.1 == entry.id)
+        #expect(recorded.first?.2 == true, "recorded in the transaction that kept the batch's rows")
+        await bus.stop()
+        try await server.stop()
+    }
+
+    /// A poll read the epoch, then a batch of the same process found a loss, made a new epoch and
+    /// sent the kept rows again. The poll's recovery reads the epoch again under the relay's lock:
+    /// with the one it read before, it would send the kept rows once more and record an epoch Redis
+    /// no longer holds (and the next poll would send them a third time).
+    @Test func aRecoveryWithAnEpochReadBeforeAReplayRecordsTheReplays() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        let relay = bus.makeRelay()
+        _ = try await bus.emit()
+        #expect(try await relay.relayBatch() == 1)
+        let epochKey = RedisArgument("\(bus.stream):epoch")
+        let older = try #require(try await bus.redis.send("GET", epochKey).string)
+        _ = try await bus.redis.send("SET", epochKey, "newer")
+        #expect(try await relay.replayIfRedisLostItsData() == 1)
+        let length = try await bus.redis.xlen(bus.stream)
+        #expect(try await relay.recover(seen: older) == 0)
+        #expect(try await bus.producer.checkedQuery("SELECT epoch FROM outbox_relay_epoch", decoding: String.self, logger: TestEnvironment.logger) == ["newer"])
+        #expect(try await bus.redis.xlen(bus.stream) == length)
+        await bus.stop()
+        try await server.stop()
+    }
+
     /// A batch had Redis take its events, and its commit is still on its way when Redis restarts
     /// empty and a poll finds the epoch gone. The replay waits for the batch's lock, so it sends
     /// that batch's kept copies too; sent without them, the schema would record the new epoch with

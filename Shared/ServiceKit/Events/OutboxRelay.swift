@@ -117,11 +117,11 @@ package final class OutboxRelay: Service, Sendable {
     /// The key holding Redis's epoch.
     var epochKey: String { "\(config.stream):epoch" }
 
-    /// `GET` of the epoch, sent ahead of a batch's `XADD`s in one pipeline.
+    /// `GET` of the epoch: what a poll reads first (a batch sends `epochProbes` ahead of its `XADD`s).
     private var epochProbe: [RedisArgument] { ["GET", RedisArgument(epochKey)] }
 
     /// The epoch this schema's rows were last sent under, once read from the schema.
-    private let recordedEpoch = Mutex<String??>(nil)
+    private let recordedEpoch = Mutex<String?>(nil)
     /// Whether the last batch reached fewer replicas than configured: said once when it starts, and
     /// once when it ends.
     private let shortOfReplicas = Mutex(false)
@@ -153,14 +153,14 @@ package final class OutboxRelay: Service, Sendable {
         // meeting NOGROUP makes its own), which have nothing pending and nothing to read: read that
         // way, every kept row would look read by all and be dropped before it was sent again.
         let seen = try await redis.send(epochProbe).string
-        let sent = try await recover(seen: seen).sent
+        let sent = try await recover(seen: seen)
         guard sent == 0, seen != nil else { return sent }
         let recorded = try await recordedLastSent()
         // The schema records another epoch than Redis holds, though this process thought it had
         // recorded that one: another replica replaced it, and Redis has gone back to an older state
         // since (a failover to a replica that missed the change). Nothing is dropped on that: the
         // kept rows go again.
-        guard recorded.epoch == seen else { return try await recover(seen: seen, checkingTheSchema: true).sent }
+        guard recorded.epoch == seen else { return try await recover(seen: seen, checkingTheSchema: true) }
         if let last = recorded.last, try await lost(last) { return try await sendAgainAfterLosing(last, under: seen) }
         // A row is needed until every group has read and acknowledged its event: up to the oldest
         // entry a group has pending, or else the last it was given. Envelopes carry personal data,
@@ -231,7 +231,7 @@ package final class OutboxRelay: Service, Sendable {
         if now == replacement {
             logger.warning("Redis lost entries it had taken, its epoch kept: a new epoch", metadata: ["last_sent": "\(last)"])
         }
-        return try await recover(seen: now).sent
+        return try await recover(seen: now)
     }
 
     /// Sets the epoch (`KEYS[1]`) to `ARGV[2]` if it is `ARGV[1]`; returns the epoch Redis holds then.
@@ -279,57 +279,58 @@ package final class OutboxRelay: Service, Sendable {
         return oldest
     }
 
-    /// Makes sure the schema records Redis's current epoch (`seen`, or a new one if Redis has none);
-    /// when it recorded another, sends every kept row again.
+    /// Makes sure the schema records Redis's current epoch (a new one if Redis has none); when it
+    /// recorded another, sends every kept row again. Returns how many rows it sent again.
     ///
     /// The replay holds the relay's lock: a batch that took its rows and had Redis take them before
     /// Redis lost its data may still be committing, and its kept copies are only visible once it has.
     /// Waiting for its lock, the replay sends them too; without it, the schema would record the new
-    /// epoch and that batch would be lost.
-    /// `firstSent`: the last entry of the batch that found no epoch recorded, which had no row to
-    /// record it in.
-    /// Returns how many rows it sent again, and whether it recorded an epoch in place of another.
+    /// epoch and that batch would be lost. The epoch is read again under the lock: `seen`, read
+    /// before it, may be older than one a replay recorded meanwhile (a batch of this process that
+    /// found a loss), and recording it would send every kept row again, twice.
     /// `checkingTheSchema`: whatever this process last recorded (the schema may since have moved on).
-    private func recover(seen: String?, firstSent: StreamID? = nil, checkingTheSchema: Bool = false) async throws -> (sent: Int, replaced: Bool) {
+    @discardableResult
+    func recover(seen: String?, checkingTheSchema: Bool = false) async throws -> Int {
         let logger = self.logger
-        var current = seen
-        if current == nil {
-            _ = try await redis.send("SET", RedisArgument(epochKey), RedisArgument(UUID().uuidString.lowercased()), "NX")
-            current = try await redis.send(epochProbe).string
-        }
-        guard let current else { throw RedisError.unexpectedReply("no epoch after SET NX") }
-        if firstSent == nil, !checkingTheSchema, let known = recordedEpoch.withLock({ $0 }), known == current { return (0, false) }
+        if !checkingTheSchema, let seen, recordedEpoch.withLock({ $0 }) == seen { return 0 }
         let lockKey = self.lockKey
-        let (sent, replaced) = try await client.transaction(logger: logger) { connection -> (Int, Bool) in
+        let (sent, current) = try await client.transaction(logger: logger) { connection -> (Int, String) in
             try await connection.checkedRun("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+            let current = try await self.currentEpoch()
             // Read under the lock: another process's relay may have sent them again and recorded it.
-            let (recorded, recordedLast) = try await self.recordedLastSent(on: connection)
-            guard recorded != current else {
-                // Recorded beside the first batch (a poll, another replica): its last entry is the
-                // one to look for unless a later one is recorded.
-                if let firstSent, recordedLast.map({ $0 < firstSent }) ?? true {
-                    try await connection.checkedRun("UPDATE outbox_relay_epoch SET last_sent = \(firstSent.description)", logger: logger)
-                }
-                return (0, false)
-            }
-            // No epoch recorded: nothing was sent under one, so nothing kept can be missing, and the
-            // entry sent last is the first batch's. Under a new epoch, it is the replay's last (none
-            // when nothing was kept): entries of the stream the old epoch named are nothing to look for.
+            let (recorded, _) = try await self.recordedLastSent(on: connection)
+            guard recorded != current else { return (0, current) }
+            // No epoch recorded: nothing was sent under one, so nothing kept can be missing. Under a
+            // new epoch, the entry sent last is the replay's (none when nothing was kept): entries of
+            // the stream the old epoch named are nothing to look for.
             let (sent, replayedLast) = recorded == nil ? (0, nil) : try await self.replay(on: connection)
-            let last = (recorded == nil ? firstSent : replayedLast)?.description
             try await connection.checkedRun(
                 """
-                INSERT INTO outbox_relay_epoch (epoch, last_sent) VALUES (\(current), \(last))
+                INSERT INTO outbox_relay_epoch (epoch, last_sent) VALUES (\(current), \(replayedLast?.description))
                 ON CONFLICT (only_row) DO UPDATE SET epoch = excluded.epoch, last_sent = excluded.last_sent
                 """, logger: logger)
-            return (sent, recorded != nil)
+            return (sent, current)
         }
-        recordedEpoch.withLock { $0 = .some(current) }
+        recordedEpoch.withLock { $0 = current }
         if sent > 0 {
             metrics.relayed.increment(by: Int64(sent))
             logger.warning("Redis had lost its data: events relayed within the replay window sent again", metadata: ["events": "\(sent)"])
         }
-        return (sent, replaced)
+        return sent
+    }
+
+    /// The epoch Redis holds, made if it holds none (`SET NX`: of relays finding none at once, the
+    /// first one's is kept).
+    private func currentEpoch() async throws -> String {
+        let replies = try await redis.pipeline(epochProbes)
+        for reply in replies { try reply.checked() }
+        guard let epoch = replies.last?.string else { throw RedisError.unexpectedReply("no epoch after SET NX") }
+        return epoch
+    }
+
+    /// `SET NX` of a new epoch, then `GET` of the one Redis holds.
+    private var epochProbes: [[RedisArgument]] {
+        [["SET", RedisArgument(epochKey), RedisArgument(UUID().uuidString.lowercased()), "NX"], epochProbe]
     }
 
     /// Sends the kept rows, oldest first, in batches; how many, and the stream id of the last.
@@ -379,7 +380,7 @@ package final class OutboxRelay: Service, Sendable {
         let config = self.config
         let lockKey = self.lockKey
         let keep = config.replayWindow > .zero
-        let outcome = try await client.transaction(logger: logger) { connection -> (Int, String??, StreamID?, StreamID?, String?)? in
+        let outcome = try await client.transaction(logger: logger) { connection -> (Int, String?, StreamID?, String?)? in
             var haveLock = false
             for try await value in try await connection.checkedExecute(TryLock(key: lockKey), logger: logger) { haveLock = value }
             guard haveLock else { return nil }
@@ -410,13 +411,14 @@ package final class OutboxRelay: Service, Sendable {
                 }
             }
             // One pipelined round trip for the batch, in commit order, after the epoch's probe.
-            guard !taken.isEmpty else { return (0, nil, nil, nil, nil) }
-            // The epoch, and whether the entry the schema's relays sent last is still there: a Redis that lost
-            // only its last writes keeps its epoch, and a poll that looked only after this batch
-            // would find this batch's entries, not the loss.
+            guard !taken.isEmpty else { return (0, nil, nil, nil) }
+            // The epoch (made if Redis has none, so that the batch is sent under one), and whether the
+            // entry the schema's relays sent last is still there: a Redis that lost only its last
+            // writes keeps its epoch, and a poll that looked only after this batch would find this
+            // batch's entries, not the loss.
             let recorded: (epoch: String?, last: StreamID?) = keep ? try await self.recordedLastSent(on: connection) : (nil, nil)
             let previous = recorded.last
-            let probes = (keep ? [self.epochProbe] : []) + (previous.map(self.lossProbes) ?? [])
+            let probes = (keep ? self.epochProbes : []) + (previous.map(self.lossProbes) ?? [])
             // With replicas (Redis Sentinel), the batch counts as sent once they hold it too: a
             // failover to one of them then loses none of it.
             let replicas = redis.configuration.replicasToWaitFor
@@ -432,28 +434,42 @@ package final class OutboxRelay: Service, Sendable {
                 // copy (`outbox_relayed`) is what is sent again.
                 self.noteReplicas(held: held, wanted: replicas)
             }
-            guard keep else { return (taken.count, nil, nil, nil, nil) }
+            guard keep else { return (taken.count, nil, nil, nil) }
+            // Redis answering no epoch just after one was set is losing its data as this batch goes:
+            // the batch is not committed, and goes again.
+            guard let seen = replies[1].string else { throw RedisError.unexpectedReply("no epoch after SET NX") }
             // A loss under another epoch than the one recorded is what the replay that records it
             // sends again (it waits for this batch's lock, so this batch's rows are among them).
-            let seen = replies[0].string
-            let lostPrevious = seen != nil && seen == recorded.epoch ? previous.flatMap { self.isLost($0, replies[1..<probes.count]) ? $0 : nil } : nil
+            let lostPrevious = seen == recorded.epoch ? previous.flatMap { self.isLost($0, replies[2..<probes.count]) ? $0 : nil } : nil
             let sentLast = replies[probes.count + lastAdd].string.flatMap { StreamID($0) }
+            guard recorded.epoch != nil else {
+                // The schema's first batch: the epoch it was sent under and its last entry are
+                // recorded as it commits. Recorded after, a crash in between would leave its loss
+                // unseen.
+                try await connection.checkedRun(
+                    "INSERT INTO outbox_relay_epoch (epoch, last_sent) VALUES (\(seen), \(sentLast?.description))", logger: logger)
+                return (taken.count, seen, nil, seen)
+            }
             // The entry sent last moves on only while nothing was found lost: a loss stays findable
             // (by the next batch or poll) until the kept rows have been sent again, which records
             // the replay's last entry in its place.
             if lostPrevious == nil, let sentLast {
                 try await connection.checkedRun("UPDATE outbox_relay_epoch SET last_sent = \(sentLast.description)", logger: logger)
             }
-            return (taken.count, .some(seen), lostPrevious, sentLast, recorded.epoch)
+            return (taken.count, seen, lostPrevious, recorded.epoch)
         }
-        guard let (moved, probed, lostPrevious, sentLast, recordedEpochThen) = outcome else { return nil }
+        guard let (moved, probed, lostPrevious, recordedNow) = outcome else { return nil }
         if moved > 0 { metrics.relayed.increment(by: Int64(moved)) }
         // If Redis lost what earlier batches sent, they go again: every kept row, this batch's too. A
         // row numbered after this batch's first may have been sent before it (its transaction
         // committed first), to the Redis that lost it; the consumers' inboxes skip a second copy.
-        if case .some(let seen) = probed {
-            if seen == nil || seen != recordedEpochThen || seen != recordedEpoch.withLock({ $0 ?? nil }) {
-                _ = try await recover(seen: seen, firstSent: recordedEpochThen == nil ? sentLast : nil, checkingTheSchema: seen != recordedEpochThen)
+        if let seen = probed {
+            // The schema, read under the batch's lock, records the epoch the batch went under (or
+            // another, which `recover` replaces, sending the kept rows again).
+            if seen == recordedNow {
+                recordedEpoch.withLock { $0 = seen }
+            } else {
+                try await recover(seen: seen, checkingTheSchema: true)
             }
             // Found only under the recorded epoch, which the line above leaves as it is.
             if let lostPrevious { _ = try await sendAgainAfterLosing(lostPrevious, under: seen) }
