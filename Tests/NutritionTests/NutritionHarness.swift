@@ -34,6 +34,8 @@ struct NutritionTestEnvironment: ServiceHarness {
     static func run(_ environment: [String: String] = [:], _ body: @Sendable (NutritionTestEnvironment) async throws -> Void) async throws {
         let settings = ["APP_NAME": "Test Tracker", "PUBLIC_API_URL": "https://api.test"].merging(environment) { $1 }
         try await runService("nutrition", environment: settings, migrations: NutritionService.definition.allMigrations, build: buildApplication) { service in
+            // Its tests plan, log and count by the day.
+            try await clearOfTheHoursEnd()
             try await body(NutritionTestEnvironment(client: service.client, issuer: service.issuer, database: service.database, config: service.config, redis: service.redis))
         }
     }

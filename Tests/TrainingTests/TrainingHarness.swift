@@ -25,6 +25,8 @@ struct TrainingTestEnvironment: ServiceHarness {
 
     static func run(_ environment: [String: String] = [:], _ body: @Sendable (TrainingTestEnvironment) async throws -> Void) async throws {
         try await runService("training", environment: environment, migrations: TrainingService.definition.allMigrations, build: buildApplication) { service in
+            // Its tests plan, log and count by the day.
+            try await clearOfTheHoursEnd()
             try await body(TrainingTestEnvironment(client: service.client, issuer: service.issuer, database: service.database, config: service.config, redis: service.redis))
         }
     }
