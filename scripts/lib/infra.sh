@@ -274,10 +274,25 @@ redis_primary() {
   redis-cli -p "$1" SENTINEL get-master-addr-by-name foodbackend | sed -n 2p
 }
 
+# recorded_pid FILE: the pid FILE records, if that process still runs: not a zombie, and started
+# no later than FILE was written. A pid file left from before a reboot or a crash may name a
+# process of someone else's that has the number now, which `down` must not stop.
+recorded_pid() {
+  local file=$1 pid age
+  [ -f "$file" ] || return 1
+  pid=$(head -n 1 "$file" | tr -dc 0-9)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  case "$(ps -o stat= -p "$pid" 2>/dev/null)" in Z* | "") return 1 ;; esac
+  age=$(ps -o etimes= -p "$pid" 2>/dev/null | tr -dc 0-9)
+  [ -n "$age" ] || return 1
+  # Whole seconds on both sides, and a clock NTP may have stepped: a few seconds of slack.
+  [ $(($(date +%s) - age)) -le $(($(stat -c %Y "$file") + 5)) ] || return 1
+  echo "$pid"
+}
+
 stop_redis() {
-  local dir=$1
-  [ -f "$dir/redis/redis.pid" ] || return 0
-  local pid; pid=$(cat "$dir/redis/redis.pid")
+  local dir=$1 pid
+  pid=$(recorded_pid "$dir/redis/redis.pid") || { rm -f "$dir/redis/redis.pid"; return 0; }
   kill "$pid" 2>/dev/null || true
   for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   rm -f "$dir/redis/redis.pid"
@@ -389,7 +404,7 @@ child_pid() {
 stop_reference_proxy() {
   local dir=$1 sudo="" master
   [ "$(id -u)" = 0 ] || sudo=sudo
-  master=$(cat "$dir/nginx/nginx.pid" 2>/dev/null) || return 0
+  master=$(recorded_pid "$dir/nginx/nginx.pid") || return 0
   $sudo kill "$master" 2>/dev/null || true
   for _ in $(seq 1 50); do kill -0 "$master" 2>/dev/null || break; sleep 0.1; done
 }
