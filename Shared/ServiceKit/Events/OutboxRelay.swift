@@ -465,9 +465,10 @@ package final class OutboxRelay: Service, Sendable {
         // committed first), to the Redis that lost it; the consumers' inboxes skip a second copy.
         if let seen = probed {
             // The schema, read under the batch's lock, records the epoch the batch went under (or
-            // another, which `recover` replaces, sending the kept rows again).
+            // another, which `recover` replaces, sending the kept rows again). What this process
+            // knew is kept: a `recover` since this batch's read may have recorded a newer one.
             if seen == recordedNow {
-                recordedEpoch.withLock { $0 = seen }
+                recordedEpoch.withLock { known in if known == nil { known = seen } }
             } else {
                 try await recover(seen: seen, checkingTheSchema: true)
             }
