@@ -315,26 +315,31 @@ import TestSupport
 
     /// Each failure, what the client is told, and how many calls it took: an answer the schema does
     /// not allow is asked for once more; nothing else is.
-    /// Each failure, and whether it keeps the day's count: kept once the model looked at the photo
-    /// (no food found, declined), given back when the provider or the server gave nothing usable.
+    /// Each failure, and whether it keeps the day's count: kept once the model worked on the photo
+    /// (no food found, declined, an answer that is no use, no answer in the whole timeout), given
+    /// back when the provider gave no answer of the model's (refused, failed, the server's key
+    /// refused, a proxy's page).
     static let failures: [(String, VisionStandIn.Behaviour, HTTPResponse.Status, String, String?, calls: Int, counted: Bool)] = [
         ("429 with Retry-After", .rateLimited(retryAfter: "7"), .serviceUnavailable, "analyzer_unavailable", "7", 1, false),
         ("429 without", .rateLimited(retryAfter: nil), .serviceUnavailable, "analyzer_unavailable", "5", 1, false),
         ("500", .serverError, .serviceUnavailable, "analyzer_unavailable", "5", 1, false),
-        ("timeout", .slow(.seconds(10), then: VisionStandIn.plate), .serviceUnavailable, "analyzer_unavailable", "5", 1, false),
+        ("timeout", .slow(.seconds(10), then: VisionStandIn.plate), .serviceUnavailable, "analyzer_unavailable", "5", 1, true),
         // A refused key is the server's settings, not a wait: no Retry-After, no second call.
         ("key refused", .keyRefused, .badGateway, "analysis_failed", nil, 1, false),
+        // A proxy's page in place of the provider's answer: the model did not work on the photo.
         ("not JSON", .notJSON, .badGateway, "analysis_failed", nil, 2, false),
-        ("model text not JSON", .answer(VisionStandIn.notJSONText), .badGateway, "analysis_failed", nil, 2, false),
-        ("schema broken", .answer(VisionStandIn.schemaBreaking), .badGateway, "analysis_failed", nil, 2, false),
+        ("tokens spent before any text", .tokensSpent, .badGateway, "analysis_failed", nil, 2, true),
+        ("model text not JSON", .answer(VisionStandIn.notJSONText), .badGateway, "analysis_failed", nil, 2, true),
+        ("schema broken", .answer(VisionStandIn.schemaBreaking), .badGateway, "analysis_failed", nil, 2, true),
         ("blocked", .blocked, .unprocessableContent, "analysis_refused", nil, 1, true),
         ("answer filtered", .filteredAnswer, .unprocessableContent, "analysis_refused", nil, 1, true),
         ("no food", .answer(VisionStandIn.noFood), .unprocessableContent, "no_food_found", nil, 1, true),
     ]
 
-    /// A failure keeps no meal. Its count is given back unless the model looked at the photo: a
-    /// photo of an empty table sent again and again would otherwise cost the provider's calls and
-    /// the user nothing.
+    /// A failure keeps no meal. Its count is given back unless the model worked on the photo: a
+    /// photo of an empty table, or a hint asking for 3,000 grams (outside the schema) or for
+    /// thought past the timeout, sent again and again would otherwise cost the provider's calls
+    /// and the user nothing.
     @Test(arguments: ["gemini", "openai"])
     func failuresKeepNothingAndCountOnlyWhatTheModelLookedAt(_ provider: String) async throws {
         let standIn = try await VisionStandIn.start()
@@ -371,6 +376,33 @@ import TestSupport
             let over = try await Self.analyze(env, user)
             #expect(over.status == .forbidden)
             #expect(over.code == "limit_exceeded")
+        }
+    }
+
+    /// An analysed item keeps its matched food's tags beside the model's: a model that tags a
+    /// cheddar with nothing must not silence a cheese allergy's warning.
+    @Test func anAnalysedItemKeepsItsFoodsTagsForAllergies() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("openai", standIn)) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            try await env.publish(
+                ProfileUpdated(userID: user.id, dietaryPreferences: [], allergies: [.init(name: "Cheese", severity: .severe)], displayName: nil, avatarURL: nil),
+                userID: user.id, producer: "social")
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE allergies::text LIKE '%Cheese%'") == 1 }
+            standIn.always(
+                .answer(
+                    """
+                    {"meal_name": "Cheddar", "items": [{"name": "cheddar", "grams": 40, "confidence": 0.9, "tags": [],
+                      "per_100g": {"calories": 403, "protein_g": 25, "carbs_g": 1.3, "fat_g": 33, "fiber_g": 0, "sugar_g": 0.5, "saturated_fat_g": 19, "sodium_mg": 620}}]}
+                    """))
+            let reply = try await Self.analyze(env, user)
+            #expect(reply.status == .created, "\(reply.text)")
+            let analysed = try #require((reply.json["analysis"] as? [String: Any])?["items"] as? [[String: Any]])
+            #expect((analysed.first?["source"] as? [String: Any])?["kind"] as? String == "usda_sr", "\(analysed)")
+            #expect((reply.json["items"] as? [[String: Any]])?.first?["tags"] as? [String] == ["cheese"])
+            #expect((reply.json["allergy_warnings"] as? [[String: Any]])?.map { $0["allergy"] as? String } == ["Cheese"])
         }
     }
 

@@ -31,6 +31,10 @@ final class VisionStandIn: Sendable {
         /// Gemini: a candidate stopped with `finishReason: SAFETY` and no text; Chat Completions:
         /// `finish_reason: content_filter`.
         case filteredAnswer
+        /// The output's tokens spent (a thinking model's thoughts among them) before any text:
+        /// Gemini's `finishReason: MAX_TOKENS` without parts; Chat Completions' `finish_reason:
+        /// length` with empty content.
+        case tokensSpent
     }
 
     /// What a held answer waits for: the test opens it.
@@ -188,6 +192,16 @@ final class VisionStandIn: Sendable {
                 [
                     "id": "chatcmpl-test", "object": "chat.completion", "model": "vision-test",
                     "choices": [["index": 0, "message": ["role": "assistant", "content": NSNull(), "refusal": NSNull()], "finish_reason": "content_filter"]],
+                ])
+        case .tokensSpent:
+            if gemini {
+                return try json(.ok, ["candidates": [["finishReason": "MAX_TOKENS", "index": 0, "content": ["role": "model"]]], "modelVersion": "gemini-test"])
+            }
+            return try json(
+                .ok,
+                [
+                    "id": "chatcmpl-test", "object": "chat.completion", "model": "vision-test",
+                    "choices": [["index": 0, "message": ["role": "assistant", "content": "", "refusal": NSNull()], "finish_reason": "length"]],
                 ])
         case .slow, .held:
             return Response(status: .internalServerError)

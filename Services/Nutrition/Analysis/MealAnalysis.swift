@@ -68,6 +68,9 @@ struct MatchedFood: Sendable, Equatable {
     var ndbNumber: String
     var description: String
     var per100g: Per100g
+    /// The table's tags for the food (from USDA's classification), which the item keeps beside the
+    /// model's: a model that leaves out the nuts in a satay sauce must not leave out its warning.
+    var tags: [String]
 }
 
 /// The model's answer, as the JSON schema sent with each request describes it.

@@ -80,8 +80,10 @@ final class MealAnalyzer: Sendable {
     /// once, while half the timeout is left. Both calls share the timeout, so an analysis never
     /// keeps the model longer than it, nor its client past the gateway's `UPSTREAM_TIMEOUT_MS`
     /// with the default. Errors are the API's: `503 analyzer_unavailable`, `502 analysis_failed`,
-    /// `422 analysis_refused`.
-    func analyze(_ request: VisionRequest, logger: Logger) async throws -> (ModelAnswer, Duration) {
+    /// `422 analysis_refused`. `worked` is set once the model has worked on the photo: it answered,
+    /// usable or not, or took the whole timeout; either is a call the provider counts, and either a
+    /// hint can ask of the model.
+    func analyze(_ request: VisionRequest, logger: Logger, worked: inout Bool) async throws -> (ModelAnswer, Duration) {
         let started = ContinuousClock.now
         var lastProblem = ""
         for attempt in 1...2 {
@@ -92,9 +94,13 @@ final class MealAnalyzer: Sendable {
             }
             do {
                 let text = try await model.answer(request, timeout: left)
+                worked = true
                 if let answer = ModelAnswer(json: text) { return (answer, ContinuousClock.now - started) }
                 lastProblem = "the answer does not match the schema"
             } catch .malformed(let reason) {
+                lastProblem = reason
+            } catch .unusable(let reason) {
+                worked = true
                 lastProblem = reason
             } catch .unavailable(let retryAfter, let reason) {
                 logger.warning("vision model unavailable", metadata: ["provider": "\(model.provider)", "reason": "\(reason)"])
@@ -103,6 +109,12 @@ final class MealAnalyzer: Sendable {
                 throw APIError(
                     .serviceUnavailable, code: "analyzer_unavailable", detail: "The photo analysis service is unavailable right now; try again later.",
                     headers: [.retryAfter: wait])
+            } catch .timedOut(let reason) {
+                worked = true
+                logger.warning("vision model gave no answer in time", metadata: ["provider": "\(model.provider)", "reason": "\(reason)"])
+                throw APIError(
+                    .serviceUnavailable, code: "analyzer_unavailable", detail: "The photo analysis service is unavailable right now; try again later.",
+                    headers: [.retryAfter: "5"])
             } catch .rejected(let reason) {
                 logger.error("vision model refused the call: check ANALYZER_URL, ANALYZER_MODEL and ANALYZER_API_KEY", metadata: ["provider": "\(model.provider)", "reason": "\(reason)"])
                 throw Self.refusedCall

@@ -14,13 +14,19 @@ struct VisionRequest: Sendable {
 
 /// Why a call gave no answer.
 enum VisionFailure: Error, Equatable {
-    /// Timed out (408 among them), refused (429), failed (5xx) or unreachable: try again later, after
-    /// `retryAfter` seconds when the provider said.
+    /// Refused (408, 429), failed (5xx) or unreachable: try again later, after `retryAfter` seconds
+    /// when the provider said.
     case unavailable(retryAfter: String?, reason: String)
+    /// No answer within the timeout, the request sent: the model may have worked on it all along.
+    case timedOut(String)
     /// The provider blocked the photo or the answer (a safety filter, a refusal).
     case blocked(String)
-    /// An answer, but not one the schema allows, or not JSON at all.
+    /// A `200` whose body is not the provider's answer: not JSON at all (a proxy's page), no
+    /// candidate or choice, larger than any answer asked for.
     case malformed(String)
+    /// The model's answer, but no use: empty (its tokens spent before any text, thoughts among
+    /// them), or not the schema's.
+    case unusable(String)
     /// The provider refused the call itself (a 4xx other than 408 and 429: a key it does not take, a model
     /// it does not have): the server's settings are wrong, and asking again changes nothing.
     case rejected(String)
@@ -33,8 +39,8 @@ protocol VisionModel: Sendable {
     func answer(_ request: VisionRequest, timeout: Duration) async throws(VisionFailure) -> String
 }
 
-/// The HTTP exchange both providers share: a JSON `POST`, its answer read whole, timeouts and 429
-/// and 5xx turned into `unavailable`, the other refusals into `rejected`.
+/// The HTTP exchange both providers share: a JSON `POST`, its answer read whole, the timeout turned
+/// into `timedOut`, 408, 429 and 5xx into `unavailable`, the other refusals into `rejected`.
 struct VisionHTTP: Sendable {
     let httpClient: HTTPClient
     /// An answer longer than this is not one this service asked for.
@@ -48,7 +54,7 @@ struct VisionHTTP: Sendable {
         do {
             request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)))
         } catch {
-            throw .malformed("request not encodable: \(error)")
+            throw .rejected("request not encodable: \(error)")
         }
         let started = ContinuousClock.now
         do {
@@ -64,7 +70,7 @@ struct VisionHTTP: Sendable {
                 defer { group.cancelAll() }
                 return try await group.next() ?? nil
             }
-            guard let body else { throw VisionFailure.unavailable(retryAfter: nil, reason: "timed out reading the answer") }
+            guard let body else { throw VisionFailure.timedOut("timed out reading the answer") }
             let status = Int(response.status.code)
             if status == 408 || status == 429 || status >= 500 {
                 throw VisionFailure.unavailable(retryAfter: response.headers.first(name: "Retry-After"), reason: "HTTP \(status)")
@@ -75,6 +81,9 @@ struct VisionHTTP: Sendable {
             throw failure
         } catch is NIOTooManyBytesError {
             throw .malformed("an answer over \(Self.maxAnswerBytes) bytes")
+        } catch let error as HTTPClientError where error == .deadlineExceeded {
+            // Not a connection refused or timed out (`connectTimeout`, shorter): the call was made.
+            throw .timedOut("no answer within \(timeout)")
         } catch {
             throw .unavailable(retryAfter: nil, reason: "\(error)")
         }
@@ -123,7 +132,7 @@ struct GeminiModel: VisionModel {
         if let finish = candidate["finishReason"] as? String, Self.blockingFinishes.contains(finish) { throw .blocked("answer stopped: \(finish)") }
         let parts = ((candidate["content"] as? [String: Any])?["parts"] as? [[String: Any]]) ?? []
         let text = parts.compactMap { $0["text"] as? String }.joined()
-        guard !text.isEmpty else { throw .malformed("no text in the candidate") }
+        guard !text.isEmpty else { throw .unusable("no text in the candidate (finish reason \(candidate["finishReason"] as? String ?? "none"))") }
         return text
     }
 }
@@ -158,7 +167,7 @@ struct OpenAIModel: VisionModel {
         guard let choice = (answer["choices"] as? [[String: Any]])?.first, let message = choice["message"] as? [String: Any] else { throw .malformed("no choice") }
         if let refusal = message["refusal"] as? String, !refusal.isEmpty { throw .blocked("refused: \(refusal)") }
         if choice["finish_reason"] as? String == "content_filter" { throw .blocked("answer filtered") }
-        guard let text = message["content"] as? String, !text.isEmpty else { throw .malformed("no content") }
+        guard let text = message["content"] as? String, !text.isEmpty else { throw .unusable("no content (finish reason \(choice["finish_reason"] as? String ?? "none"))") }
         return text
     }
 }

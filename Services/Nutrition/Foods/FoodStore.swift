@@ -373,6 +373,6 @@ struct FoodStore: Sendable {
         guard let nearest = weighed.map(\.distance).min(), nearest <= Self.farthestMatch,
             let best = weighed.first(where: { $0.distance <= nearest + Self.alikeDistance })?.row
         else { return nil }
-        return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g)
+        return MatchedFood(ndbNumber: best.food.ndbNumber, description: best.food.description, per100g: best.food.per100g, tags: best.food.tags)
     }
 }

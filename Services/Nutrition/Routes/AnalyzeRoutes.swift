@@ -90,8 +90,9 @@ struct AnalyzeRoutes {
         let nutrition = self.nutrition
         // The allowance first, and taken at once: a user over it costs no decoding and no call, and
         // analyses run at once cannot all take the last one. It is given back when the analysis
-        // fails on this server's or the provider's side (`givesBack`), and kept once the model has
-        // looked at the photo: finding no food there, or declining it, is a call made.
+        // fails on this server's side or the provider gave no answer (`givesBack`), and kept once
+        // the model has worked on the photo: finding no food there, declining it, an answer that
+        // is no use or no answer in the whole timeout is a call made.
         let (profile, day) = try await nutrition.postgres.transaction(logger: context.logger) { connection in
             // The count is the account's row: never made for one deleted, whose rows are gone.
             try await connection.requireLiveAccount(user, logger: context.logger)
@@ -105,11 +106,11 @@ struct AnalyzeRoutes {
             }
             return (profile, day)
         }
-        var asked = false
+        var stage = ModelStage.notAsked
         do {
-            return try await analyze(upload: upload, format: format, fields: fields, analyzer: analyzer, user: user, profile: profile, received: received, asked: &asked, context: context)
+            return try await analyze(upload: upload, format: format, fields: fields, analyzer: analyzer, user: user, profile: profile, received: received, stage: &stage, context: context)
         } catch {
-            if Self.givesBack(error, asked: asked) {
+            if Self.givesBack(error, stage: stage) {
                 do {
                     try await nutrition.postgres.withConnectionOnItsLoop { connection in
                         try await nutrition.analysisCounts.giveBack(user, on: day, on: connection, logger: context.logger)
@@ -122,29 +123,43 @@ struct AnalyzeRoutes {
         }
     }
 
-    /// Whether an analysis that failed with `error` gives its count back: yes when the model was
-    /// not asked (the photo's problems) or gave nothing usable through no doing of the photo's (the
-    /// provider out of reach or refusing the call, an answer outside the schema, this server's own
-    /// trouble); no when it looked at the photo and found no food or declined it, or when the
-    /// client left after asking.
-    static func givesBack(_ error: any Error, asked: Bool) -> Bool {
-        guard asked else { return true }
-        if error is CancellationError { return false }
-        guard let error = error as? APIError else { return true }
-        return !["no_food_found", "analysis_refused", "account_deleted"].contains(error.code)
+    /// How far an analysis got with the model.
+    enum ModelStage {
+        case notAsked
+        case asked
+        /// The model worked on the photo (`MealAnalyzer.analyze`'s `worked`).
+        case worked
     }
 
-    /// The analysis itself, its count taken: the photo cleaned, the model asked (`asked` set just
-    /// before), the foods matched, and the meal and its photo stored.
+    /// Whether an analysis that failed with `error` gives its count back: yes when the model was
+    /// not asked (the photo's problems), when the provider gave no answer (out of reach, refusing
+    /// the call) or this server failed; no when the model found no food or declined the photo,
+    /// when its answer was no use (`502 analysis_failed`) or did not come in the whole timeout
+    /// (`503 analyzer_unavailable`), and when the client left after asking. A hint can ask a model
+    /// for an answer the schema does not allow, or to think past the timeout: given back, either
+    /// would make analyses free.
+    static func givesBack(_ error: any Error, stage: ModelStage) -> Bool {
+        if stage == .notAsked { return true }
+        if error is CancellationError { return false }
+        guard let error = error as? APIError else { return true }
+        if ["no_food_found", "analysis_refused", "account_deleted"].contains(error.code) { return false }
+        return !(stage == .worked && ["analysis_failed", "analyzer_unavailable"].contains(error.code))
+    }
+
+    /// The analysis itself, its count taken: the photo cleaned, the model asked (`stage` moved on
+    /// just before, and again once it worked on the photo), the foods matched, and the meal and its
+    /// photo stored.
     func analyze(
         upload: MealPhoto.Upload, format: ImageFormat, fields: Fields, analyzer: MealAnalyzer, user: UUID, profile: DietProfile, received: ContinuousClock.Instant,
-        asked: inout Bool, context: AuthenticatedContext
+        stage: inout ModelStage, context: AuthenticatedContext
     ) async throws -> EditedResponse<MealView> {
         let nutrition = self.nutrition
         let (stored, forModel) = try await MealPhoto.cleanForAnalysis(upload.photo, format: format, decoding: nutrition.imageDecoding)
-        asked = true
+        stage = .asked
+        var worked = false
+        defer { if worked { stage = .worked } }
         let (answer, providerTime) = try await analyzer.analyze(
-            VisionRequest(jpeg: forModel.bytes, prompt: ModelAnswer.prompt(diet: profile.diet, hint: fields.hint)), logger: context.logger)
+            VisionRequest(jpeg: forModel.bytes, prompt: ModelAnswer.prompt(diet: profile.diet, hint: fields.hint)), logger: context.logger, worked: &worked)
         guard !answer.items.isEmpty else {
             var noFood = APIError(.unprocessableContent, code: "no_food_found", detail: "No food was found in this photo. Try a photo of the plate from above.")
             // Counted, and a retry with its key is told so again without another call.
@@ -166,7 +181,10 @@ struct AnalyzeRoutes {
             var analysed: [MealAnalysis.Item] = []
             for (found, match) in zip(answer.items, matches) {
                 let per100g = match?.per100g ?? found.per100g
-                var item = per100g.item(named: found.name, grams: found.grams, tags: found.tags.isEmpty ? nil : found.tags)
+                // The model's tags and the table's food's: each says what the plate holds, and an
+                // allergy's warning or the diet's rule is better raised by either than by neither.
+                let tags = found.tags + (match?.tags ?? []).filter { !found.tags.contains($0) }
+                var item = per100g.item(named: found.name, grams: found.grams, tags: tags.isEmpty ? nil : tags)
                 item.ndbNumber = match?.ndbNumber
                 items.append(item)
                 let source =
