@@ -56,7 +56,31 @@ import TestSupport
             try await env.publish(UserPasswordChanged(userID: coach.id, method: .change, makerDropped: false), userID: coach.id, producer: "auth")
             try await env.publish(UserPasswordChanged(userID: coach.id, method: .disowned), userID: coach.id, producer: "auth")
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM workouts") == 0 }
-            #expect(try await env.count("SELECT count(*) FROM roster_entries") == 0)
+            // The entries stay, removed: an acceptance heard late finds them ended.
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE stage <> 3") == 0)
+        }
+    }
+
+    /// An acceptance sent before the coach's maker was dropped and heard after it: the entry the drop
+    /// ended is not made again, and the account's new owner coaches nobody through it.
+    @Test func anAcceptanceHeardAfterTheCoachsMakerWasDroppedLinksNothing() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithInvitedClient()
+            _ = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1)])
+            try await env.publish(UserPasswordChanged(userID: coach.id, method: .disowned), userID: coach.id, producer: "auth")
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM workouts") == 0 }
+            let handled = try await env.count("SELECT count(*) FROM inbox")
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox") > handled }
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND stage = 3") == 1)
+            // The account's new owner, with a workout of their own.
+            let created = try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(try await env.libraryExercise("Pushups")))
+            let fresh = try #require(created.json["id"] as? String, "\(created.text)")
+            #expect(fresh != workout)
+            let refused = try await env.call(.post, "/v1/training/clients/\(entry)/assignments", as: coach, json: ["workout_id": fresh, "dates": ["2030-01-01"]])
+            #expect(refused.code == "client_not_linked", "\(refused.text)")
+            #expect(try await env.call(.get, "/v1/training/clients/\(entry)", as: coach).code == "client_not_found")
+            #expect(try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(0))", as: client).items.isEmpty)
         }
     }
 

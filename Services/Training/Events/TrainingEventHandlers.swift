@@ -78,11 +78,11 @@ struct TrainingEventHandlers {
             guard try await !context.connection.isDeletedAccount(event.userID, logger: context.logger) else { return }
             try await training.coaching.endAll(
                 of: event.userID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
-            try await Self.purge(event.userID, on: context.connection, logger: context.logger)
+            try await Self.purge(event.userID, accountDeleted: false, on: context.connection, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in
             try await context.connection.holdAccountForDeletion(event.userID, logger: context.logger)
-            try await Self.purge(event.userID, on: context.connection, logger: context.logger)
+            try await Self.purge(event.userID, accountDeleted: true, on: context.connection, logger: context.logger)
             try await training.coaching.forget(event.userID, on: context.connection, logger: context.logger)
             try await context.connection.recordDeletedAccount(event.userID, logger: context.logger)
         }
@@ -111,7 +111,11 @@ struct TrainingEventHandlers {
     /// As a client: their sessions, logs, comments and settings go. As a coach: their exercises and
     /// workouts go, the sessions nobody performed go (or are cancelled, for a client who has them),
     /// and the sessions clients performed stay theirs without the coach's id or comments.
-    static func purge(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+    /// `accountDeleted`: the account's tombstone turns away every later event about it, so its
+    /// roster entries go; an account whose maker was dropped lives on, and its entries stay as
+    /// removed, so that an acceptance sent before the drop and heard after it finds its entry
+    /// ended rather than making it again (accepted, for the account's new owner to coach).
+    static func purge(_ user: UUID, accountDeleted: Bool, on connection: PostgresConnection, logger: Logger) async throws {
         // The account's roster entries first: an assignment holds its entry until it commits, and
         // the statements below then find the sessions it wrote; one that starts after finds its
         // entry gone or left.
@@ -128,7 +132,12 @@ struct TrainingEventHandlers {
         try await connection.checkedRun("DELETE FROM session_comments WHERE author_id = \(user)", logger: logger)
         try await connection.checkedRun(
             "UPDATE sessions SET coach_id = NULL, roster_entry_id = NULL, updated_at = now() WHERE coach_id = \(user)", logger: logger)
-        try await connection.checkedRun("DELETE FROM roster_entries WHERE coach_id = \(user)", logger: logger)
+        if accountDeleted {
+            try await connection.checkedRun("DELETE FROM roster_entries WHERE coach_id = \(user)", logger: logger)
+        } else {
+            try await connection.checkedRun(
+                "UPDATE roster_entries SET stage = \(RosterStore.Stage.removed.rawValue), updated_at = now() WHERE coach_id = \(user)", logger: logger)
+        }
         try await connection.checkedRun("DELETE FROM workouts WHERE coach_id = \(user)", logger: logger)
         // An exercise another coach's workout uses (which their own routes do not allow) stays rather
         // than stop the purge.
