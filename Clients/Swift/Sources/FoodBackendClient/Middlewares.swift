@@ -145,8 +145,16 @@ struct AuthMiddleware: ClientMiddleware {
 }
 
 /// How often and how long the client itself retries a call that failed on the way: a connection
-/// that dropped, or a 502, 503 or 504 (`Retry-After` honoured, up to `maximumDelay`).
+/// that dropped, or a 502, 503 or 504 (`Retry-After` honoured, up to `maximumDelay`) other than
+/// the outcomes in `final`.
 public struct RetryPolicy: Sendable {
+    /// Problems a service answers with 502 or 503 once it has done the work: a meal photo's analysis
+    /// whose model answered no use, or gave no answer in the whole timeout, stays counted against
+    /// the day's allowance, and the server keeps no 5xx for the key. Sent again by the client, each
+    /// attempt would be another analysis, counted, and another wait of up to the model's timeout:
+    /// the caller decides.
+    public static let final: Set<String> = ["analysis_failed", "analyzer_unavailable"]
+
     public var attempts: Int
     public var delay: Duration
     public var maximumDelay: Duration
@@ -196,6 +204,10 @@ struct RetryMiddleware: ClientMiddleware {
                     continue
                 }
                 guard attempt < attempts, [502, 503, 504].contains(response.status.code) else { return (response, responseBody) }
+                let data = try await collect(responseBody)
+                if let problem = FoodBackendError.problem(status: Int(response.status.code), body: data, retryAfter: nil), RetryPolicy.final.contains(problem.rawCode) {
+                    return (response, HTTPBody(data))
+                }
                 let wait = retryAfter ?? policy.delay * attempt
                 guard wait <= policy.maximumDelay else { return (response, responseBody) }
                 try await Task.sleep(for: wait)

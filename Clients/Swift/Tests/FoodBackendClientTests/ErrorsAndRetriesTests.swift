@@ -151,6 +151,38 @@ import Testing
         try await server.shutdown()
     }
 
+    /// A photo analysis's own 502 and 503 (the model worked on the photo, and the day's count was
+    /// taken) are the caller's: sent again, each attempt would be another counted analysis. The
+    /// gateway's 503 before it is sent again with the same key.
+    @Test func anAnalysisTheModelWorkedOnIsNotSentAgain() async throws {
+        let seen = Seen()
+        let answers = ["upstream_unavailable", "analyzer_unavailable", "analysis_failed"]
+        let server = try await TestServer { request in
+            seen.add(request.path, request.headers.first(name: "Idempotency-Key") ?? "none")
+            let code = answers[min(seen.count(request.path), answers.count) - 1]
+            return .problem(code == "analysis_failed" ? .badGateway : .serviceUnavailable, code, headers: [("Retry-After", "0")])
+        }
+        let backend = FoodBackend(
+            baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")),
+            configuration: .init(retry: RetryPolicy(attempts: 3, delay: .milliseconds(10))))
+        do {
+            _ = try await backend.analyzeMeal(photo: Data([0xFF, 0xD8, 0xFF, 0xE0]))
+            Issue.record("an analysis that failed answered")
+        } catch let error as FoodBackendError {
+            #expect(error.rawCode == "analyzer_unavailable" && error.status == 503, "\(error)")
+        }
+        let keys = seen.all("/v1/meals/analyze")
+        #expect(keys.count == 2 && Set(keys).count == 1 && keys[0] != "none", "\(keys)")
+        do {
+            _ = try await backend.analyzeMeal(photo: Data([0xFF, 0xD8, 0xFF, 0xE0]))
+            Issue.record("an analysis that failed answered")
+        } catch let error as FoodBackendError {
+            #expect(error.rawCode == "analysis_failed" && error.status == 502, "\(error)")
+        }
+        #expect(seen.all("/v1/meals/analyze").count == 3)
+        try await server.shutdown()
+    }
+
     @Test func aKeyStillInUseIsSentAgainAfterRetryAfterWithinTheBudget() async throws {
         let seen = Seen()
         let server = try await TestServer { request in
