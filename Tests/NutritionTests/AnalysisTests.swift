@@ -314,8 +314,8 @@ import TestSupport
     }
 
     /// Each failure, what the client is told, and how many calls it took: an answer the schema does
-    /// not allow is asked for once more; nothing else is.
-    /// Each failure, and whether it keeps the day's count: kept once the model worked on the photo
+    /// not allow is asked for once more; nothing else is. And whether it keeps the day's count:
+    /// kept once the model worked on the photo
     /// (no food found, declined, an answer that is no use, no answer in the whole timeout), given
     /// back when the provider gave no answer of the model's (refused, failed, the server's key
     /// refused, a proxy's page).
@@ -344,8 +344,9 @@ import TestSupport
     func failuresKeepNothingAndCountOnlyWhatTheModelLookedAt(_ provider: String) async throws {
         let standIn = try await VisionStandIn.start()
         defer { standIn.stop() }
-        // Long enough that a prompt answer on a machine busy with other tests is never cut off.
-        try await NutritionTestEnvironment.run(Self.settings(provider, standIn, ["ANALYZER_TIMEOUT_MS": "3000"])) { env in
+        // Long enough that a prompt answer on a machine busy with other tests is never cut off, and
+        // that the stand-in's silence is the model's, past the 3 s a connection is given.
+        try await NutritionTestEnvironment.run(Self.settings(provider, standIn, ["ANALYZER_TIMEOUT_MS": "5000"])) { env in
             try await env.announceCatalog(freeMealAnalysesPerDay: 1)
             let user = try await env.user()
             for (name, behaviour, status, code, retryAfter, expectedCalls, counted) in Self.failures {
@@ -403,6 +404,35 @@ import TestSupport
             #expect((analysed.first?["source"] as? [String: Any])?["kind"] as? String == "usda_sr", "\(analysed)")
             #expect((reply.json["items"] as? [[String: Any]])?.first?["tags"] as? [String] == ["cheese"])
             #expect((reply.json["allergy_warnings"] as? [[String: Any]])?.map { $0["allergy"] as? String } == ["Cheese"])
+        }
+    }
+
+    /// A provider whose connection never completes (its TLS handshake unanswered) is out of reach,
+    /// though the call's whole timeout passes: the kit gives a connection 3 s
+    /// (`ServiceDependencies.connectTimeout`) of its 5, and the day's count is given back.
+    @Test func aProviderThatNeverCompletesTheConnectionCostsNoAnalysis() async throws {
+        // Listening, never accepting: the kernel completes TCP's handshake, nobody TLS's.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        try #require(bound)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let settings = [
+            "ANALYZER_PROVIDER": "openai", "ANALYZER_API_KEY": "test-key", "ANALYZER_MODEL": "vision-test",
+            "ANALYZER_URL": "https://127.0.0.1:\(port)/v1", "ANALYZER_TIMEOUT_MS": "5000",
+        ]
+        try await NutritionTestEnvironment.run(settings) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 1)
+            let user = try await env.user()
+            let reply = try await Self.analyze(env, user)
+            #expect(reply.status == .serviceUnavailable && reply.code == "analyzer_unavailable", "\(reply.text)")
+            #expect(try await env.count("SELECT coalesce(sum(analyses), 0) FROM meal_analysis_days") == 0)
         }
     }
 

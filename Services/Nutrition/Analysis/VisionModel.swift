@@ -59,6 +59,11 @@ struct VisionHTTP: Sendable {
         let started = ContinuousClock.now
         do {
             let response = try await httpClient.execute(request, timeout: .milliseconds(Int64(timeout / .milliseconds(1))))
+            let status = Int(response.status.code)
+            // A failure is told by its status: its body, which may be slow to end, is not waited for.
+            if status == 408 || status == 429 || status >= 500 {
+                throw VisionFailure.unavailable(retryAfter: response.headers.first(name: "Retry-After"), reason: "HTTP \(status)")
+            }
             let left = timeout - (ContinuousClock.now - started)
             // The body is read within what is left of the same timeout.
             let body = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
@@ -70,10 +75,9 @@ struct VisionHTTP: Sendable {
                 defer { group.cancelAll() }
                 return try await group.next() ?? nil
             }
-            guard let body else { throw VisionFailure.timedOut("timed out reading the answer") }
-            let status = Int(response.status.code)
-            if status == 408 || status == 429 || status >= 500 {
-                throw VisionFailure.unavailable(retryAfter: response.headers.first(name: "Retry-After"), reason: "HTTP \(status)")
+            guard let body else {
+                // Only the model's answer is the model's to take the whole timeout over.
+                throw status == 200 ? VisionFailure.timedOut("timed out reading the answer") : VisionFailure.rejected("HTTP \(status), its body not read in time")
             }
             guard status == 200 else { throw VisionFailure.rejected("HTTP \(status): \(String(decoding: body.readableBytesView.prefix(300), as: UTF8.self))") }
             return Data(buffer: body)
@@ -81,8 +85,9 @@ struct VisionHTTP: Sendable {
             throw failure
         } catch is NIOTooManyBytesError {
             throw .malformed("an answer over \(Self.maxAnswerBytes) bytes")
-        } catch let error as HTTPClientError where error == .deadlineExceeded {
-            // Not a connection refused or timed out (`connectTimeout`, shorter): the call was made.
+        } catch let error as HTTPClientError where error == .deadlineExceeded && timeout > ServiceDependencies.connectTimeout {
+            // The connection is made, or fails, within the kit's connect timeout, and never waits
+            // for another call's: with more time than that, the provider had the request.
             throw .timedOut("no answer within \(timeout)")
         } catch {
             throw .unavailable(retryAfter: nil, reason: "\(error)")

@@ -11,8 +11,8 @@ import ServiceKit
 /// vision model with the user's diet and hint, each food it names takes the food table's nutrients
 /// when its name matches one well enough (else the model's estimate), and the meal is scored as a
 /// typed one is. The day's count is taken before the call, and given back when the analysis fails
-/// on this server's or the provider's side; the meal and its photo are stored together once the
-/// model answered.
+/// on this server's side or the provider gave no answer of the model's (`givesBack`); the meal and
+/// its photo are stored together once the model answered.
 struct AnalyzeRoutes {
     let nutrition: Nutrition
 
@@ -181,9 +181,11 @@ struct AnalyzeRoutes {
             var analysed: [MealAnalysis.Item] = []
             for (found, match) in zip(answer.items, matches) {
                 let per100g = match?.per100g ?? found.per100g
-                // The model's tags and the table's food's: each says what the plate holds, and an
+                // The table's food's tags and the model's: each says what the plate holds, and an
                 // allergy's warning or the diet's rule is better raised by either than by neither.
-                let tags = found.tags + (match?.tags ?? []).filter { !found.tags.contains($0) }
+                // The table's first, within the 20 an item holds.
+                let table = match?.tags ?? []
+                let tags = Array((table + found.tags.filter { !table.contains($0) }).prefix(20))
                 var item = per100g.item(named: found.name, grams: found.grams, tags: tags.isEmpty ? nil : tags)
                 item.ndbNumber = match?.ndbNumber
                 items.append(item)

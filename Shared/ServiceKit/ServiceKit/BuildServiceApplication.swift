@@ -25,7 +25,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     var consumerRedisConfig = config.redis
     consumerRedisConfig.poolSize = 1
     let consumerRedis = RedisClient(configuration: consumerRedisConfig, logger: logger)
-    let httpClient = HTTPClient(eventLoopGroupProvider: .singleton)
+    let httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: ServiceDependencies.httpClientConfiguration)
     let tokens = TokenVerifier(source: setup.tokenSource ?? HTTPJWKSSource(url: config.tokens.jwksURL, httpClient: httpClient), config: config.tokens, logger: logger)
     let dependencies = ServiceDependencies(
         config: config, postgres: postgres, redis: redis, outbox: EventOutbox(producer: definition.name),

@@ -14,6 +14,20 @@ import ServiceLifecycle
 
 /// What a service's routes and event handlers are built from: values, passed in, no globals.
 public struct ServiceDependencies: Sendable {
+    /// A connection (TLS included) to another API that takes longer than this is out of reach.
+    public static let connectTimeout: Duration = .seconds(3)
+
+    /// `httpClient`'s: connections made within `connectTimeout`, and as many at once to one host as
+    /// the calls need (a vision model's run up to `ANALYZER_CONCURRENCY` at once), so that a call's
+    /// deadline passes waiting for its answer, not for a connection: a call that timed out was one
+    /// the other side had.
+    static var httpClientConfiguration: HTTPClient.Configuration {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout.connect = .seconds(connectTimeout.components.seconds)
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 1_024
+        return configuration
+    }
+
     public let config: ServiceConfig
     public let postgres: PostgresClient
     public let redis: RedisClient

@@ -18564,7 +18564,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: analysis_failed (the answer did not match the schema, twice; or the provider refused the call itself, a 4xx other than 408 and 429)
+            /// codes: analysis_failed (the answer did not match the schema or was empty, twice, or once with less than half the timeout left: counted; or the provider refused the call itself, a 4xx other than 408 and 429, or sent a 200 that is not its answer: not counted)
             ///
             /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/502`.
             ///
@@ -18587,7 +18587,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: analyzer_not_configured, analyzer_unavailable (with Retry-After), analyzer_busy, image_busy, allowance_unknown
+            /// codes: analyzer_not_configured, analyzer_unavailable (with Retry-After; counted when no answer came in the whole timeout, not counted on 408, 429, 5xx or the provider out of reach), analyzer_busy, image_busy, allowance_unknown
             ///
             /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/503`.
             ///
