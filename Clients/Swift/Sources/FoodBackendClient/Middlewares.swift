@@ -21,8 +21,9 @@ func collect(_ body: HTTPBody?) async throws -> Data {
 ///
 /// Except on the paths where the server ignores the key (auth's and the invitations' services,
 /// `idempotencyExcluded`): their answers hold tokens and are never kept, so a second attempt would run
-/// again (`409 email_taken` for a sign-up that worked, `refresh_token_reused`, `invitation_used`).
-/// Those POSTs go without a key, which keeps the retries from sending them twice.
+/// again (`409 email_taken` for a sign-up that worked, `invitation_used`). Those POSTs go without a
+/// key, which keeps the retries from sending them twice; the refresh alone is sent again all the
+/// same (`RetryPolicy.resentWithoutKey`).
 struct IdempotencyMiddleware: ClientMiddleware {
     static let ignoredUnder = ["/v1/auth/", "/verify-email", "/reset-password", "/v1/invitations/"]
 
@@ -155,6 +156,13 @@ public struct RetryPolicy: Sendable {
     /// the caller decides.
     public static let final: Set<String> = ["analysis_failed", "analyzer_unavailable"]
 
+    /// POSTs sent again without a key, as the server answers a second copy as it did the first: a
+    /// refresh token already exchanged, sent again within `REFRESH_REUSE_GRACE_SECONDS` (60) while
+    /// the tokens it was exchanged for are unused, gets new ones. A refresh whose answer was lost
+    /// (the phone moving from Wi-Fi to cellular) is so sent again at once; left to the next `401`,
+    /// minutes later, it would be `refresh_token_reused`, and the user signed out.
+    static let resentWithoutKey: Set<String> = ["post/v1/auth/token/refresh"]
+
     public var attempts: Int
     public var delay: Duration
     public var maximumDelay: Duration
@@ -185,7 +193,7 @@ struct RetryMiddleware: ClientMiddleware {
         // its key, nor a PATCH, whose second application may differ.
         let replayable = body.map { $0.iterationBehavior == .multiple } ?? true
         let keyed = request.method == .post && request.headerFields[.idempotencyKey] != nil
-        let safe = request.method != .patch && (request.method != .post || keyed)
+        let safe = request.method != .patch && (request.method != .post || keyed || RetryPolicy.resentWithoutKey.contains(operationID))
         let attempts = replayable && safe ? max(1, policy.attempts) : 1
         let started = ContinuousClock.now
         var attempt = 1

@@ -52,6 +52,33 @@ import Testing
         try await server.shutdown()
     }
 
+    /// A refresh whose answer was lost is sent again at once with the same token, which the server
+    /// answers within its grace: the session goes on, instead of the token's next use, minutes
+    /// later, being `refresh_token_reused` and the user signed out.
+    @Test func aRefreshWhoseAnswerWasLostIsSentAgainAtOnce() async throws {
+        let seen = Seen()
+        let new = testToken("new")
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/auth/token/refresh":
+                let body = try? JSONSerialization.jsonObject(with: request.body) as? [String: String]
+                seen.add("refresh", body?["refresh_token"] ?? "none")
+                if seen.count("refresh") == 1 { return .drop }
+                return .json(#"{"access_token":"\#(new)","refresh_token":"refresh-2","expires_in":900,"token_type":"Bearer","session_id":"7c1d2a52-1111-4b8e-9d3e-3a1f6c2b7e10"}"#)
+            case "/v1/notifications/unread-count":
+                return request.bearer == new ? Self.unread : .problem(.unauthorized, "token_expired")
+            default:
+                return .problem(.notFound, "not_found")
+            }
+        }
+        let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: "refresh-1"))
+        let backend = FoodBackend(baseURL: server.url, tokenStore: store, configuration: .init(retry: RetryPolicy(attempts: 3, delay: .milliseconds(10))))
+        #expect(try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json.unread } == 3)
+        #expect(seen.all("refresh") == ["refresh-1", "refresh-1"])
+        #expect(await store.load() == StoredTokens(accessToken: new, refreshToken: "refresh-2"))
+        try await server.shutdown()
+    }
+
     /// `session_revoked` (signed out everywhere, a password changed on another device) signs the app
     /// out; one answering a request of a session that a new sign-in replaced meanwhile signs nobody out.
     @Test func aRevokedSessionSignsOutUnlessAnotherSignInReplacedIt() async throws {
