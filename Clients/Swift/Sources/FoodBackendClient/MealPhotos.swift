@@ -12,14 +12,19 @@ extension FoodBackend {
     /// Has the vision model read a photo of a meal and logs it, not yet eaten. `hint` is what the
     /// photo does not show ("no dressing"); `eatenAt` is now and `name` the model's when absent. The
     /// call carries one `Idempotency-Key` across its retries, so a retried analysis is made and
-    /// counted once.
-    public func analyzeMeal(photo: Data, hint: String? = nil, eatenAt: Date? = nil, name: String? = nil) async throws -> Components.Schemas.Meal {
+    /// counted once; `idempotencyKey` is that key when the app sends the same photo again itself
+    /// (after the client gave up offline, or at the next launch), so that the app's retry is too.
+    public func analyzeMeal(
+        photo: Data, hint: String? = nil, eatenAt: Date? = nil, name: String? = nil, idempotencyKey: String? = nil
+    ) async throws -> Components.Schemas.Meal {
         typealias Part = Operations.PostV1MealsAnalyze.Input.Body.MultipartFormPayload
         var parts: [Part] = [.photo(.init(payload: .init(body: HTTPBody(photo)), filename: "meal"))]
         if let hint { parts.append(.hint(.init(payload: .init(body: HTTPBody(hint))))) }
         if let eatenAt { parts.append(.eatenAt(.init(payload: .init(body: HTTPBody(try RFC3339DateTranscoder().encode(eatenAt)))))) }
         if let name { parts.append(.name(.init(payload: .init(body: HTTPBody(name))))) }
         let body = MultipartBody(parts)
-        return try await send { try await $0.postV1MealsAnalyze(body: .multipartForm(body)).created.body.json }
+        return try await send {
+            try await $0.postV1MealsAnalyze(headers: .init(idempotencyKey: idempotencyKey), body: .multipartForm(body)).created.body.json
+        }
     }
 }

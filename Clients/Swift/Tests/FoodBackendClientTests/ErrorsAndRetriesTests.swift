@@ -183,6 +183,24 @@ import Testing
         try await server.shutdown()
     }
 
+    /// The app's own key for an analysis it sends again (after the client gave up offline) goes as
+    /// it is, so that the server answers it once.
+    @Test func anAnalysisCarriesTheAppsKeyWhenGivenOne() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            seen.add(request.path, request.headers.first(name: "Idempotency-Key") ?? "none")
+            return .problem(.unprocessableEntity, "no_food_found")
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        for _ in 0..<2 {
+            await #expect(throws: FoodBackendError.self) { _ = try await backend.analyzeMeal(photo: Data([0xFF, 0xD8, 0xFF]), idempotencyKey: "meal-photo-1") }
+        }
+        _ = try? await backend.analyzeMeal(photo: Data([0xFF, 0xD8, 0xFF]))
+        let keys = seen.all("/v1/meals/analyze")
+        #expect(keys.count == 3 && keys[0] == "meal-photo-1" && keys[1] == "meal-photo-1" && keys[2] != "meal-photo-1" && keys[2] != "none", "\(keys)")
+        try await server.shutdown()
+    }
+
     @Test func aKeyStillInUseIsSentAgainAfterRetryAfterWithinTheBudget() async throws {
         let seen = Seen()
         let server = try await TestServer { request in
