@@ -130,18 +130,30 @@ public typealias LiveEvents = AsyncThrowingStream<LiveEvent, any Error>
 
 extension FoodBackend {
     /// The signed-in user's live events until the sequence is dropped, the session ends (then it
-    /// throws the `FoodBackendError`, `.sessionRevoked` say) or the account's newer streams take its
-    /// place (`.replaced`, then it ends). Each connection opens with the session's access token;
+    /// throws the `FoodBackendError`: `.sessionRevoked` say, or `.notSignedIn` once the app signed
+    /// out or another sign-in replaced the session, by the next heartbeat and before any event the
+    /// server still sent) or the account's newer streams take its place (`.replaced`, then it ends). Each connection opens with the session's access token;
     /// when one ends (the access token's expiry, a dropped connection, a gateway restart) the next
     /// opens with the last event's id as `Last-Event-ID`, so nothing in between is missed. Keep one per app,
     /// stop it when the app goes to the background, and start it again when the app comes back.
     public func liveEvents(after lastEventID: String? = nil) -> LiveEvents {
         let (stream, continuation) = LiveEvents.makeStream(bufferingPolicy: .unbounded)
+        let sessions = sessionManager
         let task = Task {
+            // The session the stream is of: its events, and its last event's id, are nobody else's.
+            // A sign-out the server could not be told of leaves the connection open.
+            let of = await sessions.signedSession()
+            func sessionEnded() async -> Bool {
+                let now = await sessions.signedSession()
+                guard of == nil || now != of else { return false }
+                continuation.finish(throwing: FoodBackendError.notSignedIn)
+                return true
+            }
             var last = lastEventID
             var delay = configuration.reconnectDelay
             var failures = 0
             while !Task.isCancelled {
+                if await sessionEnded() { return }
                 var wait = delay
                 do {
                     // With the access token, as every request (refreshed when it expired): a ticket is
@@ -154,6 +166,7 @@ extension FoodBackend {
                     continuation.yield(LiveEvent(connectedAfter: last))
                     var parser = ServerSentEventParser()
                     for try await chunk in body {
+                        if await sessionEnded() { return }
                         parser.consume(chunk)
                         if let retry = parser.retry { delay = .milliseconds(retry) }
                         while let message = parser.next() {

@@ -80,6 +80,12 @@ actor SessionManager {
         return tokens?.accessToken
     }
 
+    /// Which session is signed in now (nil: none): one more at each sign-in and sign-out.
+    func signedSession() async -> Int? {
+        await loadIfNeeded()
+        return tokens == nil ? nil : session
+    }
+
     /// The access token to sign a request with, and the session it is of (for `refreshed`).
     func signingToken() async -> (token: String, session: Int)? {
         await loadIfNeeded()

@@ -119,6 +119,50 @@ import Testing
         try await server.shutdown()
     }
 
+    /// A sign-out ends the stream by its next heartbeat, though the connection stays open (a logout
+    /// the server could not be told of), and before any event it still sends: the next user's app
+    /// never reads the last one's.
+    @Test func aSignOutEndsTheStreamAtOnce() async throws {
+        let first = Gate()
+        let done = Gate()
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/events":
+                // Heartbeats and an event after the sign-out, open until the test is done: only the
+                // client can end it.
+                let beats = Array(repeating: ": ping\n\n", count: 100)
+                return .stream([Self.notification("1-0")] + beats + [Self.notification("2-0")] + beats, pause: .milliseconds(20), closeAfter: done)
+            default:
+                return .problem(.serviceUnavailable, "unavailable")
+            }
+        }
+        let backend = Self.signedIn(at: server)
+        let events = backend.liveEvents()
+        let reader = Task {
+            var received: [String] = []
+            do {
+                for try await event in events {
+                    if case .notification = event.kind {
+                        received.append(event.id ?? "")
+                        first.open()
+                    }
+                }
+                return (received, "ended")
+            } catch let error as FoodBackendError {
+                return (received, error.rawCode)
+            } catch {
+                return (received, "\(error)")
+            }
+        }
+        await first.wait()
+        await backend.signOut()
+        let (received, end) = await reader.value
+        #expect(received == ["1-0"])
+        #expect(end == "not_signed_in")
+        done.open()
+        try await server.shutdown()
+    }
+
     /// The account's newer streams took this one's place: the sequence says so and ends, without
     /// connecting again (which would take a newer stream's place in turn).
     @Test func aReplacedStreamEndsWithoutReconnecting() async throws {
