@@ -1,12 +1,13 @@
 import Hummingbird
 import HummingbirdCore
 import Logging
+import ServiceLifecycle
 import Synchronization
 
 /// A Hummingbird application on a free loopback port, run in a task of its own: the stand-ins that
 /// tests start for upstreams and identity providers. `start` returns once it listens.
 public final class LocalServer: Sendable {
-    private let task = Mutex<Task<Void, any Error>?>(nil)
+    private let group = Mutex<ServiceGroup?>(nil)
     private let boundPort = Mutex<Int>(0)
 
     public init() { StallHeartbeat.started }
@@ -23,12 +24,21 @@ public final class LocalServer: Sendable {
         let app = Application(
             router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
-        task.withLock { $0 = Task { try await app.run() } }
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
+        self.group.withLock { $0 = group }
+        Task { try await group.run() }
         for await port in ready {
             boundPort.withLock { $0 = port }
             break
         }
     }
 
-    public func stop() { task.withLock { $0?.cancel() } }
+    /// Shuts the server down gracefully, without waiting: it stops accepting, and its connections
+    /// close as their requests end. Cancelling its task instead could drop a connection NIO had
+    /// just accepted for it, which traps ("Deinited NIOAsyncWriter without calling finish()",
+    /// apple/swift-nio#2637) and ends the whole test run.
+    public func stop() {
+        guard let group = group.withLock({ $0 }) else { return }
+        Task { await group.triggerGracefulShutdown() }
+    }
 }

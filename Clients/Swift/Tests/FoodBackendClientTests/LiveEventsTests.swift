@@ -167,11 +167,14 @@ import Testing
     /// connecting again (which would take a newer stream's place in turn).
     @Test func aReplacedStreamEndsWithoutReconnecting() async throws {
         let seen = Seen()
+        // Open until the client has read it all: a close right behind the last chunk can reach a
+        // busy client first, and the event would be lost with the connection.
+        let read = Gate()
         let server = try await Self.eventsServer { _ in
             seen.add("open")
             // A second connection is what must not happen: refused, it would end the sequence with an error.
             guard seen.count("open") == 1 else { return .problem(.forbidden, "forbidden") }
-            return .stream(["retry: 20\n\n", Self.notification("1-0"), "event: replaced\ndata: {}\n\n"], pause: .milliseconds(5))
+            return .stream(["retry: 20\n\n", Self.notification("1-0"), "event: replaced\ndata: {}\n\n"], pause: .milliseconds(5), closeAfter: read)
         }
         let backend = Self.signedIn(at: server)
         var received: [String] = []
@@ -183,6 +186,7 @@ import Testing
             default: received.append("unexpected")
             }
         }
+        read.open()
         #expect(received == ["connected", "1-0 notification", "replaced"])
         // Many times the reconnection delay: had it reconnected, the server would have seen it.
         try await Task.sleep(for: .milliseconds(300))
