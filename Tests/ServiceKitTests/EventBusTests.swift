@@ -105,6 +105,19 @@ final class BusHarness: Sendable {
         return consumer
     }
 
+    /// One event relayed by `relay` under Redis's first epoch; then that epoch replaced ("newer", as
+    /// a relay that found a loss makes one) and the kept row sent again by `replaying`. Returns the
+    /// first epoch.
+    func relayedThenReplayedUnderANewEpoch(relay: OutboxRelay, replaying: OutboxRelay) async throws -> String {
+        _ = try await emit()
+        #expect(try await relay.relayBatch() == 1)
+        let epochKey = RedisArgument("\(stream):epoch")
+        let older = try #require(try await redis.send("GET", epochKey).string)
+        _ = try await redis.send("SET", epochKey, "newer")
+        #expect(try await replaying.replayIfRedisLostItsData() == 1)
+        return older
+    }
+
     /// Waits until the relay keeps `count` copies (it commits a batch just after Redis took it) under
     /// an epoch the producer's schema has recorded.
     func waitUntilKept(_ count: Int) async throws {
@@ -584,12 +597,8 @@ final class BusHarness: Sendable {
         try await server.start()
         let bus = try await BusHarness(redis: server.configuration)
         let stale = bus.makeRelay()
-        _ = try await bus.emit()
-        #expect(try await stale.relayBatch() == 1)
+        let older = try await bus.relayedThenReplayedUnderANewEpoch(relay: stale, replaying: bus.makeRelay())
         let epochKey = RedisArgument("\(bus.stream):epoch")
-        let older = try #require(try await bus.redis.send("GET", epochKey).string)
-        _ = try await bus.redis.send("SET", epochKey, "newer")
-        #expect(try await bus.makeRelay().replayIfRedisLostItsData() == 1)
         // Back to the older state: the epoch, and the stream without the replay's entry.
         _ = try await bus.redis.send("SET", epochKey, RedisArgument(older))
         let replayed = try #require(try await bus.redis.xrange(bus.stream).last)
@@ -652,12 +661,7 @@ final class BusHarness: Sendable {
         try await server.start()
         let bus = try await BusHarness(redis: server.configuration)
         let relay = bus.makeRelay()
-        _ = try await bus.emit()
-        #expect(try await relay.relayBatch() == 1)
-        let epochKey = RedisArgument("\(bus.stream):epoch")
-        let older = try #require(try await bus.redis.send("GET", epochKey).string)
-        _ = try await bus.redis.send("SET", epochKey, "newer")
-        #expect(try await relay.replayIfRedisLostItsData() == 1)
+        let older = try await bus.relayedThenReplayedUnderANewEpoch(relay: relay, replaying: relay)
         let length = try await bus.redis.xlen(bus.stream)
         #expect(try await relay.recover(seen: older) == 0)
         #expect(try await bus.producer.checkedQuery("SELECT epoch FROM outbox_relay_epoch", decoding: String.self, logger: TestEnvironment.logger) == ["newer"])

@@ -45,7 +45,7 @@ import TestSupport
     }
 
     /// Asks `/who` on a new connection each time, until `wanted` have all answered or 30 s passed:
-    /// a listener starting beside a full parallel run on two cores has taken more than 10 s.
+    /// a listener starting beside a full parallel run on two cores can be slow to answer.
     static func answers(port: Int, until wanted: Set<String>) async throws -> Set<String> {
         try await waitUntil(.seconds(30)) { await RedisServer.accepts(port: port) }
         var seen: Set<String> = []

@@ -13,6 +13,11 @@ import Testing
         #"{"access_token":"\#(accessToken)","refresh_token":"\#(refreshToken)","expires_in":900,"token_type":"Bearer","session_id":"7c1d2a52-1111-4b8e-9d3e-3a1f6c2b7e10"}"#
     }
 
+    /// The refresh token a refresh request sent.
+    static func sentRefreshToken(_ request: TestServer.Request) -> String {
+        ((try? JSONSerialization.jsonObject(with: request.body)) as? [String: String])?["refresh_token"] ?? "none"
+    }
+
     static func signIn(_ accessToken: String, _ refreshToken: String) -> String {
         #"{"user":{"id":"0d6f3b52-8a4c-4b8e-9d3e-3a1f6c2b7e10","email":"a@example.com","email_verified":true,"roles":["user"],"providers":[],"has_password":true,"disabled":false,"created_at":"2026-11-28T10:00:00Z"},"session":\#(session(accessToken, refreshToken))}"#
     }
@@ -24,8 +29,7 @@ import Testing
         let server = try await TestServer { request in
             switch request.path {
             case "/v1/auth/token/refresh":
-                let body = try? JSONSerialization.jsonObject(with: request.body) as? [String: String]
-                seen.add("refresh", body?["refresh_token"] ?? "none")
+                seen.add("refresh", Self.sentRefreshToken(request))
                 // Slow enough that every request has hit its 401 before the refresh answers.
                 try? await Task.sleep(for: .milliseconds(300))
                 return .json(#"{"access_token":"\#(new)","refresh_token":"refresh-2","expires_in":900,"token_type":"Bearer","session_id":"7c1d2a52-1111-4b8e-9d3e-3a1f6c2b7e10"}"#)
@@ -61,10 +65,8 @@ import Testing
         let server = try await TestServer { request in
             switch request.path {
             case "/v1/auth/token/refresh":
-                let body = try? JSONSerialization.jsonObject(with: request.body) as? [String: String]
-                seen.add("refresh", body?["refresh_token"] ?? "none")
-                if seen.count("refresh") == 1 { return .drop }
-                return .json(#"{"access_token":"\#(new)","refresh_token":"refresh-2","expires_in":900,"token_type":"Bearer","session_id":"7c1d2a52-1111-4b8e-9d3e-3a1f6c2b7e10"}"#)
+                seen.add("refresh", Self.sentRefreshToken(request))
+                return seen.count("refresh") == 1 ? .drop : .json(Self.session(new, "refresh-2"))
             case "/v1/notifications/unread-count":
                 return request.bearer == new ? Self.unread : .problem(.unauthorized, "token_expired")
             default:
