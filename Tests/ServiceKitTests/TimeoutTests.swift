@@ -22,7 +22,7 @@ import Testing
         }
         // Well before the work's 300 s. The bound is loose on purpose: a caller held by the work
         // takes the whole 300 s, while a full parallel run on two cores, its tasks' threads busy
-        // with other tests' work, has delayed a 100 ms timeout by many seconds (tighter bounds
+        // with other tests' work, has delayed the timeout above by many seconds (tighter bounds
         // failed there).
         #expect(ContinuousClock.now - started < .seconds(120))
     }
