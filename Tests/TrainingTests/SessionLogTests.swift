@@ -201,6 +201,33 @@ import TestSupport
         }
     }
 
+    /// Epley's estimate in exact arithmetic: 4 × 105 kg and 1 × 119 kg are both 119, so the record
+    /// is the first day's set; 7 × 25.95 kg is 32.005, shown as 32.01.
+    @Test func recordsCompareEstimatesExactly() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(-1), TrainingTestEnvironment.day(0)])
+            for (id, at, reps, kilograms) in [(ids[0], "2026-03-01T07:00:00Z", 4, 105.0), (ids[1], "2026-03-05T07:00:00Z", 1, 119.0)] {
+                let logged = try await env.call(
+                    .post, "/v1/training/sessions/\(id)/log", as: client,
+                    json: ["performed_at": at, "sets": [["block": 1, "set": 1, "reps": reps, "weight_kg": kilograms, "done": true]]])
+                #expect(logged.status == .ok, "\(logged.text)")
+            }
+            let best = try #require(try await env.call(.get, "/v1/training/records", as: client).items.first)
+            #expect(best["performed_on"] as? String == "2026-03-01" && best["reps"] as? Int == 4, "\(best)")
+            #expect(best["estimated_1rm_kg"] as? Double == 119)
+
+            let (otherCoach, other, otherEntry, otherWorkout) = try await env.coachWithClient()
+            let id = try await env.assign(otherWorkout, to: otherEntry, by: otherCoach, on: [TrainingTestEnvironment.day(0)])[0]
+            let logged = try await env.call(
+                .post, "/v1/training/sessions/\(id)/log", as: other,
+                json: ["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "reps": 7, "weight_kg": 25.95, "done": true]]])
+            #expect(logged.status == .ok, "\(logged.text)")
+            let record = try #require(try await env.call(.get, "/v1/training/records", as: other).items.first)
+            #expect(record["estimated_1rm_kg"] as? Double == 32.01 && record["estimated_1rm"] as? Double == 32.01, "\(record)")
+        }
+    }
+
     @Test func logsAndSettingsNameTheWrongField() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithClient(sets: 2)

@@ -78,7 +78,9 @@ struct HistoryRoutes {
     }
 
     /// Per exercise, the done set with weight and reps whose Epley estimate, e1RM = w × (1 + r / 30)
-    /// (w itself for a single), is highest; the first day it was reached. One statement.
+    /// (w itself for a single), is highest; the first day it was reached. One statement. Divided
+    /// last, as w × (30 + r) / 30: `r / 30.0` rounds a repeating decimal down, and an estimate equal
+    /// to another's (4 × 105 and 1 × 119) came out below it, or a half (32.005) below its rounding.
     @Sendable func records(_ request: Request, context: AuthenticatedContext) async throws -> Records {
         try context.requireNotCoach()
         let training = self.training
@@ -91,7 +93,7 @@ struct HistoryRoutes {
                 SELECT exercise_id, name, reps, kg::text, \(unescaped: unit.sql("kg")), round(e1rm, 2)::text, round(\(unescaped: unit == .lbs ? "e1rm / \(WeightUnit.kilogramsPerPound)" : "e1rm"), 2)::text, performed_on::text, session_id
                 FROM (
                     SELECT DISTINCT ON (ss.exercise_id) ss.exercise_id, s.blocks->(ss.block - 1)->>'exercise_name' AS name, ss.reps, ss.weight_kg AS kg,
-                           CASE WHEN ss.reps = 1 THEN ss.weight_kg ELSE ss.weight_kg * (1 + ss.reps / 30.0) END AS e1rm, ss.performed_on, ss.session_id
+                           CASE WHEN ss.reps = 1 THEN ss.weight_kg ELSE ss.weight_kg * (30 + ss.reps) / 30 END AS e1rm, ss.performed_on, ss.session_id
                     FROM session_sets ss JOIN sessions s ON s.id = ss.session_id
                     WHERE ss.client_id = \(user) AND ss.done AND ss.reps > 0 AND ss.weight_kg > 0
                     ORDER BY ss.exercise_id, e1rm DESC, ss.performed_at, ss.set_number
