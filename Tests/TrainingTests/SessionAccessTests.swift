@@ -96,10 +96,12 @@ import TestSupport
     @Test func aDeletedClientLosesAllAndADeletedCoachTheirPlans() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithClient()
-            let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(3)])
+            let ids = try await env.assign(
+                workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(3), TrainingTestEnvironment.day(-1)])
             #expect(
                 try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [HTTPField.Name("Idempotency-Key")!: "log-1"])
                     .status == .ok)
+            #expect(try await env.call(.post, "/v1/training/sessions/\(ids[2])/skip", as: client, json: ["reason": "away"]).status == .ok)
             _ = try await env.call(.post, "/v1/training/sessions/\(ids[0])/comments", as: coach, json: ["text": "Great work"], headers: [HTTPField.Name("Idempotency-Key")!: "comment-1"])
             let pending = try await env.rosterEntry(of: coach)
             _ = try await env.assign(workout, to: pending, by: coach, on: [TrainingTestEnvironment.day(1)])
@@ -113,6 +115,9 @@ import TestSupport
             #expect(kept.status == .ok && kept.json["coach_id"] is NSNull && kept.json["status"] as? String == "completed")
             #expect((kept.json["comments"] as? [Any])?.isEmpty == true && (kept.json["logged_sets"] as? [Any])?.count == 3)
             #expect(try await env.call(.get, "/v1/training/sessions/\(ids[1])", as: client).json["status"] as? String == "cancelled")
+            // Skipped is not performed: cancelled too, and no longer open to a log.
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[2])", as: client).json["status"] as? String == "cancelled")
+            #expect(try await env.call(.post, "/v1/training/sessions/\(ids[2])/log", as: client, json: TrainingTestEnvironment.log(sets: 1)).status.code == 409)
             #expect(try await env.count("SELECT count(*) FROM sessions WHERE roster_entry_id = '\(pending)' OR client_id IS NULL") == 0)
             #expect(try await env.count("SELECT count(*) FROM roster_entries") == 0)
             // A late acceptance names the deleted coach: nothing is made again.

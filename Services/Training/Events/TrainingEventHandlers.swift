@@ -127,8 +127,11 @@ struct TrainingEventHandlers {
             "UPDATE roster_entries SET client_id = NULL, stage = greatest(stage, 2), updated_at = now() WHERE client_id = \(user)", logger: logger)
         // As a coach.
         try await connection.checkedRun("DELETE FROM sessions WHERE coach_id = \(user) AND client_id IS NULL", logger: logger)
+        // What was not performed is cancelled: a skipped session too, which would otherwise stay
+        // open to a log with no coach behind it.
         try await connection.checkedRun(
-            "UPDATE sessions SET status = 'cancelled', version = version + 1, updated_at = now() WHERE coach_id = \(user) AND status = 'scheduled'", logger: logger)
+            "UPDATE sessions SET status = 'cancelled', version = version + 1, updated_at = now() WHERE coach_id = \(user) AND status IN ('scheduled', 'skipped')",
+            logger: logger)
         try await connection.checkedRun("DELETE FROM session_comments WHERE author_id = \(user)", logger: logger)
         try await connection.checkedRun(
             "UPDATE sessions SET coach_id = NULL, roster_entry_id = NULL, updated_at = now() WHERE coach_id = \(user)", logger: logger)
