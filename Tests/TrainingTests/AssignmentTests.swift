@@ -134,7 +134,11 @@ import TestSupport
             let other = try await env.coach()
             let otherWorkout = try #require(
                 try await env.call(.post, "/v1/workouts", as: other, json: TrainingTestEnvironment.workout(try await env.libraryExercise("Pushups"))).json["id"] as? String)
+            // Answered as a made-up id is, after the whole wait for an entry still on its way: an
+            // answer at once would tell that the id is some coach's.
+            let asked = ContinuousClock.now
             #expect(try await env.call(.post, path, as: other, json: ["workout_id": otherWorkout, "dates": ["2030-01-01"]]).code == "client_not_found")
+            #expect(ContinuousClock.now - asked >= .seconds(3))
             #expect(try await env.call(.post, path, as: coach, json: ["workout_id": otherWorkout, "dates": ["2030-01-01"]]).code == "workout_not_found")
             #expect(try await env.call(.post, "/v1/training/clients/\(UUID())/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).code == "client_not_found")
             #expect(try await env.call(.post, "/v1/training/clients/not-an-id/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).status == .notFound)

@@ -31,7 +31,7 @@ struct AssignmentRoutes {
         let draft = try AssignmentDraft(try await request.decode(as: AssignmentDraft.Body.self, context: context))
         let training = self.training
         let coach = context.caller.userID
-        try await training.awaitRosterEntry(entryID, logger: context.logger)
+        try await training.awaitRosterEntry(entryID, coach: coach, logger: context.logger)
         let (sessions, unit) = try await training.postgres.transaction(logger: context.logger) { connection -> ([SessionRecord], WeightUnit) in
             let entry = try await training.rosterEntry(entryID, coach: coach, on: connection, logger: context.logger)
             guard entry.stage == .pending || entry.stage == .accepted else { throw SessionErrors.clientNotLinked }

@@ -10,9 +10,11 @@ extension Training {
 
     /// Waits briefly for a roster entry whose event may still be on its way from invitations (right
     /// after the coach added the client), holding no connection between looks: a coach posting
-    /// for made-up ids must not tie up the pool. Returns at once when the entry is here.
-    func awaitRosterEntry(_ id: UUID, logger: Logger) async throws {
-        _ = try await lookUntilFound { try await roster.find(id, lock: false, on: $0, logger: logger) != nil }
+    /// for made-up ids must not tie up the pool. Returns at once when the entry is here. Only the
+    /// coach's own entry ends the wait: another coach's id costs the same wait as a made-up one, so
+    /// the answer's timing does not tell that it exists.
+    func awaitRosterEntry(_ id: UUID, coach: UUID, logger: Logger) async throws {
+        _ = try await lookUntilFound { try await roster.find(id, lock: false, on: $0, logger: logger)?.coachID == coach }
     }
 
     /// Whether a client's first sessions arrived while this waited. The client's token carries the
