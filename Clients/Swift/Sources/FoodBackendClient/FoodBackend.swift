@@ -175,12 +175,24 @@ public final class FoodBackend: Sendable {
         return try await adopt(signIn)
     }
 
+    /// How long a sign-out waits for the server before it forgets the session here anyway.
+    static let signOutServerWait: Duration = .seconds(5)
+
     /// Ends the session on the server (`everywhere`: every session of the account) and forgets it here.
-    /// The local sign-out happens even when the server cannot be reached.
+    /// The local sign-out happens even when the server cannot be reached, after at most
+    /// `signOutServerWait`: an app closed right after the tap must not find the session again at its
+    /// next launch. A session the server did not hear of ending ends at its refresh token's expiry.
     public func signOut(everywhere: Bool = false) async {
         if await sessionManager.accessToken() != nil {
-            _ = try? await send {
-                try await $0.postV1AuthLogout(body: .json(.init(scope: everywhere ? .all : .current))).noContent
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    _ = try? await self.send {
+                        try await $0.postV1AuthLogout(body: .json(.init(scope: everywhere ? .all : .current))).noContent
+                    }
+                }
+                group.addTask { try? await Task.sleep(for: Self.signOutServerWait) }
+                await group.next()
+                group.cancelAll()
             }
         }
         await sessionManager.signedOut()

@@ -24,12 +24,16 @@ public struct FoodBackendError: Error, Sendable, CustomStringConvertible {
         case invalidRefreshToken
         case refreshTokenReused
         case accountDisabled
+        /// The account was deleted (on another device, say): the app is signed out.
+        case accountDeleted
+        /// The caller's address is not verified yet (`email_unverified`).
         case emailNotVerified
         case forbidden
         case notFound
         case requiresUpgrade(requiredTier: String?)
         case limitExceeded
         case rateLimited
+        /// A body over its route's limit: a service's `too_large` or the gateway's `payload_too_large`.
         case tooLarge
         case unsupportedImage
         case idempotencyKeyInUse
@@ -58,13 +62,14 @@ public struct FoodBackendError: Error, Sendable, CustomStringConvertible {
             case "invalid_refresh_token": self = .invalidRefreshToken
             case "refresh_token_reused": self = .refreshTokenReused
             case "account_disabled": self = .accountDisabled
-            case "email_not_verified": self = .emailNotVerified
+            case "account_deleted": self = .accountDeleted
+            case "email_unverified": self = .emailNotVerified
             case "forbidden": self = .forbidden
             case "not_found": self = .notFound
             case "requires_upgrade": self = .requiresUpgrade(requiredTier: extensions["required_tier"])
             case "limit_exceeded": self = .limitExceeded
             case "rate_limited": self = .rateLimited
-            case "too_large": self = .tooLarge
+            case "too_large", "payload_too_large": self = .tooLarge
             case "unsupported_image": self = .unsupportedImage
             case "idempotency_key_in_use": self = .idempotencyKeyInUse
             case "idempotency_key_reused": self = .idempotencyKeyReused

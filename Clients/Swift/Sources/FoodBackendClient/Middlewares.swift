@@ -105,8 +105,9 @@ struct ProblemMiddleware: ClientMiddleware {
 /// Sends the session's access token; when the server says it expired, waits for the one refresh
 /// that every request holding that token shares, and sends the request again with the new token.
 /// When the server says the session ended (`session_revoked`: signed out everywhere, a password
-/// changed on another device), the app is signed out, as a refused refresh signs it out: the
-/// session's tokens would be refused at its next refresh anyway.
+/// changed on another device; `account_deleted`: the account deleted on another), the app is
+/// signed out, as a refused refresh signs it out: the session's tokens would be refused at its next
+/// refresh anyway.
 struct AuthMiddleware: ClientMiddleware {
     let sessions: SessionManager
 
@@ -132,7 +133,7 @@ struct AuthMiddleware: ClientMiddleware {
         switch FoodBackendError.problem(status: 401, body: data, retryAfter: nil)?.code {
         case .tokenExpired:
             break
-        case .sessionRevoked:
+        case .sessionRevoked, .accountDeleted:
             await sessions.ended(session)
             return (response, HTTPBody(data))
         default:
@@ -195,6 +196,11 @@ struct RetryMiddleware: ClientMiddleware {
         let keyed = request.method == .post && request.headerFields[.idempotencyKey] != nil
         let safe = request.method != .patch && (request.method != .post || keyed || RetryPolicy.resentWithoutKey.contains(operationID))
         let attempts = replayable && safe ? max(1, policy.attempts) : 1
+        // A conditional change (`If-Match`) whose answer was lost may have been made: sent again, it
+        // would meet its own change as another's (`412`). Only a `503`, answered before any work
+        // (the upstream or the database out of reach), sends it again.
+        let conditional = request.headerFields[.ifMatch] != nil
+        let retriedStatuses: Set<Int> = conditional ? [503] : [502, 503, 504]
         let started = ContinuousClock.now
         var attempt = 1
         while true {
@@ -211,20 +217,21 @@ struct RetryMiddleware: ClientMiddleware {
                     try await Task.sleep(for: wait)
                     continue
                 }
-                guard attempt < attempts, [502, 503, 504].contains(response.status.code) else { return (response, responseBody) }
+                guard attempt < attempts, retriedStatuses.contains(response.status.code) else { return (response, responseBody) }
                 let data = try await collect(responseBody)
                 if let problem = FoodBackendError.problem(status: Int(response.status.code), body: data, retryAfter: nil), RetryPolicy.final.contains(problem.rawCode) {
                     return (response, HTTPBody(data))
                 }
                 let wait = retryAfter ?? policy.delay * attempt
-                guard wait <= policy.maximumDelay else { return (response, responseBody) }
+                // The body was read: handed on as read (a transport's body can be read once).
+                guard wait <= policy.maximumDelay else { return (response, HTTPBody(data)) }
                 try await Task.sleep(for: wait)
             } catch let error as FoodBackendError {
                 throw error
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
-                guard attempt < attempts else { throw error }
+                guard attempt < attempts, !conditional else { throw error }
                 try await Task.sleep(for: policy.delay * attempt)
             }
             attempt += 1

@@ -164,6 +164,11 @@ actor SessionManager {
     /// A refresh's answer is taken only if the session is still the one it refreshed: a sign-out or
     /// a new sign-in while it ran is newer, and a refused refresh of a session that ended signs
     /// nobody out.
+    /// auth's answers to a refresh that end the session.
+    static let refusals: [FoodBackendError.Code] = [
+        .invalidRefreshToken, .sessionExpired, .refreshTokenReused, .accountDisabled, .accountDeleted, .sessionRevoked,
+    ]
+
     private func refresh(from refreshToken: String) async throws -> String? {
         defer { if refreshing?.from == refreshToken { refreshing = nil } }
         do {
@@ -176,8 +181,9 @@ actor SessionManager {
             // use, and the next refresh stores its own.
             try? await took(new)
             return new.accessToken
-        } catch let error as FoodBackendError where error.status == 401 || error.status == 403 {
+        } catch let error as FoodBackendError where Self.refusals.contains(error.code) {
             // The refresh token is spent, reused, or its session or account ended: sign out, once.
+            // Another 401 or 403 (a captive portal's page, a proxy's refusal) says nothing of it.
             if tokens?.refreshToken == refreshToken { await signedOut() }
             throw error
         }

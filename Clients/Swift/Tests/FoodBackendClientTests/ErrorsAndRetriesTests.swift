@@ -295,6 +295,89 @@ import Testing
         try await server.shutdown()
     }
 
+    /// The codes the services send for these cases, each as the case an app switches on; an account
+    /// deleted on another device signs this one out, as a revoked session does.
+    @Test func theServersCodesForCommonCasesAreTyped() async throws {
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/invitations/mine": return .problem(.forbidden, "email_unverified")
+            case "/v1/profiles/me/avatar": return .problem(.payloadTooLarge, "payload_too_large")
+            default: return .problem(.unauthorized, "account_deleted")
+            }
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        await #expect(throws: FoodBackendError.self) {
+            do { _ = try await backend.send { try await $0.getV1InvitationsMine().ok } } catch let error as FoodBackendError {
+                #expect(error.code == .emailNotVerified, "\(error)")
+                throw error
+            }
+        }
+        await #expect(throws: FoodBackendError.self) {
+            do { _ = try await backend.uploadAvatar(Data([0xFF, 0xD8, 0xFF, 0xE0])) } catch let error as FoodBackendError {
+                #expect(error.code == .tooLarge && error.status == 413, "\(error)")
+                throw error
+            }
+        }
+        #expect(await backend.currentSession != nil)
+        await #expect(throws: FoodBackendError.self) {
+            do { _ = try await backend.send { try await $0.getV1NotificationsUnreadCount().ok } } catch let error as FoodBackendError {
+                #expect(error.code == .accountDeleted, "\(error)")
+                throw error
+            }
+        }
+        #expect(await backend.currentSession == nil)
+        try await server.shutdown()
+    }
+
+    /// A 503 whose `Retry-After` is longer than the client waits is the caller's to handle, as a
+    /// typed error: its body, read to see whether it is final, is handed on, not read twice.
+    @Test func aWaitLongerThanTheClientsIsAnsweredAsTheServersProblem() async throws {
+        let seen = Seen()
+        let server = try await TestServer { _ in
+            seen.add("request")
+            return .problem(.serviceUnavailable, "service_unavailable", headers: [("Retry-After", "30")])
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        await #expect(throws: FoodBackendError.self) {
+            do { _ = try await backend.send { try await $0.getV1NotificationsUnreadCount().ok } } catch let error as FoodBackendError {
+                #expect(error.status == 503 && error.rawCode == "service_unavailable" && error.retryAfter == 30, "\(error)")
+                throw error
+            }
+        }
+        #expect(seen.count("request") == 1)
+        try await server.shutdown()
+    }
+
+    /// A conditional change whose answer was lost may have been made: sent again, it would meet its
+    /// own change as someone else's (`412`). It is the caller's to read again; an unconditional
+    /// read is still retried.
+    @Test func aConditionalChangeIsNotSentAgainAfterAnAnswerThatMayHaveCome() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            seen.add(request.method.rawValue)
+            return seen.count(request.method.rawValue) == 1 ? .problem(.badGateway, "bad_gateway") : .problem(.preconditionFailed, "precondition_failed")
+        }
+        let backend = FoodBackend(baseURL: server.url, tokenStore: InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "r")))
+        let meal = Components.Schemas.MealInput(
+            eatenAt: Date(), items: [.init(calories: 1, carbsG: 0, fatG: 0, grams: 1, name: "x", proteinG: 0)], name: "x")
+        await #expect(throws: FoodBackendError.self) {
+            do {
+                _ = try await backend.send {
+                    try await $0.putV1MealsId(path: .init(id: "00000000-0000-4000-8000-000000000001"), headers: .init(ifMatch: #""v3""#), body: .json(meal)).ok
+                }
+            } catch let error as FoodBackendError {
+                #expect(error.status == 502, "\(error)")
+                throw error
+            }
+        }
+        #expect(seen.count("PUT") == 1)
+        await #expect(throws: FoodBackendError.self) {
+            _ = try await backend.send { try await $0.getV1MealsId(path: .init(id: "00000000-0000-4000-8000-000000000001")).ok }
+        }
+        #expect(seen.count("GET") == 2)
+        try await server.shutdown()
+    }
+
     @Test func cursorPagesAreReadAsOneSequence() async throws {
         let seen = Seen()
         let server = try await TestServer { request in

@@ -206,6 +206,49 @@ import Testing
         try await server.shutdown()
     }
 
+    /// A refresh refused by something other than auth (a captive portal's or a firewall's page, a
+    /// proxy's `403`) says nothing of the session: it stays, and the next request refreshes again.
+    @Test func aRefreshRefusedWithoutAuthsWordKeepsTheSession() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/auth/token/refresh":
+                seen.add("refresh")
+                return seen.count("refresh") == 1
+                    ? .full(.forbidden, [("Content-Type", "text/html")], Data("<html>Blocked</html>".utf8)) : .json(Self.session(testToken("new"), "refresh-2"))
+            default:
+                return request.bearer == testToken("new") ? Self.unread : .problem(.unauthorized, "token_expired")
+            }
+        }
+        let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: "refresh-1"))
+        let backend = FoodBackend(baseURL: server.url, tokenStore: store)
+        await #expect(throws: FoodBackendError.self) { _ = try await backend.send { try await $0.getV1NotificationsUnreadCount().ok } }
+        #expect(await backend.currentSession != nil)
+        #expect(await store.load()?.refreshToken == "refresh-1")
+        let unread = try await backend.send { try await $0.getV1NotificationsUnreadCount().ok.body.json }
+        #expect(unread.unread == 3 && seen.count("refresh") == 2)
+        try await server.shutdown()
+    }
+
+    /// Signing out forgets the session here without waiting long for a server that does not answer:
+    /// an app closed right after the tap must not find the session again at its next launch.
+    @Test func aSignOutIsNotHeldByAServerThatDoesNotAnswer() async throws {
+        let never = Gate()
+        let server = try await TestServer { request in
+            await never.wait()
+            return .problem(.notFound, "not_found")
+        }
+        let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "refresh-1"))
+        let backend = FoodBackend(baseURL: server.url, tokenStore: store)
+        let asked = ContinuousClock.now
+        await backend.signOut()
+        #expect(ContinuousClock.now - asked < .seconds(30))
+        #expect(await store.load() == nil)
+        #expect(await backend.currentSession == nil)
+        never.open()
+        try await server.shutdown()
+    }
+
     @Test func theSessionStreamFollowsSignInAndSignOut() async throws {
         let token = testToken("signed-in", roles: ["user", "coach"])
         let server = try await TestServer { request in
