@@ -83,8 +83,8 @@ func aSpaceNeedsTeamUntilAnAdminGrantsIt() async throws {
 func anAdminModeratesAUser() async throws {
     let admin = try await signedInAdmin()
     let user = try await signUp("moderated", displayName: "Moderated Cook")
-    let users = try await admin.app.send { try await $0.getV1AdminUsers().ok.body.json }
-    _ = users
+    let users = try await admin.app.send { try await $0.getV1AdminUsers(query: .init(query: user.email, limit: 5)).ok.body.json }
+    try expect((users.items ?? []).map(\.id) == [user.id], "the search by address finds the one user")
     _ = try await admin.app.send { try await $0.postV1AdminUsersIdRolesRole(path: .init(id: user.id, role: .moderator)).ok.body.json }
     _ = try await admin.app.send { try await $0.deleteV1AdminUsersIdRolesRole(path: .init(id: user.id, role: .moderator)).ok.body.json }
     _ = try await eventually("the user's profile, seen by the admin") {

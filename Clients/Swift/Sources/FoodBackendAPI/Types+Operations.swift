@@ -2726,6 +2726,37 @@ public enum Operations {
     public enum GetV1AdminUsers {
         public static let id: Swift.String = "get/v1/admin/users"
         public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/admin/users/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// an email prefix or a name (in any case); its first 200 characters
+                ///
+                /// - Remark: Generated from `#/paths/v1/admin/users/GET/query/query`.
+                public var query: Swift.String?
+                /// page size
+                ///
+                /// - Remark: Generated from `#/paths/v1/admin/users/GET/query/limit`.
+                public var limit: Swift.Int?
+                /// next_cursor of the previous page
+                ///
+                /// - Remark: Generated from `#/paths/v1/admin/users/GET/query/cursor`.
+                public var cursor: Swift.String?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - query: an email prefix or a name (in any case); its first 200 characters
+                ///   - limit: page size
+                ///   - cursor: next_cursor of the previous page
+                public init(
+                    query: Swift.String? = nil,
+                    limit: Swift.Int? = nil,
+                    cursor: Swift.String? = nil
+                ) {
+                    self.query = query
+                    self.limit = limit
+                    self.cursor = cursor
+                }
+            }
+            public var query: Operations.GetV1AdminUsers.Input.Query
             /// - Remark: Generated from `#/paths/v1/admin/users/GET/header`.
             public struct Headers: Sendable, Hashable {
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1AdminUsers.AcceptableContentType>]
@@ -2741,8 +2772,13 @@ public enum Operations {
             /// Creates a new `Input`.
             ///
             /// - Parameters:
+            ///   - query:
             ///   - headers:
-            public init(headers: Operations.GetV1AdminUsers.Input.Headers = .init()) {
+            public init(
+                query: Operations.GetV1AdminUsers.Input.Query = .init(),
+                headers: Operations.GetV1AdminUsers.Input.Headers = .init()
+            ) {
+                self.query = query
                 self.headers = headers
             }
         }

@@ -1012,8 +1012,14 @@ extension APIProtocol {
     ///
     /// - Remark: HTTP `GET /v1/admin/users`.
     /// - Remark: Generated from `#/paths//v1/admin/users/get`.
-    public func getV1AdminUsers(headers: Operations.GetV1AdminUsers.Input.Headers = .init()) async throws -> Operations.GetV1AdminUsers.Output {
-        try await getV1AdminUsers(Operations.GetV1AdminUsers.Input(headers: headers))
+    public func getV1AdminUsers(
+        query: Operations.GetV1AdminUsers.Input.Query = .init(),
+        headers: Operations.GetV1AdminUsers.Input.Headers = .init()
+    ) async throws -> Operations.GetV1AdminUsers.Output {
+        try await getV1AdminUsers(Operations.GetV1AdminUsers.Input(
+            query: query,
+            headers: headers
+        ))
     }
     /// Disable an account (admin): sessions end, sign-in is refused.
     ///
