@@ -198,8 +198,9 @@ struct RetryMiddleware: ClientMiddleware {
         let attempts = replayable && safe ? max(1, policy.attempts) : 1
         // A conditional change (`If-Match`) whose answer was lost may have been made: sent again, it
         // would meet its own change as another's (`412`). Only a `503`, answered before any work
-        // (the upstream or the database out of reach), sends it again.
-        let conditional = request.headerFields[.ifMatch] != nil
+        // (the upstream or the database out of reach), sends it again. A keyed POST is answered
+        // again as it was the first time (a training log's `If-Match` with its key), so it is not held.
+        let conditional = request.headerFields[.ifMatch] != nil && !keyed
         let retriedStatuses: Set<Int> = conditional ? [503] : [502, 503, 504]
         let started = ContinuousClock.now
         var attempt = 1

@@ -375,6 +375,16 @@ import Testing
             _ = try await backend.send { try await $0.getV1MealsId(path: .init(id: "00000000-0000-4000-8000-000000000001")).ok }
         }
         #expect(seen.count("GET") == 2)
+        // A keyed POST with `If-Match` (a training log) is answered again from its key: sent again.
+        let log = Components.Schemas.LogInput(performedAt: Date(), sets: [.init(block: 1, done: true, reps: 5, set: 1)])
+        await #expect(throws: FoodBackendError.self) {
+            _ = try await backend.send {
+                try await $0.postV1TrainingSessionsIdLog(
+                    path: .init(id: "00000000-0000-4000-8000-000000000002"), headers: .init(ifMatch: #""4""#), body: .json(log)
+                ).ok
+            }
+        }
+        #expect(seen.count("POST") == 2)
         try await server.shutdown()
     }
 
