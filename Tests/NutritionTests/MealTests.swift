@@ -366,6 +366,9 @@ import TestSupport
             // Its answer names the meal's new version, as a read of it does.
             let readAfterEaten = try await env.call(.get, path, as: owner)
             #expect(markedEaten.headers[.eTag] != nil && markedEaten.headers[.eTag] == readAfterEaten.headers[.eTag])
+            // Marked eaten again without notes (a double tap): the notes and the time stay.
+            let again = try await env.call(.post, path + "/consume", as: owner)
+            #expect(again.json["consumed_notes"] as? String == "half" && again.json["consumed_at"] as? String == readAfterEaten.json["consumed_at"] as? String, "\(again.text)")
             let uneaten = try await env.call(.delete, path + "/consume", as: owner)
             #expect(uneaten.json["consumed"] as? Bool == false)
             let readAfterUneaten = try await env.call(.get, path, as: owner)

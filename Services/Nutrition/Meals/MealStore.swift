@@ -210,11 +210,12 @@ struct MealStore: Sendable {
 
     /// Eating a meal, the commonest write after logging one: one prepared statement that changes and
     /// returns it (the row is locked before the day-row trigger runs, as a read `FOR UPDATE` would).
+    /// Marked eaten again without notes (a double tap), it keeps its notes and its time.
     struct SetConsumed: PostgresPreparedStatement {
         static let name = "nutrition.set_consumed"
         static let sql = """
             UPDATE meals SET consumed = $3, consumed_at = CASE WHEN $3 THEN coalesce(consumed_at, now()) END,
-              consumed_notes = CASE WHEN $3 THEN $4 END, version = version + 1, updated_at = now()
+              consumed_notes = CASE WHEN $3 THEN coalesce($4, consumed_notes) END, version = version + 1, updated_at = now()
             WHERE id = $1 AND user_id = $2
             RETURNING \(MealStore.columns)
             """
