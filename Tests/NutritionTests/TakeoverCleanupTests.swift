@@ -31,6 +31,8 @@ import TestSupport
             try await waitUntil(.seconds(15)) { try await env.call(.get, "/v1/nutrition/clients/\(maker.path)/meals", as: coach).status == .ok }
             try await waitUntil(.seconds(15)) { try await env.call(.get, "/v1/nutrition/clients/\(client.path)/meals", as: maker).status == .ok }
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(maker.id)' AND allergies <> '[]'") == 1 }
+            // The day's photo analyses the maker used, as they are counted.
+            try await env.execute("INSERT INTO meal_analysis_days (user_id, local_date, analyses) VALUES ('\(maker.id)', current_date, 3)")
 
             try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM meals WHERE user_id = '\(maker.id)'") == 0 }
@@ -43,6 +45,8 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/meals", as: maker).items.isEmpty)
             #expect((try await env.call(.get, "/v1/metrics/weight", as: maker).json["days"] as? [Any])?.isEmpty == true)
             #expect(try await env.count("SELECT count(*) FROM meal_days WHERE user_id = '\(maker.id)'") == 0)
+            // The owner's day starts with the whole allowance.
+            #expect(try await env.count("SELECT count(*) FROM meal_analysis_days WHERE user_id = '\(maker.id)'") == 0)
             #expect(try await env.call(.get, "/v1/shared/\(share)").code == "share_gone")
             #expect(try await env.call(.get, "/v1/nutrition/clients/\(maker.path)/meals", as: coach).status == .notFound)
             #expect(try await env.call(.get, "/v1/nutrition/clients/\(client.path)/meals", as: maker).status == .notFound)

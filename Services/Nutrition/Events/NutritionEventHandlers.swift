@@ -65,8 +65,9 @@ struct NutritionEventHandlers {
 
     /// What the account's maker set up, once the address's owner has proven it: meals, weight and
     /// ketones, the diet profile and goals (a profile with the defaults takes its place), the share
-    /// links (rows without content, answering `410`), and the coach links on either side, ended at
-    /// `order` so that an acceptance from before, delivered late, does not link again.
+    /// links (rows without content, answering `410`), the photo analyses counted against the day's
+    /// allowance, and the coach links on either side, ended at `order` so that an acceptance from
+    /// before, delivered late, does not link again.
     static func dropMakers(_ user: UUID, order: EventOrder, nutrition: Nutrition, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.holdAccountForDeletion(user, logger: logger)
         // Meals before share links: a link being made holds its meal until it commits, and is then
@@ -75,6 +76,7 @@ struct NutritionEventHandlers {
         try await nutrition.shares.forgetUser(user, on: connection, logger: logger)
         try await connection.checkedRun("DELETE FROM body_metrics WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM calorie_goals WHERE user_id = \(user)", logger: logger)
+        try await nutrition.analysisCounts.forget(user, on: connection, logger: logger)
         try await connection.checkedRun("DELETE FROM profiles WHERE user_id = \(user)", logger: logger)
         try await nutrition.profiles.ensure(user, on: connection, logger: logger)
         nutrition.profiles.forgetKeptAfterCommit(user)
