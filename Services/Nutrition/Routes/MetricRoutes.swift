@@ -43,7 +43,7 @@ struct MetricRoutes {
     static func day(_ text: String?, profile: DietProfile) throws -> LocalDay {
         guard let text else { return profile.localDay(of: Date()) }
         guard let day = LocalDay(text) else { throw APIError.validation([.init(field: "date", message: "must be a date, YYYY-MM-DD")]) }
-        guard day <= profile.localDay(of: Date()).adding(days: 1) else { throw APIError.validation([.init(field: "date", message: "cannot be in the future")]) }
+        guard day <= profile.localDay(of: Date()).adding(days: 1) else { throw APIError.validation([.init(field: "date", message: "cannot be after tomorrow")]) }
         return day
     }
 

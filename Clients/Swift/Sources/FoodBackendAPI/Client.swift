@@ -9902,6 +9902,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.PostV1MealsIdPhoto.Output.Ok.Headers = .init(eTag: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "ETag",
+                        as: Swift.String.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PostV1MealsIdPhoto.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -9922,7 +9927,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.Problem.Body
@@ -11997,6 +12005,13 @@ public struct Client: APIProtocol {
                     explode: true,
                     name: "consumed",
                     value: input.query.consumed
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "analyzed",
+                    value: input.query.analyzed
                 )
                 try converter.setQueryItemAsURI(
                     in: &request,

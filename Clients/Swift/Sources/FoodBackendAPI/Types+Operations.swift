@@ -20116,6 +20116,22 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The meal's version, a strong tag; send it back in If-Match.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/responses/200/headers/ETag`.
+                    public var eTag: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag: The meal's version, a strong tag; send it back in If-Match.
+                    public init(eTag: Swift.String? = nil) {
+                        self.eTag = eTag
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PostV1MealsIdPhoto.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/meals/{id}/photo/POST/responses/200/content/application\/json`.
@@ -20138,8 +20154,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PostV1MealsIdPhoto.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PostV1MealsIdPhoto.Output.Ok.Headers = .init(),
+                    body: Operations.PostV1MealsIdPhoto.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -24048,6 +24069,15 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/nutrition/clients/{client_user_id}/meals/GET/query/consumed`.
                 public var consumed: Operations.GetV1NutritionClientsClientUserIdMeals.Input.Query.ConsumedPayload?
+                /// - Remark: Generated from `#/paths/v1/nutrition/clients/{client_user_id}/meals/GET/query/analyzed`.
+                @frozen public enum AnalyzedPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case _true = "true"
+                    case _false = "false"
+                }
+                /// only meals made from a photo (true) or typed in (false)
+                ///
+                /// - Remark: Generated from `#/paths/v1/nutrition/clients/{client_user_id}/meals/GET/query/analyzed`.
+                public var analyzed: Operations.GetV1NutritionClientsClientUserIdMeals.Input.Query.AnalyzedPayload?
                 /// first local date, inclusive
                 ///
                 /// - Remark: Generated from `#/paths/v1/nutrition/clients/{client_user_id}/meals/GET/query/from`.
@@ -24068,18 +24098,21 @@ public enum Operations {
                 ///
                 /// - Parameters:
                 ///   - consumed: only eaten (true) or not yet eaten (false) meals
+                ///   - analyzed: only meals made from a photo (true) or typed in (false)
                 ///   - from: first local date, inclusive
                 ///   - to: last local date, inclusive
                 ///   - limit: page size
                 ///   - cursor: next_cursor of the previous page
                 public init(
                     consumed: Operations.GetV1NutritionClientsClientUserIdMeals.Input.Query.ConsumedPayload? = nil,
+                    analyzed: Operations.GetV1NutritionClientsClientUserIdMeals.Input.Query.AnalyzedPayload? = nil,
                     from: Swift.String? = nil,
                     to: Swift.String? = nil,
                     limit: Components.Parameters.Limit? = nil,
                     cursor: Components.Parameters.Cursor? = nil
                 ) {
                     self.consumed = consumed
+                    self.analyzed = analyzed
                     self.from = from
                     self.to = to
                     self.limit = limit
