@@ -199,6 +199,9 @@ import TestSupport
             try await waitUntil(.seconds(10)) { try await env.call(.get, "/v1/clients/\(id)", as: coach).json["status"] as? String == "left" }
             let left = try await env.call(.get, "/v1/clients/\(id)", as: coach)
             #expect(left.json["name"] is NSNull && left.json["email"] is NSNull && left.json["phone"] is NSNull && left.json["notes"] is NSNull)
+            // Nor the mail to the address, nor its unsubscribe links' record of it.
+            #expect(try await env.count("SELECT count(*) FROM mail_outbox WHERE lower(recipient) = lower('\(email)')") == 0)
+            #expect(try await env.count("SELECT count(*) FROM unsubscribe_tokens WHERE email_normalized = lower('\(email)')") == 0)
 
             let other = try await env.coach("Leaving Coach")
             let address = "\(TestEnvironment.uniqueName("kim"))@example.com"
@@ -206,8 +209,18 @@ import TestSupport
             let kim = try await env.user(email: address)
             #expect(try await env.call(.post, "/v1/invitations/\(kimCode)/accept", as: kim).status == .accepted)
             _ = try await env.invite("Lee", email: "\(TestEnvironment.uniqueName("lee"))@example.com", by: other)
+            // A pending invitation of another coach to Kim's address stays as that coach sent it.
+            let (staying, _) = try await env.invite("Kim", email: address, by: coach)
+            let coachedMail = "(SELECT a.email FROM accounts a WHERE a.user_id = '\(other.id)')"
+            #expect(try await env.count("SELECT count(*) FROM mail_outbox WHERE lower(reply_to) = lower(\(coachedMail))") == 2)
             try await env.publish(UserDeleted(userID: other.id), userID: other.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM clients WHERE coach_id = '\(other.id)'") == 0 }
+            // The deleted coach's invitations, whose replies went to their address, are gone from the
+            // outbox; the other coach's to the same address is not.
+            #expect(try await env.count("SELECT count(*) FROM mail_outbox WHERE lower(recipient) = lower('\(address)')") == 1)
+            #expect(try await env.count("SELECT count(*) FROM mail_outbox WHERE reply_to IS NOT NULL AND template = 'invitation' AND recipient LIKE 'lee%'") == 0)
+            let stayingID = try #require(staying.json["id"] as? String)
+            #expect(try await env.call(.get, "/v1/clients/\(stayingID)", as: coach).json[path: "invitation.delivery"] as? String == "sent")
             #expect(try await env.call(.get, "/v1/coach", as: kim).code == "no_coach")
             // The event leaves through the outbox relay, a moment after the handler's commit.
             try await waitUntil(.seconds(10)) { try await env.events("client.unlinked").contains { $0["reason"] as? String == "coach_deleted" } }

@@ -84,9 +84,24 @@ struct InvitationsEventHandlers {
         try await connection.checkedRun(
             """
             UPDATE clients SET name = NULL, email = NULL, email_normalized = NULL, phone = NULL, notes = NULL, updated_at = now(),
-                client_user_id = CASE WHEN \(keepingAccount) THEN client_user_id END
+                client_user_id = CASE WHEN \(keepingAccount) THEN client_user_id END,
+                mail_id = CASE WHEN \(keepingAccount) THEN mail_id END
             WHERE client_user_id = \(user)
             """, logger: logger)
+        if !keepingAccount, let account = try await invitations.accounts.find(user, on: connection, logger: logger) {
+            // The mail to the account's address and the record of its unsubscribe links go, as auth's
+            // do; so do the deleted coach's invitations, whose replies went to that address. What
+            // stays is the latest invitation of a roster that still holds the address (another
+            // coach's, pending), which that coach's roster shows the delivery of. Account deletions
+            // are rare: the reply-to and token lookups read their tables whole, not through an index.
+            let kept = "NOT EXISTS (SELECT 1 FROM clients c WHERE c.mail_id = m.id AND c.email IS NOT NULL)"
+            try await connection.checkedRun(
+                "DELETE FROM mail_outbox m WHERE lower(m.recipient) = lower(\(account.email)) AND \(unescaped: kept)", logger: logger)
+            try await connection.checkedRun(
+                "DELETE FROM mail_outbox m WHERE lower(m.reply_to) = lower(\(account.email)) AND \(unescaped: kept)", logger: logger)
+            try await connection.checkedRun(
+                "DELETE FROM unsubscribe_tokens WHERE email_normalized = \(EmailAddress.normalize(account.email))", logger: logger)
+        }
         if !keepingAccount {
             // The sends counted against the coach's daily limit name the account too; a kept account
             // keeps its count, so that disowning an address does not reset it.
