@@ -175,6 +175,39 @@ import TestSupport
         }
     }
 
+    /// A profile moderators hid follows nobody new and asks nobody, is not let in by an approval of
+    /// the request it sent before, and its follows from before show it no more than a stranger sees:
+    /// its owner, who cannot see it among their followers, could not take that back.
+    @Test func aHiddenProfileGainsNothingFromFollowing() async throws {
+        try await SocialTestEnvironment.run { env in
+            let moderator = try await env.user(roles: [.user, .moderator])
+            let star = try await env.user()
+            let edit: [String: Any] = ["bio": "Cooks", "allergies": [["name": "shellfish", "severity": "severe"]], "is_private": false]
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: star, json: edit).status == .ok)
+            let fan = try await env.user()
+            _ = try await env.follow(star, as: fan)
+            #expect(try await env.profile(star, as: fan).json["allergies"] != nil)
+            let owner = try await env.user()
+            #expect(try await env.call(.patch, "/v1/profiles/me", as: owner, json: ["is_private": true]).status == .ok)
+            #expect(try await env.follow(owner, as: fan).json["state"] as? String == "requested")
+
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(fan.path)/hide", as: moderator).status == .ok)
+            let seen = try await env.profile(star, as: fan).json
+            #expect(seen["allergies"] == nil && seen["dietary_preferences"] == nil, "\(seen)")
+            #expect(try await env.call(.post, "/v1/follow-requests/\(fan.path)/approve", as: owner).status == .notFound)
+            #expect(try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(fan.id)' AND followee_id = '\(owner.id)'") == 0)
+            let other = try await env.user()
+            let refused = try await env.follow(other, as: fan)
+            #expect(refused.status == .forbidden && refused.code == "profile_hidden", "\(refused.text)")
+            #expect(try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(fan.id)' AND followee_id = '\(other.id)'") == 0)
+
+            // Shown again, it follows as before.
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(fan.path)/unhide", as: moderator).status == .ok)
+            #expect(try await env.profile(star, as: fan).json["allergies"] != nil)
+            #expect(try await env.follow(other, as: fan).json["state"] as? String == "following")
+        }
+    }
+
     /// A block or mute is the caller's own: nobody else can lift it by naming its target.
     @Test func nobodyLiftsAnotherUsersBlockOrMute() async throws {
         try await SocialTestEnvironment.run { env in

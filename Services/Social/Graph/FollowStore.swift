@@ -85,8 +85,11 @@ struct FollowStore: Sendable {
     /// 404,000; PostgresNIO indexes every column of every result by its name). `viewer` and
     /// `target` are the SQL expressions (bind parameters such as `$1`) that stand for the two ids.
     static func relationshipFlags(_ viewer: String, _ target: String) -> String {
+        // A viewer moderators hid follows as a stranger would: its owner cannot see it among their
+        // followers, so what following shows (a private profile, `followers_only` fields) is not shown it.
         """
-        (EXISTS (SELECT 1 FROM follows WHERE follower_id = \(viewer) AND followee_id = \(target)))::int
+        (EXISTS (SELECT 1 FROM follows WHERE follower_id = \(viewer) AND followee_id = \(target))
+         AND NOT EXISTS (SELECT 1 FROM profiles h WHERE h.user_id = \(viewer) AND h.hidden_at IS NOT NULL))::int
         + (EXISTS (SELECT 1 FROM follows WHERE follower_id = \(target) AND followee_id = \(viewer)))::int * 2
         + (EXISTS (SELECT 1 FROM follow_requests WHERE requester_id = \(viewer) AND target_id = \(target)))::int * 4
         + (EXISTS (SELECT 1 FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = \(target)))::int * 8
@@ -165,6 +168,11 @@ struct FollowStore: Sendable {
     func removeRequest(_ requester: UUID, _ target: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         return try await connection.returnsRow(
             "DELETE FROM follow_requests WHERE requester_id = \(requester) AND target_id = \(target) RETURNING true", logger: logger)
+    }
+
+    /// Whether moderators hid `user`'s profile.
+    func isHidden(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM profiles WHERE user_id = \(user) AND hidden_at IS NOT NULL", logger: logger)
     }
 
     /// Turns every pending request to `target` into a follow (the profile went public); returns the

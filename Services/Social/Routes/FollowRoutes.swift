@@ -25,7 +25,11 @@ struct FollowRoutes {
         requests.post(":id/deny", use: deny)
     }
 
+    static let callerHidden = APIError(
+        .forbidden, code: "profile_hidden", detail: "Your profile is hidden by moderators: it cannot follow or ask to follow anyone while it is.")
+
     /// Follows a public profile, or asks to follow a private one. Following twice is the same as once.
+    /// A profile moderators hid does neither: nobody would see it among their followers or requests.
     @Sendable func follow(_ request: Request, context: AuthenticatedContext) async throws -> FollowState {
         let target = try context.profileID()
         let caller = context.caller
@@ -37,6 +41,7 @@ struct FollowRoutes {
             try await social.lockPair(caller: caller, with: target, on: connection, logger: logger)
             let (profile, relationship) = try await social.visibleProfile(target, to: caller, on: connection, logger: logger)
             if relationship.blockedBy { throw APIError.notFound("No such profile.") }
+            if try await social.follows.isHidden(caller.userID, on: connection, logger: logger) { throw Self.callerHidden }
             if relationship.blocking { throw APIError.conflict("You block this profile; unblock it before following.", code: "blocking") }
             if relationship.following { return FollowState(state: "following") }
             if profile.isPrivate {
@@ -120,7 +125,8 @@ struct FollowRoutes {
         }
     }
 
-    /// Accepts the request of the user `:id` to follow the caller.
+    /// Accepts the request of the user `:id` to follow the caller; one from a profile moderators hid
+    /// since is not among the caller's requests, and is not found.
     @Sendable func approve(_ request: Request, context: AuthenticatedContext) async throws -> FollowState {
         let requester = try context.profileID()
         let caller = context.caller
@@ -128,7 +134,9 @@ struct FollowRoutes {
         let logger = context.logger
         return try await social.transaction(logger: logger) { connection in
             try await social.follows.lockPair(caller.userID, requester, on: connection, logger: logger)
-            guard try await social.follows.removeRequest(requester, caller.userID, on: connection, logger: logger) else {
+            guard try await !social.follows.isHidden(requester, on: connection, logger: logger),
+                try await social.follows.removeRequest(requester, caller.userID, on: connection, logger: logger)
+            else {
                 throw APIError.notFound("No pending follow request from this user.")
             }
             try await social.notifications.retract(caller.userID, .followRequest, actor: requester, on: connection, logger: logger)
