@@ -96,6 +96,35 @@ import TestSupport
         }
     }
 
+    /// The reset mail is the mailbox owner's way in to an account someone else set up with their
+    /// address: the maker changing its password does not spend the owner's link.
+    @Test func theMakersPasswordChangeLeavesTheOwnersResetLink() async throws {
+        try await AuthTestEnvironment.run { env in
+            let victim = "\(TestEnvironment.uniqueName("squatted"))@example.com"
+            let maker = try await env.signUp(victim, password: "the maker's first password")
+            #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": victim]).status == .accepted)
+            let reset = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: victim, count: 2).first { $0.contains("Subject: Reset your") }))
+            let changed = try await env.call(
+                .post, "/v1/auth/password/change", json: ["current_password": "the maker's first password", "password": "the maker's next password"],
+                token: maker.accessToken)
+            #expect(changed.status == .noContent, "\(changed.text)")
+            #expect(try await env.call(.post, "/v1/auth/password/reset", json: ["token": reset, "password": "the owner's own secret"]).status == .noContent)
+            #expect(try await env.logIn(victim, "the owner's own secret").status == .ok)
+            #expect(try await env.logIn(victim, "the maker's next password").code == "invalid_credentials")
+
+            // A proven account's change spends its reset links, as before.
+            let owner = try await env.signUp()
+            try await env.execute("UPDATE users SET email_verified = true, email_proven_by_mail = true WHERE id = '\(owner.id)'")
+            #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": owner.email]).status == .accepted)
+            let link = try AuthTestEnvironment.linkToken(in: try #require(try await env.mails(to: owner.email, count: 2).first { $0.contains("Subject: Reset your") }))
+            #expect(
+                try await env.call(
+                    .post, "/v1/auth/password/change", json: ["current_password": owner.password, "password": "a proven new password"], token: owner.accessToken
+                ).status == .noContent)
+            #expect(try await env.call(.post, "/v1/auth/password/reset", json: ["token": link, "password": "someone else's"]).code == "token_used")
+        }
+    }
+
     /// The person who set the account up keeps everything: from the app (its access token) or from
     /// the page (the password), sessions and password stay.
     @Test(arguments: ["app", "page"])

@@ -199,6 +199,9 @@ struct AccountRoutes {
     }
 
     /// Needs the current password (counted like a login failure when wrong); other sessions end.
+    /// The reset links go too, once the address is proven: before that, a reset link is how the
+    /// mailbox's owner takes back an account someone else set up with it, which the maker's
+    /// password changes must not undo.
     @Sendable func changePassword(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         let body = try await request.decode(as: ChangeRequest.self, context: context)
         let accounts = self.accounts
@@ -210,9 +213,11 @@ struct AccountRoutes {
         try checkPassword(body.password, email: user.email)
         let hash = try await accounts.hasher.hash(body.password)
         try await accounts.postgres.transaction(logger: context.logger) { connection in
-            _ = try await accounts.lockUnchanged(user, context: context, on: connection)
+            let locked = try await accounts.lockUnchanged(user, context: context, on: connection)
             try await accounts.users.setPassword(hash: hash, of: user.id, on: connection, logger: context.logger)
-            try await accounts.emailTokens.invalidate(.resetPassword, userID: user.id, on: connection, logger: context.logger)
+            if locked.emailVerified {
+                try await accounts.emailTokens.invalidate(.resetPassword, userID: user.id, on: connection, logger: context.logger)
+            }
             try await accounts.sessions.endAll(of: user.id, except: context.caller.sessionID, on: connection, logger: context.logger)
             try await accounts.outbox.write(UserPasswordChanged(userID: user.id, method: .change), userID: user.id, on: connection, logger: context.logger)
             try await accounts.mailer.sendPasswordChanged(to: user.email, name: user.nameForMail, on: connection, logger: context.logger)
