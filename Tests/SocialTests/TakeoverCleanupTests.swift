@@ -19,7 +19,10 @@ struct LegacyPasswordChanged: EventPayload {
 /// account's maker set up go, whether the proof was a reset or a disowning verification.
 @Suite struct TakeoverCleanupTests {
     /// The maker names the profile, follows, is followed, blocks and mutes; the victim resets: a
-    /// blank profile, no follows, blocks or mutes either way, and the others' counts are right.
+    /// blank profile, no follows, none of the maker's blocks or mutes, and the others' counts are
+    /// right. What others decided about the account stays: their blocks and mutes of it, and the
+    /// moderators' hiding and warnings (a spammer who never proved its own address would otherwise
+    /// shed them with a reset).
     @Test func aFirstProofByResetDropsTheMakersProfileAndGraph() async throws {
         try await SocialTestEnvironment.run { env in
             let maker = try await env.user("Totally The Owner")
@@ -30,6 +33,12 @@ struct LegacyPasswordChanged: EventPayload {
             _ = try await env.follow(maker, as: friend)
             #expect(try await env.call(.post, "/v1/profiles/\(rival.path)/block", as: maker).status == .ok)
             #expect(try await env.profile(friend, as: friend).json["followers_count"] as? Int == 1)
+            let victim = try await env.user()
+            #expect(try await env.call(.post, "/v1/profiles/\(maker.path)/block", as: victim).status == .ok)
+            #expect(try await env.call(.post, "/v1/profiles/\(maker.path)/mute", as: friend).status == .ok)
+            let moderator = try await env.user(roles: [.user, .moderator])
+            #expect(try await env.call(.post, "/v1/moderation/users/\(maker.path)/warnings", as: moderator, json: ["reason": "spam"]).status == .created)
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(maker.path)/hide", as: moderator).status == .ok)
 
             try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM follows WHERE follower_id = '\(maker.id)' OR followee_id = '\(maker.id)'") == 0 }
@@ -40,7 +49,20 @@ struct LegacyPasswordChanged: EventPayload {
             #expect(profile.json["followers_count"] as? Int == 0 && profile.json["following_count"] as? Int == 0)
             #expect(try await env.count("SELECT count(*) FROM blocks WHERE blocker_id = '\(maker.id)'") == 0)
             #expect(try await env.profile(friend, as: friend).json["followers_count"] as? Int == 0)
+            #expect(try await env.count("SELECT count(*) FROM blocks WHERE blocker_id = '\(victim.id)' AND blocked_id = '\(maker.id)'") == 1)
+            #expect(try await env.count("SELECT count(*) FROM mutes WHERE muter_id = '\(friend.id)' AND muted_id = '\(maker.id)'") == 1)
+            #expect(try await env.count("SELECT count(*) FROM warnings WHERE user_id = '\(maker.id)'") == 1)
+            #expect(try await env.profile(maker, as: rival).status == .notFound, "still hidden")
+            #expect(try await env.call(.post, "/v1/moderation/profiles/\(maker.path)/unhide", as: moderator).status == .ok)
             #expect(try await env.profile(maker, as: rival).status == .ok, "the maker's block went")
+            // Every column but the id, the times and the hiding is a new profile's.
+            let fresh = UUID()
+            try await env.execute("INSERT INTO profiles (user_id) VALUES ('\(fresh)')")
+            let row = "to_jsonb(p) - 'user_id' - 'created_at' - 'updated_at' - 'hidden_at'"
+            #expect(
+                try await env.count(
+                    "SELECT count(*) FROM profiles p, profiles q WHERE p.user_id = '\(maker.id)' AND q.user_id = '\(fresh)' AND \(row) = (to_jsonb(q) - 'user_id' - 'created_at' - 'updated_at' - 'hidden_at')"
+                ) == 1)
         }
     }
 

@@ -63,22 +63,35 @@ struct SocialEventHandlers {
                 following_count = following_count - CASE WHEN user_id = ANY(\(followers)) THEN 1 ELSE 0 END
             WHERE user_id = ANY(\(followed + followers))
             """, logger: logger)
+        // A takeover drops what the maker did, not what others decided about the account: their
+        // blocks and mutes of it, a moderator's warnings and hiding stay. Otherwise anyone who never
+        // proved their own address could shed them with a password reset by mail (a first proof).
         for statement: PostgresQuery in [
             "DELETE FROM follow_requests WHERE requester_id = \(user) OR target_id = \(user)",
-            "DELETE FROM blocks WHERE blocker_id = \(user) OR blocked_id = \(user)",
-            "DELETE FROM mutes WHERE muter_id = \(user) OR muted_id = \(user)",
+            keepingAccount ? "DELETE FROM blocks WHERE blocker_id = \(user)" : "DELETE FROM blocks WHERE blocker_id = \(user) OR blocked_id = \(user)",
+            keepingAccount ? "DELETE FROM mutes WHERE muter_id = \(user)" : "DELETE FROM mutes WHERE muter_id = \(user) OR muted_id = \(user)",
             "DELETE FROM notifications WHERE user_id = \(user) OR actor_id = \(user)",
             "DELETE FROM notification_pushes WHERE user_id = \(user) OR actor_id = \(user)",
             "UPDATE warnings SET moderator_id = NULL WHERE moderator_id = \(user)",
-            "DELETE FROM warnings WHERE user_id = \(user)",
             "DELETE FROM avatars WHERE user_id = \(user)",
-            "DELETE FROM profiles WHERE user_id = \(user)",
         ] {
             try await connection.checkedRun(statement, logger: logger)
         }
         if keepingAccount {
+            // Blanked in place: the rows that name it (others' blocks and mutes, warnings) go with
+            // a deleted profile. Every column but the id, the times and the moderators' hiding is
+            // its default, as a new profile's (a test compares the two).
+            try await connection.checkedRun(
+                """
+                UPDATE profiles SET username = DEFAULT, display_name = DEFAULT, bio = DEFAULT, avatar_etag = DEFAULT, is_verified = DEFAULT,
+                    is_private = DEFAULT, dietary_preferences = DEFAULT, allergies = DEFAULT, favorite_cuisines = DEFAULT,
+                    cooking_preferences = DEFAULT, dietary_visibility = DEFAULT, onboarding_answered = DEFAULT, onboarding_skipped = DEFAULT,
+                    followers_count = DEFAULT, following_count = DEFAULT, updated_at = now()
+                WHERE user_id = \(user)
+                """, logger: logger)
             try await connection.checkedRun("INSERT INTO profiles (user_id) VALUES (\(user)) ON CONFLICT DO NOTHING", logger: logger)
         } else {
+            try await connection.checkedRun("DELETE FROM profiles WHERE user_id = \(user)", logger: logger)
             try await connection.recordDeletedAccount(user, logger: logger)
         }
     }
