@@ -175,27 +175,40 @@ public final class FoodBackend: Sendable {
         return try await adopt(signIn)
     }
 
-    /// How long a sign-out waits for the server before it forgets the session here anyway.
+    /// How long a sign-out waits for the server to hear of it.
     static let signOutServerWait: Duration = .seconds(5)
 
-    /// Ends the session on the server (`everywhere`: every session of the account) and forgets it here.
-    /// The local sign-out happens even when the server cannot be reached, after at most
-    /// `signOutServerWait`: an app closed right after the tap must not find the session again at its
-    /// next launch. A session the server did not hear of ending ends at its refresh token's expiry.
+    /// Forgets the session here at once (an app closed right after the tap does not find it again at
+    /// its next launch), then ends it on the server (`everywhere`: every session of the account),
+    /// waiting at most `signOutServerWait`. An expired access token is first exchanged with the
+    /// session's refresh token. A session the server did not hear of ending ends when its refresh
+    /// token expires.
     public func signOut(everywhere: Bool = false) async {
-        if await sessionManager.accessToken() != nil {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    _ = try? await self.send {
-                        try await $0.postV1AuthLogout(body: .json(.init(scope: everywhere ? .all : .current))).noContent
-                    }
-                }
-                group.addTask { try? await Task.sleep(for: Self.signOutServerWait) }
-                await group.next()
-                group.cancelAll()
+        guard let tokens = await sessionManager.signedOutTakingTokens() else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.endOnServer(tokens, everywhere: everywhere) }
+            group.addTask { try? await Task.sleep(for: Self.signOutServerWait) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// The logout, signed with the forgotten session's token; with a new one when that one expired.
+    private func endOnServer(_ tokens: StoredTokens, everywhere: Bool) async {
+        let body = Components.Schemas.LogoutRequest(scope: everywhere ? .all : .current)
+        func logOut(with token: String) async throws {
+            try await AuthMiddleware.$signingWith.withValue(token) {
+                _ = try await send { try await $0.postV1AuthLogout(body: .json(body)).noContent }
             }
         }
-        await sessionManager.signedOut()
+        do {
+            try await logOut(with: tokens.accessToken)
+        } catch let error as FoodBackendError where error.code == .tokenExpired {
+            guard
+                let fresh = try? await send({ try await $0.postV1AuthTokenRefresh(body: .json(.init(refreshToken: tokens.refreshToken))).ok.body.json })
+            else { return }
+            try? await logOut(with: fresh.accessToken)
+        } catch {}
     }
 
     /// Forgets the session here only (the account was deleted, say).

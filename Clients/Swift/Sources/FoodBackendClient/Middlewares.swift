@@ -111,6 +111,10 @@ struct ProblemMiddleware: ClientMiddleware {
 struct AuthMiddleware: ClientMiddleware {
     let sessions: SessionManager
 
+    /// A token to sign with as it is, never refreshed: a session already forgotten here (a sign-out)
+    /// told the server of its end.
+    @TaskLocal static var signingWith: String?
+
     /// Operations that must not carry a token: the refresh itself and the sign-ins.
     static let anonymous: Set<String> = [
         "post/v1/auth/token/refresh", "post/v1/auth/login", "post/v1/auth/signup", "post/v1/auth/apple", "post/v1/auth/google",
@@ -120,6 +124,11 @@ struct AuthMiddleware: ClientMiddleware {
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
         next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
+        if let token = Self.signingWith, !Self.anonymous.contains(operationID) {
+            var signed = request
+            signed.headerFields[.authorization] = "Bearer \(token)"
+            return try await next(signed, body, baseURL)
+        }
         guard !Self.anonymous.contains(operationID), request.headerFields[.authorization] == nil,
             let (token, session) = await sessions.signingToken()
         else {

@@ -112,6 +112,14 @@ actor SessionManager {
         try await persist { try await $0.save(new) }
     }
 
+    /// Signs out here and returns the tokens the session had, for ending it on the server after.
+    func signedOutTakingTokens() async -> StoredTokens? {
+        await loadIfNeeded()
+        let taken = tokens
+        await signedOut()
+        return taken
+    }
+
     func signedOut() async {
         session += 1
         loaded = true
@@ -161,14 +169,12 @@ actor SessionManager {
         return try await task.value
     }
 
+    /// auth's answers to a refresh that end the session.
+    static let refusals: [FoodBackendError.Code] = [.invalidRefreshToken, .sessionExpired, .refreshTokenReused, .accountDisabled]
+
     /// A refresh's answer is taken only if the session is still the one it refreshed: a sign-out or
     /// a new sign-in while it ran is newer, and a refused refresh of a session that ended signs
     /// nobody out.
-    /// auth's answers to a refresh that end the session.
-    static let refusals: [FoodBackendError.Code] = [
-        .invalidRefreshToken, .sessionExpired, .refreshTokenReused, .accountDisabled, .accountDeleted, .sessionRevoked,
-    ]
-
     private func refresh(from refreshToken: String) async throws -> String? {
         defer { if refreshing?.from == refreshToken { refreshing = nil } }
         do {

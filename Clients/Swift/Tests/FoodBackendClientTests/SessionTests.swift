@@ -230,22 +230,57 @@ import Testing
         try await server.shutdown()
     }
 
-    /// Signing out forgets the session here without waiting long for a server that does not answer:
-    /// an app closed right after the tap must not find the session again at its next launch.
+    /// Signing out forgets the session here before the server is told, and does not wait long for a
+    /// server that does not answer, whether the token was good or had to be exchanged first: an app
+    /// closed right after the tap must not find the session again at its next launch.
     @Test func aSignOutIsNotHeldByAServerThatDoesNotAnswer() async throws {
         let never = Gate()
+        let seen = Seen()
+        let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "refresh-1"))
         let server = try await TestServer { request in
+            // Forgotten here before anything reaches the server.
+            if await store.load() != nil { seen.add("still stored", request.path) }
+            if request.path == "/v1/auth/logout" && request.bearer == testToken("a") { return .problem(.unauthorized, "token_expired") }
             await never.wait()
             return .problem(.notFound, "not_found")
         }
-        let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("a"), refreshToken: "refresh-1"))
+        for token in [testToken("good"), testToken("a")] {
+            await store.save(StoredTokens(accessToken: token, refreshToken: "refresh-1"))
+            let backend = FoodBackend(baseURL: server.url, tokenStore: store)
+            let asked = ContinuousClock.now
+            await backend.signOut()
+            #expect(ContinuousClock.now - asked < .seconds(30))
+            #expect(await store.load() == nil)
+            #expect(await backend.currentSession == nil)
+        }
+        #expect(seen.all("still stored").isEmpty, "\(seen.all("still stored"))")
+        never.open()
+        try await server.shutdown()
+    }
+
+    /// A sign-out with an expired access token exchanges the session's refresh token for a new one,
+    /// and ends the session on the server with it.
+    @Test func aSignOutWithAnExpiredTokenStillEndsTheSessionOnTheServer() async throws {
+        let seen = Seen()
+        let server = try await TestServer { request in
+            switch request.path {
+            case "/v1/auth/token/refresh":
+                seen.add("refresh", Self.sentRefreshToken(request))
+                return .json(Self.session(testToken("new"), "refresh-2"))
+            case "/v1/auth/logout":
+                seen.add("logout", request.bearer ?? "none")
+                return request.bearer == testToken("new") ? .full(.noContent, [], Data()) : .problem(.unauthorized, "token_expired")
+            default:
+                return .problem(.notFound, "not_found")
+            }
+        }
+        let store = InMemoryTokenStore(StoredTokens(accessToken: testToken("old"), refreshToken: "refresh-1"))
         let backend = FoodBackend(baseURL: server.url, tokenStore: store)
-        let asked = ContinuousClock.now
-        await backend.signOut()
-        #expect(ContinuousClock.now - asked < .seconds(30))
+        await backend.signOut(everywhere: true)
+        #expect(seen.all("refresh") == ["refresh-1"])
+        #expect(seen.all("logout") == [testToken("old"), testToken("new")])
         #expect(await store.load() == nil)
         #expect(await backend.currentSession == nil)
-        never.open()
         try await server.shutdown()
     }
 
