@@ -143,15 +143,19 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/training/clients/\(UUID())/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).code == "client_not_found")
             #expect(try await env.call(.post, "/v1/training/clients/not-an-id/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).status == .notFound)
 
-            // Logged, then the client leaves: what was not started is cancelled, yesterday's too; the
-            // log stays the client's, and the former coach no longer reads it nor hears of it.
+            // Logged, then the client leaves: what was not started is cancelled, yesterday's and a
+            // skipped one too; the log stays the client's, and the former coach no longer reads it
+            // nor hears of it.
             let today = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])
             let yesterday = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(-1)])
+            let skipped = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(-2)])
+            #expect(try await env.call(.post, "/v1/training/sessions/\(skipped[0])/skip", as: client).status == .ok)
             #expect(try await env.call(.post, "/v1/training/sessions/\(today[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).status == .ok)
             #expect(try await env.call(.get, "/v1/training/sessions/\(today[0])", as: coach).status == .ok)
             try await waitUntil(.seconds(10)) { try await env.live("workout.logged", to: coach).count == 1 }
             try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: entry), userID: client.id)
-            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions WHERE status = 'cancelled'") == 5 }
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions WHERE status = 'cancelled'") == 6 }
+            #expect(try await env.call(.post, "/v1/training/sessions/\(skipped[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).code == "session_cancelled")
             #expect(try await env.call(.post, "/v1/training/sessions/\(yesterday[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).code == "session_cancelled")
             let corrected = try await env.call(.post, "/v1/training/sessions/\(today[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 2))
             #expect(corrected.status == .ok && corrected.json["status"] as? String == "partial", "\(corrected.text)")

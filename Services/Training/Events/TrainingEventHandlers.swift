@@ -98,13 +98,13 @@ struct TrainingEventHandlers {
             "DELETE FROM sessions WHERE roster_entry_id = \(entry) AND coach_id = \(coach) AND client_id IS NULL", logger: context.logger)
     }
 
-    /// Sessions of the entry not started are cancelled, past days' too: the plan ends with the link,
-    /// and a session logged afterwards would be the former coach's to read.
+    /// Sessions of the entry not started are cancelled, past days' and skipped ones too: the plan
+    /// ends with the link, and a session logged afterwards would be the former coach's to read.
     static func cancelNotStarted(entry: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
             UPDATE sessions s SET status = 'cancelled', version = s.version + 1, updated_at = now()
-            WHERE s.roster_entry_id = \(entry) AND s.coach_id = \(coach) AND s.status = 'scheduled'
+            WHERE s.roster_entry_id = \(entry) AND s.coach_id = \(coach) AND s.status IN ('scheduled', 'skipped')
             """, logger: logger)
     }
 

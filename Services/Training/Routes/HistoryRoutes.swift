@@ -79,8 +79,8 @@ struct HistoryRoutes {
 
     /// Per exercise, the done set with weight and reps whose Epley estimate, e1RM = w × (1 + r / 30)
     /// (w itself for a single), is highest; the first day it was reached. One statement. Divided
-    /// last, as w × (30 + r) / 30: `r / 30.0` rounds a repeating decimal down, and an estimate equal
-    /// to another's (4 × 105 and 1 × 119) came out below it, or a half (32.005) below its rounding.
+    /// last, as w × (30 + r) / 30: `r / 30.0` keeps a fixed number of digits, so an estimate equal
+    /// to another's (4 × 105 and 1 × 119) compared unequal, and a half (32.005) rounded the wrong way.
     @Sendable func records(_ request: Request, context: AuthenticatedContext) async throws -> Records {
         try context.requireNotCoach()
         let training = self.training
