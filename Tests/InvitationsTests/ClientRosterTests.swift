@@ -221,6 +221,24 @@ import TestSupport
             #expect(try await env.count("SELECT count(*) FROM mail_outbox WHERE reply_to IS NOT NULL AND template = 'invitation' AND recipient LIKE 'lee%'") == 0)
             let stayingID = try #require(staying.json["id"] as? String)
             #expect(try await env.call(.get, "/v1/clients/\(stayingID)", as: coach).json[path: "invitation.delivery"] as? String == "sent")
+
+            // A deleted client whose address another coach's roster still holds: that invitation,
+            // and its one-click unsubscribe, stay.
+            let mo = "\(TestEnvironment.uniqueName("mo"))@example.com"
+            let (_, moCode) = try await env.invite("Mo", email: mo, by: coach)
+            let third = try await env.coach("Third Coach")
+            _ = try await env.invite("Mo", email: mo, by: third)
+            let moUser = try await env.user(email: mo)
+            #expect(try await env.call(.post, "/v1/invitations/\(moCode)/accept", as: moUser).status == .accepted)
+            try await env.publish(UserDeleted(userID: moUser.id), userID: moUser.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM clients WHERE client_user_id = '\(moUser.id)'") == 0 }
+            #expect(try await env.count("SELECT count(*) FROM mail_outbox WHERE lower(recipient) = lower('\(mo)')") == 1)
+            let kept = try #require(try await env.mails(to: mo, count: 2).last)
+            let link = try #require(kept.firstMatch(of: try Regex("List-Unsubscribe: <https://api.test(/v1/invitations/unsubscribe\\?token=[A-Za-z0-9_-]+)>")))
+            let unsubscribed = try await env.call(
+                .post, String(try #require(link.output[1].substring)), raw: ByteBuffer(string: "List-Unsubscribe=One-Click"),
+                headers: [.contentType: "application/x-www-form-urlencoded"])
+            #expect(unsubscribed.status == .ok, "\(unsubscribed.text)")
             #expect(try await env.call(.get, "/v1/coach", as: kim).code == "no_coach")
             // The event leaves through the outbox relay, a moment after the handler's commit.
             try await waitUntil(.seconds(10)) { try await env.events("client.unlinked").contains { $0["reason"] as? String == "coach_deleted" } }

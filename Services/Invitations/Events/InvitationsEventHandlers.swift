@@ -92,15 +92,20 @@ struct InvitationsEventHandlers {
             // The mail to the account's address and the record of its unsubscribe links go, as auth's
             // do; so do the deleted coach's invitations, whose replies went to that address. What
             // stays is the latest invitation of a roster that still holds the address (another
-            // coach's, pending), which that coach's roster shows the delivery of. Account deletions
+            // coach's, pending), which that coach's roster shows the delivery of, and while one does,
+            // the unsubscribe links. Account deletions
             // are rare: the reply-to and token lookups read their tables whole, not through an index.
             let kept = "NOT EXISTS (SELECT 1 FROM clients c WHERE c.mail_id = m.id AND c.email IS NOT NULL)"
             try await connection.checkedRun(
                 "DELETE FROM mail_outbox m WHERE lower(m.recipient) = lower(\(account.email)) AND \(unescaped: kept)", logger: logger)
             try await connection.checkedRun(
                 "DELETE FROM mail_outbox m WHERE lower(m.reply_to) = lower(\(account.email)) AND \(unescaped: kept)", logger: logger)
+            // An unsubscribe link in the kept invitation keeps working (RFC 8058).
             try await connection.checkedRun(
-                "DELETE FROM unsubscribe_tokens WHERE email_normalized = \(EmailAddress.normalize(account.email))", logger: logger)
+                """
+                DELETE FROM unsubscribe_tokens t WHERE t.email_normalized = \(EmailAddress.normalize(account.email))
+                  AND NOT EXISTS (SELECT 1 FROM clients c WHERE c.email_normalized = t.email_normalized)
+                """, logger: logger)
         }
         if !keepingAccount {
             // The sends counted against the coach's daily limit name the account too; a kept account
