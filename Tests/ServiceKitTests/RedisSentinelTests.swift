@@ -24,6 +24,11 @@ import TestSupport
 
     static let name = "foodbackend-test"
 
+    /// How long the set may take to settle, and a failover to finish: Sentinel works on timers (a
+    /// hello every 2 s, the primary's INFO every 10 s, a failover attempt's timeout), which a full
+    /// parallel run on two cores delays; these are upper bounds, and each wait ends when it holds.
+    static let settling: Duration = .seconds(60)
+
     static func start() async throws -> SentinelSet {
         let primary = try RedisServer()
         try await primary.start()
@@ -31,7 +36,7 @@ import TestSupport
         try await replica.start()
         // Until its first sync is done, the replica acknowledges nothing.
         let replicaClient = RedisClient(configuration: replica.configuration, logger: TestEnvironment.logger)
-        try await waitUntil(.seconds(30)) { try await replicaClient.send("ROLE").array?.dropFirst(3).first?.string == "connected" }
+        try await waitUntil(Self.settling) { try await replicaClient.send("ROLE").array?.dropFirst(3).first?.string == "connected" }
         await replicaClient.close()
         var sentinels: [RedisServer] = []
         for _ in 0..<3 {
@@ -48,7 +53,7 @@ import TestSupport
         // Before a failover can happen, each sentinel must know the replica and the two others.
         for sentinel in sentinels {
             let asked = RedisClient(configuration: sentinel.configuration, logger: TestEnvironment.logger)
-            try await waitUntil(.seconds(30)) {
+            try await waitUntil(Self.settling) {
                 let replicas = try await asked.send("SENTINEL", "replicas", RedisArgument(name)).array?.count ?? 0
                 let others = try await asked.send("SENTINEL", "sentinels", RedisArgument(name)).array?.count ?? 0
                 return replicas == 1 && others == 2
@@ -58,7 +63,7 @@ import TestSupport
         return SentinelSet(primary: primary, replica: replica, sentinels: sentinels, configuration: configuration)
     }
 
-    @Test(.timeLimit(.minutes(2))) func commandsFindTheNewPrimaryAfterAFailover() async throws {
+    @Test(.timeLimit(.minutes(5))) func commandsFindTheNewPrimaryAfterAFailover() async throws {
         let set = try await Self.start()
         let redis = RedisClient(configuration: set.configuration, logger: TestEnvironment.logger)
         // WAIT counts the replicas holding this connection's writes: one pipeline, one connection.
@@ -66,7 +71,7 @@ import TestSupport
         #expect(written.last?.int == 1)
         try await set.primary.stop()
         let started = ContinuousClock.now
-        try await waitUntil(.seconds(30)) { (try? await redis.send("INCR", "after")) != nil }
+        try await waitUntil(Self.settling) { (try? await redis.send("INCR", "after")) != nil }
         TestEnvironment.logger.info("failover", metadata: ["took": "\(ContinuousClock.now - started)"])
         // Each connection of the pool finds the new primary on its next command.
         try await waitUntil(.seconds(10)) { (try? await redis.send("GET", "kept"))?.string == "before" }
@@ -83,7 +88,7 @@ import TestSupport
     /// Its waits allow more than two minutes (the set's start, the failover, the events); run beside the
     /// whole suite on two cores it has taken most of that, so the limit that catches a hang is
     /// longer.
-    @Test(.timeLimit(.minutes(4))) func noEventIsLostWhenThePrimaryFailsOver() async throws {
+    @Test(.timeLimit(.minutes(5))) func noEventIsLostWhenThePrimaryFailsOver() async throws {
         let set = try await Self.start()
         let bus = try await BusHarness(redis: set.configuration)
         bus.startRelay(poll: .milliseconds(100))
