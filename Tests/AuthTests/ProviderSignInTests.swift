@@ -347,4 +347,60 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/auth/token/refresh", json: ["refresh_token": second.refreshToken]).status == .ok)
         }
     }
+
+    /// A Google sign-in linked with the account's password goes with a password reset or change:
+    /// whoever else knew the password could have linked their own. One Google answers for stays, and
+    /// so does the sign-in an account was made with; the owner links again with the new password.
+    @Test(arguments: [false, true])
+    func aSignInLinkedWithThePasswordEndsWithAResetOrAChange(byReset: Bool) async throws {
+        try await AuthTestEnvironment.run { env in
+            let account = try await AdminAndDeletionTests.verifiedAccount(env)
+            // Google does not answer for an example.com address it has no `hd` for: linked with the password.
+            let withPassword = "google-\(UUID())"
+            func linkWithPassword(_ password: String) async throws -> AuthTestEnvironment.Reply {
+                let nonce = try await env.nonce()
+                let token = try env.idToken(.google, nonce: nonce, subject: withPassword, email: account.email)
+                return try await env.call(.post, "/v1/auth/google", json: ["id_token": token, "nonce": nonce, "password": password])
+            }
+            let linked = try await linkWithPassword(account.password)
+            #expect(linked.status == .ok && linked.json[path: "user.id"] as? String == account.id, "\(linked.text)")
+            // The Workspace domain named by `hd` is Google's to answer for: linked by the address alone.
+            let vouched = "google-\(UUID())"
+            let workspace = try await env.signIn(with: .google, subject: vouched, email: account.email, extra: ["hd": "example.com"])
+            #expect(workspace.status == .ok && workspace.json[path: "user.id"] as? String == account.id, "\(workspace.text)")
+            let identities = "SELECT count(*) FROM identities WHERE user_id = '\(account.id)'"
+            #expect(try await env.count(identities) == 2)
+
+            let newPassword = "a brand new horse battery"
+            if byReset {
+                #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": account.email]).status == .accepted)
+                let resetMail = try #require(try await env.mails(to: account.email, count: 2).first { $0.contains("Subject: Reset your") })
+                let reset = try await env.call(.post, "/v1/auth/password/reset", json: ["token": try AuthTestEnvironment.linkToken(in: resetMail), "password": newPassword])
+                #expect(reset.status == .noContent, "\(reset.text)")
+            } else {
+                let change = try await env.call(
+                    .post, "/v1/auth/password/change", json: ["current_password": account.password, "password": newPassword], token: account.accessToken)
+                #expect(change.status == .noContent, "\(change.text)")
+            }
+            #expect(try await env.count(identities) == 1)
+            let again = try await env.signIn(with: .google, subject: withPassword, email: account.email)
+            #expect(again.status == .conflict && again.code == "account_exists", "\(again.text)")
+            let stays = try await env.signIn(with: .google, subject: vouched, email: account.email, extra: ["hd": "example.com"])
+            #expect(stays.status == .ok && stays.json[path: "user.id"] as? String == account.id, "\(stays.text)")
+            #expect(try await linkWithPassword(account.password).code == "invalid_credentials")
+            let relinked = try await linkWithPassword(newPassword)
+            #expect(relinked.status == .ok && relinked.json[path: "user.id"] as? String == account.id, "\(relinked.text)")
+
+            // An account made with Google keeps that sign-in when it sets a password by reset.
+            let made = "google-\(UUID())"
+            let gmail = "\(TestEnvironment.uniqueName("made"))@gmail.com"
+            let created = try await env.signIn(with: .google, subject: made, email: gmail)
+            #expect(created.status == .ok && created.json["created"] as? Bool == true, "\(created.text)")
+            #expect(try await env.call(.post, "/v1/auth/password/forgot", json: ["email": gmail]).status == .accepted)
+            let resetMail = try #require(try await env.mails(to: gmail).first { $0.contains("Subject: Reset your") })
+            #expect(try await env.call(.post, "/v1/auth/password/reset", json: ["token": try AuthTestEnvironment.linkToken(in: resetMail), "password": newPassword]).status == .noContent)
+            let returning = try await env.signIn(with: .google, subject: made, email: gmail)
+            #expect(returning.status == .ok && returning.json[path: "user.id"] as? String == created.json[path: "user.id"] as? String, "\(returning.text)")
+        }
+    }
 }

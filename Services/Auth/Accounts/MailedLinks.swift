@@ -116,7 +116,9 @@ extension Accounts {
             // (the provider had not verified it) may not be its owner, who has just proven it: those
             // sign-ins go, so an account claimed in someone else's name is not theirs to keep. Even
             // if the address was verified by mail since: the owner may have followed that link.
-            try await users.unlinkUnproven(userID, on: connection, logger: logger)
+            // Those linked with the password go too: whoever knew the password the reset replaces
+            // could have linked their own.
+            try await users.unlinkOnReset(userID, on: connection, logger: logger)
             // Nobody had proven the address: whoever set the account up may not be the one who just
             // did. As on disowning, the name and the roles they took go, and every service drops what
             // the account made (`maker_dropped`) before it hears that the address is proven, so what

@@ -66,7 +66,8 @@ extension Accounts {
                 throw APIError.unauthorized("The password is wrong.", code: "invalid_credentials")
             }
             try await users.link(
-                provider: identity.provider, subject: identity.subject, email: email, proven: existing.emailVerified, to: existing.id, on: connection, logger: logger)
+                provider: identity.provider, subject: identity.subject, email: email, proven: existing.emailVerified, withPassword: true, to: existing.id,
+                on: connection, logger: logger)
             return existing
         }
         guard identity.emailVouched else {

@@ -196,17 +196,27 @@ struct UserStore: Sendable {
     }
 
     /// `proven`: the address was verified (by the provider, or already on the account) when the
-    /// identity was linked.
-    func link(provider: String, subject: String, email: String?, proven: Bool, to userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+    /// identity was linked. `withPassword`: linked by showing the account's password, not on the
+    /// provider's word for the address.
+    func link(
+        provider: String, subject: String, email: String?, proven: Bool, withPassword: Bool = false, to userID: UUID, on connection: PostgresConnection, logger: Logger
+    ) async throws {
         try await connection.checkedRun(
             """
-            INSERT INTO identities (provider, subject, user_id, email, linked_unproven) VALUES (\(provider), \(subject), \(userID), \(email), \(!proven))
+            INSERT INTO identities (provider, subject, user_id, email, linked_unproven, linked_with_password)
+            VALUES (\(provider), \(subject), \(userID), \(email), \(!proven), \(withPassword))
             """, logger: logger)
     }
 
-    /// Removes the account's provider sign-ins that were linked before anyone had proven its address.
-    func unlinkUnproven(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("DELETE FROM identities WHERE user_id = \(userID) AND linked_unproven", logger: logger)
+    /// Removes the account's provider sign-ins linked with its password, which a password change ends.
+    func unlinkLinkedWithPassword(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM identities WHERE user_id = \(userID) AND linked_with_password", logger: logger)
+    }
+
+    /// Removes the account's provider sign-ins that a password reset ends: those linked before anyone
+    /// had proven its address, and those linked with the password the reset replaces.
+    func unlinkOnReset(_ userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("DELETE FROM identities WHERE user_id = \(userID) AND (linked_unproven OR linked_with_password)", logger: logger)
     }
 
     /// A page of accounts for admins, newest first, optionally filtered by an email prefix or a

@@ -198,7 +198,8 @@ struct AccountRoutes {
         enum CodingKeys: String, CodingKey, CaseIterable { case currentPassword = "current_password", password }
     }
 
-    /// Needs the current password (counted like a login failure when wrong); other sessions end.
+    /// Needs the current password (counted like a login failure when wrong); other sessions end, and
+    /// so do the Apple and Google sign-ins linked with a password.
     /// The reset links go too, once the address is proven: before that, a reset link is how the
     /// mailbox's owner takes back an account someone else set up with it, which the maker's
     /// password changes must not undo.
@@ -219,6 +220,9 @@ struct AccountRoutes {
                 try await accounts.emailTokens.invalidate(.resetPassword, userID: user.id, on: connection, logger: context.logger)
             }
             try await accounts.sessions.endAll(of: user.id, except: context.caller.sessionID, on: connection, logger: context.logger)
+            // Whoever else knew the old password could have linked their own Apple or Google sign-in
+            // with it: those go, as the other sessions do.
+            try await accounts.users.unlinkLinkedWithPassword(user.id, on: connection, logger: context.logger)
             try await accounts.outbox.write(UserPasswordChanged(userID: user.id, method: .change), userID: user.id, on: connection, logger: context.logger)
             try await accounts.mailer.sendPasswordChanged(to: user.email, name: user.nameForMail, on: connection, logger: context.logger)
         }

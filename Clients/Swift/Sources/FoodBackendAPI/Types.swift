@@ -152,6 +152,8 @@ public protocol APIProtocol: Sendable {
     func postV1AuthNonce(_ input: Operations.PostV1AuthNonce.Input) async throws -> Operations.PostV1AuthNonce.Output
     /// Change the password with the current one; other sessions end.
     ///
+    /// The Apple and Google sign-ins linked with a password are removed too: whoever else knew the old password could have linked their own. Link again with the new password.
+    ///
     /// - Remark: HTTP `POST /v1/auth/password/change`.
     /// - Remark: Generated from `#/paths//v1/auth/password/change/post`.
     func postV1AuthPasswordChange(_ input: Operations.PostV1AuthPasswordChange.Input) async throws -> Operations.PostV1AuthPasswordChange.Output
@@ -162,7 +164,7 @@ public protocol APIProtocol: Sendable {
     func postV1AuthPasswordForgot(_ input: Operations.PostV1AuthPasswordForgot.Input) async throws -> Operations.PostV1AuthPasswordForgot.Output
     /// Set a new password with the mailed token; ends every session.
     ///
-    /// The link proves the address. If nobody had proven it before, whoever set the account up may be someone else: the display name and the roles they took (coach) are removed too, as with `disown: true`, and `user.password_changed` carries `maker_dropped: true`.
+    /// The link proves the address. If nobody had proven it before, whoever set the account up may be someone else: the display name and the roles they took (coach) are removed too, as with `disown: true`, and `user.password_changed` carries `maker_dropped: true`. Apple and Google sign-ins linked with a password, or before the address was proven, are removed (one the provider answers for links again at its next sign-in).
     ///
     /// - Remark: HTTP `POST /v1/auth/password/reset`.
     /// - Remark: Generated from `#/paths//v1/auth/password/reset/post`.
@@ -1176,6 +1178,8 @@ extension APIProtocol {
     }
     /// Change the password with the current one; other sessions end.
     ///
+    /// The Apple and Google sign-ins linked with a password are removed too: whoever else knew the old password could have linked their own. Link again with the new password.
+    ///
     /// - Remark: HTTP `POST /v1/auth/password/change`.
     /// - Remark: Generated from `#/paths//v1/auth/password/change/post`.
     public func postV1AuthPasswordChange(
@@ -1202,7 +1206,7 @@ extension APIProtocol {
     }
     /// Set a new password with the mailed token; ends every session.
     ///
-    /// The link proves the address. If nobody had proven it before, whoever set the account up may be someone else: the display name and the roles they took (coach) are removed too, as with `disown: true`, and `user.password_changed` carries `maker_dropped: true`.
+    /// The link proves the address. If nobody had proven it before, whoever set the account up may be someone else: the display name and the roles they took (coach) are removed too, as with `disown: true`, and `user.password_changed` carries `maker_dropped: true`. Apple and Google sign-ins linked with a password, or before the address was proven, are removed (one the provider answers for links again at its next sign-in).
     ///
     /// - Remark: HTTP `POST /v1/auth/password/reset`.
     /// - Remark: Generated from `#/paths//v1/auth/password/reset/post`.
