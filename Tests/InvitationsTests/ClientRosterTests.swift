@@ -141,6 +141,38 @@ import TestSupport
         }
     }
 
+    /// A mail not sent yet (the SMTP server is out of reach here) is dropped once its code stops
+    /// working: the coach withdrew the invitation, or its addressee took a new code in the app. The
+    /// roster then shows that no mail goes, not one on its way.
+    @Test func aMailNotSentYetGoesNoMoreOnceItsCodeStopsWorking() async throws {
+        try await InvitationsTestEnvironment.run(["SMTP_URL": "smtp://127.0.0.1:1", "ACCEPT_ROLE_WAIT_MS": "0"]) { env in
+            let coach = try await env.coach()
+            func mails(to address: String) async throws -> Int {
+                try await env.count("SELECT count(*) FROM mail_outbox WHERE lower(recipient) = lower('\(address)')")
+            }
+            let withdrawn = "\(TestEnvironment.uniqueName("rex"))@example.com"
+            let created = try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Rex", "email": withdrawn])
+            #expect(created.status == .created && created.json[path: "invitation.delivery"] as? String == "queued", "\(created.text)")
+            let id = try #require(created.json["id"] as? String)
+            #expect(try await mails(to: withdrawn) == 1)
+            let revoked = try await env.call(.post, "/v1/clients/\(id)/invitation/revoke", as: coach)
+            #expect(revoked.json["status"] as? String == "revoked" && revoked.json[path: "invitation.delivery"] as? String == "suppressed", "\(revoked.text)")
+            #expect(try await mails(to: withdrawn) == 0)
+
+            let lost = "\(TestEnvironment.uniqueName("ivy"))@example.com"
+            let pending = try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Ivy", "email": lost])
+            let pendingID = try #require(pending.json["id"] as? String)
+            #expect(try await mails(to: lost) == 1)
+            let ivy = try await env.user(email: lost)
+            let mine = try await env.call(.get, "/v1/invitations/mine", as: ivy)
+            #expect(mine.status == .ok && mine.items.count == 1, "\(mine.text)")
+            #expect(try await mails(to: lost) == 0)
+            #expect(try await env.call(.get, "/v1/clients/\(pendingID)", as: coach).json[path: "invitation.delivery"] as? String == "suppressed")
+            let code = try #require(mine.items.first?["code"] as? String)
+            #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: ivy).status == .accepted)
+        }
+    }
+
     /// The app finds the invitations to a verified address, each with a new code that works (the
     /// mailed one stops); an unverified address finds none.
     @Test func theAppFindsInvitationsToTheCallersVerifiedAddress() async throws {

@@ -141,9 +141,14 @@ struct ClientStore: Sendable {
     }
 
     /// The client's invitation mail not sent yet is not sent: its code is dead, or its address changed.
+    /// Drops the invitation's mail if it has not gone out: its code no longer works. The roster then
+    /// shows that no mail goes (`suppressed`), not one on its way.
     func dropUnsentMail(of id: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
-            "DELETE FROM mail_outbox m USING clients c WHERE c.id = \(id) AND m.id = c.mail_id AND m.status = 'pending'", logger: logger)
+            """
+            WITH dropped AS (DELETE FROM mail_outbox m USING clients c WHERE c.id = \(id) AND m.id = c.mail_id AND m.status = 'pending' RETURNING m.id)
+            UPDATE clients SET mail_id = NULL WHERE id = \(id) AND mail_id IN (SELECT id FROM dropped)
+            """, logger: logger)
     }
 
     func setMail(_ mailID: UUID?, of id: UUID, on connection: PostgresConnection, logger: Logger) async throws {

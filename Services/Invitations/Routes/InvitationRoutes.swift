@@ -65,7 +65,8 @@ struct InvitationRoutes {
     }
 
     /// The checks in their order, then one conditional update; the response waits for auth's grant of
-    /// `client` (`user.roles_changed`), up to `ACCEPT_ROLE_WAIT_MS`.
+    /// `client` (`user.roles_changed`), up to `ACCEPT_ROLE_WAIT_MS`. The person who accepted it gets
+    /// the same answer again; anyone else `409 invitation_used`.
     @Sendable func accept(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<AcceptResponse> {
         let body = try await request.decodeIfPresent(as: AcceptRequest.self, context: context) ?? AcceptRequest()
         let code = context.parameters.get("code") ?? ""
@@ -80,6 +81,10 @@ struct InvitationRoutes {
             switch client.status {
             case .revoked: throw InvitationErrors.revoked
             case .expired: throw APIError(.gone, code: "invitation_expired", detail: "This invitation has expired; ask your coach to send it again.")
+            case .accepted where client.clientUserID == caller.userID:
+                // The caller's own acceptance sent again, its answer lost on the way (an app without
+                // `Idempotency-Key`): answered as it was, nothing done twice.
+                return (client, try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger))
             case .accepted, .left: throw ClientFields.used
             case .pending: break
             }
@@ -156,7 +161,7 @@ struct InvitationRoutes {
 
     /// The pending invitations to the caller's verified address, for a client who installed the app
     /// from the App Store and lost the link. Codes are stored only as hashes, so each comes as a new
-    /// code (the mailed link stops working).
+    /// code (the mailed link stops working, and a mail not sent yet is not sent).
     @Sendable func mine(_ request: Request, context: AuthenticatedContext) async throws -> MineResponse {
         guard context.caller.emailVerified else {
             throw APIError(.forbidden, code: "email_unverified", detail: "Verify your email address first: invitations are found by it.")
@@ -167,6 +172,8 @@ struct InvitationRoutes {
             var items: [MineItem] = []
             for client in try await invitations.clients.pending(to: account.email, on: connection, logger: context.logger) {
                 let code = try await invitations.clients.reissueCode(client.id, on: connection, logger: context.logger)
+                // A mail not sent yet would carry the code that just stopped working.
+                try await invitations.clients.dropUnsentMail(of: client.id, on: connection, logger: context.logger)
                 let coach = try await invitations.accounts.find(client.coachID, on: connection, logger: context.logger)
                 items.append(
                     MineItem(clientName: client.name, code: code.value, coach: CoachCard(id: client.coachID, account: coach), expiresAt: client.expiresAt, status: "pending"))

@@ -4573,7 +4573,7 @@ public struct Client: APIProtocol {
     }
     /// Add a client and invite them by mail (coaches).
     ///
-    /// The invitation is made with the client: a code of 256 random bits (stored only as its hash), pending for INVITATION_TTL_DAYS (30). The mail (Reply-To the coach) holds the App Store link, the "Get started" link <APP_BASE_URL>/invite?code=…, the <APP_SCHEME>://invite?code=… link, the expiry and one-click unsubscribe. An address that unsubscribed gets no mail (`delivery: suppressed`).
+    /// The invitation is made with the client: a code of 256 random bits (stored only as its hash), pending for INVITATION_TTL_DAYS (30). The mail (Reply-To the coach) holds the App Store link, the "Get started" link <APP_BASE_URL>/invite?code=…, the <APP_SCHEME>://invite?code=… link, the expiry and one-click unsubscribe. An address that unsubscribed gets no mail (`delivery: suppressed`), nor does an invitation whose mail was dropped before it went (revoked, or its code taken with `GET /v1/invitations/mine`).
     ///
     /// - Remark: HTTP `POST /v1/clients`.
     /// - Remark: Generated from `#/paths//v1/clients/post`.
@@ -7707,7 +7707,7 @@ public struct Client: APIProtocol {
             }
         )
     }
-    /// The pending invitations to the caller's verified address, each with a new code (the mailed link stops working).
+    /// The pending invitations to the caller's verified address, each with a new code (the mailed link stops working; a mail not sent yet is dropped).
     ///
     /// - Remark: HTTP `GET /v1/invitations/mine`.
     /// - Remark: Generated from `#/paths//v1/invitations/mine/get`.
@@ -8114,7 +8114,7 @@ public struct Client: APIProtocol {
             }
         )
     }
-    /// Accept: the caller becomes the coach's client. Answers once auth has granted `client` (200), or 202 with role pending after ACCEPT_ROLE_WAIT_MS.
+    /// Accept: the caller becomes the coach's client. Answers once auth has granted `client` (200), or 202 with role pending after ACCEPT_ROLE_WAIT_MS; the same answer again to the caller who accepted it.
     ///
     /// The checks, in order: unknown or superseded code 404 invitation_not_found; revoked 410 invitation_revoked; expired 410 invitation_expired; accepted 409 invitation_used; the caller is a coach 409 role_conflict; the caller has another coach 409 already_has_coach (unless switch_coach: true); the caller's address is not verified 403 email_unverified; the caller's address is not the invited one 409 email_mismatch (except an Apple private-relay address Apple vouched for at sign-in: the code is enough, a notice goes to the invited address). Emits invitation.accepted.
     ///
