@@ -21,9 +21,9 @@ func collect(_ body: HTTPBody?) async throws -> Data {
 ///
 /// Except on the paths where the server ignores the key (auth's and the invitations' services,
 /// `idempotencyExcluded`): their answers hold tokens and are never kept, so a second attempt would run
-/// again (`409 email_taken` for a sign-up that worked, `invitation_used`). Those POSTs go without a
-/// key, which keeps the retries from sending them twice; the refresh alone is sent again all the
-/// same (`RetryPolicy.resentWithoutKey`).
+/// again (`409 email_taken` for a sign-up that worked). Those POSTs go without a key, which keeps the
+/// retries from sending them twice; the refresh and an invitation's acceptance, which the server
+/// answers again as it did the first time, are sent again all the same (`RetryPolicy.resentWithoutKey`).
 struct IdempotencyMiddleware: ClientMiddleware {
     static let ignoredUnder = ["/v1/auth/", "/verify-email", "/reset-password", "/v1/invitations/"]
 
@@ -170,8 +170,9 @@ public struct RetryPolicy: Sendable {
     /// refresh token already exchanged, sent again within `REFRESH_REUSE_GRACE_SECONDS` (60) while
     /// the tokens it was exchanged for are unused, gets new ones. A refresh whose answer was lost
     /// (the phone moving from Wi-Fi to cellular) is so sent again at once; left to the next `401`,
-    /// minutes later, it would be `refresh_token_reused`, and the user signed out.
-    static let resentWithoutKey: Set<String> = ["post/v1/auth/token/refresh"]
+    /// minutes later, it would be `refresh_token_reused`, and the user signed out. An invitation's
+    /// acceptance sent again by the person who accepted it gets the same answer, not `invitation_used`.
+    static let resentWithoutKey: Set<String> = ["post/v1/auth/token/refresh", "post/v1/invitations/{code}/accept"]
 
     public var attempts: Int
     public var delay: Duration
