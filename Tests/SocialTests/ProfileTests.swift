@@ -326,9 +326,9 @@ import TestSupport
     }
 
     /// What a phone writes into a photo (the GPS position, the camera, comments, XMP) is not stored
-    /// nor served: the image is decoded and encoded again, upright by its EXIF orientation. An image
-    /// whose header states a side over 4096 pixels is refused before it is decoded, and bytes that
-    /// start like an image but are none are refused too.
+    /// nor served: the image is decoded and encoded again, upright by its EXIF orientation, and at
+    /// most 1024 pixels on its long side. An image whose header states a side over 4096 pixels is
+    /// refused before it is decoded, and bytes that start like an image but are none are refused too.
     @Test func avatarsLoseTheirMetadataAndHugeOnesAreRefused() async throws {
         try await SocialTestEnvironment.run { env in
             let cook = try await env.user()
@@ -365,6 +365,14 @@ import TestSupport
             }
             // The last good one is still the avatar.
             #expect(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: cook).headers[.contentType] == "image/webp")
+
+            // A camera's photo (3000×2000) is kept scaled down to 1024 pixels on its long side.
+            let camera = Self.fixture("camera.jpg")
+            #expect(try await env.call(.put, "/v1/profiles/me/avatar", as: cook, raw: ByteBuffer(bytes: camera)).status == .ok)
+            let scaled = Array(try await env.call(.get, "/v1/profiles/\(cook.path)/avatar", as: cook).body.readableBytesView)
+            let kept = try CleanImage.cleanNow(ByteBuffer(bytes: scaled), format: .jpeg, maxSide: AvatarRoutes.maxSide)
+            #expect(kept.width == 1024 && (682...683).contains(kept.height), "\(kept.width)×\(kept.height)")
+            #expect(scaled.count < camera.count / 2, "\(scaled.count) bytes")
         }
     }
 

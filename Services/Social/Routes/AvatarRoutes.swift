@@ -10,6 +10,9 @@ struct AvatarRoutes {
     static let maxBytes = 2 * 1024 * 1024
     /// The longest side an avatar's header may state.
     static let maxSide = 4096
+    /// The longest side an avatar is kept at: a phone's photo is scaled down to it, as every list of
+    /// people shows avatars small, and a camera's full size would be megabytes in each row.
+    static let storedLongSide = 1024
 
     let social: Social
 
@@ -33,7 +36,7 @@ struct AvatarRoutes {
         }
         let image: CleanImage
         do {
-            image = try await CleanImage.clean(body, format: format, maxSide: Self.maxSide, decoding: social.settings.imageDecoding)
+            image = try await CleanImage.clean(body, format: format, maxSide: Self.maxSide, maxLongSide: Self.storedLongSide, decoding: social.settings.imageDecoding)
         } catch CleanImage.Problem.tooLarge(let width, let height) {
             throw APIError(
                 .unprocessableContent, code: "image_too_large",

@@ -20,6 +20,12 @@ info = PngImagePlugin.PngInfo()
 info.add_text("Comment", "secret-comment")
 photo.save("photo.png", pnginfo=info, exif=exif)
 
+# 3000 x 2000, as a phone's camera makes them: under every limit, and stored scaled down. A gradient,
+# so it is a photo's size in bytes and not one colour's.
+gradient = Image.new("RGB", (3000, 2000))
+gradient.putdata([(x * 255 // 2999, y * 255 // 1999, 128) for y in range(2000) for x in range(3000)])
+gradient.save("camera.jpg", quality=85)
+
 # 5000 x 5000, real pixels (one colour compresses to little).
 Image.new("L", (5000, 5000), 128).save("wide.png", optimize=True)
 

@@ -26095,7 +26095,7 @@ public enum Operations {
             }
         }
     }
-    /// Upload the avatar: the raw PNG, JPEG or WebP bytes (at most 2 MiB, at most 4096 pixels a side), replacing any previous one.
+    /// Upload the avatar: the raw PNG, JPEG or WebP bytes (at most 2 MiB, at most 4096 pixels a side; kept at most 1024 pixels on its long side), replacing any previous one.
     ///
     /// The image is decoded and encoded again in its format before it is stored: turned upright by its EXIF orientation, converted to sRGB, and without its metadata (EXIF with the GPS position, XMP, comments).
     ///
