@@ -4,6 +4,7 @@
 -- removes it. The address's owner links it again with the new password; a provider that answers
 -- for the address links by itself at the next sign-in. Identities linked after their account was
 -- made, before this column existed, may have been linked this way: they are counted as such, so a
--- reset removes them too (an identity an account was made with shares its account's creation time).
+-- reset or change removes them too (an identity an account was made with shares its account's
+-- creation time). Those among them that the provider answered for link again by themselves.
 ALTER TABLE identities ADD COLUMN linked_with_password boolean NOT NULL DEFAULT false;
 UPDATE identities i SET linked_with_password = true FROM users u WHERE u.id = i.user_id AND i.created_at > u.created_at;

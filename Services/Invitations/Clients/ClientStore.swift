@@ -140,13 +140,17 @@ struct ClientStore: Sendable {
         return code
     }
 
-    /// The client's invitation mail not sent yet is not sent: its code is dead, or its address changed.
-    /// Drops the invitation's mail if it has not gone out: its code no longer works. The roster then
-    /// shows that no mail goes (`suppressed`), not one on its way.
+    /// The client's invitation mail not sent yet is not sent: its code is dead, or its address
+    /// changed. The roster then shows that no mail goes (`suppressed`), not one on its way. A mail
+    /// whose first sending is under way (claimed: never attempted, its lease ahead) is left to it:
+    /// dropped, it would still go out, and the roster would say none went.
     func dropUnsentMail(of id: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
-            WITH dropped AS (DELETE FROM mail_outbox m USING clients c WHERE c.id = \(id) AND m.id = c.mail_id AND m.status = 'pending' RETURNING m.id)
+            WITH dropped AS (
+                DELETE FROM mail_outbox m USING clients c
+                WHERE c.id = \(id) AND m.id = c.mail_id AND m.status = 'pending' AND NOT (m.attempts = 0 AND m.next_attempt_at > now())
+                RETURNING m.id)
             UPDATE clients SET mail_id = NULL WHERE id = \(id) AND mail_id IN (SELECT id FROM dropped)
             """, logger: logger)
     }
