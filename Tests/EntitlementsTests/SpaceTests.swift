@@ -19,10 +19,14 @@ import TestSupport
         return try #require(reply.json["id"] as? String)
     }
 
-    /// Adds a member by user id (the owner holds `team`).
-    static func add(_ env: EntitlementsTestEnvironment, _ member: String, as permission: String, to space: String, by owner: any BearerHolder) async throws {
-        let reply = try await env.call(.post, "/v1/spaces/\(space)/members", as: owner, json: ["user_id": member, "permission": permission])
+    /// Invites a member by user id (the owner holds `team`), who accepts.
+    static func add(
+        _ env: EntitlementsTestEnvironment, _ member: EntitlementsTestEnvironment.User, as permission: String, to space: String, by owner: any BearerHolder
+    ) async throws {
+        let reply = try await env.call(.post, "/v1/spaces/\(space)/members", as: owner, json: ["user_id": member.path, "permission": permission])
         #expect(reply.status == .created, "\(reply.text)")
+        let accepted = try await env.call(.post, "/v1/spaces/\(space)/invitation/accept", as: member)
+        #expect(accepted.status == .ok && accepted.json["permission"] as? String == permission, "\(accepted.text)")
     }
 
     /// The response of the permissions endpoint: nil when allowed, else the problem's code.
@@ -68,9 +72,9 @@ import TestSupport
             let viewer = try await env.user()
             try await env.grant(owner, tier: "team")
             let id = try await Self.space(env, of: owner)
-            try await Self.add(env, editor.path, as: "editor", to: id, by: owner)
-            try await Self.add(env, commenter.path, as: "commenter", to: id, by: owner)
-            try await Self.add(env, viewer.path, as: "viewer", to: id, by: owner)
+            try await Self.add(env, editor, as: "editor", to: id, by: owner)
+            try await Self.add(env, commenter, as: "commenter", to: id, by: owner)
+            try await Self.add(env, viewer, as: "viewer", to: id, by: owner)
 
             // view, comment, edit, delete, invite: nil is allowed.
             let table: [(String, any BearerHolder, [String?])] = [
@@ -151,8 +155,9 @@ import TestSupport
         }
     }
 
-    /// By user id, or by address: a user id is a member at once; an address is a pending membership
-    /// until its account accepts, or the address registers. Duplicates are 409, oneself 400.
+    /// By user id, or by address: either is a pending membership until its account accepts (or
+    /// declines; the owner may withdraw it), or the address registers. Nobody is in a space without
+    /// saying yes. Duplicates are 409, oneself 400.
     @Test func membersByIdAndByEmail() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let owner = try await env.user()
@@ -163,8 +168,26 @@ import TestSupport
             let members = "/v1/spaces/\(id)/members"
 
             let byID = try await env.call(.post, members, as: owner, json: ["user_id": friend.path, "permission": "editor"])
-            #expect(byID.status == .created && byID.json["status"] as? String == "active" && byID.json["user_id"] as? String == friend.path, "\(byID.text)")
-            #expect(byID.json["permission"] as? String == "editor" && byID.json["joined_at"] is String)
+            #expect(byID.status == .created && byID.json["status"] as? String == "pending" && byID.json["user_id"] as? String == friend.path, "\(byID.text)")
+            #expect(byID.json["permission"] as? String == "editor" && byID.json["invited_at"] is String && byID.json["joined_at"] is NSNull)
+            // Not in the space until the friend says yes; the invitation is theirs to see.
+            #expect(try await env.call(.get, "/v1/spaces/\(id)", as: friend).status == .notFound)
+            #expect(try await env.call(.get, "/v1/spaces", as: friend).ids.isEmpty)
+            #expect(try await env.call(.post, members, as: owner, json: ["user_id": friend.path, "permission": "viewer"]).code == "already_member")
+            let offered = try await env.call(.get, "/v1/spaces/invitations", as: friend)
+            #expect(offered.items.count == 1 && offered.items.first?["space_id"] as? String == id && offered.items.first?["permission"] as? String == "editor")
+            let listedPending = try await env.call(.get, members, as: owner)
+            #expect(listedPending.items.contains { $0["user_id"] as? String == friend.path && $0["status"] as? String == "pending" }, "\(listedPending.text)")
+            // Withdrawn by the owner, declined by the friend, then accepted.
+            #expect(try await env.call(.delete, "\(members)/\(friend.path)", as: owner).status == .noContent)
+            #expect(try await env.call(.post, "/v1/spaces/\(id)/invitation/accept", as: friend).code == "space_not_found")
+            #expect(try await env.call(.post, members, as: owner, json: ["user_id": friend.path, "permission": "viewer"]).status == .created)
+            #expect(try await env.call(.delete, "/v1/spaces/\(id)/invitation", as: friend).status == .noContent)
+            #expect(try await env.call(.get, "/v1/spaces/invitations", as: friend).items.isEmpty)
+            #expect(try await env.call(.post, members, as: owner, json: ["user_id": friend.path, "permission": "editor"]).status == .created)
+            let joined = try await env.call(.post, "/v1/spaces/\(id)/invitation/accept", as: friend)
+            #expect(joined.status == .ok && joined.json["permission"] as? String == "editor", "\(joined.text)")
+            #expect(try await env.count("SELECT count(*) FROM space_account_invitations WHERE space_id = '\(id)'") == 0)
             let byEmail = try await env.call(.post, members, as: owner, json: ["email": "  \(colleague.email.uppercased()) ", "permission": "commenter"])
             #expect(byEmail.status == .created && byEmail.json["user_id"] is NSNull && byEmail.json["status"] as? String == "pending", "\(byEmail.text)")
             #expect(try await env.call(.post, "/v1/spaces/\(id)/invitation/accept", as: colleague).json["permission"] as? String == "commenter")
@@ -236,7 +259,7 @@ import TestSupport
             #expect(try await env.call(.patch, "/v1/spaces/\(id)", as: owner, json: ["name": "Solo"]).status == .ok)
 
             try await env.grant(owner, tier: "team")
-            try await Self.add(env, friend.path, as: "viewer", to: id, by: owner)
+            try await Self.add(env, friend, as: "viewer", to: id, by: owner)
         }
     }
 
@@ -251,9 +274,9 @@ import TestSupport
             let extra = try await env.user()
             try await env.grant(owner, tier: "team")
             let id = try await Self.space(env, of: owner)
-            try await Self.add(env, editor.path, as: "editor", to: id, by: owner)
-            try await Self.add(env, commenter.path, as: "commenter", to: id, by: owner)
-            try await Self.add(env, viewer.path, as: "viewer", to: id, by: owner)
+            try await Self.add(env, editor, as: "editor", to: id, by: owner)
+            try await Self.add(env, commenter, as: "commenter", to: id, by: owner)
+            try await Self.add(env, viewer, as: "viewer", to: id, by: owner)
             try await env.revokeGrants(owner)
 
             let table: [(String, any BearerHolder, [String?])] = [
@@ -296,8 +319,8 @@ import TestSupport
             let c = try await env.user()
             try await env.grant(owner, tier: "team")
             let id = try await Self.space(env, of: owner)
-            try await Self.add(env, b.path, as: "editor", to: id, by: owner)
-            try await Self.add(env, c.path, as: "viewer", to: id, by: owner)
+            try await Self.add(env, b, as: "editor", to: id, by: owner)
+            try await Self.add(env, c, as: "viewer", to: id, by: owner)
             let owners = "SELECT count(*) FROM space_members WHERE space_id = '\(id)' AND permission = 'owner'"
 
             // Without an offer, and by someone who is not the owner.
@@ -361,9 +384,9 @@ import TestSupport
             let viewer = try await env.user()
             try await env.grant(owner, tier: "team")
             let id = try await Self.space(env, of: owner)
-            try await Self.add(env, editor.path, as: "editor", to: id, by: owner)
-            try await Self.add(env, commenter.path, as: "commenter", to: id, by: owner)
-            try await Self.add(env, viewer.path, as: "viewer", to: id, by: owner)
+            try await Self.add(env, editor, as: "editor", to: id, by: owner)
+            try await Self.add(env, commenter, as: "commenter", to: id, by: owner)
+            try await Self.add(env, viewer, as: "viewer", to: id, by: owner)
             let members = "/v1/spaces/\(id)/members"
 
             let stays = try await env.call(.delete, "\(members)/\(owner.path)", as: owner)
@@ -410,20 +433,24 @@ import TestSupport
             try await env.grant(other, tier: "team")
 
             let shared = try await Self.space(env, of: owner, name: "Shared")
-            try await Self.add(env, earlyViewer.path, as: "viewer", to: shared, by: owner)
-            try await Self.add(env, firstEditor.path, as: "editor", to: shared, by: owner)
-            try await Self.add(env, secondEditor.path, as: "editor", to: shared, by: owner)
+            try await Self.add(env, earlyViewer, as: "viewer", to: shared, by: owner)
+            try await Self.add(env, firstEditor, as: "editor", to: shared, by: owner)
+            try await Self.add(env, secondEditor, as: "editor", to: shared, by: owner)
             let viewersOnly = try await Self.space(env, of: owner, name: "Viewers only")
-            try await Self.add(env, secondEditor.path, as: "commenter", to: viewersOnly, by: owner)
-            try await Self.add(env, earlyViewer.path, as: "viewer", to: viewersOnly, by: owner)
+            try await Self.add(env, secondEditor, as: "commenter", to: viewersOnly, by: owner)
+            try await Self.add(env, earlyViewer, as: "viewer", to: viewersOnly, by: owner)
             let lonely = try await Self.space(env, of: owner, name: "Lonely")
             let theirs = try await Self.space(env, of: other, name: "Theirs")
-            try await Self.add(env, owner.path, as: "editor", to: theirs, by: other)
+            try await Self.add(env, owner, as: "editor", to: theirs, by: other)
             #expect(try await env.call(.post, "/v1/spaces/\(theirs)/transfer", as: other, json: ["user_id": owner.path]).status == .ok)
             // An invitation the owner sent to an address with no account yet.
             let invited = try await env.call(
                 .post, "/v1/spaces/\(shared)/members", as: owner, json: ["email": "\(TestEnvironment.uniqueName("invitee"))@example.com", "permission": "viewer"])
             #expect(invited.status == .created, "\(invited.text)")
+            // Invitations by id still pending: one the owner sent, one to the owner.
+            #expect(try await env.call(.post, "/v1/spaces/\(shared)/members", as: owner, json: ["user_id": other.path, "permission": "viewer"]).status == .created)
+            let another = try await Self.space(env, of: other, name: "Another")
+            #expect(try await env.call(.post, "/v1/spaces/\(another)/members", as: other, json: ["user_id": owner.path, "permission": "viewer"]).status == .created)
 
             try await env.publish(UserDeleted(userID: owner.id), userID: owner.id)
             try await waitUntil(.seconds(15)) {
@@ -446,10 +473,12 @@ import TestSupport
             }
             // No row names the deleted account: its invitations went too.
             #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE invited_by = '\(owner.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM space_account_invitations WHERE invited_by = '\(owner.id)' OR user_id = '\(owner.id)'") == 0)
+            #expect(try await env.call(.get, "/v1/spaces/invitations", as: other).items.isEmpty)
         }
     }
 
-    /// A member added, an ownership offered or taken, while that account's deletion runs: each waits
+    /// A member invited, an ownership offered or taken, while that account's deletion runs: each waits
     /// for it, then finds the tombstone and makes nothing that names the account.
     @Test func spaceWritesBesideADeletionWait() async throws {
         try await EntitlementsTestEnvironment.run { env in
@@ -464,20 +493,21 @@ import TestSupport
             #expect(added.status == .notFound && added.code == "user_not_found", "\(added.text)")
 
             let offered = try await env.user()
-            try await Self.add(env, offered.path, as: "editor", to: space, by: owner)
+            try await Self.add(env, offered, as: "editor", to: space, by: owner)
             let offer = try await env.whileDeleting(offered.id) {
                 try await env.call(.post, "/v1/spaces/\(space)/transfer", as: owner, json: ["user_id": offered.path])
             }
             #expect(offer.status == .notFound && offer.code == "member_not_found", "\(offer.text)")
 
             let taking = try await env.user()
-            try await Self.add(env, taking.path, as: "editor", to: space, by: owner)
+            try await Self.add(env, taking, as: "editor", to: space, by: owner)
             #expect(try await env.call(.post, "/v1/spaces/\(space)/transfer", as: owner, json: ["user_id": taking.path]).status == .ok)
             let taken = try await env.whileDeleting(taking.id) { try await env.call(.post, "/v1/spaces/\(space)/transfer/accept", as: taking) }
             #expect(taken.status == .unauthorized && taken.code == "account_deleted", "\(taken.text)")
 
             #expect(try await env.count("SELECT count(*) FROM space_members WHERE space_id = '\(space)' AND permission = 'owner' AND user_id = '\(owner.id)'") == 1)
             #expect(try await env.count("SELECT count(*) FROM space_members WHERE user_id = '\(joining.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM space_account_invitations WHERE user_id = '\(joining.id)'") == 0)
         }
     }
 
@@ -490,8 +520,8 @@ import TestSupport
             let next = try await env.user()
             try await env.grant(owner, tier: "team")
             let space = try await Self.space(env, of: owner)
-            try await Self.add(env, heir.path, as: "editor", to: space, by: owner)
-            try await Self.add(env, next.path, as: "viewer", to: space, by: owner)
+            try await Self.add(env, heir, as: "editor", to: space, by: owner)
+            try await Self.add(env, next, as: "viewer", to: space, by: owner)
             // The owner's deletion, in flight: the space passed to the heir, not yet committed.
             try await env.inOpenTransaction([
                 "DELETE FROM space_members WHERE space_id = '\(space)' AND user_id = '\(owner.id)'",

@@ -24,7 +24,7 @@ import TestSupport
             // A space of the maker's, with a sockpuppet member and an invitation by address.
             let puppet = try await env.user()
             let mine = try await SpaceTests.space(env, of: maker, name: "The maker's")
-            try await SpaceTests.add(env, puppet.path, as: "editor", to: mine, by: maker)
+            try await SpaceTests.add(env, puppet, as: "editor", to: mine, by: maker)
             let invited = "\(TestEnvironment.uniqueName("later"))@example.com"
             #expect(try await env.call(.post, "/v1/spaces/\(mine)/members", as: maker, json: ["email": invited, "permission": "viewer"]).status == .created)
 
@@ -32,14 +32,21 @@ import TestSupport
             let friend = try await env.user()
             try await env.grant(friend, tier: "team")
             let theirs = try await SpaceTests.space(env, of: friend, name: "The friend's")
-            try await SpaceTests.add(env, maker.path, as: "editor", to: theirs, by: friend)
+            try await SpaceTests.add(env, maker, as: "editor", to: theirs, by: friend)
             #expect(try await env.call(.post, "/v1/spaces/\(theirs)/transfer", as: friend, json: ["user_id": maker.path]).status == .ok)
+            // Invitations by id, still pending: one to the maker, one from the maker.
+            let other = try await SpaceTests.space(env, of: friend, name: "Another of the friend's")
+            #expect(try await env.call(.post, "/v1/spaces/\(other)/members", as: friend, json: ["user_id": maker.path, "permission": "viewer"]).status == .created)
+            let stranger = try await env.user()
+            #expect(try await env.call(.post, "/v1/spaces/\(mine)/members", as: maker, json: ["user_id": stranger.path, "permission": "viewer"]).status == .created)
 
             try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM spaces WHERE id = '\(mine)'") == 0 }
 
             #expect(try await env.count("SELECT count(*) FROM space_members WHERE space_id = '\(mine)' OR user_id = '\(maker.id)'") == 0)
             #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE space_id = '\(mine)' OR invited_by = '\(maker.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM space_account_invitations WHERE user_id = '\(maker.id)' OR invited_by = '\(maker.id)'") == 0)
+            #expect(try await env.call(.get, "/v1/spaces/invitations", as: stranger).items.isEmpty)
             #expect(try await env.call(.get, "/v1/spaces/\(mine)", as: puppet).code == "space_not_found")
             #expect(try await env.call(.get, "/v1/spaces", as: puppet).items.isEmpty)
             #expect(try await env.call(.get, "/v1/spaces", as: maker).items.isEmpty)

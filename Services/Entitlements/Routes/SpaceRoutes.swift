@@ -155,11 +155,11 @@ struct SpaceRoutes {
         return MemberList(items: rows.map(MemberView.init))
     }
 
-    /// Adds a member by `user_id` or by `email` (the owner, with collaboration). An address always
-    /// becomes an invitation (`pending`), whether an account has it or not, so the response does not
-    /// tell the owner who has an account: the account's holder accepts it
-    /// (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later is attached
-    /// once proven.
+    /// Invites a member by `user_id` or by `email` (the owner, with collaboration): nobody is put in
+    /// a space without saying yes. Either becomes an invitation (`pending`) that the account's holder
+    /// accepts (`POST /v1/spaces/{id}/invitation/accept`) or declines. An address is invited whether
+    /// an account has it or not, so the response does not tell the owner who has an account; an
+    /// address that registers later is attached once proven.
     @Sendable func addMember(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<MemberView> {
         let id = try context.spaceID()
         let body = try await request.decode(as: AddMemberRequest.self, context: context)
@@ -179,10 +179,11 @@ struct SpaceRoutes {
                 guard try await spaces.accountExists(user, on: connection, logger: context.logger) else {
                     throw APIError.notFound("No account has that id.", code: "user_not_found")
                 }
-                guard try await spaces.addMember(user, to: id, permission: permission, on: connection, logger: context.logger) else {
-                    throw SpaceFields.alreadyMember
+                guard try await spaces.member(user, of: id, on: connection, logger: context.logger) == nil else { throw SpaceFields.alreadyMember }
+                guard try await spaces.invite(account: user, to: id, permission: permission, by: me, on: connection, logger: context.logger) else {
+                    throw APIError.conflict("That person is already invited to this space.", code: "already_member")
                 }
-                return MemberView(try await spaces.member(user, of: id, on: connection, logger: context.logger)!)
+                return MemberView(try await spaces.invitation(account: user, to: id, on: connection, logger: context.logger)!)
             }
             guard let address else { throw SpaceFields.notFound }
             if try await spaces.email(of: me, on: connection, logger: context.logger) == address { throw SpaceFields.cannotAddSelf }
@@ -209,8 +210,9 @@ struct SpaceRoutes {
         }
     }
 
-    /// The owner removes a member, or a member leaves (their own `user_id`). The owner cannot leave:
-    /// they transfer ownership first. Removing needs no collaboration, so a lapsed owner can stop sharing.
+    /// The owner removes a member or withdraws an invitation to an account, or a member leaves (their
+    /// own `user_id`). The owner cannot leave: they transfer ownership first. Removing needs no
+    /// collaboration, so a lapsed owner can stop sharing.
     @Sendable func removeMember(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         let id = try context.spaceID()
         let me = context.caller.userID
@@ -230,53 +232,62 @@ struct SpaceRoutes {
 
     // MARK: invitations by address, to their account
 
-    /// The invitations to the caller's proven address, newest first: each space's id and name, the
-    /// permission offered, and when. An address not proven yet has none (it may be someone else's).
+    /// The invitations to the caller's account and to its proven address, newest first: each space's
+    /// id and name, the permission offered, and when. An address not proven yet has none (it may be
+    /// someone else's). A space that invited both ways is listed once, by its latest invitation.
     @Sendable func invitations(_ request: Request, context: AuthenticatedContext) async throws -> SpaceInvitationList {
         let spaces = self.spaces
+        let me = context.caller.userID
         let items = try await entitlements.postgres.withConnectionOnItsLoop { connection -> [SpaceInvitationRecord] in
-            guard let address = try await spaces.provenEmail(of: context.caller.userID, on: connection, logger: context.logger) else { return [] }
-            return try await spaces.invitations(to: address, on: connection, logger: context.logger)
+            var items = try await spaces.invitations(of: me, on: connection, logger: context.logger)
+            if let address = try await spaces.provenEmail(of: me, on: connection, logger: context.logger) {
+                items += try await spaces.invitations(to: address, on: connection, logger: context.logger)
+            }
+            return items
         }
-        return SpaceInvitationList(items: items.map(SpaceInvitationView.init))
+        var seen = Set<UUID>()
+        let latest = items.sorted { ($0.invitedAt, $0.spaceID.uuidString) > ($1.invitedAt, $1.spaceID.uuidString) }.filter { seen.insert($0.spaceID).inserted }
+        return SpaceInvitationList(items: latest.map(SpaceInvitationView.init))
     }
 
-    /// The caller accepts an invitation to their proven address: they become a member with the
-    /// permission offered (one already a member keeps theirs), and the invitation is gone. Without
-    /// one, `404 space_not_found`, as for any space the caller is not in.
+    /// The caller accepts an invitation to their account or to their proven address: they become a
+    /// member with the permission offered (by the account's invitation when both came; one already a
+    /// member keeps theirs), and the invitations are gone. Without one, `404 space_not_found`, as for
+    /// any space the caller is not in.
     @Sendable func acceptInvitation(_ request: Request, context: AuthenticatedContext) async throws -> SpaceView {
         let id = try context.spaceID()
         let me = context.caller.userID
-        return try await answeringInvitation(id, context: context) { (address, connection) -> SpaceView in
-            guard let permission = try await spaces.takeInvitation(address, to: id, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
+        return try await answeringInvitation(id, context: context) { (permission, connection) -> SpaceView in
             _ = try await spaces.addMember(me, to: id, permission: permission, on: connection, logger: context.logger)
             return SpaceView(try await spaces.find(id, member: me, on: connection, logger: context.logger)!)
         }
     }
 
-    /// The caller declines an invitation to their proven address; the owner sees it no more.
+    /// The caller declines an invitation to their account or proven address; the owner sees it no more.
     @Sendable func declineInvitation(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         let id = try context.spaceID()
-        try await answeringInvitation(id, context: context) { (address, connection) -> Void in
-            guard try await spaces.takeInvitation(address, to: id, on: connection, logger: context.logger) != nil else { throw SpaceFields.notFound }
-        }
+        try await answeringInvitation(id, context: context) { (_, _) -> Void in }
         return .noContent
     }
 
     /// A transaction that takes the caller's proven address's lock and the space's, in the order
-    /// `changing` takes them, then runs `body` with the address; `404 space_not_found` without one.
+    /// `changing` takes them, then takes the invitations to the caller's account and address and runs
+    /// `body` with the permission offered; `404 space_not_found` without one.
     func answeringInvitation<Result: Sendable>(
-        _ id: UUID, context: AuthenticatedContext, _ body: (String, PostgresConnection) async throws -> Result
+        _ id: UUID, context: AuthenticatedContext, _ body: (SpacePermission, PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let spaces = self.spaces
         let me = context.caller.userID
-        let store = entitlements.store
         return try await entitlements.postgres.transaction(logger: context.logger) { connection -> Result in
             try await connection.requireLiveAccount(me, logger: context.logger)
-            guard let address = try await spaces.provenEmail(of: me, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
-            try await spaces.lockAddress(address, on: connection, logger: context.logger)
+            let address = try await spaces.provenEmail(of: me, on: connection, logger: context.logger)
+            if let address { try await spaces.lockAddress(address, on: connection, logger: context.logger) }
             guard try await spaces.lock(id, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
-            return try await body(address, connection)
+            let toAccount = try await spaces.takeInvitation(account: me, to: id, on: connection, logger: context.logger)
+            var toAddress: SpacePermission?
+            if let address { toAddress = try await spaces.takeInvitation(address, to: id, on: connection, logger: context.logger) }
+            guard let permission = toAccount ?? toAddress else { throw SpaceFields.notFound }
+            return try await body(permission, connection)
         }
     }
 
@@ -384,8 +395,9 @@ struct SpaceView: Codable, Sendable {
 
 extension SpaceView: ResponseEncodable {}
 
-/// A member (`status: active`, `user_id` and `joined_at`) or an invitation by address waiting for
-/// its account (`status: pending`, `email` and `invited_at`); the other fields null.
+/// A member (`status: active`, `user_id` and `joined_at`), an invitation by address (`status:
+/// pending`, `email` and `invited_at`) or one to an account (`status: pending`, `user_id` and
+/// `invited_at`); the other fields null.
 struct MemberView: Codable, Sendable {
     @Nullable var email: String?
     @Nullable var invitedAt: Date?
@@ -414,7 +426,7 @@ struct MemberList: Codable, Sendable, ResponseEncodable {
     var items: [MemberView]
 }
 
-/// An invitation to the caller's address: the space, the permission offered, and when.
+/// An invitation to the caller's account or address: the space, the permission offered, and when.
 struct SpaceInvitationView: Codable, Sendable {
     var invitedAt: Date
     var name: String

@@ -22,10 +22,12 @@ struct SpaceMemberRecord: Sendable {
     var permission: SpacePermission
     /// When they joined, or for an invitation when it was made.
     var since: Date
-    var isPending: Bool { userID == nil }
+    /// An account invited by its id, not a member until it accepts.
+    var invited = false
+    var isPending: Bool { userID == nil || invited }
 }
 
-/// An invitation by address as its addressee sees it: the space and the permission offered.
+/// An invitation (by address, or to the account) as its addressee sees it: the space and the permission offered.
 struct SpaceInvitationRecord: Sendable {
     var spaceID: UUID
     var name: String
@@ -40,7 +42,7 @@ struct SpaceCursor: Codable, Sendable {
     enum CodingKeys: String, CodingKey { case createdAt = "c", id = "i" }
 }
 
-/// The queries on `spaces`, `space_members` and `space_invitations`. Every function runs on the
+/// The queries on `spaces`, `space_members`, `space_invitations` and `space_account_invitations`. Every function runs on the
 /// caller's connection, so a route composes them in one transaction; routes that change a space
 /// call `lock` first.
 struct SpaceStore: Sendable {
@@ -114,7 +116,8 @@ struct SpaceStore: Sendable {
 
     // MARK: members
 
-    /// The members, the owner first then by joining, and after them the invitations by address.
+    /// The members, the owner first then by joining, and after them the invitations by address, then
+    /// those to accounts.
     func members(of space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [SpaceMemberRecord] {
         var members: [SpaceMemberRecord] = []
         let rows = try await connection.checkedQuery(
@@ -130,6 +133,12 @@ struct SpaceStore: Sendable {
             logger: logger)
         for try await (email, permission, created) in invitations.decode((String, String, Date).self) {
             members.append(SpaceMemberRecord(userID: nil, email: email, permission: SpacePermission(rawValue: permission) ?? .viewer, since: created))
+        }
+        let accounts = try await connection.checkedQuery(
+            "SELECT user_id, permission, created_at FROM space_account_invitations WHERE space_id = \(space) ORDER BY created_at, user_id", logger: logger)
+        for try await (user, permission, created) in accounts.decode((UUID, String, Date).self) {
+            members.append(
+                SpaceMemberRecord(userID: user, email: nil, permission: SpacePermission(rawValue: permission) ?? .viewer, since: created, invited: true))
         }
         return members
     }
@@ -164,6 +173,53 @@ struct SpaceStore: Sendable {
             VALUES (\(space), \(emailNormalized), \(permission.rawValue), \(inviter))
             ON CONFLICT (space_id, email_normalized) DO NOTHING RETURNING 1
             """, logger: logger)
+    }
+
+    /// Invites an account by its id; false if it is already invited to the space.
+    func invite(account user: UUID, to space: UUID, permission: SpacePermission, by inviter: UUID, on connection: PostgresConnection, logger: Logger)
+        async throws -> Bool
+    {
+        try await connection.returnsRow(
+            """
+            INSERT INTO space_account_invitations (space_id, user_id, permission, invited_by)
+            VALUES (\(space), \(user), \(permission.rawValue), \(inviter))
+            ON CONFLICT (space_id, user_id) DO NOTHING RETURNING 1
+            """, logger: logger)
+    }
+
+    /// The invitation of an account just made, for the response.
+    func invitation(account user: UUID, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpaceMemberRecord? {
+        let rows = try await connection.checkedQuery(
+            "SELECT permission, created_at FROM space_account_invitations WHERE space_id = \(space) AND user_id = \(user)", logger: logger)
+        var found: SpaceMemberRecord?
+        for try await (permission, created) in rows.decode((String, Date).self) {
+            found = SpaceMemberRecord(userID: user, email: nil, permission: SpacePermission(rawValue: permission) ?? .viewer, since: created, invited: true)
+        }
+        return found
+    }
+
+    /// The invitations to an account, newest first, with their spaces' names.
+    func invitations(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [SpaceInvitationRecord] {
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT s.id, s.name, i.permission, i.created_at FROM space_account_invitations i JOIN spaces s ON s.id = i.space_id
+            WHERE i.user_id = \(user) ORDER BY i.created_at DESC, s.id
+            """, logger: logger)
+        var found: [SpaceInvitationRecord] = []
+        for try await (id, name, permission, created) in rows.decode((UUID, String, String, Date).self) {
+            found.append(SpaceInvitationRecord(spaceID: id, name: name, permission: SpacePermission(rawValue: permission) ?? .viewer, invitedAt: created))
+        }
+        return found
+    }
+
+    /// Removes the account's invitation to the space, answering the permission it offered; nil when
+    /// there was none.
+    func takeInvitation(account user: UUID, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpacePermission? {
+        let rows = try await connection.checkedQuery(
+            "DELETE FROM space_account_invitations WHERE space_id = \(space) AND user_id = \(user) RETURNING permission", logger: logger)
+        var found: SpacePermission?
+        for try await permission in rows.decode(String.self) { found = SpacePermission(rawValue: permission) ?? .viewer }
+        return found
     }
 
     /// The invitation just made, for the response.
@@ -206,8 +262,8 @@ struct SpaceStore: Sendable {
             "UPDATE space_members SET permission = \(permission.rawValue) WHERE space_id = \(space) AND user_id = \(user)", logger: logger)
     }
 
-    /// Removes a member (never call it for the owner); a transfer offered to them lapses. False if
-    /// they were not a member.
+    /// Removes a member (never call it for the owner), or withdraws the account's invitation; a
+    /// transfer offered to them lapses. False if they were neither.
     func removeMember(_ user: UUID, from space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let removed = try await connection.returnsRow(
             "DELETE FROM space_members WHERE space_id = \(space) AND user_id = \(user) AND permission <> 'owner' RETURNING 1", logger: logger)
@@ -215,7 +271,8 @@ struct SpaceStore: Sendable {
             try await connection.checkedRun(
                 "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE id = \(space) AND pending_owner_id = \(user)", logger: logger)
         }
-        return removed
+        let withdrawn = try await takeInvitation(account: user, to: space, on: connection, logger: logger) != nil
+        return removed || withdrawn
     }
 
     // MARK: ownership
@@ -290,7 +347,7 @@ struct SpaceStore: Sendable {
 
     /// `user.deleted`: each space they own passes to its earliest editor (by `joined_at`), else its
     /// earliest member, and with no other member is deleted; their other memberships, the transfers
-    /// offered to them and the invitations they sent go. Idempotent, for a redelivered event.
+    /// offered to them, the invitations they sent and those to their account go. Idempotent, for a redelivered event.
     func userDeleted(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await passOwnedSpaces(of: user, on: connection, logger: logger)
         try await connection.checkedRun("DELETE FROM space_members WHERE user_id = \(user) AND permission <> 'owner'", logger: logger)
@@ -301,6 +358,7 @@ struct SpaceStore: Sendable {
         try await connection.checkedRun(
             "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE pending_owner_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM space_invitations WHERE invited_by = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM space_account_invitations WHERE user_id = \(user) OR invited_by = \(user)", logger: logger)
     }
 
     /// Each space `user` owns passes to its earliest editor, else its earliest member, or is deleted.
@@ -338,7 +396,8 @@ struct SpaceStore: Sendable {
     /// `user.password_changed` with `maker_dropped`: the address's owner proved it for the first
     /// time, so what the account's maker set up goes. The spaces it owns, with their members and
     /// invitations; its memberships of other spaces and the transfers offered to it; the invitations
-    /// it made to them. Invitations to its address stay: others made them for the address.
+    /// it made to them, and those made to the account (its maker may have asked for them).
+    /// Invitations to its address stay: others made them for the address.
     func makerDropped(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         // Locked in id order, as `userDeleted` does.
         var owned: [UUID] = []
@@ -355,5 +414,6 @@ struct SpaceStore: Sendable {
         try await connection.checkedRun(
             "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE pending_owner_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM space_invitations WHERE invited_by = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM space_account_invitations WHERE user_id = \(user) OR invited_by = \(user)", logger: logger)
     }
 }

@@ -5615,7 +5615,7 @@ extension Components {
                 case items
             }
         }
-        /// A member (status active: user_id, joined_at) or an invitation by address (status pending: email, invited_at); the other fields null.
+        /// A member (status active: user_id, joined_at), an invitation by address (status pending: email, invited_at) or one to an account (status pending: user_id, invited_at); the other fields null.
         ///
         /// - Remark: Generated from `#/components/schemas/SpaceMember`.
         public struct SpaceMember: Codable, Hashable, Sendable {

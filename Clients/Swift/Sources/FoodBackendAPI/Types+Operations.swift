@@ -32490,7 +32490,7 @@ public enum Operations {
             }
         }
     }
-    /// The invitations by address to the caller's proven address, newest first.
+    /// The invitations to the caller's account and to their proven address, newest first (a space once).
     ///
     /// An address not proven yet (auth's `user.email_verified`, whichever way the account was made) has none.
     ///
@@ -33227,7 +33227,7 @@ public enum Operations {
             }
         }
     }
-    /// Decline the invitation to the caller's proven address.
+    /// Decline the invitation to the caller's account or proven address.
     ///
     /// - Remark: HTTP `DELETE /v1/spaces/{id}/invitation`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/invitation/delete`.
@@ -33385,7 +33385,7 @@ public enum Operations {
             }
         }
     }
-    /// Accept the invitation to the caller's proven address; they become a member with the permission offered (a member keeps their own).
+    /// Accept the invitation to the caller's account or proven address; they become a member with the permission offered (a member keeps their own).
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/invitation/accept`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/invitation/accept/post`.
@@ -33565,7 +33565,7 @@ public enum Operations {
             }
         }
     }
-    /// The members (the owner first, then by joining) and the invitations by address waiting for an account; to any member.
+    /// The members (the owner first, then by joining), then the invitations by address and those to accounts (pending); to any member.
     ///
     /// - Remark: HTTP `GET /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/get`.
@@ -33745,9 +33745,9 @@ public enum Operations {
             }
         }
     }
-    /// Add a member by user_id or by email (the owner, with collaboration).
+    /// Invite a member by user_id or by email (the owner, with collaboration).
     ///
-    /// A user_id adds that account at once (`status: active`). An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts it (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later becomes a member once proven.
+    /// Nobody is put in a space without saying yes. A user_id becomes an invitation to that account (`status: pending`, its user_id), which its holder accepts (`POST /v1/spaces/{id}/invitation/accept`) or declines. An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts or declines it, and an address that registers later becomes a member once proven.
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/post`.
@@ -34270,7 +34270,7 @@ public enum Operations {
             }
         }
     }
-    /// Remove a member (the owner), or leave (a member, with their own user_id).
+    /// Remove a member or withdraw an invitation to an account (the owner), or leave (a member, with their own user_id).
     ///
     /// The owner cannot leave; they transfer ownership first. Removing needs no collaboration.
     ///

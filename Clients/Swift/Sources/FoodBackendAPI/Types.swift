@@ -655,7 +655,7 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/spaces`.
     /// - Remark: Generated from `#/paths//v1/spaces/post`.
     func postV1Spaces(_ input: Operations.PostV1Spaces.Input) async throws -> Operations.PostV1Spaces.Output
-    /// The invitations by address to the caller's proven address, newest first.
+    /// The invitations to the caller's account and to their proven address, newest first (a space once).
     ///
     /// An address not proven yet (auth's `user.email_verified`, whichever way the account was made) has none.
     ///
@@ -677,24 +677,24 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/spaces/{id}`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/delete`.
     func deleteV1SpacesId(_ input: Operations.DeleteV1SpacesId.Input) async throws -> Operations.DeleteV1SpacesId.Output
-    /// Decline the invitation to the caller's proven address.
+    /// Decline the invitation to the caller's account or proven address.
     ///
     /// - Remark: HTTP `DELETE /v1/spaces/{id}/invitation`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/invitation/delete`.
     func deleteV1SpacesIdInvitation(_ input: Operations.DeleteV1SpacesIdInvitation.Input) async throws -> Operations.DeleteV1SpacesIdInvitation.Output
-    /// Accept the invitation to the caller's proven address; they become a member with the permission offered (a member keeps their own).
+    /// Accept the invitation to the caller's account or proven address; they become a member with the permission offered (a member keeps their own).
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/invitation/accept`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/invitation/accept/post`.
     func postV1SpacesIdInvitationAccept(_ input: Operations.PostV1SpacesIdInvitationAccept.Input) async throws -> Operations.PostV1SpacesIdInvitationAccept.Output
-    /// The members (the owner first, then by joining) and the invitations by address waiting for an account; to any member.
+    /// The members (the owner first, then by joining), then the invitations by address and those to accounts (pending); to any member.
     ///
     /// - Remark: HTTP `GET /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/get`.
     func getV1SpacesIdMembers(_ input: Operations.GetV1SpacesIdMembers.Input) async throws -> Operations.GetV1SpacesIdMembers.Output
-    /// Add a member by user_id or by email (the owner, with collaboration).
+    /// Invite a member by user_id or by email (the owner, with collaboration).
     ///
-    /// A user_id adds that account at once (`status: active`). An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts it (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later becomes a member once proven.
+    /// Nobody is put in a space without saying yes. A user_id becomes an invitation to that account (`status: pending`, its user_id), which its holder accepts (`POST /v1/spaces/{id}/invitation/accept`) or declines. An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts or declines it, and an address that registers later becomes a member once proven.
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/post`.
@@ -704,7 +704,7 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PATCH /v1/spaces/{id}/members/{user_id}`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/{user_id}/patch`.
     func patchV1SpacesIdMembersUserId(_ input: Operations.PatchV1SpacesIdMembersUserId.Input) async throws -> Operations.PatchV1SpacesIdMembersUserId.Output
-    /// Remove a member (the owner), or leave (a member, with their own user_id).
+    /// Remove a member or withdraw an invitation to an account (the owner), or leave (a member, with their own user_id).
     ///
     /// The owner cannot leave; they transfer ownership first. Removing needs no collaboration.
     ///
@@ -2411,7 +2411,7 @@ extension APIProtocol {
             body: body
         ))
     }
-    /// The invitations by address to the caller's proven address, newest first.
+    /// The invitations to the caller's account and to their proven address, newest first (a space once).
     ///
     /// An address not proven yet (auth's `user.email_verified`, whichever way the account was made) has none.
     ///
@@ -2461,7 +2461,7 @@ extension APIProtocol {
             headers: headers
         ))
     }
-    /// Decline the invitation to the caller's proven address.
+    /// Decline the invitation to the caller's account or proven address.
     ///
     /// - Remark: HTTP `DELETE /v1/spaces/{id}/invitation`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/invitation/delete`.
@@ -2474,7 +2474,7 @@ extension APIProtocol {
             headers: headers
         ))
     }
-    /// Accept the invitation to the caller's proven address; they become a member with the permission offered (a member keeps their own).
+    /// Accept the invitation to the caller's account or proven address; they become a member with the permission offered (a member keeps their own).
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/invitation/accept`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/invitation/accept/post`.
@@ -2487,7 +2487,7 @@ extension APIProtocol {
             headers: headers
         ))
     }
-    /// The members (the owner first, then by joining) and the invitations by address waiting for an account; to any member.
+    /// The members (the owner first, then by joining), then the invitations by address and those to accounts (pending); to any member.
     ///
     /// - Remark: HTTP `GET /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/get`.
@@ -2500,9 +2500,9 @@ extension APIProtocol {
             headers: headers
         ))
     }
-    /// Add a member by user_id or by email (the owner, with collaboration).
+    /// Invite a member by user_id or by email (the owner, with collaboration).
     ///
-    /// A user_id adds that account at once (`status: active`). An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts it (`POST /v1/spaces/{id}/invitation/accept`), and an address that registers later becomes a member once proven.
+    /// Nobody is put in a space without saying yes. A user_id becomes an invitation to that account (`status: pending`, its user_id), which its holder accepts (`POST /v1/spaces/{id}/invitation/accept`) or declines. An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts or declines it, and an address that registers later becomes a member once proven.
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/post`.
@@ -2532,7 +2532,7 @@ extension APIProtocol {
             body: body
         ))
     }
-    /// Remove a member (the owner), or leave (a member, with their own user_id).
+    /// Remove a member or withdraw an invitation to an account (the owner), or leave (a member, with their own user_id).
     ///
     /// The owner cannot leave; they transfer ownership first. Removing needs no collaboration.
     ///
