@@ -236,6 +236,34 @@ import TestSupport
         }
     }
 
+    /// An account invited both by id and by address: the list shows what accepting gives (the
+    /// account's invitation), and once the address is proven and attaches the membership, nothing of
+    /// the account stays pending (withdrawing it would have removed the member).
+    @Test func anAccountInvitedBothWaysIsOfferedOnceAndNeverBothMemberAndPending() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let owner = try await env.user()
+            try await env.grant(owner, tier: "team")
+            let first = try await Self.space(env, of: owner, name: "First")
+            let second = try await Self.space(env, of: owner, name: "Second")
+            let proven = try await env.user()
+            #expect(try await env.call(.post, "/v1/spaces/\(first)/members", as: owner, json: ["user_id": proven.path, "permission": "viewer"]).status == .created)
+            #expect(try await env.call(.post, "/v1/spaces/\(first)/members", as: owner, json: ["email": proven.email, "permission": "editor"]).status == .created)
+            let offered = try await env.call(.get, "/v1/spaces/invitations", as: proven)
+            #expect(offered.items.count == 1 && offered.items.first?["permission"] as? String == "viewer", "\(offered.text)")
+            #expect(try await env.call(.post, "/v1/spaces/\(first)/invitation/accept", as: proven).json["permission"] as? String == "viewer")
+            #expect(try await env.call(.get, "/v1/spaces/invitations", as: proven).items.isEmpty)
+
+            let unproven = try await env.user(verified: false)
+            #expect(try await env.call(.post, "/v1/spaces/\(second)/members", as: owner, json: ["user_id": unproven.path, "permission": "viewer"]).status == .created)
+            #expect(try await env.call(.post, "/v1/spaces/\(second)/members", as: owner, json: ["email": unproven.email, "permission": "commenter"]).status == .created)
+            try await env.publish(UserEmailVerified(userID: unproven.id, email: unproven.email), userID: unproven.id)
+            try await waitUntil(.seconds(15)) { try await env.call(.get, "/v1/spaces/\(second)", as: unproven).status == .ok }
+            let listed = try await env.call(.get, "/v1/spaces/\(second)/members", as: owner)
+            #expect(listed.items.filter { $0["user_id"] as? String == unproven.path }.map { $0["status"] as? String } == ["active"], "\(listed.text)")
+            #expect(try await env.call(.get, "/v1/spaces/invitations", as: unproven).items.isEmpty)
+        }
+    }
+
     /// Adding members needs the owner's collaboration: a free owner gets `requires_upgrade` naming
     /// the feature and the tier, but has every other permission on their own space.
     @Test func aFreeOwnerCannotShare() async throws {

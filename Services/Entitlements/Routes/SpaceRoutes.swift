@@ -234,7 +234,8 @@ struct SpaceRoutes {
 
     /// The invitations to the caller's account and to its proven address, newest first: each space's
     /// id and name, the permission offered, and when. An address not proven yet has none (it may be
-    /// someone else's). A space that invited both ways is listed once, by its latest invitation.
+    /// someone else's). A space that invited both ways is listed once, with what the account's
+    /// invitation offers, as accepting gives.
     @Sendable func invitations(_ request: Request, context: AuthenticatedContext) async throws -> SpaceInvitationList {
         let spaces = self.spaces
         let me = context.caller.userID
@@ -245,9 +246,10 @@ struct SpaceRoutes {
             }
             return items
         }
+        // The account's invitations come first in `items`, and so are the ones kept.
         var seen = Set<UUID>()
-        let latest = items.sorted { ($0.invitedAt, $0.spaceID.uuidString) > ($1.invitedAt, $1.spaceID.uuidString) }.filter { seen.insert($0.spaceID).inserted }
-        return SpaceInvitationList(items: latest.map(SpaceInvitationView.init))
+        let offered = items.filter { seen.insert($0.spaceID).inserted }.sorted { ($0.invitedAt, $0.spaceID.uuidString) > ($1.invitedAt, $1.spaceID.uuidString) }
+        return SpaceInvitationList(items: offered.map(SpaceInvitationView.init))
     }
 
     /// The caller accepts an invitation to their account or to their proven address: they become a

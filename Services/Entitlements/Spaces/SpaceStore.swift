@@ -343,6 +343,11 @@ struct SpaceStore: Sendable {
             ON CONFLICT (space_id, user_id) DO NOTHING
             """, logger: logger)
         try await connection.checkedRun("DELETE FROM space_invitations WHERE email_normalized = \(email)", logger: logger)
+        // An invitation to the account in a space it has just joined is answered: a member is never
+        // also pending (withdrawing that would remove the member).
+        try await connection.checkedRun(
+            "DELETE FROM space_account_invitations i USING space_members m WHERE i.user_id = \(user) AND m.space_id = i.space_id AND m.user_id = \(user)",
+            logger: logger)
     }
 
     /// `user.deleted`: each space they own passes to its earliest editor (by `joined_at`), else its
@@ -410,10 +415,12 @@ struct SpaceStore: Sendable {
         for space in owned where try await member(user, of: space, on: connection, logger: logger)?.permission == .owner {
             try await delete(space, on: connection, logger: logger)
         }
+        // The invitations to the account first: an acceptance under way holds its invitation, so this
+        // waits for it to commit, and the memberships' statement after it finds the member it made.
+        try await connection.checkedRun("DELETE FROM space_account_invitations WHERE user_id = \(user) OR invited_by = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM space_members WHERE user_id = \(user) AND permission <> 'owner'", logger: logger)
         try await connection.checkedRun(
             "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE pending_owner_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM space_invitations WHERE invited_by = \(user)", logger: logger)
-        try await connection.checkedRun("DELETE FROM space_account_invitations WHERE user_id = \(user) OR invited_by = \(user)", logger: logger)
     }
 }

@@ -33331,7 +33331,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: space_not_found (also when no invitation to the caller's proven address waits)
+            /// codes: space_not_found (also when no invitation to the caller's account or proven address waits)
             ///
             /// - Remark: Generated from `#/paths//v1/spaces/{id}/invitation/delete/responses/404`.
             ///
@@ -33505,7 +33505,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: space_not_found (also when no invitation to the caller's proven address waits)
+            /// codes: space_not_found (also when no invitation to the caller's account or proven address waits)
             ///
             /// - Remark: Generated from `#/paths//v1/spaces/{id}/invitation/accept/post/responses/404`.
             ///
@@ -33830,7 +33830,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Added, or invited.
+            /// Invited.
             ///
             /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/post/responses/201`.
             ///
@@ -33945,7 +33945,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: already_member (a member, or an address already invited)
+            /// codes: already_member (a member, or an account or address already invited)
             ///
             /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/post/responses/409`.
             ///
