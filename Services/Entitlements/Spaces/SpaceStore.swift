@@ -205,11 +205,7 @@ struct SpaceStore: Sendable {
             SELECT s.id, s.name, i.permission, i.created_at FROM space_account_invitations i JOIN spaces s ON s.id = i.space_id
             WHERE i.user_id = \(user) ORDER BY i.created_at DESC, s.id
             """, logger: logger)
-        var found: [SpaceInvitationRecord] = []
-        for try await (id, name, permission, created) in rows.decode((UUID, String, String, Date).self) {
-            found.append(SpaceInvitationRecord(spaceID: id, name: name, permission: SpacePermission(rawValue: permission) ?? .viewer, invitedAt: created))
-        }
-        return found
+        return try await Self.offered(rows)
     }
 
     /// Removes the account's invitation to the space, answering the permission it offered; nil when
@@ -217,9 +213,7 @@ struct SpaceStore: Sendable {
     func takeInvitation(account user: UUID, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpacePermission? {
         let rows = try await connection.checkedQuery(
             "DELETE FROM space_account_invitations WHERE space_id = \(space) AND user_id = \(user) RETURNING permission", logger: logger)
-        var found: SpacePermission?
-        for try await permission in rows.decode(String.self) { found = SpacePermission(rawValue: permission) ?? .viewer }
-        return found
+        return try await Self.permission(rows)
     }
 
     /// The invitation just made, for the response.
@@ -240,11 +234,7 @@ struct SpaceStore: Sendable {
             SELECT s.id, s.name, i.permission, i.created_at FROM space_invitations i JOIN spaces s ON s.id = i.space_id
             WHERE i.email_normalized = \(emailNormalized) ORDER BY i.created_at DESC, s.id
             """, logger: logger)
-        var found: [SpaceInvitationRecord] = []
-        for try await (id, name, permission, created) in rows.decode((UUID, String, String, Date).self) {
-            found.append(SpaceInvitationRecord(spaceID: id, name: name, permission: SpacePermission(rawValue: permission) ?? .viewer, invitedAt: created))
-        }
-        return found
+        return try await Self.offered(rows)
     }
 
     /// Removes the address's invitation to the space, answering the permission it offered; nil
@@ -252,6 +242,20 @@ struct SpaceStore: Sendable {
     func takeInvitation(_ emailNormalized: String, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpacePermission? {
         let rows = try await connection.checkedQuery(
             "DELETE FROM space_invitations WHERE space_id = \(space) AND email_normalized = \(emailNormalized) RETURNING permission", logger: logger)
+        return try await Self.permission(rows)
+    }
+
+    /// Invitations as their addressee sees them, from rows of (space id, name, permission, made at).
+    private static func offered(_ rows: PostgresRowSequence) async throws -> [SpaceInvitationRecord] {
+        var found: [SpaceInvitationRecord] = []
+        for try await (id, name, permission, created) in rows.decode((UUID, String, String, Date).self) {
+            found.append(SpaceInvitationRecord(spaceID: id, name: name, permission: SpacePermission(rawValue: permission) ?? .viewer, invitedAt: created))
+        }
+        return found
+    }
+
+    /// The permission an invitation taken offered (`RETURNING permission`); nil for none.
+    private static func permission(_ rows: PostgresRowSequence) async throws -> SpacePermission? {
         var found: SpacePermission?
         for try await permission in rows.decode(String.self) { found = SpacePermission(rawValue: permission) ?? .viewer }
         return found
