@@ -153,8 +153,8 @@ import TestSupport
 
     /// A subscriber with nothing subscribed is answered `+PONG`, not the subscribed form: it is
     /// alive all the same, and keeps its connection. Misread, each ping would end in the command
-    /// timeout and a new connection, four times in the four seconds; one is allowed, as a full
-    /// parallel run on two cores can hold a ping's answer past a second.
+    /// timeout and a new connection, once for each second of the wait; one is allowed, as a full
+    /// parallel run on two cores can hold a ping's answer past the timeout.
     @Test(.timeLimit(.minutes(1))) func aSubscriberWithNoListenerKeepsItsConnection() async throws {
         try await Self.withOwnServer(commandTimeout: .seconds(1), pingInterval: .milliseconds(100)) { _, redis, _ in
             func connectionsReceived() async throws -> Int? {
