@@ -7,7 +7,7 @@ import ServiceLifecycle
 /// The mail outbox: a request commits the message with its change, `MailSender` delivers it.
 /// Services that send mail add `MailOutbox.migrations` to their migrations.
 public struct MailOutbox: Sendable {
-    public static let migrations = [created, notifyDropped, recipientIndexed, headersAdded]
+    public static let migrations = [created, notifyDropped, recipientIndexed, headersAdded, claimAdded]
 
     /// The `WorkBell` of the mail sender: rung when a transaction that queued mail commits.
     public static let bell = "mail-outbox"
@@ -65,6 +65,16 @@ public struct MailOutbox: Sendable {
             ALTER TABLE mail_outbox ADD COLUMN reply_to text, ADD COLUMN unsubscribe_url text;
             """)
 
+    /// Until when a sender holds a message it claimed (set with the claim, cleared with the outcome),
+    /// and when a message was withdrawn while held. What drops a message not sent yet (its link
+    /// died) deletes it, but a held one may be going out: that one is withdrawn instead, and its
+    /// attempt's outcome stands (`sent`, or `failed` with no retry).
+    static let claimAdded = Migration(
+        name: "0000_mail_outbox_claimed_until",
+        sql: """
+            ALTER TABLE mail_outbox ADD COLUMN claimed_until timestamptz, ADD COLUMN withdrawn_at timestamptz;
+            """)
+
     public init() {}
 
     /// Records a message inside the caller's transaction; `template` names the kind of mail.
@@ -82,8 +92,8 @@ public struct MailOutbox: Sendable {
 }
 
 /// Delivers the mail outbox: due messages one at a time. A message is claimed first, in a statement
-/// of its own that moves its `next_attempt_at` a lease ahead, so that two replicas never send it
-/// twice; it is sent with no transaction open, and its outcome is recorded afterwards on whatever
+/// of its own that moves its `next_attempt_at` a lease ahead (and says so in `claimed_until`), so
+/// that two replicas never send it twice; it is sent with no transaction open, and its outcome is recorded afterwards on whatever
 /// connection the pool has, retried for most of the lease. Holding a row lock across the send
 /// would lose the outcome with the connection: a connection cut after the SMTP server took the
 /// message rolled the transaction back, and the message went out again.
@@ -133,7 +143,7 @@ public final class MailSender: Service, Sendable {
         return attempted
     }
 
-    private typealias Claimed = (id: UUID, message: MailMessage, attempts: Int)
+    private typealias Claimed = (id: UUID, message: MailMessage, attempts: Int, withdrawn: Bool)
 
     /// A message's body goes once it is sent or given up on: it may carry a link whose token is
     /// stored elsewhere only as a hash (a reset, a verification), and a copy kept here would make a
@@ -143,6 +153,17 @@ public final class MailSender: Service, Sendable {
         let claimedAt = ContinuousClock.now
         guard let claimed = try await claim() else { return false }
         let id = claimed.id
+        if claimed.withdrawn {
+            // Withdrawn while a sender that then stopped held it: not tried again.
+            await record(
+                id, claimedAt: claimedAt,
+                """
+                UPDATE mail_outbox SET status = 'failed', last_error = 'withdrawn', body_text = '', body_html = NULL,
+                    unsubscribe_url = NULL, claimed_until = NULL
+                WHERE id = \(id) AND status = 'pending'
+                """)
+            return true
+        }
         do {
             try await transport.send(claimed.message, messageID: "\(id.uuidString.lowercased())@foodbackend")
         } catch {
@@ -159,10 +180,11 @@ public final class MailSender: Service, Sendable {
                 id, claimedAt: claimedAt,
                 """
                 UPDATE mail_outbox SET attempts = attempts + \(counted ? 1 : 0), last_error = \(String(describing: error)),
-                    status = \(failed ? "failed" : "pending"),
-                    body_text = CASE WHEN \(failed) THEN '' ELSE body_text END, body_html = CASE WHEN \(failed) THEN NULL ELSE body_html END,
-                    unsubscribe_url = CASE WHEN \(failed) THEN NULL ELSE unsubscribe_url END,
-                    next_attempt_at = now() + make_interval(secs => \(delaySeconds))
+                    status = CASE WHEN \(failed) OR withdrawn_at IS NOT NULL THEN 'failed' ELSE 'pending' END,
+                    body_text = CASE WHEN \(failed) OR withdrawn_at IS NOT NULL THEN '' ELSE body_text END,
+                    body_html = CASE WHEN \(failed) OR withdrawn_at IS NOT NULL THEN NULL ELSE body_html END,
+                    unsubscribe_url = CASE WHEN \(failed) OR withdrawn_at IS NOT NULL THEN NULL ELSE unsubscribe_url END,
+                    next_attempt_at = now() + make_interval(secs => \(delaySeconds)), claimed_until = NULL
                 WHERE id = \(id) AND status = 'pending'
                 """)
             logger.warning("mail not sent", metadata: ["mail_id": "\(id)", "error": "\(error)", "gave_up": "\(failed)"])
@@ -172,7 +194,7 @@ public final class MailSender: Service, Sendable {
             id, claimedAt: claimedAt,
             """
             UPDATE mail_outbox SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_error = NULL,
-                body_text = '', body_html = NULL, unsubscribe_url = NULL
+                body_text = '', body_html = NULL, unsubscribe_url = NULL, claimed_until = NULL
             WHERE id = \(id) AND status = 'pending'
             """)
         logger.info("mail sent", metadata: ["mail_id": "\(id)"])
@@ -186,17 +208,19 @@ public final class MailSender: Service, Sendable {
         return try await client.withConnectionOnItsLoop { connection -> Claimed? in
             let rows = try await connection.checkedQuery(
                 """
-                UPDATE mail_outbox SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
+                UPDATE mail_outbox SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds)),
+                    claimed_until = now() + make_interval(secs => \(leaseSeconds))
                 WHERE id = (
                     SELECT id FROM mail_outbox WHERE status = 'pending' AND next_attempt_at <= now()
                     ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-                RETURNING id, recipient, subject, body_text, body_html, reply_to, unsubscribe_url, attempts
+                RETURNING id, recipient, subject, body_text, body_html, reply_to, unsubscribe_url, attempts, withdrawn_at IS NOT NULL
                 """, logger: logger)
             var claimed: Claimed?
-            for try await (id, recipient, subject, text, html, replyTo, unsubscribe, attempts) in rows.decode(
-                (UUID, String, String, String, String?, String?, String?, Int).self)
+            for try await (id, recipient, subject, text, html, replyTo, unsubscribe, attempts, withdrawn) in rows.decode(
+                (UUID, String, String, String, String?, String?, String?, Int, Bool).self)
             {
-                claimed = (id, MailMessage(to: recipient, subject: subject, text: text, html: html, replyTo: replyTo, unsubscribeURL: unsubscribe), attempts)
+                let message = MailMessage(to: recipient, subject: subject, text: text, html: html, replyTo: replyTo, unsubscribeURL: unsubscribe)
+                claimed = (id, message, attempts, withdrawn)
             }
             return claimed
         }
@@ -230,7 +254,7 @@ public final class MailSender: Service, Sendable {
     /// A message claimed by a sender being stopped mid-send is due again at once, for this or
     /// another replica, rather than at the end of its lease.
     private func giveBack(_ id: UUID) async {
-        await lastWrite("UPDATE mail_outbox SET next_attempt_at = now() WHERE id = \(id) AND status = 'pending'", id: id, what: "mail given back")
+        await lastWrite("UPDATE mail_outbox SET next_attempt_at = now(), claimed_until = NULL WHERE id = \(id) AND status = 'pending'", id: id, what: "mail given back")
     }
 
     /// A write made while the sender is being stopped: in a task of its own, which the stop does not

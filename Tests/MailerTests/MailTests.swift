@@ -370,6 +370,52 @@ import TestSupport
         }
     }
 
+    /// A message withdrawn while a sender holds it (its link died mid-send) is not tried again: the
+    /// sender, stopped mid-send, gives it back, and the next one marks it failed without sending it.
+    @Test func aMessageWithdrawnWhileHeldIsNotTriedAgain() async throws {
+        let database = try await TestDatabase.create(services: ["auth"])
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
+            try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
+            struct StallingTransport: MailTransport {
+                let started: AsyncStream<Void>.Continuation
+                func send(_ message: MailMessage, messageID: String) async throws {
+                    started.yield()
+                    try await Task.sleep(for: .seconds(3600))
+                }
+            }
+            let id = try await client.transaction(logger: TestEnvironment.logger) { connection in
+                try await MailOutbox().enqueue(MailMessage(to: "gone@example.com", subject: "Gone", text: "t"), template: "test", on: connection, logger: TestEnvironment.logger)
+            }
+            let (started, startedContinuation) = AsyncStream<Void>.makeStream()
+            let stalled = MailSender(
+                client: client, transport: StallingTransport(started: startedContinuation), logger: TestEnvironment.logger,
+                pollInterval: .milliseconds(100), retryBase: .zero, lease: .seconds(600))
+            let stopped = Task { try await stalled.run() }
+            var sends = started.makeAsyncIterator()
+            _ = await sends.next()
+            let held = try await client.checkedQuery(
+                "UPDATE mail_outbox SET withdrawn_at = now() WHERE id = \(id) AND claimed_until > now() RETURNING true", decoding: Bool.self,
+                logger: TestEnvironment.logger)
+            #expect(held == [true], "the message is held while it is sent")
+            stopped.cancel()
+            _ = await stopped.result
+            let sender = MailSender(
+                client: client, transport: SMTPTransport(config: config(sink)), logger: TestEnvironment.logger,
+                pollInterval: .milliseconds(100), retryBase: .zero, lease: .seconds(600))
+            let running = Task { try await sender.run() }
+            defer { running.cancel() }
+            try await waitUntil(.seconds(30)) { try await Self.status(of: id, client) == "failed" }
+            let ended = try await client.checkedQuery(
+                "SELECT coalesce(last_error, '') || ', cleared: ' || (body_text = '' AND claimed_until IS NULL) FROM mail_outbox WHERE id = \(id)",
+                decoding: String.self, logger: TestEnvironment.logger)
+            #expect(ended == ["withdrawn, cleared: true"])
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(sink.messages().isEmpty)
+        }
+    }
+
     /// Through the checked path: the test that cuts the pool's connections polls this on the same
     /// pool, and a plain `query` written to a connection just closed waits forever.
     static func status(of id: UUID, _ client: PostgresClient) async throws -> String? {

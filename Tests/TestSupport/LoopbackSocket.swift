@@ -34,6 +34,28 @@ public enum LoopbackSocket {
         return fd
     }
 
+    /// A socket listening on a loopback port that never accepts: a client's connection is made (the
+    /// kernel queues it) and then hears nothing, as from a server that hangs. Closing it resets the
+    /// connections it queued.
+    public static func listenWithoutAnswering(port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(call: "socket") }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 16) == 0 else {
+            close(fd)
+            throw Failure(call: "bind")
+        }
+        return fd
+    }
+
     /// Runs `body` on a thread of its own. On the tasks' pool (two threads on a two-core machine), two
     /// tests waiting in `recv` at once would hold every thread, and the servers they wait for (whose
     /// routes run as tasks) could not answer until the reads timed out.

@@ -141,16 +141,18 @@ struct ClientStore: Sendable {
     }
 
     /// The client's invitation mail not sent yet is not sent: its code is dead, or its address
-    /// changed. The roster then shows that no mail goes (`suppressed`), not one on its way. A mail
-    /// whose first sending is under way (claimed: never attempted, its lease ahead) is left to it:
-    /// dropped, it would still go out, and the roster would say none went.
+    /// changed. The roster then shows that no mail goes (`suppressed`), not one on its way. A mail a
+    /// sender holds (`claimed_until`: its first sending or a retry) may be going out: it is withdrawn
+    /// instead, so that it is not tried again, and the roster shows how that sending ends (`sent`,
+    /// or `failed`). Deleted, it could still go out while the roster said none went.
     func dropUnsentMail(of id: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
-            WITH dropped AS (
-                DELETE FROM mail_outbox m USING clients c
-                WHERE c.id = \(id) AND m.id = c.mail_id AND m.status = 'pending' AND NOT (m.attempts = 0 AND m.next_attempt_at > now())
-                RETURNING m.id)
+            WITH unsent AS (
+                SELECT m.id, coalesce(m.claimed_until > now(), false) AS held FROM mail_outbox m JOIN clients c ON m.id = c.mail_id
+                WHERE c.id = \(id) AND m.status = 'pending' FOR UPDATE OF m),
+            withdrawn AS (UPDATE mail_outbox SET withdrawn_at = now() WHERE id IN (SELECT id FROM unsent WHERE held)),
+            dropped AS (DELETE FROM mail_outbox WHERE id IN (SELECT id FROM unsent WHERE NOT held) RETURNING id)
             UPDATE clients SET mail_id = NULL WHERE id = \(id) AND mail_id IN (SELECT id FROM dropped)
             """, logger: logger)
     }
