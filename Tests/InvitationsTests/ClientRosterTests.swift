@@ -176,6 +176,18 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/clients/\(pendingID)", as: coach).json[path: "invitation.delivery"] as? String == "suppressed")
             let code = try #require(mine.items.first?["code"] as? String)
             #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: ivy).status == .accepted)
+
+            // A first sending claimed by a sender of the release before (its lease ahead, no attempt
+            // and no `claimed_until`), through a rollout, is held too: it may be going out.
+            let sending = "\(TestEnvironment.uniqueName("sam"))@example.com"
+            let inFlight = try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Sam", "email": sending])
+            let inFlightID = try #require(inFlight.json["id"] as? String)
+            try await firstAttemptFailed(sending)
+            try await env.execute(
+                "UPDATE mail_outbox SET attempts = 0, last_error = NULL, next_attempt_at = now() + interval '2 minutes' WHERE lower(recipient) = lower('\(sending)')")
+            let revokedInFlight = try await env.call(.post, "/v1/clients/\(inFlightID)/invitation/revoke", as: coach)
+            #expect(revokedInFlight.json[path: "invitation.delivery"] as? String == "queued", "\(revokedInFlight.text)")
+            #expect(try await mails(to: sending) == 1)
         }
     }
 
@@ -194,19 +206,20 @@ import TestSupport
             // The first sending finds no server there and fails at once; the retry, seconds later,
             // finds one that never answers, and is held for the whole timeout (a lease of minutes,
             // where the retry's wait was seconds).
-            try await waitUntil(.seconds(20)) { try await env.count("SELECT count(*) \(mail) AND attempts = 1") == 1 }
+            try await waitUntil(.seconds(20)) { try await env.count("SELECT count(*) \(mail) AND attempts >= 1") == 1 }
             var server = try LoopbackSocket.listenWithoutAnswering(port: port)
             defer { if server >= 0 { close(server) } }
-            try await waitUntil(.seconds(30)) {
-                try await env.count("SELECT count(*) \(mail) AND attempts = 1 AND next_attempt_at > now() + interval '2 minutes'") == 1
-            }
+            // A loaded machine may fail one more retry before the server listens: the next one is held.
+            try await waitUntil(.seconds(60)) { try await env.count("SELECT count(*) \(mail) AND claimed_until > now()") == 1 }
+            let attempts = try await env.count("SELECT attempts::int8 \(mail)")
+            #expect(attempts >= 1)
             let revoked = try await env.call(.post, "/v1/clients/\(id)/invitation/revoke", as: coach)
             #expect(revoked.json["status"] as? String == "revoked" && revoked.json[path: "invitation.delivery"] as? String == "queued", "\(revoked.text)")
             #expect(try await env.count("SELECT count(*) \(mail) AND status = 'pending'") == 1)
 
             close(server)
             server = -1
-            try await waitUntil(.seconds(30)) { try await env.count("SELECT count(*) \(mail) AND status = 'failed' AND attempts = 2") == 1 }
+            try await waitUntil(.seconds(30)) { try await env.count("SELECT count(*) \(mail) AND status = 'failed' AND attempts = \(attempts + 1)") == 1 }
             #expect(try await env.call(.get, "/v1/clients/\(id)", as: coach).json[path: "invitation.delivery"] as? String == "failed")
         }
     }

@@ -144,12 +144,14 @@ struct ClientStore: Sendable {
     /// changed. The roster then shows that no mail goes (`suppressed`), not one on its way. A mail a
     /// sender holds (`claimed_until`: its first sending or a retry) may be going out: it is withdrawn
     /// instead, so that it is not tried again, and the roster shows how that sending ends (`sent`,
-    /// or `failed`). Deleted, it could still go out while the roster said none went.
+    /// or `failed`). Deleted, it could still go out while the roster said none went. A sender of the
+    /// release before this one claims without `claimed_until`: its first sending (no attempt, no
+    /// error, its lease ahead) counts as held too, through a rollout.
     func dropUnsentMail(of id: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
             WITH unsent AS (
-                SELECT m.id, coalesce(m.claimed_until > now(), false) AS held FROM mail_outbox m JOIN clients c ON m.id = c.mail_id
+                SELECT m.id, coalesce(m.claimed_until > now(), m.attempts = 0 AND m.last_error IS NULL AND m.next_attempt_at > now()) AS held FROM mail_outbox m JOIN clients c ON m.id = c.mail_id
                 WHERE c.id = \(id) AND m.status = 'pending' FOR UPDATE OF m),
             withdrawn AS (UPDATE mail_outbox SET withdrawn_at = now() WHERE id IN (SELECT id FROM unsent WHERE held)),
             dropped AS (DELETE FROM mail_outbox WHERE id IN (SELECT id FROM unsent WHERE NOT held) RETURNING id)
