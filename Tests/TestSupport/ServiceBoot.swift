@@ -89,8 +89,10 @@ func routesAgainstDocument(name: String, app: some ApplicationProtocol) -> [Stri
 /// for readiness and metrics.
 private func checkProcessEndpoints(name: String, port: Int, adminPort: Int) async throws -> [String] {
     var failures: [String] = []
-    // The public port opens once migrations are done, and readiness follows; poll briefly.
-    try await waitUntil(.seconds(20)) { await RedisServer.accepts(port: port) }
+    // The public port opens once migrations are done, and readiness follows. Nutrition's load the
+    // food table, which takes most of this bound when every suite runs at once on two cores; the
+    // wait ends as soon as the port opens.
+    try await waitUntil(.seconds(60)) { await RedisServer.accepts(port: port) }
     var ready = false
     for _ in 0..<200 {
         if let reply = try? await ConcurrentClient.send(port: adminPort, "GET", "/readyz", timeout: .seconds(5)), reply.status == 200 { ready = true; break }
