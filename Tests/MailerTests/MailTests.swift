@@ -335,24 +335,10 @@ import TestSupport
         defer { sink.stop() }
         try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
             try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
-            /// A server that takes the message and never answers.
-            struct StallingTransport: MailTransport {
-                let started: AsyncStream<Void>.Continuation
-                func send(_ message: MailMessage, messageID: String) async throws {
-                    started.yield()
-                    try await Task.sleep(for: .seconds(3600))
-                }
-            }
             let id = try await client.transaction(logger: TestEnvironment.logger) { connection in
                 try await MailOutbox().enqueue(MailMessage(to: "back@example.com", subject: "Back", text: "t"), template: "test", on: connection, logger: TestEnvironment.logger)
             }
-            let (started, startedContinuation) = AsyncStream<Void>.makeStream()
-            let stalled = MailSender(
-                client: client, transport: StallingTransport(started: startedContinuation), logger: TestEnvironment.logger,
-                pollInterval: .milliseconds(100), retryBase: .zero, lease: .seconds(600))
-            let stopped = Task { try await stalled.run() }
-            var sends = started.makeAsyncIterator()
-            _ = await sends.next()
+            let stopped = await Self.senderStalledMidSend(client)
             stopped.cancel()
             _ = await stopped.result
             let rows = try await client.query(
@@ -378,23 +364,10 @@ import TestSupport
         defer { sink.stop() }
         try await withClient(database.config(for: "auth")) { (client: PostgresClient) async throws in
             try await MigrationRunner(client: client, schema: "auth", migrations: MailOutbox.migrations, logger: TestEnvironment.logger).run()
-            struct StallingTransport: MailTransport {
-                let started: AsyncStream<Void>.Continuation
-                func send(_ message: MailMessage, messageID: String) async throws {
-                    started.yield()
-                    try await Task.sleep(for: .seconds(3600))
-                }
-            }
             let id = try await client.transaction(logger: TestEnvironment.logger) { connection in
                 try await MailOutbox().enqueue(MailMessage(to: "gone@example.com", subject: "Gone", text: "t"), template: "test", on: connection, logger: TestEnvironment.logger)
             }
-            let (started, startedContinuation) = AsyncStream<Void>.makeStream()
-            let stalled = MailSender(
-                client: client, transport: StallingTransport(started: startedContinuation), logger: TestEnvironment.logger,
-                pollInterval: .milliseconds(100), retryBase: .zero, lease: .seconds(600))
-            let stopped = Task { try await stalled.run() }
-            var sends = started.makeAsyncIterator()
-            _ = await sends.next()
+            let stopped = await Self.senderStalledMidSend(client)
             let held = try await client.checkedQuery(
                 "UPDATE mail_outbox SET withdrawn_at = now() WHERE id = \(id) AND claimed_until > now() RETURNING true", decoding: Bool.self,
                 logger: TestEnvironment.logger)
@@ -414,6 +387,26 @@ import TestSupport
             try await Task.sleep(for: .milliseconds(300))
             #expect(sink.messages().isEmpty)
         }
+    }
+
+    /// A sender whose server takes the message and never answers, once it is sending it: the task to
+    /// cancel, as a deploy stops a sender mid-send.
+    static func senderStalledMidSend(_ client: PostgresClient) async -> Task<Void, any Error> {
+        struct StallingTransport: MailTransport {
+            let started: AsyncStream<Void>.Continuation
+            func send(_ message: MailMessage, messageID: String) async throws {
+                started.yield()
+                try await Task.sleep(for: .seconds(3600))
+            }
+        }
+        let (started, startedContinuation) = AsyncStream<Void>.makeStream()
+        let stalled = MailSender(
+            client: client, transport: StallingTransport(started: startedContinuation), logger: TestEnvironment.logger,
+            pollInterval: .milliseconds(100), retryBase: .zero, lease: .seconds(600))
+        let running = Task { try await stalled.run() }
+        var sends = started.makeAsyncIterator()
+        _ = await sends.next()
+        return running
     }
 
     /// Through the checked path: the test that cuts the pool's connections polls this on the same
