@@ -93,8 +93,8 @@ struct EntitlementsTestEnvironment: ServiceHarness {
         return User(id: id, email: address, token: try await issuer.token(userID: id))
     }
 
-    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?) async throws {
-        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: "auth", userID: userID)
+    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "auth") async throws {
+        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID)
     }
 
     /// Events the service has put on the stream, of one type, as their `data`.

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Models
 import Testing
 import TestSupport
 
@@ -72,6 +73,74 @@ import TestSupport
             #expect(try await env.call(.post, members, as: owner, json: ["email": squatter.email, "permission": "editor"]).status == .created)
             #expect(try await env.call(.get, "/v1/spaces/invitations", as: squatter).items.isEmpty)
             #expect(try await env.call(.post, "/v1/spaces/\(id)/invitation/accept", as: squatter).code == "space_not_found")
+        }
+    }
+
+    /// Social's blocks reach the spaces, either way: an account blocked by the owner, or blocking
+    /// them, is not invited by id (as if no account had it), and neither sees nor takes an invitation
+    /// from the other, by id or at its address; a block ends those already pending, and an address
+    /// proven later joins no space of the other. Lifted, the owner may invite again.
+    @Test func aBlockEitherWayStopsInvitations() async throws {
+        try await Env.run { env in
+            let owner = try await env.user()
+            let friend = try await env.user()
+            let other = try await env.user()
+            let late = try await env.user(verified: false)
+            try await env.grant(owner, tier: "team")
+            let id = try await Self.space(env, of: owner)
+            let members = "/v1/spaces/\(id)/members"
+            func block(_ blocker: Env.User, _ blocked: Env.User, _ blocking: Bool) async throws {
+                if blocking {
+                    try await env.publish(BlockCreated(blockerID: blocker.id, blockedID: blocked.id), userID: blocker.id, producer: "social")
+                } else {
+                    try await env.publish(BlockRemoved(blockerID: blocker.id, blockedID: blocked.id), userID: blocker.id, producer: "social")
+                }
+                try await waitUntil(.seconds(15)) {
+                    try await env.count(
+                        "SELECT count(*) FROM blocks WHERE blocker_id = '\(blocker.id)' AND blocked_id = '\(blocked.id)' AND blocking = \(blocking)") == 1
+                }
+            }
+            func offered(to person: Env.User) async throws -> Int { try await env.call(.get, "/v1/spaces/invitations", as: person).items.count }
+
+            // Pending before the blocks: one by id, one at an address.
+            #expect(try await env.call(.post, members, as: owner, json: ["user_id": friend.path, "permission": "viewer"]).status == .created)
+            #expect(try await env.call(.post, members, as: owner, json: ["email": other.email, "permission": "viewer"]).status == .created)
+            #expect(try await offered(to: friend) == 1)
+            #expect(try await offered(to: other) == 1)
+            try await block(friend, owner, true)
+            try await block(owner, other, true)
+            try await block(late, owner, true)
+            #expect(try await env.count("SELECT count(*) FROM space_account_invitations WHERE space_id = '\(id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE space_id = '\(id)'") == 0)
+
+            // New ones: by id, as for no account; at an address, made alike (the owner learns
+            // nothing of who has an account) but never offered, taken or joined.
+            let byID = try await env.call(.post, members, as: owner, json: ["user_id": friend.path, "permission": "viewer"])
+            #expect(byID.status == .notFound && byID.code == "user_not_found", "\(byID.text)")
+            let blockedByOwner = try await env.call(.post, members, as: owner, json: ["user_id": other.path, "permission": "viewer"])
+            #expect(blockedByOwner.code == "user_not_found", "\(blockedByOwner.text)")
+            for person in [friend, other, late] {
+                #expect(try await env.call(.post, members, as: owner, json: ["email": person.email, "permission": "viewer"]).status == .created)
+            }
+            for person in [friend, other] {
+                #expect(try await offered(to: person) == 0)
+                #expect(try await env.call(.post, "/v1/spaces/\(id)/invitation/accept", as: person).code == "space_not_found")
+            }
+            try await env.publish(UserEmailVerified(userID: late.id, email: late.email), userID: late.id)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(late.id)' AND email_verified") == 1 }
+            #expect(try await env.call(.get, "/v1/spaces/\(id)", as: late).code == "space_not_found")
+
+            // Lifted: the owner's invitations are heard again.
+            try await block(friend, owner, false)
+            #expect(try await env.call(.post, members, as: owner, json: ["user_id": friend.path, "permission": "viewer"]).status == .created)
+            #expect(try await offered(to: friend) == 1)
+            #expect(try await env.call(.post, "/v1/spaces/\(id)/invitation/accept", as: friend).status == .ok)
+
+            // A deleted account's blocks go, either way.
+            try await env.publish(UserDeleted(userID: other.id), userID: other.id)
+            try await waitUntil(.seconds(15)) {
+                try await env.count("SELECT count(*) FROM blocks WHERE blocker_id = '\(other.id)' OR blocked_id = '\(other.id)'") == 0
+            }
         }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import ServiceKit
 
 /// Events from auth: who exists (and at which address, for memberships by email), and nothing
-/// personal left of a deleted account.
+/// personal left of a deleted account; from social: who blocks whom, for who may invite whom.
 struct EntitlementsEventHandlers {
     let entitlements: Entitlements
     let spaces: SpaceStore
@@ -54,11 +54,25 @@ struct EntitlementsEventHandlers {
                 try await entitlements.store.forgetUsage(of: event.userID, on: context.connection, logger: context.logger)
             }
         }
+        // Social's blocks, in the order social gave them: a block ends the invitations pending
+        // between the two, and stops new ones (`BlockStore`).
+        let blocks = BlockStore()
+        handlers.on(BlockCreated.self) { event, context in
+            let order = EventOrder(context.envelope, among: "social")
+            guard try await blocks.record(blocker: event.blockerID, blocked: event.blockedID, blocking: true, order: order, on: context.connection, logger: context.logger)
+            else { return }
+            try await blocks.dropInvitations(between: event.blockerID, event.blockedID, on: context.connection, logger: context.logger)
+        }
+        handlers.on(BlockRemoved.self) { event, context in
+            let order = EventOrder(context.envelope, among: "social")
+            _ = try await blocks.record(blocker: event.blockerID, blocked: event.blockedID, blocking: false, order: order, on: context.connection, logger: context.logger)
+        }
         handlers.on(UserDeleted.self) { event, context in
             // A request making rows of the account (a purchase's customer and subscription) holds it
             // until it commits (`EntitlementStore.ensureLiveCustomer`), and is then found below.
             try await context.connection.holdAccountForDeletion(event.userID, logger: context.logger)
             try await spaces.userDeleted(event.userID, on: context.connection, logger: context.logger)
+            try await blocks.forget(event.userID, on: context.connection, logger: context.logger)
             try await entitlements.store.forget(event.userID, on: context.connection, logger: context.logger)
             entitlements.forgetKeptAfterCommit([event.userID])
         }

@@ -11,6 +11,7 @@ import ServiceKit
 struct SpaceRoutes {
     let entitlements: Entitlements
     let spaces = SpaceStore()
+    let blocks = BlockStore()
 
     static let collaboration = "collaboration"
 
@@ -176,7 +177,11 @@ struct SpaceRoutes {
             try await authorize(space, .invite, on: connection, logger: context.logger)
             if let user = body.userID {
                 guard user != me else { throw SpaceFields.cannotAddSelf }
-                guard try await spaces.accountExists(user, on: connection, logger: context.logger) else {
+                // An account that blocks the owner, or that the owner blocks, answers as no account, as
+                // social's profiles do.
+                guard try await spaces.accountExists(user, on: connection, logger: context.logger),
+                    try await !blocks.eitherBlocks(user, me, on: connection, logger: context.logger)
+                else {
                     throw APIError.notFound("No account has that id.", code: "user_not_found")
                 }
                 guard try await spaces.member(user, of: id, on: connection, logger: context.logger) == nil else { throw SpaceFields.alreadyMember }
@@ -242,7 +247,7 @@ struct SpaceRoutes {
         let items = try await entitlements.postgres.withConnectionOnItsLoop { connection -> [SpaceInvitationRecord] in
             var items = try await spaces.invitations(of: me, on: connection, logger: context.logger)
             if let address = try await spaces.provenEmail(of: me, on: connection, logger: context.logger) {
-                items += try await spaces.invitations(to: address, on: connection, logger: context.logger)
+                items += try await spaces.invitations(to: address, heldBy: me, on: connection, logger: context.logger)
             }
             return items
         }
@@ -287,7 +292,7 @@ struct SpaceRoutes {
             guard try await spaces.lock(id, on: connection, logger: context.logger) else { throw SpaceFields.notFound }
             let toAccount = try await spaces.takeInvitation(account: me, to: id, on: connection, logger: context.logger)
             var toAddress: SpacePermission?
-            if let address { toAddress = try await spaces.takeInvitation(address, to: id, on: connection, logger: context.logger) }
+            if let address { toAddress = try await spaces.takeInvitation(address, heldBy: me, to: id, on: connection, logger: context.logger) }
             guard let permission = toAccount ?? toAddress else { throw SpaceFields.notFound }
             return try await body(permission, connection)
         }

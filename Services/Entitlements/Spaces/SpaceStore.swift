@@ -198,21 +198,27 @@ struct SpaceStore: Sendable {
         return found
     }
 
-    /// The invitations to an account, newest first, with their spaces' names.
+    /// The invitations to an account, newest first, with their spaces' names; none from an account
+    /// it blocks or that blocks it.
     func invitations(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [SpaceInvitationRecord] {
         let rows = try await connection.checkedQuery(
             """
             SELECT s.id, s.name, i.permission, i.created_at FROM space_account_invitations i JOIN spaces s ON s.id = i.space_id
-            WHERE i.user_id = \(user) ORDER BY i.created_at DESC, s.id
+            WHERE i.user_id = \(user) AND \(unescaped: BlockStore.neitherBlocks("i.user_id", "i.invited_by"))
+            ORDER BY i.created_at DESC, s.id
             """, logger: logger)
         return try await Self.offered(rows)
     }
 
     /// Removes the account's invitation to the space, answering the permission it offered; nil when
-    /// there was none.
+    /// there was none, or it came from an account it blocks or that blocks it.
     func takeInvitation(account user: UUID, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpacePermission? {
         let rows = try await connection.checkedQuery(
-            "DELETE FROM space_account_invitations WHERE space_id = \(space) AND user_id = \(user) RETURNING permission", logger: logger)
+            """
+            DELETE FROM space_account_invitations i WHERE i.space_id = \(space) AND i.user_id = \(user)
+              AND \(unescaped: BlockStore.neitherBlocks("i.user_id", "i.invited_by"))
+            RETURNING i.permission
+            """, logger: logger)
         return try await Self.permission(rows)
     }
 
@@ -227,21 +233,29 @@ struct SpaceStore: Sendable {
         return found
     }
 
-    /// The invitations to an address, newest first, with their spaces' names.
-    func invitations(to emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws -> [SpaceInvitationRecord] {
+    /// The invitations to an address, newest first, with their spaces' names; none from an account
+    /// its holder `user` blocks or that blocks them.
+    func invitations(to emailNormalized: String, heldBy user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> [SpaceInvitationRecord] {
         let rows = try await connection.checkedQuery(
             """
             SELECT s.id, s.name, i.permission, i.created_at FROM space_invitations i JOIN spaces s ON s.id = i.space_id
-            WHERE i.email_normalized = \(emailNormalized) ORDER BY i.created_at DESC, s.id
+            WHERE i.email_normalized = \(emailNormalized) AND \(unescaped: BlockStore.neitherBlocks(BlockStore.literal(user), "i.invited_by"))
+            ORDER BY i.created_at DESC, s.id
             """, logger: logger)
         return try await Self.offered(rows)
     }
 
     /// Removes the address's invitation to the space, answering the permission it offered; nil
-    /// when there was none.
-    func takeInvitation(_ emailNormalized: String, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws -> SpacePermission? {
+    /// when there was none, or it came from an account its holder `user` blocks or that blocks them.
+    func takeInvitation(_ emailNormalized: String, heldBy user: UUID, to space: UUID, on connection: PostgresConnection, logger: Logger) async throws
+        -> SpacePermission?
+    {
         let rows = try await connection.checkedQuery(
-            "DELETE FROM space_invitations WHERE space_id = \(space) AND email_normalized = \(emailNormalized) RETURNING permission", logger: logger)
+            """
+            DELETE FROM space_invitations i WHERE i.space_id = \(space) AND i.email_normalized = \(emailNormalized)
+              AND \(unescaped: BlockStore.neitherBlocks(BlockStore.literal(user), "i.invited_by"))
+            RETURNING i.permission
+            """, logger: logger)
         return try await Self.permission(rows)
     }
 
@@ -275,7 +289,8 @@ struct SpaceStore: Sendable {
             try await connection.checkedRun(
                 "UPDATE spaces SET pending_owner_id = NULL, transfer_offered_at = NULL WHERE id = \(space) AND pending_owner_id = \(user)", logger: logger)
         }
-        let withdrawn = try await takeInvitation(account: user, to: space, on: connection, logger: logger) != nil
+        let withdrawn = try await connection.returnsRow(
+            "DELETE FROM space_account_invitations WHERE space_id = \(space) AND user_id = \(user) RETURNING 1", logger: logger)
         return removed || withdrawn
     }
 
@@ -334,7 +349,8 @@ struct SpaceStore: Sendable {
     // MARK: events
 
     /// `user.registered`: the invitations to the address become memberships with their permission
-    /// (a space they already belong to keeps its membership), and are gone. Call it in the
+    /// (a space they already belong to keeps its membership; an invitation from an account the user
+    /// blocks, or that blocks them, makes none), and are gone. Call it in the
     /// transaction that records the account in `customers`.
     func attachPending(user: UUID, emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws {
         let email = EmailAddress.normalize(emailNormalized)
@@ -343,7 +359,8 @@ struct SpaceStore: Sendable {
         try await connection.checkedRun(
             """
             INSERT INTO space_members (space_id, user_id, permission)
-            SELECT space_id, \(user), permission FROM space_invitations WHERE email_normalized = \(email) ORDER BY space_id
+            SELECT space_id, \(user), permission FROM space_invitations i
+            WHERE email_normalized = \(email) AND \(unescaped: BlockStore.neitherBlocks(BlockStore.literal(user), "i.invited_by")) ORDER BY space_id
             ON CONFLICT (space_id, user_id) DO NOTHING
             """, logger: logger)
         try await connection.checkedRun("DELETE FROM space_invitations WHERE email_normalized = \(email)", logger: logger)
