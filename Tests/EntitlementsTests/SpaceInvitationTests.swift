@@ -79,7 +79,8 @@ import TestSupport
     /// Social's blocks reach the spaces, either way: an account blocked by the owner, or blocking
     /// them, is not invited by id (as if no account had it), and neither sees nor takes an invitation
     /// from the other, by id or at its address; a block ends those already pending, and an address
-    /// proven later joins no space of the other. Lifted, the owner may invite again.
+    /// proven later joins no space of the other. Lifted, or dropped with a takeover, the owner may
+    /// invite again.
     @Test func aBlockEitherWayStopsInvitations() async throws {
         try await Env.run { env in
             let owner = try await env.user()
@@ -129,6 +130,15 @@ import TestSupport
             try await env.publish(UserEmailVerified(userID: late.id, email: late.email), userID: late.id)
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(late.id)' AND email_verified") == 1 }
             #expect(try await env.call(.get, "/v1/spaces/\(id)", as: late).code == "space_not_found")
+            // Still pending, as to an address without an account: the owner learns nothing.
+            #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE space_id = '\(id)' AND email_normalized = lower('\(late.email)')") == 1)
+
+            // A takeover drops the blocks the account's maker made, as social drops them.
+            try await env.publish(UserPasswordChanged(userID: late.id, method: .disowned), userID: late.id)
+            try await waitUntil(.seconds(15)) {
+                try await env.count("SELECT count(*) FROM blocks WHERE blocker_id = '\(late.id)' AND blocked_id = '\(owner.id)' AND NOT blocking") == 1
+            }
+            #expect(try await env.call(.post, members, as: owner, json: ["user_id": late.path, "permission": "viewer"]).status == .created)
 
             // Lifted: the owner's invitations are heard again.
             try await block(friend, owner, false)

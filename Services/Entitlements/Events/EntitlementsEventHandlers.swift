@@ -11,6 +11,7 @@ struct EntitlementsEventHandlers {
         var handlers = EventHandlers()
         let entitlements = self.entitlements
         let spaces = self.spaces
+        let blocks = BlockStore()
         // A late event about a deleted account makes nothing again; one handled while the account's
         // deletion runs waits for it (`holdLiveAccount`), and then finds its tombstone.
         @Sendable func deleted(_ user: UUID, _ context: EventContext) async throws -> Bool {
@@ -49,6 +50,7 @@ struct EntitlementsEventHandlers {
         handlers.on(UserPasswordChanged.self) { event, context in
             guard event.makerDropped, try await !deleted(event.userID, context) else { return }
             try await spaces.makerDropped(event.userID, on: context.connection, logger: context.logger)
+            try await blocks.makerDropped(event.userID, on: context.connection, logger: context.logger)
             try await entitlements.announcingChanges(for: [event.userID], on: context.connection, logger: context.logger) {
                 try await entitlements.store.releasePurchases(of: event.userID, on: context.connection, logger: context.logger)
                 try await entitlements.store.forgetUsage(of: event.userID, on: context.connection, logger: context.logger)
@@ -56,7 +58,6 @@ struct EntitlementsEventHandlers {
         }
         // Social's blocks, in the order social gave them: a block ends the invitations pending
         // between the two, and stops new ones (`BlockStore`).
-        let blocks = BlockStore()
         handlers.on(BlockCreated.self) { event, context in
             let order = EventOrder(context.envelope, among: "social")
             guard try await blocks.record(blocker: event.blockerID, blocked: event.blockedID, blocking: true, order: order, on: context.connection, logger: context.logger)

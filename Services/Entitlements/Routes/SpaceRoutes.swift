@@ -179,6 +179,7 @@ struct SpaceRoutes {
                 guard user != me else { throw SpaceFields.cannotAddSelf }
                 // An account that blocks the owner, or that the owner blocks, answers as no account, as
                 // social's profiles do.
+                try await blocks.lockPair(user, me, on: connection, logger: context.logger)
                 guard try await spaces.accountExists(user, on: connection, logger: context.logger),
                     try await !blocks.eitherBlocks(user, me, on: connection, logger: context.logger)
                 else {

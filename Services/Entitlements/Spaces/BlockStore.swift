@@ -10,7 +10,8 @@ struct BlockStore: Sendable {
     /// Records what `block.created` (`blocking`) or `block.removed` says of the pair, unless social's
     /// newer event about it came first or either account is deleted; true when recorded.
     func record(blocker: UUID, blocked: UUID, blocking: Bool, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow(
+        try await lockPair(blocker, blocked, on: connection, logger: logger)
+        return try await connection.returnsRow(
             """
             INSERT INTO blocks (blocker_id, blocked_id, blocking, seq, occurred_at)
             SELECT \(blocker), \(blocked), \(blocking), \(order.sequence), \(order.occurredAt)
@@ -20,6 +21,16 @@ struct BlockStore: Sendable {
                        ELSE EXCLUDED.occurred_at >= blocks.occurred_at END
             RETURNING true
             """, logger: logger)
+    }
+
+    /// Serializes what concerns two accounts' blocks: a block's record (and the end of the invitations
+    /// between them) and an invitation by id between them, which checks for a block first. Without it
+    /// an invitation checked before the block committed, and made after its deletions, outlived it.
+    /// Taken after the space's lock by the route; the handler takes no space's lock.
+    func lockPair(_ one: UUID, _ other: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        let (low, high) = one.uuidString < other.uuidString ? (one, other) : (other, one)
+        try await connection.checkedRun(
+            "SELECT pg_advisory_xact_lock(hashtext('entitlements.block:' || \(low.uuidString) || ':' || \(high.uuidString)))", logger: logger)
     }
 
     /// Whether either account blocks the other.
@@ -42,6 +53,13 @@ struct BlockStore: Sendable {
             WHERE c.email_verified AND i.email_normalized = c.email_normalized
               AND ((c.user_id = \(one) AND i.invited_by = \(other)) OR (c.user_id = \(other) AND i.invited_by = \(one)))
             """, logger: logger)
+    }
+
+    /// `maker_dropped`: the blocks the account's maker made go with the rest of what they made, as
+    /// social drops them (without a `block.removed`). Kept as lifted, with their order, so that an
+    /// older `block.created` delivered late changes nothing.
+    func makerDropped(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.checkedRun("UPDATE blocks SET blocking = false WHERE blocker_id = \(user) AND blocking", logger: logger)
     }
 
     /// `user.deleted`: the account's blocks, either way, go.

@@ -363,7 +363,13 @@ struct SpaceStore: Sendable {
             WHERE email_normalized = \(email) AND \(unescaped: BlockStore.neitherBlocks(BlockStore.literal(user), "i.invited_by")) ORDER BY space_id
             ON CONFLICT (space_id, user_id) DO NOTHING
             """, logger: logger)
-        try await connection.checkedRun("DELETE FROM space_invitations WHERE email_normalized = \(email)", logger: logger)
+        // One from an account blocked either way stays, pending, as for an address without an
+        // account: its owner learns nothing from it.
+        try await connection.checkedRun(
+            """
+            DELETE FROM space_invitations i
+            WHERE i.email_normalized = \(email) AND \(unescaped: BlockStore.neitherBlocks(BlockStore.literal(user), "i.invited_by"))
+            """, logger: logger)
         // An invitation to the account in a space it has just joined is answered: a member is never
         // also pending (withdrawing that would remove the member).
         try await connection.checkedRun(

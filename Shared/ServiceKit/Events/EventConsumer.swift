@@ -207,8 +207,11 @@ package final class EventConsumer: Service, Sendable {
     /// transaction wrote would deadlock with it.
     /// So are a link's acceptance and end: their handlers hold the coach and client pair
     /// (`CoachLinkStore`), and two processes each holding one pair for an event early in its batch
-    /// would deadlock over the other's later in it.
-    static let handledAlone: Set<String> = [UserDeleted.eventType, UserPasswordChanged.eventType, InvitationAccepted.eventType, ClientUnlinked.eventType]
+    /// would deadlock over the other's later in it. So is a block: its handler (entitlements') deletes
+    /// invitations that requests holding their space or address wait on.
+    static let handledAlone: Set<String> = [
+        UserDeleted.eventType, UserPasswordChanged.eventType, InvitationAccepted.eventType, ClientUnlinked.eventType, BlockCreated.eventType,
+    ]
 
     private func process(_ shard: [(StreamEntry, EventEnvelope, EventHandlers.Handler)]) async throws {
         var run: [(StreamEntry, EventEnvelope, EventHandlers.Handler)] = []
