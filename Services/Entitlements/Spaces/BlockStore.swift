@@ -9,8 +9,10 @@ import ServiceKit
 struct BlockStore: Sendable {
     /// Records what `block.created` (`blocking`) or `block.removed` says of the pair, unless social's
     /// newer event about it came first or either account is deleted; true when recorded.
+    /// A block takes the pair's lock (`lockPair`); a lifting needs none (the row's upsert orders
+    /// events of one pair), and is handled in a batch, where holding pairs could deadlock.
     func record(blocker: UUID, blocked: UUID, blocking: Bool, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await lockPair(blocker, blocked, on: connection, logger: logger)
+        if blocking { try await lockPair(blocker, blocked, on: connection, logger: logger) }
         return try await connection.returnsRow(
             """
             INSERT INTO blocks (blocker_id, blocked_id, blocking, seq, occurred_at)
@@ -26,11 +28,13 @@ struct BlockStore: Sendable {
     /// Serializes what concerns two accounts' blocks: a block's record (and the end of the invitations
     /// between them) and an invitation by id between them, which checks for a block first. Without it
     /// an invitation checked before the block committed, and made after its deletions, outlived it.
-    /// Taken after the space's lock by the route; the handler takes no space's lock.
+    /// Taken after the space's lock by the route; the handler takes no space's lock. (45324, 0xB10C:
+    /// the pairs' own space of advisory locks, apart from the single-key locks of addresses and the
+    /// relay, which a pair's hash could otherwise meet.)
     func lockPair(_ one: UUID, _ other: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         let (low, high) = one.uuidString < other.uuidString ? (one, other) : (other, one)
         try await connection.checkedRun(
-            "SELECT pg_advisory_xact_lock(hashtext('entitlements.block:' || \(low.uuidString) || ':' || \(high.uuidString)))", logger: logger)
+            "SELECT pg_advisory_xact_lock(45324, hashtext(\(low.uuidString) || ':' || \(high.uuidString)))", logger: logger)
     }
 
     /// Whether either account blocks the other.
