@@ -52,16 +52,20 @@ static int load(const void *data, size_t length, image_scrub_format format, int 
 
 // Whether a JPEG holds more than one scan (progressive, or its components in separate scans). libjpeg
 // then keeps the coefficients of the whole image while it decodes, whatever the scale it writes at.
-// Walks the markers from SOI; anything it cannot follow counts as several scans.
+// Walks the markers from SOI as libjpeg reads them; anything it cannot follow counts as several
+// scans. A walk that strayed from libjpeg's could be led past a progressive frame.
 static int jpeg_has_several_scans(const unsigned char *bytes, size_t length) {
     if (length < 4 || bytes[0] != 0xFF || bytes[1] != 0xD8) return 1;
     size_t at = 2;
     int scans = 0;
-    while (at + 4 <= length) {
+    while (at + 2 <= length) {
         if (bytes[at] != 0xFF) return 1;
         unsigned char marker = bytes[at + 1];
         if (marker == 0xFF) { at += 1; continue; }  // fill byte before a marker
         if (marker == 0xD9) break;                  // EOI
+        // TEM and the restart markers carry no length, and libjpeg passes over them anywhere.
+        if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) { at += 2; continue; }
+        if (at + 4 > length) return 1;
         if (marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE) return 1;  // progressive frames
         size_t segment = ((size_t)bytes[at + 2] << 8) | bytes[at + 3];
         if (segment < 2) return 1;
@@ -128,10 +132,11 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
     // The pixels as the loader will hand them over: a 16-bit PNG takes two bytes a channel, a
     // palette one is expanded to RGB or RGBA, a JPEG of one scan comes at the scale chosen above (a
     // 24-megapixel phone photo decodes at a quarter of its pixels). A JPEG of several scans holds
-    // every coefficient of the whole image meanwhile, so it counts whole. Counted before anything
-    // is decoded.
+    // every coefficient of the whole image meanwhile, two bytes for each sample of each component
+    // (fewer for a subsampled one): it counts twice its whole size. Counted before anything is
+    // decoded.
     result->decoded_bytes = (size_t)VIPS_IMAGE_SIZEOF_IMAGE(image);
-    if (format == IMAGE_SCRUB_JPEG && result->decoded_bytes < whole_bytes && jpeg_has_several_scans(data, length)) result->decoded_bytes = whole_bytes;
+    if (format == IMAGE_SCRUB_JPEG && jpeg_has_several_scans(data, length)) result->decoded_bytes = 2 * whole_bytes;
     if (result->decoded_bytes > max_bytes) {
         g_object_unref(image);
         return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, "the decoded size is over the budget");

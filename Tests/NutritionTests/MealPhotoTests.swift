@@ -79,12 +79,23 @@ import TestSupport
             let heic = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate24.heic")), headers: [.contentType: "image/heic"])
             #expect(heic.status == .unprocessableContent && heic.code == "image_too_large", "\(heic.text)")
             #expect(heic.text.contains("5712×4284") && heic.text.contains("\(24 << 20)"), "\(heic.text)")
-            // A progressive JPEG is decoded through every coefficient of the whole image, whatever the
-            // scale: 3712 × 2784 counts its 31 MB, not the 8 MB it is written at.
+            // A progressive JPEG is decoded through every coefficient of the whole image, two bytes a
+            // sample, whatever the scale: 3712 × 2784 counts 62 MB, not the 8 MB it is written at.
+            let progressiveJPEG = try Photos.fixture("meals/plate-progressive.jpg")
             let progressive = try await env.call(
-                .post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: try Photos.fixture("meals/plate-progressive.jpg")), headers: [.contentType: "image/jpeg"])
+                .post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: progressiveJPEG), headers: [.contentType: "image/jpeg"])
             #expect(progressive.status == .unprocessableContent && progressive.code == "image_too_large", "\(progressive.text)")
-            #expect(progressive.text.contains("31002624 bytes"), "\(progressive.text)")
+            #expect(progressive.text.contains("62005248 bytes"), "\(progressive.text)")
+            // The same file behind a restart marker, which has no length and which libjpeg passes over,
+            // and a comment whose bytes, were the marker read as having a length, would be an end of
+            // image: the frame is found all the same.
+            var disguised: [UInt8] = [0xFF, 0xD8, 0xFF, 0xD0, 0xFF, 0xFE, 0xFF, 0xFF]
+            var comment = [UInt8](repeating: 0, count: 0xFFFF - 2)
+            (comment[65_538 - 8], comment[65_539 - 8]) = (0xFF, 0xD9)
+            disguised += comment + progressiveJPEG.dropFirst(2)
+            let hidden = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: ByteBuffer(bytes: disguised), headers: [.contentType: "image/jpeg"])
+            #expect(hidden.status == .unprocessableContent && hidden.code == "image_too_large", "\(hidden.text)")
+            #expect(hidden.text.contains("62005248 bytes"), "\(hidden.text)")
         }
     }
 
