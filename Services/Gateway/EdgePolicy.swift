@@ -179,6 +179,14 @@ struct EdgeMiddleware: RouterMiddleware {
     }
 
     private func respond(_ request: Request, context: Context, origin: String?, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let refusal = Self.framingRefusal(request) {
+            // The gateway and its parser would disagree on where this request's body ends, or the
+            // gateway cannot pass the body on as it came: it is not forwarded, and the connection
+            // ends with the answer (RFC 9112 §3.2, §6.1, §6.3).
+            var response = ProblemMiddleware<Context>.response(for: refusal, request: request, context: context)
+            response.headers[.connection] = "close"
+            return response
+        }
         if request.method == .options, cors.isEnabled, origin != nil, request.headers[.accessControlRequestMethod] != nil {
             return try preflight(request, origin: origin)
         }
@@ -210,6 +218,26 @@ struct EdgeMiddleware: RouterMiddleware {
             return try await next(request, context)
         }
         return try await next(request, context)
+    }
+
+    static let host = HTTPField.Name("Host")!
+
+    /// What is wrong with a request's framing that NIO's parser lets through: a `Content-Length` it
+    /// reads (any number below 2^64) that is not a length here, a second `Host` (the first is the
+    /// request's authority, a second is left among the fields), a transfer coding other than
+    /// `chunked`, which the gateway would strip and the service read as the body.
+    static func framingRefusal(_ request: Request) -> APIError? {
+        if let length = request.headers[.contentLength], Int(length).map({ $0 < 0 }) ?? true {
+            return .badRequest("The request is not valid HTTP/1.1: its Content-Length is not a length.", code: "malformed_request")
+        }
+        if request.headers[host] != nil {
+            return .badRequest("The request is not valid HTTP/1.1: it names its host twice.", code: "malformed_request")
+        }
+        let codings = request.headers[values: .transferEncoding].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if !codings.isEmpty, codings != ["chunked"] {
+            return APIError(.notImplemented, code: "transfer_coding_not_supported", detail: "A request body may come in chunks, with no other transfer coding.")
+        }
+        return nil
     }
 
     /// The edge's checks have passed and the body is read from here on: a client waiting to be told

@@ -390,6 +390,22 @@ final class EchoUpstream: Sendable {
                 #expect(answer.headers["content-type"] == "application/problem+json" && problem.code == "malformed_request", "\(framing): \(answer.headers)")
                 #expect(answer.headers["x-request-id"] != nil && answer.headers["x-request-id"] == problem.requestID && answer.headers["connection"] == "close")
             }
+            // What NIO's parser lets through and the gateway cannot pass on as it came: a length no
+            // length can be here (the echo would get no body), a second host (it would become the
+            // forwarded host), a coding besides chunks (stripped, the service would read it as the
+            // body). Refused at the edge, never forwarded, and the connection ends.
+            let passedByTheParser = [
+                ("Content-Length: 9223372036854775808", 400, "malformed_request"), ("Content-Length: 5\r\nHost: evil.example", 400, "malformed_request"),
+                ("Transfer-Encoding: gzip, chunked", 501, "transfer_coding_not_supported"),
+            ]
+            for (framing, status, code) in passedByTheParser {
+                let answers = try await RawHTTP.exchange(port: port, "POST /v1/auth/framed HTTP/1.1\r\nHost: gw\r\n\(framing)\r\n\r\n0\r\n\r\n", timeout: .seconds(10))
+                #expect(answers.map(\.status) == [status], "\(framing)")
+                guard let answer = answers.first else { continue }
+                let problem = try JSONDecoder().decode(Problem.self, from: Data(buffer: answer.body))
+                #expect(answer.headers["content-type"] == "application/problem+json" && problem.code == code, "\(framing): \(answer.headers)")
+                #expect(answer.headers["connection"] == "close", "\(framing): \(answer.headers)")
+            }
             // A request to switch protocols: NIO's parser reads nothing after it, so the connection ends
             // with its answer rather than hold what the client sends next, unread (here a request).
             for switching in ["GET /v1/auth/switch HTTP/1.1\r\nHost: gw\r\nConnection: keep-alive, Upgrade\r\nUpgrade: x\r\n\r\n", "CONNECT gw:443 HTTP/1.1\r\nHost: gw:443\r\n\r\n"] {
