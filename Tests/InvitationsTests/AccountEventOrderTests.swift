@@ -37,6 +37,16 @@ import TestSupport
             try await env.publish(
                 UserRegistered(userID: later, email: "\(TestEnvironment.uniqueName("later"))@example.com", displayName: nil, provider: "password"), userID: later)
             try await waitUntil(.seconds(20)) { try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(later)' AND roles @> ARRAY['coach']") == 1 }
+
+            // The same after a backlog: roles made twenty minutes ago, read here before their account's
+            // registration (whose handling failed once, or another process holds it), still land.
+            let behind = UUID()
+            try await env.publish(UserRolesChanged(userID: behind, roles: [.user, .coach], added: [.coach], removed: []), userID: behind, occurredAt: Date() - 1_200)
+            try await Task.sleep(for: .milliseconds(500))
+            try await env.publish(
+                UserRegistered(userID: behind, email: "\(TestEnvironment.uniqueName("behind"))@example.com", displayName: nil, provider: "password"), userID: behind,
+                occurredAt: Date() - 1_260)
+            try await waitUntil(.seconds(20)) { try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(behind)' AND roles @> ARRAY['coach']") == 1 }
         }
     }
 }

@@ -50,16 +50,22 @@ struct InvitationsEventHandlers {
     }
 
     /// An event about an account not made here yet: two processes take turns at the stream, and a
-    /// failed handler is retried after later events, so its `user.registered` may still come. While
-    /// the event is young the handler fails (`AccountNotYetKnown`, nothing of it kept) and it is
-    /// retried, each try uncounted (`EventNotReadyYet`); an older one is about an account this
-    /// service never heard of, and is left alone.
+    /// failed handler is retried after later events, so its `user.registered` may still come. The
+    /// handler fails, nothing of it kept (the mark of the latest event neither), and the event is
+    /// retried. While the event is young each try is uncounted (`AccountNotYetKnown`, an
+    /// `EventNotReadyYet`). An older one may be old only because this service fell behind (it was
+    /// down, its registration failed once and waits for its retry), so it is not dropped either:
+    /// its tries count (`AccountStillUnknown`), and an account that never comes sends it to the dead
+    /// letters, where it is seen and can be sent again.
     static func awaitRegistration(of user: UUID, _ context: EventContext) throws {
-        guard Date().timeIntervalSince(context.envelope.occurredAt) < 600 else {
-            context.logger.info("event about an account not known here left alone", metadata: ["user_id": "\(user)"])
-            return
-        }
+        guard Date().timeIntervalSince(context.envelope.occurredAt) < 600 else { throw AccountStillUnknown(userID: user) }
         throw AccountNotYetKnown(userID: user)
+    }
+
+    /// An event about an account still unknown here long after it happened: retried, each try counted.
+    struct AccountStillUnknown: Error, CustomStringConvertible {
+        var userID: UUID
+        var description: String { "the account \(userID) is still not known here" }
     }
 
     /// A deleted coach: every client is unlinked (they lose `client`) and the roster is gone, which
