@@ -13,10 +13,12 @@ public struct EventStream: Sendable {
         self.name = name
     }
 
-    public func publish<Payload: EventPayload>(_ payload: Payload, producer: String, userID: UUID?, occurredAt: Date = Date()) async throws {
+    /// `sequence`: the producer's outbox number, which its relay stamps on the envelope (none: an
+    /// envelope from before they carried one, ordered by `occurredAt`).
+    public func publish<Payload: EventPayload>(_ payload: Payload, producer: String, userID: UUID?, occurredAt: Date = Date(), sequence: Int64? = nil) async throws {
         let envelope = try EventEnvelope(payload, producer: producer, userID: userID, occurredAt: occurredAt)
-        _ = try await redis.xadd(
-            name, maxLength: nil, fields: [("id", envelope.id.uuidString.lowercased()), ("type", envelope.type), ("envelope", envelope.json)])
+        let json = sequence.map { EventEnvelope.stamping(envelope.json, sequence: $0) } ?? envelope.json
+        _ = try await redis.xadd(name, maxLength: nil, fields: [("id", envelope.id.uuidString.lowercased()), ("type", envelope.type), ("envelope", json)])
     }
 
     /// The envelopes of one type, decoded as JSON objects.

@@ -8,18 +8,22 @@ import TestSupport
 
 /// Invitations' and auth's events in any order, the days of a time zone, and adherence.
 @Suite struct SessionEventTests {
-    /// An unlink delivered before the acceptance it follows: the entry ends up left and its sessions
-    /// cancelled, whichever came first. A removed entry nobody accepted takes its sessions with it.
+    /// An unlink delivered before the acceptance it follows: the entry ends up left, its sessions
+    /// cancelled and the pair unlinked (the coach's exercises no longer the client's to use),
+    /// whichever came first. Each event carries invitations' outbox number, as relayed: the
+    /// acceptance's below the unlink's. A removed entry nobody accepted takes its sessions with it.
     @Test func rosterEventsSettleWhateverTheirOrder() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithInvitedClient()
             let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1)])
-            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: entry), userID: client.id)
+            let unlinked = ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: entry)
+            try await env.publish(unlinked, userID: client.id, sequence: 3)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND stage = 2") == 1 }
-            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id)
-            try await env.publish(ClientInvited(rosterEntryID: entry, coachID: coach.id), userID: coach.id)
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id, sequence: 2)
+            try await env.publish(ClientInvited(rosterEntryID: entry, coachID: coach.id), userID: coach.id, sequence: 1)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox") >= 4 }
             #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND stage = 2 AND client_id = '\(client.id)'") == 1)
+            #expect(try await env.count("SELECT count(*) FROM coach_links WHERE coach_id = '\(coach.id)' AND client_id = '\(client.id)'") == 0)
             #expect(try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(0))", as: client).items.isEmpty)
             #expect(try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: client).json["status"] as? String == "cancelled")
             #expect(try await env.call(.post, "/v1/training/clients/\(entry)/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).code == "client_not_linked")
@@ -34,6 +38,33 @@ import TestSupport
             try await env.publish(ClientRemoved(rosterEntryID: pending, coachID: coach.id), userID: coach.id)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions WHERE roster_entry_id = '\(pending)'") == 0 }
             #expect(try await env.call(.get, "/v1/training/clients/\(pending)", as: coach).code == "client_not_found")
+        }
+    }
+
+    /// Plans that ended under the previous release, which cancelled only the scheduled sessions of a
+    /// client who left or a coach whose account went: the migration cancels the skipped ones they
+    /// left behind, as the handlers now do, and a skipped session of a plan still on stays skipped.
+    @Test func skippedSessionsOfPlansEndedBeforeAreCancelled() async throws {
+        try await TrainingTestEnvironment.run { env in
+            var skipped: [String] = []
+            var pairs: [(coach: TrainingTestEnvironment.User, entry: UUID)] = []
+            for _ in 0..<3 {
+                let (coach, client, entry, workout) = try await env.coachWithClient()
+                let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(-1)])
+                #expect(try await env.call(.post, "/v1/training/sessions/\(ids[0])/skip", as: client).status == .ok)
+                skipped.append(ids[0])
+                pairs.append((coach, entry))
+            }
+            // As the previous release left them: the first client left, the second one's coach was deleted.
+            try await env.execute("UPDATE roster_entries SET stage = 2 WHERE id = '\(pairs[0].entry)'")
+            try await env.execute("UPDATE sessions SET coach_id = NULL, roster_entry_id = NULL WHERE coach_id = '\(pairs[1].coach.id)'")
+            try await env.execute("DELETE FROM roster_entries WHERE coach_id = '\(pairs[1].coach.id)'")
+            let backfill = try #require(try TrainingService.definition.migrations().first { $0.name == "0006_skipped_sessions_of_ended_plans" })
+            for statement in SQLScript.statements(backfill.sql) { try await env.execute(statement) }
+            var cancelled: [Int] = []
+            for id in skipped { cancelled.append(try await env.count("SELECT count(*) FROM sessions WHERE id = '\(id)' AND status = 'cancelled'")) }
+            #expect(cancelled == [1, 1, 0])
+            #expect(try await env.count("SELECT count(*) FROM sessions WHERE id = '\(skipped[2])' AND status = 'skipped'") == 1)
         }
     }
 

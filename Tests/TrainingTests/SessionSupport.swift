@@ -15,8 +15,8 @@ extension TrainingTestEnvironment {
         try await count("SELECT count(*) FROM (SELECT type FROM outbox UNION ALL SELECT type FROM outbox_relayed) e WHERE type = '\(type)'")
     }
 
-    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "invitations") async throws {
-        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID)
+    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "invitations", sequence: Int64? = nil) async throws {
+        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID, sequence: sequence)
     }
 
     /// The envelopes of `type` on `user`'s live stream (what the gateway's event stream sends them).
