@@ -738,6 +738,35 @@ final class BusHarness: Sendable {
         try await server.stop()
     }
 
+    /// Redis lost its data, the kept copies went again, and a group made anew has read only the first
+    /// of them: the others stay kept, relayed again just now, until every group has read past them.
+    /// Otherwise a second loss before the groups caught up (Redis restarting empty again) would
+    /// lose them for good.
+    @Test func copiesSentAgainStayKeptUntilEveryGroupHasReadThem() async throws {
+        let server = try RedisServer()
+        try await server.start()
+        let bus = try await BusHarness(redis: server.configuration)
+        @Sendable func kept() async throws -> Int {
+            try await bus.producer.query("SELECT count(*)::int FROM outbox_relayed", logger: TestEnvironment.logger).decode(Int.self).first { _ in true } ?? 0
+        }
+        bus.startRelay(poll: .milliseconds(100))
+        for _ in 0..<5 { try await bus.emit() }
+        try await bus.waitUntilKept(5)
+        // Relayed a minute ago: past the clocks' margin, within the replay window.
+        _ = try await bus.producer.query("UPDATE outbox_relayed SET relayed_at = now() - interval '1 minute'", logger: TestEnvironment.logger).collect()
+        _ = try await bus.redis.send("FLUSHALL")
+        try await bus.redis.xgroupCreate(bus.stream, group: "another-service")
+        try await waitUntil(.seconds(20)) { try await bus.redis.xlen(bus.stream) == 5 }
+        let first = try await bus.redis.send("XREADGROUP", "GROUP", "another-service", "reader", "COUNT", "1", "STREAMS", RedisArgument(bus.stream), ">")
+        let firstID = try #require(first.array?.first?.array?.last?.array?.first?.array?.first?.string)
+        _ = try await bus.redis.xack(bus.stream, group: "another-service", ids: [firstID])
+        // Many polls later, with the group's place at the replay's first entry: all still kept.
+        try await Task.sleep(for: .seconds(1))
+        #expect(try await kept() == 5)
+        await bus.stop()
+        try await server.stop()
+    }
+
     /// The inbox forgets an event once no copy of it can be read again (the replay window, then the
     /// stream's retention, and an hour's margin): it would otherwise grow by a row per event forever.
     @Test func theInboxForgetsEventsNoReaderCanMeetAgain() async throws {

@@ -334,6 +334,11 @@ package final class OutboxRelay: Service, Sendable {
     }
 
     /// Sends the kept rows, oldest first, in batches; how many, and the stream id of the last.
+    /// Each row sent again counts as relayed now: its copy in the stream is the new entry, which
+    /// the groups made anew have yet to read, and a kept row goes only once every group has read
+    /// past the time it was relayed. Kept as first relayed, the rows would all look read as soon as
+    /// a group had read the replay's first entry, and a second loss of Redis's data before the
+    /// groups had read the rest would lose them.
     private func replay(on connection: PostgresConnection) async throws -> (Int, StreamID?) {
         let logger = self.logger
         let windowSeconds = Int(config.replayWindow.components.seconds)
@@ -357,6 +362,11 @@ package final class OutboxRelay: Service, Sendable {
             }
             let replies = try await redis.pipeline(commands)
             for reply in replies { try reply.checked() }
+            try await connection.checkedRun(
+                """
+                UPDATE outbox_relayed SET relayed_at = now()
+                WHERE seq > \(after) AND seq <= \(last.0) AND relayed_at >= now() - make_interval(secs => \(windowSeconds))
+                """, logger: logger)
             lastID = replies.last?.string.flatMap { StreamID($0) } ?? lastID
             sent += rows.count
             after = last.0
