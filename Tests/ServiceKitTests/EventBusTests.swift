@@ -70,24 +70,29 @@ final class BusHarness: Sendable {
     /// crash).
     @discardableResult
     func startConsumer(
-        name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0, notReadyFor waits: Int = 0
+        name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0, notReadyFor waits: Int = 0,
+        neverReady: Bool = false
     ) -> EventConsumer {
-        let consumer = makeConsumer(name: name, maxDeliveries: maxDeliveries, failing: failing, hangingOn: hangingOn, databaseTroubleFor: outages, notReadyFor: waits)
+        let consumer = makeConsumer(
+            name: name, maxDeliveries: maxDeliveries, failing: failing, hangingOn: hangingOn, databaseTroubleFor: outages, notReadyFor: waits, neverReady: neverReady)
         launch { try await consumer.run() }
         return consumer
     }
 
     /// `startConsumer`'s consumer, not started. `outages`: how many times its handler first meets the
     /// database's trouble (a connection closed under it); `waits`: how many times it first answers
-    /// that the event is not ready yet.
+    /// that the event is not ready yet; `neverReady`: it always answers that the event, long awaited,
+    /// is still not ready (`EventStillNotReady`).
     func makeConsumer(
-        name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0, notReadyFor waits: Int = 0
+        name: String, maxDeliveries: Int = 5, failing: Bool = false, hangingOn: UUID? = nil, databaseTroubleFor outages: Int = 0, notReadyFor waits: Int = 0,
+        neverReady: Bool = false
     ) -> EventConsumer {
         var handlers = EventHandlers()
         let attempts = Atomic<Int>(0)
         let early = Atomic<Int>(0)
         handlers.on(UserRegistered.self) { payload, context in
             if failing { throw HandlerFailure() }
+            if neverReady { throw StillNotReady() }
             if early.add(1, ordering: .relaxed).newValue <= waits { throw NotReadyYet() }
             if attempts.add(1, ordering: .relaxed).newValue <= outages { throw DatabaseConnectionClosed() }
             if context.envelope.id == hangingOn { try await Task.sleep(for: .seconds(3_600)) }
@@ -179,6 +184,7 @@ final class BusHarness: Sendable {
 
     struct HandlerFailure: Error, CustomStringConvertible { var description: String { "the handler always fails" } }
     struct NotReadyYet: EventNotReadyYet, CustomStringConvertible { var description: String { "what the event needs is still on its way" } }
+    struct StillNotReady: EventStillNotReady, CustomStringConvertible { var description: String { "what the event needs has not come in all this time" } }
     struct RolledBack: Error {}
 }
 
@@ -933,6 +939,23 @@ final class BusHarness: Sendable {
         try await waitUntil(.seconds(30)) { try await bus.effects().count == 1 }
         #expect(try await bus.effects().map(\.0) == [event.id])
         #expect(try await bus.redis.xlen("\(bus.stream):dead:social") == 0)
+        await bus.stop()
+    }
+
+    /// One that has waited as long as its handler lets one wait uncounted (`EventStillNotReady`) is
+    /// still delivered again, each delivery now counted: one that never becomes ready reaches the
+    /// dead letters rather than being dropped or retried for ever.
+    @Test func anEventStillNotReadyEndsInTheDeadLetters() async throws {
+        let bus = try await BusHarness(redis: try TestEnvironment.redis())
+        bus.startRelay()
+        bus.startConsumer(name: "c1", maxDeliveries: 2, neverReady: true)
+        let event = try await bus.emit()
+        let deadLetters = "\(bus.stream):dead:social"
+        try await waitUntil(.seconds(30)) { try await bus.redis.xlen(deadLetters) == 1 }
+        let entry = try #require(try await bus.redis.xrange(deadLetters).first)
+        #expect(entry.fields["id"] == event.id.uuidString.lowercased())
+        #expect(entry.fields["error"]?.contains("has not come in all this time") == true, "\(entry.fields)")
+        #expect(try await bus.effects().isEmpty)
         await bus.stop()
     }
 

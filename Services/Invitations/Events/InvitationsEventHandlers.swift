@@ -55,15 +55,15 @@ struct InvitationsEventHandlers {
     /// retried. While the event is young each try is uncounted (`AccountNotYetKnown`, an
     /// `EventNotReadyYet`). An older one may be old only because this service fell behind (it was
     /// down, its registration failed once and waits for its retry), so it is not dropped either:
-    /// its tries count (`AccountStillUnknown`), and an account that never comes sends it to the dead
-    /// letters, where it is seen and can be sent again.
+    /// its tries count (`AccountStillUnknown`, an `EventStillNotReady`), and an account that never
+    /// comes sends it to the dead letters, where it is seen and can be sent again.
     static func awaitRegistration(of user: UUID, _ context: EventContext) throws {
         guard Date().timeIntervalSince(context.envelope.occurredAt) < 600 else { throw AccountStillUnknown(userID: user) }
         throw AccountNotYetKnown(userID: user)
     }
 
     /// An event about an account still unknown here long after it happened: retried, each try counted.
-    struct AccountStillUnknown: Error, CustomStringConvertible {
+    struct AccountStillUnknown: EventStillNotReady, CustomStringConvertible {
         var userID: UUID
         var description: String { "the account \(userID) is still not known here" }
     }

@@ -269,13 +269,15 @@ package final class EventConsumer: Service, Sendable {
                         // disk), not the event's: the consumer waits for the database instead.
                         if isDatabaseUnavailable(error) { throw DatabaseUnavailable(underlying: error) }
                         if together { throw ShardFailed() }
-                        throw HandlerFailed(entryID: entry.id, envelope: envelope, error: String(describing: error), notReadyYet: error is any EventNotReadyYet)
+                        throw HandlerFailed(
+                            entryID: entry.id, envelope: envelope, error: String(describing: error), notReadyYet: error is any EventNotReadyYet,
+                            counted: error is any EventStillNotReady)
                     }
                 }
                 return outcomes
             }
         } catch let failure as HandlerFailed {
-            outcomes = [(failure.entryID, failure.envelope, failure.notReadyYet ? .notReadyYet(failure.error) : .failed(failure.error))]
+            outcomes = [(failure.entryID, failure.envelope, failure.notReadyYet ? .notReadyYet(failure.error, counted: failure.counted) : .failed(failure.error))]
         } catch let failure as ShardFailed {
             throw failure
         } catch {
@@ -310,12 +312,13 @@ package final class EventConsumer: Service, Sendable {
                 logger.warning(
                     "event handler failed; the event will be retried",
                     metadata: ["error": "\(error)", "stream_id": "\(id)", "event_id": "\(envelope.id)", "event_type": "\(envelope.type)"])
-            case .notReadyYet(let reason):
+            case .notReadyYet(let reason, let counted):
                 // Left pending, and this delivery not counted: the handler decides how long the
-                // event may wait (by its age), not `maxDeliveries`.
+                // event may wait (by its age), not `maxDeliveries`. Past that, counted
+                // (`EventStillNotReady`).
                 lastErrors.withLock { $0[id] = reason }
                 logger.info("event not ready yet; it will be retried", metadata: ["reason": "\(reason)", "stream_id": "\(id)", "event_id": "\(envelope.id)"])
-                if let count = try? await redis.deliveryCount(config.stream, group: config.group, id: id), count > 0 {
+                if !counted, let count = try? await redis.deliveryCount(config.stream, group: config.group, id: id), count > 0 {
                     try? await redis.setDeliveryCount(config.stream, group: config.group, consumer: config.consumerName, id: id, to: count - 1)
                 }
             }
@@ -342,7 +345,7 @@ package final class EventConsumer: Service, Sendable {
         case handled
         case duplicate
         case failed(String)
-        case notReadyYet(String)
+        case notReadyYet(String, counted: Bool)
     }
 
     /// Counts an event left alone because this release does not know its type or version, and logs
@@ -430,6 +433,7 @@ struct HandlerFailed: Error {
     var envelope: EventEnvelope
     var error: String
     var notReadyYet: Bool
+    var counted: Bool
 }
 
 /// What a handler throws for an event it cannot apply yet, because what it depends on is still on
@@ -437,6 +441,12 @@ struct HandlerFailed: Error {
 /// `EVENTS_CLAIM_IDLE_MS`, without the delivery counting towards the dead letters. The handler
 /// bounds the wait itself (by the event's age), and then handles or leaves the event alone.
 package protocol EventNotReadyYet: Error {}
+
+/// An event not ready yet that has waited as long as its handler lets one wait uncounted, though
+/// what it waits for may still come (the service fell behind): it is delivered again as before, no
+/// handler's failure, but each delivery now counts, so one that never becomes ready reaches the
+/// dead letters rather than being dropped.
+package protocol EventStillNotReady: EventNotReadyYet {}
 
 /// The transaction could not run: nobody's fault but the database's, never counted as a delivery.
 struct DatabaseUnavailable: Error {
