@@ -129,9 +129,11 @@ func aCoachPlansWorkoutsAndTheClientLogsThem() async throws {
             .init(block: 1, done: true, reps: 10, set: 1, weightLbs: 45), .init(block: 1, done: true, reps: 10, set: 2, weightLbs: 45),
             .init(block: 1, done: true, reps: 8, set: 3, weightLbs: 50),
         ])
-    // The app logs the session as it showed it: its ETag in If-Match.
+    // The app logs the session as it showed it: its ETag in If-Match. A training of the release
+    // before sends none (sessions had no versions), and takes a log without it, as an app does then.
     let shown = try await client.app.send { try await $0.getV1TrainingSessionsId(path: .init(id: sessions[0].id)).ok }
-    guard let shownTag = shown.headers.eTag else { throw JourneyFailure(description: "the session has no ETag") }
+    let shownTag = shown.headers.eTag
+    if shownTag == nil, !Environment.mixesReleases { throw JourneyFailure(description: "the session has no ETag") }
     let key = "log-\(UUID().uuidString)"
     let logged = try await client.app.send {
         try await $0.postV1TrainingSessionsIdLog(path: .init(id: sessions[0].id), headers: .init(idempotencyKey: key, ifMatch: shownTag), body: .json(log)).ok.body.json
