@@ -50,40 +50,17 @@ static int load(const void *data, size_t length, image_scrub_format format, int 
     }
 }
 
-// Whether a JPEG holds more than one scan (progressive, or its components in separate scans). libjpeg
-// then keeps the coefficients of the whole image while it decodes, whatever the scale it writes at.
-// Walks the markers from SOI as libjpeg reads them; anything it cannot follow counts as several
-// scans. A walk that strayed from libjpeg's could be led past a progressive frame.
-static int jpeg_has_several_scans(const unsigned char *bytes, size_t length) {
-    if (length < 4 || bytes[0] != 0xFF || bytes[1] != 0xD8) return 1;
-    size_t at = 2;
-    int scans = 0;
-    while (at + 2 <= length) {
-        if (bytes[at] != 0xFF) return 1;
-        unsigned char marker = bytes[at + 1];
-        if (marker == 0xFF) { at += 1; continue; }  // fill byte before a marker
-        if (marker == 0xD9) break;                  // EOI
-        // TEM and the restart markers carry no length, and libjpeg passes over them anywhere.
-        if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) { at += 2; continue; }
-        if (at + 4 > length) return 1;
-        if (marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE) return 1;  // progressive frames
-        size_t segment = ((size_t)bytes[at + 2] << 8) | bytes[at + 3];
-        if (segment < 2) return 1;
-        at += 2 + segment;
-        if (marker != 0xDA) continue;
-        if (++scans > 1) return 1;
-        // The scan's entropy-coded data runs to the next marker: 0xFF not followed by a stuffed zero
-        // or a restart marker.
-        for (;;) {
-            const unsigned char *ff = at < length ? memchr(bytes + at, 0xFF, length - at) : NULL;
-            if (ff == NULL || (size_t)(ff - bytes) + 1 >= length) return scans > 1;
-            at = (size_t)(ff - bytes);
-            unsigned char next = bytes[at + 1];
-            if (next == 0x00 || (next >= 0xD0 && next <= 0xD7) || next == 0xFF) { at += (next == 0xFF) ? 1 : 2; continue; }
-            break;
-        }
+// Whether libjpeg will hold the coefficients of the whole image while it decodes this JPEG,
+// whatever the scale it writes at: libjpeg's own answer as libvips' header read records it
+// (`jpeg-multiscan`, from `jpeg_has_multiple_scans`: a progressive frame, or a first scan without
+// every component). Without the field, it is assumed to.
+static int jpeg_holds_every_coefficient(VipsImage *header) {
+    int multiscan = 1;
+    if (vips_image_get_typeof(header, "jpeg-multiscan") != 0 && vips_image_get_int(header, "jpeg-multiscan", &multiscan) != 0) {
+        g_free(vips_error_buffer_copy());
+        return 1;
     }
-    return scans > 1;
+    return multiscan != 0;
 }
 
 image_scrub_status image_scrub(const void *data, size_t length, image_scrub_format format, int max_side, size_t max_bytes, image_scrub_result *result) {
@@ -110,6 +87,7 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
     }
     // What the whole image takes decoded, as its header states it.
     size_t whole_bytes = (size_t)VIPS_IMAGE_SIZEOF_IMAGE(image);
+    int every_coefficient = format == IMAGE_SCRUB_JPEG && jpeg_holds_every_coefficient(image);
 
     // A JPEG shrinks by 2, 4 or 8 while it decodes (its DCT blocks scaled), far cheaper than
     // decoding every pixel and resizing them: the largest factor that keeps the long side at least
@@ -136,7 +114,7 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
     // (fewer for a subsampled one): it counts twice its whole size. Counted before anything is
     // decoded.
     result->decoded_bytes = (size_t)VIPS_IMAGE_SIZEOF_IMAGE(image);
-    if (format == IMAGE_SCRUB_JPEG && jpeg_has_several_scans(data, length)) result->decoded_bytes = 2 * whole_bytes;
+    if (every_coefficient) result->decoded_bytes = 2 * whole_bytes;
     if (result->decoded_bytes > max_bytes) {
         g_object_unref(image);
         return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, "the decoded size is over the budget");
