@@ -2,7 +2,7 @@ import ServiceKitDatabase
 /// The tables the event bus needs in every service's schema. The migration runner applies these before
 /// the service's own files, so each service gets the same outbox and inbox without copying the SQL.
 package enum EventBusSchema {
-    package static let migrations = [created, notifyDropped, liveRecipient, relayedKept, latestApplied, lastSent]
+    package static let migrations = [created, notifyDropped, liveRecipient, relayedKept, latestApplied, lastSent, sentAgain]
 
     static let created = Migration(
         name: "0000_event_bus",
@@ -95,5 +95,15 @@ package enum EventBusSchema {
         name: "0000_event_bus_relayed_last_sent",
         sql: """
             ALTER TABLE outbox_relay_epoch ADD COLUMN last_sent text;
+            """)
+
+    /// When a kept row was last sent again, after Redis lost its data (`OutboxRelay`): its copy in
+    /// the stream is then that entry, which the groups made anew have yet to read. `relayed_at`
+    /// stays the first sending's, which bounds how long the row is kept. Older builds neither write
+    /// nor read it: they drop a row sent again as soon as a group has read past its first sending.
+    static let sentAgain = Migration(
+        name: "0000_event_bus_relayed_sent_again",
+        sql: """
+            ALTER TABLE outbox_relayed ADD COLUMN sent_again_at timestamptz;
             """)
 }

@@ -173,7 +173,7 @@ package final class OutboxRelay: Service, Sendable {
             try await connection.checkedRun(
                 """
                 DELETE FROM outbox_relayed WHERE relayed_at < now() - make_interval(secs => \(windowSeconds))
-                    OR relayed_at < to_timestamp(\(readByAll.map { Double($0) / 1000 }) - \(Self.clockMargin))
+                    OR coalesce(sent_again_at, relayed_at) < to_timestamp(\(readByAll.map { Double($0) / 1000 }) - \(Self.clockMargin))
                 """, logger: logger)
         }
         return 0
@@ -334,11 +334,12 @@ package final class OutboxRelay: Service, Sendable {
     }
 
     /// Sends the kept rows, oldest first, in batches; how many, and the stream id of the last.
-    /// Each row sent again counts as relayed now: its copy in the stream is the new entry, which
-    /// the groups made anew have yet to read, and a kept row goes only once every group has read
-    /// past the time it was relayed. Kept as first relayed, the rows would all look read as soon as
-    /// a group had read the replay's first entry, and a second loss of Redis's data before the
-    /// groups had read the rest would lose them.
+    /// Each batch's rows record when they were sent again (`sent_again_at`, the clock's time as the
+    /// batch goes, not the transaction's start): their copies in the stream are the new entries,
+    /// which the groups made anew have yet to read, and a row goes only once every group has read
+    /// past that time. Judged by their first sending, the rows would all look read as soon as a
+    /// group had read the replay's first entry, and a second loss of Redis's data before the groups
+    /// had read the rest would lose them. Their first sending still bounds how long they are kept.
     private func replay(on connection: PostgresConnection) async throws -> (Int, StreamID?) {
         let logger = self.logger
         let windowSeconds = Int(config.replayWindow.components.seconds)
@@ -364,7 +365,7 @@ package final class OutboxRelay: Service, Sendable {
             for reply in replies { try reply.checked() }
             try await connection.checkedRun(
                 """
-                UPDATE outbox_relayed SET relayed_at = now()
+                UPDATE outbox_relayed SET sent_again_at = clock_timestamp()
                 WHERE seq > \(after) AND seq <= \(last.0) AND relayed_at >= now() - make_interval(secs => \(windowSeconds))
                 """, logger: logger)
             lastID = replies.last?.string.flatMap { StreamID($0) } ?? lastID
