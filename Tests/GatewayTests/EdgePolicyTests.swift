@@ -128,7 +128,7 @@ import TestSupport
         @Sendable func configure(_ config: inout GatewayConfig) {
             // Counted per address in Redis, which the suite's other gateways share: one rule of its
             // own, whose second request from this address is refused.
-            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/v1/meals", max: 1, window: .seconds(3600))])
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/v1/meals", max: 1, window: EdgeRateLimitTests.aWindowWithTimeLeft())])
             config.trustedProxies = try! TrustedProxies(parsing: "127.0.0.1/32")
         }
         try await Self.withGateway(bodyLimits: BodyLimits(limits: ["/": 1000]), configure: configure) { client in

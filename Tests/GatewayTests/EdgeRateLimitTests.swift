@@ -24,6 +24,25 @@ import TestSupport
         "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::\(host)"
     }
 
+    /// A window of an hour or more whose present one has at least half its length left. Windows
+    /// are counted from the epoch, so an hour's window ends on every hour; a test sending across
+    /// that end would see its counts start afresh.
+    static func aWindowWithTimeLeft(now: Date = Date()) -> Duration {
+        let nowMs = Int64(now.timeIntervalSince1970 * 1000)
+        for seconds in Int64(3600)...86_400 where nowMs % (seconds * 1000) < seconds * 500 { return .seconds(seconds) }
+        return .seconds(86_400)
+    }
+
+    /// Just before an hour ends, as at any other time, the tests' window has half its length left.
+    @Test func theTestsWindowHasTimeLeft() {
+        for offset in [-1.0, -0.001, 0, 1, 1799, 1800, 3599] {
+            let now = Self.noon.addingTimeInterval(offset)
+            let seconds = Self.aWindowWithTimeLeft(now: now).components.seconds
+            let elapsed = Int64(now.timeIntervalSince1970 * 1000) % (seconds * 1000)
+            #expect(seconds >= 3600 && elapsed < seconds * 500, "\(offset): \(seconds) s")
+        }
+    }
+
     @Test func theTableIsReadAndTheLongestPrefixWins() throws {
         var env = EnvironmentReader(["RATE_LIMITS": "/v1/auth=5/60s, /v1/meals=100/2m, /=50/10s"])
         let table = RateLimitTable(reading: &env)
@@ -63,11 +82,12 @@ import TestSupport
         let standard = try #require(RateLimitTable.standard.rule(for: "/v1/webhooks/app-store"))
         #expect(standard.max == 60 && standard.window == .seconds(60) && standard.name == "app-store")
         let address = Self.freshAddress(host: 4)
-        // The standard rule over an hour, so that no window ends while the test sends.
+        // The standard rule over a window that does not end while the test sends.
+        let window = Self.aWindowWithTimeLeft()
         @Sendable func limited(_ config: inout GatewayConfig) throws {
             config.redis = try TestEnvironment.redis()
             config.rateLimits = RateLimitTable(rules: [
-                RateLimitRule(prefix: standard.prefix, max: standard.max, window: .seconds(3600)), RateLimitRule(prefix: "/", max: 1200, window: .seconds(3600)),
+                RateLimitRule(prefix: standard.prefix, max: standard.max, window: window), RateLimitRule(prefix: "/", max: 1200, window: window),
             ])
             config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
         }
@@ -77,7 +97,7 @@ import TestSupport
                 #expect(sent.status == .ok, "notification \(index)")
             }
             let refused = try await client.execute(uri: "/v1/webhooks/app-store", method: .post, headers: [.forwardedFor: address], body: ByteBuffer(string: "{}"))
-            #expect(refused.status == .tooManyRequests && refused.headers[HTTPField.Name("RateLimit-Policy")!] == "\"app-store\";q=60;w=3600")
+            #expect(refused.status == .tooManyRequests && refused.headers[HTTPField.Name("RateLimit-Policy")!] == "\"app-store\";q=60;w=\(window.components.seconds)")
             #expect(try GatewayTests.problem(refused).code == "rate_limited")
             // The rest of the API from that address has its own count.
             #expect(try await client.execute(uri: "/v1/profiles/me", method: .get, headers: [.forwardedFor: address]).status == .ok)
@@ -96,7 +116,7 @@ import TestSupport
         @Sendable func limited(_ config: inout GatewayConfig) throws {
             config.tokens = issuer.tokenConfig
             config.admin = .init(host: "127.0.0.1", port: adminPort)
-            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 10, window: .seconds(3600))])
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 10, window: Self.aWindowWithTimeLeft())])
             config.tokenChecksPerAddress = 3
             config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
         }
@@ -134,7 +154,7 @@ import TestSupport
         let address = Self.freshAddress(host: 5)
         @Sendable func limited(_ config: inout GatewayConfig) throws {
             config.tokens = issuer.tokenConfig
-            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 2, window: .seconds(3600))])
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 2, window: Self.aWindowWithTimeLeft())])
             config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
         }
         let token = try await issuer.token(userID: UUID())
@@ -244,14 +264,15 @@ import TestSupport
     /// Two gateway processes share one count through Redis: once each has synced, the limit holds
     /// across both, to within one sync's requests.
     @Test func processesShareTheirCountThroughRedis() async throws {
-        let table = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 10, window: .seconds(3600))])
+        let length = Self.aWindowWithTimeLeft()
+        let table = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 10, window: length)])
         let client = "203.0.113.\(Int.random(in: 1...250))-\(UUID().uuidString.prefix(8))"
         let first = EdgeRateLimiter(table: table, redis: RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger), verifier: nil, logger: TestEnvironment.logger)
         let second = EdgeRateLimiter(table: table, redis: RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger), verifier: nil, logger: TestEnvironment.logger)
         for _ in 0..<6 { #expect(first.decide(path: "/v1/meals", authorization: nil, client: client)?.allowed == true) }
         await first.sync()
         // The key every gateway process (and every version of it, during a rolling deploy) counts under.
-        let window = Int(Date().timeIntervalSince1970 * 1000) / 3_600_000
+        let window = Int64(Date().timeIntervalSince1970 * 1000) / (length.components.seconds * 1000)
         let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
         let counted = try await redis.send("GET", RedisArgument("ratelimit:default:a:\(client):\(window)"))
         await redis.close()
@@ -271,10 +292,11 @@ import TestSupport
         let address = Self.freshAddress(host: 1)
         let from: HTTPFields = [.forwardedFor: address]
         let redis = try TestEnvironment.redis()
+        let window = Self.aWindowWithTimeLeft()
         @Sendable func limited(_ config: inout GatewayConfig) throws {
             config.redis = redis
             config.rateLimits = RateLimitTable(rules: [
-                RateLimitRule(prefix: "/v1/auth", max: 2, window: .seconds(3600)), RateLimitRule(prefix: "/", max: 1000, window: .seconds(3600)),
+                RateLimitRule(prefix: "/v1/auth", max: 2, window: window), RateLimitRule(prefix: "/", max: 1000, window: window),
             ])
             config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
         }
@@ -282,12 +304,12 @@ import TestSupport
             // Proxied.
             let first = try await client.execute(uri: "/v1/auth/me", method: .get, headers: from)
             #expect(first.status == .ok && first.headers[HTTPField.Name("RateLimit")!]?.hasPrefix("\"auth\";r=1;t=") == true)
-            #expect(first.headers[HTTPField.Name("RateLimit-Policy")!] == "\"auth\";q=2;w=3600")
+            #expect(first.headers[HTTPField.Name("RateLimit-Policy")!] == "\"auth\";q=2;w=\(window.components.seconds)")
             _ = try await client.execute(uri: "/v1/auth/me", method: .get, headers: from)
             let refused = try await client.execute(uri: "/v1/auth/me", method: .get, headers: from)
             #expect(refused.status == .tooManyRequests)
             #expect(try GatewayTests.problem(refused).code == "rate_limited")
-            #expect(refused.headers[.retryAfter].flatMap(Int.init).map { $0 > 0 && $0 <= 3600 } == true)
+            #expect(refused.headers[.retryAfter].flatMap(Int.init).map { $0 > 0 && $0 <= window.components.seconds } == true)
             // The router's path (an OPTIONS goes there) counts in the same place.
             let routed = try await client.execute(uri: "/v1/auth/me", method: .options, headers: from)
             #expect(routed.status == .tooManyRequests)
@@ -308,7 +330,7 @@ import TestSupport
         @Sendable func limited(_ config: inout GatewayConfig) throws {
             config.tokens = issuer.tokenConfig
             config.tokens.leeway = .zero
-            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 100, window: .seconds(3600))])
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 100, window: Self.aWindowWithTimeLeft())])
             config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
         }
         // Long enough to be verified on a loaded machine (the suite runs in parallel), short enough

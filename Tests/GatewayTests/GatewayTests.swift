@@ -341,10 +341,10 @@ final class EchoUpstream: Sendable {
             let last = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: answers[4].body))
             #expect(last.path == "/v1/auth/kept/c")
         }
-        @Sendable func oneRequestAnHour(_ config: inout GatewayConfig) {
-            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 1, window: .seconds(3600))])
+        @Sendable func oneRequestAWindow(_ config: inout GatewayConfig) {
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 1, window: EdgeRateLimitTests.aWindowWithTimeLeft())])
         }
-        try await EdgePolicyTests.withGateway(configure: oneRequestAnHour) { client in
+        try await EdgePolicyTests.withGateway(configure: oneRequestAWindow) { client in
             let port = try #require(client.port)
             let answers = try await RawHTTP.exchange(
                 port: port,

@@ -115,10 +115,10 @@ final class ScriptedUpstream: Sendable {
     /// The gateway's own refusals of a proxied request go out as the router's responses do, with the
     /// same headers: a rate limit's 429 carries a `Date` like any other response.
     @Test func theGatewaysOwnRefusalsCarryWhatEveryResponseDoes() async throws {
-        @Sendable func oneRequestAnHour(_ config: inout GatewayConfig) {
-            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 1, window: .seconds(3600))])
+        @Sendable func oneRequestAWindow(_ config: inout GatewayConfig) {
+            config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 1, window: EdgeRateLimitTests.aWindowWithTimeLeft())])
         }
-        try await EdgePolicyTests.withGateway(configure: oneRequestAnHour) { client in
+        try await EdgePolicyTests.withGateway(configure: oneRequestAWindow) { client in
             let first = try await client.execute(uri: "/v1/auth/kept/a", method: .get)
             #expect(first.status == .ok && first.headers[.date] != nil)
             let refused = try await client.execute(uri: "/v1/auth/kept/b", method: .get)
