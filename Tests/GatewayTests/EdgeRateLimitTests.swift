@@ -333,10 +333,10 @@ import TestSupport
             config.rateLimits = RateLimitTable(rules: [RateLimitRule(prefix: "/", max: 100, window: Self.aWindowWithTimeLeft())])
             config.trustedProxies = try TrustedProxies(parsing: "127.0.0.1/32")
         }
-        // Long enough to be verified on a loaded machine (the suite runs in parallel), short enough
-        // to wait out.
-        let ana = try await issuer.token(userID: UUID(), expiresIn: 8)
-        let expires = Date().addingTimeInterval(8)
+        // Long enough to be verified on a loaded machine (the suite runs in parallel) with seconds
+        // to spare, short enough to wait out. `exp` is in whole seconds: it may come a second early.
+        let ana = try await issuer.token(userID: UUID(), expiresIn: 20)
+        let expires = Date().addingTimeInterval(19)
         try await EdgePolicyTests.withGateway(configure: limited) { client in
             /// What the count of this request leaves, from its `RateLimit` header.
             @Sendable func remaining(_ token: String?) async throws -> Int {
@@ -350,7 +350,7 @@ import TestSupport
             // Once verified, ana's requests count apart from the address's.
             var byAddress = 1
             var counted = 99
-            for _ in 0..<200 where expires.timeIntervalSinceNow > 2 {
+            for _ in 0..<200 where expires.timeIntervalSinceNow > 8 {
                 counted = try await remaining(ana)
                 if counted == 99 { break }
                 byAddress += 1
@@ -360,7 +360,7 @@ import TestSupport
             #expect(try await remaining(ana) == 98)
             #expect(try await remaining(nil) == 99 - byAddress)
             // Past its expiry the token counts by address again, on the same connections.
-            try await Task.sleep(for: .seconds(max(0.1, expires.timeIntervalSinceNow + 0.5)))
+            try await Task.sleep(for: .seconds(max(0.1, expires.timeIntervalSinceNow + 1.5)))
             #expect(try await remaining(ana) == 98 - byAddress)
         }
     }

@@ -279,15 +279,20 @@ struct LiveGateway: Sendable {
 
     @Test func aStreamEndsWhenItsTokenExpires() async throws {
         try await Self.withLiveGateway { gateway in
-            let person = try await gateway.person(expiresIn: 2)
+            // A first stream has the gateway fetch the issuer's keys, which a loaded machine can take
+            // seconds to do: the short-lived token below is then checked at once.
+            let warming = try await gateway.open(try await gateway.person())
+            #expect(warming.status == 200)
+            warming.close()
+            let person = try await gateway.person(expiresIn: 6)
             let opened = ContinuousClock.now
             let stream = try await gateway.open(person)
             defer { stream.close() }
             #expect(stream.status == 200)
-            try await stream.waitUntilEnded(within: .seconds(10))
+            try await stream.waitUntilEnded(within: .seconds(15))
             let lasted = try #require(stream.endedAt) - opened
-            // `exp` is in whole seconds: the token lasts between one and two.
-            #expect(lasted > .milliseconds(500) && lasted < .seconds(6), "\(lasted)")
+            // `exp` is in whole seconds: the token lasts between five and six.
+            #expect(lasted > .seconds(2) && lasted < .seconds(10), "\(lasted)")
         }
     }
 

@@ -323,7 +323,7 @@ import TestSupport
         ("429 with Retry-After", .rateLimited(retryAfter: "7"), .serviceUnavailable, "analyzer_unavailable", "7", 1, false),
         ("429 without", .rateLimited(retryAfter: nil), .serviceUnavailable, "analyzer_unavailable", "5", 1, false),
         ("500", .serverError, .serviceUnavailable, "analyzer_unavailable", "5", 1, false),
-        ("timeout", .slow(.seconds(10), then: VisionStandIn.plate), .serviceUnavailable, "analyzer_unavailable", "5", 1, true),
+        ("timeout", .slow(.seconds(20), then: VisionStandIn.plate), .serviceUnavailable, "analyzer_unavailable", "5", 1, true),
         // A refused key is the server's settings, not a wait: no Retry-After, no second call.
         ("key refused", .keyRefused, .badGateway, "analysis_failed", nil, 1, false),
         // A proxy's page in place of the provider's answer: the model did not work on the photo.
@@ -344,9 +344,10 @@ import TestSupport
     func failuresKeepNothingAndCountOnlyWhatTheModelLookedAt(_ provider: String) async throws {
         let standIn = try await VisionStandIn.start()
         defer { standIn.stop() }
-        // Long enough that a prompt answer on a machine busy with other tests is never cut off, and
-        // that the stand-in's silence is the model's, past the 3 s a connection is given.
-        try await NutritionTestEnvironment.run(Self.settings(provider, standIn, ["ANALYZER_TIMEOUT_MS": "5000"])) { env in
+        // Long enough that a prompt answer on a machine busy with other tests comes within half of
+        // it (a second ask needs that much left), and that the stand-in's silence is the model's,
+        // past the 3 s a connection is given.
+        try await NutritionTestEnvironment.run(Self.settings(provider, standIn, ["ANALYZER_TIMEOUT_MS": "12000"])) { env in
             try await env.announceCatalog(freeMealAnalysesPerDay: 1)
             let user = try await env.user()
             for (name, behaviour, status, code, retryAfter, expectedCalls, counted) in Self.failures {
@@ -441,10 +442,11 @@ import TestSupport
     @Test func aLateUnusableAnswerIsNotAskedForAgain() async throws {
         let standIn = try await VisionStandIn.start()
         defer { standIn.stop() }
-        try await NutritionTestEnvironment.run(Self.settings("gemini", standIn, ["ANALYZER_TIMEOUT_MS": "4000"])) { env in
+        // The answer comes with less than half the timeout left, and well within it on a loaded machine.
+        try await NutritionTestEnvironment.run(Self.settings("gemini", standIn, ["ANALYZER_TIMEOUT_MS": "12000"])) { env in
             try await env.announceCatalog(freeMealAnalysesPerDay: 3)
             let user = try await env.user()
-            standIn.always(.slow(.milliseconds(2_500), then: VisionStandIn.schemaBreaking))
+            standIn.always(.slow(.milliseconds(7_500), then: VisionStandIn.schemaBreaking))
             let reply = try await Self.analyze(env, user)
             #expect(reply.status == .badGateway && reply.code == "analysis_failed", "\(reply.text)")
             #expect(standIn.received.count == 1, "asked once: a second ask would have run past the timeout")

@@ -335,8 +335,17 @@ import TestSupport
     @Test(.timeLimit(.minutes(1))) func aRequestWaitsForAConnectionNoLongerThanItsBudget() async throws {
         let database = try await TestDatabase.create(services: ["social"])
         try await withClient(database.config(for: "social", poolSize: 1)) { client in
-            let busy = Task { try await client.checkedQuery("SELECT pg_sleep(5)", logger: TestEnvironment.logger) }
-            try await Task.sleep(for: .milliseconds(300))
+            let busy = Task { try await client.checkedQuery("SELECT pg_sleep(8)", logger: TestEnvironment.logger) }
+            // The pool's one connection is leased once PostgreSQL runs the busy statement.
+            try await withClient(try database.adminConfig()) { adminClient in
+                try await waitUntil(.seconds(15)) {
+                    let rows = try await adminClient.query(
+                        "SELECT count(*)::int FROM pg_stat_activity WHERE datname = \(database.name) AND query LIKE 'SELECT pg_sleep(8)%'",
+                        logger: TestEnvironment.logger)
+                    for try await count in rows.decode(Int.self) { return count == 1 }
+                    return false
+                }
+            }
             let clock = ContinuousClock()
             let started = clock.now
             do {

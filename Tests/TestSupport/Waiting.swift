@@ -22,7 +22,7 @@ public func waitUntil(_ limit: Duration = .seconds(10), _ condition: @escaping @
 /// week, a trend) reads the day on its own clock and the service reads it again on PostgreSQL's:
 /// across the top of an hour, where the day changes in every whole-hour zone the tests use (UTC,
 /// UTC+14, UTC−12, Paris), the two could name different days, and the test would fail by chance.
-public func clearOfTheHoursEnd(margin: Duration = .seconds(60), now: Date = Date()) async throws {
+public func clearOfTheHoursEnd(margin: Duration = .seconds(150), now: Date = Date()) async throws {
     let left = 3_600 - now.timeIntervalSince1970.truncatingRemainder(dividingBy: 3_600)
     guard left < Double(margin.components.seconds) else { return }
     try await Task.sleep(for: .seconds(left + 1))

@@ -455,8 +455,9 @@ def test_broken_framing_is_400_at_the_gateway_and_every_service(stack):
 
 @pytest.fixture
 def short_gateway(stack):
-    """A second gateway in front of the same services, with CLIENT_TIMEOUT_MS=2000: what the
-    stack's gateway does after its 75 s, in 2 s."""
+    """A second gateway in front of the same services, with CLIENT_TIMEOUT_MS=5000: what the
+    stack's gateway does after its 75 s, in 5 s (seconds enough that a loaded machine does not
+    make a served client look cut off)."""
     with open(os.path.join(stack.dir, "bin-path")) as f:
         binary = os.path.join(f.read().strip(), "gateway")
     ports = [int(subprocess.run(["python3", os.path.join(ROOT, "scripts", "lib", "ports.py")], capture_output=True, text=True, check=True).stdout)
@@ -464,7 +465,7 @@ def short_gateway(stack):
     settings = dict(item.split("=", 1) for item in os.environ.get("STACK_ENV", "").split() if "=" in item)
     env = {**os.environ, **settings, "APP_ENV": "development", "HTTP_HOST": "127.0.0.1", "HTTP_PORT": str(ports[0]), "ADMIN_HTTP_PORT": str(ports[1]),
            "REDIS_URL": f"redis://127.0.0.1:{stack.redis_port}", "JWT_ISSUER": stack.gateway, "EVENT_LOOP_THREADS": "1",
-           "CLIENT_TIMEOUT_MS": "2000", **{f"{name.upper()}_URL": url for name, url in stack.service_urls.items()}}
+           "CLIENT_TIMEOUT_MS": "5000", **{f"{name.upper()}_URL": url for name, url in stack.service_urls.items()}}
     log = open(os.path.join(stack.dir, "logs", "gateway-short-timeout.log"), "ab")
     process = subprocess.Popen([binary], env=env, stdout=log, stderr=log, start_new_session=True)
     try:
@@ -502,7 +503,7 @@ def test_slow_clients_are_cut_off_while_others_are_served(stack, short_gateway):
 
     closed_at, slowest = {}, 0.0
     started = time.time()
-    for second in range(9):
+    for second in range(14):
         for index, s in enumerate(sockets):
             if index in closed_at:
                 continue
@@ -533,8 +534,8 @@ def test_slow_clients_are_cut_off_while_others_are_served(stack, short_gateway):
         s.close()
     assert len(closed_at) == len(sockets), f"{len(sockets) - len(closed_at)} slow connections still open after {time.time() - started:.1f}s"
     # The heads within the timeout of connecting, the stalled body within it of its last byte (at 2 s).
-    assert max(v for k, v in closed_at.items() if sockets[k] is not slow_body) < 2 + 2, closed_at
-    assert closed_at[len(sockets) - 1] < 2 + 2 + 2, closed_at[len(sockets) - 1]
-    # Under the fixture's 2 s client timeout: one that waited for the slow ones to be cut off fails.
-    assert slowest < 1.8, slowest
+    assert max(v for k, v in closed_at.items() if sockets[k] is not slow_body) < 5 + 2, closed_at
+    assert closed_at[len(sockets) - 1] < 2 + 5 + 2, closed_at[len(sockets) - 1]
+    # Under the fixture's 5 s client timeout: one that waited for the slow ones to be cut off fails.
+    assert slowest < 4.5, slowest
     assert rss_kib(process.pid) - rss_before < 64 * 1024, (rss_before, rss_kib(process.pid))

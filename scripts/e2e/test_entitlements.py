@@ -32,8 +32,9 @@ def test_the_limit_lifts_with_pro_and_returns_when_it_expires(stack):
     assert problem(refused)["detail"] == "You've reached the limit of 50 sources. Upgrade to Pro for unlimited."
 
     original = str(uuid.uuid4().int % 10**15)
-    # A short period, so that it runs out during the test as a month would.
-    bought = issuer.transaction(original, token=me["app_account_token"], expires_ms=issuer.now_ms() + 8000)
+    # A short period, so that it runs out during the test as a month would, long enough that the
+    # purchase and the use after it come within it on a loaded machine.
+    bought = issuer.transaction(original, token=me["app_account_token"], expires_ms=issuer.now_ms() + 20000)
     purchase = requests.post(f"{gw}/v1/purchases/apple", headers=user, json={"signed_transaction": issuer.sign(bought)}, timeout=10)
     assert purchase.status_code == 200, purchase.text
     assert purchase.json()["tier"] == "pro" and purchase.json()["limits"]["sources"]["limit"] is None

@@ -61,6 +61,9 @@ func aCoachPlansWorkoutsAndTheClientLogsThem() async throws {
 
     // Invited and planned before the client has an account: today and the two days after, in UTC
     // (the client's time zone until they set another).
+    // The days are read here and again, after the acceptance, by the service: not across midnight,
+    // where the two would differ.
+    try await clearOfMidnight()
     let clientEmail = uniqueEmail("trainee")
     let entry = try await coach.app.send { try await $0.postV1Clients(body: .json(.init(email: clientEmail, name: "Swift Trainee"))).created.body.json }
     let days = (0..<3).map { day(Date().addingTimeInterval(Double($0) * 86_400)) }
@@ -195,6 +198,13 @@ func aCoachPlansWorkoutsAndTheClientLogsThem() async throws {
     try await expectProblem("workout_not_found", "the deleted workout") { try await coach.app.send { try await $0.getV1WorkoutsId(path: .init(id: posted.id)).ok } }
     let kept = try await client.app.send { try await $0.getV1TrainingSessionsId(path: .init(id: sessions[0].id)).ok.body.json }
     try expect(kept.value1.blocks.first?.sets.count == 3, "the session keeps its copy of the workout")
+}
+
+/// Waits out midnight in UTC when it is less than `margin` seconds away.
+private func clearOfMidnight(margin: Double = 180) async throws {
+    let left = 86_400 - Date().timeIntervalSince1970.truncatingRemainder(dividingBy: 86_400)
+    guard left < margin else { return }
+    try await Task.sleep(for: .seconds(left + 1))
 }
 
 /// The day of `date` in UTC, as the API writes days (YYYY-MM-DD).
