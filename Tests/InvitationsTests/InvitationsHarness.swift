@@ -75,8 +75,8 @@ struct InvitationsTestEnvironment: ServiceHarness {
         "ARRAY[" + roles.map { "'\($0.rawValue)'" }.joined(separator: ",") + "]::text[]"
     }
 
-    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "auth", occurredAt: Date = Date()) async throws {
-        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID, occurredAt: occurredAt)
+    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "auth", occurredAt: Date = Date(), sequence: Int64? = nil) async throws {
+        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: producer, userID: userID, occurredAt: occurredAt, sequence: sequence)
     }
 
     /// Events the service has put on the stream, of one type, as their `data`.

@@ -24,6 +24,20 @@ import TestSupport
         }
     }
 
+    /// The takeover handled before the account's registration (its handler failed once and waits
+    /// for its retry, or the other process holds it): the maker's name does not come back with it.
+    @Test func aRegistrationHandledAfterTheTakeoverBringsBackNoName() async throws {
+        try await InvitationsTestEnvironment.run { env in
+            let id = UUID()
+            try await env.publish(UserPasswordChanged(userID: id, method: .disowned, makerDropped: true), userID: id, sequence: 2)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.password_changed'") == 1 }
+            let registered = UserRegistered(userID: id, email: "\(id)@example.com", displayName: "Totally The Owner", provider: "email")
+            try await env.publish(registered, userID: id, occurredAt: Date().addingTimeInterval(-60), sequence: 1)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(id)'") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(id)' AND display_name IS NULL") == 1)
+        }
+    }
+
     /// A reset that is not a first proof (`maker_dropped: false`) leaves the roster and the name.
     @Test func aResetOfAProvenAccountKeepsTheRoster() async throws {
         try await InvitationsTestEnvironment.run(["ACCEPT_ROLE_WAIT_MS": "0"]) { env in

@@ -59,8 +59,8 @@ struct SocialTestEnvironment: ServiceHarness {
     }
 
     /// Puts an event on the service's stream exactly as a producer's relay does.
-    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?) async throws {
-        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: "auth", userID: userID)
+    func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, occurredAt: Date = Date(), sequence: Int64? = nil) async throws {
+        try await EventStream(redis: redis, name: config.events.stream).publish(payload, producer: "auth", userID: userID, occurredAt: occurredAt, sequence: sequence)
     }
 
     /// Events the service has relayed to the stream, of one type.

@@ -23,6 +23,26 @@ struct LegacyPasswordChanged: EventPayload {
     /// right. What others decided about the account stays: their blocks and mutes of it, and the
     /// moderators' hiding and warnings (a spammer who never proved its own address would otherwise
     /// shed them with a reset).
+    /// The takeover handled before the account's registration (the registration's handler failed
+    /// once and waits for its retry, or the other process holds it): the maker's name does not come
+    /// back with the registration.
+    @Test func aRegistrationHandledAfterTheTakeoverBringsBackNoName() async throws {
+        try await SocialTestEnvironment.run { env in
+            let id = UUID()
+            let registeredAt = Date().addingTimeInterval(-60)
+            try await env.publish(UserPasswordChanged(userID: id, method: .disowned, makerDropped: true), userID: id, sequence: 2)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(id)'") == 1 }
+            let registered = UserRegistered(userID: id, email: "\(id)@example.com", displayName: "Totally The Owner", provider: "email")
+            try await env.publish(registered, userID: id, occurredAt: registeredAt, sequence: 1)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.registered'") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(id)' AND display_name IS NULL") == 1)
+            // In order, the registration's name is kept.
+            let other = UUID()
+            try await env.publish(UserRegistered(userID: other, email: "\(other)@example.com", displayName: "Sam", provider: "email"), userID: other, sequence: 3)
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM profiles WHERE user_id = '\(other)' AND display_name = 'Sam'") == 1 }
+        }
+    }
+
     @Test func aFirstProofByResetDropsTheMakersProfileAndGraph() async throws {
         try await SocialTestEnvironment.run { env in
             let maker = try await env.user("Totally The Owner")

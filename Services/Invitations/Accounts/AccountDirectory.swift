@@ -33,11 +33,12 @@ struct AccountDirectory: Sendable {
         return nil
     }
 
-    func registered(_ event: UserRegistered, on connection: PostgresConnection, logger: Logger) async throws {
+    /// The account as registered; `keepingName` false leaves out the name the maker chose.
+    func registered(_ event: UserRegistered, keepingName: Bool, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
             INSERT INTO accounts (user_id, email, email_normalized, display_name)
-            SELECT \(event.userID), \(event.email), \(EmailAddress.normalize(event.email)), \(event.displayName)
+            SELECT \(event.userID), \(event.email), \(EmailAddress.normalize(event.email)), \(keepingName ? event.displayName : nil)
             WHERE hold_live_account(\(event.userID))
             ON CONFLICT (user_id) DO UPDATE SET email = excluded.email, email_normalized = excluded.email_normalized,
                 display_name = coalesce(accounts.display_name, excluded.display_name)

@@ -11,8 +11,11 @@ struct InvitationsEventHandlers {
         var handlers = EventHandlers()
         let accounts = invitations.accounts
         let invitations = self.invitations
+        // With the name the account's maker chose, unless the address's owner has taken the account
+        // over since: a registration delivered after the takeover must not bring back its words.
         handlers.on(UserRegistered.self) { event, context in
-            try await accounts.registered(event, on: context.connection, logger: context.logger)
+            let keepingName = try await context.isLatest("identity", of: event.userID, among: "auth")
+            try await accounts.registered(event, keepingName: keepingName, on: context.connection, logger: context.logger)
         }
         handlers.on(UserEmailVerified.self) { event, context in
             try await accounts.verified(event, on: context.connection, logger: context.logger)
@@ -43,6 +46,7 @@ struct InvitationsEventHandlers {
         // roles away); the account stays.
         handlers.on(UserPasswordChanged.self) { event, context in
             guard event.makerDropped else { return }
+            _ = try await context.isLatest("identity", of: event.userID, among: "auth")
             try await Self.purge(event.userID, invitations: invitations, keepingAccount: true, on: context.connection, logger: context.logger)
             try await accounts.forgetProfile(event.userID, on: context.connection, logger: context.logger)
         }

@@ -11,8 +11,12 @@ struct SocialEventHandlers {
     var handlers: EventHandlers {
         var handlers = EventHandlers()
         let profiles = social.profiles
+        // The name the account's maker chose, unless the address's owner has taken the account over
+        // since: a registration delivered after the takeover (retried, or taken by the other
+        // process) must not bring back the maker's words.
         handlers.on(UserRegistered.self) { event, context in
-            try await profiles.ensure(id: event.userID, displayName: event.displayName, verified: false, overwriteVerified: false, on: context.connection, logger: context.logger)
+            let name = try await context.isLatest("identity", of: event.userID, among: "auth") ? event.displayName : nil
+            try await profiles.ensure(id: event.userID, displayName: name, verified: false, overwriteVerified: false, on: context.connection, logger: context.logger)
         }
         // Verified as the latest roles say: an older event delivered late changes nothing.
         handlers.on(UserRolesChanged.self) { event, context in
@@ -27,6 +31,7 @@ struct SocialEventHandlers {
         // profile's name, bio and avatar); a blank profile does.
         handlers.on(UserPasswordChanged.self) { event, context in
             guard event.makerDropped else { return }
+            _ = try await context.isLatest("identity", of: event.userID, among: "auth")
             try await Self.purge(event.userID, keepingAccount: true, on: context.connection, logger: context.logger)
         }
         return handlers
