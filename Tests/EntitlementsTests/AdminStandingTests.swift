@@ -87,8 +87,13 @@ import TestSupport
             #expect(reply.status == .notFound && reply.code == "user_not_found", "\(reply.text)")
             let explained = try await env.call(.get, "/v1/admin/entitlements/\(nobody.path)/explain", as: env.admin)
             #expect(explained.status == .notFound && explained.code == "user_not_found", "\(explained.text)")
+            let revoked = try await env.call(.delete, "/v1/admin/entitlements/\(nobody.path)/grants/\(UUID().uuidString.lowercased())", as: env.admin)
+            #expect(revoked.status == .notFound && revoked.code == "user_not_found", "\(revoked.text)")
             #expect(try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(nobody.id)'") == 0)
             #expect(try await env.count("SELECT count(*) FROM grants WHERE user_id = '\(nobody.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM entitlement_versions WHERE user_id = '\(nobody.id)'") == 0)
+            // Still nobody after it.
+            #expect(try await Self.grant(env, to: nobody, as: env.admin).code == "user_not_found")
         }
     }
 }

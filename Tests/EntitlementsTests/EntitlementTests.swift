@@ -254,6 +254,21 @@ import TestSupport
         }
     }
 
+    /// A counter without a cap (a paid tier's) counts on past what a 32-bit integer holds.
+    @Test func anUncappedCountGoesPastTwoBillion() async throws {
+        try await EntitlementsTestEnvironment.run { env in
+            let user = try await env.user()
+            _ = try await env.grant(user, tier: "pro")
+            let first = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 10])
+            #expect(first.status == .ok && (first.json["limit"] == nil || first.json["limit"] is NSNull), "\(first.text)")
+            try await env.execute("UPDATE usage_counters SET used = 2147483000 WHERE user_id = '\(user.id)'")
+            let past = try await env.call(.post, "/v1/usage/sources/acquire", as: user, json: ["amount": 10000])
+            #expect(past.status == .ok && past.json["used"] as? Int == 2_147_493_000, "\(past.text)")
+            let released = try await env.call(.post, "/v1/usage/sources/release", as: user, json: ["acquisition_ids": [past.json["acquisition_id"] as? String ?? ""]])
+            #expect(released.status == .ok && released.json["used"] as? Int == 2_147_483_000, "\(released.text)")
+        }
+    }
+
     @Test func usageStopsAtTheLimitAndReleasesOnlyTheCallersAcquisitions() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let user = try await env.user()

@@ -156,8 +156,8 @@ import TestSupport
     }
 
     /// By user id, or by address: either is a pending membership until its account accepts (or
-    /// declines; the owner may withdraw it), or the address registers. Nobody is in a space without
-    /// saying yes. Duplicates are 409, oneself 400.
+    /// declines; the owner may withdraw it), an address's once an account has proven it. Nobody is
+    /// in a space without saying yes. Duplicates are 409, oneself 400.
     @Test func membersByIdAndByEmail() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let owner = try await env.user()
@@ -224,11 +224,12 @@ import TestSupport
             #expect(squatted.status == .created && squatted.json["status"] as? String == "pending", "\(squatted.text)")
             #expect(try await env.call(.get, "/v1/spaces/\(id)", as: squatter).status == .notFound)
 
-            // The address registers and is proven: the membership attaches with its permission.
+            // The address registers and is proven: the invitation is offered to the account, which
+            // joins when it says yes, with the invitation's permission.
             let later = try await env.user(email: address)
-            try await waitUntil(.seconds(15)) {
-                try await env.call(.get, "/v1/spaces/\(id)", as: later).json["permission"] as? String == "viewer"
-            }
+            try await waitUntil(.seconds(15)) { try await env.call(.get, "/v1/spaces/invitations", as: later).items.count == 1 }
+            #expect(try await env.call(.get, "/v1/spaces/\(id)", as: later).code == "space_not_found")
+            #expect(try await env.call(.post, "/v1/spaces/\(id)/invitation/accept", as: later).json["permission"] as? String == "viewer")
             #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE space_id = '\(id)' AND email_normalized = '\(address)'") == 0)
             let after = try await env.call(.get, members, as: later)
             #expect(after.items.filter { $0["status"] as? String == "active" }.count == 4, "\(after.text)")
@@ -237,8 +238,8 @@ import TestSupport
     }
 
     /// An account invited both by id and by address: the list shows what accepting gives (the
-    /// account's invitation), and once the address is proven and attaches the membership, nothing of
-    /// the account stays pending (withdrawing it would have removed the member).
+    /// account's invitation), before the address is proven and after; accepting answers both, so
+    /// nothing of the account stays pending (withdrawing it would have removed the member).
     @Test func anAccountInvitedBothWaysIsOfferedOnceAndNeverBothMemberAndPending() async throws {
         try await EntitlementsTestEnvironment.run { env in
             let owner = try await env.user()
@@ -256,11 +257,21 @@ import TestSupport
             let unproven = try await env.user(verified: false)
             #expect(try await env.call(.post, "/v1/spaces/\(second)/members", as: owner, json: ["user_id": unproven.path, "permission": "viewer"]).status == .created)
             #expect(try await env.call(.post, "/v1/spaces/\(second)/members", as: owner, json: ["email": unproven.email, "permission": "commenter"]).status == .created)
+            #expect(try await env.call(.get, "/v1/spaces/invitations", as: unproven).items.count == 1, "the account's, not yet the address's")
+            // The address proven: its invitation is offered too, still pending (nobody is put in a
+            // space without saying yes), listed once with what the account's offers.
             try await env.publish(UserEmailVerified(userID: unproven.id, email: unproven.email), userID: unproven.id)
-            try await waitUntil(.seconds(15)) { try await env.call(.get, "/v1/spaces/\(second)", as: unproven).status == .ok }
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM customers WHERE user_id = '\(unproven.id)' AND email_verified") == 1 }
+            #expect(try await env.call(.get, "/v1/spaces/\(second)", as: unproven).code == "space_not_found")
+            let pending = try await env.call(.get, "/v1/spaces/\(second)/members", as: owner)
+            #expect(!pending.items.contains { $0["user_id"] as? String == unproven.path && $0["status"] as? String == "active" }, "\(pending.text)")
+            let both = try await env.call(.get, "/v1/spaces/invitations", as: unproven)
+            #expect(both.items.count == 1 && both.items.first?["permission"] as? String == "viewer", "\(both.text)")
+            #expect(try await env.call(.post, "/v1/spaces/\(second)/invitation/accept", as: unproven).json["permission"] as? String == "viewer")
             let listed = try await env.call(.get, "/v1/spaces/\(second)/members", as: owner)
             #expect(listed.items.filter { $0["user_id"] as? String == unproven.path }.map { $0["status"] as? String } == ["active"], "\(listed.text)")
             #expect(try await env.call(.get, "/v1/spaces/invitations", as: unproven).items.isEmpty)
+            #expect(try await env.count("SELECT count(*) FROM space_invitations WHERE space_id = '\(second)'") == 0, "both answered")
         }
     }
 

@@ -12,6 +12,32 @@ import TestSupport
 @Suite struct TakeoverCleanupTests {
     typealias Env = EntitlementsTestEnvironment
 
+    /// An acquisition by the maker's token that commits while the takeover forgets the usage goes
+    /// with its counter: none is left to be released later from the owner's count.
+    @Test func anAcquisitionDuringTheTakeoverGoesWithItsCounter() async throws {
+        try await Env.run { env in
+            let maker = try await env.user()
+            #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: maker, json: ["amount": 3]).status == .ok)
+            let id = maker.id.uuidString.lowercased()
+            // The acquisition's two statements, as the route runs them, committed only once the
+            // takeover waits for the counter's row.
+            try await env.inOpenTransaction(
+                [
+                    "UPDATE usage_counters SET used = used + 2 WHERE user_id = '\(id)' AND counter = 'sources'",
+                    "INSERT INTO usage_acquisitions (id, user_id, counter, amount) VALUES (gen_random_uuid(), '\(id)', 'sources', 2)",
+                ],
+                while: {
+                    try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
+                    try await waitUntil(.seconds(15)) {
+                        try await env.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM usage_%'") == 1
+                    }
+                })
+            try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.password_changed'") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM usage_counters WHERE user_id = '\(id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM usage_acquisitions WHERE user_id = '\(id)'") == 0)
+        }
+    }
+
     @Test func aFirstProofDropsTheMakersSpacesMembershipsAndPurchases() async throws {
         try await Env.run { env in
             // The maker signed up with the victim's address (never proven) and bought Team.

@@ -29,8 +29,10 @@ struct EntitlementsEventHandlers {
         handlers.on(UserEmailVerified.self) { event, context in
             guard try await !deleted(event.userID, context) else { return }
             let email = EmailAddress.normalize(event.email)
+            // Invitations to the address are offered to the account from now on (`GET
+            // /v1/spaces/invitations`); they stay pending until its holder accepts or declines, as
+            // nobody is put in a space without saying yes.
             try await entitlements.store.ensureCustomer(event.userID, email: email, verified: true, on: context.connection, logger: context.logger)
-            try await spaces.attachPending(user: event.userID, emailNormalized: email, on: context.connection, logger: context.logger)
         }
         // What the admin routes check a token's roles against (`Entitlements.liveAdmin`).
         let standings = AccountStandingStore()
@@ -46,7 +48,7 @@ struct EntitlementsEventHandlers {
         }
         // The address's owner proved it for the first time (disowning, or a reset of an account
         // nobody had proven): what the account's maker set up goes. Auth says so before it says the
-        // address is proven, so invitations to the address attach after this.
+        // address is proven, so invitations to the address are offered after this.
         handlers.on(UserPasswordChanged.self) { event, context in
             guard event.makerDropped, try await !deleted(event.userID, context) else { return }
             try await spaces.makerDropped(event.userID, on: context.connection, logger: context.logger)

@@ -82,8 +82,11 @@ struct AdminRoutes {
         let entitlements = self.entitlements
         let admin = context.caller.userID
         let revoked = try await entitlements.postgres.transaction(logger: context.logger) { connection in
-            // A deleted account is no user to an admin (not the caller's own 401).
-            guard try await !connection.isDeletedAccount(user, logger: context.logger) else { throw Self.noUser }
+            // A deleted account is no user to an admin (not the caller's own 401), and an id that
+            // names no account known here makes no row for nobody, as for a grant.
+            guard try await connection.holdLiveAccount(user, logger: context.logger),
+                try await entitlements.store.isCustomer(user, on: connection, logger: context.logger)
+            else { throw Self.noUser }
             return try await entitlements.announcingChanges(for: [user], on: connection, logger: context.logger) {
                 try await entitlements.grants.revoke(id, of: user, by: admin, on: connection, logger: context.logger)
             }

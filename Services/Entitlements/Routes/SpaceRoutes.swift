@@ -337,7 +337,7 @@ struct SpaceRoutes {
     /// gives (a member added by id, an owner offered the space), whose deletion meanwhile is that
     /// answer (`holdLiveAccount`): a membership or an offer made while a deletion runs is found by
     /// it. `lockingAddress` then takes the address's lock (see `SpaceStore.lockAddress`), before the
-    /// row's, as `attachPending` does.
+    /// row's, as accepting an invitation does.
     func changing<Result: Sendable>(
         _ id: UUID, context: AuthenticatedContext, naming other: (account: UUID, deleted: APIError)? = nil, lockingAddress address: String? = nil,
         _ body: (SpaceRecord, PostgresConnection) async throws -> Result

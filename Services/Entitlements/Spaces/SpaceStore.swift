@@ -338,8 +338,8 @@ struct SpaceStore: Sendable {
         return found
     }
 
-    /// Serializes what concerns one address's invitations: the route inviting it, its holder
-    /// accepting or declining, and `attachPending` at its registration all take it first. Taken
+    /// Serializes what concerns one address's invitations: the route inviting it and its holder
+    /// accepting or declining both take it first. Taken
     /// before the space's row lock, in each, so they never wait on each other in a cycle.
     func lockAddress(_ emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
@@ -347,35 +347,6 @@ struct SpaceStore: Sendable {
     }
 
     // MARK: events
-
-    /// `user.registered`: the invitations to the address become memberships with their permission
-    /// (a space they already belong to keeps its membership; an invitation from an account the user
-    /// blocks, or that blocks them, makes none), and are gone. Call it in the
-    /// transaction that records the account in `customers`.
-    func attachPending(user: UUID, emailNormalized: String, on connection: PostgresConnection, logger: Logger) async throws {
-        let email = EmailAddress.normalize(emailNormalized)
-        guard !email.isEmpty else { return }
-        try await lockAddress(email, on: connection, logger: logger)
-        try await connection.checkedRun(
-            """
-            INSERT INTO space_members (space_id, user_id, permission)
-            SELECT space_id, \(user), permission FROM space_invitations i
-            WHERE email_normalized = \(email) AND \(unescaped: BlockStore.neitherBlocks(BlockStore.literal(user), "i.invited_by")) ORDER BY space_id
-            ON CONFLICT (space_id, user_id) DO NOTHING
-            """, logger: logger)
-        // One from an account blocked either way stays, pending, as for an address without an
-        // account: its owner learns nothing from it.
-        try await connection.checkedRun(
-            """
-            DELETE FROM space_invitations i
-            WHERE i.email_normalized = \(email) AND \(unescaped: BlockStore.neitherBlocks(BlockStore.literal(user), "i.invited_by"))
-            """, logger: logger)
-        // An invitation to the account in a space it has just joined is answered: a member is never
-        // also pending (withdrawing that would remove the member).
-        try await connection.checkedRun(
-            "DELETE FROM space_account_invitations i USING space_members m WHERE i.user_id = \(user) AND m.space_id = i.space_id AND m.user_id = \(user)",
-            logger: logger)
-    }
 
     /// `user.deleted`: each space they own passes to its earliest editor (by `joined_at`), else its
     /// earliest member, and with no other member is deleted; their other memberships, the transfers

@@ -155,14 +155,17 @@ struct EntitlementStore: Sendable {
 
     /// The usage the account's maker counted, once the address's owner has proven it: it counted
     /// things the maker made, which the owner cannot release (the acquisitions' ids are the maker's).
+    /// The counters first: deleting one waits for an acquisition that holds its row, and the
+    /// acquisitions' statement after it then sees that one's row too. The other way round, an
+    /// acquisition committed meanwhile would outlive its counter, and releasing it later would
+    /// take its amount from a count that never held it.
     func forgetUsage(of user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("DELETE FROM usage_acquisitions WHERE user_id = \(user)", logger: logger)
         try await connection.checkedRun("DELETE FROM usage_counters WHERE user_id = \(user)", logger: logger)
+        try await connection.checkedRun("DELETE FROM usage_acquisitions WHERE user_id = \(user)", logger: logger)
     }
 
     func forget(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.checkedRun("DELETE FROM usage_acquisitions WHERE user_id = \(user)", logger: logger)
-        try await connection.checkedRun("DELETE FROM usage_counters WHERE user_id = \(user)", logger: logger)
+        try await forgetUsage(of: user, on: connection, logger: logger)
         try await connection.checkedRun("DELETE FROM grants WHERE user_id = \(user)", logger: logger)
         // Purchases stay for accounting, without the person: no user, no token.
         try await connection.checkedRun("UPDATE subscriptions SET user_id = NULL, app_account_token = NULL WHERE user_id = \(user)", logger: logger)

@@ -16979,7 +16979,7 @@ public struct Client: APIProtocol {
     }
     /// Invite a member by user_id or by email (the owner, with collaboration).
     ///
-    /// Nobody is put in a space without saying yes. A user_id becomes an invitation to that account (`status: pending`, its user_id), which its holder accepts (`POST /v1/spaces/{id}/invitation/accept`) or declines. An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts or declines it, and an address that registers later becomes a member once proven.
+    /// Nobody is put in a space without saying yes. A user_id becomes an invitation to that account (`status: pending`, its user_id), which its holder accepts (`POST /v1/spaces/{id}/invitation/accept`) or declines. An address always becomes an invitation (`status: pending`, no user_id), whether an account has it or not, so the response does not tell who has an account: the account holding the proven address accepts or declines it, an address that registers later included (its proof offers the invitation and joins nothing).
     ///
     /// - Remark: HTTP `POST /v1/spaces/{id}/members`.
     /// - Remark: Generated from `#/paths//v1/spaces/{id}/members/post`.
