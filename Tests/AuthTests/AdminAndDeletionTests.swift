@@ -322,6 +322,26 @@ import TestSupport
         }
     }
 
+    /// A client who accepted and then left, whose acceptance is handled after the unlink (the other
+    /// process took it first, or a failed try was retried): the late acceptance gives no role back;
+    /// a later one does.
+    @Test func anAcceptanceHandledAfterTheClientLeftGivesNoRoleBack() async throws {
+        try await AuthTestEnvironment.run { env in
+            let coach = try await env.signUp()
+            let client = try await env.signUp()
+            let clientID = UUID(uuidString: client.id)!, coachID = UUID(uuidString: coach.id)!
+            let now = Date()
+            try await Self.publish(env, ClientUnlinked(coachID: coachID, clientID: clientID, reason: .left, hasOtherCoach: false), userID: clientID, occurredAt: now)
+            try await Self.publish(env, InvitationAccepted(invitationID: UUID(), coachID: coachID, clientID: clientID), userID: clientID, occurredAt: now - 1)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'invitation.accepted'") == 1 }
+            #expect(try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user"])
+            try await Self.publish(env, InvitationAccepted(invitationID: UUID(), coachID: coachID, clientID: clientID), userID: clientID, occurredAt: now + 1)
+            try await waitUntil(.seconds(10)) {
+                try await env.call(.get, "/v1/auth/me", token: client.accessToken).json["roles"] as? [String] == ["user", "client"]
+            }
+        }
+    }
+
     /// An unlink for a reason this release does not know (a newer invitations added it) is still
     /// an unlink: it decodes, and the role goes as for any other reason.
     @Test func anUnlinkForAReasonAddedLaterStillTakesTheClientRoleAway() async throws {

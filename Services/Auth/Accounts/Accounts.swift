@@ -75,8 +75,11 @@ struct Accounts: Sendable {
         // Once per account: an admin who took the role away again is not overruled at the next
         // sign-in or refresh (to stop it for good, the address leaves ADMIN_EMAILS).
         guard try await users.recordConfiguredAdminGrant(user.id, on: connection, logger: logger) else { return user }
-        var updated = user
-        updated.roles = Role.ordered(user.roles + [.admin])
+        // The roles as they are now, the row held: a caller that read the user without its lock (a
+        // refresh) would otherwise write back roles an admin has changed since.
+        guard var updated = try await users.find(id: user.id, forUpdate: true, on: connection, logger: logger) else { return user }
+        guard !updated.roles.contains(.admin) else { return updated }
+        updated.roles = Role.ordered(updated.roles + [.admin])
         try await users.setRoles(updated.roles, of: user.id, on: connection, logger: logger)
         try await outbox.write(UserRolesChanged(userID: user.id, roles: updated.roles, added: [.admin], removed: []), userID: user.id, on: connection, logger: logger)
         logger.notice("granted admin from ADMIN_EMAILS", metadata: ["user_id": "\(user.id)"])
