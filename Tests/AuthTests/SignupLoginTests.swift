@@ -107,6 +107,25 @@ import TestSupport
     /// A wrong password and an unknown email get the same answer after the same work: one bcrypt
     /// check at the configured cost, the unknown email's against a dummy hash (counted by the metric
     /// operators read, not timed: under a test run's load, times say nothing).
+    /// After `BCRYPT_COST` is raised, a sign-in with the right password stores it hashed at the new
+    /// cost: the stored hashes gain it, and a known address stops answering faster than an unknown
+    /// one (checked against a dummy at the configured cost).
+    @Test func aSignInHashesAPasswordOfALowerCostAgain() async throws {
+        try await AuthTestEnvironment.run(["BCRYPT_COST": "5"]) { env in
+            let account = try await env.signUp()
+            let weaker = try await PasswordHasher(cost: 4).hash(account.password)
+            try await env.execute("UPDATE users SET password_hash = '\(weaker)' WHERE id = '\(account.id)'")
+            let costOf = "SELECT count(*) FROM users WHERE id = '\(account.id)' AND password_hash LIKE '$2_$0%s$%'"
+            #expect(try await env.count(costOf.replacingOccurrences(of: "%s", with: "4")) == 1)
+            #expect(try await env.logIn(account.email, "not the password").status == .unauthorized)
+            #expect(try await env.count(costOf.replacingOccurrences(of: "%s", with: "4")) == 1, "a wrong password changes nothing")
+            #expect(try await env.logIn(account.email, account.password).status == .ok)
+            #expect(try await env.count(costOf.replacingOccurrences(of: "%s", with: "5")) == 1)
+            #expect(try await env.logIn(account.email, account.password).status == .ok)
+            #expect(try await env.logIn(account.email, "not the password").status == .unauthorized)
+        }
+    }
+
     @Test func wrongEmailAndWrongPasswordLookTheSame() async throws {
         let adminPort = try RedisServer.freePort()
         try await AuthTestEnvironment.run(["ADMIN_HTTP_PORT": String(adminPort)]) { env in

@@ -28,6 +28,16 @@ struct PasswordHasher: Sendable {
         return try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
     }
 
+    /// Whether `hash` was made at a lower cost than the configured one (`BCRYPT_COST` raised since):
+    /// a sign-in with the right password then hashes it again at the configured cost, so the stored
+    /// hashes gain it, and a known address stops answering faster than an unknown one.
+    func isWeakerThanConfigured(_ hash: String) -> Bool {
+        // `$2b$10$…`: the cost is the second field.
+        let fields = hash.split(separator: "$", omittingEmptySubsequences: true)
+        guard fields.count >= 2, let stored = Int(fields[1]) else { return false }
+        return stored < cost
+    }
+
     /// Checks `password` against `hash`, or burns the same time against the dummy when there is none.
     func verify(_ password: String, hash: String?) async throws -> Bool {
         // bcrypt would compare only the first 72 bytes; no stored password is longer, so a longer one

@@ -80,6 +80,9 @@ struct AccountRoutes {
         }
         await accounts.throttle.succeeded(account: email, ip: client.ip)
         guard !user.isDisabled else { throw AuthErrors.disabled }
+        // Hashed again, outside the transaction as every hash, when `BCRYPT_COST` was raised since.
+        var stronger: String?
+        if let hash = user.passwordHash, accounts.hasher.isWeakerThanConfigured(hash) { stronger = try await accounts.hasher.hash(body.password) }
         return try await accounts.postgres.transaction(logger: context.logger) { connection in
             // The password was checked outside this transaction (bcrypt is slow): a reset, change
             // or takeover that committed meanwhile ended every session, and this one must not be
@@ -90,6 +93,7 @@ struct AccountRoutes {
                 throw APIError.unauthorized("The email or password is wrong.", code: "invalid_credentials")
             }
             guard !current.isDisabled else { throw AuthErrors.disabled }
+            if let stronger { try await accounts.users.setPassword(hash: stronger, of: current.id, on: connection, logger: context.logger) }
             let (signedIn, session) = try await accounts.startSession(for: current, method: "password", client: client, on: connection)
             return SignInResponse(user: try await accounts.view(of: signedIn, on: connection), session: session)
         }
