@@ -363,6 +363,29 @@ import TestSupport
         }
     }
 
+    /// Signing up with someone's address and deleting the account again and again mails the address
+    /// at most five times an hour: past that the account is made without a mail, and asking for one
+    /// again is `429`.
+    @Test func signingUpAndDeletingAgainMailsTheAddressFiveTimesAnHour() async throws {
+        try await AuthTestEnvironment.run { env in
+            let address = "\(TestEnvironment.uniqueName("flooded"))@example.com"
+            var last: AuthTestEnvironment.Account?
+            for round in 1...6 {
+                let account = try await env.signUp(address)
+                last = account
+                guard round < 6 else { break }
+                let deleted = try await env.call(.delete, "/v1/auth/account", json: ["password": account.password], token: account.accessToken)
+                #expect(deleted.status == .accepted, "\(deleted.text)")
+            }
+            let account = try #require(last)
+            #expect(try await env.count("SELECT count(*) FROM email_tokens WHERE user_id = '\(account.id)'") == 0, "no link made for the sixth")
+            #expect(try await env.mails(to: address, count: 5).count == 5)
+            let again = try await env.call(.post, "/v1/auth/email/verify/resend", token: account.accessToken)
+            #expect(again.status == .tooManyRequests && again.code == "rate_limited", "\(again.text)")
+            #expect(try await env.count("SELECT count(*) FROM email_tokens WHERE user_id = '\(account.id)'") == 0)
+        }
+    }
+
     @Test func deletingAnAccountRemovesEverythingAndFreesTheEmail() async throws {
         try await AuthTestEnvironment.run { env in
             let account = try await env.signUp()

@@ -286,6 +286,19 @@ extension Accounts {
         }
     }
 
+    /// Verification mails to one address in an hour, whoever asks for them: signing up with
+    /// someone's address and deleting the account again and again would otherwise flood their inbox.
+    static let verificationMailsPerAddressPerHour = 5
+
+    /// Counts a verification mail to `address` (by its canonical form, hashed); 429 `rate_limited`
+    /// past `verificationMailsPerAddressPerHour`. Lifts while Redis is out of reach, as the sign-up cap.
+    func countVerificationMail(to address: String) async throws {
+        let canonical = EmailAddress(address)?.canonical ?? EmailAddress.normalize(address)
+        try await limit(
+            "auth:verify-mail:\(LoginThrottle.hashed(canonical))", per: .seconds(3600), max: Self.verificationMailsPerAddressPerHour,
+            detail: "Verification mails to this address are limited to \(Self.verificationMailsPerAddressPerHour) an hour.", whenUnavailable: .allow)
+    }
+
     /// A fixed-window limit counted in Redis (`RateLimit`): 429 `rate_limited` with `Retry-After` over `max`.
     func limit(_ key: String, per window: Duration, max: Int, detail: String, whenUnavailable: RateLimit.WhenUnavailable) async throws {
         try await RateLimit(max: max, per: window, whenUnavailable: whenUnavailable).count(key, detail: detail, redis: redis, logger: logger)

@@ -41,6 +41,16 @@ struct AccountRoutes {
             "auth:signup:ip:\(TrustedProxies.limitKey(context.clientAddress))", per: .seconds(3600), max: accounts.settings.signupsPerHourPerIP,
             detail: "Too many sign-ups from this address.", whenUnavailable: .allow)
         let hash = try await accounts.hasher.hash(body.password)
+        // Past the address's verification mails, the account is made without one: its holder asks
+        // for another later (`POST /v1/auth/email/verify/resend`).
+        let mailing: Bool
+        do {
+            try await accounts.countVerificationMail(to: email)
+            mailing = true
+        } catch let error as APIError where error.status == .tooManyRequests {
+            context.logger.notice("verification mail not sent: the address's mails this hour are spent")
+            mailing = false
+        }
         let client = context.client(request)
         let accounts = self.accounts
         let (user, session) = try await accounts.postgres.transaction(logger: context.logger) { connection in
@@ -50,8 +60,10 @@ struct AccountRoutes {
             }
             try await accounts.outbox.write(
                 UserRegistered(userID: user.id, email: user.email, displayName: user.displayName, provider: "email"), userID: user.id, on: connection, logger: context.logger)
-            let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
-            try await accounts.mailer.sendVerification(to: user.email, token: token, on: connection, logger: context.logger)
+            if mailing {
+                let token = try await accounts.emailTokens.issue(.verifyEmail, userID: user.id, email: user.email, on: connection, logger: context.logger)
+                try await accounts.mailer.sendVerification(to: user.email, token: token, on: connection, logger: context.logger)
+            }
             return try await accounts.startSession(for: user, method: "password", client: client, on: connection)
         }
         return EditedResponse(status: .created, response: SignInResponse(user: UserView(user, providers: []), session: session))
@@ -134,6 +146,7 @@ struct AccountRoutes {
         try await accounts.limit(
             "auth:verify-resend:\(user.id)", per: .seconds(3600), max: accounts.settings.resendPerHour,
             detail: "Verification mails are limited to \(accounts.settings.resendPerHour) an hour.", whenUnavailable: .allow)
+        try await accounts.countVerificationMail(to: user.email)
         try await accounts.postgres.transaction(logger: context.logger) { connection in
             // Again under the account's lock: a verification committing meanwhile spent every verify
             // link, and one issued after it would outlive it.
