@@ -6,6 +6,7 @@ import NIOCore
 import ServiceKit
 import ServiceKitCore
 import ServiceKitHTTP
+import Synchronization
 import Testing
 import TestSupport
 
@@ -138,6 +139,28 @@ import TestSupport
             #expect(try await env.call(.post, "/v1/clients/\(id)/invitation/resend", as: coach).json[path: "invitation.delivery"] as? String == "suppressed")
             try await Task.sleep(for: .milliseconds(500))
             #expect(try await env.mails(to: email).count == 1)
+        }
+    }
+
+    /// An address with a capital letter outside ASCII: unsubscribing drops the invitation mail not
+    /// sent yet, whatever the database's locale makes of lower().
+    @Test func unsubscribingDropsAPendingMailToAnAddressInAnyCase() async throws {
+        try await InvitationsTestEnvironment.run(["SMTP_URL": "smtp://127.0.0.1:1"]) { env in
+            let coach = try await env.coach()
+            let email = "Ünal.\(TestEnvironment.uniqueName("u"))@example.com"
+            #expect(try await env.call(.post, "/v1/clients", as: coach, json: ["name": "Ünal", "email": email]).status == .created)
+            let pending = "SELECT count(*) FROM mail_outbox WHERE template = 'invitation' AND status = 'pending'"
+            #expect(try await env.count(pending) == 1)
+            let url = Mutex("")
+            try await env.withConnection { connection in
+                let rows = try await connection.query("SELECT unsubscribe_url FROM mail_outbox WHERE template = 'invitation'", logger: TestEnvironment.logger)
+                for try await value in rows.decode(String.self) { url.withLock { $0 = value } }
+            }
+            let unsubscribe = url.withLock { $0 }
+            let link = try #require(unsubscribe.firstMatch(of: try Regex("(/v1/invitations/unsubscribe\\?token=[A-Za-z0-9_-]+)")), "\(unsubscribe)")
+            let done = try await env.call(.post, String(try #require(link.output[1].substring)))
+            #expect(done.status == .ok, "\(done.text)")
+            #expect(try await env.count(pending) == 0)
         }
     }
 

@@ -270,7 +270,7 @@ struct ClientStore: Sendable {
         guard let address else { return false }
         try await connection.checkedRun("INSERT INTO unsubscribed_addresses (email_normalized) VALUES (\(address)) ON CONFLICT DO NOTHING", logger: logger)
         try await connection.checkedRun(
-            "DELETE FROM mail_outbox WHERE lower(recipient) = \(address) AND status = 'pending' AND template = 'invitation'", logger: logger)
+            "DELETE FROM mail_outbox WHERE lower(recipient COLLATE \"und-x-icu\") = \(address) AND status = 'pending' AND template = 'invitation'", logger: logger)
         return true
     }
 }

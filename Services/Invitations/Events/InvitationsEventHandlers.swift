@@ -107,9 +107,11 @@ struct InvitationsEventHandlers {
             // are rare: the reply-to and token lookups read their tables whole, not through an index.
             let kept = "NOT EXISTS (SELECT 1 FROM clients c WHERE c.mail_id = m.id AND c.email IS NOT NULL)"
             try await connection.checkedRun(
-                "DELETE FROM mail_outbox m WHERE lower(m.recipient) = lower(\(account.email)) AND \(unescaped: kept)", logger: logger)
+                "DELETE FROM mail_outbox m WHERE lower(m.recipient COLLATE \"und-x-icu\") = \(EmailAddress.normalize(account.email)) AND \(unescaped: kept)",
+                logger: logger)
             try await connection.checkedRun(
-                "DELETE FROM mail_outbox m WHERE lower(m.reply_to) = lower(\(account.email)) AND \(unescaped: kept)", logger: logger)
+                "DELETE FROM mail_outbox m WHERE lower(m.reply_to COLLATE \"und-x-icu\") = \(EmailAddress.normalize(account.email)) AND \(unescaped: kept)",
+                logger: logger)
             // An unsubscribe link in the kept invitation keeps working (RFC 8058).
             try await connection.checkedRun(
                 """
