@@ -705,6 +705,16 @@ import TestSupport
             #expect(noFoodAgain.code == "no_food_found" && noFoodAgain.headers[HTTPField.Name("Idempotent-Replayed")!] == "true", "\(noFoodAgain.text)")
             #expect(standIn.received.count == 2, "the model was asked once for each photo")
             #expect(try await env.count("SELECT analyses FROM meal_analysis_days") == 2)
+            // So is an answer of no use (outside the schema twice): a 502 told again, the model
+            // not asked again, the day's analysis not counted again.
+            standIn.always(.answer(VisionStandIn.schemaBreaking))
+            let uselessKey: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "analyze-useless"]
+            let useless = try await Self.analyze(env, user, headers: uselessKey)
+            #expect(useless.status == .badGateway && useless.code == "analysis_failed", "\(useless.text)")
+            let uselessAgain = try await Self.analyze(env, user, headers: uselessKey, boundary: "retry-\(UUID())")
+            #expect(uselessAgain.code == "analysis_failed" && uselessAgain.headers[HTTPField.Name("Idempotent-Replayed")!] == "true", "\(uselessAgain.text)")
+            #expect(standIn.received.count == 4, "asked twice for the one photo, and not again")
+            #expect(try await env.count("SELECT analyses FROM meal_analysis_days") == 3)
             let hinted = try await Self.analyze(env, user, fields: [("hint", "no dressing")], headers: key)
             #expect(hinted.code == "idempotency_key_reused", "another field is another request")
             // A keyed body is read, to be hashed, as far as the route reads a photo
@@ -717,7 +727,7 @@ import TestSupport
                 let response = try await env.call(.post, "/v1/meals/analyze", as: user, raw: body, headers: keyed)
                 #expect(response.status == status && response.code == code, "\(bytes): \(response.text)")
             }
-            #expect(standIn.received.count == 2)
+            #expect(standIn.received.count == 4)
         }
     }
 }

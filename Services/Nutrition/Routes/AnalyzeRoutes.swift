@@ -118,6 +118,10 @@ struct AnalyzeRoutes {
                 } catch let failure {
                     context.logger.warning("an analysis that failed stays counted", metadata: ["error": "\(failure)"])
                 }
+            } else if var counted = error as? APIError {
+                // Counted: a retry with its key is told the same again, not asked and counted again.
+                counted.answersRetries = true
+                throw counted
             }
             throw error
         }

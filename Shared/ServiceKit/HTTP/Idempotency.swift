@@ -136,16 +136,19 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
 
     private func runAndStore(_ request: Request, context: Context, record: IdempotencyRecord, next: (Request, Context) async throws -> Response) async throws -> Response {
         let response: Response
+        var answersRetries = false
         do {
             response = try await next(request, context)
-        } catch let error as APIError where error.answersRetries && error.status.code < 500 {
-            // The route's answer, kept like a success's.
+        } catch let error as APIError where error.answersRetries {
+            // The route's answer, kept like a success's, a 5xx too: a failure that cost something
+            // (a model asked, and counted) is told again rather than run again.
             response = ProblemMiddleware<Context>.response(for: error, request: request, context: context)
+            answersRetries = true
         } catch {
             await record.release()
             throw error
         }
-        guard response.status.code < 500 else {
+        guard answersRetries || response.status.code < 500 else {
             await record.release()
             return IdempotentResponse.unmarked(response)
         }
