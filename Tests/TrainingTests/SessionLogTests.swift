@@ -380,6 +380,10 @@ import TestSupport
             let shown = try await env.call(.get, "/v1/training/sessions/\(id)", as: client)
             let shownTag = try #require(shown.headers[.eTag])
             #expect(shown.json[path: "blocks.0.exercise_name"] as? String == "Pushups")
+            // Today shows the same version, which is what an app that showed today sends.
+            let listed = try await env.call(.get, "/v1/training/today", as: client)
+            let listedVersion = try #require(listed.items.first?["version"] as? Int, "\(listed.text)")
+            #expect("\"\(listedVersion)\"" == shownTag && shown.json["version"] as? Int == listedVersion)
 
             let plank = try await env.libraryExercise("Plank")
             #expect(try await env.call(.put, "/v1/workouts/\(workout)", as: coach, json: TrainingTestEnvironment.workout(plank, name: "Core day")).status == .ok)
@@ -401,6 +405,9 @@ import TestSupport
             #expect(skippedFirst.status == .preconditionRequired, "\(skippedFirst.text)")
             let stale = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: shownTag])
             #expect(stale.status == .preconditionFailed, "\(stale.text)")
+            let staleList = try await env.call(
+                .post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: "\"\(listedVersion)\""])
+            #expect(staleList.status == .preconditionFailed, "\(staleList.text)")
             #expect(stale.code == "precondition_failed")
             let staleOrAny = try await env.call(
                 .post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: "\(shownTag), *"])

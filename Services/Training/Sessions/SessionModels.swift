@@ -178,6 +178,8 @@ struct SessionView: Encodable, Sendable {
         try json.encodeOrNull(session.skipReason, forKey: AnyKey("skip_reason"))
         try json.encode(session.status, forKey: AnyKey("status"))
         try json.encode(session.updatedAt, forKey: AnyKey("updated_at"))
+        // The `ETag` of the session as this view shows it: what a log of it sends in `If-Match`.
+        try json.encode(session.version, forKey: AnyKey("version"))
         try json.encode(unit, forKey: AnyKey("weight_unit"))
         try json.encode(session.workoutID, forKey: AnyKey("workout_id"))
     }

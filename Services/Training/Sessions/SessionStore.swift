@@ -206,7 +206,7 @@ struct SessionStore: Sendable {
         static let sessionJSON = """
             (SELECT row_to_json(v) FROM (SELECT coalesce(CASE WHEN r.unit = 'lbs' THEN s.blocks_view_lbs ELSE s.blocks_view_kg END, session_blocks_json(s.blocks, r.unit)) AS blocks,
                 s.client_id, s.coach_id, \(time("s.created_at")) AS created_at, s.id, s.name, s.notes, \(time("s.performed_at")) AS performed_at,
-                s.scheduled_on::text AS scheduled_on, s.skip_reason, s.status, \(time("s.updated_at")) AS updated_at, r.unit AS weight_unit,
+                s.scheduled_on::text AS scheduled_on, s.skip_reason, s.status, \(time("s.updated_at")) AS updated_at, s.version, r.unit AS weight_unit,
                 s.workout_id) v)
             """
 

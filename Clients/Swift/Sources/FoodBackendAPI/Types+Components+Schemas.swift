@@ -6005,6 +6005,10 @@ extension Components {
             public var status: Components.Schemas.TrainingSession.StatusPayload
             /// - Remark: Generated from `#/components/schemas/TrainingSession/updated_at`.
             public var updatedAt: Foundation.Date
+            /// the session's version as this view shows it: its `ETag` is `"<version>"`, which a log of what the app showed sends in `If-Match`
+            ///
+            /// - Remark: Generated from `#/components/schemas/TrainingSession/version`.
+            public var version: Swift.Int
             /// - Remark: Generated from `#/components/schemas/TrainingSession/weight_unit`.
             @frozen public enum WeightUnitPayload: String, Codable, Hashable, Sendable, CaseIterable {
                 case kg = "kg"
@@ -6029,6 +6033,7 @@ extension Components {
             ///   - skipReason:
             ///   - status:
             ///   - updatedAt:
+            ///   - version: the session's version as this view shows it: its `ETag` is `"<version>"`, which a log of what the app showed sends in `If-Match`
             ///   - weightUnit:
             ///   - workoutId:
             public init(
@@ -6044,6 +6049,7 @@ extension Components {
                 skipReason: Swift.String? = nil,
                 status: Components.Schemas.TrainingSession.StatusPayload,
                 updatedAt: Foundation.Date,
+                version: Swift.Int,
                 weightUnit: Components.Schemas.TrainingSession.WeightUnitPayload,
                 workoutId: Swift.String? = nil
             ) {
@@ -6059,6 +6065,7 @@ extension Components {
                 self.skipReason = skipReason
                 self.status = status
                 self.updatedAt = updatedAt
+                self.version = version
                 self.weightUnit = weightUnit
                 self.workoutId = workoutId
             }
@@ -6075,6 +6082,7 @@ extension Components {
                 case skipReason = "skip_reason"
                 case status
                 case updatedAt = "updated_at"
+                case version
                 case weightUnit = "weight_unit"
                 case workoutId = "workout_id"
             }
