@@ -126,6 +126,7 @@ import TestSupport
                 (["workout_id": workout, "start": "2030-01-07", "days_of_week": [1], "weeks": 1.5], "weeks"),
                 (["workout_id": workout, "start": "2030-01-07", "days_of_week": [1, 4.5], "weeks": 1], "days_of_week[1]"),
                 (["workout_id": workout, "start": "2030-01-07", "days_of_week": [1, 2, 3, 4, 5, 6, 7], "weeks": 52], "weeks"),
+                (["workout_id": workout, "start": "9999-12-31", "days_of_week": [1, 2, 3, 4, 5, 6, 7], "weeks": 1], "weeks"),
             ] as [([String: Any], String)] {
                 let reply = try await env.call(.post, path, as: coach, json: body)
                 #expect(reply.status == .badRequest && reply.code == "validation_failed" && reply.fieldErrors.contains(field), "\(body): \(reply.text)")

@@ -75,6 +75,9 @@ import TestSupport
             #expect(today.ids == [ids[0]] && today.json["from"] as? String == days[0] && today.json["to"] as? String == days[0])
             let empty = try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(10))", as: client)
             #expect(empty.text.contains("\"items\":[],") && empty.items.isEmpty, "\(empty.text)")
+            // The week from a day near the last the API writes ends on that day.
+            let last = try await env.call(.get, "/v1/training/sessions?from=9999-12-29", as: client)
+            #expect(last.status == .ok && last.json["to"] as? String == "9999-12-31", "\(last.text)")
         }
     }
 }

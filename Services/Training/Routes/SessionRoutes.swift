@@ -66,12 +66,14 @@ struct SessionRoutes {
     /// `from` through `to` of the caller's days, or validation's answer.
     static func days(_ training: Training, of user: UUID, from: String?, to: String?, context: AuthenticatedContext) async throws -> (list: EncodedJSON, isEmpty: Bool) {
         try await training.postgres.withConnectionOnItsLoop { connection in
-            // Without `to`, a week from `from` (or today); the range is checked in SQL, where the days are.
+            // Without `to`, a week from `from` (or today), within 9999-12-31, the last day the API
+            // writes; the range is checked in SQL, where the days are.
             let rows = try await connection.checkedQuery(
                 """
                 WITH st AS (SELECT (now() AT TIME ZONE coalesce((SELECT time_zone FROM user_settings WHERE user_id = \(user)), 'UTC'))::date AS today),
                 f AS (SELECT coalesce(\(from)::date, today) AS first FROM st)
-                SELECT first::text, coalesce(\(to)::date, first + 6)::text, coalesce(\(to)::date, first + 6) - first FROM f
+                , l AS (SELECT first, coalesce(\(to)::date, least(first + 6, '9999-12-31'::date)) AS last FROM f)
+                SELECT first::text, last::text, last - first FROM l
                 """, logger: context.logger)
             var range = ("", "", 0)
             for try await row in rows.decode((String, String, Int32).self) { range = (row.0, row.1, Int(row.2)) }

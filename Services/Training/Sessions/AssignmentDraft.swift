@@ -53,6 +53,10 @@ struct AssignmentDraft: Sendable {
         } else {
             problems.append(.init(field: "dates", message: "give dates, or start, days_of_week and weeks"))
         }
+        // A day past 9999-12-31 is no date the API writes (nor one `dates` takes).
+        if problems.isEmpty, weekly, days.contains(where: { LocalDay($0) == nil }) {
+            problems.append(.init(field: "weeks", message: "runs past 9999-12-31"))
+        }
         if problems.isEmpty, days.count > Self.maxSessions {
             problems.append(.init(field: "weeks", message: "makes \(days.count) sessions; at most \(Self.maxSessions) at once"))
         }
