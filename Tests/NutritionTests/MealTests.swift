@@ -33,6 +33,8 @@ import TestSupport
             #expect(try await put(["diet": "carnivore"]).fieldErrors == ["diet"])
             #expect(try await put(["diet": "custom", "custom_macros": ["protein": 30, "carbs": 40, "fat": 29]]).fieldErrors == ["custom_macros"])
             #expect(try await put(["diet": "custom"]).fieldErrors == ["custom_macros"])
+            let fibre = try await put(["diet": "custom", "custom_macros": ["protein": 30, "carbs": 40, "fat": 30, "fibre": 5]])
+            #expect(fibre.status == .badRequest && fibre.fieldErrors == ["custom_macros.fibre"], "\(fibre.text)")
             #expect(try await put(["diet": "custom", "custom_macros": ["protein": 30, "carbs": 40, "fat": 30]]).status == .ok)
             #expect(try await put(["time_zone": "Mars/Olympus"]).code == "invalid_time_zone")
             #expect(try await put(["daily_calorie_goal": 799]).fieldErrors == ["daily_calorie_goal"])
@@ -81,6 +83,14 @@ import TestSupport
             #expect(try await post([Env.item(grams: 0)]).fieldErrors.contains("items[0].grams"))
             #expect(try await post([Env.item()], eatenAt: "\(Env.year)-06-01T12:00:00").status == .badRequest, "a time without an offset")
             #expect(try await post([Env.item()], extra: ["calories": 3]).status == .badRequest, "an unknown field")
+            // An item's key no item takes is refused too, named: a misspelt amount or tag would
+            // otherwise count as nothing, and silence an allergy warning.
+            var misspelt = Env.item()
+            misspelt["sodium"] = 800
+            let refused = try await post([Env.item(), misspelt])
+            #expect(refused.status == .badRequest && refused.code == "validation_failed" && refused.fieldErrors == ["items[1].sodium"], "\(refused.text)")
+            let byFood: [String: Any] = ["ndb_number": "20045", "grams": 100, "tag": ["nuts"]]
+            #expect(try await post([byFood]).fieldErrors == ["items[0].tag"])
             // A photo this API keeps is set by uploading it: a path names another meal's, or nothing.
             #expect(try await post([Env.item()], extra: ["photo_url": "/v1/meals/\(UUID())/photo"]).fieldErrors == ["photo_url"])
             #expect(try await post([Env.item()], extra: ["photo_url": "javascript:alert(1)"]).fieldErrors == ["photo_url"])

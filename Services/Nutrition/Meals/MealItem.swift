@@ -92,13 +92,16 @@ enum MealItemInput: Decodable, Sendable, Equatable {
     case amounts(MealItem)
     case food(ndbNumber: String, grams: Double, name: String?, tags: [String]?)
 
-    private enum Keys: String, CodingKey {
+    private enum Keys: String, CodingKey, CaseIterable {
         case alcoholG = "alcohol_g", calories, carbsG = "carbs_g", fatG = "fat_g", fiberG = "fiber_g", grams, name, ndbNumber = "ndb_number"
         case proteinG = "protein_g", saturatedFatG = "saturated_fat_g", sodiumMg = "sodium_mg", sugarG = "sugar_g", tags
     }
     private static let amounts: [Keys] = [.proteinG, .carbsG, .fatG, .fiberG, .sugarG, .saturatedFatG, .sodiumMg, .alcoholG]
 
     init(from decoder: any Decoder) throws {
+        // A key no item takes is refused, naming it (`items[0].sodium`): dropped, a misspelt
+        // amount or tag would count as nothing and silence an allergy warning.
+        try StrictKeys.check(decoder, Keys.self, what: "a meal item")
         let container = try decoder.container(keyedBy: Keys.self)
         if !container.contains(.calories), let ndbNumber = try container.decodeIfPresent(String.self, forKey: .ndbNumber) {
             // Amounts without their energy are neither form: refused, not dropped.

@@ -1,4 +1,5 @@
 import Foundation
+import ServiceKit
 
 // The diet score of a meal: how well it fits a diet, and its food quality by the 2023 Nutri-Score
 // points for general foods. docs/SCORING.md has the formula, every threshold and worked examples.
@@ -14,6 +15,24 @@ struct MacroSplit: Codable, Sendable, Equatable {
     var protein: Double
     var carbs: Double
     var fat: Double
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case protein, carbs, fat }
+
+    init(protein: Double, carbs: Double, fat: Double) {
+        self.protein = protein
+        self.carbs = carbs
+        self.fat = fat
+    }
+
+    /// Read from a request only (the profile keeps the three in columns): a key it does not take
+    /// is refused, naming it.
+    init(from decoder: any Decoder) throws {
+        try StrictKeys.check(decoder, CodingKeys.self, what: "custom_macros")
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        protein = try container.decode(Double.self, forKey: .protein)
+        carbs = try container.decode(Double.self, forKey: .carbs)
+        fat = try container.decode(Double.self, forKey: .fat)
+    }
 }
 
 /// One item of a meal as the score sees it. `carbsG` is total carbohydrate, fibre included.

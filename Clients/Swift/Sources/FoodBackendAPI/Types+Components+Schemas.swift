@@ -2953,6 +2953,26 @@ extension Components {
                 case fat
                 case protein
             }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.carbs = try container.decode(
+                    Swift.Double.self,
+                    forKey: .carbs
+                )
+                self.fat = try container.decode(
+                    Swift.Double.self,
+                    forKey: .fat
+                )
+                self.protein = try container.decode(
+                    Swift.Double.self,
+                    forKey: .protein
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "carbs",
+                    "fat",
+                    "protein"
+                ])
+            }
         }
         /// - Remark: Generated from `#/components/schemas/MarkReadRequest`.
         @frozen public enum MarkReadRequest: Codable, Hashable, Sendable {
@@ -3564,7 +3584,7 @@ extension Components {
                 case totals
             }
         }
-        /// One food of a meal, in one of two forms. Its amounts for the portion eaten: name, grams, calories, protein_g, carbs_g and fat_g are then required, and protein, carbs, fat and alcohol together are at most grams. Or a food of the table and its grams, without calories: ndb_number and grams, the name (default the food's description) and tags (default the food's) optional; the server fills in the amounts (GET /v1/foods), and other amounts beside ndb_number without calories are 400. An item with both keeps its amounts as sent, ndb_number saying where they came from: to change a table food's grams send {ndb_number, grams} again. An ndb_number not in the table is 400 naming items[i].ndb_number.
+        /// One food of a meal, in one of two forms. Its amounts for the portion eaten: name, grams, calories, protein_g, carbs_g and fat_g are then required, and protein, carbs, fat and alcohol together are at most grams. Or a food of the table and its grams, without calories: ndb_number and grams, the name (default the food's description) and tags (default the food's) optional; the server fills in the amounts (GET /v1/foods), and other amounts beside ndb_number without calories are 400. An item with both keeps its amounts as sent, ndb_number saying where they came from: to change a table food's grams send {ndb_number, grams} again. An ndb_number not in the table is 400 naming items[i].ndb_number, and a key no item takes is 400 naming it (items[i].sodium).
         ///
         /// - Remark: Generated from `#/components/schemas/MealItemInput`.
         public struct MealItemInput: Codable, Hashable, Sendable {
@@ -3675,6 +3695,76 @@ extension Components {
                 case sodiumMg = "sodium_mg"
                 case sugarG = "sugar_g"
                 case tags
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.alcoholG = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .alcoholG
+                )
+                self.calories = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .calories
+                )
+                self.carbsG = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .carbsG
+                )
+                self.fatG = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .fatG
+                )
+                self.fiberG = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .fiberG
+                )
+                self.grams = try container.decode(
+                    Swift.Double.self,
+                    forKey: .grams
+                )
+                self.name = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                self.ndbNumber = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .ndbNumber
+                )
+                self.proteinG = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .proteinG
+                )
+                self.saturatedFatG = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .saturatedFatG
+                )
+                self.sodiumMg = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .sodiumMg
+                )
+                self.sugarG = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .sugarG
+                )
+                self.tags = try container.decodeIfPresent(
+                    [Components.Schemas.FoodTag].self,
+                    forKey: .tags
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "alcohol_g",
+                    "calories",
+                    "carbs_g",
+                    "fat_g",
+                    "fiber_g",
+                    "grams",
+                    "name",
+                    "ndb_number",
+                    "protein_g",
+                    "saturated_fat_g",
+                    "sodium_mg",
+                    "sugar_g",
+                    "tags"
+                ])
             }
         }
         /// - Remark: Generated from `#/components/schemas/MealPage`.
