@@ -23,22 +23,8 @@ struct AuthEventHandlers {
             // before the client's last unlink, handled after it (the other process took it first, or
             // a failed try was retried), grants no role back to a client who has left.
             let order = EventOrder(context.envelope, among: "invitations")
-            let leftSince = try await context.connection.returnsRow(
-                """
-                SELECT 1 FROM users WHERE id = \(user.id) AND client_until IS NOT NULL
-                AND CASE WHEN client_until_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN client_until_seq > \(order.sequence)::int8
-                         ELSE client_until > \(order.occurredAt) END
-                """, logger: context.logger)
-            guard !leftSince else { return }
-            // The latest acceptance.
-            try await context.connection.checkedRun(
-                """
-                UPDATE users u SET client_since = e.at, client_since_seq = e.seq
-                FROM (SELECT \(order.occurredAt)::timestamptz AS at, \(order.sequence)::int8 AS seq) e
-                WHERE u.id = \(user.id) AND (u.client_since IS NULL
-                    OR CASE WHEN u.client_since_seq IS NOT NULL AND e.seq IS NOT NULL THEN e.seq > u.client_since_seq ELSE e.at > u.client_since END)
-                """,
-                logger: context.logger)
+            guard try await !Self.mark(.left, of: user.id, isLaterThan: order, context) else { return }
+            try await Self.record(order, as: .accepted, of: user.id, context)
             _ = try await accounts.changeRoles(of: user, adding: [.client], on: context.connection)
         }
         // A client with no coach left is no longer a client; an unlink from before the latest
@@ -49,24 +35,44 @@ struct AuthEventHandlers {
             // The latest unlink, kept whether or not the account holds the role yet: the acceptance
             // it ends may be handled after it.
             let order = EventOrder(context.envelope, among: "invitations")
-            try await context.connection.checkedRun(
-                """
-                UPDATE users u SET client_until = e.at, client_until_seq = e.seq
-                FROM (SELECT \(order.occurredAt)::timestamptz AS at, \(order.sequence)::int8 AS seq) e
-                WHERE u.id = \(user.id) AND (u.client_until IS NULL
-                    OR CASE WHEN u.client_until_seq IS NOT NULL AND e.seq IS NOT NULL THEN e.seq > u.client_until_seq ELSE e.at > u.client_until END)
-                """,
-                logger: context.logger)
-            guard user.roles.contains(.client) else { return }
-            let acceptedLater = try await context.connection.returnsRow(
-                """
-                SELECT 1 FROM users WHERE id = \(user.id)
-                AND CASE WHEN client_since_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN client_since_seq > \(order.sequence)::int8
-                         ELSE client_since > \(order.occurredAt) END
-                """, logger: context.logger)
-            guard !acceptedLater else { return }
+            try await Self.record(order, as: .left, of: user.id, context)
+            guard user.roles.contains(.client), try await !Self.mark(.accepted, of: user.id, isLaterThan: order, context) else { return }
             _ = try await accounts.changeRoles(of: user, removing: [.client], on: context.connection)
         }
         return handlers
+    }
+
+    /// The two marks of a client's coach links, each the order of the latest event of its kind:
+    /// `client_since` (+`_seq`) of the latest acceptance, `client_until` of the latest unlink that
+    /// left no coach.
+    enum LinkMark: String {
+        case accepted = "client_since"
+        case left = "client_until"
+    }
+
+    /// Records `order` as `mark` unless the mark holds a later event already.
+    static func record(_ order: EventOrder, as mark: LinkMark, of user: UUID, _ context: EventContext) async throws {
+        let column = mark.rawValue
+        try await context.connection.checkedRun(
+            """
+            UPDATE users u SET \(unescaped: column) = e.at, \(unescaped: column)_seq = e.seq
+            FROM (SELECT \(order.occurredAt)::timestamptz AS at, \(order.sequence)::int8 AS seq) e
+            WHERE u.id = \(user) AND (u.\(unescaped: column) IS NULL
+                OR CASE WHEN u.\(unescaped: column)_seq IS NOT NULL AND e.seq IS NOT NULL THEN e.seq > u.\(unescaped: column)_seq
+                        ELSE e.at > u.\(unescaped: column) END)
+            """,
+            logger: context.logger)
+    }
+
+    /// Whether `mark` holds an event later than `order` (by the producer's sequence when both have
+    /// one, else by time).
+    static func mark(_ mark: LinkMark, of user: UUID, isLaterThan order: EventOrder, _ context: EventContext) async throws -> Bool {
+        let column = mark.rawValue
+        return try await context.connection.returnsRow(
+            """
+            SELECT 1 FROM users WHERE id = \(user)
+            AND CASE WHEN \(unescaped: column)_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN \(unescaped: column)_seq > \(order.sequence)::int8
+                     ELSE \(unescaped: column) > \(order.occurredAt) END
+            """, logger: context.logger)
     }
 }
