@@ -273,6 +273,63 @@ import TestSupport
         }
     }
 
+    /// A client's day holds at most ten of one coach's sessions, cancelled ones aside: an
+    /// assignment that would pass it writes nothing and names the full days, and assignments sent
+    /// at once for the same day take its last places one at a time.
+    @Test func aClientsDayHoldsAtMostTenOfTheCoachsSessions() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let path = "/v1/training/clients/\(entry)/assignments"
+            var full: [String] = []
+            for _ in 0..<SessionStore.maxSessionsPerDay { full += try await env.assign(workout, to: entry, by: coach, on: ["2031-03-03"]) }
+            let refused = try await env.call(.post, path, as: coach, json: ["workout_id": workout, "dates": ["2031-03-02", "2031-03-03"]])
+            #expect(refused.status == .conflict && refused.code == "day_full", "\(refused.text)")
+            #expect((refused.json["detail"] as? String)?.contains("2031-03-03") == true && (refused.json["detail"] as? String)?.contains("2031-03-02") == false, "\(refused.text)")
+            #expect(try await env.count("SELECT count(*) FROM sessions WHERE scheduled_on = '2031-03-02'") == 0)
+            // Another coach of the same client plans their own sessions on that day.
+            let other = try await env.coach()
+            let otherEntry = try await env.rosterEntry(of: other)
+            try await env.accept(otherEntry, coach: other, client: client)
+            let otherWorkout = try #require(
+                try await env.call(.post, "/v1/workouts", as: other, json: TrainingTestEnvironment.workout(try await env.libraryExercise("Pushups"))).json["id"] as? String)
+            _ = try await env.assign(otherWorkout, to: otherEntry, by: other, on: ["2031-03-03"])
+            // A session unscheduled frees its place.
+            #expect(try await env.call(.delete, "/v1/training/sessions/\(full[0])", as: coach).status == .noContent)
+            #expect(try await env.assign(workout, to: entry, by: coach, on: ["2031-03-03"]).count == 1)
+            #expect(try await env.call(.post, path, as: coach, json: ["workout_id": workout, "dates": ["2031-03-03"]]).code == "day_full")
+            #expect(try await env.call(.get, "/v1/training/sessions?from=2031-03-03&to=2031-03-03", as: client).items.count == SessionStore.maxSessionsPerDay + 1)
+
+            // Twelve at once for a new day: ten are scheduled, two refused, none past the limit.
+            let racing = (0..<12).map { _ in
+                Task { try await env.concurrentReply(.post, path, as: coach, json: ["workout_id": workout, "dates": ["2031-03-10"]]) }
+            }
+            var statuses: [Int] = []
+            for task in racing { statuses.append(try await task.value.status) }
+            #expect(statuses.filter { $0 == 201 }.count == SessionStore.maxSessionsPerDay && statuses.filter { $0 == 409 }.count == 2, "\(statuses)")
+            #expect(try await env.count("SELECT count(*) FROM sessions WHERE scheduled_on = '2031-03-10'") == SessionStore.maxSessionsPerDay)
+        }
+    }
+
+    /// A push with `If-Match` copies the workout only if it is still the version the coach's app
+    /// showed; without one, the workout as it is now.
+    @Test func aPushWithIfMatchCopiesOnlyTheVersionShown() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1)])
+            let shown = try #require(try await env.call(.get, "/v1/workouts/\(workout)", as: coach).headers[.eTag])
+            // Another device edits the workout after the app read it.
+            let edited = try await env.call(.put, "/v1/workouts/\(workout)", as: coach, json: TrainingTestEnvironment.workout(try await env.libraryExercise("Plank"), name: "Core day"))
+            #expect(edited.status == .ok, "\(edited.text)")
+            let stale = try await env.call(.post, "/v1/workouts/\(workout)/push", as: coach, headers: [.ifMatch: shown])
+            #expect(stale.status == .preconditionFailed && stale.code == "precondition_failed" && stale.headers[.eTag] == edited.headers[.eTag], "\(stale.text)")
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: client).json["name"] as? String == "Push day")
+            let current = try await env.call(.post, "/v1/workouts/\(workout)/push", as: coach, headers: [.ifMatch: try #require(edited.headers[.eTag])])
+            #expect(current.status == .ok && current.json["updated"] as? Int == 1, "\(current.text)")
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: client).json["name"] as? String == "Core day")
+            #expect(try await env.call(.post, "/v1/workouts/\(UUID())/push", as: coach, headers: [.ifMatch: shown]).code == "workout_not_found")
+        }
+    }
+
     /// A push holds the workout it copies: a deletion in flight is waited for, and then the push
     /// finds no workout, rather than answering `200` for a workout already gone.
     @Test func aPushWaitsForADeletionInFlight() async throws {

@@ -29,9 +29,12 @@ struct RosterStore: Sendable {
         var stage: Stage
     }
 
+    /// With `lock`, the entry is held until the caller's transaction ends, against the acceptance,
+    /// the unlink and other assignments for it alike: a client's day holds at most
+    /// `SessionStore.maxSessionsPerDay` of the coach's sessions however many are sent at once.
     func find(_ id: UUID, lock: Bool = false, on connection: PostgresConnection, logger: Logger) async throws -> Entry? {
         let rows = try await connection.checkedQuery(
-            "SELECT id, coach_id, client_id, stage FROM roster_entries WHERE id = \(id) \(unescaped: lock ? "FOR SHARE" : "")", logger: logger)
+            "SELECT id, coach_id, client_id, stage FROM roster_entries WHERE id = \(id) \(unescaped: lock ? "FOR NO KEY UPDATE" : "")", logger: logger)
         for try await (id, coach, client, stage) in rows.decode((UUID, UUID, UUID?, Int16).self) {
             return Entry(id: id, coachID: coach, clientID: client, stage: Stage(rawValue: stage) ?? .removed)
         }

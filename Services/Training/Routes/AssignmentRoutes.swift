@@ -35,6 +35,8 @@ struct AssignmentRoutes {
         let (sessions, unit) = try await training.postgres.transaction(logger: context.logger) { connection -> ([SessionRecord], WeightUnit) in
             let entry = try await training.rosterEntry(entryID, coach: coach, on: connection, logger: context.logger)
             guard entry.stage == .pending || entry.stage == .accepted else { throw SessionErrors.clientNotLinked }
+            let full = try await training.sessions.fullDays(of: entry.id, among: draft.days, on: connection, logger: context.logger)
+            guard full.isEmpty else { throw SessionErrors.dayFull(full) }
             guard let sessions = try await training.sessions.assign(workout: draft.workoutID, coach: coach, entry: entry, days: draft.days, on: connection, logger: context.logger)
             else { throw SessionErrors.workoutNotFound }
             if let client = entry.clientID {
@@ -54,7 +56,8 @@ struct AssignmentRoutes {
     }
 
     /// The workout as it is now, copied onto its sessions the clients have not started (logged or
-    /// skipped); a started session keeps the copy it was done from.
+    /// skipped); a started session keeps the copy it was done from. With `If-Match`, only if the
+    /// workout is still that version.
     @Sendable func push(_ request: Request, context: AuthenticatedContext) async throws -> PushResponse {
         try context.requireCoach()
         guard let workout = context.parameters.get("id").flatMap(UUID.init(parsing:)) else { throw SessionErrors.workoutNotFound }
@@ -63,7 +66,12 @@ struct AssignmentRoutes {
         let ids = try await training.postgres.transaction(logger: context.logger) { connection -> [UUID] in
             // The coach's account before the workout, as the purge of a deleted coach takes them.
             try await connection.requireLiveAccount(coach, logger: context.logger)
-            guard try await training.sessions.holdWorkout(workout, coach: coach, on: connection, logger: context.logger) else { throw SessionErrors.workoutNotFound }
+            guard let version = try await training.sessions.holdWorkout(workout, coach: coach, on: connection, logger: context.logger) else {
+                throw SessionErrors.workoutNotFound
+            }
+            // The version the coach's app showed: an edit from another device since then is not
+            // pushed unseen onto every client's plan.
+            try EntityTag(version: version).check(ifMatchOf: request)
             return try await training.sessions.push(workout: workout, coach: coach, on: connection, logger: context.logger)
         }
         return PushResponse(sessionIDs: ids.sorted { $0.uuidString < $1.uuidString }, updated: ids.count)

@@ -423,6 +423,26 @@ struct SessionStore: Sendable {
         return sessions.isEmpty ? nil : sessions.sorted { ($0.scheduledOn, $0.id.uuidString) < ($1.scheduledOn, $1.id.uuidString) }
     }
 
+    /// The most sessions (cancelled ones aside) one coach plans on one day of a client: a list of
+    /// days (`today`, My Workouts, the coach's view of a client) is then bounded by its days.
+    static let maxSessionsPerDay = 10
+
+    /// The days among `days` on which the roster entry has `maxSessionsPerDay` sessions already,
+    /// in order. The caller holds the entry (`RosterStore.find(_:lock:)`), so two assignments at
+    /// once cannot both find the last place on a day.
+    func fullDays(of entry: UUID, among days: [String], on connection: PostgresConnection, logger: Logger) async throws -> [String] {
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT s.scheduled_on::text FROM sessions s
+            WHERE s.roster_entry_id = \(entry) AND s.scheduled_on = ANY(\(days)::date[]) AND s.status <> 'cancelled'
+            GROUP BY s.scheduled_on HAVING count(*) >= \(Self.maxSessionsPerDay)
+            ORDER BY s.scheduled_on
+            """, logger: logger)
+        var full: [String] = []
+        for try await day in rows.decode(String.self) { full.append(day) }
+        return full
+    }
+
     /// Sessions copied from the workout that the client has not started: the workout as it is now.
     /// A copy already as the workout is keeps its version and is not marked pushed: an app logging
     /// it from what it showed is not asked which version that was for a change that never came.
@@ -442,10 +462,13 @@ struct SessionStore: Sendable {
         return ids
     }
 
-    /// Whether the coach has the workout, which stays as it is (a delete or an edit waits) until the
-    /// caller's transaction ends: a push copies the workout it found.
-    func holdWorkout(_ workout: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow("SELECT 1 FROM workouts WHERE id = \(workout) AND coach_id = \(coach) FOR SHARE", logger: logger)
+    /// The version of the coach's workout, nil when the coach has no such workout. It stays as it is
+    /// (a delete or an edit waits) until the caller's transaction ends: a push copies the workout
+    /// it found, at the version the coach's `If-Match` was checked against.
+    func holdWorkout(_ workout: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Int64? {
+        let rows = try await connection.checkedQuery("SELECT version FROM workouts WHERE id = \(workout) AND coach_id = \(coach) FOR SHARE", logger: logger)
+        for try await version in rows.decode(Int64.self) { return version }
+        return nil
     }
 
     /// The log, replacing any earlier one (a retry, or a correction), in one statement that writes

@@ -69,6 +69,11 @@ enum SessionErrors {
         .preconditionRequired, code: "precondition_required",
         detail: "The coach changed this session since it was assigned: read it again and log it with If-Match set to its ETag (not *).")
     static let logged = APIError.conflict("This session was logged; log it again to change it.", code: "session_logged")
+    static func dayFull(_ days: [String]) -> APIError {
+        let named = days.prefix(5).joined(separator: ", ") + (days.count > 5 ? " and \(days.count - 5) more" : "")
+        return APIError.conflict(
+            "A client's day holds at most \(SessionStore.maxSessionsPerDay) of your sessions (cancelled ones aside), and these are full: \(named).", code: "day_full")
+    }
     static let commentLimit = APIError.conflict("This session holds as many comments as it can (\(SessionStore.maxComments)).", code: "comment_limit")
     static let coachesOnly = APIError.forbidden("Only coaches plan and follow sessions.")
     static let clientsOnly = APIError.forbidden("A coach's account has no sessions of its own.")

@@ -18172,7 +18172,7 @@ public struct Client: APIProtocol {
     }
     /// Schedule the workout for the client on some days: each session a copy of the workout as it is now. Works before the client accepts the invitation; the acceptance gives the sessions to the client's account. Coaches only.
     ///
-    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client who has an account gets the live event `workout_assigned`.
+    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client's day holds at most 10 of one coach's sessions (cancelled ones aside): an assignment that would pass that on any day writes nothing (`409 day_full`, the detail naming the days). A client who has an account gets the live event `workout_assigned`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/training/clients/{client_id}/assignments`.
@@ -21485,6 +21485,11 @@ public struct Client: APIProtocol {
                     method: .post
                 )
                 suppressMutabilityWarning(&request)
+                try converter.setHeaderFieldAsURI(
+                    in: &request.headerFields,
+                    name: "If-Match",
+                    value: input.headers.ifMatch
+                )
                 converter.setAcceptHeader(
                     in: &request.headerFields,
                     contentTypes: input.headers.accept
@@ -21581,6 +21586,28 @@ public struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .notFound(.init(body: body))
+                case 412:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.PostV1WorkoutsIdPush.Output.PreconditionFailed.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/problem+json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/problem+json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.Problem.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .applicationProblemJson(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .preconditionFailed(.init(body: body))
                 default:
                     return .undocumented(
                         statusCode: response.status.code,

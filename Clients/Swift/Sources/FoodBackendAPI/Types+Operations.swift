@@ -35610,7 +35610,7 @@ public enum Operations {
     }
     /// Schedule the workout for the client on some days: each session a copy of the workout as it is now. Works before the client accepts the invitation; the acceptance gives the sessions to the client's account. Coaches only.
     ///
-    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client who has an account gets the live event `workout_assigned`.
+    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client's day holds at most 10 of one coach's sessions (cancelled ones aside): an assignment that would pass that on any day writes nothing (`409 day_full`, the detail naming the days). A client who has an account gets the live event `workout_assigned`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/training/clients/{client_id}/assignments`.
@@ -35882,7 +35882,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// code: client_not_linked (the client left, or the entry was removed)
+            /// codes: client_not_linked (the client left, or the entry was removed), day_full (a day would hold more than 10 of the coach's sessions)
             ///
             /// - Remark: Generated from `#/paths//v1/training/clients/{client_id}/assignments/post/responses/409`.
             ///
@@ -41784,12 +41784,21 @@ public enum Operations {
             public var path: Operations.PostV1WorkoutsIdPush.Input.Path
             /// - Remark: Generated from `#/paths/v1/workouts/{id}/push/POST/header`.
             public struct Headers: Sendable, Hashable {
+                /// the workout's ETag as the app showed it; 412 precondition_failed if it changed since
+                ///
+                /// - Remark: Generated from `#/paths/v1/workouts/{id}/push/POST/header/If-Match`.
+                public var ifMatch: Swift.String?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PostV1WorkoutsIdPush.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - ifMatch: the workout's ETag as the app showed it; 412 precondition_failed if it changed since
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PostV1WorkoutsIdPush.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    ifMatch: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PostV1WorkoutsIdPush.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.ifMatch = ifMatch
                     self.accept = accept
                 }
             }
@@ -41974,6 +41983,57 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct PreconditionFailed: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/workouts/{id}/push/POST/responses/412/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/workouts/{id}/push/POST/responses/412/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PostV1WorkoutsIdPush.Output.PreconditionFailed.Body
+                /// Creates a new `PreconditionFailed`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.PostV1WorkoutsIdPush.Output.PreconditionFailed.Body) {
+                    self.body = body
+                }
+            }
+            /// code: precondition_failed (the workout changed since the ETag in If-Match; the current one is in ETag)
+            ///
+            /// - Remark: Generated from `#/paths//v1/workouts/{id}/push/post/responses/412`.
+            ///
+            /// HTTP response code: `412 preconditionFailed`.
+            case preconditionFailed(Operations.PostV1WorkoutsIdPush.Output.PreconditionFailed)
+            /// The associated value of the enum case if `self` is `.preconditionFailed`.
+            ///
+            /// - Throws: An error if `self` is not `.preconditionFailed`.
+            /// - SeeAlso: `.preconditionFailed`.
+            public var preconditionFailed: Operations.PostV1WorkoutsIdPush.Output.PreconditionFailed {
+                get throws {
+                    switch self {
+                    case let .preconditionFailed(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "preconditionFailed",
                             response: self
                         )
                     }

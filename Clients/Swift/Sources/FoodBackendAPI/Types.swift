@@ -743,7 +743,7 @@ public protocol APIProtocol: Sendable {
     func getV1TrainingClientsClientId(_ input: Operations.GetV1TrainingClientsClientId.Input) async throws -> Operations.GetV1TrainingClientsClientId.Output
     /// Schedule the workout for the client on some days: each session a copy of the workout as it is now. Works before the client accepts the invitation; the acceptance gives the sessions to the client's account. Coaches only.
     ///
-    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client who has an account gets the live event `workout_assigned`.
+    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client's day holds at most 10 of one coach's sessions (cancelled ones aside): an assignment that would pass that on any day writes nothing (`409 day_full`, the detail naming the days). A client who has an account gets the live event `workout_assigned`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/training/clients/{client_id}/assignments`.
@@ -2619,7 +2619,7 @@ extension APIProtocol {
     }
     /// Schedule the workout for the client on some days: each session a copy of the workout as it is now. Works before the client accepts the invitation; the acceptance gives the sessions to the client's account. Coaches only.
     ///
-    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client who has an account gets the live event `workout_assigned`.
+    /// Either `dates` (1 to 100 days) or `start`, `days_of_week` (ISO: 1 Monday to 7 Sunday) and `weeks` (1 to 52): the days within that many weeks from `start`, itself included; at most 100 sessions at once. A client's day holds at most 10 of one coach's sessions (cancelled ones aside): an assignment that would pass that on any day writes nothing (`409 day_full`, the detail naming the days). A client who has an account gets the live event `workout_assigned`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/training/clients/{client_id}/assignments`.
