@@ -62,6 +62,30 @@ import TestSupport
         }
     }
 
+    /// A client switching coaches: the old coach's unlink is here, the new acceptance a moment
+    /// behind it. The entry they left names them still, yet their first `today` waits for the new
+    /// plan rather than answering that nothing is planned.
+    @Test func aClientSwitchingCoachesSeesTheNewPlanFirst() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (former, client, formerEntry, _) = try await env.coachWithClient()
+            let coach = try await env.coach()
+            let entry = try await env.rosterEntry(of: coach)
+            let workout = try #require(
+                try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(try await env.libraryExercise("Pushups"))).json["id"] as? String)
+            _ = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])
+            try await env.publish(
+                ClientUnlinked(coachID: former.id, clientID: client.id, reason: .switched, hasOtherCoach: true, rosterEntryID: formerEntry), userID: client.id)
+            try await waitUntil(.seconds(10)) {
+                try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(formerEntry)' AND stage = \(RosterStore.Stage.left.rawValue)") == 1
+            }
+            let read = Task { try await env.call(.get, "/v1/training/today", as: client) }
+            try await Task.sleep(for: .milliseconds(300))
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id)
+            let reply = try await read.value
+            #expect(reply.status == .ok && reply.items.count == 1 && reply.items.first?["coach_id"] as? String == coach.id.uuidString.lowercased(), "\(reply.text)")
+        }
+    }
+
     @Test func theFirstWeekPlannedBeforeTheClientAcceptsIsTheirsOnAcceptance() async throws {
         try await TrainingTestEnvironment.run { env in
             let coach = try await env.coach()

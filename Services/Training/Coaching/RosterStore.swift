@@ -41,9 +41,11 @@ struct RosterStore: Sendable {
         return nil
     }
 
-    /// Whether any roster entry names `client`'s account (accepted, left or removed since).
-    func namesClient(_ client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow("SELECT 1 FROM roster_entries WHERE client_id = \(client) LIMIT 1", logger: logger)
+    /// Whether a coach coaches `client` now: an accepted roster entry names their account. An entry
+    /// they left does not count: a client switching coaches has one before the new acceptance
+    /// arrives.
+    func isCoached(_ client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow("SELECT 1 FROM roster_entries WHERE client_id = \(client) AND stage = \(Stage.accepted.rawValue) LIMIT 1", logger: logger)
     }
 
     /// Raises the entry to `stage` (making it if this is the first event about it); `client` is

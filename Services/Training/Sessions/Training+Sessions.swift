@@ -21,11 +21,11 @@ extension Training {
     /// `client` role once invitations has the acceptance, and auth has granted it; the acceptance's
     /// event (`invitation.accepted`), which gives the sessions the coach planned to the client's
     /// account, reaches training on its own way, usually first, at most a moment later. A client
-    /// whose account no roster entry names yet waits for it, up to 3 s, so that the first list
-    /// after signing in shows the plan. One whose entry is here already (the list was simply empty)
-    /// costs one index lookup, and no wait.
+    /// no accepted roster entry names yet (a first coach, or a new one after leaving the last)
+    /// waits for it, up to 3 s, so that the first list after signing in shows the plan. One whose
+    /// entry is here already (the list was simply empty) costs one index lookup, and no wait.
     func awaitFirstAcceptance(of client: UUID, logger: Logger) async throws -> Bool {
-        try await lookUntilFound { try await roster.namesClient(client, on: $0, logger: logger) }
+        try await lookUntilFound { try await roster.isCoached(client, on: $0, logger: logger) }
     }
 
     /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after a
