@@ -189,6 +189,25 @@ final class BusHarness: Sendable {
 }
 
 @Suite struct EventBusTests {
+    /// The consumer's wait between reads: short after its own events, growing through a run of others'
+    /// events to its limit, and back to the shortest after its own or an idle read.
+    @Test func theWaitBetweenReadsGrowsOnlyThroughOthersEvents() {
+        var pause = ReadPause()
+        let ms = { (value: Int) in Duration.milliseconds(value) }
+        #expect([pause.after(read: 3, handled: 0), pause.after(read: 7, handled: 0), pause.after(read: 9, handled: 0)] == [ms(20), ms(40), ms(80)])
+        #expect([pause.after(read: 9, handled: 0), pause.after(read: 9, handled: 0)] == [ms(160), ms(160)])
+        // A full batch is read again at once; it leaves the wait as it was.
+        #expect(pause.after(read: ReadPause.batch, handled: 0) == nil)
+        #expect(pause.after(read: 9, handled: 0) == ms(160))
+        // One of its own: the shortest, and others' events start again from the first wait.
+        #expect(pause.after(read: 9, handled: 1) == ms(5))
+        #expect(pause.after(read: 9, handled: 0) == ms(20))
+        #expect(pause.after(read: 9, handled: 0) == ms(40))
+        // A read that found the stream idle waits for nothing more, and starts the others' wait again.
+        #expect(pause.after(read: 0, handled: 0) == nil)
+        #expect(pause.after(read: 2, handled: 0) == ms(20))
+    }
+
     /// A batch's events for one user share a transaction, in order, but `user.deleted` and
     /// `user.password_changed` each run in one of their own, in their place.
     @Test func anAccountsDeletionIsHandledInATransactionOfItsOwn() async throws {

@@ -8,6 +8,33 @@ import ServiceKitRedis
 import ServiceLifecycle
 import Synchronization
 
+/// How long the consumer waits after a read before the next. As the relay does: after a small batch,
+/// a moment for more to arrive, so a steady stream is handled in a few transactions rather than one
+/// per event. After a batch of other services' events only, longer, and twice as long after each such
+/// batch in a row, up to `othersLimit`: every service reads every event, a read costs a service a
+/// wake-up and a round trip or two whatever it brings, far more than the entries it skips, so a
+/// service that handles none of a busy stream's events (most services, for most events) wakes a few
+/// times a second rather than dozens. An event for this service then waits at most `othersLimit`; a
+/// read that finds the stream idle (its block ran out) or a batch with an event for this service
+/// brings the others' wait back to `othersFirst`.
+struct ReadPause {
+    /// The most entries one read takes; after a full batch there is no wait.
+    static let batch = 100
+    static let own = Duration.milliseconds(5)
+    static let othersFirst = Duration.milliseconds(20)
+    static let othersLimit = Duration.milliseconds(160)
+    private var others = othersFirst
+
+    /// The wait after a read of `read` entries of which `handled` went to this service's handlers; nil for none.
+    mutating func after(read: Int, handled: Int) -> Duration? {
+        if read == 0 || handled > 0 { others = Self.othersFirst }
+        guard read > 0, read < Self.batch else { return nil }
+        if handled > 0 { return Self.own }
+        defer { others = min(others * 2, Self.othersLimit) }
+        return others
+    }
+}
+
 /// Reads the event stream with the service's own consumer group and hands each event of a registered
 /// type to its handler, inside one transaction with the event's inbox row; only after the commit is the
 /// entry acknowledged. So an event is handled once in effect: a redelivery finds its inbox row and is
@@ -60,6 +87,7 @@ package final class EventConsumer: Service, Sendable {
         var lastClaim = ContinuousClock.now - config.claimIdle
         var lastStats = ContinuousClock.now - .seconds(60)
         var lastSweep = ContinuousClock.now - Self.goneConsumerSweep
+        var pause = ReadPause()
         while !Task.isCancelled {
             do {
                 if needsGroup {
@@ -80,17 +108,12 @@ package final class EventConsumer: Service, Sendable {
                 }
                 let entries = try await redis.xreadgroup(
                     config.stream, group: config.group, consumer: config.consumerName,
-                    count: 100, block: config.readBlock
+                    count: ReadPause.batch, block: config.readBlock
                 )
                 let handled = try await processConcurrently(entries, reclaimed: false)
                 if failures > 0 { logger.info("event consumer recovered") }
                 failures = 0
-                // As the relay does: after a small batch, a moment for more to arrive, so a steady
-                // stream is handled in a few transactions rather than one per event. After a batch of
-                // other services' events only, a longer one: each read costs a round trip or two
-                // whatever it brings, and every service reads every event, so a busy stream of others'
-                // events is read in fewer, larger batches; an event for this service waits at most that long.
-                if !entries.isEmpty && entries.count < 100 { try? await Task.sleep(for: handled > 0 ? .milliseconds(5) : Self.othersNap) }
+                if let wait = pause.after(read: entries.count, handled: handled) { try? await Task.sleep(for: wait) }
             } catch let error as DatabaseUnavailable {
                 // Not the event's fault: stop reading (so nothing is counted as a failed delivery)
                 // until the database answers again.
@@ -135,9 +158,6 @@ package final class EventConsumer: Service, Sendable {
     /// shard costs a BEGIN and a COMMIT, which at a steady trickle of events costs more than it saves.
     static let maxShards = 8
     static let eventsPerShard = 16
-
-    /// The pause after a small batch with nothing for this service.
-    static let othersNap = Duration.milliseconds(20)
 
     /// Handles a batch read from the stream. Each shard is tried as one transaction, so a batch costs
     /// a few commits rather than one per event; if a handler fails, that shard is rolled back and its
