@@ -254,6 +254,34 @@ import TestSupport
         }
     }
 
+    /// An app that shows a meal, then sends it back corrected after its photo was deleted (on another
+    /// device, or by the app itself), sends the photo's old path: the meal keeps no photo rather than a
+    /// link to nothing.
+    @Test func aCorrectionSentAfterThePhotoWasDeletedKeepsNoLinkToIt() async throws {
+        try await NutritionTestEnvironment.run { env in
+            let user = try await env.user()
+            let png = ByteBuffer(bytes: try Photos.fixture("avatars/photo.png"))
+            let id = try #require(try await env.meal(user)["id"] as? String)
+            let uploaded = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: png, headers: [.contentType: "image/png"])
+            let shown = try #require(uploaded.json["photo_url"] as? String)
+            #expect(try await env.call(.delete, "/v1/meals/\(id)/photo", as: user).status == .noContent)
+            for sentBack in [shown, shown + "?v=0123456789abcdef"] {
+                let corrected = try await env.call(
+                    .put, "/v1/meals/\(id)", as: user,
+                    json: ["name": "Dinner", "eaten_at": "\(NutritionTestEnvironment.year)-06-01T19:30:00+02:00", "items": [NutritionTestEnvironment.item()], "photo_url": sentBack])
+                #expect(corrected.status == .ok)
+                #expect(corrected.json["photo_url"] is NSNull)
+                #expect(try await env.call(.get, "/v1/meals/\(id)", as: user).json["photo_url"] is NSNull)
+            }
+            // A photo the app keeps elsewhere is still the meal's to name.
+            let elsewhere = "https://photos.example.com/dinner.jpg"
+            let named = try await env.call(
+                .put, "/v1/meals/\(id)", as: user,
+                json: ["name": "Dinner", "eaten_at": "\(NutritionTestEnvironment.year)-06-01T19:30:00+02:00", "items": [NutritionTestEnvironment.item()], "photo_url": elsewhere])
+            #expect(named.json["photo_url"] as? String == elsewhere)
+        }
+    }
+
     @Test func deletingThePhotoTheMealOrTheAccount() async throws {
         try await NutritionTestEnvironment.run { env in
             let user = try await env.user()

@@ -182,9 +182,12 @@ struct MealStore: Sendable {
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
-    /// Rewrites the meal from `draft` (rescored with the current algorithm), marked edited.
+    /// Rewrites the meal from `draft` (rescored with the current algorithm), marked edited. A photo
+    /// kept here stays as it is; without one, the meal's own photo path in `draft` (the meal sent back
+    /// as it was shown before its photo was deleted) names nothing, and the meal has no photo.
     func replace(_ id: UUID, with draft: MealDraft, on connection: PostgresConnection, logger: Logger) async throws {
         let t = draft.totals
+        let photoURL = draft.photoURL.flatMap { MealPhotoStore.isOwnPhoto($0, of: id) ? nil : $0 }
         try await connection.checkedRun(
             """
             UPDATE meals SET name = \(draft.name), eaten_at = \(draft.eatenAt), local_date = \(draft.localDay.description)::date,
@@ -193,7 +196,7 @@ struct MealStore: Sendable {
               diet_score = \(draft.score.score), score_band = \(draft.score.band), score = \(try Self.json(draft.score))::jsonb,
               algorithm_version = \(draft.score.algorithmVersion), allergy_warnings = \(try Self.json(draft.allergyWarnings))::jsonb,
               warnings = \(try Self.json(draft.warnings))::jsonb, notes = \(draft.notes),
-              photo_url = CASE WHEN EXISTS (SELECT 1 FROM meal_photos WHERE meal_id = \(id)) THEN photo_url ELSE \(draft.photoURL) END, edited = true,
+              photo_url = CASE WHEN EXISTS (SELECT 1 FROM meal_photos WHERE meal_id = \(id)) THEN photo_url ELSE \(photoURL) END, edited = true,
               version = version + 1, updated_at = now()
             WHERE id = \(id)
             """, logger: logger)
