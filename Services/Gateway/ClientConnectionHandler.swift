@@ -13,7 +13,10 @@ import ServiceKit
 /// A request that does not keep the connection (`Connection: close`, or HTTP/1.0 without
 /// `keep-alive`), or a response that says `Connection: close` (a body too large, not read), ends the
 /// connection once the response is written, and the response says so. Hummingbird sees only a
-/// `Connection` header that is exactly `close`, and HTTP/1.0's default not at all.
+/// `Connection` header that is exactly `close`, and HTTP/1.0's default not at all. A response of
+/// unknown length (streamed) to an HTTP/1.0 request is sent as HTTP/1.0, without chunks, which that
+/// version does not know, and ends the connection, whose end is then where its body ends (RFC 9112
+/// §6.1, §6.3): Hummingbird answers every request as HTTP/1.1, which NIO would frame in chunks.
 ///
 /// A client that keeps the gateway waiting is cut off after `timeout`: the whole head of its next
 /// request must arrive within it of the last response (or of connecting), and a response it is slow
@@ -61,9 +64,10 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// while the first is ahead (Hummingbird reads pipelined requests ahead of its responses).
     private var requestsRead = 0
     private var responsesEnded = 0
-    /// Each request read and not yet responded to, oldest first: whether it keeps the connection, and
-    /// whether it asked for `100 Continue` (told once the responses before it have ended).
-    private var pending = CircularBuffer<(keepsConnection: Bool, expectsContinue: Bool)>()
+    /// Each request read and not yet responded to, oldest first: whether it keeps the connection,
+    /// whether it asked for `100 Continue` (told once the responses before it have ended), and
+    /// whether it is HTTP/1.0.
+    private var pending = CircularBuffer<(keepsConnection: Bool, expectsContinue: Bool, http10: Bool)>()
     /// The current response ends the connection.
     private var closesAfterResponse = false
     /// What the gateway waits for from the client, and by when: nil while it waits for nothing.
@@ -110,7 +114,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
             requestsRead += 1
             readingBody = true
             switching = Self.switchesProtocols(head)
-            pending.append((keepsConnection: head.isKeepAlive && !switching, expectsContinue: expects))
+            pending.append((keepsConnection: head.isKeepAlive && !switching, expectsContinue: expects, http10: head.version == .http1_0))
         case .body(let part): lastBodyBytes = part.readableBytes
         case .end:
             readingBody = false
@@ -172,10 +176,14 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
             let bodyNotAskedFor = continueOwed && readingBody
             // The response has begun: a `100` after it would be out of place.
             continueOwed = false
+            // Of unknown length to HTTP/1.0: its end is the connection's.
+            let unframedForHTTP10 = pending.first?.http10 == true && Self.hasBodyOfUnknownLength(head)
+            if unframedForHTTP10 { head.version = .http1_0 }
             // A response with no request read (a parse error's 400) ends the connection too.
-            closesAfterResponse = !(pending.first?.keepsConnection ?? false) || !head.isKeepAlive || bodyNotAskedFor
-            if closesAfterResponse, head.headers.first(name: "connection") != "close" {
-                head.headers.replaceOrAdd(name: "connection", value: "close")
+            closesAfterResponse = !(pending.first?.keepsConnection ?? false) || !head.isKeepAlive || bodyNotAskedFor || unframedForHTTP10
+            let saysClose = head.headers.first(name: "connection") == "close"
+            if closesAfterResponse, !saysClose { head.headers.replaceOrAdd(name: "connection", value: "close") }
+            if (closesAfterResponse && !saysClose) || unframedForHTTP10 {
                 context.write(wrapOutboundOut(.head(head)), promise: promise)
             } else {
                 context.write(data, promise: promise)
@@ -200,6 +208,13 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
             context.flush()
         }
         watch(context: context, progressed: false)
+    }
+
+    /// A response that may have a body (RFC 9110 §6.4.1) and says nothing of its length: NIO frames
+    /// it in chunks for HTTP/1.1. (A response to HEAD is sent without its body whatever this says.)
+    static func hasBodyOfUnknownLength(_ head: HTTPResponseHead) -> Bool {
+        let code = head.status.code
+        return code >= 200 && code != 204 && code != 304 && !head.headers.contains(name: "content-length")
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -56,9 +56,18 @@ final class EchoUpstream: Sendable {
         try await server.start(router, label: name)
     }
 
-    /// What reached it, as JSON; a path ending in `/pause` answers 600 ms late.
+    /// What reached it, as JSON; a path ending in `/pause` answers 600 ms late, one ending in
+    /// `/streamed` answers `one two three` in three parts, its length unsaid.
     static func echo(_ name: String, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
         if request.uri.path.hasSuffix("/pause") { try await Task.sleep(for: .milliseconds(600)) }
+        if request.uri.path.hasSuffix("/streamed") {
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain"],
+                body: ResponseBody { writer in
+                    for part in ["one ", "two ", "three"] { try await writer.write(ByteBuffer(string: part)) }
+                    try await writer.finish(nil)
+                })
+        }
         let body = try await request.body.collect(upTo: 64 << 20)
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
@@ -309,6 +318,19 @@ final class EchoUpstream: Sendable {
             }
             #expect(old.map(\.status) == [200])
             #expect(old.first?.headers["connection"] == "close")
+
+            // A response of unknown length to HTTP/1.0, which knows no chunks: sent as it comes, and
+            // the connection's end is the body's, whatever the client asked of the connection.
+            let streamed = try await withTimeout(.seconds(10), what: "HTTP/1.0 streamed") {
+                try await RawHTTP.untilClosed(port: port, "GET /v1/auth/kept/streamed HTTP/1.0\r\nHost: gw\r\nConnection: keep-alive\r\n\r\n")
+            }
+            let (head, body) = try #require(streamed.range(of: "\r\n\r\n").map { (streamed[..<$0.lowerBound].lowercased(), streamed[$0.upperBound...]) }, "\(streamed)")
+            #expect(head.hasPrefix("http/1.0 200") && head.contains("connection: close") && !head.contains("transfer-encoding"), "\(head)")
+            #expect(body == "one two three", "\(streamed)")
+            // The same to HTTP/1.1 comes in chunks, and the connection stays.
+            let chunked = try await RawHTTP.exchange(port: port, "GET /v1/auth/kept/streamed HTTP/1.1\r\nHost: gw\r\n\r\nGET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n", untilAnswers: 2)
+            #expect(chunked.map(\.status) == [200, 200] && chunked.first?.headers["transfer-encoding"] == "chunked")
+            #expect(chunked.first.map { String(buffer: $0.body) } == "one two three")
 
             // A client that closes its side after its requests still gets every response.
             let halfClosed = try await RawHTTP.exchange(port: port, "GET /v1/auth/pause HTTP/1.1\r\nHost: gw\r\n\r\nGET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n", halfClose: true)
@@ -571,6 +593,23 @@ enum RawHTTP {
                 if ContinuousClock.now > deadline { break }
             }
             return answers
+        }
+    }
+
+    /// Everything sent back for `text` until the other side closes the connection.
+    static func untilClosed(port: Int, _ text: String) async throws -> String {
+        let request = ByteBuffer(string: text)
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(WriteOnConnect(request))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, _ in
+            var received = ByteBuffer()
+            for try await var chunk in inbound { received.writeBuffer(&chunk) }
+            return String(buffer: received)
         }
     }
 
