@@ -106,59 +106,57 @@ struct SessionRoutes {
     /// leaves one log. The coach hears of it live (`workout_logged`), once for each log that changes
     /// what the session holds: a retry of the log it has already is not news.
     ///
-    /// The session is read, the log checked against it, and one statement writes the log and its
-    /// event if the session is still as it was read, and returns the log's detail: no transaction,
-    /// so no round trips to open and close one, and no read after the commit that another log could
-    /// slip in before. When the session changed in between (another log of it, a coach's push), the
-    /// log runs again in a transaction that holds the session from the read on.
+    /// One statement reads the session, checks the log against it, writes the log and its event,
+    /// and writes the answer (`SessionStore.LogQuery`): no transaction, so no round trips to open and
+    /// close one, and no read before it or after the commit that another log could slip in between.
+    /// When the session changed between that statement's read and its lock (another log of it, a
+    /// coach's push), it runs again in a transaction that holds the session from the start.
     ///
     /// With `If-Match` (the `ETag` of the session as the app showed it), only if the session is still
     /// that version: a coach's push in between changes which exercise each block is, and a log of
     /// the blocks as they were must not be filed under the new ones. A session its coach pushed, not
     /// logged since, is logged only with `If-Match` (`428`): without it nothing tells which blocks
     /// the client saw.
-    @Sendable func log(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<SessionDetail> {
+    @Sendable func log(_ request: Request, context: AuthenticatedContext) async throws -> EditedResponse<EncodedJSON> {
         try context.requireNotCoach()
         let id = try context.sessionID()
         let body = try await request.decode(as: LogDraft.Body.self, context: context)
+        let draft = try LogDraft(body)
         let training = self.training
         let user = context.caller.userID
-        let logged = try await training.postgres.withConnectionOnItsLoop { connection in
-            try await Self.log(body, session: id, user: user, request: request, lock: false, training: training, on: connection, logger: context.logger)
+        let (versions, namesAVersion) = (EntityTag.versions(ifMatchOf: request), EntityTag.namesAVersion(ifMatchOf: request))
+        // For the session's coach, whom the statement reads, with the status it decides.
+        let event = try training.outbox.entry(
+            WorkoutLogged(sessionID: id, coachID: SessionStore.coachToBeRead, clientID: user, status: "partial"), userID: user
+        ).envelope
+        let log = { @Sendable (connection: PostgresConnection) async throws -> SessionStore.LogOutcome in
+            try await training.sessions.log(
+                draft, session: id, client: user, ifMatch: versions, namesAVersion: namesAVersion, event: event, on: connection, logger: context.logger)
         }
-        if let logged { return logged.tagged }
-        let relogged = try await training.postgres.transaction(logger: context.logger) { connection in
-            guard let logged = try await Self.log(body, session: id, user: user, request: request, lock: true, training: training, on: connection, logger: context.logger)
-            else {
-                throw SessionErrors.sessionNotFound
+        var outcome = try await training.postgres.withConnectionOnItsLoop { try await log($0) }
+        if case .changed = outcome {
+            outcome = try await training.postgres.transaction(logger: context.logger) { connection in
+                // Locked until the commit: the statement's read is then the session as it writes it.
+                _ = try await training.sessions.find(id, party: user, lock: true, on: connection, logger: context.logger)
+                return try await log(connection)
             }
-            return logged
         }
-        return relogged.tagged
-    }
-
-    /// One attempt at a log: nil when the session changed between its read and the write.
-    static func log(
-        _ body: LogDraft.Body, session id: UUID, user: UUID, request: Request, lock: Bool, training: Training, on connection: PostgresConnection, logger: Logger
-    ) async throws -> SessionDetail? {
-        guard let session = try await training.sessions.find(id, party: user, lock: lock, on: connection, logger: logger), session.clientID == user else {
-            throw SessionErrors.sessionNotFound
+        switch outcome {
+        case .logged(let version, let answer, let eventWritten):
+            if eventWritten { training.outbox.wrote() }
+            return EditedResponse(headers: [.eTag: EntityTag(version: Int64(version)).description], response: EncodedJSON(rendered: answer))
+        case .notFound: throw SessionErrors.sessionNotFound
+        case .preconditionFailed(let version): throw EntityTag(version: Int64(version)).preconditionFailed
+        case .preconditionRequired: throw SessionErrors.pushedNeedsIfMatch
+        case .cancelled: throw SessionErrors.cancelled
+        case .blockOutOfRange(let blocks):
+            // Every problem of the log, the block's among them.
+            _ = try LogDraft(body, blocks: blocks)
+            throw SessionStore.LogQuery.noRow
+        case .changed:
+            // Not while the session is held.
+            throw SessionStore.LogQuery.noRow
         }
-        try EntityTag(version: Int64(session.version)).check(ifMatchOf: request)
-        // Pushed since the app may have shown it, and not logged since (a log clears the mark; a skip
-        // does not): the app must say which version it showed (`*` says none), or its log could go
-        // under exercises the client never saw.
-        if session.pushed, !EntityTag.namesAVersion(ifMatchOf: request) { throw SessionErrors.pushedNeedsIfMatch }
-        guard session.status != "cancelled" else { throw SessionErrors.cancelled }
-        let draft = try LogDraft(body, session: session)
-        // For its coach while they coach the client; the statement checks that again as it writes.
-        let event = try session.coachID.flatMap { coach in
-            try session.coachLinked
-                ? training.outbox.entry(WorkoutLogged(sessionID: id, coachID: coach, clientID: user, status: draft.status(for: session)), userID: user, liveTo: coach) : nil
-        }
-        guard let logged = try await training.sessions.log(draft, session: session, event: event, on: connection, logger: logger) else { return nil }
-        if logged.eventWritten { training.outbox.wrote() }
-        return SessionDetail(session: logged.session, unit: logged.unit, sets: logged.sets, comments: logged.comments)
     }
 
     struct SkipBody: StrictJSONBody {

@@ -1,7 +1,10 @@
 import Foundation
 import ServiceKit
 
-/// `POST /v1/training/sessions/{id}/log`, checked against the session it logs.
+/// `POST /v1/training/sessions/{id}/log`, checked as far as it can be without the session: that its
+/// blocks are the session's is checked by the statement that writes it (`SessionStore.LogQuery`),
+/// which reads the session as it writes, and a block past the session's last is then named here
+/// (`init(_:blocks:)` with the session's count of blocks).
 struct LogDraft: Sendable {
     struct Body: StrictJSONBody {
         struct LoggedSetBody: StrictJSONBody {
@@ -62,7 +65,8 @@ struct LogDraft: Sendable {
 
     static let maxSets = 1_000
 
-    init(_ body: Body, session: SessionRecord, now: Date = Date()) throws {
+    /// `blocks`: how many blocks the session has, when known.
+    init(_ body: Body, blocks: Int? = nil, now: Date = Date()) throws {
         var problems: [Problem.FieldError] = []
         func problem(_ field: String, _ message: String) { problems.append(.init(field: field, message: message)) }
 
@@ -85,8 +89,9 @@ struct LogDraft: Sendable {
         var sets: [Set] = []
         for (index, item) in body.sets.prefix(Self.maxSets).enumerated() {
             let field = "sets[\(index)]"
-            guard (1...session.blocks.count).contains(item.block) else {
-                problem("\(field).block", "must be the number of one of the session's \(session.blocks.count) blocks, from 1")
+            // A session holds at most as many blocks as a workout, whatever it is.
+            guard item.block >= 1, item.block <= blocks ?? WorkoutBody.maxBlocks else {
+                problem("\(field).block", "must be the number of one of the session's \(blocks.map { "\($0) " } ?? "")blocks, from 1")
                 continue
             }
             if !(1...50).contains(item.set) { problem("\(field).set", "must be 1 to 50") }
@@ -108,14 +113,5 @@ struct LogDraft: Sendable {
         localDay = String(text.prefix(10))
         self.sets = sets
         notes = body.notes
-    }
-
-    /// `completed` when every prescribed set was logged done, else `partial`.
-    func status(for session: SessionRecord) -> String {
-        let done = Swift.Set(sets.filter(\.done).map { [$0.block, $0.set] })
-        for (b, block) in session.blocks.enumerated() {
-            for s in block.sets.indices where !done.contains([b + 1, s + 1]) { return "partial" }
-        }
-        return "completed"
     }
 }

@@ -471,15 +471,40 @@ struct SessionStore: Sendable {
         return nil
     }
 
-    /// The log, replacing any earlier one (a retry, or a correction), in one statement that writes
-    /// the sets, the session and `event`, and returns the session as it now is with its detail
-    /// (`detail(of:viewer:)`, the sets as this log wrote them); nil, writing nothing, when the
-    /// session is no longer at the version `session` was read at.
-    func log(_ draft: LogDraft, session: SessionRecord, event: EventOutbox.Entry?, on connection: PostgresConnection, logger: Logger) async throws -> Logged? {
+    /// What a log's statement did: wrote it (its answer as PostgreSQL wrote it), or why not.
+    enum LogOutcome {
+        /// The session's new version and the response body; whether the coach's event was written.
+        case logged(version: Int, body: ByteBuffer, eventWritten: Bool)
+        /// Not a session of the client's.
+        case notFound
+        /// `If-Match` names another version than `version`, the current one.
+        case preconditionFailed(version: Int)
+        /// Pushed since it was assigned, and `If-Match` names no version.
+        case preconditionRequired
+        case cancelled
+        /// A set names a block past the session's last; it has `blocks`.
+        case blockOutOfRange(blocks: Int)
+        /// The session changed between the statement's read and its lock (another log of it, a push):
+        /// nothing was written.
+        case changed
+    }
+
+    /// The coach in the template of `workout.logged` a log hands its statement, which writes the
+    /// session's coach in its place (and the status it decides).
+    static let coachToBeRead = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+
+    /// The log, replacing any earlier one (a retry, or a correction), in one statement: it reads
+    /// the session, checks the log against it (`ifMatch`: the versions the request's `If-Match`
+    /// accepts, nil for any; `namesAVersion`: whether it names one), and if it passes writes the
+    /// sets, the session and `event` (for the session's coach, with the status the statement
+    /// decides), and answers with the session's detail as `SessionDetail` writes it.
+    func log(
+        _ draft: LogDraft, session id: UUID, client: UUID, ifMatch: [Int64]?, namesAVersion: Bool, event: EventEnvelope,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> LogOutcome {
         struct Row: Encodable {
             var block: Int
             var n: Int
-            var exercise: UUID
             var reps: Int?
             var duration: Int?
             var distance: String?
@@ -491,143 +516,171 @@ struct SessionStore: Sendable {
         // Numbers travel as decimal text, so `numeric` gets exactly what the client sent.
         let rows = draft.sets.map {
             Row(
-                block: $0.block, n: $0.set, exercise: session.blocks[$0.block - 1].exerciseID, reps: $0.reps, duration: $0.durationS,
-                distance: $0.distanceM.map { String(describing: $0) }, kg: $0.weightKg, lbs: $0.weightLbs, rpe: $0.rpe.map { String(describing: $0) }, done: $0.done)
+                block: $0.block, n: $0.set, reps: $0.reps, duration: $0.durationS, distance: $0.distanceM.map { String(describing: $0) },
+                kg: $0.weightKg, lbs: $0.weightLbs, rpe: $0.rpe.map { String(describing: $0) }, done: $0.done)
         }
-        let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
         let statement = LogQuery(
-            sets: json, session: session.id, client: session.clientID, performedAt: draft.performedAt, localDay: draft.localDay, status: draft.status(for: session),
-            notes: draft.notes, version: session.version, event: event, comments: Self.commentsInDetail)
-        var logged: Logged?
-        // Each row carries what changed of the session, and one part of the detail.
-        for try await (changed, unit, part) in try await connection.checkedExecute(statement, logger: logger) {
-            if logged == nil {
-                var now = session
-                (now.status, now.performedAt, now.logNotes, now.skipReason, now.updatedAt) = (changed.status, changed.performedAt, changed.logNotes, nil, changed.updatedAt)
-                (now.coachID, now.coachLinked, now.version) = (changed.coachID, changed.coachLinked, changed.version)
-                logged = Logged(session: now, unit: unit, sets: [], comments: [], eventWritten: changed.eventWritten)
-            }
-            switch part {
-            case .set(let set): logged?.sets.append(set)
-            case .comment(let comment): logged?.comments.append(comment)
-            case nil: break
+            sets: String(decoding: try JSONEncoder().encode(rows), as: UTF8.self), session: id, client: client, performedAt: draft.performedAt,
+            localDay: draft.localDay, notes: draft.notes, ifMatch: ifMatch, namesAVersion: namesAVersion, event: event, comments: Self.commentsInDetail)
+        for try await row in try await connection.checkedExecute(statement, logger: logger) {
+            switch row.outcome {
+            case nil: return .notFound
+            case "precondition_failed": return .preconditionFailed(version: row.seenVersion ?? 0)
+            case "precondition_required": return .preconditionRequired
+            case "cancelled": return .cancelled
+            case "block": return .blockOutOfRange(blocks: row.blocks ?? 0)
+            default:
+                guard let version = row.version, let body = row.body else { return .changed }
+                return .logged(version: version, body: body, eventWritten: row.eventWritten)
             }
         }
-        return logged
+        throw LogQuery.noRow
     }
 
-    /// A log as written: the session as it now is, and its detail for the client who logged it.
-    struct Logged {
-        var session: SessionRecord
-        var unit: WeightUnit
-        var sets: [LoggedSet]
-        var comments: [CommentView]
-        /// Whether the statement wrote the event (it was given one, and the coach still coaches the client).
-        var eventWritten: Bool
-    }
-
-    /// One statement: the session is locked if it is still at the version the log was checked
-    /// against, and only then do the sets the log no longer has go, the others get written over or
-    /// added, the session take its new state, and the event (for its coach, if they still coach the
-    /// client) go into the outbox, unless the log is the one the session already has: an app's
-    /// retry without its `Idempotency-Key` tells the coach nothing new (the statement's reads of the
-    /// session and its sets see them as they were before it). It returns what changed of the session (the rest is as it was
-    /// read: its blocks are not sent and decoded twice) on each row of the detail, whose sets are
-    /// the ones written. Being one statement, it needs no transaction around it: a log is a read
-    /// and this. Its commit cannot fail on a constraint (no table it writes has a deferred trigger
-    /// or constraint), which matters: PostgresNIO ends a statement's rows at its CommandComplete, so
-    /// an error at the implicit commit after it would close the connection, not reach the route.
+    /// The whole log, one statement without a transaction around it. `seen` is the session as the
+    /// statement's snapshot has it, and what the log's checks say of it; only if they pass is the
+    /// session locked, and only if it is still at the version seen: otherwise another write of it
+    /// committed in between (a log, a push), the statement writes nothing, and the caller runs it
+    /// again holding the session. Holding it at that version, the snapshot's sets are the session's,
+    /// so the sets the log no longer has go, the others get written over or added, the session takes
+    /// its new state (`completed` when every prescribed set is logged done), and the event goes into
+    /// the outbox for the session's coach if they still coach the client, unless the log is the one
+    /// the session already has: an app's retry without its `Idempotency-Key` tells the coach nothing
+    /// new. The event is the caller's envelope with the coach and the status written in.
+    ///
+    /// PostgreSQL writes the answer as `SessionDetail` does (the keys in its order, nulls written,
+    /// UUIDs in lowercase, times as `DaysQuery.time` writes them, numbers as the service's `Double`s
+    /// write them), with the sets as this log wrote them: the service neither decodes the session
+    /// nor encodes the answer. A test holds the answer to a read of the session after it.
+    ///
+    /// Its commit cannot fail on a constraint (no table it writes has a deferred trigger or
+    /// constraint), which matters: PostgresNIO ends a statement's rows at its CommandComplete, so an
+    /// error at the implicit commit after it would close the connection, not reach the route.
     struct LogQuery: PostgresPreparedStatement {
         static let name = "training.log_session"
         static let sql = """
             WITH x AS (
-                SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(block int2, n int2, exercise uuid, reps int4, duration int4, distance numeric, kg numeric,
-                                                                lbs numeric, rpe numeric, done bool)),
-            locked AS MATERIALIZED (SELECT s.id, s.status, s.performed_at, s.log_notes FROM sessions s WHERE s.id = $2 AND s.version = $8 FOR UPDATE),
+                SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(block int2, n int2, reps int4, duration int4, distance numeric, kg numeric, lbs numeric, rpe numeric, done bool)),
+            seen AS MATERIALIZED (
+                SELECT s.version, jsonb_array_length(s.blocks) AS blocks,
+                       CASE WHEN $7::int8[] IS NOT NULL AND NOT s.version = ANY($7::int8[]) THEN 'precondition_failed'
+                            WHEN s.pushed_at IS NOT NULL AND NOT $8::bool THEN 'precondition_required'
+                            WHEN s.status = 'cancelled' THEN 'cancelled'
+                            WHEN EXISTS (SELECT 1 FROM x WHERE x.block > jsonb_array_length(s.blocks)) THEN 'block'
+                            ELSE 'write' END AS outcome
+                FROM sessions s WHERE s.id = $2 AND s.client_id = $3),
+            locked AS MATERIALIZED (
+                SELECT s.id, s.status, s.performed_at, s.log_notes, s.blocks FROM sessions s, seen
+                WHERE s.id = $2 AND s.version = seen.version AND seen.outcome = 'write' FOR UPDATE OF s),
+            xs AS (
+                SELECT x.block, x.n, (l.blocks->(x.block - 1)->>'exercise_id')::uuid AS exercise, x.reps, x.duration, x.distance,
+                       coalesce(x.kg, x.lbs * 0.45359237) AS kg, x.rpe, x.done
+                FROM locked l, x),
+            st AS (
+                SELECT CASE WHEN EXISTS (
+                    SELECT 1 FROM locked l, jsonb_array_elements(l.blocks) WITH ORDINALITY AS b(block, bn), generate_series(1, jsonb_array_length(b.block->'sets')) AS sn
+                    WHERE NOT EXISTS (SELECT 1 FROM x WHERE x.block = b.bn AND x.n = sn AND x.done)) THEN 'partial' ELSE 'completed' END AS status),
             gone AS (
                 DELETE FROM session_sets ss USING locked
                 WHERE ss.session_id = locked.id AND NOT EXISTS (SELECT 1 FROM x WHERE x.block = ss.block AND x.n = ss.set_number)),
             saved AS (
                 INSERT INTO session_sets (session_id, block, set_number, client_id, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done, performed_at, performed_on)
-                SELECT locked.id, x.block, x.n, $3, x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done, $4, $5::date
-                FROM locked, x
+                SELECT $2, xs.block, xs.n, $3, xs.exercise, xs.reps, xs.duration, xs.distance, xs.kg, xs.rpe, xs.done, $4, $5::date
+                FROM xs
                 ON CONFLICT (session_id, block, set_number) DO UPDATE SET
                     client_id = EXCLUDED.client_id, exercise_id = EXCLUDED.exercise_id, reps = EXCLUDED.reps, duration_s = EXCLUDED.duration_s,
                     distance_m = EXCLUDED.distance_m, weight_kg = EXCLUDED.weight_kg, rpe = EXCLUDED.rpe, done = EXCLUDED.done,
                     performed_at = EXCLUDED.performed_at, performed_on = EXCLUDED.performed_on
-                RETURNING session_id, block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done),
+                RETURNING block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done),
             updated AS (
-                UPDATE sessions s SET status = $6, performed_at = $4, performed_on = $5::date,
-                    log_notes = $7, skip_reason = NULL, logged_at = now(), pushed_at = NULL, version = s.version + 1, updated_at = now()
-                FROM locked
+                UPDATE sessions s SET status = st.status, performed_at = $4, performed_on = $5::date,
+                    log_notes = $6, skip_reason = NULL, logged_at = now(), pushed_at = NULL, version = s.version + 1, updated_at = now()
+                FROM locked, st
                 WHERE s.id = locked.id
-                RETURNING s.status, s.performed_at, s.log_notes, s.updated_at, s.coach_id, \(SessionStore.linkAndVersion), s.blocks),
+                RETURNING s.*, \(SessionStore.coachLinked) AS coach_linked),
             event AS (
                 INSERT INTO outbox (\(EventOutbox.Entry.columns))
-                SELECT $9, $10, $11, $12, $13, $14 FROM updated u, locked l
-                WHERE $9::uuid IS NOT NULL AND u.coach_linked AND u.coach_id = $13
-                  AND (l.status IS DISTINCT FROM $6 OR l.performed_at IS DISTINCT FROM $4 OR l.log_notes IS DISTINCT FROM $7 OR EXISTS (
+                SELECT $9, $10, $3, true, u.coach_id,
+                       jsonb_set(jsonb_set($11::jsonb, '{data,coach_id}', to_jsonb(u.coach_id)), '{data,status}', to_jsonb(u.status))::text
+                FROM updated u, locked l
+                WHERE u.coach_id IS NOT NULL AND u.coach_linked
+                  AND (l.status IS DISTINCT FROM u.status OR l.performed_at IS DISTINCT FROM $4 OR l.log_notes IS DISTINCT FROM $6 OR EXISTS (
                       (SELECT block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done FROM session_sets WHERE session_id = $2
-                       EXCEPT SELECT x.block, x.n, x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done FROM x)
+                       EXCEPT SELECT block, n, exercise, reps, duration, distance, kg, rpe, done FROM xs)
                       UNION ALL
-                      (SELECT x.block, x.n, x.exercise, x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done FROM x
+                      (SELECT block, n, exercise, reps, duration, distance, kg, rpe, done FROM xs
                        EXCEPT SELECT block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done FROM session_sets WHERE session_id = $2)))
                 RETURNING 1),
             v AS (SELECT coalesce((SELECT weight_unit FROM user_settings WHERE user_id = $3), 'kg') AS unit),
-            detail AS (\(DetailQuery.parts(sets: "saved ss, updated s", session: "$2", comments: "$15")))
-            SELECT u.status, u.performed_at, u.log_notes, u.updated_at, u.coach_id, u.coach_linked, u.version, EXISTS (SELECT 1 FROM event), detail.*
-            FROM updated u, detail
-            ORDER BY detail.part, detail.block, detail.set_number, detail.created_at, detail.comment_id
+            answer AS (
+                SELECT u.version, row_to_json(d)::text AS body
+                FROM updated u, v CROSS JOIN LATERAL (
+                    SELECT coalesce(CASE WHEN v.unit = 'lbs' THEN u.blocks_view_lbs ELSE u.blocks_view_kg END, session_blocks_json(u.blocks, v.unit)) AS blocks,
+                           u.client_id, u.coach_id,
+                           (SELECT coalesce(array_to_json(array_agg(
+                                       (SELECT row_to_json(c) FROM (SELECT lc.author_id, lc.author_role, \(DaysQuery.time("lc.created_at")) AS created_at, lc.id, lc.text) c)
+                                       ORDER BY lc.created_at, lc.id)), '[]')
+                            FROM (SELECT * FROM session_comments WHERE session_id = $2 ORDER BY created_at DESC, id DESC LIMIT $12) lc) AS comments,
+                           \(DaysQuery.time("u.created_at")) AS created_at, u.id, u.log_notes,
+                           (SELECT coalesce(array_to_json(array_agg(
+                                       (SELECT row_to_json(o) FROM (
+                                           SELECT ss.block, ss.distance_m::float8 AS distance_m, ss.done, ss.duration_s, ss.exercise_id,
+                                                  u.blocks->(ss.block - 1)->>'exercise_name' AS exercise_name, ss.reps, ss.rpe::float8 AS rpe, ss.set_number AS "set",
+                                                  (CASE WHEN v.unit = 'lbs' THEN round(ss.weight_kg / 0.45359237, 6) ELSE ss.weight_kg END)::float8 AS weight,
+                                                  ss.weight_kg::float8 AS weight_kg, v.unit AS weight_unit) o)
+                                       ORDER BY ss.block, ss.set_number)), '[]')
+                            FROM saved ss) AS logged_sets,
+                           u.name, u.notes, \(DaysQuery.time("u.performed_at")) AS performed_at, u.scheduled_on::text AS scheduled_on, u.skip_reason, u.status,
+                           \(DaysQuery.time("u.updated_at")) AS updated_at, u.version, v.unit AS weight_unit, u.workout_id) d)
+            SELECT seen.outcome, seen.version, seen.blocks, a.version, a.body, EXISTS (SELECT 1 FROM event)
+            FROM (SELECT 1) AS one LEFT JOIN seen ON true LEFT JOIN answer a ON true
             """
-        static let bindingDataTypes: [PostgresDataType] =
-            [.text, .uuid, .uuid, .timestamptz, .text, .text, .text, .int8] + EventOutbox.Entry.bindingDataTypes + [.int8]
-        /// What the log changed of the session, and a part of its detail.
-        typealias Row = (Changed, WeightUnit, DetailQuery.Part?)
-        struct Changed {
-            var status: String
-            var performedAt: Date?
-            var logNotes: String?
-            var updatedAt: Date
-            var coachID: UUID?
-            var coachLinked: Bool
-            var version: Int
+        static let bindingDataTypes: [PostgresDataType] = [.text, .uuid, .uuid, .timestamptz, .text, .text, .int8Array, .bool, .uuid, .text, .text, .int8]
+        static let noRow = APIError(.internalServerError, code: "internal_error", detail: "The log could not be written.")
+        struct Row {
+            /// Nil when the client has no such session.
+            var outcome: String?
+            var seenVersion: Int?
+            var blocks: Int?
+            /// The new version and the answer, when the log was written.
+            var version: Int?
+            var body: ByteBuffer?
             var eventWritten: Bool
         }
         /// The sets as a JSON array, numbers as decimal text, so `numeric` gets exactly what the client sent.
         var sets: String
         var session: UUID
-        var client: UUID?
+        var client: UUID
         var performedAt: Date
         var localDay: String
-        var status: String
         var notes: String?
-        var version: Int
-        /// `workout.logged` for the session's coach (`liveTo`), or nil.
-        var event: EventOutbox.Entry?
+        var ifMatch: [Int64]?
+        var namesAVersion: Bool
+        /// `workout.logged`, its coach and status to be written by the statement.
+        var event: EventEnvelope
         /// How many of the latest comments the detail carries.
         var comments: Int
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 15)
+            var bindings = PostgresBindings(capacity: 12)
             bindings.append(sets)
             bindings.append(session)
-            try bindings.append(client)
+            bindings.append(client)
             bindings.append(performedAt)
             bindings.append(localDay)
-            bindings.append(status)
             try bindings.append(notes)
-            bindings.append(version)
-            EventOutbox.Entry.append(event, to: &bindings)
+            try bindings.append(ifMatch)
+            bindings.append(namesAVersion)
+            bindings.append(event.id)
+            bindings.append(event.type)
+            bindings.append(event.json)
             bindings.append(comments)
             return bindings
         }
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let cells = row.makeRandomAccess()
-            let changed = Changed(
-                status: try cells[0].decode(String.self), performedAt: try cells[1].decode(Date?.self), logNotes: try cells[2].decode(String?.self),
-                updatedAt: try cells[3].decode(Date.self), coachID: try cells[4].decode(UUID?.self), coachLinked: try cells[5].decode(Bool.self),
-                version: try cells[6].decode(Int.self), eventWritten: try cells[7].decode(Bool.self))
-            let (unit, part) = try DetailQuery.part(cells, from: 8)
-            return (changed, unit, part)
+            return Row(
+                outcome: try cells[0].decode(String?.self), seenVersion: try cells[1].decode(Int?.self), blocks: try cells[2].decode(Int?.self),
+                version: try cells[3].decode(Int?.self), body: try cells[4].decode(ByteBuffer?.self), eventWritten: try cells[5].decode(Bool.self))
         }
     }
 

@@ -30,9 +30,30 @@ public struct EntityTag: Sendable, Equatable, CustomStringConvertible {
         guard !request.headers[values: .ifMatch].isEmpty else { return }
         let tags = Self.members(ifMatchOf: request)
         if (!tags.isEmpty && tags.allSatisfy { $0 == "*" }) || tags.contains(description) { return }
-        throw APIError(
+        throw preconditionFailed
+    }
+
+    /// The answer to an `If-Match` this tag does not pass: `412`, with the current tag.
+    public var preconditionFailed: APIError {
+        APIError(
             .preconditionFailed, code: "precondition_failed",
             detail: "The resource changed since the version in If-Match; read it again and retry.", headers: [.eTag: description])
+    }
+
+    /// `check(ifMatchOf:)` for a statement that reads the version itself: nil when any version passes
+    /// (no `If-Match`, or `*` alone), else the versions the request's tags name (none for tags that
+    /// are not a version's), one of which the current version must be.
+    public static func versions(ifMatchOf request: Request) -> [Int64]? {
+        guard !request.headers[values: .ifMatch].isEmpty else { return nil }
+        let tags = members(ifMatchOf: request)
+        if !tags.isEmpty && tags.allSatisfy({ $0 == "*" }) { return nil }
+        return tags.compactMap { tag in
+            guard tag.count > 2, tag.first == "\"", tag.last == "\"" else { return nil }
+            let version = tag.dropFirst().dropLast()
+            // Only the form `init(version:)` writes: `"007"` or `"+7"` is another tag.
+            guard let number = Int64(version), String(number) == version else { return nil }
+            return number
+        }
     }
 
     private static func members(ifMatchOf request: Request) -> [String] {
