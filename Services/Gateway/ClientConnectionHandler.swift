@@ -82,6 +82,10 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// The request being read asks to switch protocols; once it has ended, nothing more is read.
     private var switching = false
     private var readsStopped = false
+    /// A response that ends the connection has ended: nothing more is written. A request read ahead
+    /// of the close goes unanswered rather than have its response sent after a body whose end is the
+    /// connection's (HTTP/1.0), where it would be read as part of that body.
+    private var outputEnded = false
     /// A head that was not HTTP has been answered.
     private var answeredMalformed = false
 
@@ -169,6 +173,10 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard !outputEnded else {
+            promise?.fail(ChannelError.outputClosed)
+            return
+        }
         switch unwrapOutboundIn(data) {
         case .head(var head):
             // A response to a request still waiting to be told to send its body: the client may never
@@ -200,6 +208,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
                 context.write(data, promise: promise)
                 break
             }
+            outputEnded = true
             // Once the response is out: a close drops what the socket has not taken yet.
             let written = context.eventLoop.makePromise(of: Void.self)
             written.futureResult.cascade(to: promise)

@@ -327,6 +327,12 @@ final class EchoUpstream: Sendable {
             let (head, body) = try #require(streamed.range(of: "\r\n\r\n").map { (streamed[..<$0.lowerBound].lowercased(), streamed[$0.upperBound...]) }, "\(streamed)")
             #expect(head.hasPrefix("http/1.0 200") && head.contains("connection: close") && !head.contains("transfer-encoding"), "\(head)")
             #expect(body == "one two three", "\(streamed)")
+            // A request read ahead of it is not answered inside that body.
+            let readAhead = try await withTimeout(.seconds(10), what: "HTTP/1.0 streamed, then another request") {
+                try await RawHTTP.untilClosed(
+                    port: port, "GET /v1/auth/kept/streamed HTTP/1.0\r\nHost: gw\r\nConnection: keep-alive\r\n\r\nGET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+            }
+            #expect(readAhead.hasSuffix("\r\n\r\none two three"), "\(readAhead)")
             // The same to HTTP/1.1 comes in chunks, and the connection stays.
             let chunked = try await RawHTTP.exchange(port: port, "GET /v1/auth/kept/streamed HTTP/1.1\r\nHost: gw\r\n\r\nGET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n", untilAnswers: 2)
             #expect(chunked.map(\.status) == [200, 200] && chunked.first?.headers["transfer-encoding"] == "chunked")

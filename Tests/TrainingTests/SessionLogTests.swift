@@ -50,7 +50,10 @@ import TestSupport
             // And the coach hears of each.
             try await waitUntil(.seconds(10)) { try await env.live("workout.logged", to: coach).count == 3 }
             // Each names the session's coach and the status its log left, which the log's statement wrote in.
-            let heard = try await env.live("workout.logged", to: coach).map { try EventEnvelope(json: $0).decode(WorkoutLogged.self) }
+            let envelopes = try await env.live("workout.logged", to: coach)
+            let heard = try envelopes.map { try EventEnvelope(json: $0).decode(WorkoutLogged.self) }
+            // Written as every envelope is (compact), the template's coach nowhere.
+            #expect(envelopes.allSatisfy { !$0.contains("\": ") && !$0.contains(SessionStore.coachToBeRead.uuidString.lowercased()) }, "\(envelopes)")
             #expect(heard.map(\.status) == ["completed", "partial", "partial"], "\(heard)")
             #expect(heard.allSatisfy { $0.coachID == coach.id && $0.clientID == client.id && $0.sessionID == UUID(uuidString: id) }, "\(heard)")
             #expect(try await env.call(.post, "/v1/training/sessions/\(id)/skip", as: client).code == "session_logged")
@@ -282,6 +285,14 @@ import TestSupport
                 #expect(reply.status == .badRequest && reply.fieldErrors.contains(field), "\(body): \(reply.text)")
             }
             #expect(try await env.call(.post, path, as: client, json: ["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "done": "yes"]]]).status == .badRequest)
+            // The session speaks first: a bad log of a session not the caller's is 404, as a good one is;
+            // of the caller's, every problem is named, the block past the last among them.
+            let both: [String: Any] = [
+                "performed_at": "2026-03-01T07:00:00Z",
+                "sets": [["block": 1, "set": 1, "weight_kg": 10, "weight_lbs": 22, "done": true], ["block": 2, "set": 1, "done": true]],
+            ]
+            #expect(try await env.call(.post, "/v1/training/sessions/\(UUID())/log", as: client, json: both).status == .notFound)
+            #expect(try await env.call(.post, path, as: client, json: both).fieldErrors.sorted() == ["sets[0].weight_lbs", "sets[1].block"])
             #expect(try await env.call(.post, path, as: client, json: ["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "done": true, "x": 1]]]).status == .badRequest)
             #expect(try await env.call(.post, path, as: client, raw: .init(string: "[1,"), headers: [.contentType: "application/json"]).status == .badRequest)
             #expect(try await env.count("SELECT count(*) FROM session_sets") == 0)

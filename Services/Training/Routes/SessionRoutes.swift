@@ -121,10 +121,26 @@ struct SessionRoutes {
         try context.requireNotCoach()
         let id = try context.sessionID()
         let body = try await request.decode(as: LogDraft.Body.self, context: context)
-        let draft = try LogDraft(body)
         let training = self.training
         let user = context.caller.userID
         let (versions, namesAVersion) = (EntityTag.versions(ifMatchOf: request), EntityTag.namesAVersion(ifMatchOf: request))
+        let draft: LogDraft
+        do {
+            draft = try LogDraft(body)
+        } catch {
+            // A log that cannot be taken says first what the session says (not the caller's, another
+            // version, pushed, cancelled), as one that can be is told, then every problem of the log.
+            try await training.postgres.withConnectionOnItsLoop { connection in
+                guard let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger), session.clientID == user else {
+                    throw SessionErrors.sessionNotFound
+                }
+                try EntityTag(version: Int64(session.version)).check(ifMatchOf: request)
+                if session.pushed, !namesAVersion { throw SessionErrors.pushedNeedsIfMatch }
+                guard session.status != "cancelled" else { throw SessionErrors.cancelled }
+                _ = try LogDraft(body, blocks: session.blocks.count)
+            }
+            throw error
+        }
         // For the session's coach, whom the statement reads, with the status it decides.
         let event = try training.outbox.entry(
             WorkoutLogged(sessionID: id, coachID: SessionStore.coachToBeRead, clientID: user, status: "partial"), userID: user

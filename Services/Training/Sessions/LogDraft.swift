@@ -3,8 +3,8 @@ import ServiceKit
 
 /// `POST /v1/training/sessions/{id}/log`, checked as far as it can be without the session: that its
 /// blocks are the session's is checked by the statement that writes it (`SessionStore.LogQuery`),
-/// which reads the session as it writes, and a block past the session's last is then named here
-/// (`init(_:blocks:)` with the session's count of blocks).
+/// which reads the session as it writes; a block past the session's last is then named here
+/// (`init(_:blocks:)` with the session's count of blocks), with the log's other problems.
 struct LogDraft: Sendable {
     struct Body: StrictJSONBody {
         struct LoggedSetBody: StrictJSONBody {

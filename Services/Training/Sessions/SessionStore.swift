@@ -490,7 +490,9 @@ struct SessionStore: Sendable {
     }
 
     /// The coach in the template of `workout.logged` a log hands its statement, which writes the
-    /// session's coach in its place (and the status it decides).
+    /// session's coach in its place (and the status it decides in place of `partial`), in the
+    /// envelope's text as `EventEnvelope` wrote it: the template holds no text of a user's, so its
+    /// `"coach_id":"…"` and `"status":"partial"` are found nowhere else in it.
     static let coachToBeRead = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
     /// The log, replacing any earlier one (a retry, or a correction), in one statement: it reads
@@ -571,7 +573,7 @@ struct SessionStore: Sendable {
                 FROM sessions s WHERE s.id = $2 AND s.client_id = $3),
             locked AS MATERIALIZED (
                 SELECT s.id, s.status, s.performed_at, s.log_notes, s.blocks FROM sessions s, seen
-                WHERE s.id = $2 AND s.version = seen.version AND seen.outcome = 'write' FOR UPDATE OF s),
+                WHERE s.id = $2 AND s.client_id = $3 AND s.version = seen.version AND seen.outcome = 'write' FOR UPDATE OF s),
             xs AS (
                 SELECT x.block, x.n, (l.blocks->(x.block - 1)->>'exercise_id')::uuid AS exercise, x.reps, x.duration, x.distance,
                        coalesce(x.kg, x.lbs * 0.45359237) AS kg, x.rpe, x.done
@@ -601,7 +603,8 @@ struct SessionStore: Sendable {
             event AS (
                 INSERT INTO outbox (\(EventOutbox.Entry.columns))
                 SELECT $9, $10, $3, true, u.coach_id,
-                       jsonb_set(jsonb_set($11::jsonb, '{data,coach_id}', to_jsonb(u.coach_id)), '{data,status}', to_jsonb(u.status))::text
+                       replace(replace($11, '"coach_id":"\(SessionStore.coachToBeRead.uuidString.lowercased())"', '"coach_id":' || to_json(u.coach_id)::text),
+                               '"status":"partial"', '"status":' || to_json(u.status)::text)
                 FROM updated u, locked l
                 WHERE u.coach_id IS NOT NULL AND u.coach_linked
                   AND (l.status IS DISTINCT FROM u.status OR l.performed_at IS DISTINCT FROM $4 OR l.log_notes IS DISTINCT FROM $6 OR EXISTS (
