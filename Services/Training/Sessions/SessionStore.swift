@@ -544,15 +544,18 @@ struct SessionStore: Sendable {
     /// session locked, and only if it is still at the version seen: otherwise another write of it
     /// committed in between (a log, a push), the statement writes nothing, and the caller runs it
     /// again holding the session. Holding it at that version, the snapshot's sets are the session's,
-    /// so the sets the log no longer has go, the others get written over or added, the session takes
-    /// its new state (`completed` when every prescribed set is logged done), and the event goes into
-    /// the outbox for the session's coach if they still coach the client, unless the log is the one
-    /// the session already has: an app's retry without its `Idempotency-Key` tells the coach nothing
-    /// new. The event is the caller's envelope with the coach and the status written in.
+    /// so the sets the log no longer has go, new ones are added and the others written over only where
+    /// they differ; the session takes its new state (`completed` when every prescribed set is logged
+    /// done), and the event goes into the outbox for the session's coach if they still coach the
+    /// client, unless the log is the one the session already has (no set went, came or changed, nor
+    /// the session's status, time or notes): an app's retry without its `Idempotency-Key` tells the
+    /// coach nothing new. The event is the caller's envelope with the coach and the status written in.
+    /// What the statement's writes return answers whether anything changed, so it never reads the sets
+    /// back: a statement of fewer parts is cheaper to start, which each log pays.
     ///
     /// PostgreSQL writes the answer as `SessionDetail` does (the keys in its order, nulls written,
     /// UUIDs in lowercase, times as `DaysQuery.time` writes them, numbers as the service's `Double`s
-    /// write them), with the sets as this log wrote them: the service neither decodes the session
+    /// write them), with the sets as this log has them: the service neither decodes the session
     /// nor encodes the answer. A test holds the answer to a read of the session after it.
     ///
     /// Its commit cannot fail on a constraint (no table it writes has a deferred trigger or
@@ -584,7 +587,8 @@ struct SessionStore: Sendable {
                     WHERE NOT EXISTS (SELECT 1 FROM x WHERE x.block = b.bn AND x.n = sn AND x.done)) THEN 'partial' ELSE 'completed' END AS status),
             gone AS (
                 DELETE FROM session_sets ss USING locked
-                WHERE ss.session_id = locked.id AND NOT EXISTS (SELECT 1 FROM x WHERE x.block = ss.block AND x.n = ss.set_number)),
+                WHERE ss.session_id = locked.id AND NOT EXISTS (SELECT 1 FROM x WHERE x.block = ss.block AND x.n = ss.set_number)
+                RETURNING 1),
             saved AS (
                 INSERT INTO session_sets (session_id, block, set_number, client_id, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done, performed_at, performed_on)
                 SELECT $2, xs.block, xs.n, $3, xs.exercise, xs.reps, xs.duration, xs.distance, xs.kg, xs.rpe, xs.done, $4, $5::date
@@ -593,7 +597,11 @@ struct SessionStore: Sendable {
                     client_id = EXCLUDED.client_id, exercise_id = EXCLUDED.exercise_id, reps = EXCLUDED.reps, duration_s = EXCLUDED.duration_s,
                     distance_m = EXCLUDED.distance_m, weight_kg = EXCLUDED.weight_kg, rpe = EXCLUDED.rpe, done = EXCLUDED.done,
                     performed_at = EXCLUDED.performed_at, performed_on = EXCLUDED.performed_on
-                RETURNING block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done),
+                WHERE (session_sets.client_id, session_sets.exercise_id, session_sets.reps, session_sets.duration_s, session_sets.distance_m,
+                       session_sets.weight_kg, session_sets.rpe, session_sets.done, session_sets.performed_at, session_sets.performed_on)
+                      IS DISTINCT FROM (EXCLUDED.client_id, EXCLUDED.exercise_id, EXCLUDED.reps, EXCLUDED.duration_s, EXCLUDED.distance_m,
+                       EXCLUDED.weight_kg, EXCLUDED.rpe, EXCLUDED.done, EXCLUDED.performed_at, EXCLUDED.performed_on)
+                RETURNING 1),
             updated AS (
                 UPDATE sessions s SET status = st.status, performed_at = $4, performed_on = $5::date,
                     log_notes = $6, skip_reason = NULL, logged_at = now(), pushed_at = NULL, version = s.version + 1, updated_at = now()
@@ -607,14 +615,10 @@ struct SessionStore: Sendable {
                                '"status":"partial"', '"status":' || to_json(u.status)::text)
                 FROM updated u, locked l
                 WHERE u.coach_id IS NOT NULL AND u.coach_linked
-                  AND (l.status IS DISTINCT FROM u.status OR l.performed_at IS DISTINCT FROM $4 OR l.log_notes IS DISTINCT FROM $6 OR EXISTS (
-                      (SELECT block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done FROM session_sets WHERE session_id = $2
-                       EXCEPT SELECT block, n, exercise, reps, duration, distance, kg, rpe, done FROM xs)
-                      UNION ALL
-                      (SELECT block, n, exercise, reps, duration, distance, kg, rpe, done FROM xs
-                       EXCEPT SELECT block, set_number, exercise_id, reps, duration_s, distance_m, weight_kg, rpe, done FROM session_sets WHERE session_id = $2)))
+                  AND (l.status IS DISTINCT FROM u.status OR l.performed_at IS DISTINCT FROM $4 OR l.log_notes IS DISTINCT FROM $6
+                       OR EXISTS (SELECT 1 FROM gone) OR EXISTS (SELECT 1 FROM saved))
                 RETURNING 1),
-            v AS (SELECT coalesce((SELECT weight_unit FROM user_settings WHERE user_id = $3), 'kg') AS unit),
+            v AS MATERIALIZED (SELECT coalesce((SELECT weight_unit FROM user_settings WHERE user_id = $3), 'kg') AS unit),
             answer AS (
                 SELECT u.version, row_to_json(d)::text AS body
                 FROM updated u, v CROSS JOIN LATERAL (
@@ -627,12 +631,12 @@ struct SessionStore: Sendable {
                            \(DaysQuery.time("u.created_at")) AS created_at, u.id, u.log_notes,
                            (SELECT coalesce(array_to_json(array_agg(
                                        (SELECT row_to_json(o) FROM (
-                                           SELECT ss.block, ss.distance_m::float8 AS distance_m, ss.done, ss.duration_s, ss.exercise_id,
-                                                  u.blocks->(ss.block - 1)->>'exercise_name' AS exercise_name, ss.reps, ss.rpe::float8 AS rpe, ss.set_number AS "set",
-                                                  (CASE WHEN v.unit = 'lbs' THEN round(ss.weight_kg / 0.45359237, 6) ELSE ss.weight_kg END)::float8 AS weight,
-                                                  ss.weight_kg::float8 AS weight_kg, v.unit AS weight_unit) o)
-                                       ORDER BY ss.block, ss.set_number)), '[]')
-                            FROM saved ss) AS logged_sets,
+                                           SELECT xs.block, xs.distance::float8 AS distance_m, xs.done, xs.duration AS duration_s, xs.exercise AS exercise_id,
+                                                  u.blocks->(xs.block - 1)->>'exercise_name' AS exercise_name, xs.reps, xs.rpe::float8 AS rpe, xs.n AS "set",
+                                                  (CASE WHEN v.unit = 'lbs' THEN round(xs.kg / 0.45359237, 6) ELSE xs.kg END)::float8 AS weight,
+                                                  xs.kg::float8 AS weight_kg, v.unit AS weight_unit) o)
+                                       ORDER BY xs.block, xs.n)), '[]')
+                            FROM xs) AS logged_sets,
                            u.name, u.notes, \(DaysQuery.time("u.performed_at")) AS performed_at, u.scheduled_on::text AS scheduled_on, u.skip_reason, u.status,
                            \(DaysQuery.time("u.updated_at")) AS updated_at, u.version, v.unit AS weight_unit, u.workout_id) d)
             SELECT seen.outcome, seen.version, seen.blocks, a.version, a.body, EXISTS (SELECT 1 FROM event)
