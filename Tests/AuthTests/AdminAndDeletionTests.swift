@@ -194,6 +194,53 @@ import TestSupport
         }
     }
 
+    /// An address `ADMIN_EMAILS` lists once it was proven (the list changed since) is made admin at
+    /// its next refresh or sign-in, once however many race for it: one `user.roles_changed`, and every
+    /// racing refresh's token carries the role, the ones that waited for the winner's grant too.
+    @Test func racingRefreshesGrantAConfiguredAdminOnce() async throws {
+        let boss = "\(TestEnvironment.uniqueName("boss"))@example.com"
+        try await AuthTestEnvironment.run(["ADMIN_EMAILS": boss]) { env in
+            let port = try #require(env.client.port)
+            let account = try await Self.verifiedAccount(env, email: boss)
+            // Six devices signed in.
+            var refreshTokens: [String] = []
+            for _ in 0..<6 {
+                let reply = try await env.logIn(boss, account.password)
+                refreshTokens.append(try AuthTestEnvironment.account(reply, email: boss, password: account.password).refreshToken)
+            }
+            // As if the address was listed after it was proven: no grant made yet, the role not held.
+            try await env.execute("DELETE FROM configured_admin_grants WHERE user_id = '\(account.id)'")
+            try await env.execute("UPDATE users SET roles = ARRAY['user'] WHERE id = '\(account.id)'")
+            // The account's `user.roles_changed` events on the stream, each once (a batch the relay sent
+            // again counts once), once the outbox holds none: the relay sends a batch before it
+            // commits taking it out.
+            @Sendable func rolesChanged() async throws -> Int {
+                try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM outbox WHERE type = 'user.roles_changed'") == 0 }
+                let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+                defer { Task { await redis.close() } }
+                let entries = try await redis.xrange(env.config.events.stream, count: 10_000)
+                return Set(
+                    entries.compactMap { entry in
+                        entry.fields["type"] == "user.roles_changed" && entry.fields["envelope"]?.contains(account.id.lowercased()) == true ? entry.fields["id"] : nil
+                    }
+                ).count
+            }
+            let before = try await rolesChanged()
+            let replies = try await withThrowingTaskGroup(of: ConcurrentClient.Reply.self) { group in
+                for refreshToken in refreshTokens {
+                    group.addTask { try await ConcurrentClient.send(port: port, "POST", "/v1/auth/token/refresh", json: ["refresh_token": refreshToken]) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.map(\.status) == Array(repeating: 200, count: 6), "\(replies.map(\.status))")
+            for reply in replies {
+                #expect(try Self.roles(in: try #require(reply.json["access_token"] as? String)) == ["user", "admin"])
+            }
+            #expect(try await env.count("SELECT count(*) FROM configured_admin_grants WHERE user_id = '\(account.id)'") == 1)
+            #expect(try await rolesChanged() == before + 1)
+        }
+    }
+
     /// Two admins taking each other's rights at the same moment: one wins, and the other is no
     /// longer an admin when its turn comes, so an admin is always left. Disabling works the same way.
     @Test func twoAdminsDemotingEachOtherAtOnceLeaveOne() async throws {

@@ -74,7 +74,11 @@ struct Accounts: Sendable {
         guard user.emailVerified, user.emailProvenByMail, !user.roles.contains(.admin), settings.adminEmails.contains(EmailAddress.normalize(user.email)) else { return user }
         // Once per account: an admin who took the role away again is not overruled at the next
         // sign-in or refresh (to stop it for good, the address leaves ADMIN_EMAILS).
-        guard try await users.recordConfiguredAdminGrant(user.id, on: connection, logger: logger) else { return user }
+        guard try await users.recordConfiguredAdminGrant(user.id, on: connection, logger: logger) else {
+            // A sign-in or refresh that raced this one may have made the grant while this one waited
+            // for its row: the roles as they are now, not as read before the wait.
+            return try await users.find(id: user.id, on: connection, logger: logger) ?? user
+        }
         // The roles as they are now, the row held: a caller that read the user without its lock (a
         // refresh) would otherwise write back roles an admin has changed since.
         guard var updated = try await users.find(id: user.id, forUpdate: true, on: connection, logger: logger) else { return user }
