@@ -27,8 +27,8 @@ enum EntitlementsService {
                     AdminRoutes(entitlements: entitlements).add(to: router)
                     SpaceRoutes(entitlements: entitlements).add(to: router)
                     let announcer = CatalogAnnouncer(
-                        catalog: catalog, postgres: dependencies.postgres, outbox: dependencies.outbox, schema: dependencies.config.database.schema, clock: clock,
-                        logger: dependencies.logger)
+                        catalog: catalog, acceptsSandbox: settings.acceptsSandbox, postgres: dependencies.postgres, outbox: dependencies.outbox,
+                        schema: dependencies.config.database.schema, clock: clock, logger: dependencies.logger)
                     let expiries = ExpiryAnnouncer(entitlements: entitlements, interval: settings.expirySweepInterval, logger: dependencies.logger)
                     return ServiceComponents(
                         handlers: EntitlementsEventHandlers(entitlements: entitlements, spaces: spaces).handlers,

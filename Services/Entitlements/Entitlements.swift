@@ -62,7 +62,7 @@ struct Entitlements: Sendable {
     /// The entitlement with the inputs it came from (token, usage).
     func snapshot(_ user: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (entitlement: Entitlement, inputs: EntitlementInputs) {
         let inputs = try await store.inputs(user, on: connection, logger: logger)
-        return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, now: clock()), inputs)
+        return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, acceptsSandbox: settings.acceptsSandbox, now: clock()), inputs)
     }
 
     /// `snapshot` from kept inputs: as they are while the change feed vouches that nothing of the
@@ -84,7 +84,7 @@ struct Entitlements: Sendable {
                 return try await keptInputs.value(for: user, version: version, unlessForgottenSince: epoch) { try await store.inputs(user, on: connection, logger: logger) }
             }
         }
-        return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, now: clock()), inputs)
+        return (Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, acceptsSandbox: settings.acceptsSandbox, now: clock()), inputs)
     }
 
     /// Forgets the inputs this process kept for `users` once the current transaction commits, so the
@@ -121,10 +121,13 @@ struct Entitlements: Sendable {
             }
             if changed { try await announce(after, of: user, on: connection, logger: logger) }
             let next = Entitlement.nextChange(subscriptions: inputs.subscriptions, grants: inputs.grants, after: clock())
+            // Whether the user's sandbox purchases counted (none held: NULL), for the sweep to look
+            // again once a start with the other `APPLE_ACCEPT_SANDBOX` makes them count or not.
+            let sandboxCounted: Bool? = inputs.subscriptions.contains { $0.isSandbox } ? settings.acceptsSandbox : nil
             try await connection.checkedRun(
                 """
-                INSERT INTO entitlement_announcements (user_id, fingerprint, next_change_at) VALUES (\(user), \(fingerprint), \(next))
-                ON CONFLICT (user_id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, next_change_at = EXCLUDED.next_change_at
+                INSERT INTO entitlement_announcements (user_id, fingerprint, next_change_at, sandbox_counted) VALUES (\(user), \(fingerprint), \(next), \(sandboxCounted))
+                ON CONFLICT (user_id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, next_change_at = EXCLUDED.next_change_at, sandbox_counted = EXCLUDED.sandbox_counted
                 """, logger: logger)
         }
         return result

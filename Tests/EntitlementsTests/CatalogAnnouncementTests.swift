@@ -15,7 +15,7 @@ import TestSupport
         try await withClient(env.database.config(for: env.serviceName, poolSize: 2)) { client in
             try await body(
                 CatalogAnnouncer(
-                    catalog: catalog, postgres: client, outbox: EventOutbox(producer: "entitlements"), schema: env.config.database.schema,
+                    catalog: catalog, acceptsSandbox: false, postgres: client, outbox: EventOutbox(producer: "entitlements"), schema: env.config.database.schema,
                     clock: { env.clock.now() }, logger: TestEnvironment.logger))
         }
     }

@@ -46,6 +46,21 @@ struct EntitlementsTestEnvironment: ServiceHarness {
     static func run(
         _ environment: [String: String] = [:], appStore: AppStoreIssuer? = nil, _ body: @Sendable (EntitlementsTestEnvironment) async throws -> Void
     ) async throws {
+        try await run(environment, appStore: appStore, on: nil, body)
+    }
+
+    /// Another start of the service on this one's database and event stream, with `environment` in
+    /// place of this one's settings (the same App Store issuer, a clock and a token issuer of its
+    /// own), while this one runs on: a restart with changed settings, or a replica started beside it.
+    /// Either one's relay may send the other's events: both move the one outbox to the one stream.
+    func restarted(_ environment: [String: String], _ body: @Sendable (EntitlementsTestEnvironment) async throws -> Void) async throws {
+        try await Self.run(environment, appStore: appStore, on: (database, config.events.stream), body)
+    }
+
+    private static func run(
+        _ environment: [String: String], appStore: AppStoreIssuer?, on existing: (database: TestDatabase, stream: String)?,
+        _ body: @Sendable (EntitlementsTestEnvironment) async throws -> Void
+    ) async throws {
         let appStore = try appStore ?? AppStoreIssuer()
         let rootFile = FileManager.default.temporaryDirectory.appendingPathComponent("\(TestEnvironment.uniqueName("apple-root")).pem")
         try appStore.rootPEM.write(to: rootFile, atomically: true, encoding: .utf8)
@@ -56,7 +71,7 @@ struct EntitlementsTestEnvironment: ServiceHarness {
         let clock = TestClock()
         let definition = EntitlementsService.configured(clock: { clock.now() })
         func build(_ config: ServiceConfig) throws -> some ApplicationProtocol { try buildServiceApplication(definition, config: config) }
-        try await runService("entitlements", environment: settings, migrations: EntitlementsService.definition.allMigrations, build: build) { service in
+        @Sendable func started(_ service: RunningService) async throws {
             let adminID = UUID()
             let admin = User(id: adminID, email: "admin@example.com", token: try await service.issuer.token(userID: adminID, roles: [.user, .admin]))
             let env = EntitlementsTestEnvironment(
@@ -66,6 +81,11 @@ struct EntitlementsTestEnvironment: ServiceHarness {
             // is told of it by chance.
             try await waitUntil(.seconds(20)) { try await env.count("SELECT count(*) FROM catalog_announcements") > 0 }
             try await body(env)
+        }
+        if let existing {
+            try await runService("entitlements", database: existing.database, stream: existing.stream, environment: settings, build: build, started)
+        } else {
+            try await runService("entitlements", environment: settings, migrations: EntitlementsService.definition.allMigrations, build: build, started)
         }
     }
 
@@ -91,6 +111,11 @@ struct EntitlementsTestEnvironment: ServiceHarness {
             try await count("SELECT count(*) FROM customers WHERE user_id = '\(id)' AND email_normalized IS NOT NULL AND email_verified = \(proven)") == 1
         }
         return User(id: id, email: address, token: try await issuer.token(userID: id))
+    }
+
+    /// `user`, made by another start of the service, with a token from this one's issuer.
+    func signedIn(_ user: User) async throws -> User {
+        User(id: user.id, email: user.email, token: try await issuer.token(userID: user.id))
     }
 
     func publish<Payload: EventPayload>(_ payload: Payload, userID: UUID?, producer: String = "auth") async throws {

@@ -62,4 +62,51 @@ import TestSupport
             #expect(try await env.me(other)["tier"] as? String == "pro")
         }
     }
+
+    /// `APPLE_ACCEPT_SANDBOX` turned off and the service started again: a TestFlight subscription
+    /// bought while it was on gives nothing, as a new one would not, and the other services are told
+    /// once; an App Store purchase still counts and nobody is told of it again. Turned on again, the
+    /// subscription counts again.
+    @Test func sandboxSubscriptionsStopCountingOnceTheSettingIsOff() async throws {
+        // Each start sweeps when it starts and not again within the test: the one before a restart
+        // stands for a replica that the restart replaces.
+        let once = ["ENTITLEMENT_EXPIRY_SWEEP_MS": "3600000"]
+        try await Env.run(once.merging(["APPLE_ACCEPT_SANDBOX": "true"]) { $1 }) { before in
+            let tester = try await before.user()
+            let bought = try await before.buy(try await before.transaction(original: "1000000060", for: tester, environment: .sandbox), as: tester)
+            #expect(bought.status == .ok && bought.json["tier"] as? String == "pro" && bought.json["is_sandbox"] as? Bool == true, "\(bought.text)")
+            let customer = try await before.user()
+            let paid = try await before.buy(try await before.transaction(original: "1000000061", for: customer), as: customer)
+            #expect(paid.status == .ok && paid.json["tier"] as? String == "pro", "\(paid.text)")
+            #expect(try await before.count("SELECT count(*) FROM entitlement_announcements WHERE sandbox_counted") == 1)
+            @Sendable func told(_ user: EntitlementsTestEnvironment.User) async throws -> [String] {
+                try await before.events("entitlement.changed").filter { $0["user_id"] as? String == user.path }.compactMap { $0["tier"] as? String }
+            }
+            try await waitUntil(.seconds(15)) {
+                let (testers, customers) = (try await told(tester), try await told(customer))
+                return testers == ["pro"] && customers == ["pro"]
+            }
+
+            try await before.restarted(once.merging(["APPLE_ACCEPT_SANDBOX": "false"]) { $1 }) { after in
+                try await waitUntil(.seconds(15)) { try await told(tester) == ["pro", "free"] }
+                let me = try await after.me(try await after.signedIn(tester))
+                #expect(me["tier"] as? String == "free" && me["is_sandbox"] as? Bool == false, "\(me)")
+                let explained = try await after.call(.get, "/v1/admin/entitlements/\(tester.path)/explain", as: after.admin)
+                let candidate = (explained.json["candidates"] as? [[String: Any]])?.first { $0["id"] as? String == "1000000060" }
+                #expect(candidate?["counts"] as? Bool == false && (candidate?["reason"] as? String)?.contains("APPLE_ACCEPT_SANDBOX is off") == true, "\(explained.text)")
+                #expect(try await after.me(try await after.signedIn(customer))["tier"] as? String == "pro")
+                #expect(try await after.count("SELECT count(*) FROM entitlement_announcements WHERE NOT sandbox_counted") == 1)
+
+                try await after.restarted(once.merging(["APPLE_ACCEPT_SANDBOX": "true"]) { $1 }) { again in
+                    try await waitUntil(.seconds(15)) { try await told(tester) == ["pro", "free", "pro"] }
+                    #expect(try await again.me(try await again.signedIn(tester))["tier"] as? String == "pro")
+                    #expect(try await again.count("SELECT count(*) FROM entitlement_announcements WHERE sandbox_counted") == 1)
+                }
+            }
+            // No start had anything new to tell of the App Store customer, nor more of the tester.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await told(customer) == ["pro"])
+            #expect(try await told(tester) == ["pro", "free", "pro"])
+        }
+    }
 }

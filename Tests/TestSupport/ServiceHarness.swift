@@ -166,14 +166,18 @@ public func runService<App: ApplicationProtocol>(
     }
 }
 
-private func runService<App: ApplicationProtocol>(
-    _ name: String, database: TestDatabase, environment: [String: String], build: (ServiceConfig) throws -> App, _ body: @Sendable (RunningService) async throws -> Void
+/// `runService` on a database another run of the service made, left as this run leaves it, and on
+/// that run's event stream when `stream` names it: a start of the same service with other settings,
+/// as a restart (or a replica started beside it) is.
+public func runService<App: ApplicationProtocol>(
+    _ name: String, database: TestDatabase, stream: String? = nil, environment: [String: String], build: (ServiceConfig) throws -> App,
+    _ body: @Sendable (RunningService) async throws -> Void
 ) async throws {
     let issuer = TestIssuer()
     try await issuer.start()
     defer { issuer.stop() }
     var settings = ServiceConfig.test(
-        name: name, database: database, redis: try TestEnvironment.redis(), stream: TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL,
+        name: name, database: database, redis: try TestEnvironment.redis(), stream: stream ?? TestEnvironment.uniqueName("events"), jwksURL: issuer.jwksURL,
         environment: environment)
     settings.tokens = issuer.tokenConfig
     let config = settings

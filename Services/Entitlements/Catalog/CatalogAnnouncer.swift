@@ -12,6 +12,8 @@ import ServiceLifecycle
 /// is how services that keep caps learn those of users who bought before caps were carried.
 struct CatalogAnnouncer: Service {
     let catalog: Catalog
+    /// `EntitlementsSettings.acceptsSandbox`: whether a sandbox subscription gives its tier.
+    let acceptsSandbox: Bool
     let postgres: PostgresClient
     let outbox: EventOutbox
     let schema: String
@@ -78,7 +80,7 @@ struct CatalogAnnouncer: Service {
             let reshuffled = !removed.isEmpty || changed.contains { id in announced[id].map { $0.products != now[id]!.products || $0.rank != now[id]!.rank } ?? false }
             var told = 0
             if changed.contains(catalog.free.id) {
-                let free = Entitlement.derive(subscriptions: [], grants: [], catalog: catalog, now: clock())
+                let free = Entitlement.derive(subscriptions: [], grants: [], catalog: catalog, acceptsSandbox: acceptsSandbox, now: clock())
                 let users = try await connection.checkedQuery(
                     """
                     SELECT c.user_id FROM customers c
@@ -104,7 +106,7 @@ struct CatalogAnnouncer: Service {
             for try await user in holders { holderIDs.append(user) }
             for user in holderIDs {
                 let inputs = try await store.inputs(user, on: connection, logger: logger)
-                let entitlement = Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, now: clock())
+                let entitlement = Entitlement.derive(subscriptions: inputs.subscriptions, grants: inputs.grants, catalog: catalog, acceptsSandbox: acceptsSandbox, now: clock())
                 guard reshuffled || changed.contains(entitlement.tier) else { continue }
                 try await write(entitlement, of: user, on: connection)
                 told += 1

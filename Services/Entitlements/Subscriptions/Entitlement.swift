@@ -15,6 +15,9 @@ struct SubscriptionRecord: Sendable, Decodable, Equatable {
     var gracePeriodEndsAt: Date?
     var signedAt: Date
 
+    /// Bought in the App Store's sandbox (TestFlight, App Review), not from the App Store.
+    var isSandbox: Bool { environment != "Production" }
+
     /// Where a subscription stands at `now`, from its dates alone: decided at read time, so a tier
     /// never outlives its subscription waiting for a sweep.
     func state(at now: Date) -> Entitlement.State {
@@ -75,8 +78,10 @@ struct Entitlement: Sendable, Equatable {
     func has(_ feature: String) -> Bool { features[feature] ?? false }
 
     /// The best tier the user's subscriptions and grants give at `now`, else free. The highest rank
-    /// wins; among equals, the one that lasts longer.
-    static func derive(subscriptions: [SubscriptionRecord], grants: [GrantRecord], catalog: Catalog, now: Date) -> Entitlement {
+    /// wins; among equals, the one that lasts longer. A sandbox subscription counts only where
+    /// `acceptsSandbox` (`EntitlementsSettings.acceptsSandbox`): one bought while sandbox purchases
+    /// counted gives nothing once they no longer do, as a new one would not.
+    static func derive(subscriptions: [SubscriptionRecord], grants: [GrantRecord], catalog: Catalog, acceptsSandbox: Bool, now: Date) -> Entitlement {
         var candidates: [Candidate] = []
         var best: (candidate: Candidate, tier: Catalog.Tier, subscription: SubscriptionRecord?)?
         func consider(_ candidate: Candidate, tier: Catalog.Tier?, subscription: SubscriptionRecord?) {
@@ -91,8 +96,11 @@ struct Entitlement: Sendable, Equatable {
         for subscription in subscriptions.sorted(by: { $0.signedAt < $1.signedAt }) {
             let tier = catalog.tier(forProduct: subscription.productID)
             let state = subscription.state(at: now)
+            let refused = subscription.isSandbox && !acceptsSandbox
             let reason: String =
-                if tier == nil { "product \(subscription.productID) is in no tier of the catalogue" } else {
+                if tier == nil { "product \(subscription.productID) is in no tier of the catalogue" } else if refused {
+                    "a sandbox purchase (TestFlight or App Review), which gives no tier here: APPLE_ACCEPT_SANDBOX is off"
+                } else {
                     switch state {
                     case .active: "active until \(subscription.expiresAt.map { ISO8601DateFormatter().string(from: $0) } ?? "no expiry")"
                     case .gracePeriod: "renewal failed; in the billing grace period, which still gives the tier"
@@ -104,7 +112,7 @@ struct Entitlement: Sendable, Equatable {
             consider(
                 Candidate(
                     kind: .appStore, id: subscription.originalTransactionID, tier: tier?.id, state: state, expiresAt: subscription.expiresAt,
-                    counts: tier != nil && state.grantsAccess, reason: reason),
+                    counts: tier != nil && state.grantsAccess && !refused, reason: reason),
                 tier: tier, subscription: subscription)
         }
         for grant in grants.sorted(by: { $0.createdAt < $1.createdAt }) {
@@ -123,16 +131,16 @@ struct Entitlement: Sendable, Equatable {
             return Entitlement(
                 tier: best.tier.id, source: best.candidate.kind, state: best.candidate.state, expiresAt: best.candidate.expiresAt,
                 willRenew: subscription?.willRenew, billingIssue: subscription.map { $0.billingRetry && best.candidate.state == .gracePeriod } ?? false,
-                isSandbox: subscription.map { $0.environment != "Production" } ?? false, features: features(best.tier), caps: caps(best.tier),
+                isSandbox: subscription?.isSandbox ?? false, features: features(best.tier), caps: caps(best.tier),
                 candidates: candidates, derivation: "\(best.tier.id) from \(best.candidate.kind.rawValue) \(best.candidate.id): \(best.candidate.reason)")
         }
-        // Nothing paid counts: free, with the state of the latest subscription, so the app can say
-        // "expired" or "fix your payment".
-        let latest = subscriptions.max { $0.signedAt < $1.signedAt }
+        // Nothing paid counts: free, with the state of the latest subscription that could count, so the
+        // app can say "expired" or "fix your payment".
+        let latest = subscriptions.filter { acceptsSandbox || !$0.isSandbox }.max { $0.signedAt < $1.signedAt }
         let state = latest?.state(at: now) ?? .active
         return Entitlement(
             tier: catalog.free.id, source: .free, state: state, expiresAt: latest?.expiresAt, willRenew: latest?.willRenew, billingIssue: state == .billingRetry,
-            isSandbox: latest.map { $0.environment != "Production" } ?? false, features: features(catalog.free), caps: caps(catalog.free), candidates: candidates,
+            isSandbox: latest?.isSandbox ?? false, features: features(catalog.free), caps: caps(catalog.free), candidates: candidates,
             derivation: candidates.isEmpty ? "free: no purchases or grants" : "free: nothing bought or granted counts now")
     }
 
