@@ -123,7 +123,7 @@ struct Entitlements: Sendable {
             let next = Entitlement.nextChange(subscriptions: inputs.subscriptions, grants: inputs.grants, after: clock())
             // Whether the user's sandbox purchases counted (none held: NULL), for the sweep to look
             // again once a start with the other `APPLE_ACCEPT_SANDBOX` makes them count or not.
-            let sandboxCounted: Bool? = inputs.subscriptions.contains { $0.isSandbox } ? settings.acceptsSandbox : nil
+            let sandboxCounted: Bool? = inputs.subscriptions.contains { $0.isAppStoreSandbox } ? settings.acceptsSandbox : nil
             try await connection.checkedRun(
                 """
                 INSERT INTO entitlement_announcements (user_id, fingerprint, next_change_at, sandbox_counted) VALUES (\(user), \(fingerprint), \(next), \(sandboxCounted))

@@ -1,3 +1,4 @@
+import AppStoreServer
 import Foundation
 import ServiceKit
 
@@ -15,8 +16,12 @@ struct SubscriptionRecord: Sendable, Decodable, Equatable {
     var gracePeriodEndsAt: Date?
     var signedAt: Date
 
-    /// Bought in the App Store's sandbox (TestFlight, App Review), not from the App Store.
-    var isSandbox: Bool { environment != "Production" }
+    /// Not bought from the App Store: in its sandbox, or in Xcode's StoreKit testing (flagged `is_sandbox`).
+    var isSandbox: Bool { environment != AppStoreEnvironment.production.rawValue }
+
+    /// Bought in the App Store's sandbox (TestFlight, App Review): what `APPLE_ACCEPT_SANDBOX` decides
+    /// of. Xcode's and StoreKit testing's are only ever accepted outside production.
+    var isAppStoreSandbox: Bool { environment == AppStoreEnvironment.sandbox.rawValue }
 
     /// Where a subscription stands at `now`, from its dates alone: decided at read time, so a tier
     /// never outlives its subscription waiting for a sweep.
@@ -96,7 +101,7 @@ struct Entitlement: Sendable, Equatable {
         for subscription in subscriptions.sorted(by: { $0.signedAt < $1.signedAt }) {
             let tier = catalog.tier(forProduct: subscription.productID)
             let state = subscription.state(at: now)
-            let refused = subscription.isSandbox && !acceptsSandbox
+            let refused = subscription.isAppStoreSandbox && !acceptsSandbox
             let reason: String =
                 if tier == nil { "product \(subscription.productID) is in no tier of the catalogue" } else if refused {
                     "a sandbox purchase (TestFlight or App Review), which gives no tier here: APPLE_ACCEPT_SANDBOX is off"
@@ -136,7 +141,7 @@ struct Entitlement: Sendable, Equatable {
         }
         // Nothing paid counts: free, with the state of the latest subscription that could count, so the
         // app can say "expired" or "fix your payment".
-        let latest = subscriptions.filter { acceptsSandbox || !$0.isSandbox }.max { $0.signedAt < $1.signedAt }
+        let latest = subscriptions.filter { acceptsSandbox || !$0.isAppStoreSandbox }.max { $0.signedAt < $1.signedAt }
         let state = latest?.state(at: now) ?? .active
         return Entitlement(
             tier: catalog.free.id, source: .free, state: state, expiresAt: latest?.expiresAt, willRenew: latest?.willRenew, billingIssue: state == .billingRetry,

@@ -11,7 +11,9 @@ import ServiceLifecycle
 /// other services (nutrition's daily allowances) would keep the paid caps. Every `interval` it takes
 /// the users whose recorded next change has come or who were announced under the other setting
 /// (`entitlement_announcements`), a batch at a time, skipping rows a replica holds, and announces
-/// those whose entitlement now differs from what was announced.
+/// those whose entitlement now differs from what was announced. The setting swept for is the one
+/// the process that started last has (`sandbox_setting`): replicas with the other one, which a
+/// rolling restart is replacing, leave those users alone.
 struct ExpiryAnnouncer: Service {
     let entitlements: Entitlements
     let interval: Duration
@@ -21,8 +23,13 @@ struct ExpiryAnnouncer: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
+            var started = false
             while !Task.isCancelled {
                 do {
+                    if !started {
+                        try await recordStart()
+                        started = true
+                    }
                     while try await sweep() == Self.batchSize {}
                 } catch {
                     logger.warning("announcing changed entitlements failed; trying again", metadata: ["error": "\(String(reflecting: error))"])
@@ -30,6 +37,15 @@ struct ExpiryAnnouncer: Service {
                 try? await Task.sleep(for: interval)
             }
         }
+    }
+
+    /// Makes this process's `APPLE_ACCEPT_SANDBOX` the one swept for, as the latest to start.
+    func recordStart() async throws {
+        try await entitlements.postgres.checkedQuery(
+            """
+            INSERT INTO sandbox_setting (accepts) VALUES (\(entitlements.settings.acceptsSandbox))
+            ON CONFLICT (only_row) DO UPDATE SET accepts = EXCLUDED.accepts, started_at = now()
+            """, logger: logger)
     }
 
     /// One batch of the users whose next change has come, each in a transaction of its own: one that
@@ -41,13 +57,18 @@ struct ExpiryAnnouncer: Service {
         let entitlements = self.entitlements
         let logger = self.logger
         let now = entitlements.clock()
-        // Announced under the other setting: equality, so that the partial index finds them.
-        let otherSetting = !entitlements.settings.acceptsSandbox
+        // Announced under the other setting, while this process's is the latest to start. Asked here
+        // to leave the users alone otherwise, and again as each is locked: in the same snapshot as
+        // the user's row, so a row the latest process has just announced is never taken back.
+        let mine = entitlements.settings.acceptsSandbox
+        let latest = try await entitlements.postgres.checkedQuery("SELECT accepts FROM sandbox_setting", decoding: Bool.self, logger: logger).first
         let due = try await entitlements.postgres.checkedQuery(
-            """
-            SELECT user_id FROM entitlement_announcements WHERE next_change_at <= \(now) OR sandbox_counted = \(otherSetting)
-            ORDER BY next_change_at LIMIT \(Self.batchSize)
-            """,
+            latest == mine
+                ? """
+                SELECT user_id FROM entitlement_announcements WHERE next_change_at <= \(now) OR sandbox_counted = \(!mine)
+                ORDER BY next_change_at LIMIT \(Self.batchSize)
+                """
+                : "SELECT user_id FROM entitlement_announcements WHERE next_change_at <= \(now) ORDER BY next_change_at LIMIT \(Self.batchSize)",
             decoding: UUID.self, logger: logger)
         var looked = 0
         for user in due {
@@ -56,7 +77,9 @@ struct ExpiryAnnouncer: Service {
                     guard
                         try await connection.returnsRow(
                             """
-                            SELECT 1 FROM entitlement_announcements WHERE user_id = \(user) AND (next_change_at <= \(now) OR sandbox_counted = \(otherSetting))
+                            SELECT 1 FROM entitlement_announcements
+                            WHERE user_id = \(user)
+                              AND (next_change_at <= \(now) OR (sandbox_counted = \(!mine) AND EXISTS (SELECT 1 FROM sandbox_setting WHERE accepts = \(mine))))
                             FOR UPDATE SKIP LOCKED
                             """, logger: logger)
                     else { return false }
