@@ -276,6 +276,9 @@ import TestSupport
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "duration_s": 2.5, "done": true]]], "sets[0].duration_s"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "weight_kg": 1e9, "done": true]]], "sets[0].weight_kg"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "weight_kg": 10, "weight_lbs": 22, "done": true]]], "sets[0].weight_lbs"),
+                // In kilograms below the smallest Double: PostgreSQL could not write it in the answer.
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "weight_lbs": 5e-324, "done": true]]], "sets[0].weight_lbs"),
+                (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "weight_kg": 0.0001, "done": true]]], "sets[0].weight_kg"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [["block": 1, "set": 1, "rpe": 11, "done": true]]], "sets[0].rpe"),
                 (["performed_at": "2026-03-01T07:00:00Z", "sets": [good], "notes": String(repeating: "n", count: 2001)], "notes"),
                 // The coach reads them: a carriage return alone could overwrite what a log viewer shows.

@@ -65,6 +65,13 @@ struct LogDraft: Sendable {
 
     static let maxSets = 1_000
 
+    /// A weight in the unit given: none (0), or from a milligram's order up. A smaller one is no
+    /// weight anyone lifts, and in pounds its exact kilograms can fall below the smallest `Double`,
+    /// which PostgreSQL refuses to write as a number in the answer.
+    static func isWeight(_ value: Double, upTo limit: Double) -> Bool {
+        value.isFinite && (value == 0 || (0.001...limit).contains(value))
+    }
+
     /// `blocks`: how many blocks the session has, when known.
     init(_ body: Body, blocks: Int? = nil, now: Date = Date()) throws {
         var problems: [Problem.FieldError] = []
@@ -99,8 +106,8 @@ struct LogDraft: Sendable {
             if let reps = item.reps, !(0...1_000).contains(reps) { problem("\(field).reps", "must be 0 to 1000") }
             if let duration = item.durationS, !(0...86_400).contains(duration) { problem("\(field).duration_s", "must be 0 to 86400") }
             if let distance = item.distanceM, !(distance.isFinite && (0...1_000_000).contains(distance)) { problem("\(field).distance_m", "must be 0 to 1000000") }
-            if let kg = item.weightKg, !(kg.isFinite && (0...1_000).contains(kg)) { problem("\(field).weight_kg", "must be 0 to 1000") }
-            if let lbs = item.weightLbs, !(lbs.isFinite && (0...2_200).contains(lbs)) { problem("\(field).weight_lbs", "must be 0 to 2200") }
+            if let kg = item.weightKg, !Self.isWeight(kg, upTo: 1_000) { problem("\(field).weight_kg", "must be 0, or 0.001 to 1000") }
+            if let lbs = item.weightLbs, !Self.isWeight(lbs, upTo: 2_200) { problem("\(field).weight_lbs", "must be 0, or 0.001 to 2200") }
             if item.weightKg != nil, item.weightLbs != nil { problem("\(field).weight_lbs", "give the weight once: weight_kg or weight_lbs") }
             if let rpe = item.rpe, !(rpe.isFinite && (1...10).contains(rpe)) { problem("\(field).rpe", "must be 1 to 10") }
             sets.append(

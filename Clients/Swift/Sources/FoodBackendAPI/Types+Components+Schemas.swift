@@ -2595,9 +2595,11 @@ extension Components {
                 public var rpe: Swift.Double?
                 /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/set`.
                 public var set: Swift.Int
+                /// 0, or from 0.001
+                ///
                 /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/weight_kg`.
                 public var weightKg: Swift.Double?
-                /// instead of weight_kg
+                /// instead of weight_kg; 0, or from 0.001
                 ///
                 /// - Remark: Generated from `#/components/schemas/LogInput/SetsPayload/weight_lbs`.
                 public var weightLbs: Swift.Double?
@@ -2611,8 +2613,8 @@ extension Components {
                 ///   - reps:
                 ///   - rpe:
                 ///   - set:
-                ///   - weightKg:
-                ///   - weightLbs: instead of weight_kg
+                ///   - weightKg: 0, or from 0.001
+                ///   - weightLbs: instead of weight_kg; 0, or from 0.001
                 public init(
                     block: Swift.Int,
                     distanceM: Swift.Double? = nil,
