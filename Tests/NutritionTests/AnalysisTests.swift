@@ -408,6 +408,21 @@ import TestSupport
         }
     }
 
+    /// An oil the model weighs at a tablespoon, all fat: the item's fat is its grams, not a rounding
+    /// above them that would refuse the whole meal after the call.
+    @Test func aTablespoonOfOilIsAnalysed() async throws {
+        let standIn = try await VisionStandIn.start()
+        defer { standIn.stop() }
+        try await NutritionTestEnvironment.run(Self.settings("openai", standIn)) { env in
+            try await env.announceCatalog(freeMealAnalysesPerDay: 3)
+            let user = try await env.user()
+            standIn.always(.answer(#"{"meal_name": "Salad", "items": [\#(Self.item("olive oil", grams: 14, kcal: 884, protein: 0, carbs: 0, fat: 100))]}"#))
+            let reply = try await Self.analyze(env, user)
+            #expect(reply.status == .created, "\(reply.text)")
+            #expect((reply.json["items"] as? [[String: Any]])?.first?["fat_g"] as? Double == 14, "\(reply.text)")
+        }
+    }
+
     /// A provider whose connection never completes (its TLS handshake unanswered) is out of reach,
     /// though the call's whole timeout passes: the kit gives a connection 3 s
     /// (`ServiceDependencies.connectTimeout`) of its 5, and the day's count is given back.

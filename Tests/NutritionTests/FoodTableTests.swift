@@ -261,7 +261,12 @@ import TestSupport
             // cold-pressed flaxseed oil's to 100.09 g. Every food of the table can be logged.
             let oils = try await post([["ndb_number": "35057", "grams": 100], ["ndb_number": "42231", "grams": 15]])
             #expect(oils.status == .created, "\(oils.text)")
-            #expect(try await env.count("SELECT count(*) FROM meals WHERE user_id = '\(user.id)'") == 3, "no refused meal was kept")
+            // Olive oil is all fat: a tablespoon's fat is its grams, though 100 × 14 / 100 in floating
+            // point is a rounding above 14.
+            let oil = try await post([["ndb_number": "04053", "grams": 14], ["ndb_number": "04053", "grams": 28]])
+            #expect(oil.status == .created, "\(oil.text)")
+            #expect((oil.json["items"] as? [[String: Any]])?.map { $0["fat_g"] as? Double } == [14, 28])
+            #expect(try await env.count("SELECT count(*) FROM meals WHERE user_id = '\(user.id)'") == 4, "no refused meal was kept")
         }
     }
 

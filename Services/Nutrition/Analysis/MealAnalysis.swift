@@ -50,16 +50,18 @@ struct Per100g: Codable, Sendable, Equatable {
 
     /// The item for `grams` of the food: each amount × grams / 100. Fibre and sugars are held to the
     /// carbohydrate and saturated fat to the fat they are part of, as `MealItem` requires, whatever
-    /// an estimate said.
+    /// an estimate said; and protein, carbohydrate, fat and alcohol to the grams. An oil's 100 g of
+    /// fat in 100 g comes out a rounding above the grams for many portions (100 × 0.14 is
+    /// 14.000000000000002), which `MealItem` would refuse.
     func item(named name: String, grams: Double, tags: [String]?) -> MealItem {
         let f = grams / 100
         func part(_ value: Double?, of whole: Double) -> Double? { value.map { min($0 * f, whole) } }
-        let carbs = carbsG * f
-        let fat = fatG * f
+        let carbs = min(carbsG * f, grams)
+        let fat = min(fatG * f, grams)
         return MealItem(
-            name: name, grams: grams, calories: calories * f, proteinG: proteinG * f, carbsG: carbs, fatG: fat, fiberG: part(fiberG, of: carbs),
+            name: name, grams: grams, calories: calories * f, proteinG: min(proteinG * f, grams), carbsG: carbs, fatG: fat, fiberG: part(fiberG, of: carbs),
             sugarG: part(sugarG, of: carbs), saturatedFatG: part(saturatedFatG, of: fat), sodiumMg: sodiumMg.map { min($0 * f, grams * 400) },
-            alcoholG: alcoholG.map { $0 * f }, tags: tags)
+            alcoholG: part(alcoholG, of: grams), tags: tags)
     }
 }
 
