@@ -65,8 +65,8 @@ struct LogDraft: Sendable {
 
     static let maxSets = 1_000
 
-    /// A weight in the unit given: none (0), or from a milligram's order up. A smaller one is no
-    /// weight anyone lifts, and in pounds its exact kilograms can fall below the smallest `Double`,
+    /// A weight in the unit given: none (0), or from a thousandth of the unit up (a gram, or about
+    /// half of one in pounds). A smaller one is no weight anyone lifts, and in pounds its exact kilograms can fall below the smallest `Double`,
     /// which PostgreSQL refuses to write as a number in the answer.
     static func isWeight(_ value: Double, upTo limit: Double) -> Bool {
         value.isFinite && (value == 0 || (0.001...limit).contains(value))
