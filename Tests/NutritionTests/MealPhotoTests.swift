@@ -313,4 +313,74 @@ import TestSupport
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM meal_photos WHERE user_id = '\(user.id)'") == 0 }
         }
     }
+
+    /// One user has at most `UPLOADS_PER_USER` uploads (2 by default) in the process at once, each
+    /// held from before its body is read: one more is `429 too_many_uploads` with none of its body
+    /// sent, while another user's goes on; an upload broken off gives its place back.
+    @Test func oneUserSendsAtMostTheirShareOfUploadsAtOnce() async throws {
+        let adminPort = try RedisServer.freePort()
+        try await NutritionTestEnvironment.run(["ADMIN_HTTP_PORT": String(adminPort)]) { env in
+            @Sendable func inFlight() async throws -> Int { Int(try await MetricsScrape.value("http_uploads_in_flight", port: adminPort) ?? -1) }
+            let user = try await env.user()
+            let other = try await env.user()
+            let id = try #require(try await env.meal(user)["id"] as? String)
+            let otherID = try #require(try await env.meal(other)["id"] as? String)
+            let port = try #require(env.client.port)
+            let head = { (path: String, token: String) in
+                "POST \(path) HTTP/1.1\r\nHost: nutrition\r\nAuthorization: Bearer \(token)\r\nContent-Type: image/jpeg\r\nContent-Length: 1000000\r\n\r\n"
+            }
+            // Two uploads whose bodies have begun and never end.
+            var held: [Int32] = []
+            defer { for fd in held { close(fd) } }
+            for _ in 0..<2 {
+                let fd = try LoopbackSocket.connect(port: port)
+                held.append(fd)
+                let start = head("/v1/meals/\(id)/photo", user.token) + String(repeating: "x", count: 1024)
+                _ = start.withCString { send(fd, $0, strlen($0), 0) }
+            }
+            try await waitUntil(.seconds(15)) { try await inFlight() == 2 }
+
+            // A third: refused on its head alone, and the connection ends with the answer.
+            let refused = try await Self.headOnly(port: port, head("/v1/meals/\(id)/photo", user.token))
+            #expect(refused.hasPrefix("HTTP/1.1 429"), "\(refused)")
+            #expect(refused.contains("\"code\":\"too_many_uploads\""), "\(refused)")
+            #expect(refused.lowercased().contains("retry-after: 1") && refused.lowercased().contains("connection: close"), "\(refused)")
+            // An analysis is an upload too.
+            let analysis = try await Self.headOnly(port: port, head("/v1/meals/analyze", user.token))
+            #expect(analysis.hasPrefix("HTTP/1.1 429") && analysis.contains("too_many_uploads"), "\(analysis)")
+            // Another user's upload goes on, and reading a photo is no upload.
+            let photo = ByteBuffer(bytes: try Photos.fixture("avatars/photo.jpg"))
+            let others = try await env.call(.post, "/v1/meals/\(otherID)/photo", as: other, raw: photo, headers: [.contentType: "image/jpeg"])
+            #expect(others.status == .ok, "\(others.text)")
+            let read = try await env.call(.get, "/v1/meals/\(id)/photo", as: user)
+            #expect(read.status == .notFound && read.json["code"] as? String == "photo_not_found", "\(read.text)")
+
+            // One upload broken off: its place is free again, and the next upload is taken.
+            close(held.removeFirst())
+            try await waitUntil(.seconds(15)) { try await inFlight() == 1 }
+            let next = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: photo, headers: [.contentType: "image/jpeg"])
+            #expect(next.status == .ok, "\(next.text)")
+            close(held.removeFirst())
+            try await waitUntil(.seconds(15)) { try await inFlight() == 0 }
+        }
+    }
+
+    /// Sends a request head and none of its body, and reads the answer: the wait ends with the
+    /// problem's last brace, or the connection's end.
+    static func headOnly(port: Int, _ head: String) async throws -> String {
+        try await LoopbackSocket.blocking {
+            let fd = try LoopbackSocket.connect(port: port)
+            defer { close(fd) }
+            _ = head.withCString { send(fd, $0, strlen($0), 0) }
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                received += buffer[0..<count]
+                if let text = String(bytes: received, encoding: .utf8), text.contains("\r\n\r\n"), text.hasSuffix("}") { break }
+            }
+            return String(decoding: received, as: UTF8.self)
+        }
+    }
 }

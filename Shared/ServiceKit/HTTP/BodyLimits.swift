@@ -29,6 +29,12 @@ public struct BodyLimits: Sendable, Equatable {
         return rootLimit ?? otherwise
     }
 
+    /// Whether a prefix other than `/` covers `path`: one of the routes given a limit of their own.
+    public func lists(_ path: some StringProtocol) -> Bool {
+        let path = Substring(path).prefix { $0 != "?" }
+        return rules.contains { Self.path(path, beginsWith: $0.segments) }
+    }
+
     /// Whether a path's segments begin with `wanted`, a `*` matching any one that is not empty; read
     /// in place, as every request with a body asks.
     static func path(_ path: Substring, beginsWith wanted: [Substring]) -> Bool {

@@ -50,6 +50,10 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
     adminRouter.add(middleware: ProblemMiddleware())
     health.addAdmin(to: adminRouter)
     router.add(middleware: TokenMiddleware(verifier: tokens))
+    // Before the idempotency middleware, which reads a body with a key whole.
+    if !setup.bodyLimits.limits.isEmpty {
+        router.add(middleware: UploadSlotsMiddleware(routes: setup.bodyLimits, slots: UploadSlots(perUser: config.uploadsPerUser, registry: registry)))
+    }
     router.add(middleware: IdempotencyMiddleware(postgres: postgres, excludedPrefixes: setup.idempotencyExcluded, abandonedAfter: setup.idempotencyAbandonedAfter, bodyLimits: setup.bodyLimits))
     let components = try setup.build(router, dependencies)
     routeIndex.record(router)

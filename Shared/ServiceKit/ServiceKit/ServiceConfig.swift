@@ -23,6 +23,9 @@ public struct ServiceConfig: Sendable {
     /// Whose `X-Forwarded-For` names the client: by default the loopback and private networks, where
     /// the gateway reaches the services.
     public var trustedProxies: TrustedProxies
+    /// How many uploads (bodies to the service's larger-bodied routes, a photo's) one user may send
+    /// this process at once (`UPLOADS_PER_USER`, 2): `UploadSlots`.
+    public var uploadsPerUser: Int
     /// The variables the configuration was read from: a service with settings of its own reads them
     /// from here (with an `EnvironmentReader`, so its problems are reported the same way).
     public var environment: [String: String]
@@ -40,6 +43,7 @@ public struct ServiceConfig: Sendable {
         events = EventBusConfig(service: name, reading: &env)
         tokens = TokenConfig(reading: &env)
         trustedProxies = env.trustedProxies("TRUSTED_PROXIES", default: .privateNetworks)
+        uploadsPerUser = env.int("UPLOADS_PER_USER", default: 2, range: 1...64)
         ProcessTuning.readEventLoopThreads(&env)
     }
 

@@ -18579,7 +18579,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: too_many_analyses (the user's ANALYZER_CONCURRENCY_PER_USER analyses running; with Retry-After)
+            /// codes: too_many_analyses (the user's ANALYZER_CONCURRENCY_PER_USER analyses running; with Retry-After), too_many_uploads (the user's UPLOADS_PER_USER uploads, photos and analyses, still being received or handled; refused before the body is read, with Retry-After)
             ///
             /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/429`.
             ///
@@ -20322,6 +20322,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: too_many_uploads (the user's UPLOADS_PER_USER uploads, photos and analyses, still being received or handled; refused before the body is read, with Retry-After)
+            ///
+            /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
