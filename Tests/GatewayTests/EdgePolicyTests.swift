@@ -73,6 +73,10 @@ import TestSupport
         #expect(limits.limit(for: "/v1/meals/0e5c8a38-6d4c-4f4e-9b38-1f1f4a8f0c11/photo?x=1") == (10 << 20) + (16 << 10))
         #expect(limits.limit(for: "/v1/meals/0e5c8a38-6d4c-4f4e-9b38-1f1f4a8f0c11") == 256 << 10)
         #expect(limits.limit(for: "/v1/meals//photo") == 256 << 10)
+        // Empty segments are skipped, as the router skips them.
+        #expect(limits.limit(for: "/v1/meals//analyze") == (10 << 20) + (16 << 10))
+        #expect(limits.limit(for: "//v1/meals/x//photo/") == (10 << 20) + (16 << 10))
+        #expect(limits.lists("/v1/meals//analyze") && !limits.lists("/v1/meals/analyzed") && !limits.lists("/v1/meals"))
         #expect(limits.limit(for: "/v1/meals/x/photos") == 256 << 10)
         #expect(limits.limit(for: "/v1/meals/x/consume") == 256 << 10)
         var env = EnvironmentReader(["BODY_LIMITS": "/v1/meals=1KiB, /=64KiB"])

@@ -14,7 +14,7 @@ public struct BodyLimits: Sendable, Equatable {
 
     public init(limits: [String: Int]) {
         self.limits = limits.map { (prefix: $0.key, bytes: $0.value) }.sorted { $0.prefix.count > $1.prefix.count }
-        self.rules = self.limits.filter { $0.prefix != "/" }.map { (segments: $0.prefix.split(separator: "/", omittingEmptySubsequences: false), bytes: $0.bytes) }
+        self.rules = self.limits.filter { $0.prefix != "/" }.map { (segments: $0.prefix.split(separator: "/"), bytes: $0.bytes) }
         self.rootLimit = limits["/"]
     }
 
@@ -35,16 +35,18 @@ public struct BodyLimits: Sendable, Equatable {
         return rules.contains { Self.path(path, beginsWith: $0.segments) }
     }
 
-    /// Whether a path's segments begin with `wanted`, a `*` matching any one that is not empty; read
-    /// in place, as every request with a body asks.
+    /// Whether a path's segments begin with `wanted`, a `*` matching any one; read in place, as every
+    /// request with a body asks. Empty segments are skipped on both sides, as the router skips them:
+    /// `/v1/meals//analyze` reaches the analysis, so it has the analysis's limit (and takes an upload's
+    /// place) too.
     static func path(_ path: Substring, beginsWith wanted: [Substring]) -> Bool {
-        var start: Substring.Index? = path.startIndex
+        var rest = path[...]
         for want in wanted {
-            guard let from = start else { return false }
-            let end = path[from...].firstIndex(of: "/") ?? path.endIndex
-            let segment = path[from..<end]
-            if want == "*" ? segment.isEmpty : want != segment { return false }
-            start = end == path.endIndex ? nil : path.index(after: end)
+            rest = rest.drop(while: { $0 == "/" })
+            guard !rest.isEmpty else { return false }
+            let end = rest.firstIndex(of: "/") ?? rest.endIndex
+            if want != "*" && want != rest[..<end] { return false }
+            rest = rest[end...]
         }
         return true
     }

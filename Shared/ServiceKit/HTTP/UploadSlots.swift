@@ -11,8 +11,13 @@ import Synchronization
 /// held back by it.
 package final class UploadSlots: Sendable {
     package let perUser: Int
-    private let held = Mutex<[UUID: Int]>([:])
-    /// Sets the `http_uploads_in_flight` gauge.
+    private struct Held {
+        var byUser: [UUID: Int] = [:]
+        var total = 0
+    }
+    private let held = Mutex(Held())
+    /// Sets the `http_uploads_in_flight` gauge: called under the lock, so that it is set in the
+    /// order the counts changed.
     private let record: @Sendable (Int) -> Void
 
     package init(perUser: Int, registry: MetricsRegistry? = nil) {
@@ -28,27 +33,27 @@ package final class UploadSlots: Sendable {
 
     /// Takes one of `user`'s slots when they hold fewer than `perUser`; each taken is given back with `giveBack`.
     package func take(_ user: UUID) -> Bool {
-        let total: Int? = held.withLock { held in
-            let mine = held[user, default: 0]
-            guard mine < perUser else { return nil }
-            held[user] = mine + 1
-            return held.values.reduce(0, +)
+        held.withLock { held in
+            let mine = held.byUser[user, default: 0]
+            guard mine < perUser else { return false }
+            held.byUser[user] = mine + 1
+            held.total += 1
+            record(held.total)
+            return true
         }
-        guard let total else { return false }
-        record(total)
-        return true
     }
 
     package func giveBack(_ user: UUID) {
-        let total = held.withLock { held in
-            let left = held[user, default: 1] - 1
-            held[user] = left > 0 ? left : nil
-            return held.values.reduce(0, +)
+        held.withLock { held in
+            let left = held.byUser[user, default: 1] - 1
+            held.byUser[user] = left > 0 ? left : nil
+            held.total -= 1
+            record(held.total)
         }
-        record(total)
     }
 
-    /// The body is not read: the connection cannot carry another request.
+    /// Its body is not read: the answer asks the client to end the connection rather than send the
+    /// rest of it.
     package static let full: APIError = {
         var error = APIError(
             .tooManyRequests, code: "too_many_uploads", detail: "Your other uploads are still being received or processed; try again when one is done.",

@@ -18579,7 +18579,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: too_many_analyses (the user's ANALYZER_CONCURRENCY_PER_USER analyses running; with Retry-After), too_many_uploads (the user's UPLOADS_PER_USER uploads, photos and analyses, still being received or handled; refused before the body is read, with Retry-After)
+            /// codes: too_many_analyses (the user's ANALYZER_CONCURRENCY_PER_USER analyses running; with Retry-After), too_many_uploads (the user's UPLOADS_PER_USER uploads, photos and analyses, still being received or handled; refused before nutrition reads the body, with Retry-After)
             ///
             /// - Remark: Generated from `#/paths//v1/meals/analyze/post/responses/429`.
             ///
@@ -20327,7 +20327,7 @@ public enum Operations {
                     }
                 }
             }
-            /// codes: too_many_uploads (the user's UPLOADS_PER_USER uploads, photos and analyses, still being received or handled; refused before the body is read, with Retry-After)
+            /// codes: too_many_uploads (the user's UPLOADS_PER_USER uploads, photos and analyses, still being received or handled; refused before nutrition reads the body, with Retry-After)
             ///
             /// - Remark: Generated from `#/paths//v1/meals/{id}/photo/post/responses/429`.
             ///
