@@ -106,13 +106,19 @@ def test_the_apps_flows_through_the_swift_client_call_every_route(stack, tmp_pat
         server.shutdown()
     print(run.stdout)
     # A stack mixing two releases (scripts/release-matrix) cannot serve the operations new in this
-    # release whose process is the previous release's: E2E_UNSERVED_OPERATIONS lists them. There a
-    # journey may stop on one of them, answered 404, and nowhere else; the route coverage, which
-    # such a journey cannot complete, is checked on a stack of one release.
+    # release whose process is the previous release's: E2E_UNSERVED_OPERATIONS lists them. Nor can
+    # it answer as this release does where the previous release's answer differs in a way this
+    # release's client relies on (a field added as always there): E2E_CHANGED_OPERATIONS. There a
+    # journey may stop on one of the first, answered 404, or on one of the second, however
+    # answered, and nowhere else; the route coverage, which such a journey cannot complete, is
+    # checked on a stack of one release.
     unserved = set(os.environ.get("E2E_UNSERVED_OPERATIONS", "").split())
-    if unserved:
+    changed = set(os.environ.get("E2E_CHANGED_OPERATIONS", "").split())
+    if unserved or changed:
         failed = [line for line in run.stdout.splitlines() if line.startswith("FAIL")]
-        unexpected = [line for line in failed if not any(line.endswith(f"(after {operation} answered 404)") for operation in unserved)]
+        unexpected = [line for line in failed
+                      if not any(line.endswith(f"(after {operation} answered 404)") for operation in unserved)
+                      and not any(re.search(rf"\(after {re.escape(operation)} answered \d+\)$", line) for operation in changed)]
         assert not unexpected and (run.returncode == 0) == (not failed), f"the journeys failed:\n{run.stdout[-6000:]}\n{run.stderr[-6000:]}"
         return
     assert run.returncode == 0, f"the journeys failed:\n{run.stdout[-6000:]}\n{run.stderr[-6000:]}"
