@@ -55,7 +55,8 @@ var targets: [Target] = [
     // Avatars: libvips decodes and re-encodes them without their metadata. Its options are C
     // variadic arguments, so a few lines of C (CImageScrub) call it, and Swift calls those.
     .systemLibrary(name: "CVips", path: "Shared/CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
-    .target(name: "CImageScrub", dependencies: ["CVips"], path: "Shared/CImageScrub"),
+    // libheif (which libvips-dev brings) for the check of what a HEIF image's HEVC streams code.
+    .target(name: "CImageScrub", dependencies: ["CVips"], path: "Shared/CImageScrub", linkerSettings: [.linkedLibrary("heif")]),
     // Its Swift side, shared by every service that stores images (avatars, meal photos).
     .target(
         name: "Images",

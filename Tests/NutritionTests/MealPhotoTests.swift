@@ -314,6 +314,49 @@ import TestSupport
         }
     }
 
+    /// HEIF files whose HEVC streams code far more than their headers state (`Fixtures/meals/crafted`):
+    /// each was decoded whole before it was refused, or taken, at 0.4 to 1.5 GB of memory for a file
+    /// of a few kilobytes. Each is refused now before anything is decoded, by what its streams and
+    /// grids state; an honest tiled photo, as an iPhone writes it, is still taken.
+    @Test(arguments: [
+        "bomb8k-ispe64.heic", "bomb-grid2x2-8k-tiles-ispe512.heic", "bomb-grid-canvas16000-ispe1024.heic", "bomb-nested-grid-8x-4096sq.heic",
+        "bomb-av1-8k-ispe64-mif1.heic",
+    ])
+    func aHEIFWhoseStreamsCodeMoreThanItStatesIsRefusedUndecoded(_ name: String) async throws {
+        let bytes = ByteBuffer(bytes: try Photos.fixture("meals/crafted/\(name)"))
+        #expect(ImageFormat(sniffing: bytes.readableBytesView) == .heic, "taken for a HEIC by its first bytes")
+        do {
+            let image = try CleanImage.cleanNow(
+                bytes, format: .heic, maxSide: MealPhoto.maxSide, maxBytes: NutritionSettings.mealPhotoMaxDecodedBytes, maxLongSide: MealPhoto.storedLongSide,
+                output: .jpeg)
+            Issue.record("\(name) was taken as \(image.width)x\(image.height)")
+        } catch .unreadable(let reason) {
+            // libvips' own check comes only after the whole stream was decoded.
+            #expect(!reason.contains("on decode"), "\(name): \(reason)")
+        } catch .tooManyBytes {
+        } catch {
+            Issue.record("\(name): \(error)")
+        }
+    }
+
+    @Test func aHEIFBombIsA422AndAnHonestTiledPhotoIsTaken() async throws {
+        try await NutritionTestEnvironment.run { env in
+            let user = try await env.user()
+            let id = try #require(try await env.meal(user)["id"] as? String)
+            let bomb = ByteBuffer(bytes: try Photos.fixture("meals/crafted/bomb-grid2x2-8k-tiles-ispe512.heic"))
+            let refused = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: bomb, headers: [.contentType: "image/heic"])
+            #expect(refused.status == .unprocessableContent && ["invalid_image", "image_too_large"].contains(refused.code ?? ""), "\(refused.text)")
+            #expect(try await env.count("SELECT count(*) FROM meal_photos") == 0)
+            // 4032 x 3024 in 512-pixel tiles, the grid an iPhone writes.
+            let tiled = ByteBuffer(bytes: try Photos.fixture("meals/crafted/grid-iphone-like-4032x3024.heic"))
+            let taken = try await env.call(.post, "/v1/meals/\(id)/photo", as: user, raw: tiled, headers: [.contentType: "image/heic"])
+            #expect(taken.status == .ok, "\(taken.text)")
+            let stored = Array(buffer: try await env.call(.get, "/v1/meals/\(id)/photo", as: user).body)
+            let size = try #require(Photos.jpegSize(stored))
+            #expect(size.width == 2048 && size.height == 1536, "\(size)")
+        }
+    }
+
     /// One user has at most `UPLOADS_PER_USER` uploads (2 by default) in the process at once, each
     /// held from before its body is read: one more is `429 too_many_uploads` with none of its body
     /// sent, while another user's goes on; an upload broken off gives its place back.
