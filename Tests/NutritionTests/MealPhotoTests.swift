@@ -384,14 +384,14 @@ import TestSupport
             try await waitUntil(.seconds(15)) { try await inFlight() == 2 }
 
             // A third: refused on its head alone, the client asked to end the connection.
-            let refused = try await Self.headOnly(port: port, head("/v1/meals/\(id)/photo", user.token))
+            let refused = try await LoopbackSocket.send(port: port, head("/v1/meals/\(id)/photo", user.token))
             #expect(refused.hasPrefix("HTTP/1.1 429"), "\(refused)")
             #expect(refused.contains("\"code\":\"too_many_uploads\""), "\(refused)")
             #expect(refused.lowercased().contains("retry-after: 1") && refused.lowercased().contains("connection: close"), "\(refused)")
             // An analysis is an upload too, and so are both by paths the router reads with their
             // empty segments skipped.
             for path in ["/v1/meals/analyze", "/v1/meals//analyze", "//v1/meals/\(id)//photo"] {
-                let refused = try await Self.headOnly(port: port, head(path, user.token))
+                let refused = try await LoopbackSocket.send(port: port, head(path, user.token))
                 #expect(refused.hasPrefix("HTTP/1.1 429") && refused.contains("too_many_uploads"), "\(path): \(refused)")
             }
             // Another user's upload goes on, and reading a photo is no upload.
@@ -408,25 +408,6 @@ import TestSupport
             #expect(next.status == .ok, "\(next.text)")
             close(held.removeFirst())
             try await waitUntil(.seconds(15)) { try await inFlight() == 0 }
-        }
-    }
-
-    /// Sends a request head and none of its body, and reads the answer: the wait ends with the
-    /// problem's last brace, or the connection's end.
-    static func headOnly(port: Int, _ head: String) async throws -> String {
-        try await LoopbackSocket.blocking {
-            let fd = try LoopbackSocket.connect(port: port)
-            defer { close(fd) }
-            _ = head.withCString { send(fd, $0, strlen($0), 0) }
-            var received: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let count = recv(fd, &buffer, buffer.count, 0)
-                if count <= 0 { break }
-                received += buffer[0..<count]
-                if let text = String(bytes: received, encoding: .utf8), text.contains("\r\n\r\n"), text.hasSuffix("}") { break }
-            }
-            return String(decoding: received, as: UTF8.self)
         }
     }
 }
