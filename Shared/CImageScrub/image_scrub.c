@@ -74,9 +74,8 @@ static int jpeg_holds_every_coefficient(VipsImage *header) {
 // units libde265 will get (the `hvcC` parameter sets, then the item's data) for every picture it
 // will decode (grid tiles, alpha), and it reads the size in each SPS, and checks each stream is
 // one IDR picture, without decoding any, returning a 2x2 picture in its place. The pictures'
-// pixels, RGB (one channel for a monochrome one), two bytes a sample above 8 bits, are held to
-// the same budget as the header's size. Costs a few milliseconds at most (a 48-tile grid: 5 ms,
-// for the canvas libheif allocates), nothing decoded twice.
+// pixels, three samples each, two bytes a sample above 8 bits, are held to the same budget as
+// the header's size. Nothing is decoded twice; the cost is the canvas libheif allocates.
 
 #include <libheif/heif.h>
 #include <libheif/heif_plugin.h>
@@ -159,8 +158,8 @@ static int parse_sps(const uint8_t *nal, size_t size, heif_probe_decoder *out) {
         crop_x = unit_x * ((uint64_t)read_ue(&b, &bad) + read_ue(&b, &bad));
         crop_y = unit_y * ((uint64_t)read_ue(&b, &bad) + read_ue(&b, &bad));
     }
-    uint32_t depth = read_ue(&b, &bad) + 8;               // bit_depth_luma_minus8
-    uint32_t depth_c = read_ue(&b, &bad) + 8;
+    uint64_t depth = (uint64_t)read_ue(&b, &bad) + 8;     // bit_depth_luma_minus8
+    uint64_t depth_c = (uint64_t)read_ue(&b, &bad) + 8;
     if (bad || chroma > 3 || width == 0 || height == 0 || width > 65535 || height > 65535 || depth > 16 || depth_c > 16) return -1;
     if (depth_c > depth) depth = depth_c;
     // Counted at its size cropped by its conformance window (as libde265 hands it over), so an
@@ -169,7 +168,9 @@ static int parse_sps(const uint8_t *nal, size_t size, heif_probe_decoder *out) {
     // 64 of them each way here: the decoder still decodes every coded one.
     uint64_t counted_w = width - (crop_x < 64 ? crop_x : 64), counted_h = height - (crop_y < 64 ? crop_y : 64);
     if (crop_x >= width || crop_y >= height) return -1;
-    uint64_t bytes = counted_w * counted_h * (chroma == 0 ? 1 : 3) * (depth > 8 ? 2 : 1);
+    // Three samples a pixel whatever the chroma format: libheif turns a monochrome picture into
+    // RGB for libvips.
+    uint64_t bytes = counted_w * counted_h * 3 * (depth > 8 ? 2 : 1);
     if (bytes > out->picture_bytes) {
         out->picture_bytes = bytes;
         out->width = (int)width;
@@ -232,6 +233,7 @@ static struct heif_error probe_push(void *raw, const void *data, size_t size) {
             if (decoder->height > probe_tally->max_height) probe_tally->max_height = decoder->height;
             if (probe_tally->coded > probe_tally->budget) {
                 probe_tally->over = 1;
+                snprintf(probe_tally->why, sizeof probe_tally->why, "the coded pictures are over the budget");
                 return probe_error("coded pictures over the budget");
             }
         }
@@ -300,15 +302,20 @@ static const struct heif_decoder_plugin heif_probe_plugin = {
     .id_name = "image_scrub_probe",
 };
 
-// ---- HEIF: derived images' canvases ---------------------------------------------------------
+// ---- HEIF: the `meta` box, read as libheif 1.15 reads it ------------------------------------
 //
-// A grid's or overlay's canvas is made at the size its own item data states, which need not be
-// its `ispe` either; libheif allocates it (and zeroes it) before decoding any tile, and for each
-// reference to it when such an image is itself a tile (a 2 KB file made 32 canvases of 8192x8192
-// here). libheif 1.15 has no API for an item's type or data, so the `meta` box is walked here:
-// `iinf` for the grid, overlay and identity items, `iref` for whether one takes another as an
-// input (camera files never nest them), `iloc` (and `idat`) for each canvas's stated size, which
-// is held to the budget as three bytes a pixel.
+// libheif 1.15 has no API for an item's type or data, so the `meta` box is walked here, before
+// libvips or libheif read anything but the header:
+// - `iinf`: a metadata item stored compressed (`mime` with a content encoding) is inflated whole
+//   when libvips reads the header (100 KB of deflated XMP made 359 MiB here): refused. The grid,
+//   overlay and identity items are noted.
+// - `iref`: one derived image taking another as an input (camera files never nest them) makes a
+//   canvas for each reference (a 2 KB file made 32 canvases of 8192x8192): refused.
+// - `iloc` (and `idat`): each grid's and overlay's canvas, at the size its own data states, which
+//   need not be its `ispe`. libheif allocates it (and zeroes it) before decoding any tile.
+//   Field layouts libheif reads otherwise than the standard (an index in a version 1 box, sizes
+//   other than 0, 4 or 8 bytes) are refused, so that both read the same data.
+// - `ipco`: the largest bit depth any `hvcC` or `pixi` states, which the canvases take.
 
 static uint64_t be(const uint8_t *p, size_t n) {
     uint64_t v = 0;
@@ -326,6 +333,15 @@ static int take(span *s, size_t n, uint64_t *v) {
     *v = be(s->p, n);
     s->p += n;
     return 0;
+}
+
+// Skips a NUL-terminated string, as libheif reads one (to the end when unterminated); its length.
+static size_t skip_string(span *s) {
+    const uint8_t *start = s->p;
+    while (s->p < s->end && *s->p != 0) s->p++;
+    size_t length = (size_t)(s->p - start);
+    if (s->p < s->end) s->p++;
+    return length;
 }
 
 // The next box of `s`: 1 with its type and body, 0 at the end, -1 when malformed.
@@ -366,10 +382,21 @@ typedef struct {
     uint32_t id, type;
 } heif_item;
 
-// 0 when no derived image nests another and every canvas fits `budget`; 1 when a canvas does
-// not; -1 when nested or unreadable (`why` says which).
-static int heif_check_derived(const void *data, size_t length, uint64_t budget, char *why, size_t why_size) {
-    span file = {data, (const uint8_t *)data + length}, meta, box, iinf, iref, iloc, idat = {NULL, NULL};
+static int field_size_read(size_t size) { return size == 0 || size == 4 || size == 8; }
+
+typedef struct {
+    uint64_t canvas_pixels;  // of the largest grid or overlay canvas (0 without one)
+    int bit_depth;           // the largest any `hvcC` or `pixi` states (8 at least)
+    char why[160];           // why the walk refused it, when it did
+} heif_meta;
+
+// 0 when the `meta` box reads as above, -1 when it does not (`meta->why` says why).
+static int heif_check_meta(const void *data, size_t length, heif_meta *meta_out) {
+    memset(meta_out, 0, sizeof *meta_out);
+    meta_out->bit_depth = 8;
+    char *why = meta_out->why;
+    size_t why_size = sizeof meta_out->why;
+    span file = {data, (const uint8_t *)data + length}, meta, box, iinf, iref, iloc, iprp, ipco, idat = {NULL, NULL};
     snprintf(why, why_size, "its meta box could not be read");
     if (find_box(file, FOURCC('m', 'e', 't', 'a'), &meta) != 1 || meta.end - meta.p < 4) return -1;
     meta.p += 4;  // FullBox version and flags
@@ -384,17 +411,42 @@ static int heif_check_derived(const void *data, size_t length, uint64_t budget, 
         uint64_t version_flags, id, protection, item_type;
         if (type != FOURCC('i', 'n', 'f', 'e') || take(&box, 4, &version_flags) != 0 || (version_flags >> 24) < 2) continue;
         if (take(&box, (version_flags >> 24) == 2 ? 2 : 4, &id) != 0 || take(&box, 2, &protection) != 0 || take(&box, 4, &item_type) != 0) return -1;
+        if (item_type == FOURCC('m', 'i', 'm', 'e')) {
+            skip_string(&box);  // item_name
+            skip_string(&box);  // content_type
+            if (skip_string(&box) > 0) {
+                snprintf(why, why_size, "a metadata item is stored compressed");
+                return -1;
+            }
+            continue;
+        }
         if (item_type != FOURCC('g', 'r', 'i', 'd') && item_type != FOURCC('i', 'o', 'v', 'l') && item_type != FOURCC('i', 'd', 'e', 'n')) continue;
         if (n_derived == 64) return -1;
         derived[n_derived++] = (heif_item){(uint32_t)id, (uint32_t)item_type};
     }
     if (got < 0) return -1;
-    if (n_derived == 0) return 0;
+
+    // The bit depths a canvas may take: hvcC's bitDepthLumaMinus8 and bitDepthChromaMinus8 sit
+    // at bytes 17 and 18; pixi holds a count and then each channel's depth.
+    if (find_box(meta, FOURCC('i', 'p', 'r', 'p'), &iprp) == 1 && find_box(iprp, FOURCC('i', 'p', 'c', 'o'), &ipco) == 1) {
+        while ((got = next_box(&ipco, &type, &box)) == 1) {
+            if (type == FOURCC('h', 'v', 'c', 'C') && box.end - box.p >= 19) {
+                for (int i = 17; i <= 18; i++) {
+                    if (8 + (box.p[i] & 7) > meta_out->bit_depth) meta_out->bit_depth = 8 + (box.p[i] & 7);
+                }
+            } else if (type == FOURCC('p', 'i', 'x', 'i') && box.end - box.p >= 5) {
+                for (const uint8_t *bits = box.p + 5; bits < box.end && bits < box.p + 5 + box.p[4]; bits++) {
+                    if (*bits > meta_out->bit_depth) meta_out->bit_depth = *bits;
+                }
+            }
+        }
+        if (got < 0) return -1;
+    }
 
     // No derived image as another's input.
     got = find_box(meta, FOURCC('i', 'r', 'e', 'f'), &iref);
     if (got < 0) return -1;
-    if (got == 1) {
+    if (got == 1 && n_derived > 0) {
         if (take(&iref, 4, &v) != 0) return -1;
         size_t id_size = (v >> 24) == 0 ? 2 : 4;
         while ((got = next_box(&iref, &type, &box)) == 1) {
@@ -422,21 +474,26 @@ static int heif_check_derived(const void *data, size_t length, uint64_t budget, 
     version >>= 24;
     size_t offset_size = (sizes >> 12) & 15, length_size = (sizes >> 8) & 15, base_size = (sizes >> 4) & 15;
     size_t index_size = version == 1 || version == 2 ? sizes & 15 : 0;
-    if (version > 2 || offset_size > 8 || length_size > 8 || base_size > 8 || index_size > 8) return -1;
+    // libheif 1.15 reads an index in version 2 only, and a field of 4 or 8 bytes only.
+    if (version > 2 || index_size != 0 || !field_size_read(offset_size) || !field_size_read(length_size) || !field_size_read(base_size)) {
+        snprintf(why, why_size, "its iloc box has a layout libheif reads otherwise");
+        return -1;
+    }
     if (take(&iloc, version < 2 ? 2 : 4, &count) != 0) return -1;
     for (uint64_t i = 0; i < count; i++) {
-        uint64_t id, method = 0, reference, base, extents, index, offset, extent_length;
+        uint64_t id, method = 0, reference, base, extents, offset, extent_length;
         if (take(&iloc, version < 2 ? 2 : 4, &id) != 0) return -1;
         if ((version == 1 || version == 2) && take(&iloc, 2, &method) != 0) return -1;
         if (take(&iloc, 2, &reference) != 0 || take(&iloc, base_size, &base) != 0 || take(&iloc, 2, &extents) != 0) return -1;
         const uint8_t *item = NULL;
         size_t item_length = 0;
         for (uint64_t e = 0; e < extents; e++) {
-            if (take(&iloc, index_size, &index) != 0 || take(&iloc, offset_size, &offset) != 0 || take(&iloc, length_size, &extent_length) != 0) return -1;
+            if (take(&iloc, offset_size, &offset) != 0 || take(&iloc, length_size, &extent_length) != 0) return -1;
             if (e > 0) continue;  // the fields read sit in the first extent
             span from = (method & 15) == 0 ? file : (method & 15) == 1 ? idat : (span){NULL, NULL};
+            if (from.p == NULL) continue;  // checked below, if derived
             size_t size = (size_t)(from.end - from.p);
-            if (from.p == NULL || base > size || offset > size - base) continue;  // checked below, if derived
+            if (base > size || offset > size - base) continue;
             item = from.p + base + offset;
             item_length = (size_t)(from.end - item);
             if (extent_length != 0 && extent_length < item_length) item_length = (size_t)extent_length;
@@ -453,22 +510,33 @@ static int heif_check_derived(const void *data, size_t length, uint64_t budget, 
                 snprintf(why, why_size, "a grid's or overlay's data could not be read");
                 return -1;
             }
-            if (width > 0xfffff || height > 0xfffff || width * height * 3 > budget) {
-                snprintf(why, why_size, "a canvas of %llux%llu is over the budget", (unsigned long long)width, (unsigned long long)height);
-                return 1;
-            }
+            uint64_t pixels = (width < 0xfffff ? width : 0xfffff) * (height < 0xfffff ? height : 0xfffff);
+            if (pixels > meta_out->canvas_pixels) meta_out->canvas_pixels = pixels;
         }
     }
     return 0;
 }
 
-// The primary image decoded as libvips' heifload will, through the probe. 0 when it went through
+// The image libvips' heifload will decode, decoded through the probe. 0 when it went through
 // within `budget`; 1 when over it (`tally` says what was counted); -1 when it could not be read.
-static int heif_probe(const void *data, size_t length, uint64_t budget, heif_probe_tally *tally) {
+static int heif_probe(const void *data, size_t length, const heif_meta *meta, uint64_t budget, heif_probe_tally *tally) {
     memset(tally, 0, sizeof *tally);
     tally->budget = budget;
-    int derived = heif_check_derived(data, length, budget, tally->why, sizeof tally->why);
-    if (derived != 0) return derived;
+    // From 1.16 on, `heif_register_decoder` registers for every context, libvips' too: the probe
+    // would stand in for the real decoder everywhere. Refused rather than decoded unchecked.
+    if (heif_get_version_number() >= 0x01100000) {
+        snprintf(tally->why, sizeof tally->why, "HEIF is not probed with libheif %s", heif_get_version());
+        return -1;
+    }
+    // Every canvas, at the largest bit depth stated: libheif makes a grid's RGB canvas at its
+    // `pixi` depth or its first tile's, two bytes a sample above 8 bits.
+    uint64_t canvas_bytes = meta->canvas_pixels * 3 * (meta->bit_depth > 8 ? 2 : 1);
+    if (canvas_bytes > budget) {
+        tally->coded = canvas_bytes;
+        tally->over = 1;
+        snprintf(tally->why, sizeof tally->why, "a canvas is over the budget");
+        return 1;
+    }
     struct heif_context *ctx = heif_context_alloc();
     if (ctx == NULL) return -1;
     heif_context_set_max_decoding_threads(ctx, 0);  // tiles on this thread, for `probe_tally`
@@ -477,29 +545,39 @@ static int heif_probe(const void *data, size_t length, uint64_t budget, heif_pro
     struct heif_image_handle *handle = NULL;
     struct heif_image *image = NULL;
     struct heif_decoding_options *options = heif_decoding_options_alloc();
+    heif_item_id primary = 0, top_level[64];
     if (options != NULL && heif_register_decoder(ctx, &heif_probe_plugin).code == heif_error_Ok &&
         heif_register_decoder(ctx, &heif_probe_av1_plugin).code == heif_error_Ok &&
         heif_context_read_from_memory_without_copy(ctx, data, length, NULL).code == heif_error_Ok &&
-        heif_context_get_primary_image_handle(ctx, &handle).code == heif_error_Ok) {
-        // A grid's or overlay's canvas is made at the size its own item data states, which need
-        // not be its `ispe` either, and is allocated (and zeroed) before any tile is decoded.
-        // libheif's only bound on it is per side, checked as the canvas is made (and against
-        // each SPS): here the stated long side, and 64 more for the coding blocks an SPS rounds
-        // up to. libvips' own context allows 16384.
-        int ispe_w = heif_image_handle_get_ispe_width(handle), ispe_h = heif_image_handle_get_ispe_height(handle);
-        heif_context_set_maximum_image_size_limit(ctx, (ispe_w > ispe_h ? ispe_w : ispe_h) + 64 + 1);
-        options->ignore_transformations = 1;  // nothing to turn or crop in the 2x2 stand-ins
-        probe_tally = tally;
-        struct heif_error error = heif_decode_image(handle, &image, heif_colorspace_undefined, heif_chroma_undefined, options);
-        probe_tally = NULL;
-        status = tally->over ? 1 : error.code == heif_error_Ok ? 0 : -1;
-        if (status < 0) snprintf(tally->why, sizeof tally->why, "%s", error.message != NULL ? error.message : "libheif failed");
-        // A canvas of another size than `ispe` fails in libvips only once decoded: fail it now.
-        if (status == 0) {
-            int w = heif_image_get_primary_width(image), h = heif_image_get_primary_height(image);
-            if (!(w == 2 && h == 2) && (w != ispe_w || h != ispe_h)) {
-                snprintf(tally->why, sizeof tally->why, "the canvas is %dx%d, its ispe %dx%d", w, h, ispe_w, ispe_h);
-                status = -1;
+        heif_context_get_primary_image_ID(ctx, &primary).code == heif_error_Ok) {
+        // libvips decodes the primary image when it is a top-level one (neither a thumbnail nor
+        // an auxiliary image of another), else the first top-level image: a file whose primary is
+        // not one is refused, so that the image probed is the image decoded.
+        int n_top = heif_context_get_number_of_top_level_images(ctx), top = 0;
+        if (n_top > 64) n_top = 64;
+        n_top = heif_context_get_list_of_top_level_image_IDs(ctx, top_level, n_top);
+        while (top < n_top && top_level[top] != primary) top++;
+        if (top == n_top) {
+            snprintf(tally->why, sizeof tally->why, "its primary image is not a top-level one");
+        } else if (heif_context_get_image_handle(ctx, primary, &handle).code == heif_error_Ok) {
+            // libheif's only bound on a canvas is per side, checked as the canvas is made (and
+            // against each SPS): here the stated long side, and 64 more for the coding blocks
+            // an SPS rounds up to. libvips' own context allows 16384.
+            int ispe_w = heif_image_handle_get_ispe_width(handle), ispe_h = heif_image_handle_get_ispe_height(handle);
+            heif_context_set_maximum_image_size_limit(ctx, (ispe_w > ispe_h ? ispe_w : ispe_h) + 64 + 1);
+            options->ignore_transformations = 1;  // nothing to turn or crop in the 2x2 stand-ins
+            probe_tally = tally;
+            struct heif_error error = heif_decode_image(handle, &image, heif_colorspace_undefined, heif_chroma_undefined, options);
+            probe_tally = NULL;
+            status = tally->over ? 1 : error.code == heif_error_Ok ? 0 : -1;
+            if (status < 0) snprintf(tally->why, sizeof tally->why, "%s", error.message != NULL ? error.message : "libheif failed");
+            // A canvas of another size than `ispe` fails in libvips only once decoded: fail it now.
+            if (status == 0) {
+                int w = heif_image_get_primary_width(image), h = heif_image_get_primary_height(image);
+                if (!(w == 2 && h == 2) && (w != ispe_w || h != ispe_h)) {
+                    snprintf(tally->why, sizeof tally->why, "the canvas is %dx%d, its ispe %dx%d", w, h, ispe_w, ispe_h);
+                    status = -1;
+                }
             }
         }
     }
@@ -521,9 +599,12 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
     pthread_once(&started, start);
     if (start_failed) return fail(result, IMAGE_SCRUB_FAILED, "libvips did not start");
 
-    // Loading reads the header only; pixels are decoded when the image is written below.
+    // Loading reads the header only; pixels are decoded when the image is written below. A HEIF
+    // header read may inflate metadata: its `meta` box is read first (see heif_check_meta).
     VipsImage *image = NULL;
     if (format < IMAGE_SCRUB_JPEG || format > IMAGE_SCRUB_HEIF) return fail(result, IMAGE_SCRUB_UNREADABLE, "unknown format");
+    heif_meta meta;
+    if (format == IMAGE_SCRUB_HEIF && heif_check_meta(data, length, &meta) != 0) return fail(result, IMAGE_SCRUB_UNREADABLE, meta.why);
     if (load(data, length, format, 1, &image) != 0 || image == NULL) return fail_with_vips_error(result, IMAGE_SCRUB_UNREADABLE);
 
     result->width = vips_image_get_width(image);
@@ -569,13 +650,12 @@ image_scrub_status image_scrub_resized(const void *data, size_t length, image_sc
     // A HEIF image's HEVC streams may code more than its header states (see heif_probe).
     if (format == IMAGE_SCRUB_HEIF) {
         heif_probe_tally tally;
-        int probed = heif_probe(data, length, max_bytes, &tally);
+        int probed = heif_probe(data, length, &meta, max_bytes, &tally);
         if (probed != 0) {
             g_object_unref(image);
             if (probed < 0) return fail(result, IMAGE_SCRUB_UNREADABLE, tally.why);
-            if (!tally.over) return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, tally.why);
             result->decoded_bytes = (size_t)tally.coded;
-            return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, "the coded pictures are over the budget");
+            return fail(result, IMAGE_SCRUB_TOO_MANY_BYTES, tally.why);
         }
     }
 
