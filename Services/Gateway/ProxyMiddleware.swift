@@ -82,7 +82,10 @@ struct ProxyMiddleware: RouterMiddleware {
             throw Self.problem(for: error, service: service, logger: context.logger)
         }
         let status = HTTPResponse.Status(code: Int(response.head.status.code), reasonPhrase: response.head.status.reasonPhrase)
-        let headers = Self.headersForClient(response.head.headers)
+        var headers = Self.headersForClient(response.head.headers)
+        // The rest of the client's body would be read only to be thrown away (a refused upload may
+        // have megabytes to go): the connection ends with the response instead, which says so.
+        if response.clientBodyLeftUnread { headers[.connection] = "close" }
         switch response.body {
         case .complete(let body):
             return Response(status: status, headers: headers, body: .init(byteBuffer: body))

@@ -40,6 +40,9 @@ struct UpstreamResponse: Sendable {
     var head: HTTPResponseHead
     /// The body as it is, without framing (a chunked one's chunk lines are gone).
     var body: Body
+    /// The upstream answered before the client's streamed body was all sent (a refusal on its
+    /// head): the rest of it is still on its way to the gateway.
+    var clientBodyLeftUnread = false
 
     enum Body: Sendable {
         case complete(ByteBuffer)
@@ -281,6 +284,7 @@ final class UpstreamConnection: Sendable {
         guard try await channel.eventLoop.submit({ handler.start(head, body: .stream(stream), respond: { response.completeWith($0) }, deadline: deadline) }).get() else {
             throw UpstreamError.notSent
         }
+        var clientBodyRead = false
         do {
             // Each chunk is written once the previous one reached the socket: a slow upstream slows
             // the client's upload instead of filling the gateway's memory. If the exchange already
@@ -290,12 +294,15 @@ final class UpstreamConnection: Sendable {
                 let loop = channel.eventLoop
                 try await loop.flatSubmit { handler.writeBody(chunk, on: loop) }.get()
             }
+            clientBodyRead = true
             let loop = channel.eventLoop
             try await loop.flatSubmit { handler.endRequest(on: loop) }.get()
         } catch {
             handler.failFromOutside(error, on: channel.eventLoop)
         }
-        return try await response.futureResult.get()
+        var answer = try await response.futureResult.get()
+        answer.clientBodyLeftUnread = !clientBodyRead
+        return answer
     }
 
     func close() {

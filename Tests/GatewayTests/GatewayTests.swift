@@ -57,9 +57,11 @@ final class EchoUpstream: Sendable {
     }
 
     /// What reached it, as JSON; a path ending in `/pause` answers 600 ms late, one ending in
-    /// `/streamed` answers `one two three` in three parts, its length unsaid.
+    /// `/streamed` answers `one two three` in three parts, its length unsaid, one ending in `/refused`
+    /// answers `413` before reading any of the body.
     static func echo(_ name: String, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
         if request.uri.path.hasSuffix("/pause") { try await Task.sleep(for: .milliseconds(600)) }
+        if request.uri.path.hasSuffix("/refused") { return Response(status: .contentTooLarge, headers: [.contentLength: "0"]) }
         if request.uri.path.hasSuffix("/streamed") {
             return Response(
                 status: .ok, headers: [.contentType: "text/plain"],
@@ -515,6 +517,38 @@ final class EchoUpstream: Sendable {
             let steady = try await post(parts: 30, size: 512, every: .milliseconds(100))
             #expect(steady.sent == 30 && steady.took > .milliseconds(2500))
             #expect(steady.response.hasPrefix("HTTP/1.1 200"), "\(steady.response.prefix(200))")
+        }
+    }
+
+    /// An upstream that refuses an upload on its head: the client gets the refusal while its body is
+    /// still coming, told the connection ends (`Connection: close`), and it ends, instead of the
+    /// gateway reading the rest of the body only to throw it away.
+    @Test func anUploadRefusedOnItsHeadEndsTheConnection() async throws {
+        try await Self.withGateway { client in
+            let port = try #require(client.port)
+            let (response, closed) = try await LoopbackSocket.blocking {
+                let fd = try LoopbackSocket.connect(port: port)
+                defer { close(fd) }
+                // Larger than the gateway reads whole, so it streams; a quarter of it is sent.
+                let head = Array("POST /v1/auth/refused HTTP/1.1\r\nHost: gw\r\nContent-Length: \(8 << 20)\r\n\r\n".utf8)
+                guard send(fd, head, head.count, Int32(MSG_NOSIGNAL)) == head.count else { throw LoopbackSocket.Failure(call: "send") }
+                let part = [UInt8](repeating: 0x61, count: 64 * 1024)
+                for _ in 0..<32 where send(fd, part, part.count, Int32(MSG_NOSIGNAL)) == part.count {}
+                var received: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                var closed = false
+                while true {
+                    let count = recv(fd, &buffer, buffer.count, 0)
+                    // Closed with part of the body unread, the gateway's end resets the connection.
+                    if count == 0 || (count < 0 && errno == ECONNRESET) { closed = true }
+                    if count <= 0 { break }
+                    received += buffer[0..<count]
+                }
+                return (String(decoding: received, as: UTF8.self), closed)
+            }
+            #expect(response.hasPrefix("HTTP/1.1 413"), "\(response.prefix(300))")
+            #expect(response.lowercased().contains("connection: close"), "\(response.prefix(300))")
+            #expect(closed, "the connection stayed open (the read timed out)")
         }
     }
 
