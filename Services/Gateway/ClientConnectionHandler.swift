@@ -12,8 +12,14 @@ import ServiceKit
 ///
 /// A request that does not keep the connection (`Connection: close`, or HTTP/1.0 without
 /// `keep-alive`), or a response that says `Connection: close` (a body too large, not read), ends the
-/// connection once the response is written, and the response says so. Hummingbird sees only a
-/// `Connection` header that is exactly `close`, and HTTP/1.0's default not at all. A response of
+/// connection once the response is written, and the response says so. With the client's body still
+/// coming, it ends in stages (RFC 9112 §9.6): the gateway's side first, so that the client reads the
+/// response to its end, then the whole once the client closes its side or `lingerTime` has passed,
+/// what the client still sends meanwhile read and dropped. Closed at once with bytes unread, the
+/// connection would be reset, and a reset can erase the response from the client's buffers before
+/// its HTTP stack reads it: an app uploading a photo would see a broken connection, not the `413` or
+/// `429` that tells it what to do. Hummingbird sees only a `Connection` header that is exactly
+/// `close`, and HTTP/1.0's default not at all. A response of
 /// unknown length (streamed) to an HTTP/1.0 request is sent as HTTP/1.0, without chunks, which that
 /// version does not know, and ends the connection, whose end is then where its body ends (RFC 9112
 /// §6.1, §6.3): Hummingbird answers every request as HTTP/1.1, which NIO would frame in chunks.
@@ -88,6 +94,12 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     private var outputEnded = false
     /// A head that was not HTTP has been answered.
     private var answeredMalformed = false
+    /// The connection is ending in stages: the gateway's side is closed, what the client still sends
+    /// is dropped, and this ends the rest.
+    private var lingering: Scheduled<Void>?
+    /// The longest a connection ending in stages waits for the client to close its side (nginx's
+    /// `lingering_timeout`), never longer than the client's own timeout.
+    static let lingerTime = TimeAmount.seconds(5)
 
     /// What `EdgeMiddleware` sends down the pipeline once its checks have passed, as the body is about
     /// to be read: the `100 Continue` the request asked for, if it did.
@@ -109,6 +121,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard lingering == nil else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
             // Only with no response under way: a `100` between another response's parts would break
@@ -138,6 +151,8 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // What comes after a refused body need not be HTTP: it is dropped, not answered.
+        guard lingering == nil else { return }
         // With a response owed (the head came, the body broke), the route's problem answers it.
         guard error is HTTPParserError, requestsRead == responsesEnded, !answeredMalformed else { return context.fireErrorCaught(error) }
         answeredMalformed = true
@@ -156,7 +171,28 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func read(context: ChannelHandlerContext) {
-        if !readsStopped { context.read() }
+        if !readsStopped || lingering != nil { context.read() }
+    }
+
+    /// Hummingbird's own closes (its connection state's, after a request that said `Connection:
+    /// close`) end the connection in stages too when the client's body is still coming.
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard mode == .all, readingBody, lingering == nil, context.channel.isActive else { return context.close(mode: mode, promise: promise) }
+        endConnection(context: context)
+        if let promise { context.channel.closeFuture.cascade(to: promise) }
+    }
+
+    /// Ends the connection after a response that ends it: at once, or in stages while the client's
+    /// body is still coming (see the type's notes).
+    private func endConnection(context: ChannelHandlerContext) {
+        guard readingBody, lingering == nil, context.channel.isActive else { return context.close(promise: nil) }
+        deadline = nil
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        lingering = context.eventLoop.scheduleTask(in: min(timeout, Self.lingerTime)) { bound.value.close(promise: nil) }
+        let outputClosed = context.eventLoop.makePromise(of: Void.self)
+        // Without a side to close alone, the whole.
+        outputClosed.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
+        context.close(mode: .output, promise: outputClosed)
     }
 
     static func expectsContinue(_ head: HTTPRequestHead) -> Bool {
@@ -212,7 +248,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
             // Once the response is out: a close drops what the socket has not taken yet.
             let written = context.eventLoop.makePromise(of: Void.self)
             written.futureResult.cascade(to: promise)
-            written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            written.futureResult.assumeIsolated().whenComplete { _ in self.endConnection(context: context) }
             context.write(data, promise: written)
             context.flush()
         }
@@ -232,6 +268,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        lingering?.cancel()
         deadline = nil
         timer?.cancel()
         timer = nil
@@ -241,6 +278,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// Sets what the gateway waits for from the client after a change: the next head or the reading
     /// of a response (the deadline kept while it stays so), or a body's next part (each part moves it).
     private func watch(context: ChannelHandlerContext, progressed: Bool) {
+        guard lingering == nil else { return }
         let wanted: ClientPart?
         if readingBody {
             // The upstream timeout, shorter by default, ends an exchange whose upstream stops taking
