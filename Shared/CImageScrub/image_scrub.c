@@ -99,6 +99,7 @@ typedef struct {
     int width, height, chroma_format, bit_depth;  // of the largest SPS seen (0 before one)
     uint64_t picture_bytes;
     int pictures;
+    int pictures_begun;  // a slice has come: a parameter set after it is refused
 } heif_probe_decoder;
 
 typedef struct {
@@ -217,9 +218,13 @@ static struct heif_error probe_push(void *raw, const void *data, size_t size) {
         at += length;
         if (length < 3) continue;
         int type = (nal[0] >> 1) & 0x3f;
-        if (type == 33) {
+        if (type >= 32 && type <= 34 && decoder->pictures_begun) {
+            // One sent after the picture began could change its size from what was counted.
+            return probe_error("a parameter set after the picture");
+        } else if (type == 33) {
             if (parse_sps(nal, length, decoder) != 0) return probe_error("unreadable SPS");
         } else if (type < 32) {
+            decoder->pictures_begun = 1;
             // A HEIF image item codes one picture, an IDR one as cameras write it (NAL unit type
             // 19 or 20). Another picture after it is decoded too (300 in a 300 KB file took 7
             // s here), and one that refers to earlier pictures makes libde265 fill a stand-in for
@@ -396,15 +401,25 @@ static int heif_check_meta(const void *data, size_t length, heif_meta *meta_out)
     meta_out->bit_depth = 8;
     char *why = meta_out->why;
     size_t why_size = sizeof meta_out->why;
-    span file = {data, (const uint8_t *)data + length}, meta, box, iinf, iref, iloc, iprp, ipco, idat = {NULL, NULL};
+    span file = {data, (const uint8_t *)data + length}, meta, box, iinf, iref, iloc, iprp = {NULL, NULL}, ipco, idat = {NULL, NULL};
+    int got;
+    uint32_t type;
     snprintf(why, why_size, "its meta box could not be read");
     if (find_box(file, FOURCC('m', 'e', 't', 'a'), &meta) != 1 || meta.end - meta.p < 4) return -1;
+    // libheif takes the last `meta` box, this walk the first: a file with two is refused. Its
+    // top-level boxes are read as libheif reads them, up to the first malformed one.
+    span top = file;
+    int metas = 0;
+    while ((got = next_box(&top, &type, &box)) == 1) metas += type == FOURCC('m', 'e', 't', 'a');
+    if (metas != 1) {
+        snprintf(why, why_size, "it has more than one meta box");
+        return -1;
+    }
     meta.p += 4;  // FullBox version and flags
     if (find_box(meta, FOURCC('i', 'i', 'n', 'f'), &iinf) != 1 || iinf.end - iinf.p < 4) return -1;
     // The derived items: a camera file has one or two (the image, its gain map).
     heif_item derived[64];
-    int n_derived = 0, got;
-    uint32_t type;
+    int n_derived = 0;
     uint64_t v;
     if (take(&iinf, 4, &v) != 0 || take(&iinf, (v >> 24) == 0 ? 2 : 4, &v) != 0) return -1;
     while ((got = next_box(&iinf, &type, &box)) == 1) {
@@ -427,9 +442,14 @@ static int heif_check_meta(const void *data, size_t length, heif_meta *meta_out)
     if (got < 0) return -1;
 
     // The bit depths a canvas may take: hvcC's bitDepthLumaMinus8 and bitDepthChromaMinus8 sit
-    // at bytes 17 and 18; pixi holds a count and then each channel's depth.
+    // at bytes 17 and 18; pixi holds a count and then each channel's depth. Each property's type is
+    // kept for the associations below (a camera file has a few dozen).
+    uint32_t properties[1024];
+    size_t n_properties = 0;
     if (find_box(meta, FOURCC('i', 'p', 'r', 'p'), &iprp) == 1 && find_box(iprp, FOURCC('i', 'p', 'c', 'o'), &ipco) == 1) {
         while ((got = next_box(&ipco, &type, &box)) == 1) {
+            if (n_properties == sizeof properties / sizeof *properties) return -1;
+            properties[n_properties++] = type;
             if (type == FOURCC('h', 'v', 'c', 'C') && box.end - box.p >= 19) {
                 for (int i = 17; i <= 18; i++) {
                     if (8 + (box.p[i] & 7) > meta_out->bit_depth) meta_out->bit_depth = 8 + (box.p[i] & 7);
@@ -442,6 +462,34 @@ static int heif_check_meta(const void *data, size_t length, heif_meta *meta_out)
         }
         if (got < 0) return -1;
     }
+
+    // libheif applies every `irot`, `imir` and `clap` an item is associated with, each on a new
+    // copy of the image, and an association may be listed 255 times: more than one of each kind
+    // for an item is refused. libheif joins every `ipma` box; each is read here.
+    span props = iprp;
+    while (iprp.p != NULL && (got = next_box(&props, &type, &box)) == 1) {
+        uint64_t version_flags, entries, item, associations, index;
+        if (type != FOURCC('i', 'p', 'm', 'a')) continue;
+        if (take(&box, 4, &version_flags) != 0 || take(&box, 4, &entries) != 0) return -1;
+        for (uint64_t e = 0; e < entries && box.p < box.end; e++) {
+            if (take(&box, (version_flags >> 24) < 1 ? 2 : 4, &item) != 0 || take(&box, 1, &associations) != 0) return -1;
+            int rotations = 0, mirrors = 0, crops = 0;
+            for (uint64_t a = 0; a < associations; a++) {
+                if (take(&box, version_flags & 1 ? 2 : 1, &index) != 0) return -1;
+                index &= version_flags & 1 ? 0x7fff : 0x7f;
+                if (index == 0 || index > n_properties) continue;
+                uint32_t kind = properties[index - 1];
+                rotations += kind == FOURCC('i', 'r', 'o', 't');
+                mirrors += kind == FOURCC('i', 'm', 'i', 'r');
+                crops += kind == FOURCC('c', 'l', 'a', 'p');
+            }
+            if (rotations > 1 || mirrors > 1 || crops > 1) {
+                snprintf(why, why_size, "an image has more than one transformation of a kind");
+                return -1;
+            }
+        }
+    }
+    if (iprp.p != NULL && got < 0) return -1;
 
     // No derived image as another's input.
     got = find_box(meta, FOURCC('i', 'r', 'e', 'f'), &iref);
@@ -479,24 +527,29 @@ static int heif_check_meta(const void *data, size_t length, heif_meta *meta_out)
         snprintf(why, why_size, "its iloc box has a layout libheif reads otherwise");
         return -1;
     }
-    if (take(&iloc, version < 2 ? 2 : 4, &count) != 0) return -1;
+    // libheif's own limits on items and on extents an item.
+    if (take(&iloc, version < 2 ? 2 : 4, &count) != 0 || count > 20000) return -1;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t id, method = 0, reference, base, extents, offset, extent_length;
         if (take(&iloc, version < 2 ? 2 : 4, &id) != 0) return -1;
         if ((version == 1 || version == 2) && take(&iloc, 2, &method) != 0) return -1;
-        if (take(&iloc, 2, &reference) != 0 || take(&iloc, base_size, &base) != 0 || take(&iloc, 2, &extents) != 0) return -1;
-        const uint8_t *item = NULL;
+        if (take(&iloc, 2, &reference) != 0 || take(&iloc, base_size, &base) != 0 || take(&iloc, 2, &extents) != 0 || extents > 32) return -1;
+        // The item's first bytes, as libheif reads its data: every extent in turn, each its stated
+        // length (none for a length of 0), from the file or from `idat`.
+        uint8_t item[16];
         size_t item_length = 0;
+        int readable = (method & 15) <= 1;
         for (uint64_t e = 0; e < extents; e++) {
             if (take(&iloc, offset_size, &offset) != 0 || take(&iloc, length_size, &extent_length) != 0) return -1;
-            if (e > 0) continue;  // the fields read sit in the first extent
-            span from = (method & 15) == 0 ? file : (method & 15) == 1 ? idat : (span){NULL, NULL};
-            if (from.p == NULL) continue;  // checked below, if derived
+            span from = (method & 15) == 0 ? file : idat;
             size_t size = (size_t)(from.end - from.p);
-            if (base > size || offset > size - base) continue;
-            item = from.p + base + offset;
-            item_length = (size_t)(from.end - item);
-            if (extent_length != 0 && extent_length < item_length) item_length = (size_t)extent_length;
+            if (!readable || from.p == NULL || base > size || offset > size - base || extent_length > size - base - offset) {
+                readable = 0;
+                continue;
+            }
+            size_t copied = extent_length < sizeof item - item_length ? (size_t)extent_length : sizeof item - item_length;
+            memcpy(item + item_length, from.p + base + offset, copied);
+            item_length += copied;
         }
         for (int d = 0; d < n_derived; d++) {
             if (derived[d].id != id || derived[d].type == FOURCC('i', 'd', 'e', 'n')) continue;
@@ -505,7 +558,7 @@ static int heif_check_meta(const void *data, size_t length, heif_meta *meta_out)
             span fields = {item, item + item_length};
             uint64_t head, flags, skip, width, height;
             size_t skipped = derived[d].type == FOURCC('g', 'r', 'i', 'd') ? 2 : 8;
-            if (item == NULL || take(&fields, 1, &head) != 0 || take(&fields, 1, &flags) != 0 || take(&fields, skipped, &skip) != 0 ||
+            if (!readable || take(&fields, 1, &head) != 0 || take(&fields, 1, &flags) != 0 || take(&fields, skipped, &skip) != 0 ||
                 take(&fields, flags & 1 ? 4 : 2, &width) != 0 || take(&fields, flags & 1 ? 4 : 2, &height) != 0) {
                 snprintf(why, why_size, "a grid's or overlay's data could not be read");
                 return -1;

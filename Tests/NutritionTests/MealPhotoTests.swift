@@ -321,7 +321,7 @@ import TestSupport
     @Test(arguments: [
         "bomb8k-ispe64.heic", "bomb-grid2x2-8k-tiles-ispe512.heic", "bomb-grid-canvas16000-ispe1024.heic", "bomb-nested-grid-8x-4096sq.heic",
         "bomb-av1-8k-ispe64-mif1.heic", "mono8k-ispe8192x8.heic", "primary-is-thumbnail.heic", "iloc-index-in-version1.heic", "canvas-10bit.heic",
-        "xmp-deflated.heic",
+        "xmp-deflated.heic", "two-meta-boxes.heic", "iloc-extent-of-length-0.heic", "rotations-repeated.heic", "parameter-set-after-picture.heic",
     ])
     func aHEIFWhoseStreamsCodeMoreThanItStatesIsRefusedUndecoded(_ name: String) async throws {
         let bytes = ByteBuffer(bytes: try Photos.fixture("meals/crafted/\(name)"))

@@ -11,9 +11,15 @@ SMALL10 are heif-enc files of a flat 512 x 512 picture, of 8 and 10 bits; BIG is
                              canvas where the index-reading view sees 8192 x 8
   canvas-10bit.heic          a grid of one 10-bit tile, stating 8192 x 8, whose data states an
                              8192 x 4096 canvas, which libheif makes at two bytes a sample
-  xmp-deflated.heic          SMALL with an XMP item stored deflated (1 MiB inflated)"""
+  xmp-deflated.heic          SMALL with an XMP item stored deflated (1 MiB inflated)
+  two-meta-boxes.heic        a plain `meta` box, then xmp-deflated's: libheif reads the last one
+  iloc-extent-of-length-0.heic  a grid whose data comes in two extents, the first of length 0
+                             (nothing, to libheif) where 8192 x 8 is written, the second stating an
+                             8192 x 8192 canvas
+  rotations-repeated.heic    SMALL associated with its `irot` 32 times: libheif turns it 32 times
+  parameter-set-after-picture.heic  SMALL with its SPS sent again after its slice"""
 import os, struct, sys, zlib
-from heiflib import single_image, box, fbox
+from heiflib import single_image, hvcc_nals, box, fbox
 
 small_hvcc, small = single_image(open(sys.argv[1], 'rb').read())
 small10_hvcc, small10 = single_image(open(sys.argv[2], 'rb').read())
@@ -92,3 +98,66 @@ write('xmp-deflated.heic',
       pitm(1) + iinf(infe(1, b'hvc1'), infe(2, b'mime', extra=b'application/rdf+xml\0deflate\0')) +
       fbox('iref', 0, 0, ref('cdsc', 2, 1)) + iprp([small_hvcc, ispe(512, 512)], [(1, [1, 2])]),
       [(1, small), (2, xmp)])
+
+# 5: a plain meta box (SMALL's), then the meta box of xmp-deflated.heic, then their data.
+def metas(name, first, second):
+    blob = bytearray(open(os.path.join(outdir, second), 'rb').read())
+    plain = open(first, 'rb').read()
+    def top(data):
+        at = 0
+        while at < len(data):
+            size, kind = struct.unpack('>I4s', data[at:at + 8])
+            yield kind, at, at + size
+            at += size
+    _, start, end = next(t for t in top(plain) if t[0] == b'meta')
+    decoy = plain[start:end]
+    _, at, _ = next(t for t in top(blob) if t[0] == b'meta')
+    # Both meta boxes' iloc offsets point into the file: the second's move by the decoy's length.
+    def shift(meta_box, by):
+        out = bytearray(meta_box)
+        i = out.find(b'iloc')
+        version, sizes, count = out[i + 4], struct.unpack('>H', out[i + 8:i + 10])[0], struct.unpack('>H', out[i + 10:i + 12])[0]
+        assert sizes == 0x4400 and version == 0
+        p = i + 12
+        for _ in range(count):
+            p += 6  # item id, data reference, extent count (one extent each)
+            off = struct.unpack('>I', out[p:p + 4])[0]
+            out[p:p + 4] = struct.pack('>I', off + by)
+            p += 8
+        return bytes(out)
+    _, second_at, second_end = next(t for t in top(blob) if t[0] == b'meta')
+    second_meta = shift(blob[second_at:second_end], len(decoy))
+    data = bytes(blob[:at]) + decoy + second_meta + bytes(blob[second_end:])
+    open(os.path.join(outdir, name), 'wb').write(data)
+    print(name, len(data), 'bytes')
+metas('two-meta-boxes.heic', sys.argv[1], 'xmp-deflated.heic')
+
+# 6: a grid of one 512 x 512 tile, its ispe 8192 x 8; its data two extents: 0 bytes at `fake`,
+# then 8 at `real`.
+def extent0():
+    fake = struct.pack('>BBBBHH', 0, 0, 0, 0, 8192, 8)
+    real = struct.pack('>BBBBHH', 0, 0, 0, 0, 8192, 8192)
+    head = pitm(1) + iinf(infe(1, b'grid'), infe(2, b'hvc1', hidden=1)) + fbox('iref', 0, 0, ref('dimg', 1, 2)) + \
+        iprp([small_hvcc, ispe(512, 512), ispe(8192, 8)], [(1, [3]), (2, [1, 2])])
+    def meta(at):
+        body = struct.pack('>HH', 0x4400, 2)
+        body += struct.pack('>HHHIIII', 1, 0, 2, at, 0, at + 8, 8)
+        body += struct.pack('>HHHII', 2, 0, 1, at + 16, len(small))
+        return fbox('meta', 0, 0, hdlr + head + fbox('iloc', 0, 0, body))
+    m = meta(0)
+    m = meta(len(ftyp) + len(m) + 8)
+    blob = ftyp + m + box('mdat', fake + real + small)
+    open(os.path.join(outdir, 'iloc-extent-of-length-0.heic'), 'wb').write(blob)
+    print('iloc-extent-of-length-0.heic', len(blob), 'bytes')
+extent0()
+
+# 7: SMALL, its irot (a quarter turn) associated 32 times.
+write('rotations-repeated.heic',
+      pitm(1) + iinf(infe(1, b'hvc1')) + iprp([small_hvcc, ispe(512, 512), box('irot', bytes([1]))], [(1, [1, 2] + [3] * 32)]),
+      [(1, small)])
+
+# 8: SMALL, its SPS again after its slice, in the item's data.
+sps = next(n for n in hvcc_nals(small_hvcc) if (n[0] >> 1) & 0x3f == 33)
+write('parameter-set-after-picture.heic',
+      pitm(1) + iinf(infe(1, b'hvc1')) + iprp([small_hvcc, ispe(512, 512)], [(1, [1, 2])]),
+      [(1, small + struct.pack('>I', len(sps)) + sps)])
