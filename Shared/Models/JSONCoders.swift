@@ -15,15 +15,18 @@ extension JSONEncoder {
 }
 
 extension JSONDecoder {
-    /// Reads RFC 3339 dates with or without fractional seconds. One instance for the process
-    /// (decoding is thread-safe); never change its options.
+    /// Reads RFC 3339 date-times, with or without fractional seconds, and nothing else
+    /// (`RFC3339.strictDate`): a request's `2026-02-30T12:00:00Z` is refused naming its field, not
+    /// taken for 2 March. One instance for the process (decoding is thread-safe); never change its
+    /// options.
     public static let api: JSONDecoder = {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
             let text = try container.decode(String.self)
-            guard let date = RFC3339.date(from: text) else {
-                throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected an RFC 3339 date-time, got \(text)")
+            guard let date = RFC3339.strictDate(from: text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "expected an RFC 3339 date-time with its offset, like 2026-03-01T07:30:00+01:00")
             }
             return date
         }
@@ -83,12 +86,12 @@ package enum RFC3339 {
         return String(decoding: text, as: UTF8.self)
     }
 
-    /// A date-time as the API's routes take one: RFC 3339's shape (`2026-03-01T07:30:00+01:00`, an
-    /// optional fraction of up to nine digits, the offset `Z` or `±hh:mm` required; a day the
-    /// calendar has, a time before 24:00, no leap second), checked here
-    /// because Foundation's ISO 8601 parser also takes forms RFC 3339 does not (`+0100`); the value
-    /// is Foundation's. Neither builds a formatter per call, as `ISO8601DateFormatter` and a regex
-    /// literal do.
+    /// A date-time as the API takes one, in a JSON body (`JSONDecoder.api`) or a form: RFC 3339's
+    /// shape (`2026-03-01T07:30:00+01:00`, an optional fraction of up to nine digits, the offset `Z`
+    /// or `±hh:mm` required; a day the calendar has, a time before 24:00, no leap second), checked
+    /// here because Foundation's ISO 8601 parser also takes forms RFC 3339 does not (`+0100`) and
+    /// rolls a day the month lacks over into the next; the value is Foundation's. Neither builds a
+    /// formatter per call, as `ISO8601DateFormatter` and a regex literal do.
     package static func strictDate(from text: String) -> Date? {
         guard hasShape(text) else { return nil }
         return (try? Date.ISO8601FormatStyle().parse(fractionCut(text))).map(atMicrosecond)
@@ -154,17 +157,6 @@ package enum RFC3339 {
         guard byte(index, "+") || byte(index, "-") else { return false }
         return digits(index + 1..<index + 3) && byte(index + 3, ":") && digits(index + 4..<index + 6) && index + 6 == bytes.count
             && number(index + 1..<index + 3) < 24 && number(index + 4..<index + 6) < 60
-    }
-
-    package static func date(from text: String) -> Date? {
-        let text = fractionCut(text)
-        if let date = try? Date(text, strategy: .iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon).timeZone(separator: .omitted)) {
-            return atMicrosecond(date)
-        }
-        if let date = try? Date(text, strategy: .iso8601) { return atMicrosecond(date) }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text).map(atMicrosecond)
     }
 }
 

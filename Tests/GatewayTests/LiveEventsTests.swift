@@ -138,7 +138,7 @@ struct LiveGateway: Sendable {
             let data = events[0].json
             #expect(data["notification_id"] as? String == notification.uuidString.lowercased())
             #expect(data["user_id"] as? String == coach.id.uuidString.lowercased() && data["kind"] as? String == "follow")
-            #expect((data["occurred_at"] as? String).flatMap(RFC3339.date(from:)) != nil)
+            #expect((data["occurred_at"] as? String).flatMap(RFC3339.strictDate(from:)) != nil)
             #expect(events[1].json["added"] as? [String] == ["coach"])
             #expect((events[2].json["features"] as? [String: Bool])?["ai_suggestions"] == true)
             #expect(events[3].json["client_id"] as? String == client.uuidString.lowercased())
@@ -223,7 +223,7 @@ struct LiveGateway: Sendable {
             let reply = try await gateway.ticket(for: person)
             #expect(reply.status == 200)
             let ticket = try #require(reply.json["ticket"] as? String)
-            let expiresAt = try #require((reply.json["expires_at"] as? String).flatMap(RFC3339.date(from:)))
+            let expiresAt = try #require((reply.json["expires_at"] as? String).flatMap(RFC3339.strictDate(from:)))
             #expect(expiresAt.timeIntervalSinceNow > 50 && expiresAt.timeIntervalSinceNow <= 61)
             // Kept hashed, for 60 s.
             let keys = try await gateway.redis.send("KEYS", RedisArgument("sse:ticket:*")).array?.compactMap(\.string) ?? []

@@ -82,6 +82,11 @@ import TestSupport
             #expect(try await post([Env.item(tags: ["unicorn"])]).fieldErrors == ["items[0].tags"])
             #expect(try await post([Env.item(grams: 0)]).fieldErrors.contains("items[0].grams"))
             #expect(try await post([Env.item()], eatenAt: "\(Env.year)-06-01T12:00:00").status == .badRequest, "a time without an offset")
+            // A day the month lacks is refused, not rolled over into the next month's first days.
+            for eatenAt in ["\(Env.year)-02-30T12:00:00Z", "\(Env.year)-04-31T12:00:00+02:00", "\(Env.year)-06-01T24:00:00Z", "\(Env.year)-06-01T12:00:00+0200"] {
+                let refused = try await post([Env.item()], eatenAt: eatenAt)
+                #expect(refused.status == .badRequest && refused.fieldErrors == ["eaten_at"], "\(eatenAt): \(refused.text)")
+            }
             #expect(try await post([Env.item()], extra: ["calories": 3]).status == .badRequest, "an unknown field")
             // An item's key no item takes is refused too, named: a misspelt amount or tag would
             // otherwise count as nothing, and silence an allergy warning.

@@ -350,6 +350,9 @@ import TestSupport
             "2026-03-01T07:30:00+01:60", "1900-02-29T07:30:00Z",
         ] {
             #expect(RFC3339.strictDate(from: text) == nil, "\(text)")
+            // A JSON body's date is read the same way: Foundation's parser alone would take
+            // 30 February for 2 March.
+            #expect(throws: DecodingError.self, "\(text)") { try JSONDecoder.api.decode([Date].self, from: Data(#"["\#(text)"]"#.utf8)) }
         }
     }
 
