@@ -18,7 +18,12 @@ import ServiceKit
 /// what the client still sends meanwhile read and dropped. Closed at once with bytes unread, the
 /// connection would be reset, and a reset can erase the response from the client's buffers before
 /// its HTTP stack reads it: an app uploading a photo would see a broken connection, not the `413` or
-/// `429` that tells it what to do. Hummingbird sees only a `Connection` header that is exactly
+/// `429` that tells it what to do. While it ends so, a `DroppingReader` at the head of the pipeline
+/// reads and drops what comes, parsing and keeping none of it, whatever the handlers above want; a
+/// close asked for meanwhile (Hummingbird's, a graceful shutdown's) waits for the same end. Once a
+/// response that ends the connection has ended, a request read ahead of the end is dropped too:
+/// handed on, its upstream would act on a request whose response no one will read. Hummingbird sees
+/// only a `Connection` header that is exactly
 /// `close`, and HTTP/1.0's default not at all. A response of
 /// unknown length (streamed) to an HTTP/1.0 request is sent as HTTP/1.0, without chunks, which that
 /// version does not know, and ends the connection, whose end is then where its body ends (RFC 9112
@@ -121,7 +126,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard lingering == nil else { return }
+        guard lingering == nil, !outputEnded else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
             // Only with no response under way: a `100` between another response's parts would break
@@ -152,7 +157,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // What comes after a refused body need not be HTTP: it is dropped, not answered.
-        guard lingering == nil else { return }
+        guard lingering == nil, !outputEnded else { return }
         // With a response owed (the head came, the body broke), the route's problem answers it.
         guard error is HTTPParserError, requestsRead == responsesEnded, !answeredMalformed else { return context.fireErrorCaught(error) }
         answeredMalformed = true
@@ -171,24 +176,32 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func read(context: ChannelHandlerContext) {
-        if !readsStopped || lingering != nil { context.read() }
+        if !readsStopped { context.read() }
     }
 
     /// Hummingbird's own closes (its connection state's, after a request that said `Connection:
-    /// close`) end the connection in stages too when the client's body is still coming.
+    /// close`, or a graceful shutdown's) end the connection in stages too when the client's body is
+    /// still coming, and wait for that end when it is already ending so: closed at once, it would be
+    /// reset all the same.
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard mode == .all, readingBody, lingering == nil, context.channel.isActive else { return context.close(mode: mode, promise: promise) }
+        guard mode == .all, lingering != nil || readingBody, context.channel.isActive else { return context.close(mode: mode, promise: promise) }
         endConnection(context: context)
         if let promise { context.channel.closeFuture.cascade(to: promise) }
     }
 
     /// Ends the connection after a response that ends it: at once, or in stages while the client's
-    /// body is still coming (see the type's notes).
+    /// body is still coming (see the type's notes). Once it is ending in stages, the linger's timer or
+    /// the client's own close ends it.
     private func endConnection(context: ChannelHandlerContext) {
-        guard readingBody, lingering == nil, context.channel.isActive else { return context.close(promise: nil) }
+        guard lingering == nil else { return }
+        guard readingBody, context.channel.isActive else { return context.close(promise: nil) }
+        outputEnded = true
         deadline = nil
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         lingering = context.eventLoop.scheduleTask(in: min(timeout, Self.lingerTime)) { bound.value.close(promise: nil) }
+        // Nothing the client sends now reaches NIO's HTTP parser, which would keep what it cannot
+        // parse (what follows an `Upgrade` request) for as long as the connection lasts.
+        try? context.pipeline.syncOperations.addHandler(DroppingReader(), position: .first)
         let outputClosed = context.eventLoop.makePromise(of: Void.self)
         // Without a side to close alone, the whole.
         outputClosed.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
@@ -330,6 +343,20 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     private static func backlog(_ context: ChannelHandlerContext) -> Int? {
         try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)
     }
+}
+
+/// What a client sends once the gateway's side of its connection has closed, read and dropped: at
+/// the head of the pipeline, so that none of it is parsed or kept, and reading on its own, since the
+/// handlers above it may want nothing more (Hummingbird reads no further after a request that said
+/// `Connection: close`, and its buffer of parts holds reads back when full).
+final class DroppingReader: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    func handlerAdded(context: ChannelHandlerContext) { context.read() }
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+    func channelReadComplete(context: ChannelHandlerContext) { context.read() }
+    /// A reset or an error reading: the connection is over, and NIO closes it.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {}
 }
 
 /// Hummingbird's HTTP/1 channel with a `ClientConnectionHandler` between the HTTP/1 codec and the

@@ -524,36 +524,93 @@ final class EchoUpstream: Sendable {
     /// still coming, told the connection ends (`Connection: close`), and it ends, instead of the
     /// gateway reading the rest of the body only to throw it away. It ends in stages: the response,
     /// then the gateway's side (the client reads an end, not a reset that could erase the response),
-    /// while what the client still sends is taken and dropped.
-    @Test func anUploadRefusedOnItsHeadEndsTheConnection() async throws {
+    /// while what the client still sends is taken and dropped, far more than the kernel's buffers
+    /// hold, whether or not the request said `Connection: close` (after which Hummingbird reads no
+    /// more of its own).
+    @Test(arguments: ["", "Connection: close\r\n"])
+    func anUploadRefusedOnItsHeadEndsTheConnection(header: String) async throws {
         try await Self.withGateway { client in
             let port = try #require(client.port)
             let (response, ended, sentAfter) = try await LoopbackSocket.blocking {
-                let fd = try LoopbackSocket.connect(port: port)
-                defer { close(fd) }
-                // Larger than the gateway reads whole, so it streams; a quarter of it is sent.
-                let head = Array("POST /v1/auth/refused HTTP/1.1\r\nHost: gw\r\nContent-Length: \(8 << 20)\r\n\r\n".utf8)
-                guard send(fd, head, head.count, Int32(MSG_NOSIGNAL)) == head.count else { throw LoopbackSocket.Failure(call: "send") }
-                let part = [UInt8](repeating: 0x61, count: 64 * 1024)
-                for _ in 0..<32 where send(fd, part, part.count, Int32(MSG_NOSIGNAL)) == part.count {}
-                var received: [UInt8] = []
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                var ended = false
-                while true {
-                    let count = recv(fd, &buffer, buffer.count, 0)
-                    ended = count == 0
-                    if count <= 0 { break }
-                    received += buffer[0..<count]
-                }
-                // The gateway still reads (and drops) what comes after its side closed.
-                let sentAfter = send(fd, part, part.count, Int32(MSG_NOSIGNAL))
-                return (String(decoding: received, as: UTF8.self), ended, sentAfter)
+                let upload = try Self.refusedUpload(port: port, header: header)
+                defer { close(upload.fd) }
+                return (upload.response, upload.ended, Self.sendRestOfBody(upload.fd))
             }
             #expect(response.hasPrefix("HTTP/1.1 413"), "\(response.prefix(300))")
             #expect(response.lowercased().contains("connection: close"), "\(response.prefix(300))")
             #expect(ended, "the connection did not end with its response (held open, or reset)")
-            #expect(sentAfter == 64 * 1024, "the rest of the body was refused: \(sentAfter)")
+            #expect(sentAfter == Self.restOfBody, "the rest of the body was not taken: \(sentAfter) bytes")
         }
+    }
+
+    /// A graceful shutdown while a refused upload's connection ends in stages waits for that end
+    /// instead of closing it at once, which would reset it under the client still sending.
+    @Test func aShutdownLetsARefusedUploadEndInStages() async throws {
+        let auth = EchoUpstream(name: "auth")
+        try await auth.start()
+        defer { auth.stop() }
+        let port = try RedisServer.freePort()
+        let group = ServiceGroup(
+            services: [try buildApplication(Self.config(everyServiceAt: auth.baseURL, port: port, timeout: .seconds(5)))], gracefulShutdownSignals: [],
+            logger: Logger(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await waitUntil(.seconds(20)) { await RedisServer.accepts(port: port) }
+            let upload = try await LoopbackSocket.blocking { try Self.refusedUpload(port: port) }
+            #expect(upload.response.hasPrefix("HTTP/1.1 413") && upload.ended, "\(upload.response.prefix(300))")
+            await group.triggerGracefulShutdown()
+            // The shutdown has begun (no new connections), and with it the close of idle ones.
+            try await waitUntil(.seconds(10)) { await !RedisServer.accepts(port: port) }
+            try await Task.sleep(for: .milliseconds(200))
+            let sentAfter = try await LoopbackSocket.blocking { Self.sendRestOfBody(upload.fd) }
+            close(upload.fd)
+            #expect(sentAfter == Self.restOfBody, "the connection was cut under the client: \(sentAfter) bytes taken")
+            try await tasks.waitForAll()
+        }
+    }
+
+    /// What `refusedUpload` sends after the response: well past what the kernel's buffers hold.
+    static let restOfBody = 40 << 20
+
+    /// Sends the head of a 64 MiB upload to a path the upstream refuses on its head (`413`, unread),
+    /// with `header`, and 2 MiB of its body, then reads the response until the connection's end: the
+    /// socket, what came, and whether it ended rather than broke.
+    static func refusedUpload(port: Int, header: String = "") throws -> (fd: Int32, response: String, ended: Bool) {
+        let fd = try LoopbackSocket.connect(port: port)
+        // A small send buffer: what the gateway does not read blocks the sender soon.
+        var sendBuffer: Int32 = 65_536
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
+        let head = Array("POST /v1/auth/refused HTTP/1.1\r\nHost: gw\r\n\(header)Content-Length: \(64 << 20)\r\n\r\n".utf8)
+        guard send(fd, head, head.count, Int32(MSG_NOSIGNAL)) == head.count else {
+            close(fd)
+            throw LoopbackSocket.Failure(call: "send")
+        }
+        let part = [UInt8](repeating: 0x61, count: 64 * 1024)
+        for _ in 0..<32 where send(fd, part, part.count, Int32(MSG_NOSIGNAL)) == part.count {}
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var ended = false
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            ended = count == 0
+            if count <= 0 { break }
+            received += buffer[0..<count]
+        }
+        return (fd, String(decoding: received, as: UTF8.self), ended)
+    }
+
+    /// Sends `restOfBody` more bytes of the upload, each send given 3 s: how many the gateway took.
+    static func sendRestOfBody(_ fd: Int32) -> Int {
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let part = [UInt8](repeating: 0x61, count: 64 * 1024)
+        var sent = 0
+        while sent < restOfBody {
+            let count = send(fd, part, part.count, Int32(MSG_NOSIGNAL))
+            if count <= 0 { break }
+            sent += count
+        }
+        return sent
     }
 
     /// A shutdown that begins while a proxied request waits on its upstream lets it finish: the client
