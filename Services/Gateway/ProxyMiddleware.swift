@@ -79,7 +79,11 @@ struct ProxyMiddleware: RouterMiddleware {
         do {
             response = try await pool.execute(head, body: body, deadline: .now() + TimeAmount(timeout))
         } catch {
-            throw Self.problem(for: error, service: service, logger: context.logger)
+            var problem = Self.problem(for: error, service: service, logger: context.logger)
+            // A streamed body may have megabytes to go when the exchange fails (a timeout, a broken
+            // upstream): as after an early answer, the connection ends rather than read them.
+            if case .stream = body { problem.headers[.connection] = "close" }
+            throw problem
         }
         let status = HTTPResponse.Status(code: Int(response.head.status.code), reasonPhrase: response.head.status.reasonPhrase)
         var headers = Self.headersForClient(response.head.headers)

@@ -543,6 +543,23 @@ final class EchoUpstream: Sendable {
         }
     }
 
+    /// An upload to a service that is down: the `503` ends the connection too, instead of the gateway
+    /// reading the rest of the body for nothing.
+    @Test func anUploadToAServiceThatIsDownEndsTheConnection() async throws {
+        try await Self.withGateway(downService: "auth") { client in
+            let port = try #require(client.port)
+            let (response, ended, sentAfter) = try await LoopbackSocket.blocking {
+                let upload = try Self.refusedUpload(port: port, path: "/v1/auth/photo")
+                defer { close(upload.fd) }
+                return (upload.response, upload.ended, Self.sendRestOfBody(upload.fd))
+            }
+            #expect(response.hasPrefix("HTTP/1.1 503"), "\(response.prefix(300))")
+            #expect(response.lowercased().contains("connection: close"), "\(response.prefix(300))")
+            #expect(ended, "the connection did not end with its response (held open, or reset)")
+            #expect(sentAfter == Self.restOfBody, "the rest of the body was not taken: \(sentAfter) bytes")
+        }
+    }
+
     /// A graceful shutdown while a refused upload's connection ends in stages waits for that end
     /// instead of closing it at once, which would reset it under the client still sending.
     @Test func aShutdownLetsARefusedUploadEndInStages() async throws {
@@ -572,15 +589,15 @@ final class EchoUpstream: Sendable {
     /// What `refusedUpload` sends after the response: well past what the kernel's buffers hold.
     static let restOfBody = 40 << 20
 
-    /// Sends the head of a 64 MiB upload to a path the upstream refuses on its head (`413`, unread),
-    /// with `header`, and 2 MiB of its body, then reads the response until the connection's end: the
+    /// Sends the head of a 64 MiB upload to `path` (by default one the upstream refuses on its head:
+    /// `413`, unread), with `header`, and 2 MiB of its body, then reads the response until the connection's end: the
     /// socket, what came, and whether it ended rather than broke.
-    static func refusedUpload(port: Int, header: String = "") throws -> (fd: Int32, response: String, ended: Bool) {
+    static func refusedUpload(port: Int, path: String = "/v1/auth/refused", header: String = "") throws -> (fd: Int32, response: String, ended: Bool) {
         let fd = try LoopbackSocket.connect(port: port)
         // A small send buffer: what the gateway does not read blocks the sender soon.
         var sendBuffer: Int32 = 65_536
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
-        let head = Array("POST /v1/auth/refused HTTP/1.1\r\nHost: gw\r\n\(header)Content-Length: \(64 << 20)\r\n\r\n".utf8)
+        let head = Array("POST \(path) HTTP/1.1\r\nHost: gw\r\n\(header)Content-Length: \(64 << 20)\r\n\r\n".utf8)
         guard send(fd, head, head.count, Int32(MSG_NOSIGNAL)) == head.count else {
             close(fd)
             throw LoopbackSocket.Failure(call: "send")
