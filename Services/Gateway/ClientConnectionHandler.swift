@@ -20,9 +20,11 @@ import ServiceKit
 /// its HTTP stack reads it: an app uploading a photo would see a broken connection, not the `413` or
 /// `429` that tells it what to do. While it ends so, a `DroppingReader` at the head of the pipeline
 /// reads and drops what comes, parsing and keeping none of it, whatever the handlers above want; a
-/// close asked for meanwhile (Hummingbird's, a graceful shutdown's) waits for the same end. Once a
-/// response that ends the connection has ended, a request read ahead of the end is dropped too:
-/// handed on, its upstream would act on a request whose response no one will read. Hummingbird sees
+/// close asked for meanwhile (Hummingbird's, a graceful shutdown's) waits for the same end. A request
+/// sent behind another (pipelined) comes up only once the response before it has ended (NIO's
+/// `HTTPServerPipelineHandler`, below this one), and after a response that ends the connection not
+/// at all: handed on, its upstream would act on a request whose response no one will read, its body
+/// perhaps cut off by the close (RFC 9112 §9.6: no further request is processed). Hummingbird sees
 /// only a `Connection` header that is exactly
 /// `close`, and HTTP/1.0's default not at all. A response of
 /// unknown length (streamed) to an HTTP/1.0 request is sent as HTTP/1.0, without chunks, which that
@@ -72,7 +74,8 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// A request's head has come and its end not yet.
     private var readingBody = false
     /// Requests whose head has come, and responses that have ended: the gateway owes a response
-    /// while the first is ahead (Hummingbird reads pipelined requests ahead of its responses).
+    /// while the first is ahead (by one at most: NIO's pipelining handler holds the next request back
+    /// until the response before it has ended).
     private var requestsRead = 0
     private var responsesEnded = 0
     /// Each request read and not yet responded to, oldest first: whether it keeps the connection,
@@ -377,7 +380,12 @@ struct GatewayHTTP1Channel: ServerChildChannel {
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandler(ClientConnectionHandler(timeout: timeout, bodyMinRate: minRate, logger: deadlineLogger), position: .before(codec))
+            let connection = ClientConnectionHandler(timeout: timeout, bodyMinRate: minRate, logger: deadlineLogger)
+            try pipeline.addHandler(connection, position: .before(codec))
+            // NIO's own: a request behind one still being answered (pipelined) is read only once that
+            // response has ended, and never after one that ends the connection (RFC 9112 §9.6: no
+            // further request is processed). Read ahead, Hummingbird would act on it meanwhile.
+            try pipeline.addHandler(HTTPServerPipelineHandler(), position: .before(connection))
             return value
         }
     }

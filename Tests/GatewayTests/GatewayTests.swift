@@ -543,6 +543,38 @@ final class EchoUpstream: Sendable {
         }
     }
 
+    /// A request sent behind one whose answer ends the connection is never passed on (RFC 9112 §9.6:
+    /// no further request is processed), whether the first was refused at the edge or asked to end
+    /// the connection itself, and whether the one behind came whole or its body was cut off by the
+    /// close (a chunked body without its last chunk, which must not reach a service as if whole).
+    @Test func aRequestBehindOneThatEndsTheConnectionIsNotPassedOn() async throws {
+        let auth = EchoUpstream(name: "auth")
+        try await auth.start()
+        defer { auth.stop() }
+        try await buildApplication(Self.config(everyServiceAt: auth.baseURL, timeout: .seconds(5))).test(.live) { client in
+            let port = try #require(client.port)
+            let firsts = [
+                "POST /v1/auth/framed HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+                "GET /v1/auth/me HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n",
+            ]
+            let behinds = [
+                "DELETE /v1/auth/pause HTTP/1.1\r\nHost: gw\r\n\r\n",
+                "POST /v1/auth/pause HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+            ]
+            for first in firsts {
+                for behind in behinds {
+                    let answers = try await RawHTTP.exchange(port: port, first + behind, timeout: .seconds(10))
+                    #expect(answers.count == 1 && answers.first?.headers["connection"] == "close", "\(first) \(behind): \(answers.map(\.status))")
+                }
+            }
+            // A request of its own reaches the upstream (answered 600 ms later, after any passed on
+            // above would have arrived), and is the only one that did.
+            let own = try await RawHTTP.exchange(port: port, "DELETE /v1/auth/pause HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n", timeout: .seconds(10))
+            #expect(own.map(\.status) == [200])
+            #expect(auth.pausesArrived.load(ordering: .relaxed) == 1, "requests behind a closing answer were passed on")
+        }
+    }
+
     /// An upload to a service that is down: the `503` ends the connection too, instead of the gateway
     /// reading the rest of the body for nothing.
     @Test func anUploadToAServiceThatIsDownEndsTheConnection() async throws {
