@@ -530,17 +530,22 @@ final class EchoUpstream: Sendable {
     @Test(arguments: ["", "Connection: close\r\n"])
     func anUploadRefusedOnItsHeadEndsTheConnection(header: String) async throws {
         try await Self.withGateway { client in
-            let port = try #require(client.port)
-            let (response, ended, sentAfter) = try await LoopbackSocket.blocking {
-                let upload = try Self.refusedUpload(port: port, header: header)
-                defer { close(upload.fd) }
-                return (upload.response, upload.ended, Self.sendRestOfBody(upload.fd))
-            }
-            #expect(response.hasPrefix("HTTP/1.1 413"), "\(response.prefix(300))")
-            #expect(response.lowercased().contains("connection: close"), "\(response.prefix(300))")
-            #expect(ended, "the connection did not end with its response (held open, or reset)")
-            #expect(sentAfter == Self.restOfBody, "the rest of the body was not taken: \(sentAfter) bytes")
+            try await Self.expectUploadEndsInStages(port: try #require(client.port), header: header, status: 413)
         }
+    }
+
+    /// Sends an upload (`refusedUpload`) and expects `status` with `Connection: close`, the
+    /// connection's end after it, and the rest of the body taken and dropped (`sendRestOfBody`).
+    static func expectUploadEndsInStages(port: Int, path: String = "/v1/auth/refused", header: String = "", status: Int) async throws {
+        let (response, ended, sentAfter) = try await LoopbackSocket.blocking {
+            let upload = try Self.refusedUpload(port: port, path: path, header: header)
+            defer { close(upload.fd) }
+            return (upload.response, upload.ended, Self.sendRestOfBody(upload.fd))
+        }
+        #expect(response.hasPrefix("HTTP/1.1 \(status)"), "\(response.prefix(300))")
+        #expect(response.lowercased().contains("connection: close"), "\(response.prefix(300))")
+        #expect(ended, "the connection did not end with its response (held open, or reset)")
+        #expect(sentAfter == Self.restOfBody, "the rest of the body was not taken: \(sentAfter) bytes")
     }
 
     /// A request sent behind one whose answer ends the connection is never passed on (RFC 9112 §9.6:
@@ -567,8 +572,8 @@ final class EchoUpstream: Sendable {
                     #expect(answers.count == 1 && answers.first?.headers["connection"] == "close", "\(first) \(behind): \(answers.map(\.status))")
                 }
             }
-            // A request of its own reaches the upstream (answered 600 ms later, after any passed on
-            // above would have arrived), and is the only one that did.
+            // A request of its own reaches the upstream (answered after the echo's pause, by when any
+            // passed on above would have arrived), and is the only one that did.
             let own = try await RawHTTP.exchange(port: port, "DELETE /v1/auth/pause HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n", timeout: .seconds(10))
             #expect(own.map(\.status) == [200])
             #expect(auth.pausesArrived.load(ordering: .relaxed) == 1, "requests behind a closing answer were passed on")
@@ -579,16 +584,7 @@ final class EchoUpstream: Sendable {
     /// reading the rest of the body for nothing.
     @Test func anUploadToAServiceThatIsDownEndsTheConnection() async throws {
         try await Self.withGateway(downService: "auth") { client in
-            let port = try #require(client.port)
-            let (response, ended, sentAfter) = try await LoopbackSocket.blocking {
-                let upload = try Self.refusedUpload(port: port, path: "/v1/auth/photo")
-                defer { close(upload.fd) }
-                return (upload.response, upload.ended, Self.sendRestOfBody(upload.fd))
-            }
-            #expect(response.hasPrefix("HTTP/1.1 503"), "\(response.prefix(300))")
-            #expect(response.lowercased().contains("connection: close"), "\(response.prefix(300))")
-            #expect(ended, "the connection did not end with its response (held open, or reset)")
-            #expect(sentAfter == Self.restOfBody, "the rest of the body was not taken: \(sentAfter) bytes")
+            try await Self.expectUploadEndsInStages(port: try #require(client.port), path: "/v1/auth/photo", status: 503)
         }
     }
 
