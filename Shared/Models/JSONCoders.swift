@@ -88,13 +88,22 @@ package enum RFC3339 {
 
     /// A date-time as the API takes one, in a JSON body (`JSONDecoder.api`) or a form: RFC 3339's
     /// shape (`2026-03-01T07:30:00+01:00`, an optional fraction of up to nine digits, the offset `Z`
-    /// or `±hh:mm` required; a day the calendar has, a time before 24:00, no leap second), checked
+    /// or `±hh:mm` required, `T` and `Z` in either case as RFC 3339 allows; a day the calendar has, a
+    /// time before 24:00, no leap second), checked
     /// here because Foundation's ISO 8601 parser also takes forms RFC 3339 does not (`+0100`) and
     /// rolls a day the month lacks over into the next; the value is Foundation's. Neither builds a
     /// formatter per call, as `ISO8601DateFormatter` and a regex literal do.
     package static func strictDate(from text: String) -> Date? {
         guard hasShape(text) else { return nil }
-        return (try? Date.ISO8601FormatStyle().parse(fractionCut(text))).map(atMicrosecond)
+        return (try? Date.ISO8601FormatStyle().parse(fractionCut(upperT(text)))).map(atMicrosecond)
+    }
+
+    /// The text with a lowercase `t` between date and time made `T`, the one Foundation's parser takes.
+    static func upperT(_ text: String) -> String {
+        var bytes = Array(text.utf8)
+        guard bytes.count > 10, bytes[10] == UInt8(ascii: "t") else { return text }
+        bytes[10] = UInt8(ascii: "T")
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The text with its fraction of a second cut after the microseconds, PostgreSQL's precision:
@@ -136,7 +145,7 @@ package enum RFC3339 {
         func byte(_ index: Int, _ character: Character) -> Bool { index < bytes.count && bytes[index] == character.asciiValue }
         func number(_ range: Range<Int>) -> Int { range.reduce(0) { $0 * 10 + Int(bytes[$1] - 0x30) } }
         // yyyy-mm-ddThh:mm:ss
-        guard digits(0..<4), byte(4, "-"), digits(5..<7), byte(7, "-"), digits(8..<10), byte(10, "T"), digits(11..<13), byte(13, ":"), digits(14..<16),
+        guard digits(0..<4), byte(4, "-"), digits(5..<7), byte(7, "-"), digits(8..<10), byte(10, "T") || byte(10, "t"), digits(11..<13), byte(13, ":"), digits(14..<16),
             byte(16, ":"), digits(17..<19)
         else { return false }
         // A day the calendar has and a time of day: Foundation's parser rolls 30 February over to

@@ -335,10 +335,12 @@ import TestSupport
         reference.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         for text in [
             "2026-03-01T07:30:00+01:00", "2026-03-01T07:30:00Z", "2026-03-01T07:30:00z", "2026-03-01T07:30:00.5-09:30", "2026-03-01T07:30:00.123456789Z",
-            "2024-02-29T07:30:00Z", "2000-02-29T07:30:00Z", "2026-12-31T07:30:00+14:00",
+            "2026-03-01t07:30:00z", "2026-03-01t07:30:00.25+01:00", "2024-02-29T07:30:00Z", "2000-02-29T07:30:00Z", "2026-12-31T07:30:00+14:00",
         ] {
             let date = try #require(RFC3339.strictDate(from: text), "\(text)")
-            let withFraction = text.contains(".") ? text : text.replacingOccurrences(of: ":00", with: ":00.000", options: [], range: text.range(of: "07:30:00"))
+            // RFC 3339 takes `t` and `z` in either case (its section 5.6).
+            let upper = text.uppercased()
+            let withFraction = upper.contains(".") ? upper : upper.replacingOccurrences(of: ":00", with: ":00.000", options: [], range: upper.range(of: "07:30:00"))
             let expected = try #require(reference.date(from: withFraction), "\(withFraction)")
             #expect(abs(date.timeIntervalSince(expected)) < 0.001, "\(text)")
         }
@@ -347,7 +349,7 @@ import TestSupport
             "2026-03-01T07:30:00.1234567890Z", "2026-03-01T07:30:00+01:00x", "2026-03-01T07:30:00+01", "", "2026-03-01", "２０２６-03-01T07:30:00Z",
             "2026-13-01T07:30:00Z", "2026-02-30T07:30:00Z", "2026-02-29T07:30:00Z", "2026-04-31T07:30:00Z", "2026-00-10T07:30:00Z",
             "2026-03-00T07:30:00Z", "2026-03-01T24:00:00Z", "2026-03-01T07:60:00Z", "2026-03-01T07:30:60Z", "2026-03-01T07:30:00+24:00",
-            "2026-03-01T07:30:00+01:60", "1900-02-29T07:30:00Z",
+            "2026-03-01T07:30:00+01:60", "1900-02-29T07:30:00Z", "2026-03-01x07:30:00Z",
         ] {
             #expect(RFC3339.strictDate(from: text) == nil, "\(text)")
             // A JSON body's date is read the same way: Foundation's parser alone would take
