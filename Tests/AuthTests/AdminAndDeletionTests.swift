@@ -76,6 +76,23 @@ import TestSupport
             // Two admins: one may delete the account; the last one may not (nobody could administer).
             let bossToken = try #require(login.json[path: "session.access_token"] as? String)
             #expect(try await env.call(.delete, "/v1/auth/account", json: ["password": "the pantry boss password"], token: bossToken).status == .accepted)
+            // The deleted admin's token still verifies for a while: a keyed request of it is refused
+            // on the account's tombstone, and keeps nothing that names the account.
+            let bossID = try #require(login.json[path: "user.id"] as? String)
+            let boss = try #require(UUID(uuidString: bossID))
+            let keyed = try await env.call(
+                .post, "/v1/admin/users/\(verified.id)/disable", token: bossToken, headers: [HTTPField.Name("Idempotency-Key")!: "after-deletion"])
+            #expect(keyed.status == .unauthorized && keyed.code == "account_deleted", "\(keyed.text)")
+            let kept = try await env.query { client -> Int in
+                let rows = try await client.query(
+                    """
+                    SELECT (SELECT count(*) FROM idempotency_keys WHERE user_id = \(boss))
+                         + (SELECT count(*) FROM deleted_accounts WHERE user_hash = sha256(convert_to(\(boss.uuidString.lowercased()), 'UTF8'))) * 10
+                    """, logger: TestEnvironment.logger)
+                for try await count in rows.decode(Int.self) { return count }
+                return -1
+            }
+            #expect(kept == 10, "the tombstone alone")
             let verifiedLogin = try await env.logIn(verified.email, verified.password)
             let verifiedToken = try #require(verifiedLogin.json[path: "session.access_token"] as? String)
             let lastOne = try await env.call(.delete, "/v1/auth/account", json: ["password": verified.password], token: verifiedToken)

@@ -35,6 +35,10 @@ import TestSupport
     }
 
     static func withApp(_ body: @escaping @Sendable (any TestClientProtocol, Counter) async throws -> Void) async throws {
+        try await withApp { client, counter, _ in try await body(client, counter) }
+    }
+
+    static func withApp(_ body: @escaping @Sendable (any TestClientProtocol, Counter, PostgresClient) async throws -> Void) async throws {
         let database = try await TestDatabase.create(services: ["social"])
         let postgres = PostgresClient(database: database.config(for: "social"), logger: TestEnvironment.logger)
         let counter = Counter()
@@ -62,12 +66,16 @@ import TestSupport
         }
         try await Application(router: router, services: [postgres]).test(.live) { client in
             try await withClientReady(postgres)
-            try await body(client, counter)
+            try await body(client, counter, postgres)
         }
     }
 
     static func withClientReady(_ postgres: PostgresClient) async throws {
-        _ = try await MigrationRunner(client: postgres, schema: "social", migrations: IdempotencySchema.migrations, logger: TestEnvironment.logger).run()
+        // The kit's tables and the account hold a service has, with the tombstones its own migrations make.
+        let tombstones = Migration(name: "0001_deleted_accounts", sql: "CREATE TABLE deleted_accounts (user_hash bytea PRIMARY KEY)")
+        _ = try await MigrationRunner(
+            client: postgres, schema: "social", migrations: IdempotencySchema.migrations + DeletedAccountsSchema.migrations + [tombstones], logger: TestEnvironment.logger
+        ).run()
     }
 
     static func post(_ client: any TestClientProtocol, _ path: String = "/things", user: UUID?, key: String?, body: String) async throws -> TestResponse {
@@ -181,6 +189,30 @@ import TestSupport
             }
             #expect(counter.value == 1)
             #expect(answers.count == 20 && Set(answers.map(\.0)) == [201] && Set(answers.map(\.1)).count == 1)
+        }
+    }
+
+    /// A deleted account's token outlives it: its keyed request is refused before the route runs,
+    /// and no row names the account, not even for a route that writes nothing of it.
+    @Test(.timeLimit(.minutes(1))) func aDeletedAccountsKeyIsRefusedAndKeepsNothing() async throws {
+        try await Self.withApp { client, counter, postgres in
+            let (deleted, live) = (UUID(), UUID())
+            try await postgres.query(
+                "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(deleted.uuidString.lowercased()), 'UTF8')))", logger: TestEnvironment.logger)
+            for attempt in 1...2 {
+                let refused = try await Self.post(client, user: deleted, key: "d-1", body: "{}")
+                #expect(refused.status == .unauthorized, "\(attempt): \(String(buffer: refused.body))")
+                #expect(try JSONDecoder.api.decode(Problem.self, from: Data(buffer: refused.body)).code == "account_deleted")
+            }
+            #expect(counter.value == 0)
+            var rows = 0
+            for try await count in try await postgres.query("SELECT count(*)::int FROM idempotency_keys WHERE user_id = \(deleted)", logger: TestEnvironment.logger)
+                .decode(Int.self)
+            { rows = count }
+            #expect(rows == 0)
+            // A live account's key of the same name is its own.
+            #expect(try await Self.post(client, user: live, key: "d-1", body: "{}").status == .created)
+            #expect(counter.value == 1)
         }
     }
 

@@ -169,13 +169,15 @@ struct UserStore: Sendable {
     }
 
     /// The account and everything hanging off it (identities, sessions, refresh and mail tokens go
-    /// by cascade); the mail to the address, queued or sent, goes too.
+    /// by cascade); the mail to the address, queued or sent, goes too. The account's tombstone
+    /// stays, as in every service, and the answers kept for its retries go (`recordDeletedAccount`):
+    /// a keyed request its token still sends waits for this transaction, then finds the tombstone.
     func delete(_ user: UserRecord, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.holdAccountForDeletion(user.id, logger: logger)
         // Mail goes to the stored address exactly; lowered on both sides as the index is.
         try await connection.checkedRun("DELETE FROM mail_outbox WHERE lower(recipient) = lower(\(user.email))", logger: logger)
         try await connection.checkedRun("DELETE FROM users WHERE id = \(user.id)", logger: logger)
-        // The answers kept for its retries hold what it wrote.
-        try await connection.checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user.id)", logger: logger)
+        try await connection.recordDeletedAccount(user.id, logger: logger)
     }
 
     // MARK: identities

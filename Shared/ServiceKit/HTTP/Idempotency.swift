@@ -32,6 +32,13 @@ import Synchronization
 /// after `abandonedAfter` another request may take the key over and run the route again. Each claim
 /// is its own (`claim_id`): a request that outlived its claim cannot store into, or release, the
 /// claim that took the key over.
+///
+/// A deleted account's access token outlives it by up to 15 minutes: a key it sends is refused
+/// with `401 account_deleted` before the route runs, and makes no row (a route that writes nothing
+/// would otherwise have its answer kept, naming the account, for 24 hours). The claim holds the
+/// account as a route's write does (`hold_live_account`), so a deletion running meanwhile is waited
+/// for and its tombstone found; a key claimed before the deletion goes with the account's other
+/// rows, and the response then finds no row to be stored in.
 package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterMiddleware {
     let postgres: PostgresClient
     let waitLimit: Duration
@@ -103,8 +110,10 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
 
         let deadline = ContinuousClock.now + waitLimit
         while true {
-            if try await record.claim(abandonedAfter: abandonedAfter) {
-                return try await runAndStore(request, context: context, record: record, next: next)
+            switch try await record.claim(abandonedAfter: abandonedAfter) {
+            case .claimed: return try await runAndStore(request, context: context, record: record, next: next)
+            case .accountDeleted: throw APIError.accountDeleted
+            case .taken: break
             }
             switch try await record.stored() {
             case .none:
@@ -264,10 +273,25 @@ struct IdempotencyRecord {
     /// Takes the key for this request: a new row, or one that expired (24 hours) or whose request was
     /// abandoned while pending. Old rows of any key are removed on the way, a few at a time (rows
     /// another claim is removing are skipped).
-    func claim(abandonedAfter: Duration) async throws -> Bool {
+    func claim(abandonedAfter: Duration) async throws -> ClaimOutcome {
         let claim = Claim(record: self, abandonedAfter: Double(abandonedAfter.components.seconds))
         let logger = self.logger
-        return try await postgres.withConnectionOnItsLoop { try await $0.returnsRow(claim, logger: logger) }
+        return try await postgres.withConnectionOnItsLoop { connection in
+            var outcome = ClaimOutcome.taken
+            for try await (live, claimed) in try await connection.checkedExecute(claim, logger: logger) {
+                outcome = !live ? .accountDeleted : claimed ? .claimed : .taken
+            }
+            return outcome
+        }
+    }
+
+    enum ClaimOutcome {
+        /// The key is this request's: the route runs.
+        case claimed
+        /// Another request holds the key, or answered it.
+        case taken
+        /// The caller's account was deleted; nothing was written.
+        case accountDeleted
     }
 
     // `claim` and `store` run in every request that carries a key: prepared once per connection, as
@@ -275,21 +299,27 @@ struct IdempotencyRecord {
 
     struct Claim: PostgresPreparedStatement {
         static let name = "idempotency.claim"
+        /// The account's hold comes first (`live` is materialized, and the insert reads it), and
+        /// lasts until the statement commits.
         static let sql = """
-            WITH expired AS (
+            WITH live AS MATERIALIZED (SELECT hold_live_account($1) AS live),
+            expired AS (
                 DELETE FROM idempotency_keys WHERE ctid IN (
                     SELECT ctid FROM idempotency_keys WHERE created_at < now() - interval '24 hours' LIMIT 10 FOR UPDATE SKIP LOCKED)
+            ),
+            claimed AS (
+                INSERT INTO idempotency_keys (user_id, route, key, request_hash, claim_id)
+                SELECT $1, $2, $3, $4, $5 FROM live WHERE live.live
+                ON CONFLICT (user_id, route, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, claim_id = EXCLUDED.claim_id,
+                    status = NULL, headers = NULL, body = NULL, created_at = now()
+                    WHERE idempotency_keys.created_at < now() - interval '24 hours'
+                       OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => $6))
+                RETURNING 1
             )
-            INSERT INTO idempotency_keys (user_id, route, key, request_hash, claim_id)
-            VALUES ($1, $2, $3, $4, $5)
-            ON CONFLICT (user_id, route, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, claim_id = EXCLUDED.claim_id,
-                status = NULL, headers = NULL, body = NULL, created_at = now()
-                WHERE idempotency_keys.created_at < now() - interval '24 hours'
-                   OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => $6))
-            RETURNING 1
+            SELECT live.live, EXISTS (SELECT 1 FROM claimed) FROM live
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .text, .text, .bytea, .uuid, .float8]
-        typealias Row = Void
+        typealias Row = (Bool, Bool)
 
         let record: IdempotencyRecord
         let abandonedAfter: Double
@@ -305,7 +335,7 @@ struct IdempotencyRecord {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws {}
+        func decodeRow(_ row: PostgresRow) throws -> (Bool, Bool) { try row.decode((Bool, Bool).self) }
     }
 
     func stored() async throws -> Stored {
