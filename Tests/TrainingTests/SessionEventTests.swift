@@ -41,6 +41,32 @@ import TestSupport
         }
     }
 
+    /// An unlink written before events named the roster entry, heard before the acceptance it
+    /// followed: the acceptance links nothing and ends the entry it names, as an unlink that named
+    /// it would have; the coach plans nothing more for it.
+    @Test func aLateAcceptanceEndsTheEntryAnUnlinkWithoutItLeft() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithInvitedClient()
+            let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1)])
+            let handled = try await env.count("SELECT count(*) FROM inbox")
+            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: nil), userID: client.id, sequence: 3)
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id, sequence: 2)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox") >= handled + 2 }
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(entry)' AND stage = 2 AND client_id = '\(client.id)'") == 1)
+            #expect(try await env.count("SELECT count(*) FROM coach_links WHERE coach_id = '\(coach.id)' AND client_id = '\(client.id)'") == 0)
+            #expect(try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(0))", as: client).items.isEmpty)
+            #expect(try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: client).json["status"] as? String == "cancelled")
+            #expect(try await env.call(.post, "/v1/training/clients/\(entry)/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).code == "client_not_linked")
+            #expect(try await env.call(.get, "/v1/training/clients/\(entry)", as: coach).status == .conflict)
+
+            // An acceptance after the unlink (a new invitation) links them again.
+            let again = try await env.rosterEntry(of: coach)
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: again), userID: client.id, sequence: 4)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM coach_links WHERE coach_id = '\(coach.id)' AND client_id = '\(client.id)'") == 1 }
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(again)' AND stage = 1") == 1)
+        }
+    }
+
     /// Plans that ended under the previous release, which cancelled only the scheduled sessions of a
     /// client who left or a coach whose account went: the migration cancels the skipped ones they
     /// left behind, as the handlers now do, and a skipped session of a plan still on stays skipped.

@@ -25,20 +25,27 @@ public struct CoachLinkStore: Sendable {
 
     /// Links them, unless the link ended after this acceptance (a late acceptance, delivered after
     /// the unlink that followed it); a link kept from an earlier acceptance takes this one's order.
-    public func link(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+    /// Whether it linked them: false for a late acceptance, whose roster entry the caller ends too
+    /// (an unlink written before events named the entry could not end it).
+    @discardableResult
+    public func link(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         try await hold(coach: coach, client: client, on: connection, logger: logger)
+        let endedAfter = try await connection.returnsRow(
+            """
+            SELECT 1 FROM coach_unlinks u WHERE u.coach_id = \(coach) AND u.client_id = \(client)
+            AND CASE WHEN u.unlinked_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN u.unlinked_seq > \(order.sequence)::int8
+                     ELSE u.unlinked_at >= \(order.occurredAt) END
+            """, logger: logger)
+        guard !endedAfter else { return false }
         try await connection.checkedRun(
             """
             INSERT INTO coach_links (coach_id, client_id, linked_at, linked_seq)
-            SELECT \(coach), \(client), \(order.occurredAt), \(order.sequence)::int8
-            WHERE NOT EXISTS (
-                SELECT 1 FROM coach_unlinks u WHERE u.coach_id = \(coach) AND u.client_id = \(client)
-                AND CASE WHEN u.unlinked_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN u.unlinked_seq > \(order.sequence)::int8
-                         ELSE u.unlinked_at >= \(order.occurredAt) END)
+            VALUES (\(coach), \(client), \(order.occurredAt), \(order.sequence)::int8)
             ON CONFLICT (coach_id, client_id) DO UPDATE SET linked_at = EXCLUDED.linked_at, linked_seq = EXCLUDED.linked_seq
             WHERE CASE WHEN EXCLUDED.linked_seq IS NOT NULL AND coach_links.linked_seq IS NOT NULL THEN EXCLUDED.linked_seq > coach_links.linked_seq
                        ELSE EXCLUDED.linked_at > coach_links.linked_at END
             """, logger: logger)
+        return true
     }
 
     /// Ends the link if it was accepted before this unlink, and remembers the unlink (the latest one).
