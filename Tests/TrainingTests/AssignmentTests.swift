@@ -86,6 +86,41 @@ import TestSupport
         }
     }
 
+    /// A client switching coaches with a plan from the former one: their list is not empty, so only
+    /// the coach they name (`coach_id`) tells the read to wait for the new plan, which it shows
+    /// without the former coach's sessions, however far behind both events are.
+    @Test func aClientNamingTheirNewCoachWaitsForTheirPlan() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (former, client, formerEntry, formerWorkout) = try await env.coachWithClient()
+            _ = try await env.assign(formerWorkout, to: formerEntry, by: former, on: [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(1)])
+            let coach = try await env.coach()
+            let entry = try await env.rosterEntry(of: coach)
+            let workout = try #require(
+                try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(try await env.libraryExercise("Pushups"))).json["id"] as? String)
+            let planned = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(1)])
+            let coachID = coach.id.uuidString.lowercased()
+
+            #expect(try await env.call(.get, "/v1/training/today?coach_id=nope", as: client).code == "validation_failed")
+            #expect(try await env.call(.get, "/v1/training/sessions?coach_id=12", as: client).status == .badRequest)
+            #expect(try await env.call(.get, "/v1/training/today?coach_id=\(coachID)", as: coach).status == .forbidden)
+
+            let today = Task { try await env.call(.get, "/v1/training/today?coach_id=\(coachID)", as: client) }
+            let week = Task { try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(0))&coach_id=\(coachID.uppercased())", as: client) }
+            try await Task.sleep(for: .milliseconds(300))
+            try await env.publish(
+                ClientUnlinked(coachID: former.id, clientID: client.id, reason: .switched, hasOtherCoach: true, rosterEntryID: formerEntry), userID: client.id)
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: entry), userID: client.id)
+            let todayReply = try await today.value
+            #expect(todayReply.status == .ok && todayReply.ids == [planned[0]], "\(todayReply.text)")
+            let weekReply = try await week.value
+            #expect(weekReply.status == .ok && weekReply.ids == planned, "\(weekReply.text)")
+            // Once the plan is here, naming the coach costs one lookup; naming one who does not coach
+            // them waits out and answers the list as it is.
+            #expect(try await env.call(.get, "/v1/training/today?coach_id=\(coachID)", as: client).ids == [planned[0]])
+            #expect(try await env.call(.get, "/v1/training/today?coach_id=\(former.id.uuidString.lowercased())", as: client).ids == [planned[0]])
+        }
+    }
+
     @Test func theFirstWeekPlannedBeforeTheClientAcceptsIsTheirsOnAcceptance() async throws {
         try await TrainingTestEnvironment.run { env in
             let coach = try await env.coach()

@@ -48,6 +48,12 @@ struct RosterStore: Sendable {
         try await connection.returnsRow("SELECT 1 FROM roster_entries WHERE client_id = \(client) AND stage = \(Stage.accepted.rawValue) LIMIT 1", logger: logger)
     }
 
+    /// Whether `coach` coaches `client` now: the coach's accepted roster entry names them.
+    func isCoached(_ client: UUID, by coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow(
+            "SELECT 1 FROM roster_entries WHERE client_id = \(client) AND coach_id = \(coach) AND stage = \(Stage.accepted.rawValue) LIMIT 1", logger: logger)
+    }
+
     /// Raises the entry to `stage` (making it if this is the first event about it); `client` is
     /// recorded when given. An entry already known under another coach is left alone.
     func advance(_ id: UUID, coach: UUID, client: UUID?, to stage: Stage, on connection: PostgresConnection, logger: Logger) async throws {

@@ -22,12 +22,19 @@ struct SessionRoutes {
     /// Today's sessions in the caller's time zone: one statement.
     @Sendable func today(_ request: Request, context: AuthenticatedContext) async throws -> EncodedJSON {
         try context.requireNotCoach()
+        var problems: [Problem.FieldError] = []
+        let coach = Self.acceptedCoach(request, problems: &problems)
+        if !problems.isEmpty { throw APIError.validation(problems) }
         let training = self.training
         let user = context.caller.userID
         let read = { @Sendable () async throws -> (list: EncodedJSON, isEmpty: Bool) in
             try await training.postgres.withConnectionOnItsLoop { connection in
                 try await training.sessions.days(of: user, from: nil, to: nil, on: connection, logger: context.logger)
             }
+        }
+        if let coach {
+            try await training.awaitAcceptance(of: user, by: coach, logger: context.logger)
+            return try await read().list
         }
         let first = try await read()
         // A client's first look, just after accepting: the plan may be a moment behind the role.
@@ -53,14 +60,33 @@ struct SessionRoutes {
         }
         let from = day("from")
         let to = day("to")
+        let coach = Self.acceptedCoach(request, problems: &problems)
         if !problems.isEmpty { throw APIError.validation(problems) }
         let training = self.training
         let user = context.caller.userID
         let read = { @Sendable () async throws -> (list: EncodedJSON, isEmpty: Bool) in try await Self.days(training, of: user, from: from, to: to, context: context) }
+        if let coach {
+            try await training.awaitAcceptance(of: user, by: coach, logger: context.logger)
+            return try await read().list
+        }
         let first = try await read()
         // As for today: the plan may be a moment behind the `client` role.
         guard first.isEmpty, context.caller.has(.client), try await training.awaitFirstAcceptance(of: user, logger: context.logger) else { return first.list }
         return try await read().list
+    }
+
+    /// `coach_id`: the coach whose invitation the caller has just accepted. The acceptance reaches
+    /// training on its own way, a moment behind invitations' answer, and until it has, a client
+    /// switching coaches would be shown the former coach's plan (its end not heard here either),
+    /// which the empty list's wait does not catch. With it, the read waits for that coach's
+    /// accepted entry naming the caller (`Training.awaitAcceptance`).
+    static func acceptedCoach(_ request: Request, problems: inout [Problem.FieldError]) -> UUID? {
+        guard let text = request.uri.queryParameters["coach_id"] else { return nil }
+        guard let coach = UUID(uuidString: String(text)) else {
+            problems.append(.init(field: "coach_id", message: "must be a UUID"))
+            return nil
+        }
+        return coach
     }
 
     /// `from` through `to` of the caller's days, or validation's answer.

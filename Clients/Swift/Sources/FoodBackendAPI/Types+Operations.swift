@@ -36537,17 +36537,24 @@ public enum Operations {
                 public var from: Swift.String?
                 /// - Remark: Generated from `#/paths/v1/training/sessions/GET/query/to`.
                 public var to: Swift.String?
+                /// the coach whose invitation the caller has just accepted: the read waits (up to 3 s) until that coach's plan is the caller's, so that a client switching coaches is not shown the former coach's
+                ///
+                /// - Remark: Generated from `#/paths/v1/training/sessions/GET/query/coach_id`.
+                public var coachId: Components.Parameters.AcceptedCoach?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
                 ///   - from:
                 ///   - to:
+                ///   - coachId: the coach whose invitation the caller has just accepted: the read waits (up to 3 s) until that coach's plan is the caller's, so that a client switching coaches is not shown the former coach's
                 public init(
                     from: Swift.String? = nil,
-                    to: Swift.String? = nil
+                    to: Swift.String? = nil,
+                    coachId: Components.Parameters.AcceptedCoach? = nil
                 ) {
                     self.from = from
                     self.to = to
+                    self.coachId = coachId
                 }
             }
             public var query: Operations.GetV1TrainingSessions.Input.Query
@@ -38844,6 +38851,21 @@ public enum Operations {
     public enum GetV1TrainingToday {
         public static let id: Swift.String = "get/v1/training/today"
         public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/training/today/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// the coach whose invitation the caller has just accepted: the read waits (up to 3 s) until that coach's plan is the caller's, so that a client switching coaches is not shown the former coach's
+                ///
+                /// - Remark: Generated from `#/paths/v1/training/today/GET/query/coach_id`.
+                public var coachId: Components.Parameters.AcceptedCoach?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - coachId: the coach whose invitation the caller has just accepted: the read waits (up to 3 s) until that coach's plan is the caller's, so that a client switching coaches is not shown the former coach's
+                public init(coachId: Components.Parameters.AcceptedCoach? = nil) {
+                    self.coachId = coachId
+                }
+            }
+            public var query: Operations.GetV1TrainingToday.Input.Query
             /// - Remark: Generated from `#/paths/v1/training/today/GET/header`.
             public struct Headers: Sendable, Hashable {
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetV1TrainingToday.AcceptableContentType>]
@@ -38859,8 +38881,13 @@ public enum Operations {
             /// Creates a new `Input`.
             ///
             /// - Parameters:
+            ///   - query:
             ///   - headers:
-            public init(headers: Operations.GetV1TrainingToday.Input.Headers = .init()) {
+            public init(
+                query: Operations.GetV1TrainingToday.Input.Query = .init(),
+                headers: Operations.GetV1TrainingToday.Input.Headers = .init()
+            ) {
+                self.query = query
                 self.headers = headers
             }
         }
@@ -38911,6 +38938,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// codes: validation_failed (errors[] names each field), malformed_json
+            ///
+            /// - Remark: Generated from `#/paths//v1/training/today/get/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.Invalid)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.Invalid {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
                             response: self
                         )
                     }

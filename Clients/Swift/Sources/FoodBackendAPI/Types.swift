@@ -2784,8 +2784,14 @@ extension APIProtocol {
     ///
     /// - Remark: HTTP `GET /v1/training/today`.
     /// - Remark: Generated from `#/paths//v1/training/today/get`.
-    public func getV1TrainingToday(headers: Operations.GetV1TrainingToday.Input.Headers = .init()) async throws -> Operations.GetV1TrainingToday.Output {
-        try await getV1TrainingToday(Operations.GetV1TrainingToday.Input(headers: headers))
+    public func getV1TrainingToday(
+        query: Operations.GetV1TrainingToday.Input.Query = .init(),
+        headers: Operations.GetV1TrainingToday.Input.Headers = .init()
+    ) async throws -> Operations.GetV1TrainingToday.Output {
+        try await getV1TrainingToday(Operations.GetV1TrainingToday.Input(
+            query: query,
+            headers: headers
+        ))
     }
     /// The last 7 or 30 local days of eaten meals: daily sums against the goal each day had, averages over logged days, best and worst meal, the logging streak.
     ///
