@@ -17,7 +17,8 @@ import TestSupport
     @Test func anAcquisitionDuringTheTakeoverGoesWithItsCounter() async throws {
         try await Env.run { env in
             let maker = try await env.user()
-            #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: maker, json: ["amount": 3]).status == .ok)
+            #expect(try await env.call(.post, "/v1/usage/sources/acquire", as: maker, json: ["amount": 3], headers: [HTTPField.Name("Idempotency-Key")!: "maker-1"]).status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(maker.id)'") == 1)
             let id = maker.id.uuidString.lowercased()
             // The acquisition's two statements, as the route runs them, committed only once the
             // takeover waits for the counter's row.
@@ -35,6 +36,7 @@ import TestSupport
             try await waitUntil(.seconds(15)) { try await env.count("SELECT count(*) FROM inbox WHERE type = 'user.password_changed'") == 1 }
             #expect(try await env.count("SELECT count(*) FROM usage_counters WHERE user_id = '\(id)'") == 0)
             #expect(try await env.count("SELECT count(*) FROM usage_acquisitions WHERE user_id = '\(id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(id)'") == 0)
         }
     }
 

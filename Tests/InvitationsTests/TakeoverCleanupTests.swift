@@ -13,6 +13,10 @@ import TestSupport
             let maker = try await env.coach("Totally The Owner")
             let (_, mo) = try await env.acceptedClient("Mo", by: maker)
             _ = try await env.invite("Lee", email: "\(TestEnvironment.uniqueName("lee"))@example.com", by: maker)
+            let keyed = try await env.call(
+                .post, "/v1/clients", as: maker, json: ["name": "Kim", "email": "\(TestEnvironment.uniqueName("kim"))@example.com"], headers: [HTTPField.Name("Idempotency-Key")!: "maker-1"])
+            #expect(keyed.status == .created, "\(keyed.text)")
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(maker.id)'") == 1)
             #expect(try await env.call(.get, "/v1/coach", as: mo).status == .ok)
 
             try await env.publish(UserPasswordChanged(userID: maker.id, method: .reset, makerDropped: true), userID: maker.id)
@@ -21,6 +25,7 @@ import TestSupport
             try await waitUntil(.seconds(10)) { try await env.events("client.unlinked").contains { $0["reason"] as? String == "coach_deleted" } }
             #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(maker.id)'") == 1, "the account stays known")
             #expect(try await env.count("SELECT count(*) FROM accounts WHERE user_id = '\(maker.id)' AND display_name IS NULL AND avatar_url IS NULL") == 1)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(maker.id)'") == 0)
         }
     }
 

@@ -19,7 +19,8 @@ import TestSupport
                 ProfileUpdated(userID: maker.id, dietaryPreferences: [], allergies: [.init(name: "Peanut", severity: .severe)], displayName: nil, avatarURL: nil),
                 userID: maker.id, producer: "social")
             let meal = try #require(try await env.meal(maker, at: DiaryTests.daysAgo(1), consume: true)["id"] as? String)
-            #expect(try await env.call(.post, "/v1/metrics/weight", as: maker, json: ["value": 70, "unit": "kg"]).status == .created)
+            #expect(try await env.call(.post, "/v1/metrics/weight", as: maker, json: ["value": 70, "unit": "kg"], headers: [HTTPField.Name("Idempotency-Key")!: "maker-1"]).status == .created)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(maker.id)'") == 1)
             let share = try #require(try await env.call(.post, "/v1/meals/\(meal)/share", as: maker).json["token"] as? String)
             #expect(try await env.call(.get, "/v1/shared/\(share)").status == .ok)
             // A coach the maker let in, and a client the maker coached.
@@ -45,6 +46,7 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/meals", as: maker).items.isEmpty)
             #expect((try await env.call(.get, "/v1/metrics/weight", as: maker).json["days"] as? [Any])?.isEmpty == true)
             #expect(try await env.count("SELECT count(*) FROM meal_days WHERE user_id = '\(maker.id)'") == 0)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(maker.id)'") == 0)
             // The owner's day starts with the whole allowance.
             #expect(try await env.count("SELECT count(*) FROM meal_analysis_days WHERE user_id = '\(maker.id)'") == 0)
             #expect(try await env.call(.get, "/v1/shared/\(share)").code == "share_gone")

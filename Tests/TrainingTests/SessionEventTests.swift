@@ -100,11 +100,15 @@ import TestSupport
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithClient()
             let ids = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])
-            #expect(try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3)).status == .ok)
+            #expect(
+                try await env.call(.post, "/v1/training/sessions/\(ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [HTTPField.Name("Idempotency-Key")!: "maker-1"])
+                    .status == .ok)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(client.id)'") == 1)
             _ = try await env.call(.put, "/v1/training/settings", as: client, json: ["time_zone": "Europe/Lisbon", "weight_unit": "lbs"])
             try await env.publish(UserPasswordChanged(userID: client.id, method: .reset, makerDropped: true), userID: client.id, producer: "auth")
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM sessions") == 0 }
             #expect(try await env.count("SELECT count(*) FROM session_sets") == 0)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(client.id)'") == 0)
             #expect(try await env.call(.get, "/v1/training/settings", as: client).json["weight_unit"] as? String == "kg")
             #expect(try await env.count("SELECT count(*) FROM coach_links") == 0)
             // The account stays: no tombstone.

@@ -36,14 +36,24 @@ extension PostgresConnection {
     }
 
     /// Leaves the tombstone of `user`'s account; once is enough. The answers kept for the account's
-    /// retries (`idempotency_keys`, in every service's schema) go with it: they hold what it wrote;
-    /// so do the marks of the latest events applied about it (`event_latest`), which name it.
+    /// retries go with it (`forgetKeptAnswers`); so do the marks of the latest events applied about
+    /// it (`event_latest`), which name it.
     public func recordDeletedAccount(_ user: UUID, logger: Logger) async throws {
-        try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user)", logger: logger)
+        try await forgetKeptAnswers(of: user, logger: logger)
         try await checkedRun("DELETE FROM event_latest WHERE subject = \(user)", logger: logger)
         try await checkedRun(
             "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
             logger: logger)
+    }
+}
+
+extension PostgresConnection {
+    /// Forgets the answers kept for `user`'s retried requests (`idempotency_keys`, in every
+    /// service's schema): they hold what the account wrote, which goes when the account does, or
+    /// when the address's owner drops what its maker made (`maker_dropped`); they would otherwise
+    /// stay until a later request's sweep reached them.
+    public func forgetKeptAnswers(of user: UUID, logger: Logger) async throws {
+        try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user)", logger: logger)
     }
 }
 
