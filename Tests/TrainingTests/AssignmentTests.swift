@@ -121,6 +121,36 @@ import TestSupport
         }
     }
 
+    /// The acceptance may reach training before the former coach's unlink: until the unlink is
+    /// heard too, both plans are the client's, and the read naming the new coach waits for it.
+    @Test func aClientNamingTheirNewCoachWaitsForTheFormerLinksEnd() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (former, client, formerEntry, formerWorkout) = try await env.coachWithClient()
+            _ = try await env.assign(formerWorkout, to: formerEntry, by: former, on: [TrainingTestEnvironment.day(0)])
+            let coach = try await env.coach()
+            let entry = try await env.rosterEntry(of: coach)
+            let workout = try #require(
+                try await env.call(.post, "/v1/workouts", as: coach, json: TrainingTestEnvironment.workout(try await env.libraryExercise("Pushups"))).json["id"] as? String)
+            let planned = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])
+            let coachID = coach.id.uuidString.lowercased()
+            try await env.accept(entry, coach: coach, client: client)
+            #expect(try await env.call(.get, "/v1/training/today", as: client).ids.count == 2)
+
+            let today = Task { try await env.call(.get, "/v1/training/today?coach_id=\(coachID)", as: client) }
+            try await Task.sleep(for: .milliseconds(300))
+            try await env.publish(
+                ClientUnlinked(coachID: former.id, clientID: client.id, reason: .switched, hasOtherCoach: true, rosterEntryID: formerEntry), userID: client.id)
+            let reply = try await today.value
+            #expect(reply.status == .ok && reply.ids == [planned[0]], "\(reply.text)")
+
+            // Only a client waits: anyone else naming a coach is read at once, well within the wait.
+            let stranger = try await env.user()
+            let asked = ContinuousClock.now
+            #expect(try await env.call(.get, "/v1/training/today?coach_id=\(coachID)", as: stranger).items.isEmpty)
+            #expect(ContinuousClock.now - asked < .seconds(2))
+        }
+    }
+
     @Test func theFirstWeekPlannedBeforeTheClientAcceptsIsTheirsOnAcceptance() async throws {
         try await TrainingTestEnvironment.run { env in
             let coach = try await env.coach()

@@ -48,10 +48,13 @@ struct RosterStore: Sendable {
         try await connection.returnsRow("SELECT 1 FROM roster_entries WHERE client_id = \(client) AND stage = \(Stage.accepted.rawValue) LIMIT 1", logger: logger)
     }
 
-    /// Whether `coach` coaches `client` now: the coach's accepted roster entry names them.
-    func isCoached(_ client: UUID, by coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    /// Whether `coach` alone coaches `client` now: the coach's accepted roster entry names them,
+    /// and no other coach's does. A client has one coach at a time (invitations ends the former
+    /// link before a switch), so another coach's entry still accepted is an unlink not heard yet.
+    func isCoached(_ client: UUID, onlyBy coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        // Over no rows `bool_and` is null, and no row comes back.
         try await connection.returnsRow(
-            "SELECT 1 FROM roster_entries WHERE client_id = \(client) AND coach_id = \(coach) AND stage = \(Stage.accepted.rawValue) LIMIT 1", logger: logger)
+            "SELECT 1 FROM roster_entries WHERE client_id = \(client) AND stage = \(Stage.accepted.rawValue) HAVING bool_and(coach_id = \(coach))", logger: logger)
     }
 
     /// Raises the entry to `stage` (making it if this is the first event about it); `client` is

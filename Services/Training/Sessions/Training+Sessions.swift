@@ -28,11 +28,13 @@ extension Training {
         try await lookUntilFound { try await roster.isCoached(client, on: $0, logger: logger) }
     }
 
-    /// Waits, up to 3 s, until `coach`'s accepted roster entry names `client`: the client named the
-    /// coach whose invitation they have just accepted. Returns as soon as it is here; a coach who
-    /// never coached them costs the whole wait, and then the list is read as it is.
+    /// Waits, up to 3 s, until `coach`'s accepted roster entry names `client` and no other coach's
+    /// does: the client named the coach whose invitation they have just accepted, and the former
+    /// coach's unlink, which may reach training after the acceptance, is heard too. Returns as soon
+    /// as both hold; a coach who never coached them costs the whole wait, and then the list is
+    /// read as it is.
     func awaitAcceptance(of client: UUID, by coach: UUID, logger: Logger) async throws {
-        _ = try await lookUntilFound { try await roster.isCoached(client, by: coach, on: $0, logger: logger) }
+        _ = try await lookUntilFound { try await roster.isCoached(client, onlyBy: coach, on: $0, logger: logger) }
     }
 
     /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after a
