@@ -43,7 +43,8 @@ import TestSupport
 
     /// An unlink written before events named the roster entry, heard before the acceptance it
     /// followed: the acceptance links nothing and ends the entry it names, as an unlink that named
-    /// it would have; the coach plans nothing more for it.
+    /// it would have; the coach plans nothing more for it. Heard again after a later acceptance, the
+    /// unlink ends nothing.
     @Test func aLateAcceptanceEndsTheEntryAnUnlinkWithoutItLeft() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithInvitedClient()
@@ -64,6 +65,13 @@ import TestSupport
             try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: again), userID: client.id, sequence: 4)
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM coach_links WHERE coach_id = '\(coach.id)' AND client_id = '\(client.id)'") == 1 }
             #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(again)' AND stage = 1") == 1)
+            // The old unlink delivered once more, after that acceptance: it ends nothing of the
+            // later link, which it came before.
+            let heard = try await env.count("SELECT count(*) FROM inbox")
+            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: nil), userID: client.id, sequence: 3)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox") >= heard + 1 }
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(again)' AND stage = 1") == 1)
+            #expect(try await env.count("SELECT count(*) FROM coach_links WHERE coach_id = '\(coach.id)' AND client_id = '\(client.id)'") == 1)
         }
     }
 

@@ -53,13 +53,17 @@ struct TrainingEventHandlers {
                 if let entry = event.rosterEntryID { try await Self.endForDeletedClient(entry: entry, coach: event.coachID, training: training, context: context) }
                 return
             }
-            try await training.coaching.unlink(
+            let unlinked = try await training.coaching.unlink(
                 coach: event.coachID, client: event.clientID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
             let entries: [UUID]
             if let entry = event.rosterEntryID {
                 entries = [entry]
-            } else {
+            } else if unlinked {
                 entries = try await training.roster.accepted(coach: event.coachID, client: event.clientID, on: context.connection, logger: context.logger)
+            } else {
+                // A late unlink that names no entry: the pair's accepted entry is the later
+                // acceptance's, which it did not end.
+                entries = []
             }
             for entry in entries {
                 // The client is the acceptance's to record: an account whose maker was dropped since

@@ -49,7 +49,10 @@ public struct CoachLinkStore: Sendable {
     }
 
     /// Ends the link if it was accepted before this unlink, and remembers the unlink (the latest one).
-    public func unlink(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws {
+    /// Whether the pair is unlinked now: false for a late unlink, delivered after a later acceptance
+    /// of the same pair, whose link stays (and whose roster entry the caller must not end).
+    @discardableResult
+    public func unlink(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         try await hold(coach: coach, client: client, on: connection, logger: logger)
         try await connection.checkedRun(
             """
@@ -57,6 +60,9 @@ public struct CoachLinkStore: Sendable {
             AND CASE WHEN linked_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN linked_seq < \(order.sequence)::int8
                      ELSE linked_at <= \(order.occurredAt) END
             """, logger: logger)
+        // A link the delete kept was accepted after this unlink.
+        let linkedAfter = try await connection.returnsRow(
+            "SELECT 1 FROM coach_links WHERE coach_id = \(coach) AND client_id = \(client)", logger: logger)
         try await connection.checkedRun(
             """
             INSERT INTO coach_unlinks (coach_id, client_id, unlinked_at, unlinked_seq) VALUES (\(coach), \(client), \(order.occurredAt), \(order.sequence)::int8)
@@ -64,6 +70,7 @@ public struct CoachLinkStore: Sendable {
             WHERE CASE WHEN EXCLUDED.unlinked_seq IS NOT NULL AND coach_unlinks.unlinked_seq IS NOT NULL THEN EXCLUDED.unlinked_seq > coach_unlinks.unlinked_seq
                        ELSE EXCLUDED.unlinked_at > coach_unlinks.unlinked_at END
             """, logger: logger)
+        return !linkedAfter
     }
 
     /// Holds the pair until the transaction ends; the statements after it see what an acceptance or
