@@ -51,9 +51,13 @@ extension PostgresConnection {
     /// Forgets the answers kept for `user`'s retried requests (`idempotency_keys`, in every
     /// service's schema): they hold what the account wrote, which goes when the account does, or
     /// when the address's owner drops what its maker made (`maker_dropped`); they would otherwise
-    /// stay until a later request's sweep reached them.
-    public func forgetKeptAnswers(of user: UUID, logger: Logger) async throws {
-        try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user)", logger: logger)
+    /// stay until a later request's sweep reached them. With `keepingRequestsInFlight` (the
+    /// account lives on), a key whose request is still running stays: it may be the new owner's,
+    /// and without it a retry would run the request again beside it. Such a claim is taken over
+    /// once its request is overdue, as any.
+    public func forgetKeptAnswers(of user: UUID, keepingRequestsInFlight: Bool = false, logger: Logger) async throws {
+        try await checkedRun(
+            "DELETE FROM idempotency_keys WHERE user_id = \(user) \(unescaped: keepingRequestsInFlight ? "AND status IS NOT NULL" : "")", logger: logger)
     }
 }
 
