@@ -284,25 +284,60 @@ final class UpstreamConnection: Sendable {
         guard try await channel.eventLoop.submit({ handler.start(head, body: .stream(stream), respond: { response.completeWith($0) }, deadline: deadline) }).get() else {
             throw UpstreamError.notSent
         }
-        var clientBodyRead = false
-        do {
-            // Each chunk is written once the previous one reached the socket: a slow upstream slows
-            // the client's upload instead of filling the gateway's memory. If the exchange already
-            // ended (an early response, a timeout, a broken connection) the writes fail and the
-            // response below says what happened.
-            for try await chunk in stream where chunk.readableBytes > 0 {
-                let loop = channel.eventLoop
-                try await loop.flatSubmit { handler.writeBody(chunk, on: loop) }.get()
+        // The client's body goes up while the response is awaited, not before: an upstream that
+        // answers early (a refusal on the head) is answered to the client at once, not once the
+        // client sends again, which it may not do while it waits for that very answer.
+        let loop = channel.eventLoop
+        return try await withThrowingTaskGroup(of: StreamedExchange.self) { exchange in
+            exchange.addTask {
+                do {
+                    // Each chunk is written once the previous one reached the socket: a slow upstream
+                    // slows the client's upload instead of filling the gateway's memory. If the exchange
+                    // already ended (an early response, a timeout, a broken connection) the writes fail
+                    // and the response says what happened.
+                    for try await chunk in stream where chunk.readableBytes > 0 {
+                        try await loop.flatSubmit { handler.writeBody(chunk, on: loop) }.get()
+                    }
+                } catch {
+                    // Stopped because the response came: the exchange goes on without the rest.
+                    if !Task.isCancelled { handler.failFromOutside(error, on: loop) }
+                    return .clientBody(read: false)
+                }
+                do {
+                    try await loop.flatSubmit { handler.endRequest(on: loop) }.get()
+                } catch {
+                    handler.failFromOutside(error, on: loop)
+                }
+                return .clientBody(read: true)
             }
-            clientBodyRead = true
-            let loop = channel.eventLoop
-            try await loop.flatSubmit { handler.endRequest(on: loop) }.get()
-        } catch {
-            handler.failFromOutside(error, on: channel.eventLoop)
+            exchange.addTask { .response(try await response.futureResult.get()) }
+            var clientBodyRead = false
+            while let outcome = try await exchange.next() {
+                switch outcome {
+                case .clientBody(let read):
+                    clientBodyRead = read
+                case .response(var answer):
+                    // Answered with the client's body still coming: its reading stops here, ending the
+                    // request body's stream (the connection ends with the response, what the client
+                    // still sends dropped), so that the response goes out now. A failure (thrown)
+                    // stops it as well.
+                    exchange.cancelAll()
+                    while let outcome = try await exchange.next() {
+                        if case .clientBody(let read) = outcome { clientBodyRead = read }
+                    }
+                    answer.clientBodyLeftUnread = !clientBodyRead
+                    return answer
+                }
+            }
+            preconditionFailure("the response's task returns or throws")
         }
-        var answer = try await response.futureResult.get()
-        answer.clientBodyLeftUnread = !clientBodyRead
-        return answer
+    }
+
+    /// What each of a streamed exchange's two tasks ends with.
+    private enum StreamedExchange: Sendable {
+        /// The client's body was sent whole, or its reading (or writing) stopped.
+        case clientBody(read: Bool)
+        case response(UpstreamResponse)
     }
 
     func close() {

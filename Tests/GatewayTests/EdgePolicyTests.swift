@@ -97,15 +97,15 @@ import TestSupport
         @Sendable func exchange(port: Int, _ head: String, body: String?) throws -> (first: String, whole: String) {
             let fd = try LoopbackSocket.connect(port: port)
             defer { close(fd) }
-            _ = head.withCString { send(fd, $0, strlen($0), 0) }
+            _ = LoopbackSocket.send(fd, Array(head.utf8))
             var buffer = [UInt8](repeating: 0, count: 65536)
-            let count = recv(fd, &buffer, buffer.count, 0)
+            let count = LoopbackSocket.receive(fd, into: &buffer)
             let first = count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : ""
             guard let body else { return (first, first) }
-            _ = body.withCString { send(fd, $0, strlen($0), 0) }
+            _ = LoopbackSocket.send(fd, Array(body.utf8))
             var received = first
             while !received.hasSuffix("}") {
-                let more = recv(fd, &buffer, buffer.count, 0)
+                let more = LoopbackSocket.receive(fd, into: &buffer)
                 if more <= 0 { break }
                 received += String(decoding: buffer[0..<more], as: UTF8.self)
             }
@@ -144,19 +144,19 @@ import TestSupport
             @Sendable func pipelined(_ text: String, body: String?) throws -> String {
                 let fd = try LoopbackSocket.connect(port: port)
                 defer { close(fd) }
-                _ = text.withCString { send(fd, $0, strlen($0), 0) }
+                _ = LoopbackSocket.send(fd, Array(text.utf8))
                 var buffer = [UInt8](repeating: 0, count: 65536)
                 var received = ""
                 func readUntil(_ done: (String) -> Bool) {
                     while !done(received) {
-                        let count = recv(fd, &buffer, buffer.count, 0)
+                        let count = LoopbackSocket.receive(fd, into: &buffer)
                         if count <= 0 { return }
                         received += String(decoding: buffer[0..<count], as: UTF8.self)
                     }
                 }
                 readUntil { $0.contains("100 Continue\r\n\r\n") || $0.contains("HTTP/1.1 429") }
                 guard let body, received.contains("100 Continue") else { return received }
-                _ = body.withCString { send(fd, $0, strlen($0), 0) }
+                _ = LoopbackSocket.send(fd, Array(body.utf8))
                 readUntil { $0.components(separatedBy: "HTTP/1.1 200").count == 3 && $0.hasSuffix("}") }
                 return received
             }
@@ -368,7 +368,7 @@ final class HeldRequests: @unchecked Sendable {
             }
             let fd = try LoopbackSocket.connect(port: port)
             sockets[index] = fd
-            _ = text.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            _ = LoopbackSocket.send(fd, Array(text.utf8))
         }
     }
 

@@ -491,11 +491,11 @@ final class EchoUpstream: Sendable {
                     let fd = try LoopbackSocket.connect(port: port)
                     defer { close(fd) }
                     let head = Array("POST /v1/auth/me HTTP/1.1\r\nHost: gw\r\nContent-Length: \(parts * size)\r\n\r\n".utf8)
-                    guard send(fd, head, head.count, Int32(MSG_NOSIGNAL)) == head.count else { throw LoopbackSocket.Failure(call: "send") }
+                    guard LoopbackSocket.send(fd, head) == head.count else { throw LoopbackSocket.Failure(call: "send") }
                     let started = ContinuousClock.now
                     let part = [UInt8](repeating: 0x61, count: size)
                     var sent = 0
-                    while sent < parts, send(fd, part, size, Int32(MSG_NOSIGNAL)) == size {
+                    while sent < parts, LoopbackSocket.send(fd, part) == size {
                         sent += 1
                         if sent < parts { usleep(UInt32(every / .microseconds(1))) }
                     }
@@ -503,7 +503,7 @@ final class EchoUpstream: Sendable {
                     var response: [UInt8] = []
                     var buffer = [UInt8](repeating: 0, count: 65_536)
                     while true {
-                        let read = recv(fd, &buffer, buffer.count, 0)
+                        let read = LoopbackSocket.receive(fd, into: &buffer)
                         if read <= 0 { break }
                         response += buffer[0..<read]
                         if String(decoding: response, as: UTF8.self).contains("\"path\"") { break }
@@ -534,11 +534,20 @@ final class EchoUpstream: Sendable {
         }
     }
 
+    /// A client that sent a first part of its upload and waits for an answer before sending more (one
+    /// whose network stalled, or that reads before it writes on) gets the upstream's early refusal at
+    /// once, not after its next part: the gateway stops reading the body when the answer comes.
+    @Test func anEarlyAnswerReachesAClientWaitingToSendMore() async throws {
+        try await Self.withGateway { client in
+            try await Self.expectUploadEndsInStages(port: try #require(client.port), bodyBytes: 1_024, status: 413)
+        }
+    }
+
     /// Sends an upload (`refusedUpload`) and expects `status` with `Connection: close`, the
     /// connection's end after it, and the rest of the body taken and dropped (`sendRestOfBody`).
-    static func expectUploadEndsInStages(port: Int, path: String = "/v1/auth/refused", header: String = "", status: Int) async throws {
+    static func expectUploadEndsInStages(port: Int, path: String = "/v1/auth/refused", header: String = "", bodyBytes: Int = 2 << 20, status: Int) async throws {
         let (response, ended, sentAfter) = try await LoopbackSocket.blocking {
-            let upload = try Self.refusedUpload(port: port, path: path, header: header)
+            let upload = try Self.refusedUpload(port: port, path: path, header: header, bodyBytes: bodyBytes)
             defer { close(upload.fd) }
             return (upload.response, upload.ended, Self.sendRestOfBody(upload.fd))
         }
@@ -618,27 +627,33 @@ final class EchoUpstream: Sendable {
     static let restOfBody = 40 << 20
 
     /// Sends the head of a 64 MiB upload to `path` (by default one the upstream refuses on its head:
-    /// `413`, unread), with `header`, and 2 MiB of its body, then reads the response until the connection's end: the
-    /// socket, what came, and whether it ended rather than broke.
-    static func refusedUpload(port: Int, path: String = "/v1/auth/refused", header: String = "") throws -> (fd: Int32, response: String, ended: Bool) {
+    /// `413`, unread), with `header`, and the first `bodyBytes` of its body (2 MiB by default), then
+    /// reads the response until the connection's end: the socket, what came, and whether it ended
+    /// rather than broke.
+    static func refusedUpload(port: Int, path: String = "/v1/auth/refused", header: String = "", bodyBytes: Int = 2 << 20) throws -> (fd: Int32, response: String, ended: Bool) {
         let fd = try LoopbackSocket.connect(port: port)
         // A small send buffer: what the gateway does not read blocks the sender soon.
         var sendBuffer: Int32 = 65_536
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
         let head = Array("POST \(path) HTTP/1.1\r\nHost: gw\r\n\(header)Content-Length: \(64 << 20)\r\n\r\n".utf8)
-        guard send(fd, head, head.count, Int32(MSG_NOSIGNAL)) == head.count else {
+        guard LoopbackSocket.send(fd, head) == head.count else {
             close(fd)
             throw LoopbackSocket.Failure(call: "send")
         }
-        let part = [UInt8](repeating: 0x61, count: 64 * 1024)
-        for _ in 0..<32 where send(fd, part, part.count, Int32(MSG_NOSIGNAL)) == part.count {}
+        var unsent = bodyBytes
+        while unsent > 0 {
+            let part = [UInt8](repeating: 0x61, count: min(unsent, 64 * 1024))
+            guard LoopbackSocket.send(fd, part) == part.count else { break }
+            unsent -= part.count
+        }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         var ended = false
         while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
+            let count = LoopbackSocket.receive(fd, into: &buffer)
             ended = count == 0
-            if count <= 0 { break }
+            if count < 0 { return (fd, String(decoding: received, as: UTF8.self) + "[recv: \(String(cString: strerror(errno)))]", false) }
+            if count == 0 { break }
             received += buffer[0..<count]
         }
         return (fd, String(decoding: received, as: UTF8.self), ended)
@@ -651,9 +666,9 @@ final class EchoUpstream: Sendable {
         let part = [UInt8](repeating: 0x61, count: 64 * 1024)
         var sent = 0
         while sent < restOfBody {
-            let count = send(fd, part, part.count, Int32(MSG_NOSIGNAL))
-            if count <= 0 { break }
+            let count = LoopbackSocket.send(fd, part)
             sent += count
+            if count < part.count { break }
         }
         return sent
     }

@@ -147,11 +147,11 @@ final class StalledClient: Sendable {
         try await LoopbackSocket.blocking {
             let fd = try LoopbackSocket.connect(port: port, receiveBuffer: 4_096)
             let request = "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
-            _ = request.withCString { send(fd, $0, strlen($0), 0) }
+            _ = LoopbackSocket.send(fd, Array(request.utf8))
             var received: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 1_024)
             while !String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
-                let count = recv(fd, &buffer, buffer.count, 0)
+                let count = LoopbackSocket.receive(fd, into: &buffer)
                 if count <= 0 { break }
                 received += buffer[0..<count]
             }

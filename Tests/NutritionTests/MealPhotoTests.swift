@@ -391,7 +391,7 @@ import TestSupport
                 let fd = try LoopbackSocket.connect(port: port)
                 held.append(fd)
                 let start = head("/v1/meals/\(id)/photo", user.token) + String(repeating: "x", count: 1024)
-                _ = start.withCString { send(fd, $0, strlen($0), 0) }
+                _ = LoopbackSocket.send(fd, Array(start.utf8))
             }
             try await waitUntil(.seconds(15)) { try await inFlight() == 2 }
 

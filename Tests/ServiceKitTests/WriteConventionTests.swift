@@ -138,7 +138,7 @@ import TestSupport
                     let head =
                         "POST \(path) HTTP/1.1\r\nHost: kit\r\nContent-Type: application/json\r\nX-Test-User: \(user.uuidString)\r\n"
                         + "Idempotency-Key: \(key)\r\nContent-Length: \(bytes)\r\n\r\n"
-                    _ = head.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+                    _ = LoopbackSocket.send(fd, Array(head.utf8))
                     // The whole response, by its length: the answer says `Connection: close`, which a
                     // client heeds by closing.
                     var buffer = [UInt8](repeating: 0, count: 65536)
@@ -151,7 +151,7 @@ import TestSupport
                         {
                             return received
                         }
-                        let count = recv(fd, &buffer, buffer.count, 0)
+                        let count = LoopbackSocket.receive(fd, into: &buffer)
                         if count <= 0 { return received }
                         received += String(decoding: buffer[0..<count], as: UTF8.self)
                     }

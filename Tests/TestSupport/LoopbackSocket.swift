@@ -50,6 +50,29 @@ public enum LoopbackSocket {
         return fd
     }
 
+    /// `recv`, resumed when a signal interrupts it (the test process's children end with one): the
+    /// byte count, 0 at the connection's end, -1 on an error (`errno` says which, `EAGAIN` the timeout).
+    public static func receive(_ fd: Int32, into buffer: inout [UInt8]) -> Int {
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count < 0 && errno == EINTR { continue }
+            return count
+        }
+    }
+
+    /// `send` of all of `bytes` but what a send timeout or an error leaves unsent, resumed when a
+    /// signal interrupts it: how many bytes went.
+    public static func send(_ fd: Int32, _ bytes: [UInt8]) -> Int {
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            sent += count
+        }
+        return sent
+    }
+
     private static func loopbackAddress(port: Int) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -65,11 +88,11 @@ public enum LoopbackSocket {
         try await blocking {
             let fd = try connect(port: port)
             defer { close(fd) }
-            _ = head.withCString { Glibc.send(fd, $0, strlen($0), 0) }
+            _ = send(fd, Array(head.utf8))
             var received: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
-                let count = recv(fd, &buffer, buffer.count, 0)
+                let count = receive(fd, into: &buffer)
                 if count <= 0 { break }
                 received += buffer[0..<count]
                 if let text = String(bytes: received, encoding: .utf8), text.contains("\r\n\r\n"), text.hasSuffix("}") { break }
