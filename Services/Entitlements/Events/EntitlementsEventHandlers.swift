@@ -57,7 +57,7 @@ struct EntitlementsEventHandlers {
                 try await entitlements.store.releasePurchases(of: event.userID, on: context.connection, logger: context.logger)
                 try await entitlements.store.forgetUsage(of: event.userID, on: context.connection, logger: context.logger)
             }
-            try await context.connection.forgetKeptAnswers(of: event.userID, keepingRequestsInFlight: true, logger: context.logger)
+            try await context.connection.forgetKeptAnswers(of: event.userID, madeBefore: context.envelope.occurredAt, logger: context.logger)
         }
         // Social's blocks, in the order social gave them: a block ends the invitations pending
         // between the two, and stops new ones (`BlockStore`).

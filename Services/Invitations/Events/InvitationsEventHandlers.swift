@@ -49,7 +49,7 @@ struct InvitationsEventHandlers {
             _ = try await context.isLatest("identity", of: event.userID, among: "auth")
             try await Self.purge(event.userID, invitations: invitations, keepingAccount: true, on: context.connection, logger: context.logger)
             try await accounts.forgetProfile(event.userID, on: context.connection, logger: context.logger)
-            try await context.connection.forgetKeptAnswers(of: event.userID, keepingRequestsInFlight: true, logger: context.logger)
+            try await context.connection.forgetKeptAnswers(of: event.userID, madeBefore: context.envelope.occurredAt, logger: context.logger)
         }
         return handlers
     }

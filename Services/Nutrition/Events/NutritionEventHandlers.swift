@@ -47,7 +47,7 @@ struct NutritionEventHandlers {
             guard try await !context.connection.isDeletedAccount(event.userID, logger: context.logger) else { return }
             try await Self.dropMakers(
                 event.userID, order: EventOrder(context.envelope, among: "invitations"), nutrition: nutrition, on: context.connection, logger: context.logger)
-            try await context.connection.forgetKeptAnswers(of: event.userID, keepingRequestsInFlight: true, logger: context.logger)
+            try await context.connection.forgetKeptAnswers(of: event.userID, madeBefore: context.envelope.occurredAt, logger: context.logger)
         }
         // The caps of photo analyses: entitlements' catalogue, learned from its events.
         let allowance = AllowanceStore()

@@ -33,7 +33,7 @@ struct SocialEventHandlers {
             guard event.makerDropped else { return }
             _ = try await context.isLatest("identity", of: event.userID, among: "auth")
             try await Self.purge(event.userID, keepingAccount: true, on: context.connection, logger: context.logger)
-            try await context.connection.forgetKeptAnswers(of: event.userID, keepingRequestsInFlight: true, logger: context.logger)
+            try await context.connection.forgetKeptAnswers(of: event.userID, madeBefore: context.envelope.occurredAt, logger: context.logger)
         }
         return handlers
     }

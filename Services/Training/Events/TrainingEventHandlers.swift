@@ -89,7 +89,7 @@ struct TrainingEventHandlers {
             try await training.coaching.endAll(
                 of: event.userID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
             try await Self.purge(event.userID, accountDeleted: false, on: context.connection, logger: context.logger)
-            try await context.connection.forgetKeptAnswers(of: event.userID, keepingRequestsInFlight: true, logger: context.logger)
+            try await context.connection.forgetKeptAnswers(of: event.userID, madeBefore: context.envelope.occurredAt, logger: context.logger)
         }
         handlers.on(UserDeleted.self) { event, context in
             try await context.connection.holdAccountForDeletion(event.userID, logger: context.logger)

@@ -51,13 +51,16 @@ extension PostgresConnection {
     /// Forgets the answers kept for `user`'s retried requests (`idempotency_keys`, in every
     /// service's schema): they hold what the account wrote, which goes when the account does, or
     /// when the address's owner drops what its maker made (`maker_dropped`); they would otherwise
-    /// stay until a later request's sweep reached them. With `keepingRequestsInFlight` (the
-    /// account lives on), a key whose request is still running stays: it may be the new owner's,
-    /// and without it a retry would run the request again beside it. Such a claim is taken over
-    /// once its request is overdue, as any.
-    public func forgetKeptAnswers(of user: UUID, keepingRequestsInFlight: Bool = false, logger: Logger) async throws {
-        try await checkedRun(
-            "DELETE FROM idempotency_keys WHERE user_id = \(user) \(unescaped: keepingRequestsInFlight ? "AND status IS NOT NULL" : "")", logger: logger)
+    /// stay until a later request's sweep reached them. With `madeBefore` (the account lives on, and
+    /// changed hands then) only the keys claimed before it go, answered or still running: those are
+    /// the maker's. A key claimed since is the new owner's, and stays whatever its state; without it
+    /// a retry would run the request again, or a finished one lose its answer.
+    public func forgetKeptAnswers(of user: UUID, madeBefore: Date? = nil, logger: Logger) async throws {
+        if let madeBefore {
+            try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user) AND created_at < \(madeBefore)", logger: logger)
+        } else {
+            try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user)", logger: logger)
+        }
     }
 }
 
