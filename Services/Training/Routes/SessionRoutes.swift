@@ -32,7 +32,7 @@ struct SessionRoutes {
                 try await training.sessions.days(of: user, from: nil, to: nil, on: connection, logger: context.logger)
             }
         }
-        if let coach, context.caller.has(.client) {
+        if let coach {
             try await training.awaitAcceptance(of: user, by: coach, logger: context.logger)
             return try await read().list
         }
@@ -65,7 +65,7 @@ struct SessionRoutes {
         let training = self.training
         let user = context.caller.userID
         let read = { @Sendable () async throws -> (list: EncodedJSON, isEmpty: Bool) in try await Self.days(training, of: user, from: from, to: to, context: context) }
-        if let coach, context.caller.has(.client) {
+        if let coach {
             try await training.awaitAcceptance(of: user, by: coach, logger: context.logger)
             return try await read().list
         }
@@ -78,9 +78,10 @@ struct SessionRoutes {
     /// `coach_id`: the coach whose invitation the caller has just accepted. The acceptance reaches
     /// training on its own way, a moment behind invitations' answer, and until it has, a client
     /// switching coaches would be shown the former coach's plan (its end not heard here either),
-    /// which the empty list's wait does not catch. With it, the read of a caller with the `client`
-    /// role waits until that coach's accepted entry, and no other coach's, names them
-    /// (`Training.awaitAcceptance`).
+    /// which the empty list's wait does not catch. With it, the read waits until that coach's
+    /// accepted entry, and no other coach's, names the caller (`Training.awaitAcceptance`), whatever
+    /// roles their token carries: one signed before the acceptance has no `client` role yet. A
+    /// coach's token is refused before (`requireNotCoach`), and the wait holds no connection.
     static func acceptedCoach(_ request: Request, problems: inout [Problem.FieldError]) -> UUID? {
         guard let text = request.uri.queryParameters["coach_id"] else { return nil }
         guard let coach = UUID(uuidString: String(text)) else {
