@@ -40,9 +40,19 @@ struct TrainingEventHandlers {
             // A late acceptance: the unlink that followed it was heard first. One that named its entry
             // ended it then; one written before events named the entry found no accepted entry to end,
             // so the entry ends here, as it would have.
-            guard !linked else { return }
-            try await training.roster.advance(entry, coach: event.coachID, client: nil, to: .left, on: context.connection, logger: context.logger)
-            try await Self.cancelNotStarted(entry: entry, coach: event.coachID, on: context.connection, logger: context.logger)
+            guard linked else {
+                try await training.roster.advance(entry, coach: event.coachID, client: nil, to: .left, on: context.connection, logger: context.logger)
+                try await Self.cancelNotStarted(entry: entry, coach: event.coachID, on: context.connection, logger: context.logger)
+                return
+            }
+            // The pair's latest acceptance: invitations keeps one accepted entry per client, so an
+            // earlier one of the pair still accepted here has ended there. Its unlink may be yet to
+            // come, or have come first and, naming no entry, left the later link's entries alone.
+            for earlier in try await training.roster.accepted(coach: event.coachID, client: event.clientID, on: context.connection, logger: context.logger)
+            where earlier != entry {
+                try await training.roster.advance(earlier, coach: event.coachID, client: nil, to: .left, on: context.connection, logger: context.logger)
+                try await Self.cancelNotStarted(entry: earlier, coach: event.coachID, on: context.connection, logger: context.logger)
+            }
         }
         // The sessions not started are cancelled; what the client performed stays theirs, and their
         // former coach no longer reads it.
