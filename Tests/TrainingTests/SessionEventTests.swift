@@ -99,6 +99,29 @@ import TestSupport
         }
     }
 
+    /// The same two acceptances and the unlink between them, the first acceptance heard late (its
+    /// handling failed once, and was retried after the second's): the second entry stays the
+    /// client's, and the first ends, as invitations ended it before the second acceptance.
+    @Test func aLateFirstAcceptanceLeavesTheSecondEntryAlone() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, first, workout) = try await env.coachWithInvitedClient()
+            let firstPlan = try await env.assign(workout, to: first, by: coach, on: [TrainingTestEnvironment.day(1)])
+            let second = try await env.rosterEntry(of: coach)
+            let secondPlan = try await env.assign(workout, to: second, by: coach, on: [TrainingTestEnvironment.day(2)])
+            let handled = try await env.count("SELECT count(*) FROM inbox")
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: second), userID: client.id, sequence: 3)
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: first), userID: client.id, sequence: 1)
+            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: client.id, reason: .left, hasOtherCoach: false, rosterEntryID: nil), userID: client.id, sequence: 2)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM inbox") >= handled + 3 }
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(first)' AND stage = 2") == 1)
+            #expect(try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(second)' AND stage = 1") == 1)
+            #expect(try await env.call(.get, "/v1/training/sessions/\(firstPlan[0])", as: client).json["status"] as? String == "cancelled")
+            let week = try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(0))", as: client)
+            #expect(week.ids == secondPlan, "\(week.text)")
+            #expect(try await env.count("SELECT count(*) FROM coach_links WHERE coach_id = '\(coach.id)' AND client_id = '\(client.id)'") == 1)
+        }
+    }
+
     /// Plans that ended under the previous release, which cancelled only the scheduled sessions of a
     /// client who left or a coach whose account went: the migration cancels the skipped ones they
     /// left behind, as the handlers now do, and a skipped session of a plan still on stays skipped.

@@ -28,7 +28,7 @@ struct TrainingEventHandlers {
                 if let entry = event.rosterEntryID { try await Self.endForDeletedClient(entry: entry, coach: event.coachID, training: training, context: context) }
                 return
             }
-            let linked = try await training.coaching.link(
+            let acceptance = try await training.coaching.link(
                 coach: event.coachID, client: event.clientID, order: EventOrder(context.envelope, among: "invitations"), on: context.connection, logger: context.logger)
             guard let entry = event.rosterEntryID else { return }
             try await training.roster.advance(entry, coach: event.coachID, client: event.clientID, to: .accepted, on: context.connection, logger: context.logger)
@@ -37,10 +37,11 @@ struct TrainingEventHandlers {
                 UPDATE sessions SET client_id = \(event.clientID), updated_at = now()
                 WHERE roster_entry_id = \(entry) AND coach_id = \(event.coachID) AND client_id IS NULL
                 """, logger: context.logger)
-            // A late acceptance: the unlink that followed it was heard first. One that named its entry
-            // ended it then; one written before events named the entry found no accepted entry to end,
-            // so the entry ends here, as it would have.
-            guard linked else {
+            // A late acceptance: the unlink that followed it was heard first (one that named its entry
+            // ended it then; one written before events named the entry found no accepted entry to
+            // end), or a later acceptance of the pair was, before which invitations ended this entry.
+            // The entry ends here, as it would have.
+            guard acceptance == .latest else {
                 try await training.roster.advance(entry, coach: event.coachID, client: nil, to: .left, on: context.connection, logger: context.logger)
                 try await Self.cancelNotStarted(entry: entry, coach: event.coachID, on: context.connection, logger: context.logger)
                 return

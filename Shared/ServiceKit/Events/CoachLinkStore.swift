@@ -23,12 +23,25 @@ import ServiceKitDatabase
 public struct CoachLinkStore: Sendable {
     public init() {}
 
+    /// What an acceptance made of the pair's link.
+    public enum Acceptance: Sendable, Equatable {
+        /// The pair's latest acceptance heard: the link is this one's.
+        case latest
+        /// A later acceptance of the pair was heard first: the link is that one's. Invitations keeps
+        /// one accepted roster entry per client, so this acceptance's entry ended before that one.
+        case superseded
+        /// The link ended after this acceptance (a late acceptance, delivered after the unlink that
+        /// followed it): nothing is linked.
+        case ended
+    }
+
     /// Links them, unless the link ended after this acceptance (a late acceptance, delivered after
     /// the unlink that followed it); a link kept from an earlier acceptance takes this one's order.
-    /// Whether it linked them: false for a late acceptance, whose roster entry the caller ends too
-    /// (an unlink written before events named the entry could not end it).
+    /// A caller that keeps roster entries ends this acceptance's entry unless it is the `latest`
+    /// (an unlink written before events named the entry could not end it), and, when it is, the
+    /// pair's other entries.
     @discardableResult
-    public func link(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    public func link(coach: UUID, client: UUID, order: EventOrder, on connection: PostgresConnection, logger: Logger) async throws -> Acceptance {
         try await hold(coach: coach, client: client, on: connection, logger: logger)
         let endedAfter = try await connection.returnsRow(
             """
@@ -36,16 +49,24 @@ public struct CoachLinkStore: Sendable {
             AND CASE WHEN u.unlinked_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN u.unlinked_seq > \(order.sequence)::int8
                      ELSE u.unlinked_at >= \(order.occurredAt) END
             """, logger: logger)
-        guard !endedAfter else { return false }
-        try await connection.checkedRun(
+        guard !endedAfter else { return .ended }
+        // The link as it stands after this acceptance, and whether a later one's order kept it.
+        let supersededBy = try await connection.returnsRow(
             """
-            INSERT INTO coach_links (coach_id, client_id, linked_at, linked_seq)
-            VALUES (\(coach), \(client), \(order.occurredAt), \(order.sequence)::int8)
-            ON CONFLICT (coach_id, client_id) DO UPDATE SET linked_at = EXCLUDED.linked_at, linked_seq = EXCLUDED.linked_seq
-            WHERE CASE WHEN EXCLUDED.linked_seq IS NOT NULL AND coach_links.linked_seq IS NOT NULL THEN EXCLUDED.linked_seq > coach_links.linked_seq
-                       ELSE EXCLUDED.linked_at > coach_links.linked_at END
+            WITH upserted AS (
+                INSERT INTO coach_links (coach_id, client_id, linked_at, linked_seq)
+                VALUES (\(coach), \(client), \(order.occurredAt), \(order.sequence)::int8)
+                ON CONFLICT (coach_id, client_id) DO UPDATE SET linked_at = EXCLUDED.linked_at, linked_seq = EXCLUDED.linked_seq
+                WHERE CASE WHEN EXCLUDED.linked_seq IS NOT NULL AND coach_links.linked_seq IS NOT NULL THEN EXCLUDED.linked_seq > coach_links.linked_seq
+                           ELSE EXCLUDED.linked_at > coach_links.linked_at END
+                RETURNING 1
+            )
+            SELECT 1 FROM coach_links l WHERE NOT EXISTS (SELECT 1 FROM upserted)
+            AND l.coach_id = \(coach) AND l.client_id = \(client)
+            AND CASE WHEN l.linked_seq IS NOT NULL AND \(order.sequence)::int8 IS NOT NULL THEN l.linked_seq > \(order.sequence)::int8
+                     ELSE l.linked_at > \(order.occurredAt) END
             """, logger: logger)
-        return true
+        return supersededBy ? .superseded : .latest
     }
 
     /// Ends the link if it was accepted before this unlink, and remembers the unlink (the latest one).
