@@ -52,12 +52,14 @@ extension PostgresConnection {
     /// service's schema): they hold what the account wrote, which goes when the account does, or
     /// when the address's owner drops what its maker made (`maker_dropped`); they would otherwise
     /// stay until a later request's sweep reached them. With `madeBefore` (the account lives on, and
-    /// changed hands then) only the keys claimed before it go, answered or still running: those are
-    /// the maker's. A key claimed since is the new owner's, and stays whatever its state; without it
-    /// a retry would run the request again, or a finished one lose its answer.
+    /// changed hands then), every answered key goes, as the rows it answered for went with the
+    /// purge (a retry makes them again), and so does a key still running that was claimed before
+    /// then: the maker's. One claimed since is the new owner's request, still running: it stays, or
+    /// a retry would run it again beside it.
     public func forgetKeptAnswers(of user: UUID, madeBefore: Date? = nil, logger: Logger) async throws {
         if let madeBefore {
-            try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user) AND created_at < \(madeBefore)", logger: logger)
+            try await checkedRun(
+                "DELETE FROM idempotency_keys WHERE user_id = \(user) AND (status IS NOT NULL OR created_at < \(madeBefore))", logger: logger)
         } else {
             try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user)", logger: logger)
         }
