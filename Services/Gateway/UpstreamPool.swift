@@ -279,9 +279,14 @@ final class UpstreamConnection: Sendable {
     func stream(_ head: HTTPRequestHead, body stream: RequestBody, deadline: NIODeadline) async throws -> UpstreamResponse {
         let response = channel.eventLoop.makePromise(of: UpstreamResponse.self)
         let handler = self.handler
+        let answered = AnsweredFlag()
+        let respond: UpstreamResponseHandler = { result in
+            if case .success = result { answered.raise() }
+            response.completeWith(result)
+        }
         // Known taken before the client's body is read, so that a closed connection leaves the body
         // for a new one.
-        guard try await channel.eventLoop.submit({ handler.start(head, body: .stream(stream), respond: { response.completeWith($0) }, deadline: deadline) }).get() else {
+        guard try await channel.eventLoop.submit({ handler.start(head, body: .stream(stream), respond: respond, deadline: deadline) }).get() else {
             throw UpstreamError.notSent
         }
         // The client's body goes up while the response is awaited, not before: an upstream that
@@ -296,11 +301,13 @@ final class UpstreamConnection: Sendable {
                     // already ended (an early response, a timeout, a broken connection) the writes fail
                     // and the response says what happened.
                     for try await chunk in stream where chunk.readableBytes > 0 {
-                        try await loop.flatSubmit { handler.writeBody(chunk, on: loop) }.get()
+                        try await Self.written(on: loop) { handler.writeBody(chunk, on: loop) }
                     }
                 } catch {
                     // Stopped because the response came: the exchange goes on without the rest.
-                    if !Task.isCancelled { handler.failFromOutside(error, on: loop) }
+                    // Otherwise (the client's body broke, a write failed, the request's own task was
+                    // cancelled) the exchange cannot go on.
+                    if !answered.isRaised { handler.failFromOutside(error, on: loop) }
                     return .clientBody(read: false)
                 }
                 do {
@@ -331,6 +338,27 @@ final class UpstreamConnection: Sendable {
             }
             preconditionFailure("the response's task returns or throws")
         }
+    }
+
+    /// Waits for `write` (made on `loop`) to reach the socket, or for the task's cancellation (the
+    /// response came), whichever is first: an upstream that answered without reading the body need
+    /// never take the write, and the response would wait for it until the exchange's deadline.
+    private static func written(on loop: any EventLoop, _ write: @escaping @Sendable () -> EventLoopFuture<Void>) async throws {
+        let done = loop.makePromise(of: Void.self)
+        loop.execute { write().cascade(to: done) }
+        try await withTaskCancellationHandler {
+            try await done.futureResult.get()
+        } onCancel: {
+            done.fail(CancellationError())
+        }
+    }
+
+    /// Raised when a streamed exchange's response comes (on the connection's loop, before the response
+    /// is handed on): the body's reading stopped after it is not a failure of the exchange.
+    private final class AnsweredFlag: Sendable {
+        private let raised = Atomic(false)
+        func raise() { raised.store(true, ordering: .releasing) }
+        var isRaised: Bool { raised.load(ordering: .acquiring) }
     }
 
     /// What each of a streamed exchange's two tasks ends with.

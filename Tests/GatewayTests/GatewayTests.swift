@@ -30,6 +30,9 @@ final class EchoUpstream: Sendable {
         var bodyBytes: Int
     }
 
+    /// More than the kernel's buffers between the upstream and the gateway hold.
+    static let refusalAtLength = 24 << 20
+
     let name: String
     private let server = LocalServer()
     /// How many `/pause` requests have reached it: a test can wait until one is in flight.
@@ -58,10 +61,22 @@ final class EchoUpstream: Sendable {
 
     /// What reached it, as JSON; a path ending in `/pause` answers 600 ms late, one ending in
     /// `/streamed` answers `one two three` in three parts, its length unsaid, one ending in `/refused`
-    /// answers `413` before reading any of the body.
+    /// answers `413` before reading any of the body, and one ending in `/refused-at-length` the same,
+    /// 500 ms late, with a body of `refusalAtLength` bytes, streamed, its length unsaid.
     static func echo(_ name: String, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
         if request.uri.path.hasSuffix("/pause") { try await Task.sleep(for: .milliseconds(600)) }
         if request.uri.path.hasSuffix("/refused") { return Response(status: .contentTooLarge, headers: [.contentLength: "0"]) }
+        if request.uri.path.hasSuffix("/refused-at-length") {
+            // After the body sent meanwhile has filled the buffers on its way.
+            try await Task.sleep(for: .milliseconds(500))
+            return Response(
+                status: .contentTooLarge, headers: [.contentType: "text/plain"],
+                body: ResponseBody { writer in
+                    let part = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 << 10)
+                    for _ in 0..<(refusalAtLength / part.readableBytes) { try await writer.write(part) }
+                    try await writer.finish(nil)
+                })
+        }
         if request.uri.path.hasSuffix("/streamed") {
             return Response(
                 status: .ok, headers: [.contentType: "text/plain"],
@@ -540,6 +555,48 @@ final class EchoUpstream: Sendable {
     @Test func anEarlyAnswerReachesAClientWaitingToSendMore() async throws {
         try await Self.withGateway { client in
             try await Self.expectUploadEndsInStages(port: try #require(client.port), bodyBytes: 1_024, status: 413)
+        }
+    }
+
+    /// An upstream that refuses an upload at length, streaming more than the buffers between it and
+    /// the gateway hold, while the client keeps sending a body the upstream never reads: the gateway
+    /// stops sending it on (a write the upstream would never take), and the refusal reaches the
+    /// client whole, not cut off at the exchange's deadline.
+    @Test func aLongEarlyAnswerIsNotHeldByTheBodyItRefused() async throws {
+        try await Self.withGateway(timeout: .seconds(5)) { client in
+            let port = try #require(client.port)
+            let fd = try LoopbackSocket.connect(port: port)
+            defer { close(fd) }
+            let head = Array("POST /v1/auth/refused-at-length HTTP/1.1\r\nHost: gw\r\nContent-Length: \(64 << 20)\r\n\r\n".utf8)
+            #expect(LoopbackSocket.send(fd, head) == head.count)
+            // The body goes from a thread of its own until the gateway stops taking it (a send that
+            // waits 3 s), while this one reads the response to the connection's end.
+            let sending = Task {
+                try await LoopbackSocket.blocking {
+                    var timeout = timeval(tv_sec: 3, tv_usec: 0)
+                    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                    let part = [UInt8](repeating: 0x61, count: 64 << 10)
+                    var sent = 0
+                    while sent < 64 << 20, LoopbackSocket.send(fd, part) == part.count { sent += part.count }
+                    return sent
+                }
+            }
+            let response = try await LoopbackSocket.blocking {
+                var received: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                while true {
+                    let count = LoopbackSocket.receive(fd, into: &buffer)
+                    if count <= 0 { break }
+                    received += buffer[0..<count]
+                }
+                return received
+            }
+            _ = try await sending.value
+            let text = String(decoding: response.prefix(300), as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 413") && text.lowercased().contains("connection: close"), "\(text)")
+            // Chunked: the last chunk came, and every byte before it.
+            #expect(String(decoding: response.suffix(5), as: UTF8.self) == "0\r\n\r\n", "the refusal was cut off after \(response.count) bytes")
+            #expect(response.count > EchoUpstream.refusalAtLength)
         }
     }
 
