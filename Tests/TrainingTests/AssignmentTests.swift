@@ -152,6 +152,22 @@ import TestSupport
         }
     }
 
+    /// Any account may name any coach: one with no roster entry that is, or may become, the
+    /// caller's (a made-up id, a coach whose entries are all taken) is not waited for. A read that
+    /// waits takes the wait's whole 3 s before it gives up.
+    @Test func namingACoachWithNothingForTheCallerIsReadAtOnce() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, _, _) = try await env.coachWithClient()
+            let stranger = try await env.user()
+            for (caller, named) in [(stranger, UUID()), (stranger, coach.id), (client, UUID())] {
+                let asked = ContinuousClock.now
+                let reply = try await env.call(.get, "/v1/training/today?coach_id=\(named.uuidString.lowercased())", as: caller)
+                #expect(reply.status == .ok)
+                #expect(ContinuousClock.now - asked < .seconds(3), "waited for \(named)")
+            }
+        }
+    }
+
     /// A first-time client whose token was signed before they accepted (no `client` role yet) and
     /// who names the coach waits for the acceptance as well: My Workouts shows the plan at once.
     @Test func aNewClientsTokenWithoutTheRoleWaitsForTheNamedCoach() async throws {

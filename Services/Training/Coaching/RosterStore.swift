@@ -57,6 +57,16 @@ struct RosterStore: Sendable {
             "SELECT 1 FROM roster_entries WHERE client_id = \(client) AND stage = \(Stage.accepted.rawValue) HAVING bool_and(coach_id = \(coach))", logger: logger)
     }
 
+    /// Whether `coach` has a roster entry that is, or may yet become, `client`'s: one still waiting
+    /// for its client (`pending`), or one `client` accepted. Through the coach's index.
+    func mayCoach(_ client: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.returnsRow(
+            """
+            SELECT 1 FROM roster_entries WHERE coach_id = \(coach)
+            AND (stage = \(Stage.pending.rawValue) OR (stage = \(Stage.accepted.rawValue) AND client_id = \(client))) LIMIT 1
+            """, logger: logger)
+    }
+
     /// Raises the entry to `stage` (making it if this is the first event about it); `client` is
     /// recorded when given. An entry already known under another coach is left alone.
     func advance(_ id: UUID, coach: UUID, client: UUID?, to stage: Stage, on connection: PostgresConnection, logger: Logger) async throws {

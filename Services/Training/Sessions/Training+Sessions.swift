@@ -34,18 +34,26 @@ extension Training {
     /// as both hold; a coach who never coached them costs the whole wait, and then the list is
     /// read as it is.
     func awaitAcceptance(of client: UUID, by coach: UUID, logger: Logger) async throws {
-        _ = try await lookUntilFound { try await roster.isCoached(client, onlyBy: coach, on: $0, logger: logger) }
+        _ = try await lookUntilFound(
+            { try await roster.isCoached(client, onlyBy: coach, on: $0, logger: logger) },
+            // Any signed-in account may name any id: only a coach with an entry still waiting for
+            // its client, or one accepted by this client, is waited for.
+            worthWaiting: { try await roster.mayCoach(client, coach: coach, on: $0, logger: logger) })
     }
 
     /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after a
     /// short pause, then after one twice as long each time, since an event is usually just behind
     /// and what never comes (a made-up id) should cost few looks. True when it was found after waiting; false when
     /// it was there at once, or never came.
-    private func lookUntilFound(_ found: (PostgresConnection) async throws -> Bool) async throws -> Bool {
+    /// `worthWaiting`, asked once after the first look, can end the wait before it begins.
+    private func lookUntilFound(
+        _ found: (PostgresConnection) async throws -> Bool, worthWaiting: ((PostgresConnection) async throws -> Bool)? = nil
+    ) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(3)
         var pause = Duration.milliseconds(25)
         var waited = false
         while try await postgres.withConnectionOnItsLoop({ try await found($0) }) == false {
+            if !waited, let worthWaiting, try await postgres.withConnectionOnItsLoop({ try await worthWaiting($0) }) == false { return false }
             let now = ContinuousClock.now
             guard now < deadline else { return false }
             try await Task.sleep(for: min(pause, deadline - now))

@@ -18,7 +18,7 @@ public import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     public enum Parameters {
-        /// the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's
+        /// the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
         ///
         /// - Remark: Generated from `#/components/parameters/AcceptedCoach`.
         public typealias AcceptedCoach = Swift.String

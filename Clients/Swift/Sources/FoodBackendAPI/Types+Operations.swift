@@ -36537,7 +36537,7 @@ public enum Operations {
                 public var from: Swift.String?
                 /// - Remark: Generated from `#/paths/v1/training/sessions/GET/query/to`.
                 public var to: Swift.String?
-                /// the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's
+                /// the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
                 ///
                 /// - Remark: Generated from `#/paths/v1/training/sessions/GET/query/coach_id`.
                 public var coachId: Components.Parameters.AcceptedCoach?
@@ -36546,7 +36546,7 @@ public enum Operations {
                 /// - Parameters:
                 ///   - from:
                 ///   - to:
-                ///   - coachId: the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's
+                ///   - coachId: the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
                 public init(
                     from: Swift.String? = nil,
                     to: Swift.String? = nil,
@@ -38853,14 +38853,14 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/training/today/GET/query`.
             public struct Query: Sendable, Hashable {
-                /// the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's
+                /// the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
                 ///
                 /// - Remark: Generated from `#/paths/v1/training/today/GET/query/coach_id`.
                 public var coachId: Components.Parameters.AcceptedCoach?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - coachId: the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's
+                ///   - coachId: the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
                 public init(coachId: Components.Parameters.AcceptedCoach? = nil) {
                     self.coachId = coachId
                 }
