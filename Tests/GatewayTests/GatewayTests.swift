@@ -62,7 +62,7 @@ final class EchoUpstream: Sendable {
     /// What reached it, as JSON; a path ending in `/pause` answers 600 ms late, one ending in
     /// `/streamed` answers `one two three` in three parts, its length unsaid, one ending in `/refused`
     /// answers `413` before reading any of the body, and one ending in `/refused-at-length` the same,
-    /// 500 ms late, with a body of `refusalAtLength` bytes, streamed, its length unsaid.
+    /// after a pause, with a body of `refusalAtLength` bytes, streamed, its length unsaid.
     static func echo(_ name: String, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
         if request.uri.path.hasSuffix("/pause") { try await Task.sleep(for: .milliseconds(600)) }
         if request.uri.path.hasSuffix("/refused") { return Response(status: .contentTooLarge, headers: [.contentLength: "0"]) }
