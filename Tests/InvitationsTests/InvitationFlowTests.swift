@@ -59,6 +59,8 @@ import TestSupport
             #expect(accepted.status == .ok, "\(accepted.text)")
             #expect(accepted.json["role"] as? String == "granted")
             #expect((accepted.json["client_id"] as? String)?.lowercased() == ana.path)
+            // The coach's roster entry, which training's first reads wait for (`roster_entry_id=`).
+            #expect(accepted.json["roster_entry_id"] as? String == clientID.lowercased())
             #expect(accepted.json[path: "coach.display_name"] as? String == "Sam Strong")
             let event = try #require(try await env.events("invitation.accepted").first)
             #expect((event["coach_id"] as? String)?.lowercased() == coach.path && (event["client_id"] as? String)?.lowercased() == ana.path)
@@ -67,6 +69,7 @@ import TestSupport
             let again = try await env.call(.post, "/v1/invitations/\(code)/accept", as: ana)
             #expect(again.status == .ok && again.json["role"] as? String == "granted", "\(again.text)")
             #expect((again.json["client_id"] as? String)?.lowercased() == ana.path && again.json[path: "coach.display_name"] as? String == "Sam Strong")
+            #expect(again.json["roster_entry_id"] as? String == clientID.lowercased())
             #expect(try await env.call(.post, "/v1/invitations/\(code)/accept", as: try await env.user()).code == "invitation_used")
             try await Task.sleep(for: .milliseconds(300))
             #expect(try await env.events("invitation.accepted").count == 1)

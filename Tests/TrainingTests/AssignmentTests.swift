@@ -152,6 +152,60 @@ import TestSupport
         }
     }
 
+    /// A client accepting a second invitation of the coach they have: naming the coach cannot tell
+    /// the two entries apart (the first still names them until the acceptance is heard), naming
+    /// the entry invitations' answer gives can, and the read waits for its plan.
+    @Test func aClientNamingTheEntryTheyAcceptedWaitsForItsPlan() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, first, workout) = try await env.coachWithClient()
+            let former = try await env.assign(workout, to: first, by: coach, on: [TrainingTestEnvironment.day(0)])
+            let second = try await env.rosterEntry(of: coach)
+            let planned = try await env.assign(workout, to: second, by: coach, on: [TrainingTestEnvironment.day(0), TrainingTestEnvironment.day(1)])
+
+            #expect(try await env.call(.get, "/v1/training/today?roster_entry_id=nope", as: client).code == "validation_failed")
+            let both = try await env.call(.get, "/v1/training/sessions?roster_entry_id=\(second)&coach_id=\(coach.id)", as: client)
+            #expect(both.code == "validation_failed" && both.text.contains("roster_entry_id"), "\(both.text)")
+            #expect(try await env.call(.get, "/v1/training/today?roster_entry_id=\(second)", as: coach).status == .forbidden)
+            #expect(try await env.call(.get, "/v1/training/today?coach_id=\(coach.id)", as: client).ids == former)
+
+            let answered = Flag()
+            let today = Task {
+                defer { answered.raise() }
+                return try await env.call(.get, "/v1/training/today?roster_entry_id=\(second)", as: client)
+            }
+            let week = Task { try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(0))&roster_entry_id=\(second.uuidString)", as: client) }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!answered.isRaised, "answered before the acceptance was heard")
+            try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: second), userID: client.id)
+            let todayReply = try await today.value
+            #expect(todayReply.status == .ok && todayReply.ids == [planned[0]], "\(todayReply.text)")
+            let weekReply = try await week.value
+            #expect(weekReply.status == .ok && weekReply.ids == planned, "\(weekReply.text)")
+        }
+    }
+
+    /// An entry that is not, and cannot become, the caller's (made up, another client's, or one
+    /// they left) is not waited for: the list is read at once. A read that waits takes the wait's
+    /// whole 3 s before it gives up.
+    @Test func namingAnEntryThatCannotBeTheCallersIsReadAtOnce() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, _) = try await env.coachWithClient()
+            let stranger = try await env.user()
+            let left = try await env.rosterEntry(of: coach)
+            try await env.accept(left, coach: coach, client: stranger)
+            try await env.publish(ClientUnlinked(coachID: coach.id, clientID: stranger.id, reason: .left, hasOtherCoach: false, rosterEntryID: left), userID: stranger.id)
+            try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM roster_entries WHERE id = '\(left)' AND stage = 2") == 1 }
+            for (caller, named) in [(stranger, UUID()), (stranger, entry), (stranger, left), (client, left)] {
+                let asked = ContinuousClock.now
+                let reply = try await env.call(.get, "/v1/training/today?roster_entry_id=\(named)", as: caller)
+                #expect(reply.status == .ok)
+                #expect(ContinuousClock.now - asked < .seconds(3), "waited for \(named)")
+            }
+            // The caller's own entry, here already: one lookup.
+            #expect(try await env.call(.get, "/v1/training/today?roster_entry_id=\(entry)", as: client).status == .ok)
+        }
+    }
+
     /// Any account may name any coach: one with no roster entry that is, or may become, the
     /// caller's (a made-up id, a coach whose entries are all taken) is not waited for. A read that
     /// waits takes the wait's whole 3 s before it gives up.

@@ -54,12 +54,14 @@ def test_a_coach_plans_before_the_client_accepts_and_follows_the_log(stack):
     client = verify_address(stack, client, client_email)
     accepted = requests.post(f"{gw}/v1/invitations/{code}/accept", headers=bearer(client), timeout=30)
     assert accepted.status_code == 200, accepted.text
+    assert same(accepted.json()["roster_entry_id"], entry_id), accepted.text
     client = refresh(stack, client)
     assert "client" in roles(client)
     stream = LiveStream(gw, client)
     try:
+        # As the app reads right after accepting: naming the entry, so the read waits for its plan.
         def today_shows_the_plan():
-            reply = requests.get(f"{gw}/v1/training/today", headers=bearer(client), timeout=10)
+            reply = requests.get(f"{gw}/v1/training/today", params={"roster_entry_id": entry_id}, headers=bearer(client), timeout=10)
             return reply.status_code == 200 and [s["id"] for s in reply.json()["items"]] == [sessions[0]["id"]]
         stack.wait_until(today_shows_the_plan, seconds=30, what="the planned session in the client's today")
         week = requests.get(f"{gw}/v1/training/sessions", params={"from": days[0], "to": days[2]}, headers=bearer(client), timeout=10)

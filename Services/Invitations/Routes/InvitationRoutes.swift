@@ -58,10 +58,13 @@ struct InvitationRoutes {
     struct AcceptResponse: ResponseEncodable {
         var clientID: UUID
         var coach: CoachCard
+        /// The coach's roster entry the caller now is: what training's reads wait for
+        /// (`roster_entry_id=`) right after the acceptance.
+        var rosterEntryID: UUID
         /// `granted`: auth has made the caller a client (a token refresh carries it); `pending`: it
         /// will, once it catches up.
         var role: String
-        enum CodingKeys: String, CodingKey { case clientID = "client_id", coach, role }
+        enum CodingKeys: String, CodingKey { case clientID = "client_id", coach, rosterEntryID = "roster_entry_id", role }
     }
 
     /// The checks in their order, then one conditional update; the response waits for auth's grant of
@@ -143,7 +146,8 @@ struct InvitationRoutes {
         let granted = try await invitations.waitForClientRole(caller.userID, logger: context.logger)
         return EditedResponse(
             status: granted ? .ok : .accepted,
-            response: AcceptResponse(clientID: caller.userID, coach: CoachCard(id: client.coachID, account: coach), role: granted ? "granted" : "pending"))
+            response: AcceptResponse(
+                clientID: caller.userID, coach: CoachCard(id: client.coachID, account: coach), rosterEntryID: client.id, role: granted ? "granted" : "pending"))
     }
 
     struct MineItem: Codable, Sendable {

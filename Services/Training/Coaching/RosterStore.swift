@@ -48,23 +48,40 @@ struct RosterStore: Sendable {
         try await connection.returnsRow("SELECT 1 FROM roster_entries WHERE client_id = \(client) AND stage = \(Stage.accepted.rawValue) LIMIT 1", logger: logger)
     }
 
-    /// Whether `coach` alone coaches `client` now: the coach's accepted roster entry names them,
-    /// and no other coach's does. A client has one coach at a time (invitations ends the former
-    /// link before a switch), so another coach's entry still accepted is an unlink not heard yet.
-    func isCoached(_ client: UUID, onlyBy coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    /// Whether the named entry (or `coach`'s) alone coaches `client` now: it is accepted and names
+    /// them, and no other accepted entry does. A client has one coach at a time (invitations ends the
+    /// former link before a switch, or before a second invitation of the same coach is accepted), so
+    /// another entry still accepted is an unlink not heard yet.
+    func isCoached(_ client: UUID, onlyThrough link: AcceptedLink, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         // Over no rows `bool_and` is null, and no row comes back.
-        try await connection.returnsRow(
-            "SELECT 1 FROM roster_entries WHERE client_id = \(client) AND stage = \(Stage.accepted.rawValue) HAVING bool_and(coach_id = \(coach))", logger: logger)
+        switch link {
+        case .coach(let coach):
+            try await connection.returnsRow(
+                "SELECT 1 FROM roster_entries WHERE client_id = \(client) AND stage = \(Stage.accepted.rawValue) HAVING bool_and(coach_id = \(coach))", logger: logger)
+        case .entry(let entry):
+            try await connection.returnsRow(
+                "SELECT 1 FROM roster_entries WHERE client_id = \(client) AND stage = \(Stage.accepted.rawValue) HAVING bool_and(id = \(entry))", logger: logger)
+        }
     }
 
-    /// Whether `coach` has a roster entry that is, or may yet become, `client`'s: one still waiting
-    /// for its client (`pending`), or one `client` accepted. Through the coach's index.
-    func mayCoach(_ client: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow(
-            """
-            SELECT 1 FROM roster_entries WHERE coach_id = \(coach)
-            AND (stage = \(Stage.pending.rawValue) OR (stage = \(Stage.accepted.rawValue) AND client_id = \(client))) LIMIT 1
-            """, logger: logger)
+    /// Whether the named entry is, or may yet become, `client`'s: still waiting for its client
+    /// (`pending`), or accepted by `client`; for a coach, whether any of the coach's entries is.
+    /// Through the primary key, or the coach's index.
+    func mayCoach(_ client: UUID, through link: AcceptedLink, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        switch link {
+        case .coach(let coach):
+            try await connection.returnsRow(
+                """
+                SELECT 1 FROM roster_entries WHERE coach_id = \(coach)
+                AND (stage = \(Stage.pending.rawValue) OR (stage = \(Stage.accepted.rawValue) AND client_id = \(client))) LIMIT 1
+                """, logger: logger)
+        case .entry(let entry):
+            try await connection.returnsRow(
+                """
+                SELECT 1 FROM roster_entries WHERE id = \(entry)
+                AND (stage = \(Stage.pending.rawValue) OR (stage = \(Stage.accepted.rawValue) AND client_id = \(client)))
+                """, logger: logger)
+        }
     }
 
     /// Raises the entry to `stage` (making it if this is the first event about it); `client` is
@@ -87,4 +104,11 @@ struct RosterStore: Sendable {
         for try await id in rows.decode(UUID.self) { ids.append(id) }
         return ids
     }
+}
+
+/// What a client names of the invitation they have just accepted, for a read that waits for it:
+/// its roster entry (invitations' answer), or its coach.
+enum AcceptedLink: Sendable, Equatable {
+    case entry(UUID)
+    case coach(UUID)
 }

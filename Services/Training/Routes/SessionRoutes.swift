@@ -23,7 +23,7 @@ struct SessionRoutes {
     @Sendable func today(_ request: Request, context: AuthenticatedContext) async throws -> EncodedJSON {
         try context.requireNotCoach()
         var problems: [Problem.FieldError] = []
-        let coach = Self.acceptedCoach(request, problems: &problems)
+        let accepted = Self.acceptedLink(request, problems: &problems)
         if !problems.isEmpty { throw APIError.validation(problems) }
         let training = self.training
         let user = context.caller.userID
@@ -32,8 +32,8 @@ struct SessionRoutes {
                 try await training.sessions.days(of: user, from: nil, to: nil, on: connection, logger: context.logger)
             }
         }
-        if let coach {
-            try await training.awaitAcceptance(of: user, by: coach, logger: context.logger)
+        if let accepted {
+            try await training.awaitAcceptance(of: user, named: accepted, logger: context.logger)
             return try await read().list
         }
         let first = try await read()
@@ -60,13 +60,13 @@ struct SessionRoutes {
         }
         let from = day("from")
         let to = day("to")
-        let coach = Self.acceptedCoach(request, problems: &problems)
+        let accepted = Self.acceptedLink(request, problems: &problems)
         if !problems.isEmpty { throw APIError.validation(problems) }
         let training = self.training
         let user = context.caller.userID
         let read = { @Sendable () async throws -> (list: EncodedJSON, isEmpty: Bool) in try await Self.days(training, of: user, from: from, to: to, context: context) }
-        if let coach {
-            try await training.awaitAcceptance(of: user, by: coach, logger: context.logger)
+        if let accepted {
+            try await training.awaitAcceptance(of: user, named: accepted, logger: context.logger)
             return try await read().list
         }
         let first = try await read()
@@ -75,20 +75,35 @@ struct SessionRoutes {
         return try await read().list
     }
 
-    /// `coach_id`: the coach whose invitation the caller has just accepted. The acceptance reaches
+    /// `roster_entry_id` or `coach_id`: the roster entry (invitations' answer to the acceptance names
+    /// it) or the coach whose invitation the caller has just accepted. The acceptance reaches
     /// training on its own way, a moment behind invitations' answer, and until it has, a client
     /// switching coaches would be shown the former coach's plan (its end not heard here either),
-    /// which the empty list's wait does not catch. With it, the read waits until that coach's
-    /// accepted entry, and no other coach's, names the caller (`Training.awaitAcceptance`), whatever
-    /// roles their token carries: one signed before the acceptance has no `client` role yet. A
-    /// coach's token is refused before (`requireNotCoach`), and the wait holds no connection.
-    static func acceptedCoach(_ request: Request, problems: inout [Problem.FieldError]) -> UUID? {
-        guard let text = request.uri.queryParameters["coach_id"] else { return nil }
-        guard let coach = UUID(uuidString: String(text)) else {
-            problems.append(.init(field: "coach_id", message: "must be a UUID"))
-            return nil
+    /// which the empty list's wait does not catch. With it, the read waits until that entry (or that
+    /// coach's), and no other, is the caller's accepted one (`Training.awaitAcceptance`), whatever
+    /// roles their token carries: one signed before the acceptance has no `client` role yet. The
+    /// entry tells apart two invitations of the same coach, the coach does not. A coach's token is
+    /// refused before (`requireNotCoach`), and the wait holds no connection.
+    static func acceptedLink(_ request: Request, problems: inout [Problem.FieldError]) -> AcceptedLink? {
+        let query = request.uri.queryParameters
+        func id(_ name: String) -> UUID? {
+            guard let text = query[name[...]] else { return nil }
+            guard let id = UUID(uuidString: String(text)) else {
+                problems.append(.init(field: name, message: "must be a UUID"))
+                return nil
+            }
+            return id
         }
-        return coach
+        let entry = id("roster_entry_id")
+        let coach = id("coach_id")
+        switch (entry, coach) {
+        case (let entry?, nil): return .entry(entry)
+        case (nil, let coach?): return .coach(coach)
+        case (_?, _?):
+            problems.append(.init(field: "roster_entry_id", message: "give roster_entry_id or coach_id, not both"))
+            return nil
+        case (nil, nil): return nil
+        }
     }
 
     /// `from` through `to` of the caller's days, or validation's answer.

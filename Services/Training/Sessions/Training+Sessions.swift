@@ -28,17 +28,18 @@ extension Training {
         try await lookUntilFound { try await roster.isCoached(client, on: $0, logger: logger) }
     }
 
-    /// Waits, up to 3 s, until `coach`'s accepted roster entry names `client` and no other coach's
-    /// does: the client named the coach whose invitation they have just accepted, and the former
-    /// coach's unlink, which may reach training after the acceptance, is heard too. Returns as soon
-    /// as both hold; a coach who never coached them costs the whole wait, and then the list is
-    /// read as it is.
-    func awaitAcceptance(of client: UUID, by coach: UUID, logger: Logger) async throws {
+    /// Waits, up to 3 s, until the named roster entry (or `coach`'s) is `client`'s accepted one and
+    /// no other is: the client named the invitation they have just accepted, and the former entry's
+    /// unlink, which may reach training after the acceptance, is heard too. Returns as soon as both
+    /// hold; an entry or coach that never was theirs costs the whole wait, and then the list is read
+    /// as it is.
+    func awaitAcceptance(of client: UUID, named link: AcceptedLink, logger: Logger) async throws {
+        let roster = self.roster
         _ = try await lookUntilFound(
-            { try await roster.isCoached(client, onlyBy: coach, on: $0, logger: logger) },
-            // Any signed-in account may name any id: only a coach with an entry still waiting for
-            // its client, or one accepted by this client, is waited for.
-            worthWaiting: { try await roster.mayCoach(client, coach: coach, on: $0, logger: logger) })
+            { try await roster.isCoached(client, onlyThrough: link, on: $0, logger: logger) },
+            // Any signed-in account may name any id: only an entry still waiting for its client, or
+            // one this client accepted (or a coach with such an entry), is waited for.
+            worthWaiting: { try await roster.mayCoach(client, through: link, on: $0, logger: logger) })
     }
 
     /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after a

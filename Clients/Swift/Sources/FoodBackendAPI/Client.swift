@@ -18688,6 +18688,13 @@ public struct Client: APIProtocol {
                     in: &request,
                     style: .form,
                     explode: true,
+                    name: "roster_entry_id",
+                    value: input.query.rosterEntryId
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
                     name: "coach_id",
                     value: input.query.coachId
                 )
@@ -20016,6 +20023,13 @@ public struct Client: APIProtocol {
                     method: .get
                 )
                 suppressMutabilityWarning(&request)
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "roster_entry_id",
+                    value: input.query.rosterEntryId
+                )
                 try converter.setQueryItemAsURI(
                     in: &request,
                     style: .form,

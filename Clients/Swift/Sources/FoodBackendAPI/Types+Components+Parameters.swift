@@ -18,10 +18,14 @@ public import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     public enum Parameters {
-        /// the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
+        /// the coach whose invitation the caller has just accepted, where the roster entry is not at hand: the same wait for that coach's entry, which cannot tell two invitations of the same coach apart; a coach with no roster entry that is or may become the caller's is not waited for. Not with roster_entry_id
         ///
         /// - Remark: Generated from `#/components/parameters/AcceptedCoach`.
         public typealias AcceptedCoach = Swift.String
+        /// the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+        ///
+        /// - Remark: Generated from `#/components/parameters/AcceptedEntry`.
+        public typealias AcceptedEntry = Swift.String
         /// - Remark: Generated from `#/components/parameters/ClientID`.
         public typealias ClientID = Swift.String
         /// the roster entry's id (invitations' GET /v1/clients)

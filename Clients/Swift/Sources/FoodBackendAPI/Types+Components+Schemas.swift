@@ -60,25 +60,33 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/Accepted/role`.
             public var role: Components.Schemas.Accepted.RolePayload
+            /// the coach's roster entry the caller now is (the id in the coach's GET /v1/clients); pass it to training's today and sessions reads (roster_entry_id=) right after accepting
+            ///
+            /// - Remark: Generated from `#/components/schemas/Accepted/roster_entry_id`.
+            public var rosterEntryId: Swift.String
             /// Creates a new `Accepted`.
             ///
             /// - Parameters:
             ///   - clientId: the caller's user id
             ///   - coach:
             ///   - role:
+            ///   - rosterEntryId: the coach's roster entry the caller now is (the id in the coach's GET /v1/clients); pass it to training's today and sessions reads (roster_entry_id=) right after accepting
             public init(
                 clientId: Swift.String,
                 coach: Components.Schemas.CoachCard,
-                role: Components.Schemas.Accepted.RolePayload
+                role: Components.Schemas.Accepted.RolePayload,
+                rosterEntryId: Swift.String
             ) {
                 self.clientId = clientId
                 self.coach = coach
                 self.role = role
+                self.rosterEntryId = rosterEntryId
             }
             public enum CodingKeys: String, CodingKey {
                 case clientId = "client_id"
                 case coach
                 case role
+                case rosterEntryId = "roster_entry_id"
             }
         }
         /// - Remark: Generated from `#/components/schemas/Acquisition`.

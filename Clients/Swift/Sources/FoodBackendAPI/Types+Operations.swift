@@ -36537,7 +36537,11 @@ public enum Operations {
                 public var from: Swift.String?
                 /// - Remark: Generated from `#/paths/v1/training/sessions/GET/query/to`.
                 public var to: Swift.String?
-                /// the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
+                /// the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+                ///
+                /// - Remark: Generated from `#/paths/v1/training/sessions/GET/query/roster_entry_id`.
+                public var rosterEntryId: Components.Parameters.AcceptedEntry?
+                /// the coach whose invitation the caller has just accepted, where the roster entry is not at hand: the same wait for that coach's entry, which cannot tell two invitations of the same coach apart; a coach with no roster entry that is or may become the caller's is not waited for. Not with roster_entry_id
                 ///
                 /// - Remark: Generated from `#/paths/v1/training/sessions/GET/query/coach_id`.
                 public var coachId: Components.Parameters.AcceptedCoach?
@@ -36546,14 +36550,17 @@ public enum Operations {
                 /// - Parameters:
                 ///   - from:
                 ///   - to:
-                ///   - coachId: the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
+                ///   - rosterEntryId: the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+                ///   - coachId: the coach whose invitation the caller has just accepted, where the roster entry is not at hand: the same wait for that coach's entry, which cannot tell two invitations of the same coach apart; a coach with no roster entry that is or may become the caller's is not waited for. Not with roster_entry_id
                 public init(
                     from: Swift.String? = nil,
                     to: Swift.String? = nil,
+                    rosterEntryId: Components.Parameters.AcceptedEntry? = nil,
                     coachId: Components.Parameters.AcceptedCoach? = nil
                 ) {
                     self.from = from
                     self.to = to
+                    self.rosterEntryId = rosterEntryId
                     self.coachId = coachId
                 }
             }
@@ -38853,15 +38860,24 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/training/today/GET/query`.
             public struct Query: Sendable, Hashable {
-                /// the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
+                /// the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+                ///
+                /// - Remark: Generated from `#/paths/v1/training/today/GET/query/roster_entry_id`.
+                public var rosterEntryId: Components.Parameters.AcceptedEntry?
+                /// the coach whose invitation the caller has just accepted, where the roster entry is not at hand: the same wait for that coach's entry, which cannot tell two invitations of the same coach apart; a coach with no roster entry that is or may become the caller's is not waited for. Not with roster_entry_id
                 ///
                 /// - Remark: Generated from `#/paths/v1/training/today/GET/query/coach_id`.
                 public var coachId: Components.Parameters.AcceptedCoach?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - coachId: the coach whose invitation the caller has just accepted (their token may predate the client role): the read waits (up to 3 s) until that coach's plan is the caller's and the former coach's has ended, so that a client switching coaches is not shown the former coach's; a coach with no roster entry that is or may become the caller's is not waited for
-                public init(coachId: Components.Parameters.AcceptedCoach? = nil) {
+                ///   - rosterEntryId: the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+                ///   - coachId: the coach whose invitation the caller has just accepted, where the roster entry is not at hand: the same wait for that coach's entry, which cannot tell two invitations of the same coach apart; a coach with no roster entry that is or may become the caller's is not waited for. Not with roster_entry_id
+                public init(
+                    rosterEntryId: Components.Parameters.AcceptedEntry? = nil,
+                    coachId: Components.Parameters.AcceptedCoach? = nil
+                ) {
+                    self.rosterEntryId = rosterEntryId
                     self.coachId = coachId
                 }
             }
