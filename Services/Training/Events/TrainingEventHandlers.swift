@@ -42,8 +42,7 @@ struct TrainingEventHandlers {
             // end), or a later acceptance of the pair was, before which invitations ended this entry.
             // The entry ends here, as it would have.
             guard acceptance == .latest else {
-                try await training.roster.advance(entry, coach: event.coachID, client: nil, to: .left, on: context.connection, logger: context.logger)
-                try await Self.cancelNotStarted(entry: entry, coach: event.coachID, on: context.connection, logger: context.logger)
+                try await Self.end(entry, coach: event.coachID, training: training, context: context)
                 return
             }
             // The pair's latest acceptance: invitations keeps one accepted entry per client, so an
@@ -51,8 +50,7 @@ struct TrainingEventHandlers {
             // come, or have come first and, naming no entry, left the later link's entries alone.
             for earlier in try await training.roster.accepted(coach: event.coachID, client: event.clientID, on: context.connection, logger: context.logger)
             where earlier != entry {
-                try await training.roster.advance(earlier, coach: event.coachID, client: nil, to: .left, on: context.connection, logger: context.logger)
-                try await Self.cancelNotStarted(entry: earlier, coach: event.coachID, on: context.connection, logger: context.logger)
+                try await Self.end(earlier, coach: event.coachID, training: training, context: context)
             }
         }
         // The sessions not started are cancelled; what the client performed stays theirs, and their
@@ -79,8 +77,7 @@ struct TrainingEventHandlers {
             for entry in entries {
                 // The client is the acceptance's to record: an account whose maker was dropped since
                 // (`UserPasswordChanged`) is not named again by the unlink that follows it.
-                try await training.roster.advance(entry, coach: event.coachID, client: nil, to: .left, on: context.connection, logger: context.logger)
-                try await Self.cancelNotStarted(entry: entry, coach: event.coachID, on: context.connection, logger: context.logger)
+                try await Self.end(entry, coach: event.coachID, training: training, context: context)
             }
         }
         // A removed entry that never had an account takes its sessions with it.
@@ -109,6 +106,13 @@ struct TrainingEventHandlers {
             try await context.connection.recordDeletedAccount(event.userID, logger: context.logger)
         }
         return handlers
+    }
+
+    /// The link of an accepted entry ended: the entry is left (its client stays recorded) and its
+    /// sessions not started are cancelled.
+    static func end(_ entry: UUID, coach: UUID, training: Training, context: EventContext) async throws {
+        try await training.roster.advance(entry, coach: coach, client: nil, to: .left, on: context.connection, logger: context.logger)
+        try await cancelNotStarted(entry: entry, coach: coach, on: context.connection, logger: context.logger)
     }
 
     /// An entry whose client's account was deleted before its acceptance or unlink was heard here
