@@ -123,8 +123,10 @@ import TestSupport
     }
 
     /// The acceptance may reach training before the former coach's unlink: until the unlink is
-    /// heard too, both plans are the client's, and the read naming the new coach waits for it.
-    @Test func aClientNamingTheirNewCoachWaitsForTheFormerLinksEnd() async throws {
+    /// heard too, both plans are the client's, and the read naming the new coach, or the entry the
+    /// client accepted, waits for it.
+    @Test(arguments: [false, true])
+    func aClientNamingTheirNewCoachWaitsForTheFormerLinksEnd(namingTheEntry: Bool) async throws {
         try await TrainingTestEnvironment.run { env in
             let (former, client, formerEntry, formerWorkout) = try await env.coachWithClient()
             _ = try await env.assign(formerWorkout, to: formerEntry, by: former, on: [TrainingTestEnvironment.day(0)])
@@ -137,10 +139,11 @@ import TestSupport
             try await env.accept(entry, coach: coach, client: client)
             #expect(try await env.call(.get, "/v1/training/today", as: client).ids.count == 2)
 
+            let named = namingTheEntry ? "roster_entry_id=\(entry)" : "coach_id=\(coachID)"
             let answered = Flag()
             let today = Task {
                 defer { answered.raise() }
-                return try await env.call(.get, "/v1/training/today?coach_id=\(coachID)", as: client)
+                return try await env.call(.get, "/v1/training/today?\(named)", as: client)
             }
             // Given time to look (the wait lasts 3 s), the read is still waiting for the former link's end.
             try await Task.sleep(for: .milliseconds(100))
@@ -169,16 +172,19 @@ import TestSupport
             #expect(try await env.call(.get, "/v1/training/today?coach_id=\(coach.id)", as: client).ids == former)
 
             let answered = Flag()
+            let asked = ContinuousClock.now
             let today = Task {
                 defer { answered.raise() }
                 return try await env.call(.get, "/v1/training/today?roster_entry_id=\(second)", as: client)
             }
             let week = Task { try await env.call(.get, "/v1/training/sessions?from=\(TrainingTestEnvironment.day(0))&roster_entry_id=\(second.uuidString)", as: client) }
-            try await Task.sleep(for: .milliseconds(300))
+            try await Task.sleep(for: .milliseconds(100))
             #expect(!answered.isRaised, "answered before the acceptance was heard")
             try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: second), userID: client.id)
             let todayReply = try await today.value
             #expect(todayReply.status == .ok && todayReply.ids == [planned[0]], "\(todayReply.text)")
+            // It ended when the acceptance was heard: a wait that never ends early gives up after 3 s.
+            #expect(ContinuousClock.now - asked < .seconds(3))
             let weekReply = try await week.value
             #expect(weekReply.status == .ok && weekReply.ids == planned, "\(weekReply.text)")
         }
@@ -201,8 +207,10 @@ import TestSupport
                 #expect(reply.status == .ok)
                 #expect(ContinuousClock.now - asked < .seconds(3), "waited for \(named)")
             }
-            // The caller's own entry, here already: one lookup.
+            // The caller's own entry, here already: one lookup, no wait.
+            let asked = ContinuousClock.now
             #expect(try await env.call(.get, "/v1/training/today?roster_entry_id=\(entry)", as: client).status == .ok)
+            #expect(ContinuousClock.now - asked < .seconds(3), "waited for the caller's own entry")
         }
     }
 

@@ -22,7 +22,7 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/AcceptedCoach`.
         public typealias AcceptedCoach = Swift.String
-        /// the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+        /// the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry neither waiting for its client nor accepted by the caller (made up, another client's, left, removed, or not yet heard of) is not waited for. Not with coach_id
         ///
         /// - Remark: Generated from `#/components/parameters/AcceptedEntry`.
         public typealias AcceptedEntry = Swift.String

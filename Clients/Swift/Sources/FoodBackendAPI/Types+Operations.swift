@@ -36537,7 +36537,7 @@ public enum Operations {
                 public var from: Swift.String?
                 /// - Remark: Generated from `#/paths/v1/training/sessions/GET/query/to`.
                 public var to: Swift.String?
-                /// the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+                /// the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry neither waiting for its client nor accepted by the caller (made up, another client's, left, removed, or not yet heard of) is not waited for. Not with coach_id
                 ///
                 /// - Remark: Generated from `#/paths/v1/training/sessions/GET/query/roster_entry_id`.
                 public var rosterEntryId: Components.Parameters.AcceptedEntry?
@@ -36550,7 +36550,7 @@ public enum Operations {
                 /// - Parameters:
                 ///   - from:
                 ///   - to:
-                ///   - rosterEntryId: the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+                ///   - rosterEntryId: the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry neither waiting for its client nor accepted by the caller (made up, another client's, left, removed, or not yet heard of) is not waited for. Not with coach_id
                 ///   - coachId: the coach whose invitation the caller has just accepted, where the roster entry is not at hand: the same wait for that coach's entry, which cannot tell two invitations of the same coach apart; a coach with no roster entry that is or may become the caller's is not waited for. Not with roster_entry_id
                 public init(
                     from: Swift.String? = nil,
@@ -38860,7 +38860,7 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/training/today/GET/query`.
             public struct Query: Sendable, Hashable {
-                /// the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+                /// the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry neither waiting for its client nor accepted by the caller (made up, another client's, left, removed, or not yet heard of) is not waited for. Not with coach_id
                 ///
                 /// - Remark: Generated from `#/paths/v1/training/today/GET/query/roster_entry_id`.
                 public var rosterEntryId: Components.Parameters.AcceptedEntry?
@@ -38871,7 +38871,7 @@ public enum Operations {
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - rosterEntryId: the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry that is not, and cannot become, the caller's is not waited for. Not with coach_id
+                ///   - rosterEntryId: the roster entry whose invitation the caller has just accepted (invitations' answer names it; the caller's token may predate the client role): the read waits (up to 3 s) until that entry's plan is the caller's and the former entry's has ended, so that a client switching coaches, or accepting a second invitation of the same coach, is not shown the former plan; an entry neither waiting for its client nor accepted by the caller (made up, another client's, left, removed, or not yet heard of) is not waited for. Not with coach_id
                 ///   - coachId: the coach whose invitation the caller has just accepted, where the roster entry is not at hand: the same wait for that coach's entry, which cannot tell two invitations of the same coach apart; a coach with no roster entry that is or may become the caller's is not waited for. Not with roster_entry_id
                 public init(
                     rosterEntryId: Components.Parameters.AcceptedEntry? = nil,
