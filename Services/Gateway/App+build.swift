@@ -37,7 +37,9 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     router.add(middleware: ProblemMiddleware())
     let routeIndex = RouteIndex()
     router.add(middleware: MethodNotAllowedMiddleware(index: routeIndex))
-    router.add(middleware: ProxyMiddleware(table: table, pools: pools, timeout: config.upstreamTimeout, bodyBuffers: bodyBuffers))
+    router.add(
+        middleware: ProxyMiddleware(
+            table: table, pools: pools, timeout: config.upstreamTimeout, bodyBuffers: bodyBuffers, endedSessions: (live.ended, live.events.tokens)))
     let health = GatewayHealthRoutes(pools: pools, metrics: registry)
     health.add(to: router)
     config.appLinks.add(to: router)

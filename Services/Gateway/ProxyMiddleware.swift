@@ -18,6 +18,10 @@ struct ProxyMiddleware: RouterMiddleware {
     let pools: [String: UpstreamPool]
     let timeout: Duration
     var bodyBuffers = BodyBuffers()
+    /// Sessions heard to have ended, and the verifier whose tokens name them: a request bearing the
+    /// token of one is refused here, as auth and the event stream refuse it, rather than taken by a
+    /// service until the token expires.
+    var endedSessions: (sessions: EndedSessions, verifier: TokenVerifier)?
 
     static let bodyEndedEarly = APIError.badRequest("The request body ended before its Content-Length.")
 
@@ -31,6 +35,11 @@ struct ProxyMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let service = table.service(for: request.uri.path), let pool = pools[service] else {
             return try await next(request, context)
+        }
+        if let (sessions, verifier) = endedSessions, let authorization = request.headers[.authorization],
+            sessions.endsToken(of: authorization, verifier: verifier)
+        {
+            throw EndedSessions.refusal
         }
         var target = request.uri.path
         if let query = request.uri.query { target += "?" + query }

@@ -64,14 +64,14 @@ struct LiveGateway: Sendable {
 @Suite struct LiveEventsTests {
     static func withLiveGateway(
         heartbeat: Duration = .seconds(15), maxPerUser: Int = 5, maxConnections: Int = 10_000, clientTimeout: Duration = .seconds(60),
-        redis redisServer: RedisConfiguration? = nil, _ body: @escaping @Sendable (LiveGateway) async throws -> Void
+        redis redisServer: RedisConfiguration? = nil, everyServiceAt upstream: String? = nil, _ body: @escaping @Sendable (LiveGateway) async throws -> Void
     ) async throws {
         let issuer = TestIssuer()
         try await issuer.start()
         defer { issuer.stop() }
         let redisConfig = try redisServer ?? TestEnvironment.redis()
         let redis = RedisClient(configuration: redisConfig, logger: TestEnvironment.logger)
-        var config = GatewayTests.config(everyServiceAt: "http://127.0.0.1:\(try RedisServer.freePort())", timeout: .seconds(5))
+        var config = GatewayTests.config(everyServiceAt: try upstream ?? "http://127.0.0.1:\(RedisServer.freePort())", timeout: .seconds(5))
         config.redis = redisConfig
         config.tokens = issuer.tokenConfig
         config.liveEvents = LiveEventsConfig(heartbeat: heartbeat, maxPerUser: maxPerUser, maxConnections: maxConnections)
@@ -294,6 +294,65 @@ struct LiveGateway: Sendable {
             // `exp` is in whole seconds: the token lasts between five and six.
             #expect(lasted > .seconds(2) && lasted < .seconds(10), "\(lasted)")
         }
+    }
+
+    /// A service takes a token until it expires; the gateway refuses one whose session it heard end
+    /// (`user.sessions_ended`, as a sign-out or a takeover sends it), or whose account was deleted,
+    /// before any service sees it: a token it verified before, and one it never saw, alike. Only
+    /// the sessions named end: the person's other session, and everyone else, go on.
+    @Test func anEndedSessionsTokenIsRefusedAtTheEdge() async throws {
+        let upstream = EchoUpstream(name: "social")
+        try await upstream.start()
+        defer { upstream.stop() }
+        try await Self.withLiveGateway(everyServiceAt: upstream.baseURL) { gateway in
+            let person = try await gateway.person()
+            let otherSession = try await gateway.issuer.token(userID: person.id, sessionID: UUID())
+            let someoneElse = try await gateway.person()
+            let deleted = try await gateway.person()
+            @Sendable func read(_ token: String) async throws -> ConcurrentClient.Reply {
+                try await ConcurrentClient.send(port: gateway.port, "GET", "/v1/profiles/me", headers: [("Authorization", "Bearer \(token)")])
+            }
+            for token in [person.token, otherSession, someoneElse.token, deleted.token] { #expect(try await read(token).status == 200) }
+            // Verified here (a ticket checks the token): it is among the gateway's verified tokens.
+            #expect(try await gateway.ticket(for: person).status == 200)
+
+            try await gateway.publish(SessionsEnded(userID: person.id, sessionIDs: [person.session], all: true), to: person.id)
+            try await gateway.publish(UserDeleted(userID: deleted.id), to: deleted.id)
+            try await waitUntil(.seconds(10)) { try await read(person.token).status == 401 }
+            let refused = try await read(person.token)
+            #expect(refused.json["code"] as? String == "session_revoked" && refused.headers.first(name: "content-type") == Problem.mediaType, "\(refused.json)")
+            // Another token of the ended session, never seen here: its payload names the session.
+            #expect(try await read(try await gateway.token(for: person)).json["code"] as? String == "session_revoked")
+            try await waitUntil(.seconds(10)) { try await read(deleted.token).status == 401 }
+            #expect(try await read(deleted.token).json["code"] as? String == "session_revoked")
+            // Matched by session, never by time: `all` ended the sessions it named, not a later one.
+            #expect(try await read(otherSession).status == 200)
+            #expect(try await read(someoneElse.token).status == 200)
+            // A token the gateway cannot read at all is the service's to refuse.
+            #expect(try await read("not-a-token").status == 200)
+        }
+    }
+
+    /// What ended is kept as long as a token of it can live, and for at most `capacity` users, the
+    /// longest unchanged forgotten first; what a user's entries ended adds up.
+    @Test func endedSessionsAreKeptAsLongAsATokenLives() {
+        let ended = EndedSessions(capacity: 2)
+        let start = ContinuousClock.now
+        let (first, second, third) = (UUID(), UUID(), UUID())
+        let (session, later) = (UUID(), UUID())
+        #expect(!ended.ended(user: first, session: session))
+        ended.record(LiveEnding(sessionIDs: [session], everyStream: false, sessionless: false), of: first, now: start)
+        ended.record(LiveEnding(sessionIDs: [later], everyStream: false, sessionless: true), of: first, now: start + .seconds(1))
+        #expect(ended.ended(user: first, session: session, now: start + .seconds(2)) && ended.ended(user: first, session: later, now: start + .seconds(2)))
+        #expect(ended.ended(user: first, session: nil, now: start + .seconds(2)) && !ended.ended(user: first, session: UUID(), now: start + .seconds(2)))
+        #expect(!ended.ended(user: first, session: session, now: start + .seconds(1) + EndedSessions.kept))
+        ended.record(LiveEnding(sessionIDs: [], everyStream: true, sessionless: true), of: second, now: start + .seconds(3))
+        ended.record(LiveEnding(sessionIDs: [session], everyStream: false, sessionless: false), of: third, now: start + .seconds(4))
+        #expect(!ended.ended(user: first, session: session, now: start + .seconds(5)), "the longest unchanged user stayed past the capacity")
+        #expect(ended.ended(user: second, session: UUID(), now: start + .seconds(5)) && ended.ended(user: third, session: session, now: start + .seconds(5)))
+        // Only a message that names an ending type is parsed for one.
+        #expect(LiveHub.mayEnd(Array(#"1-0 {"type":"user.sessions_ended"}"#.utf8)) && LiveHub.mayEnd(Array(#"1-0 {"type":"user.deleted"}"#.utf8)))
+        #expect(!LiveHub.mayEnd(Array(#"1-0 {"type":"notification.created"}"#.utf8)))
     }
 
     /// Ending a session ends the streams its tokens opened, and no other; a new one is refused.

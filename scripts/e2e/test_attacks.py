@@ -209,22 +209,34 @@ def test_forged_tokens_are_refused_by_every_service_and_the_gateway(stack):
         events_refuse(stack, token, codes)
 
 
+def gateway_hears_the_end(stack, token):
+    """Waits until the gateway refuses `token` on a route it passes on: the end reaches it on its
+    live subscription, a moment after auth's answer."""
+    stack.wait_until(lambda: requests.get(f"{stack.gateway}/v1/profiles/me", headers={"Authorization": f"Bearer {token}"}, timeout=10).status_code == 401,
+                     seconds=20, what="the gateway refusing the ended session's token")
+
+
 def test_a_signed_out_session_and_a_deleted_account(stack):
-    """auth refuses a signed-out session's or a deleted account's token at once; the other services
-    take a signed-out session's token until it expires (SECURITY.md, Tokens). Each probe the token
-    passed before (a 2xx) is compared after; one it did not pass (a role it lacks) stays refused."""
+    """auth refuses a signed-out session's or a deleted account's token at once, and the gateway on
+    every route once it has heard the end; the services behind it take a signed-out session's token
+    until it expires (SECURITY.md, Tokens). Each probe the token passed before (a 2xx) is compared
+    after; one it did not pass (a role it lacks) stays refused."""
     probes = token_probes(document())
     gw = stack.gateway
 
     out = signup(stack, "signed-out")
     before = call_all(stack, probes, out["access_token"])
     assert requests.post(f"{gw}/v1/auth/logout", headers=bearer(out), timeout=10).status_code == 204
+    gateway_hears_the_end(stack, out["access_token"])
     after = call_all(stack, probes, out["access_token"])
     at_auth = {k: r for k, r in after.items() if service_of(k[1]) == "auth"}
     assert_refused({k: r for k, r in at_auth.items() if before[k].ok}, {"session_revoked"}, "a signed-out session at auth")
     assert not [k for k, r in at_auth.items() if r.ok], at_auth
+    through = {k: r for k, r in after.items() if k[0] == "gateway"}
+    assert_refused({k: r for k, r in through.items() if before[k].ok}, {"session_revoked"}, "a signed-out session through the gateway")
+    assert not [k for k, r in through.items() if r.ok], through
     changed = {f"{where} {path}": (before[(where, path)].status_code, r.status_code) for (where, path), r in after.items()
-               if service_of(path) != "auth" and r.status_code != before[(where, path)].status_code}
+               if service_of(path) != "auth" and where != "gateway" and r.status_code != before[(where, path)].status_code}
     assert not changed, f"the other services answer a signed-out session's token as before, until it expires: {changed}"
     events_refuse(stack, out["access_token"], {"session_revoked"})
 
@@ -234,15 +246,18 @@ def test_a_signed_out_session_and_a_deleted_account(stack):
     before = call_all(stack, probes, gone["access_token"])
     deleted = requests.delete(f"{gw}/v1/auth/account", headers=bearer(gone), json={"password": gone["password"]}, timeout=10)
     assert deleted.status_code == 202, deleted.text
+    gateway_hears_the_end(stack, gone["access_token"])
     after = call_all(stack, probes, gone["access_token"])
     assert_refused({k: r for k, r in after.items() if service_of(k[1]) == "auth" and before[k].ok}, {"session_revoked"}, "a deleted account at auth")
+    assert_refused({k: r for k, r in after.items() if k[0] == "gateway" and before[k].ok}, {"session_revoked"}, "a deleted account through the gateway")
     assert not [k for k, r in after.items() if r.status_code >= 500], after
     events_refuse(stack, gone["access_token"], {"session_revoked"})
 
 
 def test_a_deleted_accounts_token_leaves_nothing_behind(stack):
-    """A deleted account's access token outlives it by up to 15 minutes. Whatever it asks of a
-    service after user.deleted has been handled there must not leave a row naming the account."""
+    """A deleted account's access token outlives it by up to 15 minutes at the services (the gateway
+    refuses it once it hears of the deletion). Whatever it asks of a service after user.deleted has
+    been handled there must not leave a row naming the account."""
     from test_journeys import rows_naming
     gw = stack.gateway
     gone = signup(stack, "ghost")
@@ -264,7 +279,10 @@ def test_a_deleted_accounts_token_leaves_nothing_behind(stack):
         ("PUT", "/v1/training/settings", {"time_zone": "Europe/Paris", "weight_unit": "lbs"}),
         ("GET", "/v1/training/settings", None),
     ]
-    answers = {f"{method} {path}": requests.request(method, gw + path, headers=bearer(gone), json=body, timeout=10).status_code
+    # Straight to each service: the gateway refuses the token once it hears of the deletion, and a
+    # caller inside the network reaches the services without it.
+    answers = {f"{method} {path}": requests.request(method, stack.service_urls[service_of(path)] + path, headers=bearer(gone), json=body,
+                                                    timeout=10).status_code
                for method, path, body in attempts}
     assert all(status < 500 for status in answers.values()), answers
     left = rows_naming(stack, gone["id"])

@@ -7,13 +7,15 @@ import ServiceLifecycle
 struct LiveEventsSetup {
     let events: LiveEvents
     let service: LiveEventsService
+    /// The sessions and accounts the subscription heard end, whose tokens the proxy refuses.
+    let ended = EndedSessions()
 
     /// `onSignatureCheck`: each token signature the shared verifier checks (the gateway's metric).
     init(_ config: GatewayConfig, logger: Logger, onSignatureCheck: (@Sendable () -> Void)? = nil) {
         let redis = RedisClient(configuration: config.redis, logger: logger)
         var subscriberConfig = config.redis
         subscriberConfig.poolSize = 1
-        let hub = LiveHub(subscriber: RedisSubscriber(configuration: subscriberConfig, logger: logger), logger: logger)
+        let hub = LiveHub(subscriber: RedisSubscriber(configuration: subscriberConfig, logger: logger), ended: ended, logger: logger)
         // The process-wide HTTP client, which needs no shutdown: the keys are fetched rarely.
         let tokens = TokenVerifier(
             source: HTTPJWKSSource(url: config.tokens.jwksURL, httpClient: .shared), config: config.tokens, logger: logger, onSignatureCheck: onSignatureCheck)

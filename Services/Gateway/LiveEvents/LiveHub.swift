@@ -45,12 +45,15 @@ final class LiveHub: Service, Sendable {
 
     private let subscriber: RedisSubscriber
     private let logger: Logger
+    /// What ended, for the proxy to refuse the tokens of (`EndedSessions`).
+    let ended: EndedSessions
     private let listeners = Mutex<[UUID: [Int: Listener]]>([:])
     private let nextID = Atomic<Int>(0)
     private let openStreams = Atomic<Int>(0)
 
-    init(subscriber: RedisSubscriber, logger: Logger) {
+    init(subscriber: RedisSubscriber, ended: EndedSessions = EndedSessions(), logger: Logger) {
         self.subscriber = subscriber
+        self.ended = ended
         self.logger = logger
     }
 
@@ -127,16 +130,20 @@ final class LiveHub: Service, Sendable {
         for listener in all { listener.continuation.finish() }
     }
 
-    /// Sends a message to the streams of the user its channel names.
+    /// Sends a message to the streams of the user its channel names; what it ends (a session, an
+    /// account) is recorded whether or not the user has a stream here.
     func dispatch(_ message: RedisMessage) {
         guard let user = LiveStream.user(ofChannel: message.channel) else { return }
         let targets = listeners.withLock { $0[user] ?? [:] }
-        // Most messages are for users with no stream here: nothing is parsed for them.
-        guard !targets.isEmpty, let live = LiveStream.Message(payload: message.payload), let type = Self.type(of: live.envelope) else { return }
-        if let ending = LiveEnding(type: type, envelope: live.envelope) {
+        if Self.mayEnd(message.payload), let live = LiveStream.Message(payload: message.payload), let type = Self.type(of: live.envelope),
+            let ending = LiveEnding(type: type, envelope: live.envelope)
+        {
+            ended.record(ending, of: user)
             for (_, listener) in targets where ending.ends(session: listener.session) { listener.continuation.finish() }
             return
         }
+        // Most messages are for users with no stream here: nothing is parsed for them.
+        guard !targets.isEmpty, let live = LiveStream.Message(payload: message.payload), let type = Self.type(of: live.envelope) else { return }
         guard let frame = SSEFrame.of(id: live.id, type: type, envelope: live.envelope) else { return }
         for (_, listener) in targets {
             if case .dropped = listener.continuation.yield(.event(live.id, frame)) {
@@ -153,6 +160,15 @@ final class LiveHub: Service, Sendable {
             if case .dropped = listener.continuation.yield(.resync) { listener.continuation.finish() }
         }
     }
+
+    /// Whether a message may announce an ending: its envelope names one of `LiveEventNames.ending`
+    /// verbatim (a type is written as it is, nothing in it escaped), so any other message is passed
+    /// over without parsing it.
+    static func mayEnd(_ payload: [UInt8]) -> Bool {
+        endingTypes.contains { payload.firstRange(of: $0) != nil }
+    }
+
+    private static let endingTypes = LiveEventNames.ending.map { Array($0.utf8) }
 
     static func type(of envelope: String) -> String? {
         (try? EventEnvelope(json: envelope))?.type

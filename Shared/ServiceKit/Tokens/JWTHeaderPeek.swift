@@ -1,4 +1,5 @@
 import Foundation
+import Models
 
 /// The unverified header of a compact JWS: only to pick the key and refuse an algorithm early.
 public enum JWTHeaderPeek {
@@ -16,5 +17,20 @@ public enum JWTHeaderPeek {
         } catch {
             throw .malformed("header is not JSON")
         }
+    }
+
+    private struct Subject: Decodable {
+        var sub: String?
+        var sid: String?
+    }
+
+    /// The user and session a token's payload names, unverified: only to refuse a token (one whose
+    /// session has ended), never to trust one. Nil when the payload cannot be read or names no user.
+    public static func subject(of token: String) -> (user: UUID, session: UUID?)? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let data = Base64URL.decode(String(parts[1])),
+            let subject = try? JSONDecoder().decode(Subject.self, from: data), let user = subject.sub.flatMap(UUID.init(parsing:))
+        else { return nil }
+        return (user, subject.sid.flatMap(UUID.init(parsing:)))
     }
 }
