@@ -19,8 +19,8 @@ struct ProxyMiddleware: RouterMiddleware {
     let timeout: Duration
     var bodyBuffers = BodyBuffers()
     /// Sessions heard to have ended, and the verifier whose tokens name them: a request bearing the
-    /// token of one is refused here, as auth and the event stream refuse it, rather than taken by a
-    /// service until the token expires.
+    /// token of one goes on marked `X-Session-Ended`, which the services' `TokenMiddleware` takes for
+    /// the token's refusal, rather than taking the token until it expires.
     var endedSessions: (sessions: EndedSessions, verifier: TokenVerifier)?
 
     static let bodyEndedEarly = APIError.badRequest("The request body ended before its Content-Length.")
@@ -36,10 +36,11 @@ struct ProxyMiddleware: RouterMiddleware {
         guard let service = table.service(for: request.uri.path), let pool = pools[service] else {
             return try await next(request, context)
         }
-        if let (sessions, verifier) = endedSessions, let authorization = request.headers[.authorization],
-            sessions.endsToken(of: authorization, verifier: verifier)
-        {
-            throw EndedSessions.refusal
+        // The service knows whether the route needs a caller: one that does answers `session_revoked`,
+        // one that does not (sign-in, refresh, a mailed link) ignores the token, as it always does.
+        var sessionEnded = false
+        if let (sessions, verifier) = endedSessions, let authorization = request.headers[.authorization] {
+            sessionEnded = sessions.endsToken(of: authorization, verifier: verifier)
         }
         var target = request.uri.path
         if let query = request.uri.query { target += "?" + query }
@@ -83,7 +84,7 @@ struct ProxyMiddleware: RouterMiddleware {
         }
         let head = HTTPRequestHead(
             version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue), uri: target,
-            headers: Self.forwardHeaders(incoming, framing: framing, client: context.clientAddress, requestID: context.requestID))
+            headers: Self.forwardHeaders(incoming, framing: framing, client: context.clientAddress, requestID: context.requestID, sessionEnded: sessionEnded))
         let response: UpstreamResponse
         do {
             response = try await pool.execute(head, body: body, deadline: .now() + TimeAmount(timeout))
@@ -126,7 +127,7 @@ struct ProxyMiddleware: RouterMiddleware {
 
     /// Headers a client may not set: the gateway is the edge, so what a client claims about addresses
     /// is not passed on (a trusted load balancer's address is, as the one X-Forwarded-For).
-    static let gatewaySets: [String] = ["x-request-id", "x-forwarded-for", "x-forwarded-host", "x-real-ip"]
+    static let gatewaySets: [String] = ["x-request-id", "x-forwarded-for", "x-forwarded-host", "x-real-ip", "x-session-ended"]
 
     /// How the body the gateway sends upstream is framed: by the gateway, from the body it actually
     /// sends, never by passing the client's `Content-Length` on. A client's `Connection:
@@ -142,11 +143,12 @@ struct ProxyMiddleware: RouterMiddleware {
 
     /// What an upstream receives: the client's headers less the hop-by-hop ones, those the
     /// `Connection` header names, those only the gateway sets and the client's framing; then the
-    /// gateway's framing, the client's address, the `Host` it asked for and the request id. Built in
+    /// gateway's framing, the client's address, the `Host` it asked for, the request id, and
+    /// `X-Session-Ended` when the bearer token's session has ended (`EndedSessions`). Built in
     /// one pass over the client's headers: copying them and removing names one by one (each a scan,
     /// with a lowercased copy and a set lookup per header) was a tenth of the gateway's instructions
     /// per request.
-    static func forwardHeaders(_ incoming: HTTPHeaders, framing: Framing, client: String, requestID: String) -> HTTPHeaders {
+    static func forwardHeaders(_ incoming: HTTPHeaders, framing: Framing, client: String, requestID: String, sessionEnded: Bool = false) -> HTTPHeaders {
         let named = connectionTokens(incoming)
         var kept: [(String, String)] = []
         kept.reserveCapacity(incoming.count + 4)
@@ -167,6 +169,7 @@ struct ProxyMiddleware: RouterMiddleware {
         kept.append(("X-Forwarded-For", client))
         if let host { kept.append(("X-Forwarded-Host", host)) }
         kept.append(("X-Request-ID", requestID))
+        if sessionEnded { kept.append(("X-Session-Ended", "1")) }
         // A new header block: it does not carry NIO's keep-alive reading of the client's connection
         // (an HTTP/1.0 client's would close each upstream connection after one exchange).
         return HTTPHeaders(kept)

@@ -548,9 +548,9 @@ public struct EntitlementCatalogChanged: EventPayload, Equatable {
 
 /// Sessions of `userID` ended: a sign-out, one ended from the session list, all of them (`all`:
 /// sign-out everywhere, a password reset, a disabled account, a takeover), or those a password change
-/// leaves behind. Their access tokens still verify until they expire; the gateway refuses them on
-/// every route it passes on, closes the live event streams opened with them, and refuses new ones
-/// (docs/ARCHITECTURE.md, live events).
+/// leaves behind. Their access tokens still verify until they expire; the gateway marks requests
+/// bearing them for the services to refuse (`X-Session-Ended`), closes the live event streams
+/// opened with them, and refuses new ones (docs/ARCHITECTURE.md, live events).
 public struct SessionsEnded: EventPayload, Equatable {
     public static let eventType = "user.sessions_ended"
     public var userID: UUID

@@ -106,6 +106,22 @@ import TestSupport
         }
     }
 
+    /// The gateway marks a request whose token's session it heard end (`X-Session-Ended`): a route
+    /// that needs a caller answers `session_revoked`, one that needs none goes on as without a
+    /// token (an app may keep its last token on a sign-in). Without the mark, the token is the caller.
+    @Test func aTokenMarkedAsOfAnEndedSessionIsRefusedWhereACallerIsNeeded() async throws {
+        try await withIssuer { (issuer: TestIssuer, _: TokenVerifier, client: any TestClientProtocol) async throws in
+            let token = try await issuer.token()
+            let marked: HTTPFields = [.authorization: "Bearer \(token)", .sessionEnded: "1"]
+            let refused = try await client.execute(uri: "/me", method: .get, headers: marked)
+            #expect(refused.status == .unauthorized)
+            #expect(try problemCode(refused) == "session_revoked")
+            let open = try await client.execute(uri: "/public", method: .get, headers: marked)
+            #expect(open.status == .ok && open.body == ByteBuffer(string: "anonymous"))
+            #expect(try await get(client, "/me", token: token).status == .ok)
+        }
+    }
+
     /// A token verified once is answered from memory afterwards, still with its expiry checked, and
     /// a tampered copy of it is not mistaken for it.
     @Test func aVerifiedTokenIsRememberedButStillExpires() async throws {

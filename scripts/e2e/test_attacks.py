@@ -210,16 +210,16 @@ def test_forged_tokens_are_refused_by_every_service_and_the_gateway(stack):
 
 
 def gateway_hears_the_end(stack, token):
-    """Waits until the gateway refuses `token` on a route it passes on: the end reaches it on its
-    live subscription, a moment after auth's answer."""
+    """Waits until a route through the gateway refuses `token`: the end reaches the gateway on its
+    live subscription, a moment after auth's answer, and it marks the token's requests from then on."""
     stack.wait_until(lambda: requests.get(f"{stack.gateway}/v1/profiles/me", headers={"Authorization": f"Bearer {token}"}, timeout=10).status_code == 401,
                      seconds=20, what="the gateway refusing the ended session's token")
 
 
 def test_a_signed_out_session_and_a_deleted_account(stack):
-    """auth refuses a signed-out session's or a deleted account's token at once, and the gateway on
-    every route once it has heard the end; the services behind it take a signed-out session's token
-    until it expires (SECURITY.md, Tokens). Each probe the token passed before (a 2xx) is compared
+    """auth refuses a signed-out session's or a deleted account's token at once, and every route
+    through the gateway that needs a caller once the gateway has heard the end; straight to the
+    services behind it a signed-out session's token is taken until it expires (SECURITY.md, Tokens). Each probe the token passed before (a 2xx) is compared
     after; one it did not pass (a role it lacks) stays refused."""
     probes = token_probes(document())
     gw = stack.gateway
@@ -239,6 +239,10 @@ def test_a_signed_out_session_and_a_deleted_account(stack):
                if service_of(path) != "auth" and where != "gateway" and r.status_code != before[(where, path)].status_code}
     assert not changed, f"the other services answer a signed-out session's token as before, until it expires: {changed}"
     events_refuse(stack, out["access_token"], {"session_revoked"})
+    # A route that needs no caller ignores the token, as an app that keeps its last one attached
+    # signs in again with it.
+    again = requests.post(f"{gw}/v1/auth/login", headers=bearer(out), json={"email": out["email"], "password": out["password"]}, timeout=10)
+    assert again.status_code == 200, again.text
 
     gone = signup(stack, "deleted")
     stack.wait_until(lambda: requests.get(f"{gw}/v1/profiles/me", headers=bearer(gone), timeout=10).status_code == 200, seconds=20,
@@ -255,8 +259,8 @@ def test_a_signed_out_session_and_a_deleted_account(stack):
 
 
 def test_a_deleted_accounts_token_leaves_nothing_behind(stack):
-    """A deleted account's access token outlives it by up to 15 minutes at the services (the gateway
-    refuses it once it hears of the deletion). Whatever it asks of a service after user.deleted has
+    """A deleted account's access token outlives it by up to 15 minutes straight to the services
+    (through the gateway it is refused once the gateway hears of the deletion). Whatever it asks of a service after user.deleted has
     been handled there must not leave a row naming the account."""
     from test_journeys import rows_naming
     gw = stack.gateway
@@ -279,8 +283,8 @@ def test_a_deleted_accounts_token_leaves_nothing_behind(stack):
         ("PUT", "/v1/training/settings", {"time_zone": "Europe/Paris", "weight_unit": "lbs"}),
         ("GET", "/v1/training/settings", None),
     ]
-    # Straight to each service: the gateway refuses the token once it hears of the deletion, and a
-    # caller inside the network reaches the services without it.
+    # Straight to each service: through the gateway the token is refused once the gateway hears of
+    # the deletion, and a caller inside the network reaches the services without it.
     answers = {f"{method} {path}": requests.request(method, stack.service_urls[service_of(path)] + path, headers=bearer(gone), json=body,
                                                     timeout=10).status_code
                for method, path, body in attempts}

@@ -8,11 +8,12 @@ struct LiveEventsSetup {
     let events: LiveEvents
     let service: LiveEventsService
     /// The sessions and accounts the subscription heard end, whose tokens the proxy refuses.
-    let ended = EndedSessions()
+    let ended: EndedSessions
 
     /// `onSignatureCheck`: each token signature the shared verifier checks (the gateway's metric).
     init(_ config: GatewayConfig, logger: Logger, onSignatureCheck: (@Sendable () -> Void)? = nil) {
         let redis = RedisClient(configuration: config.redis, logger: logger)
+        ended = EndedSessions(logger: logger)
         var subscriberConfig = config.redis
         subscriberConfig.poolSize = 1
         let hub = LiveHub(subscriber: RedisSubscriber(configuration: subscriberConfig, logger: logger), ended: ended, logger: logger)

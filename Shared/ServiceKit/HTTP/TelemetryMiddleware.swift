@@ -7,6 +7,8 @@ import ServiceKitDatabase
 extension HTTPField.Name {
     public static let requestID = HTTPField.Name("X-Request-ID")!
     package static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+    /// Set by the gateway on a request whose bearer token's session ended (`TokenMiddleware`).
+    public static let sessionEnded = HTTPField.Name("X-Session-Ended")!
 }
 
 /// Gives every request an id (the caller's `X-Request-ID` when it is sane, a new one otherwise) and

@@ -24,6 +24,13 @@ public struct TokenMiddleware<Context: IdentifiedRequestContext>: RouterMiddlewa
             context.tokenProblem = APIError.unauthorized("Use `Authorization: Bearer <access token>`.", code: "invalid_token")
             return try await next(request, context)
         }
+        // The gateway heard this token's session end (or its account deleted): a route that needs a
+        // caller answers so, one that needs none goes on as without a token. Anyone else sending the
+        // header only has their own request refused; the gateway drops a client's.
+        if request.headers[.sessionEnded] != nil {
+            context.tokenProblem = Self.sessionEnded
+            return try await next(request, context)
+        }
         do {
             context.caller = try await verifier.verify(token)
         } catch {
@@ -34,6 +41,8 @@ public struct TokenMiddleware<Context: IdentifiedRequestContext>: RouterMiddlewa
         context.logger[metadataKey: "user_id"] = .stringConvertible(context.caller!.userID)
         return try await next(request, context)
     }
+
+    static var sessionEnded: APIError { APIError.unauthorized("This session has ended; sign in again.", code: "session_revoked") }
 
     /// The token of `Bearer <token>` (scheme in any case, blanks around the token ignored). Works on
     /// the UTF-8 bytes: this runs on every request, and Character iteration over a 600-byte token
