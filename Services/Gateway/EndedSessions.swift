@@ -39,11 +39,7 @@ final class EndedSessions: Sendable {
         let kept = state.withLock { state -> Bool in
             Self.advance(&state, to: now, isEmpty: isEmpty)
             guard state.current[user] != nil || state.current.count < capacity else { return false }
-            var merged = state.current[user] ?? state.previous[user] ?? LiveEnding(sessionIDs: [], everyStream: false, sessionless: false)
-            merged.sessionIDs.formUnion(ending.sessionIDs)
-            merged.everyStream = merged.everyStream || ending.everyStream
-            merged.sessionless = merged.sessionless || ending.sessionless
-            state.current[user] = merged
+            state.current[user] = (state.current[user] ?? state.previous[user])?.merging(ending) ?? ending
             isEmpty.store(false, ordering: .relaxed)
             return true
         }

@@ -55,6 +55,13 @@ struct LiveEnding: Sendable {
         self.sessionless = sessionless
     }
 
+    /// What this and `other` end together: a user's endings add up, as an ended session never
+    /// starts again.
+    func merging(_ other: LiveEnding) -> LiveEnding {
+        LiveEnding(
+            sessionIDs: sessionIDs.union(other.sessionIDs), everyStream: everyStream || other.everyStream, sessionless: sessionless || other.sessionless)
+    }
+
     /// Matched by session id, never by time: a user who signed out everywhere and then in again has
     /// a new session, which an old `all` must not end.
     func ends(session: UUID?) -> Bool {

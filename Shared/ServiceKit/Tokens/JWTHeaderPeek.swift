@@ -1,7 +1,8 @@
 import Foundation
 import Models
 
-/// The unverified header of a compact JWS: only to pick the key and refuse an algorithm early.
+/// The unverified header of a compact JWS, to pick the key and refuse an algorithm early; and the
+/// subject its payload names, to refuse a token of an ended session. Nothing here is trusted.
 public enum JWTHeaderPeek {
     public struct Header: Decodable, Sendable {
         public var alg: String?
