@@ -20,6 +20,8 @@ struct LiveGateway: Sendable {
     let issuer: TestIssuer
     let redis: RedisClient
     let port: Int
+    /// The gateway's `EVENTS_STREAM`: the test's own.
+    let stream: String
 
     /// Someone signed in: their id, their session and an access token for it.
     struct Person: Sendable {
@@ -59,12 +61,32 @@ struct LiveGateway: Sendable {
     func ticket(for person: Person) async throws -> ConcurrentClient.Reply {
         try await ConcurrentClient.send(port: port, "POST", "/v1/events/ticket", headers: [("Authorization", "Bearer \(person.token)")])
     }
+
+    /// Adds `payload` to the event stream as the relay does, without its live copy: an event the
+    /// subscription never hears. `id`: the entry's id, when not Redis's next.
+    @discardableResult
+    static func relay<Payload: EventPayload>(_ payload: Payload, of user: UUID, to stream: String, id: String = "*", redis: RedisClient) async throws -> String {
+        let envelope = try EventEnvelope(payload, producer: "auth", userID: user)
+        let reply = try await redis.send(
+            "XADD", RedisArgument(stream), RedisArgument(id), "id", RedisArgument(envelope.id.uuidString.lowercased()), "type", RedisArgument(envelope.type),
+            "envelope", RedisArgument(envelope.json))
+        return try #require(reply.string)
+    }
+
+    /// What the service behind the gateway was told of `token`: the gateway's mark, if any.
+    func mark(_ token: String, sending extra: [(String, String)] = []) async throws -> String? {
+        let reply = try await ConcurrentClient.send(port: port, "GET", "/v1/profiles/me", headers: [("Authorization", "Bearer \(token)")] + extra)
+        try #require(reply.status == 200, "\(reply.json)")
+        let echo = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: reply.body))
+        return echo.headers["x-session-ended"]
+    }
 }
 
 @Suite struct LiveEventsTests {
     static func withLiveGateway(
         heartbeat: Duration = .seconds(15), maxPerUser: Int = 5, maxConnections: Int = 10_000, clientTimeout: Duration = .seconds(60),
-        redis redisServer: RedisConfiguration? = nil, everyServiceAt upstream: String? = nil, _ body: @escaping @Sendable (LiveGateway) async throws -> Void
+        redis redisServer: RedisConfiguration? = nil, everyServiceAt upstream: String? = nil, stream: String = "events-\(UUID())",
+        _ body: @escaping @Sendable (LiveGateway) async throws -> Void
     ) async throws {
         let issuer = TestIssuer()
         try await issuer.start()
@@ -74,11 +96,11 @@ struct LiveGateway: Sendable {
         var config = GatewayTests.config(everyServiceAt: try upstream ?? "http://127.0.0.1:\(RedisServer.freePort())", timeout: .seconds(5))
         config.redis = redisConfig
         config.tokens = issuer.tokenConfig
-        config.liveEvents = LiveEventsConfig(heartbeat: heartbeat, maxPerUser: maxPerUser, maxConnections: maxConnections)
+        config.liveEvents = LiveEventsConfig(heartbeat: heartbeat, maxPerUser: maxPerUser, maxConnections: maxConnections, stream: stream)
         config.clientTimeout = clientTimeout
         do {
             try await buildApplication(config).test(.live) { client in
-                try await body(LiveGateway(issuer: issuer, redis: redis, port: try #require(client.port)))
+                try await body(LiveGateway(issuer: issuer, redis: redis, port: try #require(client.port), stream: stream))
             }
         } catch {
             await redis.close()
@@ -310,19 +332,16 @@ struct LiveGateway: Sendable {
             let otherSession = try await gateway.issuer.token(userID: person.id, sessionID: UUID())
             let someoneElse = try await gateway.person()
             let deleted = try await gateway.person()
-            /// The mark the service got, if any.
-            @Sendable func mark(_ token: String, sending extra: [(String, String)] = []) async throws -> String? {
-                let reply = try await ConcurrentClient.send(port: gateway.port, "GET", "/v1/profiles/me", headers: [("Authorization", "Bearer \(token)")] + extra)
-                try #require(reply.status == 200, "\(reply.json)")
-                let echo = try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: reply.body))
-                return echo.headers["x-session-ended"]
-            }
+            @Sendable func mark(_ token: String, sending extra: [(String, String)] = []) async throws -> String? { try await gateway.mark(token, sending: extra) }
             @Sendable func marked(_ token: String) async throws -> Bool { try await mark(token) == "1" }
             // Nothing ended yet; a client's own mark does not pass the edge.
             for token in [person.token, otherSession, someoneElse.token, deleted.token] { #expect(try await mark(token, sending: [("X-Session-Ended", "1")]) == nil) }
             // Verified here (a ticket checks the token): it is among the gateway's verified tokens.
             #expect(try await gateway.ticket(for: person).status == 200)
 
+            // An ending counts for the user it is about, not for another whose channel carried it.
+            let stranger = UUID()
+            try await gateway.publish(UserDeleted(userID: stranger), to: someoneElse.id, eventUser: stranger)
             try await gateway.publish(SessionsEnded(userID: person.id, sessionIDs: [person.session], all: true), to: person.id)
             try await gateway.publish(UserDeleted(userID: deleted.id), to: deleted.id)
             try await waitUntil(.seconds(10)) { try await marked(person.token) }
@@ -335,6 +354,66 @@ struct LiveGateway: Sendable {
             // A token the gateway cannot read at all is the service's to refuse.
             #expect(try await mark("not-a-token") == nil)
         }
+    }
+
+    /// A gateway that starts (a deploy, a restart) has heard nothing on its subscription yet: it reads
+    /// the endings of the last generation from the event stream, as the relay wrote them there, page
+    /// after page, and marks their tokens. An ending older than any token that could still be of
+    /// its session is not read.
+    @Test func aGatewayStartedAfterSessionsEndedMarksTheirTokens() async throws {
+        let upstream = EchoUpstream(name: "social")
+        try await upstream.start()
+        defer { upstream.stop() }
+        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+        defer { Task { await redis.close() } }
+        let stream = "events-\(UUID())"
+        let (signedOut, deleted, longAgo, someoneElse) = (UUID(), UUID(), UUID(), UUID())
+        let (session, otherSession, oldSession) = (UUID(), UUID(), UUID())
+        let twentyMinutesAgo = UInt64((Date().timeIntervalSince1970 - 20 * 60) * 1000)
+        try await LiveGateway.relay(
+            SessionsEnded(userID: longAgo, sessionIDs: [oldSession], all: false), of: longAgo, to: stream, id: "\(twentyMinutesAgo)-0", redis: redis)
+        try await LiveGateway.relay(SessionsEnded(userID: signedOut, sessionIDs: [session], all: false), of: signedOut, to: stream, redis: redis)
+        // More than two pages of other services' events between the endings.
+        for _ in 0..<(EndingsCatchUp.page * 2 + 100) {
+            try await LiveGateway.relay(NotificationCreated(notificationID: UUID(), userID: someoneElse, kind: .follow, actorID: UUID()), of: someoneElse, to: stream, redis: redis)
+        }
+        try await LiveGateway.relay(UserDeleted(userID: deleted), of: deleted, to: stream, redis: redis)
+        try await Self.withLiveGateway(everyServiceAt: upstream.baseURL, stream: stream) { gateway in
+            @Sendable func token(_ user: UUID, _ session: UUID) async throws -> String { try await gateway.issuer.token(userID: user, sessionID: session) }
+            try await waitUntil(.seconds(10)) { try await gateway.mark(token(deleted, UUID())) == "1" }
+            #expect(try await gateway.mark(token(signedOut, session)) == "1")
+            #expect(try await gateway.mark(token(signedOut, otherSession)) == nil)
+            #expect(try await gateway.mark(token(longAgo, oldSession)) == nil)
+            #expect(try await gateway.mark(token(someoneElse, UUID())) == nil)
+        }
+    }
+
+    /// Redis goes away and comes back: an ending its subscription did not hear (here one added to
+    /// the event stream without its live copy, as one published while the gateway was away would be)
+    /// is read from the stream once the gateway has subscribed again, from a little before the
+    /// subscription was last known up, and its token marked.
+    @Test func anEndingTheSubscriptionMissedIsReadAfterRedisComesBack() async throws {
+        let upstream = EchoUpstream(name: "social")
+        try await upstream.start()
+        defer { upstream.stop() }
+        let server = try RedisServer()
+        try await server.start()
+        try await Self.withLiveGateway(redis: server.configuration, everyServiceAt: upstream.baseURL) { gateway in
+            let person = try await gateway.person()
+            // The subscription is up (it hears a notification), then misses the ending.
+            let stream = try await gateway.open(person)
+            defer { stream.close() }
+            try await gateway.notify(person.id)
+            _ = try await stream.events(count: 1)
+            try await LiveGateway.relay(SessionsEnded(userID: person.id, sessionIDs: [person.session], all: false), of: person.id, to: gateway.stream, redis: gateway.redis)
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await gateway.mark(person.token) == nil)
+
+            try await server.stop()
+            try await server.start()
+            try await waitUntil(.seconds(30)) { try await gateway.mark(person.token) == "1" }
+        }
+        try await server.stop()
     }
 
     /// What ended is kept from one to two generations (longer than a token lives), and for at most

@@ -258,6 +258,27 @@ def test_a_signed_out_session_and_a_deleted_account(stack):
     events_refuse(stack, gone["access_token"], {"session_revoked"})
 
 
+def test_a_gateway_started_after_a_sign_out_refuses_its_token(stack):
+    """What the gateway heard end it keeps in memory; a gateway started afterwards (a deploy, a
+    crash) reads the last minutes' endings from the event stream as its subscription starts, so a
+    signed-out session's token stays refused through it, and no other session is (SECURITY.md,
+    Tokens)."""
+    gw = stack.gateway
+    out = signup(stack, "restart-signed-out")
+    still = signup(stack, "restart-signed-in")
+    assert requests.post(f"{gw}/v1/auth/logout", headers=bearer(out), timeout=10).status_code == 204
+    gateway_hears_the_end(stack, out["access_token"])
+    stack.terminate("gateway")
+    stack.up()
+    stack.wait_until(lambda: requests.get(f"{stack.gateway_admin}/readyz", timeout=5).status_code == 200, what="the gateway back")
+    # Its read of the stream runs as its subscription starts, a moment after it serves.
+    gateway_hears_the_end(stack, out["access_token"])
+    refused = requests.get(f"{gw}/v1/profiles/me", headers=bearer(out), timeout=10)
+    assert refused.status_code == 401 and problem(refused)["code"] == "session_revoked", refused.text
+    stack.wait_until(lambda: requests.get(f"{gw}/v1/profiles/me", headers=bearer(still), timeout=10).status_code == 200,
+                     what="another session's token taken through the new gateway")
+
+
 def test_a_deleted_accounts_token_leaves_nothing_behind(stack):
     """A deleted account's access token outlives it by up to 15 minutes straight to the services
     (through the gateway it is refused once the gateway hears of the deletion). Whatever it asks of a service after user.deleted has

@@ -13,18 +13,23 @@ struct LiveEventsConfig: Sendable {
     var ticketLifetime: Duration = .seconds(60)
     /// The `retry:` a stream starts with: how long a client waits before reconnecting.
     var reconnectDelay: Duration = .seconds(3)
+    /// The services' event stream (`EVENTS_STREAM`, as they read it), where the endings the live
+    /// subscription missed are read again (`EndingsCatchUp`).
+    var stream = "events"
 
-    init(heartbeat: Duration = .seconds(15), maxPerUser: Int = 5, maxConnections: Int = 10_000) {
+    init(heartbeat: Duration = .seconds(15), maxPerUser: Int = 5, maxConnections: Int = 10_000, stream: String = "events") {
         self.heartbeat = heartbeat
         self.maxPerUser = maxPerUser
         self.maxConnections = maxConnections
+        self.stream = stream
     }
 
     init(reading env: inout EnvironmentReader) {
         self.init(
             heartbeat: .seconds(env.int("SSE_HEARTBEAT_S", default: 15, range: 1...300)),
             maxPerUser: env.int("SSE_MAX_PER_USER", default: 5, range: 1...1_000),
-            maxConnections: env.int("SSE_MAX_CONNECTIONS", default: 10_000, range: 1...1_000_000)
+            maxConnections: env.int("SSE_MAX_CONNECTIONS", default: 10_000, range: 1...1_000_000),
+            stream: env.string("EVENTS_STREAM", default: "events")
         )
     }
 }

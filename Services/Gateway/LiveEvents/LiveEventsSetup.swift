@@ -16,7 +16,9 @@ struct LiveEventsSetup {
         ended = EndedSessions(logger: logger)
         var subscriberConfig = config.redis
         subscriberConfig.poolSize = 1
-        let hub = LiveHub(subscriber: RedisSubscriber(configuration: subscriberConfig, logger: logger), ended: ended, logger: logger)
+        let hub = LiveHub(
+            subscriber: RedisSubscriber(configuration: subscriberConfig, logger: logger), ended: ended,
+            catchUp: EndingsCatchUp(redis: redis, stream: config.liveEvents.stream, ended: ended, logger: logger), logger: logger)
         // The process-wide HTTP client, which needs no shutdown: the keys are fetched rarely.
         let tokens = TokenVerifier(
             source: HTTPJWKSSource(url: config.tokens.jwksURL, httpClient: .shared), config: config.tokens, logger: logger, onSignatureCheck: onSignatureCheck)

@@ -47,13 +47,19 @@ final class LiveHub: Service, Sendable {
     private let logger: Logger
     /// What ended, for the proxy to refuse the tokens of (`EndedSessions`).
     let ended: EndedSessions
+    /// Reads the endings the subscription may have missed from the event stream, each time it starts.
+    private let catchUp: EndingsCatchUp?
+    /// When the subscription was last known to be up (it started, or a message came), in this
+    /// process's milliseconds since 1970; 0 before it first started.
+    private let aliveAt = Atomic<Int64>(0)
     private let listeners = Mutex<[UUID: [Int: Listener]]>([:])
     private let nextID = Atomic<Int>(0)
     private let openStreams = Atomic<Int>(0)
 
-    init(subscriber: RedisSubscriber, ended: EndedSessions = EndedSessions(), logger: Logger) {
+    init(subscriber: RedisSubscriber, ended: EndedSessions = EndedSessions(), catchUp: EndingsCatchUp? = nil, logger: Logger) {
         self.subscriber = subscriber
         self.ended = ended
+        self.catchUp = catchUp
         self.logger = logger
     }
 
@@ -116,7 +122,9 @@ final class LiveHub: Service, Sendable {
     }
 
     func run() async throws {
-        let messages = subscriber.psubscribe(LiveStream.channelPattern, bufferingNewest: 100_000) { [weak self] in self?.resyncAll() }
+        let messages = subscriber.psubscribe(LiveStream.channelPattern, bufferingNewest: 100_000) { [weak self] in self?.subscribed() }
+        let catchingUp = catchUp.map { catchUp in Task { await catchUp.run() } }
+        defer { catchingUp?.cancel() }
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { try await self.subscriber.run() }
             // Ends when the subscriber stops (graceful shutdown).
@@ -133,10 +141,12 @@ final class LiveHub: Service, Sendable {
     /// Sends a message to the streams of the user its channel names; what it ends (a session, an
     /// account) is recorded whether or not the user has a stream here.
     func dispatch(_ message: RedisMessage) {
+        if catchUp != nil { aliveAt.store(Self.milliseconds(Date()), ordering: .relaxed) }
         guard let user = LiveStream.user(ofChannel: message.channel) else { return }
         let targets = listeners.withLock { $0[user] ?? [:] }
-        if Self.mayEnd(message.payload), let live = LiveStream.Message(payload: message.payload), let type = Self.type(of: live.envelope),
-            let ending = LiveEnding(type: type, envelope: live.envelope)
+        // An ending counts for the user it is about, who is the one it goes to live.
+        if Self.mayEnd(message.payload), let live = LiveStream.Message(payload: message.payload), let envelope = try? EventEnvelope(json: live.envelope),
+            envelope.userID == user, let ending = LiveEnding(type: envelope.type, envelope: live.envelope)
         {
             ended.record(ending, of: user)
             for (_, listener) in targets where ending.ends(session: listener.session) { listener.continuation.finish() }
@@ -152,6 +162,22 @@ final class LiveHub: Service, Sendable {
             }
         }
     }
+
+    /// How long before the subscription was last known up a read of missed endings starts: the
+    /// stream's ids are Redis's clock, not this process's.
+    static let catchUpMargin: TimeInterval = 60
+
+    /// The subscription (re)started: what was published while it was down is read again, by every
+    /// stream from its user's live stream, and for the endings from the event stream.
+    private func subscribed() {
+        let now = Date()
+        let horizon = now - Double(EndedSessions.generation.components.seconds)
+        let lastAlive = aliveAt.exchange(Self.milliseconds(now), ordering: .relaxed)
+        catchUp?.request(since: lastAlive == 0 ? horizon : max(horizon, Date(timeIntervalSince1970: Double(lastAlive) / 1000) - Self.catchUpMargin))
+        resyncAll()
+    }
+
+    private static func milliseconds(_ date: Date) -> Int64 { Int64(date.timeIntervalSince1970 * 1000) }
 
     /// Every stream reads what it may have missed while the subscription was down.
     private func resyncAll() {

@@ -105,9 +105,10 @@ extension RedisClient {
         try await send("XLEN", RedisArgument(stream)).int ?? 0
     }
 
-    /// Entries of `stream` in id order (`XRANGE key - + COUNT n`).
-    package func xrange(_ stream: String, count: Int = 1_000) async throws -> [StreamEntry] {
-        let reply = try await send("XRANGE", RedisArgument(stream), "-", "+", "COUNT", RedisArgument(count))
+    /// Entries of `stream` in id order from `start` on (`XRANGE key start + COUNT n`): `-` for the
+    /// first, an id, or `(` and an id for those after it.
+    package func xrange(_ stream: String, from start: String = "-", count: Int = 1_000) async throws -> [StreamEntry] {
+        let reply = try await send("XRANGE", RedisArgument(stream), RedisArgument(start), "+", "COUNT", RedisArgument(count))
         return (reply.array ?? []).compactMap(Self.entry)
     }
 
