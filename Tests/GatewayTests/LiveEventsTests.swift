@@ -73,6 +73,11 @@ struct LiveGateway: Sendable {
         return try #require(reply.string)
     }
 
+    /// A stream entry id of `minutesAgo` minutes ago, for an entry added with its time.
+    static func id(minutesAgo: Double) -> String {
+        "\(UInt64((Date().timeIntervalSince1970 - minutesAgo * 60) * 1000))-0"
+    }
+
     /// What the service behind the gateway was told of `token`: the gateway's mark, if any.
     func mark(_ token: String, sending extra: [(String, String)] = []) async throws -> String? {
         let reply = try await ConcurrentClient.send(port: port, "GET", "/v1/profiles/me", headers: [("Authorization", "Bearer \(token)")] + extra)
@@ -357,9 +362,10 @@ struct LiveGateway: Sendable {
     }
 
     /// A gateway that starts (a deploy, a restart) has heard nothing on its subscription yet: it reads
-    /// the endings of the last generation from the event stream, as the relay wrote them there, page
-    /// after page, and marks their tokens. An ending older than any token that could still be of
-    /// its session is not read.
+    /// the endings of a little over the last generation from the event stream, as the relay wrote
+    /// them there, page after page, and marks their tokens, one of 14 minutes ago among them (a
+    /// token of its session may still be taken). An ending older than any token that could still
+    /// be of its session is not read.
     @Test func aGatewayStartedAfterSessionsEndedMarksTheirTokens() async throws {
         let upstream = EchoUpstream(name: "social")
         try await upstream.start()
@@ -367,11 +373,12 @@ struct LiveGateway: Sendable {
         let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
         defer { Task { await redis.close() } }
         let stream = "events-\(UUID())"
-        let (signedOut, deleted, longAgo, someoneElse) = (UUID(), UUID(), UUID(), UUID())
-        let (session, otherSession, oldSession) = (UUID(), UUID(), UUID())
-        let twentyMinutesAgo = UInt64((Date().timeIntervalSince1970 - 20 * 60) * 1000)
+        let (signedOut, deleted, longAgo, lately, someoneElse) = (UUID(), UUID(), UUID(), UUID(), UUID())
+        let (session, otherSession, oldSession, lateSession) = (UUID(), UUID(), UUID(), UUID())
         try await LiveGateway.relay(
-            SessionsEnded(userID: longAgo, sessionIDs: [oldSession], all: false), of: longAgo, to: stream, id: "\(twentyMinutesAgo)-0", redis: redis)
+            SessionsEnded(userID: longAgo, sessionIDs: [oldSession], all: false), of: longAgo, to: stream, id: LiveGateway.id(minutesAgo: 20), redis: redis)
+        try await LiveGateway.relay(
+            SessionsEnded(userID: lately, sessionIDs: [lateSession], all: false), of: lately, to: stream, id: LiveGateway.id(minutesAgo: 14), redis: redis)
         try await LiveGateway.relay(SessionsEnded(userID: signedOut, sessionIDs: [session], all: false), of: signedOut, to: stream, redis: redis)
         // More than two pages of other services' events between the endings.
         for _ in 0..<(EndingsCatchUp.page * 2 + 100) {
@@ -383,6 +390,7 @@ struct LiveGateway: Sendable {
             try await waitUntil(.seconds(10)) { try await gateway.mark(token(deleted, UUID())) == "1" }
             #expect(try await gateway.mark(token(signedOut, session)) == "1")
             #expect(try await gateway.mark(token(signedOut, otherSession)) == nil)
+            #expect(try await gateway.mark(token(lately, lateSession)) == "1")
             #expect(try await gateway.mark(token(longAgo, oldSession)) == nil)
             #expect(try await gateway.mark(token(someoneElse, UUID())) == nil)
         }
@@ -390,28 +398,38 @@ struct LiveGateway: Sendable {
 
     /// Redis goes away and comes back: an ending its subscription did not hear (here one added to
     /// the event stream without its live copy, as one published while the gateway was away would be)
-    /// is read from the stream once the gateway has subscribed again, from a little before the
-    /// subscription was last known up, and its token marked.
+    /// is read from the stream once the gateway has subscribed again, and its token marked. That read
+    /// starts a minute before the subscription was last known up, not a generation back: an entry
+    /// of five minutes ago that the first read did not find is not read again.
     @Test func anEndingTheSubscriptionMissedIsReadAfterRedisComesBack() async throws {
         let upstream = EchoUpstream(name: "social")
         try await upstream.start()
         defer { upstream.stop() }
         let server = try RedisServer()
         try await server.start()
-        try await Self.withLiveGateway(redis: server.configuration, everyServiceAt: upstream.baseURL) { gateway in
+        let stream = "events-\(UUID())"
+        let (first, earlier) = (UUID(), UUID())
+        let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
+        // What the first read finds, so that the test knows when it is done.
+        try await LiveGateway.relay(UserDeleted(userID: first), of: first, to: stream, id: LiveGateway.id(minutesAgo: 10), redis: redis)
+        await redis.close()
+        try await Self.withLiveGateway(redis: server.configuration, everyServiceAt: upstream.baseURL, stream: stream) { gateway in
             let person = try await gateway.person()
-            // The subscription is up (it hears a notification), then misses the ending.
-            let stream = try await gateway.open(person)
-            defer { stream.close() }
+            try await waitUntil(.seconds(10)) { try await gateway.mark(try await gateway.issuer.token(userID: first, sessionID: UUID())) == "1" }
+            // The subscription is up (it carries a notification), then misses the endings.
+            let events = try await gateway.open(person)
+            defer { events.close() }
             try await gateway.notify(person.id)
-            _ = try await stream.events(count: 1)
-            try await LiveGateway.relay(SessionsEnded(userID: person.id, sessionIDs: [person.session], all: false), of: person.id, to: gateway.stream, redis: gateway.redis)
+            _ = try await events.events(count: 1)
+            try await LiveGateway.relay(UserDeleted(userID: earlier), of: earlier, to: stream, id: LiveGateway.id(minutesAgo: 5), redis: gateway.redis)
+            try await LiveGateway.relay(SessionsEnded(userID: person.id, sessionIDs: [person.session], all: false), of: person.id, to: stream, redis: gateway.redis)
             try await Task.sleep(for: .milliseconds(500))
             #expect(try await gateway.mark(person.token) == nil)
 
             try await server.stop()
             try await server.start()
             try await waitUntil(.seconds(30)) { try await gateway.mark(person.token) == "1" }
+            #expect(try await gateway.mark(try await gateway.issuer.token(userID: earlier, sessionID: UUID())) == nil)
         }
         try await server.stop()
     }

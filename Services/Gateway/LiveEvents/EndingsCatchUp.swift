@@ -5,10 +5,10 @@ import Synchronization
 
 /// Reads from the event stream (`EVENTS_STREAM`) the endings the live subscription may have missed,
 /// so that `EndedSessions` holds them too: pub/sub keeps nothing for a subscriber that is away, and
-/// the stream keeps every event, its ids the times Redis took them. `LiveHub` asks for a read each
-/// time its subscription starts: from `EndedSessions.generation` ago when the process starts (a
-/// gateway started or restarted by a deploy has heard nothing), and after a reconnection from a
-/// little before the subscription was last known to be up. A read goes through the stream from that
+/// the stream keeps the events (up to `EVENTS_MAXLEN`), its ids the times Redis took them. `LiveHub`
+/// asks for a read each time its subscription starts: from a little over `EndedSessions.generation`
+/// ago when the process starts (a gateway started or restarted by a deploy has heard nothing), and
+/// after a reconnection from a little before the subscription was last known to be up. A read goes through the stream from that
 /// time in pages and records what each `user.sessions_ended` and `user.deleted` entry ends; requests
 /// that come while one is read are served together after it, from the earliest time asked for; a
 /// read Redis refuses is tried again.
@@ -76,6 +76,7 @@ final class EndingsCatchUp: Sendable {
         var start = StreamID(milliseconds: milliseconds, sequence: 0).description
         var recorded = 0
         while true {
+            try Task.checkCancellation()
             let entries = try await redis.xrange(stream, from: start, count: Self.page)
             for entry in entries {
                 guard let type = entry.fields["type"], LiveEventNames.ending.contains(type), let json = entry.fields["envelope"],

@@ -123,13 +123,21 @@ final class LiveHub: Service, Sendable {
 
     func run() async throws {
         let messages = subscriber.psubscribe(LiveStream.channelPattern, bufferingNewest: 100_000) { [weak self] in self?.subscribed() }
+        // Stopped, and waited for, before the service closes the Redis connections it reads on.
         let catchingUp = catchUp.map { catchUp in Task { await catchUp.run() } }
-        defer { catchingUp?.cancel() }
-        try await withThrowingDiscardingTaskGroup { group in
-            group.addTask { try await self.subscriber.run() }
-            // Ends when the subscriber stops (graceful shutdown).
-            for await message in messages { dispatch(message) }
+        do {
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask { try await self.subscriber.run() }
+                // Ends when the subscriber stops (graceful shutdown).
+                for await message in messages { dispatch(message) }
+            }
+        } catch {
+            catchingUp?.cancel()
+            await catchingUp?.value
+            throw error
         }
+        catchingUp?.cancel()
+        await catchingUp?.value
         // Streams end with the process: their clients reconnect to another one.
         let all = listeners.withLock { listeners in
             defer { listeners = [:] }
@@ -163,15 +171,16 @@ final class LiveHub: Service, Sendable {
         }
     }
 
-    /// How long before the subscription was last known up a read of missed endings starts: the
-    /// stream's ids are Redis's clock, not this process's.
+    /// How much earlier than it would otherwise a read of missed endings starts: the stream's ids
+    /// are Redis's clock, not this process's, and a token is taken a little past its expiry
+    /// (`JWT_LEEWAY_MS`).
     static let catchUpMargin: TimeInterval = 60
 
     /// The subscription (re)started: what was published while it was down is read again, by every
     /// stream from its user's live stream, and for the endings from the event stream.
     private func subscribed() {
         let now = Date()
-        let horizon = now - Double(EndedSessions.generation.components.seconds)
+        let horizon = now - Double(EndedSessions.generation.components.seconds) - Self.catchUpMargin
         let lastAlive = aliveAt.exchange(Self.milliseconds(now), ordering: .relaxed)
         catchUp?.request(since: lastAlive == 0 ? horizon : max(horizon, Date(timeIntervalSince1970: Double(lastAlive) / 1000) - Self.catchUpMargin))
         resyncAll()
