@@ -14,8 +14,9 @@ import ServiceKit
 /// `keep-alive`), or a response that says `Connection: close` (a body too large, not read), ends the
 /// connection once the response is written, and the response says so. With the client's body still
 /// coming, it ends in stages (RFC 9112 §9.6): the gateway's side first, so that the client reads the
-/// response to its end, then the whole once the client closes its side or `lingerTime` has passed,
-/// what the client still sends meanwhile read and dropped. Closed at once with bytes unread, the
+/// response to its end, then the whole once the client closes its side, stops sending for
+/// `lingerIdleTime` or has lingered `lingerTime`, what the client still sends meanwhile read and
+/// dropped. Closed at once with bytes unread, the
 /// connection would be reset, and a reset can erase the response from the client's buffers before
 /// its HTTP stack reads it: an app uploading a photo would see a broken connection, not the `413` or
 /// `429` that tells it what to do. While it ends so, a `DroppingReader` at the head of the pipeline
@@ -106,8 +107,12 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// is dropped, and this ends the rest.
     private var lingering: Scheduled<Void>?
     /// The longest a connection ending in stages waits for the client to close its side (nginx's
-    /// `lingering_timeout`), never longer than the client's own timeout.
-    static let lingerTime = TimeAmount.seconds(5)
+    /// `lingering_time`), never longer than the client's own timeout.
+    static let lingerTime = TimeAmount.seconds(30)
+    /// The longest it waits for the client's next bytes meanwhile (nginx's `lingering_timeout`): a
+    /// client still sending a large body is not cut off while its bytes keep coming, however slowly
+    /// the gateway gets to read them, and one that has gone quiet is let go soon.
+    static let lingerIdleTime = TimeAmount.seconds(5)
 
     /// What `EdgeMiddleware` sends down the pipeline once its checks have passed, as the body is about
     /// to be read: the `100 Continue` the request asked for, if it did.
@@ -204,7 +209,7 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
         lingering = context.eventLoop.scheduleTask(in: min(timeout, Self.lingerTime)) { bound.value.close(promise: nil) }
         // Nothing the client sends now reaches NIO's HTTP parser, which would keep what it cannot
         // parse (what follows an `Upgrade` request) for as long as the connection lasts.
-        try? context.pipeline.syncOperations.addHandler(DroppingReader(), position: .first)
+        try? context.pipeline.syncOperations.addHandler(DroppingReader(idleTime: min(timeout, Self.lingerIdleTime)), position: .first)
         let outputClosed = context.eventLoop.makePromise(of: Void.self)
         // Without a side to close alone, the whole.
         outputClosed.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
@@ -351,15 +356,48 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
 /// What a client sends once the gateway's side of its connection has closed, read and dropped: at
 /// the head of the pipeline, so that none of it is parsed or kept, and reading on its own, since the
 /// handlers above it may want nothing more (Hummingbird reads no further after a request that said
-/// `Connection: close`, and its buffer of parts holds reads back when full).
+/// `Connection: close`, and its buffer of parts holds reads back when full). It closes the
+/// connection once `idleTime` passes with nothing read.
 final class DroppingReader: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
-    func handlerAdded(context: ChannelHandlerContext) { context.read() }
+    let idleTime: TimeAmount
+    private var idle: Scheduled<Void>?
+
+    init(idleTime: TimeAmount) {
+        self.idleTime = idleTime
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        waitForMore(context: context)
+        context.read()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        idle?.cancel()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
-    func channelReadComplete(context: ChannelHandlerContext) { context.read() }
+
+    /// Once a read's bytes are dropped, not for each part of it: one timer a read.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        waitForMore(context: context)
+        context.read()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        idle?.cancel()
+        context.fireChannelInactive()
+    }
+
     /// A reset or an error reading: the connection is over, and NIO closes it.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {}
+
+    private func waitForMore(context: ChannelHandlerContext) {
+        idle?.cancel()
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        idle = context.eventLoop.scheduleTask(in: idleTime) { bound.value.close(promise: nil) }
+    }
 }
 
 /// Hummingbird's HTTP/1 channel with a `ClientConnectionHandler` between the HTTP/1 codec and the

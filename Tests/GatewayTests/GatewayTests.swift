@@ -549,6 +549,37 @@ final class EchoUpstream: Sendable {
         }
     }
 
+    /// A client that goes quiet while its connection ends in stages is let go once
+    /// `lingerIdleTime` passes without a byte from it, not held for the whole `lingerTime`. Each probe
+    /// is a byte, sent after more than the idle time: dropped while the gateway lingers (and waiting
+    /// on), answered with a reset once it has let go.
+    @Test func aQuietClientIsLetGoAfterTheLingersIdleTime() async throws {
+        try await Self.withGateway { client in
+            let port = try #require(client.port)
+            let idle = Duration.nanoseconds(ClientConnectionHandler.lingerIdleTime.nanoseconds)
+            let total = Duration.nanoseconds(ClientConnectionHandler.lingerTime.nanoseconds)
+            let (ended, letGoAfter) = try await LoopbackSocket.blocking { () -> (Bool, Duration?) in
+                let upload = try Self.refusedUpload(port: port)
+                defer { close(upload.fd) }
+                let clock = ContinuousClock()
+                let start = clock.now
+                while clock.now - start + idle < total - .seconds(2) {
+                    usleep(UInt32((idle + .milliseconds(1_500)) / .microseconds(1)))
+                    _ = LoopbackSocket.send(upload.fd, [0x61])
+                    usleep(300_000)
+                    var error: Int32 = 0
+                    var length = socklen_t(MemoryLayout<Int32>.size)
+                    getsockopt(upload.fd, SOL_SOCKET, SO_ERROR, &error, &length)
+                    if error != 0 || LoopbackSocket.send(upload.fd, [0x61]) != 1 { return (upload.ended, clock.now - start) }
+                }
+                return (upload.ended, nil)
+            }
+            #expect(ended, "the gateway's side did not end with its response")
+            let after = try #require(letGoAfter, "the quiet client was held for the whole linger")
+            #expect(after > idle)
+        }
+    }
+
     /// A client that sent a first part of its upload and waits for an answer before sending more (one
     /// whose network stalled, or that reads before it writes on) gets the upstream's early refusal at
     /// once, not after its next part: the gateway stops reading the body when the answer comes.
@@ -716,9 +747,11 @@ final class EchoUpstream: Sendable {
         return (fd, String(decoding: received, as: UTF8.self), ended)
     }
 
-    /// Sends `restOfBody` more bytes of the upload, each send given 3 s: how many the gateway took.
+    /// Sends `restOfBody` more bytes of the upload, each send given as long as the gateway promises
+    /// to wait for the client's next bytes while it lingers: how many the gateway took. The whole may
+    /// take longer than that (two cores shared with a build drain it slowly) and is still taken.
     static func sendRestOfBody(_ fd: Int32) -> Int {
-        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        var timeout = timeval(tv_sec: Int(ClientConnectionHandler.lingerIdleTime.nanoseconds / 1_000_000_000), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let part = [UInt8](repeating: 0x61, count: 64 * 1024)
         var sent = 0
