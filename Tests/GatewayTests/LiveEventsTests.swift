@@ -489,6 +489,26 @@ struct LiveGateway: Sendable {
         }
     }
 
+    /// An ending in a user's live stream that is about another user (no producer puts one there;
+    /// the rule does not rest on that) ends none of their streams: not at the opening, which reads
+    /// the live stream for endings, nor on a resumption that replays it.
+    @Test func anotherUsersEndingInAUsersLiveStreamEndsNothing() async throws {
+        try await Self.withLiveGateway { gateway in
+            let person = try await gateway.person()
+            let (before, _) = try await gateway.notify(person.id)
+            let stranger = UUID()
+            try await gateway.publish(UserDeleted(userID: stranger), to: person.id, eventUser: stranger)
+            try await gateway.publish(SessionsEnded(userID: stranger, sessionIDs: [person.session], all: true), to: person.id, eventUser: stranger)
+            let (after, _) = try await gateway.notify(person.id)
+            let fresh = try await gateway.open(person)
+            let resumed = try await gateway.open(person, lastEventID: before.description)
+            defer { fresh.close(); resumed.close() }
+            #expect(fresh.status == 200 && resumed.status == 200)
+            #expect(try await resumed.events(count: 1).first?.id == after.description)
+            #expect(!fresh.ended && !resumed.ended)
+        }
+    }
+
     @Test func aDeletedAccountsStreamsEnd() async throws {
         try await Self.withLiveGateway { gateway in
             let person = try await gateway.person()

@@ -80,7 +80,7 @@ final class EndingsCatchUp: Sendable {
             let entries = try await redis.xrange(stream, from: start, count: Self.page)
             for entry in entries {
                 guard let type = entry.fields["type"], LiveEventNames.ending.contains(type), let json = entry.fields["envelope"],
-                    let user = (try? EventEnvelope(json: json))?.userID, let ending = LiveEnding(type: type, envelope: json)
+                    let user = (try? EventEnvelope(json: json))?.userID, let ending = LiveEnding(type: type, envelope: json, of: user)
                 else { continue }
                 ended.record(ending, of: user)
                 recorded += 1

@@ -32,7 +32,7 @@ extension LiveEvents {
             try await writer.write(SSEFrame.reset(at: at))
         case .replay(let entries, let from):
             position = from
-            guard try await send(entries, session: holder.sessionID, position: &position, writer: &writer) else { return }
+            guard try await send(entries, user: holder.userID, session: holder.sessionID, position: &position, writer: &writer) else { return }
         }
         let signals = lease.registration.signals
         let continuation = lease.registration.continuation
@@ -82,11 +82,11 @@ extension LiveEvents {
                         let backlog = try await LiveStream.read(for: user, after: position, redis: redis)
                         switch backlog.resumption(after: position) {
                         case .replay(let entries):
-                            guard try await send(entries, session: holder.sessionID, position: &position, writer: &writer) else { break reading }
+                            guard try await send(entries, user: holder.userID, session: holder.sessionID, position: &position, writer: &writer) else { break reading }
                         case .reset:
                             // What was missed is gone from the stream; an ending among what is left
                             // still ends this one, as at its opening.
-                            let ended = backlog.entries.contains { LiveEnding(type: $0.type, envelope: $0.envelope)?.ends(session: holder.sessionID) == true }
+                            let ended = backlog.entries.contains { LiveEnding(type: $0.type, envelope: $0.envelope, of: user)?.ends(session: holder.sessionID) == true }
                             if ended { break reading }
                             position = backlog.end
                             try await writer.write(SSEFrame.reset(at: position))
@@ -103,9 +103,9 @@ extension LiveEvents {
 
     /// Writes the entries after `position` that the client receives, and moves `position` past
     /// every one; false when one of them ends this stream.
-    private func send(_ entries: [LiveStream.Entry], session: UUID?, position: inout StreamID, writer: inout any ResponseBodyWriter) async throws -> Bool {
+    private func send(_ entries: [LiveStream.Entry], user: UUID, session: UUID?, position: inout StreamID, writer: inout any ResponseBodyWriter) async throws -> Bool {
         for entry in entries where entry.id > position {
-            if let ending = LiveEnding(type: entry.type, envelope: entry.envelope), ending.ends(session: session) { return false }
+            if let ending = LiveEnding(type: entry.type, envelope: entry.envelope, of: user), ending.ends(session: session) { return false }
             if let frame = SSEFrame.of(id: entry.id, type: entry.type, envelope: entry.envelope) {
                 try await writer.write(frame)
             }

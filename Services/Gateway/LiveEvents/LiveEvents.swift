@@ -57,7 +57,7 @@ struct LiveEvents: Sendable {
             // The session is checked before a slot is taken: taking one may end the account's
             // oldest stream, which a token of an ended session must not do.
             let backlog = try await LiveStream.read(for: holder.userID, after: asked.flatMap { StreamID($0) }, matching: LiveEventNames.ending, redis: redis)
-            let ended = backlog.matching.contains { LiveEnding(type: $0.type, envelope: $0.envelope)?.ends(session: holder.sessionID) == true }
+            let ended = backlog.matching.contains { LiveEnding(type: $0.type, envelope: $0.envelope, of: holder.userID)?.ends(session: holder.sessionID) == true }
             guard !ended else { throw APIError.unauthorized("This session has ended; sign in again.", code: "session_revoked") }
             let claimed = try await slots.claim(user: holder.userID, stream: UUID().uuidString.lowercased())
             slot = claimed

@@ -152,9 +152,8 @@ final class LiveHub: Service, Sendable {
         if catchUp != nil { aliveAt.store(Self.milliseconds(Date()), ordering: .relaxed) }
         guard let user = LiveStream.user(ofChannel: message.channel) else { return }
         let targets = listeners.withLock { $0[user] ?? [:] }
-        // An ending counts for the user it is about, who is the one it goes to live.
-        if Self.mayEnd(message.payload), let live = LiveStream.Message(payload: message.payload), let envelope = try? EventEnvelope(json: live.envelope),
-            envelope.userID == user, let ending = LiveEnding(type: envelope.type, envelope: live.envelope)
+        if Self.mayEnd(message.payload), let live = LiveStream.Message(payload: message.payload), let type = Self.type(of: live.envelope),
+            let ending = LiveEnding(type: type, envelope: live.envelope, of: user)
         {
             ended.record(ending, of: user)
             for (_, listener) in targets where ending.ends(session: listener.session) { listener.continuation.finish() }
