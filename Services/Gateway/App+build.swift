@@ -54,7 +54,7 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
     adminRouter.add(middleware: ProblemMiddleware())
     health.addAdmin(to: adminRouter)
 
-    return ServiceApplication(
+    var app = ServiceApplication(
         router: router,
         listener: config.listener,
         serverName: GatewayHTTP1Channel.serverName,
@@ -71,4 +71,9 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
         ],
         logger: logger
     )
+    // The port opens once the endings of the last generation are read from the event stream (or
+    // Redis has refused, or not answered within 5 s): a gateway started by a deploy would otherwise
+    // pass a signed-out token unmarked until its subscription's first read is done.
+    app.beforeServerStarts { await live.events.hub.readEndingsBeforeServing(within: .seconds(5)) }
+    return app
 }

@@ -62,6 +62,34 @@ final class EndingsCatchUp: Sendable {
         }
     }
 
+    /// One read from `since`, before the gateway opens its port, given at most `within`: a token of
+    /// a session that ended while no gateway was up is then marked from the first request. The port
+    /// opens all the same when Redis refuses the read or is slow to answer it: the subscription's own
+    /// reads, tried until Redis answers, record the endings then.
+    func readBeforeServing(since: Date, within: Duration) async {
+        // Whichever ends first, the read or the wait, answers; a read still going on when the wait
+        // ends goes on, and records what it finds then.
+        let outcome: String? = await withCheckedContinuation { continuation in
+            let answer = OneAnswer(continuation)
+            let waiting = Task {
+                try? await Task.sleep(for: within)
+                answer.give("no answer within \(within)")
+            }
+            Task {
+                do {
+                    _ = try await self.read(since: since)
+                    answer.give(nil)
+                } catch {
+                    answer.give("\(error)")
+                }
+                waiting.cancel()
+            }
+        }
+        if let outcome {
+            logger.warning("opening the port before the event stream's endings were read", metadata: ["error": "\(outcome)"])
+        }
+    }
+
     private func takePending() -> Date? {
         pending.withLock { pending in
             defer { pending = nil }
@@ -88,5 +116,18 @@ final class EndingsCatchUp: Sendable {
             guard entries.count == Self.page, let last = entries.last else { return recorded }
             start = "(" + last.id
         }
+    }
+}
+
+/// A continuation resumed by the first of several that may answer it.
+private final class OneAnswer: Sendable {
+    private let continuation: Mutex<CheckedContinuation<String?, Never>?>
+
+    init(_ continuation: CheckedContinuation<String?, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func give(_ answer: String?) {
+        continuation.withLock { $0.take() }?.resume(returning: answer)
     }
 }

@@ -179,10 +179,21 @@ final class LiveHub: Service, Sendable {
     /// stream from its user's live stream, and for the endings from the event stream.
     private func subscribed() {
         let now = Date()
-        let horizon = now - Double(EndedSessions.generation.components.seconds) - Self.catchUpMargin
+        let horizon = Self.horizon(now: now)
         let lastAlive = aliveAt.exchange(Self.milliseconds(now), ordering: .relaxed)
         catchUp?.request(since: lastAlive == 0 ? horizon : max(horizon, Date(timeIntervalSince1970: Double(lastAlive) / 1000) - Self.catchUpMargin))
         resyncAll()
+    }
+
+    /// How far back a gateway that has heard nothing reads: any token of a session that ended
+    /// earlier has expired.
+    static func horizon(now: Date) -> Date {
+        now - Double(EndedSessions.generation.components.seconds) - catchUpMargin
+    }
+
+    /// Reads the endings of `horizon` on before the port opens (`EndingsCatchUp.readBeforeServing`).
+    func readEndingsBeforeServing(within: Duration) async {
+        await catchUp?.readBeforeServing(since: Self.horizon(now: Date()), within: within)
     }
 
     private static func milliseconds(_ date: Date) -> Int64 { Int64(date.timeIntervalSince1970 * 1000) }
