@@ -357,12 +357,15 @@ final class ClientConnectionHandler: ChannelDuplexHandler, RemovableChannelHandl
 /// the head of the pipeline, so that none of it is parsed or kept, and reading on its own, since the
 /// handlers above it may want nothing more (Hummingbird reads no further after a request that said
 /// `Connection: close`, and its buffer of parts holds reads back when full). It closes the
-/// connection once `idleTime` passes with nothing read.
+/// connection once `idleTime` passes with nothing read, and at the latest `idleTime` after a
+/// graceful shutdown begins (NIO's quiesce event, which it is the first to see): a stopping process
+/// is not held for the whole linger by a client still sending.
 final class DroppingReader: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
     let idleTime: TimeAmount
     private var idle: Scheduled<Void>?
+    private var quiescing = false
 
     init(idleTime: TimeAmount) {
         self.idleTime = idleTime
@@ -381,8 +384,16 @@ final class DroppingReader: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Once a read's bytes are dropped, not for each part of it: one timer a read.
     func channelReadComplete(context: ChannelHandlerContext) {
-        waitForMore(context: context)
+        if !quiescing { waitForMore(context: context) }
         context.read()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent, !quiescing {
+            waitForMore(context: context)
+            quiescing = true
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -580,6 +580,58 @@ final class EchoUpstream: Sendable {
         }
     }
 
+    /// A client still sending while its connection ends in stages keeps it past `lingerIdleTime`
+    /// (each read moves the idle timer on); a graceful shutdown then lets it go within
+    /// `lingerIdleTime` of its start, not at the end of the whole `lingerTime`, and the process stops.
+    @Test func aGracefulShutdownCutsALingerShort() async throws {
+        let auth = EchoUpstream(name: "auth")
+        try await auth.start()
+        defer { auth.stop() }
+        let port = try RedisServer.freePort()
+        let config = Self.config(everyServiceAt: auth.baseURL, port: port, timeout: .seconds(5))
+        let group = ServiceGroup(services: [try buildApplication(config)], gracefulShutdownSignals: [], logger: Logger(label: "test"))
+        let idle = Duration.nanoseconds(ClientConnectionHandler.lingerIdleTime.nanoseconds)
+        /// Whether a byte sent now is still taken: once the gateway has let go, the byte is answered
+        /// with a reset, which the next send or the socket's error shows.
+        @Sendable func taken(_ fd: Int32) -> Bool {
+            guard LoopbackSocket.send(fd, [0x61]) == 1 else { return false }
+            usleep(200_000)
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+            return error == 0
+        }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await waitUntil(.seconds(20)) { await RedisServer.accepts(port: port) }
+            let upload = try await LoopbackSocket.blocking { try Self.refusedUpload(port: port) }
+            defer { close(upload.fd) }
+            #expect(upload.ended, "the gateway's side did not end with its response")
+            let fd = upload.fd
+            let kept = try await LoopbackSocket.blocking { () -> Bool in
+                let start = ContinuousClock.now
+                while ContinuousClock.now - start < idle + .seconds(3) {
+                    guard taken(fd) else { return false }
+                    usleep(800_000)
+                }
+                return true
+            }
+            #expect(kept, "a client still sending was let go at the idle time")
+            let shutdown = ContinuousClock.now
+            await group.triggerGracefulShutdown()
+            let letGoAfter = try await LoopbackSocket.blocking { () -> Duration? in
+                while ContinuousClock.now - shutdown < .seconds(15) {
+                    if !taken(fd) { return ContinuousClock.now - shutdown }
+                    usleep(800_000)
+                }
+                return nil
+            }
+            let after = try #require(letGoAfter, "the shutdown waited for the whole linger")
+            #expect(after < idle + .seconds(5))
+            try await tasks.waitForAll()
+        }
+    }
+
     /// A client that sent a first part of its upload and waits for an answer before sending more (one
     /// whose network stalled, or that reads before it writes on) gets the upstream's early refusal at
     /// once, not after its next part: the gateway stops reading the body when the answer comes.
