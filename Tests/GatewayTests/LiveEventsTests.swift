@@ -491,8 +491,8 @@ struct LiveGateway: Sendable {
         }
     }
 
-    /// An ending in a user's live stream that is about another user (no producer puts one there;
-    /// the rule does not rest on that) ends none of their streams: not at the opening, which reads
+    /// An ending in a user's live stream that is about another user, by its envelope or by its
+    /// payload (no producer puts one there; the rule does not rest on that), ends none of their streams: not at the opening, which reads
     /// the live stream for endings, nor on a resumption that replays it.
     @Test func anotherUsersEndingInAUsersLiveStreamEndsNothing() async throws {
         try await Self.withLiveGateway { gateway in
@@ -501,6 +501,8 @@ struct LiveGateway: Sendable {
             let stranger = UUID()
             try await gateway.publish(UserDeleted(userID: stranger), to: person.id, eventUser: stranger)
             try await gateway.publish(SessionsEnded(userID: stranger, sessionIDs: [person.session], all: true), to: person.id, eventUser: stranger)
+            // An envelope of the user's whose payload is about someone else.
+            try await gateway.publish(UserDeleted(userID: stranger), to: person.id)
             let (after, _) = try await gateway.notify(person.id)
             let fresh = try await gateway.open(person)
             let resumed = try await gateway.open(person, lastEventID: before.description)

@@ -37,15 +37,16 @@ struct LiveEnding: Sendable {
     var sessionless: Bool
 
     /// The ending an envelope announces for `user`, or nil when it announces none, or one about
-    /// another user: wherever it is read (a user's channel or live stream, the event stream), an
+    /// another user (by the envelope or by its payload): wherever it is read (a user's channel or live stream, the event stream), an
     /// ending counts only for the user it is about.
     init?(type: String, envelope: String, of user: UUID) {
         guard LiveEventNames.ending.contains(type), let decoded = try? EventEnvelope(json: envelope), decoded.userID == user else { return nil }
         switch type {
         case UserDeleted.eventType:
+            guard let deleted = try? decoded.decode(UserDeleted.self), deleted.userID == user else { return nil }
             self.init(sessionIDs: [], everyStream: true, sessionless: true)
         case SessionsEnded.eventType:
-            guard let ended = try? decoded.decode(SessionsEnded.self) else { return nil }
+            guard let ended = try? decoded.decode(SessionsEnded.self), ended.userID == user else { return nil }
             self.init(sessionIDs: Set(ended.sessionIDs), everyStream: false, sessionless: ended.all)
         default:
             return nil
