@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import ServiceKit
+import ServiceLifecycle
 
 /// Builds the gateway: one path for every request, the router's. The kit's request id, logging and
 /// problem middleware and the edge's rules (`EdgeMiddleware`) around the proxy (`ProxyMiddleware`)
@@ -72,8 +73,11 @@ func buildApplication(_ config: GatewayConfig) throws -> some ApplicationProtoco
         logger: logger
     )
     // The port opens once the endings of the last generation are read from the event stream (or
-    // Redis has refused, or not answered within 5 s): a gateway started by a deploy would otherwise
-    // pass a signed-out token unmarked until its subscription's first read is done.
-    app.beforeServerStarts { await live.events.hub.readEndingsBeforeServing(within: .seconds(5)) }
+    // Redis has refused, or not answered within `firstReadWait`): a gateway started by a deploy
+    // would otherwise pass a signed-out token unmarked until its subscription's first read is done.
+    let hub = live.events.hub
+    app.beforeServerStarts { [wait = config.liveEvents.firstReadWait] in
+        await cancelWhenGracefulShutdown { await hub.readEndingsBeforeServing(within: wait) }
+    }
     return app
 }

@@ -91,7 +91,7 @@ struct LiveGateway: Sendable {
     static func withLiveGateway(
         heartbeat: Duration = .seconds(15), maxPerUser: Int = 5, maxConnections: Int = 10_000, clientTimeout: Duration = .seconds(60),
         redis redisServer: RedisConfiguration? = nil, everyServiceAt upstream: String? = nil, stream: String = "events-\(UUID())",
-        _ body: @escaping @Sendable (LiveGateway) async throws -> Void
+        firstReadWait: Duration = .seconds(5), _ body: @escaping @Sendable (LiveGateway) async throws -> Void
     ) async throws {
         let issuer = TestIssuer()
         try await issuer.start()
@@ -101,7 +101,7 @@ struct LiveGateway: Sendable {
         var config = GatewayTests.config(everyServiceAt: try upstream ?? "http://127.0.0.1:\(RedisServer.freePort())", timeout: .seconds(5))
         config.redis = redisConfig
         config.tokens = issuer.tokenConfig
-        config.liveEvents = LiveEventsConfig(heartbeat: heartbeat, maxPerUser: maxPerUser, maxConnections: maxConnections, stream: stream)
+        config.liveEvents = LiveEventsConfig(heartbeat: heartbeat, maxPerUser: maxPerUser, maxConnections: maxConnections, stream: stream, firstReadWait: firstReadWait)
         config.clientTimeout = clientTimeout
         do {
             try await buildApplication(config).test(.live) { client in
@@ -386,7 +386,8 @@ struct LiveGateway: Sendable {
             try await LiveGateway.relay(NotificationCreated(notificationID: UUID(), userID: someoneElse, kind: .follow, actorID: UUID()), of: someoneElse, to: stream, redis: redis)
         }
         try await LiveGateway.relay(UserDeleted(userID: deleted), of: deleted, to: stream, redis: redis)
-        try await Self.withLiveGateway(everyServiceAt: upstream.baseURL, stream: stream) { gateway in
+        // However slowly two shared cores read it.
+        try await Self.withLiveGateway(everyServiceAt: upstream.baseURL, stream: stream, firstReadWait: .seconds(60)) { gateway in
             @Sendable func token(_ user: UUID, _ session: UUID) async throws -> String { try await gateway.issuer.token(userID: user, sessionID: session) }
             let deletedMark = try await gateway.mark(token(deleted, UUID()))
             #expect(deletedMark == "1")
@@ -395,6 +396,16 @@ struct LiveGateway: Sendable {
             #expect(try await gateway.mark(token(lately, lateSession)) == "1")
             #expect(try await gateway.mark(token(longAgo, oldSession)) == nil)
             #expect(try await gateway.mark(token(someoneElse, UUID())) == nil)
+        }
+    }
+
+    /// Redis refusing the first read does not keep a starting gateway's port closed for the wait:
+    /// the port opens once the read has been tried, and the subscription reads when Redis is back.
+    @Test func aGatewayWhoseRedisRefusesOpensItsPortAtOnce() async throws {
+        let refusing = try #require(RedisConfiguration(url: "redis://127.0.0.1:\(try RedisServer.freePort())"))
+        let started = ContinuousClock.now
+        try await Self.withLiveGateway(redis: refusing, firstReadWait: .seconds(60)) { gateway in
+            #expect(ContinuousClock.now - started < .seconds(30), "the port opened only after the wait for the read")
         }
     }
 
@@ -492,8 +503,9 @@ struct LiveGateway: Sendable {
     }
 
     /// An ending in a user's live stream that is about another user, by its envelope or by its
-    /// payload (no producer puts one there; the rule does not rest on that), ends none of their streams: not at the opening, which reads
-    /// the live stream for endings, nor on a resumption that replays it.
+    /// payload (no producer puts one there; the rule does not rest on that), ends none of their
+    /// streams: not at the opening, which reads the live stream for endings, nor on a resumption
+    /// that replays it.
     @Test func anotherUsersEndingInAUsersLiveStreamEndsNothing() async throws {
         try await Self.withLiveGateway { gateway in
             let person = try await gateway.person()

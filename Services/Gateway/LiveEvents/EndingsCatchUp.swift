@@ -24,6 +24,13 @@ final class EndingsCatchUp: Sendable {
     private let pending = Mutex<Date?>(nil)
     private let bell: AsyncStream<Void>
     private let ring: AsyncStream<Void>.Continuation
+    /// Whether a read has been tried yet, and who waits for the first try.
+    private let firstTry = Mutex<FirstTry>(FirstTry())
+
+    private struct FirstTry {
+        var done = false
+        var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+    }
 
     init(redis: RedisClient, stream: String, ended: EndedSessions, logger: Logger) {
         self.redis = redis
@@ -39,6 +46,54 @@ final class EndingsCatchUp: Sendable {
         ring.yield()
     }
 
+    /// Asks for a read from `since` and waits, at most `within`, until the first read has been tried
+    /// (read, or refused by Redis): the gateway opens its port then, so that a token of a session
+    /// that ended while no gateway was up is marked from its first request. Redis refusing or slow
+    /// to answer does not keep the port closed past that; the read is tried again as any is.
+    /// Returns whether it was tried in time.
+    func readBeforeServing(since: Date, within: Duration) async -> Bool {
+        request(since: since)
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await self.firstTried()
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: within)
+                return false
+            }
+            let tried = await group.next() ?? false
+            group.cancelAll()
+            return tried
+        }
+    }
+
+    /// Returns once the first read has been tried, or the task is cancelled.
+    private func firstTried() async {
+        let waiter = UUID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let waits = firstTry.withLock { state in
+                    guard !state.done, !Task.isCancelled else { return false }
+                    state.waiters[waiter] = continuation
+                    return true
+                }
+                if !waits { continuation.resume() }
+            }
+        } onCancel: {
+            firstTry.withLock { $0.waiters.removeValue(forKey: waiter) }?.resume()
+        }
+    }
+
+    private func tried() {
+        let waiters = firstTry.withLock { state in
+            state.done = true
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
     /// Serves the requests until the task is cancelled.
     func run() async {
         var failures = 0
@@ -46,12 +101,14 @@ final class EndingsCatchUp: Sendable {
             guard let since = takePending() else { continue }
             do {
                 let recorded = try await read(since: since)
+                tried()
                 if failures > 0 || recorded > 0 {
                     logger.info("read the endings the live subscription may have missed", metadata: ["since": "\(since)", "endings": "\(recorded)"])
                 }
                 failures = 0
             } catch {
                 if Task.isCancelled { return }
+                tried()
                 failures += 1
                 if failures == 1 || failures % 20 == 0 {
                     logger.warning("could not read the event stream for missed endings; trying again", metadata: ["error": "\(error)", "failures": "\(failures)"])
@@ -59,34 +116,6 @@ final class EndingsCatchUp: Sendable {
                 request(since: since)
                 do { try await Task.sleep(for: min(.milliseconds(250) * (1 << min(failures - 1, 7)), .seconds(30))) } catch { return }
             }
-        }
-    }
-
-    /// One read from `since`, before the gateway opens its port, given at most `within`: a token of
-    /// a session that ended while no gateway was up is then marked from the first request. The port
-    /// opens all the same when Redis refuses the read or is slow to answer it: the subscription's own
-    /// reads, tried until Redis answers, record the endings then.
-    func readBeforeServing(since: Date, within: Duration) async {
-        // Whichever ends first, the read or the wait, answers; a read still going on when the wait
-        // ends goes on, and records what it finds then.
-        let outcome: String? = await withCheckedContinuation { continuation in
-            let answer = OneAnswer(continuation)
-            let waiting = Task {
-                try? await Task.sleep(for: within)
-                answer.give("no answer within \(within)")
-            }
-            Task {
-                do {
-                    _ = try await self.read(since: since)
-                    answer.give(nil)
-                } catch {
-                    answer.give("\(error)")
-                }
-                waiting.cancel()
-            }
-        }
-        if let outcome {
-            logger.warning("opening the port before the event stream's endings were read", metadata: ["error": "\(outcome)"])
         }
     }
 
@@ -116,18 +145,5 @@ final class EndingsCatchUp: Sendable {
             guard entries.count == Self.page, let last = entries.last else { return recorded }
             start = "(" + last.id
         }
-    }
-}
-
-/// A continuation resumed by the first of several that may answer it.
-private final class OneAnswer: Sendable {
-    private let continuation: Mutex<CheckedContinuation<String?, Never>?>
-
-    init(_ continuation: CheckedContinuation<String?, Never>) {
-        self.continuation = Mutex(continuation)
-    }
-
-    func give(_ answer: String?) {
-        continuation.withLock { $0.take() }?.resume(returning: answer)
     }
 }

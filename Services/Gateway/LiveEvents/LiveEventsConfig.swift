@@ -16,12 +16,15 @@ struct LiveEventsConfig: Sendable {
     /// The services' event stream (`EVENTS_STREAM`, as they read it), where the endings the live
     /// subscription missed are read again (`EndingsCatchUp`).
     var stream = "events"
+    /// The longest a starting gateway keeps its port closed for its first read of that stream.
+    var firstReadWait: Duration = .seconds(5)
 
-    init(heartbeat: Duration = .seconds(15), maxPerUser: Int = 5, maxConnections: Int = 10_000, stream: String = "events") {
+    init(heartbeat: Duration = .seconds(15), maxPerUser: Int = 5, maxConnections: Int = 10_000, stream: String = "events", firstReadWait: Duration = .seconds(5)) {
         self.heartbeat = heartbeat
         self.maxPerUser = maxPerUser
         self.maxConnections = maxConnections
         self.stream = stream
+        self.firstReadWait = firstReadWait
     }
 
     init(reading env: inout EnvironmentReader) {

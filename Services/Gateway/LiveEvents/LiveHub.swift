@@ -191,9 +191,10 @@ final class LiveHub: Service, Sendable {
         now - Double(EndedSessions.generation.components.seconds) - catchUpMargin
     }
 
-    /// Reads the endings of `horizon` on before the port opens (`EndingsCatchUp.readBeforeServing`).
+    /// Has the endings of `horizon` on read before the port opens (`EndingsCatchUp.readBeforeServing`).
     func readEndingsBeforeServing(within: Duration) async {
-        await catchUp?.readBeforeServing(since: Self.horizon(now: Date()), within: within)
+        guard let catchUp, !(await catchUp.readBeforeServing(since: Self.horizon(now: Date()), within: within)) else { return }
+        logger.warning("opening the port before the event stream's endings were read", metadata: ["waited": "\(within)"])
     }
 
     private static func milliseconds(_ date: Date) -> Int64 { Int64(date.timeIntervalSince1970 * 1000) }
