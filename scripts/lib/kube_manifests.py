@@ -92,10 +92,11 @@ READINESS = {
     "service": """          # Readiness is PostgreSQL, Redis and the migrations; liveness only that the process answers,
           # so that an outage of PostgreSQL or Redis takes pods out of the Service but restarts none.
 """,
-    "gateway": """          # Readiness and liveness are the process answering. A service with no pod that answers gets
-          # `503 upstream_unavailable` on its own routes while the others' are served: readiness on
-          # every upstream (/readyz) would take every gateway pod out of the Service, and with it the
-          # whole API. /readyz stays, for people and dashboards.
+    "gateway": """          # Readiness is the public port open (a starting gateway opens it once it has read the
+          # sign-outs it missed, up to 5 s), liveness the process answering. A service with no pod
+          # that answers gets `503 upstream_unavailable` on its own routes while the others' are
+          # served: readiness on every upstream (/readyz) would take every gateway pod out of the
+          # Service, and with it the whole API. /readyz stays, for people and dashboards.
 """,
 }
 
@@ -139,7 +140,7 @@ metadata:
             periodSeconds: 2
             failureThreshold: 30
           readinessProbe:
-            httpGet: {{ path: {"/healthz" if component == "gateway" else "/readyz"}, port: admin }}
+            {"tcpSocket: { port: http }" if component == "gateway" else "httpGet: { path: /readyz, port: admin }"}
             periodSeconds: 5
             timeoutSeconds: 3
             failureThreshold: 2
