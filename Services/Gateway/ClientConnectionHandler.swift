@@ -11,26 +11,26 @@ import ServiceKit
 /// Hummingbird's conversion to Swift's HTTP types (every request is Hummingbird's to answer):
 ///
 /// A request that does not keep the connection (`Connection: close`, or HTTP/1.0 without
-/// `keep-alive`), or a response that says `Connection: close` (a body too large, not read), ends the
-/// connection once the response is written, and the response says so. With the client's body still
-/// coming, it ends in stages (RFC 9112 §9.6): the gateway's side first, so that the client reads the
-/// response to its end, then the whole once the client closes its side, stops sending for
+/// `keep-alive`), or a response that says `Connection: close` (a body too large, not read), ends
+/// the connection once the response is written, and the response says so. With the client's body
+/// still coming, it ends in stages (RFC 9112 §9.6): the gateway's side first, so that the client
+/// reads the response to its end, then the whole once the client closes its side, stops sending for
 /// `lingerIdleTime` or has lingered `lingerTime`, what the client still sends meanwhile read and
-/// dropped. Closed at once with bytes unread, the
-/// connection would be reset, and a reset can erase the response from the client's buffers before
-/// its HTTP stack reads it: an app uploading a photo would see a broken connection, not the `413` or
-/// `429` that tells it what to do. While it ends so, a `DroppingReader` at the head of the pipeline
-/// reads and drops what comes, parsing and keeping none of it, whatever the handlers above want; a
-/// close asked for meanwhile (Hummingbird's, a graceful shutdown's) waits for the same end. A request
-/// sent behind another (pipelined) comes up only once the response before it has ended (NIO's
+/// dropped. Closed at once with bytes unread, the connection would be reset, and a reset can erase
+/// the response from the client's buffers before its HTTP stack reads it: an app uploading a photo
+/// would see a broken connection, not the `413` or `429` that tells it what to do. While it ends
+/// so, a `DroppingReader` at the head of the pipeline reads and drops what comes, parsing and
+/// keeping none of it, whatever the handlers above want; a close asked for meanwhile
+/// (Hummingbird's, a graceful shutdown's) waits for the same end. A request sent behind another
+/// (pipelined) comes up only once the response before it has ended (NIO's
 /// `HTTPServerPipelineHandler`, below this one), and after a response that ends the connection not
 /// at all: handed on, its upstream would act on a request whose response no one will read, its body
 /// perhaps cut off by the close (RFC 9112 §9.6: no further request is processed). Hummingbird sees
-/// only a `Connection` header that is exactly
-/// `close`, and HTTP/1.0's default not at all. A response of
-/// unknown length (streamed) to an HTTP/1.0 request is sent as HTTP/1.0, without chunks, which that
-/// version does not know, and ends the connection, whose end is then where its body ends (RFC 9112
-/// §6.1, §6.3): Hummingbird answers every request as HTTP/1.1, which NIO would frame in chunks.
+/// only a `Connection` header that is exactly `close`, and HTTP/1.0's default not at all. A
+/// response of unknown length (streamed) to an HTTP/1.0 request is sent as HTTP/1.0, without
+/// chunks, which that version does not know, and ends the connection, whose end is then where its
+/// body ends (RFC 9112 §6.1, §6.3): Hummingbird answers every request as HTTP/1.1, which NIO would
+/// frame in chunks.
 ///
 /// A client that keeps the gateway waiting is cut off after `timeout`: the whole head of its next
 /// request must arrive within it of the last response (or of connecting), and a response it is slow

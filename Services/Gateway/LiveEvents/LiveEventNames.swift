@@ -37,8 +37,8 @@ struct LiveEnding: Sendable {
     var sessionless: Bool
 
     /// The ending an envelope announces for `user`, or nil when it announces none, or one about
-    /// another user (by the envelope or by its payload): wherever it is read (a user's channel or live stream, the event stream), an
-    /// ending counts only for the user it is about.
+    /// another user (by the envelope or by its payload): wherever it is read (a user's channel or
+    /// live stream, the event stream), an ending counts only for the user it is about.
     init?(type: String, envelope: String, of user: UUID) {
         guard LiveEventNames.ending.contains(type), let decoded = try? EventEnvelope(json: envelope), decoded.userID == user else { return nil }
         switch type {
