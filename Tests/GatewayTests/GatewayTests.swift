@@ -584,12 +584,6 @@ final class EchoUpstream: Sendable {
     /// (each read moves the idle timer on); a graceful shutdown then lets it go within
     /// `lingerIdleTime` of its start, not at the end of the whole `lingerTime`, and the process stops.
     @Test func aGracefulShutdownCutsALingerShort() async throws {
-        let auth = EchoUpstream(name: "auth")
-        try await auth.start()
-        defer { auth.stop() }
-        let port = try RedisServer.freePort()
-        let config = Self.config(everyServiceAt: auth.baseURL, port: port, timeout: .seconds(5))
-        let group = ServiceGroup(services: [try buildApplication(config)], gracefulShutdownSignals: [], logger: Logger(label: "test"))
         let idle = Duration.nanoseconds(ClientConnectionHandler.lingerIdleTime.nanoseconds)
         /// Whether a byte sent now is still taken: once the gateway has let go, the byte is answered
         /// with a reset, which the next send or the socket's error shows.
@@ -601,9 +595,7 @@ final class EchoUpstream: Sendable {
             getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
             return error == 0
         }
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            try await waitUntil(.seconds(20)) { await RedisServer.accepts(port: port) }
+        try await Self.withStoppableGateway { port, group, _ in
             let upload = try await LoopbackSocket.blocking { try Self.refusedUpload(port: port) }
             defer { close(upload.fd) }
             #expect(upload.ended, "the gateway's side did not end with its response")
@@ -628,7 +620,6 @@ final class EchoUpstream: Sendable {
             }
             let after = try #require(letGoAfter, "the shutdown waited for the whole linger")
             #expect(after < idle + .seconds(5))
-            try await tasks.waitForAll()
         }
     }
 
@@ -818,6 +809,22 @@ final class EchoUpstream: Sendable {
     /// A shutdown that begins while a proxied request waits on its upstream lets it finish: the client
     /// gets the response, then the connection closes and the gateway stops.
     @Test func aShutdownLetsAProxiedRequestFinish() async throws {
+        try await Self.withStoppableGateway { port, group, auth in
+            let answer = Task { try await RawHTTP.exchange(port: port, "GET /v1/auth/pause HTTP/1.1\r\nHost: gw\r\n\r\n", untilAnswers: 1) }
+            // Once the request is with the upstream (a request still unread when the shutdown begins
+            // is refused with the connection, as any server's).
+            try await waitUntil(.seconds(10)) { auth.pausesArrived.load(ordering: .relaxed) == 1 }
+            await group.triggerGracefulShutdown()
+            let answers = try await answer.value
+            #expect(answers.map(\.status) == [200])
+            #expect(try answers.first.map { try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: $0.body)).path } == "/v1/auth/pause")
+        }
+    }
+
+    /// A gateway in a service group of its own, every upstream `auth`'s echo, that the test stops
+    /// (`group.triggerGracefulShutdown()`): `body` runs once its port answers, and the group's end is
+    /// awaited after it.
+    static func withStoppableGateway(_ body: @escaping @Sendable (_ port: Int, _ group: ServiceGroup, _ auth: EchoUpstream) async throws -> Void) async throws {
         let auth = EchoUpstream(name: "auth")
         try await auth.start()
         defer { auth.stop() }
@@ -827,14 +834,7 @@ final class EchoUpstream: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             try await waitUntil(.seconds(20)) { await RedisServer.accepts(port: port) }
-            let answer = Task { try await RawHTTP.exchange(port: port, "GET /v1/auth/pause HTTP/1.1\r\nHost: gw\r\n\r\n", untilAnswers: 1) }
-            // Once the request is with the upstream (a request still unread when the shutdown begins
-            // is refused with the connection, as any server's).
-            try await waitUntil(.seconds(10)) { auth.pausesArrived.load(ordering: .relaxed) == 1 }
-            await group.triggerGracefulShutdown()
-            let answers = try await answer.value
-            #expect(answers.map(\.status) == [200])
-            #expect(try answers.first.map { try JSONDecoder().decode(EchoUpstream.Echo.self, from: Data(buffer: $0.body)).path } == "/v1/auth/pause")
+            try await body(port, group, auth)
             try await tasks.waitForAll()
         }
     }
