@@ -273,8 +273,17 @@ import TestSupport
                     try await connection.checkedRun("SELECT 1", logger: logger)
                 }
             }
-            // The pool replaces the closed connections.
-            try await client.checkedQuery("SELECT 1", logger: logger)
+            // The pool replaces the closed connections. It learns of a closure through a callback it
+            // registers just after handing a new connection out, so a connection closed at once can
+            // still be handed out for a moment (and refused by the check, as above).
+            try await waitUntil(.seconds(5)) {
+                do {
+                    try await client.checkedQuery("SELECT 1", logger: logger)
+                    return true
+                } catch is DatabaseConnectionClosed {
+                    return false
+                }
+            }
         }
     }
 
