@@ -7,11 +7,12 @@ import Synchronization
 /// so that `EndedSessions` holds them too: pub/sub keeps nothing for a subscriber that is away, and
 /// the stream keeps the events (up to `EVENTS_MAXLEN`), its ids the times Redis took them. `LiveHub`
 /// asks for a read each time its subscription starts: from a little over `EndedSessions.generation`
-/// ago when the process starts (a gateway started or restarted by a deploy has heard nothing), and
-/// after a reconnection from a little before the subscription was last known to be up. A read goes through the stream from that
-/// time in pages and records what each `user.sessions_ended` and `user.deleted` entry ends; requests
-/// that come while one is read are served together after it, from the earliest time asked for; a
-/// read Redis refuses is tried again.
+/// ago when the process starts (a gateway started or restarted by a deploy has heard nothing; its
+/// public port opens once that first read has been tried, `readBeforeServing`), and after a
+/// reconnection from a little before the subscription was last known to be up. A read goes through
+/// the stream from that time in pages and records what each `user.sessions_ended` and `user.deleted`
+/// entry ends; requests that come while one is read are served together after it, from the earliest
+/// time asked for; a read Redis refuses is tried again.
 final class EndingsCatchUp: Sendable {
     /// Entries a page.
     static let page = 500
