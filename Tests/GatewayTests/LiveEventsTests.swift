@@ -409,6 +409,26 @@ struct LiveGateway: Sendable {
         }
     }
 
+    /// A stream trimmed (`EVENTS_MAXLEN`) inside the window a read covers is told, with the first
+    /// entry it kept: the endings before it cannot be read. One whose first kept entry is before the
+    /// window, never trimmed, or not made yet is not.
+    @Test func aReadOfAStreamTrimmedInsideItsWindowSaysSo() async throws {
+        let redis = RedisClient(configuration: try TestEnvironment.redis(), logger: TestEnvironment.logger)
+        defer { Task { await redis.close() } }
+        let stream = "events-\(UUID())"
+        let catchUp = EndingsCatchUp(redis: redis, stream: stream, ended: EndedSessions(), logger: TestEnvironment.logger)
+        let (gone, kept, later) = (UUID(), UUID(), UUID())
+        #expect(try await catchUp.read(since: Date().addingTimeInterval(-1_020)) == EndingsCatchUp.Read(endings: 0, keptFrom: nil))
+        _ = try await LiveGateway.relay(UserDeleted(userID: gone), of: gone, to: stream, id: LiveGateway.id(minutesAgo: 12), redis: redis)
+        let first = try await LiveGateway.relay(UserDeleted(userID: kept), of: kept, to: stream, id: LiveGateway.id(minutesAgo: 8), redis: redis)
+        _ = try await LiveGateway.relay(UserDeleted(userID: later), of: later, to: stream, id: LiveGateway.id(minutesAgo: 2), redis: redis)
+        #expect(try await catchUp.read(since: Date().addingTimeInterval(-1_020)) == EndingsCatchUp.Read(endings: 3, keptFrom: nil))
+        // Trimmed as `XADD … MAXLEN` trims: from the oldest entry on.
+        _ = try await redis.send("XTRIM", RedisArgument(stream), "MAXLEN", "2")
+        #expect(try await catchUp.read(since: Date().addingTimeInterval(-1_020)) == EndingsCatchUp.Read(endings: 2, keptFrom: StreamID(first)))
+        #expect(try await catchUp.read(since: Date().addingTimeInterval(-300)) == EndingsCatchUp.Read(endings: 1, keptFrom: nil))
+    }
+
     /// Redis goes away and comes back: an ending its subscription did not hear (here one added to
     /// the event stream without its live copy, as one published while the gateway was away would be)
     /// is read from the stream once the gateway has subscribed again, and its token marked. That read

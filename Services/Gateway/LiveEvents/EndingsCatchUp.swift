@@ -101,10 +101,15 @@ final class EndingsCatchUp: Sendable {
         for await _ in bell {
             guard let since = takePending() else { continue }
             do {
-                let recorded = try await read(since: since)
+                let read = try await read(since: since)
                 tried()
-                if failures > 0 || recorded > 0 {
-                    logger.info("read the endings the live subscription may have missed", metadata: ["since": "\(since)", "endings": "\(recorded)"])
+                if failures > 0 || read.endings > 0 {
+                    logger.info("read the endings the live subscription may have missed", metadata: ["since": "\(since)", "endings": "\(read.endings)"])
+                }
+                if let kept = read.keptFrom {
+                    logger.warning(
+                        "the event stream no longer holds all the endings the live subscription may have missed; raise EVENTS_MAXLEN",
+                        metadata: ["since": "\(since)", "kept_from": "\(kept)"])
                 }
                 failures = 0
             } catch {
@@ -127,11 +132,21 @@ final class EndingsCatchUp: Sendable {
         }
     }
 
-    /// Records the endings among the stream's entries from `since` on; returns how many it read.
-    /// An entry's own user is the one whose sessions it ends, as on the live subscription.
-    func read(since: Date) async throws -> Int {
+    /// What a read found.
+    struct Read: Equatable {
+        /// The endings recorded.
+        var endings: Int
+        /// The stream's first entry, when it has dropped older ones (`EVENTS_MAXLEN`, the retention)
+        /// and lies after the read's start: the stream cannot tell what ended between the two.
+        var keptFrom: StreamID?
+    }
+
+    /// Records the endings among the stream's entries from `since` on. An entry's own user is the
+    /// one whose sessions it ends, as on the live subscription.
+    func read(since: Date) async throws -> Read {
         let milliseconds = UInt64(max(0, (since.timeIntervalSince1970 * 1000).rounded(.down)))
-        var start = StreamID(milliseconds: milliseconds, sequence: 0).description
+        let first = StreamID(milliseconds: milliseconds, sequence: 0)
+        var start = first.description
         var recorded = 0
         while true {
             try Task.checkCancellation()
@@ -143,8 +158,21 @@ final class EndingsCatchUp: Sendable {
                 ended.record(ending, of: user)
                 recorded += 1
             }
-            guard entries.count == Self.page, let last = entries.last else { return recorded }
+            guard entries.count == Self.page, let last = entries.last else { break }
             start = "(" + last.id
         }
+        return Read(endings: recorded, keptFrom: try await keptFrom(after: first))
+    }
+
+    /// The stream's first entry if the stream has dropped entries and it lies after `first`. Asked
+    /// after the read, so that a trim while it ran counts too. Redis tells it from 7.0 on
+    /// (`entries-added` against `length`, `recorded-first-entry-id`); a stream not made yet is an
+    /// error reply, and has dropped nothing.
+    private func keptFrom(after first: StreamID) async throws -> StreamID? {
+        let info = try await redis.pipeline([["XINFO", "STREAM", RedisArgument(stream)]]).first?.fields ?? [:]
+        guard let added = info["entries-added"]?.int, let length = info["length"]?.int, added > length,
+            let text = info["recorded-first-entry-id"]?.string, let kept = StreamID(text), kept > first
+        else { return nil }
+        return kept
     }
 }
