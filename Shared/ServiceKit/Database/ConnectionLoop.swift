@@ -21,6 +21,18 @@ extension PostgresClient {
     /// budget's deadline, or when the database is known to be out of reach. Every lease passes the
     /// pool's `LeaseGate` first.
     public func withConnectionOnItsLoop<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
+        // The pool hears that a connection closed through a callback it registers only after handing
+        // the new connection out, so one closed during its first lease (a failed preparation closes
+        // it) can be handed out again before the pool knows. Nothing was written to it. It is held
+        // while another is leased, so the pool cannot hand it out once more, and hands out another
+        // as soon as it hears of the closure.
+        try await leaseOnItsLoop { connection in
+            guard !connection.isClosed else { return try await self.withConnectionOnItsLoop(body) }
+            return try await body(connection)
+        }
+    }
+
+    private func leaseOnItsLoop<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
         guard let budget = DatabaseBudget.current else {
             let pass = try await LeaseGate.of(self).enter()
             defer { pass.leave() }
