@@ -467,6 +467,38 @@ struct LiveGateway: Sendable {
         try await server.stop()
     }
 
+    /// The subscription is known up at each answer to the subscriber's `PING` (every 5 s), not only
+    /// when it started: after a quiet while, a reconnection reads from a minute before the last
+    /// answer. An ending from before that, which the subscription would have carried, is not read
+    /// again; one after it is.
+    @Test func aReconnectionReadsFromTheLastAnswerToAPing() async throws {
+        let upstream = EchoUpstream(name: "social")
+        try await upstream.start()
+        defer { upstream.stop() }
+        let server = try RedisServer()
+        try await server.start()
+        let stream = "events-\(UUID())"
+        let (first, heard, missed) = (UUID(), UUID(), UUID())
+        let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
+        try await LiveGateway.relay(UserDeleted(userID: first), of: first, to: stream, id: LiveGateway.id(minutesAgo: 10), redis: redis)
+        await redis.close()
+        try await Self.withLiveGateway(redis: server.configuration, everyServiceAt: upstream.baseURL, stream: stream) { gateway in
+            @Sendable func marked(_ user: UUID) async throws -> Bool { try await gateway.mark(try await gateway.issuer.token(userID: user, sessionID: UUID())) == "1" }
+            try await waitUntil(.seconds(10)) { try await marked(first) }
+            // Quiet, past a few answers: the subscription started at least 14 s before `heard`'s
+            // time plus a minute, and Redis answered a ping within the last 5 s or so.
+            try await Task.sleep(for: .seconds(14))
+            try await LiveGateway.relay(UserDeleted(userID: heard), of: heard, to: stream, id: LiveGateway.id(minutesAgo: 68.0 / 60), redis: gateway.redis)
+            try await LiveGateway.relay(UserDeleted(userID: missed), of: missed, to: stream, redis: gateway.redis)
+
+            try await server.stop()
+            try await server.start()
+            try await waitUntil(.seconds(30)) { try await marked(missed) }
+            #expect(try await !marked(heard))
+        }
+        try await server.stop()
+    }
+
     /// What ended is kept from one to two generations (longer than a token lives), and for at most
     /// `capacity` users a generation, past which a new user's ending is not kept rather than one
     /// heard before pushed out; what a user's entries ended adds up.

@@ -134,6 +134,26 @@ import TestSupport
         }
     }
 
+    /// A pattern's listener hears each answer to the subscriber's `PING`, but only on a connection
+    /// where Redis confirmed the pattern: never before the confirmation (here the connection already
+    /// holds a channel, and pings go out while the pattern is asked for), and again after the server
+    /// comes back and confirms it anew.
+    @Test(.timeLimit(.minutes(1))) func aPatternsListenerHearsThePingsAnsweredOnceSubscribed() async throws {
+        try await Self.withOwnServer(commandTimeout: .seconds(1), pingInterval: .milliseconds(50)) { server, redis, subscriber in
+            let channelMessages = subscriber.subscribe("hall")
+            try await waitUntil { try await redis.publish("hall", "up") > 0 }
+            let heard = Heard()
+            let messages = subscriber.psubscribe("room:*", onSubscribed: { heard.append("subscribed") }, onAlive: { heard.append("alive") })
+            try await waitUntil { heard.entries.count(where: { $0 == "alive" }) >= 3 }
+            #expect(heard.entries.first == "subscribed")
+            try await server.stop()
+            try await server.start()
+            try await waitUntil(.seconds(20)) { heard.entries.split(separator: "subscribed").count == 2 && heard.entries.last == "alive" }
+            #expect(heard.entries.count(where: { $0 == "subscribed" }) == 2)
+            _ = (channelMessages, messages)
+        }
+    }
+
     /// A Redis server of the test's own, a client of it, and a subscriber to it with a short
     /// command timeout and ping interval, running while `body` does.
     static func withOwnServer(
@@ -199,4 +219,11 @@ import TestSupport
 /// Counts a subscription's confirmations from the subscriber's callback.
 private final class Confirmations: Sendable {
     let count = Atomic<Int>(0)
+}
+
+/// What a listener heard, in order.
+private final class Heard: Sendable {
+    private let log = Mutex<[String]>([])
+    func append(_ entry: String) { log.withLock { $0.append(entry) } }
+    var entries: [String] { log.withLock { $0 } }
 }

@@ -49,8 +49,8 @@ final class LiveHub: Service, Sendable {
     let ended: EndedSessions
     /// Reads the endings the subscription may have missed from the event stream, each time it starts.
     private let catchUp: EndingsCatchUp?
-    /// When the subscription was last known to be up (it started, or a message came), in this
-    /// process's milliseconds since 1970; 0 before it first started.
+    /// When the subscription was last known to be up (it started, or Redis answered the subscriber's
+    /// `PING` on it), in this process's milliseconds since 1970; 0 before it first started.
     private let aliveAt = Atomic<Int64>(0)
     private let listeners = Mutex<[UUID: [Int: Listener]]>([:])
     private let nextID = Atomic<Int>(0)
@@ -122,7 +122,8 @@ final class LiveHub: Service, Sendable {
     }
 
     func run() async throws {
-        let messages = subscriber.psubscribe(LiveStream.channelPattern, bufferingNewest: 100_000) { [weak self] in self?.subscribed() }
+        let messages = subscriber.psubscribe(
+            LiveStream.channelPattern, bufferingNewest: 100_000, onSubscribed: { [weak self] in self?.subscribed() }, onAlive: { [weak self] in self?.alive() })
         // Stopped, and waited for, before the service closes the Redis connections it reads on.
         let catchingUp = catchUp.map { catchUp in Task { await catchUp.run() } }
         do {
@@ -149,7 +150,6 @@ final class LiveHub: Service, Sendable {
     /// Sends a message to the streams of the user its channel names; what it ends (a session, an
     /// account) is recorded whether or not the user has a stream here.
     func dispatch(_ message: RedisMessage) {
-        if catchUp != nil { aliveAt.store(Self.milliseconds(Date()), ordering: .relaxed) }
         guard let user = LiveStream.user(ofChannel: message.channel) else { return }
         let targets = listeners.withLock { $0[user] ?? [:] }
         if Self.mayEnd(message.payload), let live = LiveStream.Message(payload: message.payload), let type = Self.type(of: live.envelope),
@@ -174,6 +174,12 @@ final class LiveHub: Service, Sendable {
     /// are Redis's clock, not this process's, and a token is taken a little past its expiry
     /// (`JWT_LEEWAY_MS`).
     static let catchUpMargin: TimeInterval = 60
+
+    /// Redis answered a `PING` on the subscription: everything published before then has come. So a
+    /// quiet hour does not leave a reconnection reading a whole generation back.
+    private func alive() {
+        if catchUp != nil { aliveAt.store(Self.milliseconds(Date()), ordering: .relaxed) }
+    }
 
     /// The subscription (re)started: what was published while it was down is read again, by every
     /// stream from its user's live stream, and for the endings from the event stream.

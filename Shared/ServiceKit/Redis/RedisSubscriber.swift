@@ -27,6 +27,8 @@ public final class RedisSubscriber: Service, Sendable {
         var continuation: AsyncStream<RedisMessage>.Continuation
         /// Called each time Redis confirms the subscription (pattern listeners; see `psubscribe`).
         var onSubscribed: (@Sendable () -> Void)?
+        /// Called at each answer to a `PING` on a connection that holds the subscription.
+        var onAlive: (@Sendable () -> Void)?
     }
 
     private struct State {
@@ -34,6 +36,10 @@ public final class RedisSubscriber: Service, Sendable {
         /// Pattern subscriptions (`PSUBSCRIBE`), by pattern.
         var patternListeners: [String: [Listener]] = [:]
         var connection: RedisConnection?
+        /// Counts connections, so that what an earlier one delivers late is told apart.
+        var generation = 0
+        /// Patterns Redis confirmed on the current connection.
+        var confirmedPatterns: Set<String> = []
         var nextID = 0
         /// When the server last answered a `PING` (or the connection was made).
         var lastPong = ContinuousClock.now
@@ -76,9 +82,11 @@ public final class RedisSubscriber: Service, Sendable {
     /// stream is dropped. `onSubscribed` runs each time Redis confirms the pattern's subscription (when
     /// its first listener asks, and after every reconnection), before any message of that subscription
     /// is yielded: what was published while the connection was down is lost to pub/sub, and a listener
-    /// that keeps a durable copy elsewhere reads it again from there.
+    /// that keeps a durable copy elsewhere reads it again from there. `onAlive` runs at each answer to
+    /// the subscriber's `PING` on a connection where the subscription was confirmed: everything
+    /// published before Redis answered has been delivered, so a read after a gap may start there.
     public func psubscribe(
-        _ pattern: String, bufferingNewest limit: Int = 10_000, onSubscribed: (@Sendable () -> Void)? = nil
+        _ pattern: String, bufferingNewest limit: Int = 10_000, onSubscribed: (@Sendable () -> Void)? = nil, onAlive: (@Sendable () -> Void)? = nil
     ) -> AsyncStream<RedisMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: RedisMessage.self, bufferingPolicy: .bufferingNewest(limit))
         let id = state.withLock { state in
@@ -86,7 +94,8 @@ public final class RedisSubscriber: Service, Sendable {
             if state.patternListeners[pattern, default: []].isEmpty {
                 state.connection?.write(["PSUBSCRIBE", RedisArgument(pattern)])
             }
-            state.patternListeners[pattern, default: []].append(Listener(id: state.nextID, continuation: continuation, onSubscribed: onSubscribed))
+            state.patternListeners[pattern, default: []].append(
+                Listener(id: state.nextID, continuation: continuation, onSubscribed: onSubscribed, onAlive: onAlive))
             return state.nextID
         }
         continuation.onTermination = { [weak self] _ in self?.remove(pattern: pattern, id: id) }
@@ -104,6 +113,7 @@ public final class RedisSubscriber: Service, Sendable {
             state.patternListeners[pattern]?.removeAll { $0.id == id }
             if state.patternListeners[pattern]?.isEmpty ?? false {
                 state.patternListeners[pattern] = nil
+                state.confirmedPatterns.remove(pattern)
                 state.connection?.write(["PUNSUBSCRIBE", RedisArgument(pattern)])
             }
         }
@@ -120,8 +130,9 @@ public final class RedisSubscriber: Service, Sendable {
     }
 
     /// Everything a subscriber connection receives: `message` (channel, payload), `pmessage`
-    /// (pattern, channel, payload), and the confirmations of `subscribe` and `psubscribe`.
-    private func push(_ value: RESPValue) {
+    /// (pattern, channel, payload), the confirmations of `subscribe` and `psubscribe`, and the answers
+    /// to `PING`, from the connection `generation` counts.
+    private func push(_ value: RESPValue, generation: Int) {
         // `PING` on a connection that holds no subscription (every listener gone) is answered `+PONG`.
         if case .simpleString("PONG") = value {
             state.withLock { $0.lastPong = .now }
@@ -142,10 +153,19 @@ public final class RedisSubscriber: Service, Sendable {
                 listener.continuation.yield(RedisMessage(channel: channel, payload: payload))
             }
         case "pong":
-            state.withLock { $0.lastPong = .now }
+            let alive = state.withLock { state -> [Listener] in
+                state.lastPong = .now
+                guard state.generation == generation else { return [] }
+                return state.confirmedPatterns.flatMap { state.patternListeners[$0] ?? [] }
+            }
+            for listener in alive { listener.onAlive?() }
         case "subscribe", "psubscribe":
             guard parts.count == 3, let name = parts[1].string else { return }
-            let listeners = state.withLock { kind == "subscribe" ? $0.listeners[name] ?? [] : $0.patternListeners[name] ?? [] }
+            let listeners = state.withLock { state in
+                guard kind == "psubscribe" else { return state.listeners[name] ?? [] }
+                if state.generation == generation, state.patternListeners[name] != nil { state.confirmedPatterns.insert(name) }
+                return state.patternListeners[name] ?? []
+            }
             for listener in listeners { listener.onSubscribed?() }
         default:
             return
@@ -156,8 +176,13 @@ public final class RedisSubscriber: Service, Sendable {
         var failures = 0
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             do {
+                let generation = state.withLock { state in
+                    state.generation += 1
+                    state.confirmedPatterns = []
+                    return state.generation
+                }
                 let connection = try await RedisConnection.connect(configuration, eventLoopGroup: eventLoopGroup) { [weak self] value in
-                    self?.push(value)
+                    self?.push(value, generation: generation)
                 }
                 let channels = state.withLock { state in
                     state.connection = connection
@@ -180,7 +205,10 @@ public final class RedisSubscriber: Service, Sendable {
                         connection.close()
                     }
                 }
-                state.withLock { $0.connection = nil }
+                state.withLock { state in
+                    state.connection = nil
+                    state.confirmedPatterns = []
+                }
                 if Task.isShuttingDownGracefully || Task.isCancelled { break }
                 // Only a connection that lived a while resets the backoff: a server that accepts and
                 // closes at once must not cause a hot reconnect loop.
