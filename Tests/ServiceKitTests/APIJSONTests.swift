@@ -394,6 +394,8 @@ import TestSupport
         }
         // A UUID-shaped string is taken for a UUID; other strings keep their case.
         #expect(try Self.fast(["A1B2C3D4-0000-4000-8000-00000000000F", "ABC"]) == #"["a1b2c3d4-0000-4000-8000-00000000000f","ABC"]"#)
+        let kept = try APIJSON.encode(["A1B2C3D4-0000-4000-8000-00000000000F", "B1B2C3D4-0000-4000-8000-00000000000F"], keeping: "B1B2C3D4-0000-4000-8000-00000000000F")
+        #expect(String(decoding: kept, as: UTF8.self) == #"["a1b2c3d4-0000-4000-8000-00000000000f","B1B2C3D4-0000-4000-8000-00000000000F"]"#)
         #expect(try Self.fast([Int128.max, Int128.min]) == Self.foundation([Int128.max, Int128.min]))
         #expect(try Self.fast(["u": UInt128.max]) == Self.foundation(["u": UInt128.max]))
         #expect(throws: EncodingError.self) { try APIJSON.encode([Double.nan]) }

@@ -112,6 +112,12 @@ import TestSupport
             #expect(UUID(uuidString: made.headers[.requestID] ?? "") != nil)
             let hostile = try await client.execute(uri: "/nowhere", method: .get, headers: [.requestID: String(repeating: "x", count: 500)])
             #expect(hostile.headers[.requestID]?.count == 36)
+            // An app's `UUID().uuidString` comes back as it was sent, in the body as in the header,
+            // though identifiers the kit writes are lowercase.
+            let upper = UUID().uuidString
+            let fromAnApp = try await client.execute(uri: "/nowhere", method: .get, headers: [.requestID: upper])
+            #expect(fromAnApp.headers[.requestID] == upper)
+            #expect(try problem(fromAnApp).requestID == upper)
         }
     }
 

@@ -71,7 +71,7 @@ extension Problem {
     package func encoded(headers extra: HTTPFields = [:]) -> (HTTPFields, ByteBuffer) {
         var headers = extra
         headers[.contentType] = Problem.mediaType
-        let body = (try? Data(APIJSON.encode(self))) ?? Data("{}".utf8)
+        let body = (try? Data(APIJSON.encode(self, keeping: requestID))) ?? Data("{}".utf8)
         return (headers, ByteBuffer(bytes: body))
     }
 }
