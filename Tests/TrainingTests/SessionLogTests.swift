@@ -412,6 +412,33 @@ import TestSupport
         }
     }
 
+    /// Every answer that shows a session shows its version, the one its detail gives as `ETag`: the
+    /// assignment's answer, the coach's view of the client, History; and a log corrected from History
+    /// with that version in `If-Match` is taken.
+    @Test func everyViewOfASessionShowsItsVersion() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let assigned = try await env.call(
+                .post, "/v1/training/clients/\(entry)/assignments", as: coach, json: ["workout_id": workout, "dates": [TrainingTestEnvironment.day(0)]])
+            let id = try #require(assigned.ids.first, "\(assigned.text)")
+            func tag() async throws -> String { try #require(try await env.call(.get, "/v1/training/sessions/\(id)", as: client).headers[.eTag]) }
+            #expect("\"\(assigned.items.first?["version"] as? Int ?? -1)\"" == (try await tag()), "\(assigned.text)")
+
+            let logged = try await env.call(.post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [.ifMatch: try await tag()])
+            #expect(logged.status == .ok, "\(logged.text)")
+            let history = try await env.call(.get, "/v1/training/history", as: client)
+            let historyVersion = try #require(history.items.first?["version"] as? Int, "\(history.text)")
+            #expect("\"\(historyVersion)\"" == (try await tag()) && historyVersion > 1)
+            let day = TrainingTestEnvironment.day(0)
+            let view = try await env.call(.get, "/v1/training/clients/\(entry)?from=\(day)&to=\(day)", as: coach)
+            #expect("\"\(view.items.first?["version"] as? Int ?? -1)\"" == (try await tag()), "\(view.text)")
+
+            let corrected = try await env.call(
+                .post, "/v1/training/sessions/\(id)/log", as: client, json: TrainingTestEnvironment.log(sets: 2), headers: [.ifMatch: "\"\(historyVersion)\""])
+            #expect(corrected.status == .ok, "\(corrected.text)")
+        }
+    }
+
     /// An app logs the session as it showed it: with its `ETag` in `If-Match`, a log after the coach
     /// pushed new blocks is refused rather than filed under exercises the client never saw; a pushed
     /// session not logged since is not logged without `If-Match`.

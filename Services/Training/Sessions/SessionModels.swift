@@ -72,8 +72,7 @@ struct SessionRecord: Sendable {
     /// Whether its coach still coaches its client (the roster entry pending or accepted): only then
     /// does the coach hear of the client's log and comments. False where a statement did not ask.
     var coachLinked = false
-    /// The row's version as read, for a write that must find the session unchanged. 0 where a
-    /// statement did not ask.
+    /// The row's version as read (its `ETag`), for a write that must find the session unchanged.
     var version = 0
     /// Whether its coach pushed new blocks onto it since it was assigned. False where a statement did
     /// not ask.

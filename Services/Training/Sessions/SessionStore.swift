@@ -9,16 +9,18 @@ struct SessionStore: Sendable {
     /// A session's columns; `s` is `sessions`.
     static let columns = """
         s.id, s.coach_id, s.roster_entry_id, s.client_id, s.workout_id, s.name, s.notes, s.blocks::text, s.scheduled_on::text, s.status, s.performed_at,
-        s.log_notes, s.skip_reason, s.created_at, s.updated_at
+        s.log_notes, s.skip_reason, s.created_at, s.updated_at, s.version
         """
-    typealias Row = (UUID, UUID?, UUID?, UUID?, UUID?, String, String?, String, String, String, Date?, String?, String?, Date, Date)
+    typealias Row = (UUID, UUID?, UUID?, UUID?, UUID?, String, String?, String, String, String, Date?, String?, String?, Date, Date, Int)
 
     static func record(_ row: Row) throws -> SessionRecord {
-        let (id, coach, entry, client, workout, name, notes, blocks, day, status, performed, logNotes, skip, created, updated) = row
-        return SessionRecord(
+        let (id, coach, entry, client, workout, name, notes, blocks, day, status, performed, logNotes, skip, created, updated, version) = row
+        var session = SessionRecord(
             id: id, coachID: coach, rosterEntryID: entry, clientID: client, workoutID: workout, name: name, notes: notes,
             blocks: try JSONDecoder.api.decode([SessionBlock].self, from: Data(blocks.utf8)), scheduledOn: day, status: status, performedAt: performed,
             logNotes: logNotes, skipReason: skip, createdAt: created, updatedAt: updated)
+        session.version = version
+        return session
     }
 
     /// The session in `columns` order starting at column `first` of a row that has more.
@@ -28,7 +30,7 @@ struct SessionStore: Sendable {
                 cells[first].decode(UUID.self), cells[first + 1].decode(UUID?.self), cells[first + 2].decode(UUID?.self), cells[first + 3].decode(UUID?.self),
                 cells[first + 4].decode(UUID?.self), cells[first + 5].decode(String.self), cells[first + 6].decode(String?.self), cells[first + 7].decode(String.self),
                 cells[first + 8].decode(String.self), cells[first + 9].decode(String.self), cells[first + 10].decode(Date?.self), cells[first + 11].decode(String?.self),
-                cells[first + 12].decode(String?.self), cells[first + 13].decode(Date.self), cells[first + 14].decode(Date.self)
+                cells[first + 12].decode(String?.self), cells[first + 13].decode(Date.self), cells[first + 14].decode(Date.self), cells[first + 15].decode(Int.self)
             ))
     }
 
@@ -108,14 +110,13 @@ struct SessionStore: Sendable {
         """
 
     /// What `recordWithLink` reads after `columns`.
-    static let linkAndVersion = "\(coachLinked) AS coach_linked, s.version, s.pushed_at IS NOT NULL AS pushed"
+    static let linkAndPush = "\(coachLinked) AS coach_linked, s.pushed_at IS NOT NULL AS pushed"
 
-    /// The session in `columns` order, then `linkAndVersion`.
+    /// The session in `columns` order, then `linkAndPush`.
     static func recordWithLink(_ row: PostgresRow) throws -> SessionRecord {
         let cells = row.makeRandomAccess()
         var session = try record(cells, from: 0)
-        session.coachLinked = try cells[15].decode(Bool.self)
-        session.version = try cells[16].decode(Int.self)
+        session.coachLinked = try cells[16].decode(Bool.self)
         session.pushed = try cells[17].decode(Bool.self)
         return session
     }
@@ -126,7 +127,7 @@ struct SessionStore: Sendable {
     struct FindQuery: PostgresPreparedStatement {
         static let name = "training.session_of_party"
         static let sql = """
-            SELECT \(SessionStore.columns), \(SessionStore.linkAndVersion) FROM sessions s
+            SELECT \(SessionStore.columns), \(SessionStore.linkAndPush) FROM sessions s
             WHERE s.id = $1 AND (s.client_id = $2 OR (s.coach_id = $2 AND \(SessionStore.coachLinked)))
             """
         static let bindingDataTypes: [PostgresDataType] = [.uuid, .uuid]
