@@ -278,19 +278,24 @@ import TestSupport
 
     /// The pool learns that a connection closed through a callback it registers just after handing
     /// a new connection out, so one closed during its first lease can be handed out again for a
-    /// moment: the lease that gets it takes another, and the statement runs.
+    /// moment: the lease that gets it takes another, and the statement runs, within a request's
+    /// budget as without one.
     @Test(.timeLimit(.minutes(1))) func aConnectionClosedDuringItsLeaseIsNotUsedAgain() async throws {
         let database = try await TestDatabase.create(services: ["social"])
         let logger = TestEnvironment.logger
         for poolSize in [1, 2] {
-            try await withClient(database.config(for: "social", poolSize: poolSize)) { client in
-                for round in 0..<20 {
-                    try await client.withConnectionOnItsLoop { connection in
-                        try await connection.close()
-                        try await connection.closeFuture.get()
+            for budget in [nil, DatabaseBudget(maxWait: .seconds(10), watch: nil)] {
+                try await withClient(database.config(for: "social", poolSize: poolSize)) { client in
+                    try await DatabaseBudget.$current.withValue(budget) {
+                        for round in 0..<20 {
+                            try await client.withConnectionOnItsLoop { connection in
+                                try await connection.close()
+                                try await connection.closeFuture.get()
+                            }
+                            let rows = try await client.checkedQuery("SELECT 1::int4", decoding: Int32.self, logger: logger)
+                            #expect(rows == [1], "pool of \(poolSize), budget \(budget != nil), round \(round)")
+                        }
                     }
-                    let rows = try await client.checkedQuery("SELECT 1::int4", decoding: Int32.self, logger: logger)
-                    #expect(rows == [1], "pool of \(poolSize), round \(round)")
                 }
             }
         }

@@ -21,14 +21,29 @@ extension PostgresClient {
     /// budget's deadline, or when the database is known to be out of reach. Every lease passes the
     /// pool's `LeaseGate` first.
     public func withConnectionOnItsLoop<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
-        // The pool hears that a connection closed through a callback it registers only after handing
-        // the new connection out, so one closed during its first lease (a failed preparation closes
-        // it) can be handed out again before the pool knows. Nothing was written to it. It is held
-        // while another is leased, so the pool cannot hand it out once more, and hands out another
-        // as soon as it hears of the closure.
-        try await leaseOnItsLoop { connection in
-            guard !connection.isClosed else { return try await self.withConnectionOnItsLoop(body) }
-            return try await body(connection)
+        try await withOpenConnectionOnItsLoop(body, closedHeld: 0)
+    }
+
+    /// How many closed connections one lease may be handed in a row before its work is refused.
+    static let closedConnectionsPerLease = 3
+
+    // The pool hears that a connection closed through a callback it registers only after handing the
+    // new connection out, so one closed during its first lease (a failed preparation closes it) can
+    // be handed out again before the pool knows. Nothing was written to it. It is held while another
+    // is leased, so the pool cannot hand it out once more; the pool opens a replacement when it hears
+    // of the closure (the services keep their whole pool open: `minimumConnections`), or serves the
+    // lease when another comes back. A budget's wait counts from the first lease.
+    private func withOpenConnectionOnItsLoop<Result: Sendable>(
+        _ body: (PostgresConnection) async throws -> sending Result, closedHeld: Int
+    ) async throws -> Result {
+        let asked = ContinuousClock.now
+        return try await leaseOnItsLoop { connection in
+            guard connection.isClosed else { return try await body(connection) }
+            guard closedHeld + 1 < Self.closedConnectionsPerLease else { throw DatabaseConnectionClosed() }
+            guard var budget = DatabaseBudget.current else { return try await self.withOpenConnectionOnItsLoop(body, closedHeld: closedHeld + 1) }
+            budget.maxWait -= ContinuousClock.now - asked
+            guard budget.maxWait > .zero else { throw DatabaseWaitExceeded(unreachable: false) }
+            return try await DatabaseBudget.$current.withValue(budget) { try await self.withOpenConnectionOnItsLoop(body, closedHeld: closedHeld + 1) }
         }
     }
 
