@@ -485,10 +485,10 @@ struct LiveGateway: Sendable {
         try await Self.withLiveGateway(redis: server.configuration, everyServiceAt: upstream.baseURL, stream: stream) { gateway in
             @Sendable func marked(_ user: UUID) async throws -> Bool { try await gateway.mark(try await gateway.issuer.token(userID: user, sessionID: UUID())) == "1" }
             try await waitUntil(.seconds(10)) { try await marked(first) }
-            // Quiet, past a few answers: the subscription started at least 14 s before `heard`'s
-            // time plus a minute, and Redis answered a ping within the last 5 s or so.
-            try await Task.sleep(for: .seconds(14))
-            try await LiveGateway.relay(UserDeleted(userID: heard), of: heard, to: stream, id: LiveGateway.id(minutesAgo: 68.0 / 60), redis: gateway.redis)
+            // Quiet, past a few answers: the subscription started at least 18 s before `heard`'s time
+            // plus a minute, and Redis answered a ping sent within the last 5 s or so.
+            try await Task.sleep(for: .seconds(18))
+            try await LiveGateway.relay(UserDeleted(userID: heard), of: heard, to: stream, id: LiveGateway.id(minutesAgo: 71.0 / 60), redis: gateway.redis)
             try await LiveGateway.relay(UserDeleted(userID: missed), of: missed, to: stream, redis: gateway.redis)
 
             try await server.stop()

@@ -134,18 +134,25 @@ import TestSupport
         }
     }
 
-    /// A pattern's listener hears each answer to the subscriber's `PING`, but only on a connection
-    /// where Redis confirmed the pattern: never before the confirmation (here the connection already
-    /// holds a channel, and pings go out while the pattern is asked for), and again after the server
-    /// comes back and confirms it anew.
+    /// A pattern's listener hears each answer to the subscriber's `PING`, with when it was sent, but
+    /// only on a connection where Redis confirmed the pattern: not the answers to pings sent before
+    /// it asked (here the connection already holds a channel, and the server, paused, answers the
+    /// pings it held only after it resumes, before the pattern's confirmation), and again after the
+    /// server comes back and confirms it anew.
     @Test(.timeLimit(.minutes(1))) func aPatternsListenerHearsThePingsAnsweredOnceSubscribed() async throws {
-        try await Self.withOwnServer(commandTimeout: .seconds(1), pingInterval: .milliseconds(50)) { server, redis, subscriber in
+        try await Self.withOwnServer(commandTimeout: .seconds(10), pingInterval: .milliseconds(50)) { server, redis, subscriber in
             let channelMessages = subscriber.subscribe("hall")
             try await waitUntil { try await redis.publish("hall", "up") > 0 }
             let heard = Heard()
-            let messages = subscriber.psubscribe("room:*", onSubscribed: { heard.append("subscribed") }, onAlive: { heard.append("alive") })
+            server.pause()
+            try await Task.sleep(for: .milliseconds(300))
+            let asked = Date()
+            let messages = subscriber.psubscribe(
+                "room:*", onSubscribed: { heard.append("subscribed") }, onAlive: { sentAt in heard.append(sentAt >= asked ? "alive" : "alive before") })
+            try await Task.sleep(for: .milliseconds(300))
+            server.resume()
             try await waitUntil { heard.entries.count(where: { $0 == "alive" }) >= 3 }
-            #expect(heard.entries.first == "subscribed")
+            #expect(heard.entries.first == "subscribed" && !heard.entries.contains("alive before"), "\(heard.entries)")
             try await server.stop()
             try await server.start()
             try await waitUntil(.seconds(20)) { heard.entries.split(separator: "subscribed").count == 2 && heard.entries.last == "alive" }
@@ -217,7 +224,7 @@ import TestSupport
 }
 
 /// Counts a subscription's confirmations from the subscriber's callback.
-private final class Confirmations: Sendable {
+final class Confirmations: Sendable {
     let count = Atomic<Int>(0)
 }
 

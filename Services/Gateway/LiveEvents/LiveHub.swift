@@ -49,8 +49,9 @@ final class LiveHub: Service, Sendable {
     let ended: EndedSessions
     /// Reads the endings the subscription may have missed from the event stream, each time it starts.
     private let catchUp: EndingsCatchUp?
-    /// When the subscription was last known to be up (it started, or Redis answered the subscriber's
-    /// `PING` on it), in this process's milliseconds since 1970; 0 before it first started.
+    /// When the subscription was last known to be up (it started, or Redis answered a `PING` the
+    /// subscriber sent then on it), in this process's milliseconds since 1970; 0 before it first
+    /// started.
     private let aliveAt = Atomic<Int64>(0)
     private let listeners = Mutex<[UUID: [Int: Listener]]>([:])
     private let nextID = Atomic<Int>(0)
@@ -123,7 +124,7 @@ final class LiveHub: Service, Sendable {
 
     func run() async throws {
         let messages = subscriber.psubscribe(
-            LiveStream.channelPattern, bufferingNewest: 100_000, onSubscribed: { [weak self] in self?.subscribed() }, onAlive: { [weak self] in self?.alive() })
+            LiveStream.channelPattern, bufferingNewest: 100_000, onSubscribed: { [weak self] in self?.subscribed() }, onAlive: { [weak self] sentAt in self?.alive(at: sentAt) })
         // Stopped, and waited for, before the service closes the Redis connections it reads on.
         let catchingUp = catchUp.map { catchUp in Task { await catchUp.run() } }
         do {
@@ -175,10 +176,10 @@ final class LiveHub: Service, Sendable {
     /// (`JWT_LEEWAY_MS`).
     static let catchUpMargin: TimeInterval = 60
 
-    /// Redis answered a `PING` on the subscription: everything published before then has come. So a
-    /// quiet hour does not leave a reconnection reading a whole generation back.
-    private func alive() {
-        if catchUp != nil { aliveAt.store(Self.milliseconds(Date()), ordering: .relaxed) }
+    /// Redis answered a `PING` sent at `sentAt` on the subscription: everything published before
+    /// then has come. So a quiet hour does not leave a reconnection reading a whole generation back.
+    private func alive(at sentAt: Date) {
+        if catchUp != nil { aliveAt.store(Self.milliseconds(sentAt), ordering: .relaxed) }
     }
 
     /// The subscription (re)started: what was published while it was down is read again, by every

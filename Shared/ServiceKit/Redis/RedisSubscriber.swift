@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
@@ -27,8 +28,9 @@ public final class RedisSubscriber: Service, Sendable {
         var continuation: AsyncStream<RedisMessage>.Continuation
         /// Called each time Redis confirms the subscription (pattern listeners; see `psubscribe`).
         var onSubscribed: (@Sendable () -> Void)?
-        /// Called at each answer to a `PING` on a connection that holds the subscription.
-        var onAlive: (@Sendable () -> Void)?
+        /// Called at each answer to a `PING` on a connection that holds the subscription, with when
+        /// the `PING` was sent.
+        var onAlive: (@Sendable (Date) -> Void)?
     }
 
     private struct State {
@@ -43,6 +45,8 @@ public final class RedisSubscriber: Service, Sendable {
         var nextID = 0
         /// When the server last answered a `PING` (or the connection was made).
         var lastPong = ContinuousClock.now
+        /// When each `PING` not yet answered on the current connection was sent, oldest first.
+        var pingsSent: [Date] = []
     }
 
     private let configuration: RedisConfiguration
@@ -83,10 +87,12 @@ public final class RedisSubscriber: Service, Sendable {
     /// its first listener asks, and after every reconnection), before any message of that subscription
     /// is yielded: what was published while the connection was down is lost to pub/sub, and a listener
     /// that keeps a durable copy elsewhere reads it again from there. `onAlive` runs at each answer to
-    /// the subscriber's `PING` on a connection where the subscription was confirmed: everything
-    /// published before Redis answered has been delivered, so a read after a gap may start there.
+    /// the subscriber's `PING` on a connection where the subscription was confirmed, with when the
+    /// `PING` was sent: Redis answers in order, so everything published before then has been
+    /// delivered, and a read after a gap may start there. Not behind Sentinel: a primary cut off from
+    /// the others goes on answering while messages go to the new one.
     public func psubscribe(
-        _ pattern: String, bufferingNewest limit: Int = 10_000, onSubscribed: (@Sendable () -> Void)? = nil, onAlive: (@Sendable () -> Void)? = nil
+        _ pattern: String, bufferingNewest limit: Int = 10_000, onSubscribed: (@Sendable () -> Void)? = nil, onAlive: (@Sendable (Date) -> Void)? = nil
     ) -> AsyncStream<RedisMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: RedisMessage.self, bufferingPolicy: .bufferingNewest(limit))
         let id = state.withLock { state in
@@ -135,7 +141,7 @@ public final class RedisSubscriber: Service, Sendable {
     private func push(_ value: RESPValue, generation: Int) {
         // `PING` on a connection that holds no subscription (every listener gone) is answered `+PONG`.
         if case .simpleString("PONG") = value {
-            state.withLock { $0.lastPong = .now }
+            answered(generation: generation)
             return
         }
         guard let parts = value.array, let kind = parts.first?.string else { return }
@@ -153,12 +159,7 @@ public final class RedisSubscriber: Service, Sendable {
                 listener.continuation.yield(RedisMessage(channel: channel, payload: payload))
             }
         case "pong":
-            let alive = state.withLock { state -> [Listener] in
-                state.lastPong = .now
-                guard state.generation == generation else { return [] }
-                return state.confirmedPatterns.flatMap { state.patternListeners[$0] ?? [] }
-            }
-            for listener in alive { listener.onAlive?() }
+            answered(generation: generation)
         case "subscribe", "psubscribe":
             guard parts.count == 3, let name = parts[1].string else { return }
             let listeners = state.withLock { state in
@@ -172,6 +173,19 @@ public final class RedisSubscriber: Service, Sendable {
         }
     }
 
+    /// A `PING` was answered on the connection `generation` counts.
+    private func answered(generation: Int) {
+        let trustsAnswers = configuration.sentinels.isEmpty
+        let (alive, sentAt) = state.withLock { state -> ([Listener], Date?) in
+            state.lastPong = .now
+            guard state.generation == generation, !state.pingsSent.isEmpty else { return ([], nil) }
+            let sentAt = state.pingsSent.removeFirst()
+            return trustsAnswers ? (state.confirmedPatterns.flatMap { state.patternListeners[$0] ?? [] }, sentAt) : ([], nil)
+        }
+        guard let sentAt else { return }
+        for listener in alive { listener.onAlive?(sentAt) }
+    }
+
     public func run() async throws {
         var failures = 0
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
@@ -179,6 +193,7 @@ public final class RedisSubscriber: Service, Sendable {
                 let generation = state.withLock { state in
                     state.generation += 1
                     state.confirmedPatterns = []
+                    state.pingsSent = []
                     return state.generation
                 }
                 let connection = try await RedisConnection.connect(configuration, eventLoopGroup: eventLoopGroup) { [weak self] value in
@@ -246,6 +261,8 @@ public final class RedisSubscriber: Service, Sendable {
                 connection.close()
                 return
             }
+            // Noted before it is written, so that its answer finds it.
+            state.withLock { $0.pingsSent.append(Date()) }
             connection.write(["PING"])
         }
     }
