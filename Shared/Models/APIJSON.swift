@@ -17,16 +17,18 @@ public enum APIJSON {
         return bytes
     }
 
-    /// Every quoted string that is exactly an uppercase UUID (`"8-4-4-4-12"` hex digits), lowercased,
-    /// but for `verbatim`. Foundation writes a `UUID` no other way; a string value of that shape is
-    /// taken for one.
+    /// Every string that is exactly an uppercase UUID (`"8-4-4-4-12"` hex digits), lowercased, but
+    /// for `verbatim`. Foundation writes a `UUID` no other way; a string value of that shape is taken
+    /// for one. A string opens after `[`, `{`, `,` or `:` in the compact JSON Foundation writes; a
+    /// quote inside one is escaped, so text in a longer string is never taken for one.
     static func lowercaseUUIDs(in bytes: inout [UInt8], keeping verbatim: String? = nil) {
         let quote = UInt8(ascii: "\""), dash = UInt8(ascii: "-")
         let kept = verbatim.map { Array($0.utf8) }.flatMap { $0.count == 36 ? $0 : nil }
+        func opensString(after byte: UInt8) -> Bool { byte == UInt8(ascii: "[") || byte == UInt8(ascii: "{") || byte == UInt8(ascii: ",") || byte == UInt8(ascii: ":") }
         func isHex(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte) }
         var index = 0
         while index + 37 < bytes.count {
-            guard bytes[index] == quote, bytes[index + 37] == quote, bytes[index + 9] == dash, bytes[index + 14] == dash, bytes[index + 19] == dash,
+            guard bytes[index] == quote, index == 0 || opensString(after: bytes[index - 1]), bytes[index + 37] == quote, bytes[index + 9] == dash, bytes[index + 14] == dash, bytes[index + 19] == dash,
                 bytes[index + 24] == dash,
                 (1...36).allSatisfy({ [9, 14, 19, 24].contains($0) || isHex(bytes[index + $0]) })
             else {

@@ -394,6 +394,9 @@ import TestSupport
         }
         // A UUID-shaped string is taken for a UUID; other strings keep their case.
         #expect(try Self.fast(["A1B2C3D4-0000-4000-8000-00000000000F", "ABC"]) == #"["a1b2c3d4-0000-4000-8000-00000000000f","ABC"]"#)
+        // Text inside a longer string is not taken for one, though a quote (escaped) is before it.
+        #expect(try Self.fast(["x\"A1B2C3D4-0000-4000-8000-00000000000F\""]) == #"["x\"A1B2C3D4-0000-4000-8000-00000000000F\""]"#)
+        #expect(try Self.fast(["k": "A1B2C3D4-0000-4000-8000-00000000000F"]) == #"{"k":"a1b2c3d4-0000-4000-8000-00000000000f"}"#)
         let kept = try APIJSON.encode(["A1B2C3D4-0000-4000-8000-00000000000F", "B1B2C3D4-0000-4000-8000-00000000000F"], keeping: "B1B2C3D4-0000-4000-8000-00000000000F")
         #expect(String(decoding: kept, as: UTF8.self) == #"["a1b2c3d4-0000-4000-8000-00000000000f","B1B2C3D4-0000-4000-8000-00000000000F"]"#)
         #expect(try Self.fast([Int128.max, Int128.min]) == Self.foundation([Int128.max, Int128.min]))

@@ -60,9 +60,12 @@ public enum OpenAPIDocument {
     }
 }
 
-/// `text` with every quoted uppercase UUID lowercased: what the API writes (`APIJSON`) where
-/// Foundation's `JSONEncoder` writes uppercase, so the two can be compared.
+/// `text` (compact JSON) with every string that is an uppercase UUID lowercased: what the API
+/// writes (`APIJSON`) where Foundation's `JSONEncoder` writes uppercase, so the two can be compared.
+/// A string opens at the start or after `[`, `{`, `,` or `:`; a quote after a backslash is in one.
 public func lowercasingUUIDs(_ text: String) -> String {
-    let pattern = try! Regex(#""[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}""#)
-    return text.replacing(pattern) { match in match.output[0].substring.map { $0.lowercased() } ?? "" }
+    let pattern = try! Regex(#"(^|[\[{,:])("[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}")"#)
+    return text.replacing(pattern) { match in
+        (match.output[1].substring.map(String.init) ?? "") + (match.output[2].substring.map { $0.lowercased() } ?? "")
+    }
 }

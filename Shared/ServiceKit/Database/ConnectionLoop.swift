@@ -21,7 +21,7 @@ extension PostgresClient {
     /// budget's deadline, or when the database is known to be out of reach. Every lease passes the
     /// pool's `LeaseGate` first.
     public func withConnectionOnItsLoop<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
-        try await withOpenConnectionOnItsLoop(body, closedHeld: 0)
+        try await withOpenConnectionOnItsLoop(body, budget: DatabaseBudget.current, closedHeld: 0)
     }
 
     /// How many closed connections one lease may be handed in a row before its work is refused.
@@ -32,23 +32,28 @@ extension PostgresClient {
     // be handed out again before the pool knows. Nothing was written to it. It is held while another
     // is leased, so the pool cannot hand it out once more; the pool opens a replacement when it hears
     // of the closure (the services keep their whole pool open: `minimumConnections`), or serves the
-    // lease when another comes back. A budget's wait counts from the first lease.
+    // lease when another comes back. A budget's wait counts from the first lease; the body's own
+    // leases, if any, keep the request's whole budget.
     private func withOpenConnectionOnItsLoop<Result: Sendable>(
-        _ body: (PostgresConnection) async throws -> sending Result, closedHeld: Int
+        _ body: (PostgresConnection) async throws -> sending Result, budget: DatabaseBudget?, closedHeld: Int
     ) async throws -> Result {
         let asked = ContinuousClock.now
-        return try await leaseOnItsLoop { connection in
+        return try await leaseOnItsLoop(within: budget) { connection in
             guard connection.isClosed else { return try await body(connection) }
             guard closedHeld + 1 < Self.closedConnectionsPerLease else { throw DatabaseConnectionClosed() }
-            guard var budget = DatabaseBudget.current else { return try await self.withOpenConnectionOnItsLoop(body, closedHeld: closedHeld + 1) }
-            budget.maxWait -= ContinuousClock.now - asked
-            guard budget.maxWait > .zero else { throw DatabaseWaitExceeded(unreachable: false) }
-            return try await DatabaseBudget.$current.withValue(budget) { try await self.withOpenConnectionOnItsLoop(body, closedHeld: closedHeld + 1) }
+            var left = budget
+            if let budget {
+                left?.maxWait = budget.maxWait - (ContinuousClock.now - asked)
+                guard budget.maxWait > ContinuousClock.now - asked else { throw DatabaseWaitExceeded(unreachable: false) }
+            }
+            return try await self.withOpenConnectionOnItsLoop(body, budget: left, closedHeld: closedHeld + 1)
         }
     }
 
-    private func leaseOnItsLoop<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
-        guard let budget = DatabaseBudget.current else {
+    private func leaseOnItsLoop<Result: Sendable>(
+        within budget: DatabaseBudget?, _ body: (PostgresConnection) async throws -> sending Result
+    ) async throws -> Result {
+        guard let budget else {
             let pass = try await LeaseGate.of(self).enter()
             defer { pass.leave() }
             return try await withConnection { connection in

@@ -141,7 +141,7 @@ public final class RedisSubscriber: Service, Sendable {
     private func push(_ value: RESPValue, generation: Int) {
         // `PING` on a connection that holds no subscription (every listener gone) is answered `+PONG`.
         if case .simpleString("PONG") = value {
-            answered(generation: generation)
+            answered(generation: generation, subscribed: false)
             return
         }
         guard let parts = value.array, let kind = parts.first?.string else { return }
@@ -159,7 +159,7 @@ public final class RedisSubscriber: Service, Sendable {
                 listener.continuation.yield(RedisMessage(channel: channel, payload: payload))
             }
         case "pong":
-            answered(generation: generation)
+            answered(generation: generation, subscribed: true)
         case "subscribe", "psubscribe":
             guard parts.count == 3, let name = parts[1].string else { return }
             let listeners = state.withLock { state in
@@ -173,9 +173,10 @@ public final class RedisSubscriber: Service, Sendable {
         }
     }
 
-    /// A `PING` was answered on the connection `generation` counts.
-    private func answered(generation: Int) {
-        let trustsAnswers = configuration.sentinels.isEmpty
+    /// A `PING` was answered on the connection `generation` counts: in the subscribed form, or as
+    /// `+PONG`, which Redis sends only to a connection that holds no subscription at all.
+    private func answered(generation: Int, subscribed: Bool) {
+        let trustsAnswers = subscribed && configuration.sentinels.isEmpty
         let (alive, sentAt) = state.withLock { state -> ([Listener], Date?) in
             state.lastPong = .now
             guard state.generation == generation, !state.pingsSent.isEmpty else { return ([], nil) }
