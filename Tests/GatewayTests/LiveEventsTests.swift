@@ -435,18 +435,8 @@ struct LiveGateway: Sendable {
     /// starts a minute before the subscription was last known up, not a generation back: an entry
     /// of five minutes ago that the first read did not find is not read again.
     @Test func anEndingTheSubscriptionMissedIsReadAfterRedisComesBack() async throws {
-        let upstream = EchoUpstream(name: "social")
-        try await upstream.start()
-        defer { upstream.stop() }
-        let server = try RedisServer()
-        try await server.start()
-        let stream = "events-\(UUID())"
-        let (first, earlier) = (UUID(), UUID())
-        let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
-        // What the first read finds, so that the test knows when it is done.
-        try await LiveGateway.relay(UserDeleted(userID: first), of: first, to: stream, id: LiveGateway.id(minutesAgo: 10), redis: redis)
-        await redis.close()
-        try await Self.withLiveGateway(redis: server.configuration, everyServiceAt: upstream.baseURL, stream: stream) { gateway in
+        let earlier = UUID()
+        try await Self.withGatewayOnARedisOfItsOwn { server, first, gateway in
             let person = try await gateway.person()
             try await waitUntil(.seconds(10)) { try await gateway.mark(try await gateway.issuer.token(userID: first, sessionID: UUID())) == "1" }
             // The subscription is up (it carries a notification), then misses the endings.
@@ -454,8 +444,8 @@ struct LiveGateway: Sendable {
             defer { events.close() }
             try await gateway.notify(person.id)
             _ = try await events.events(count: 1)
-            try await LiveGateway.relay(UserDeleted(userID: earlier), of: earlier, to: stream, id: LiveGateway.id(minutesAgo: 5), redis: gateway.redis)
-            try await LiveGateway.relay(SessionsEnded(userID: person.id, sessionIDs: [person.session], all: false), of: person.id, to: stream, redis: gateway.redis)
+            try await LiveGateway.relay(UserDeleted(userID: earlier), of: earlier, to: gateway.stream, id: LiveGateway.id(minutesAgo: 5), redis: gateway.redis)
+            try await LiveGateway.relay(SessionsEnded(userID: person.id, sessionIDs: [person.session], all: false), of: person.id, to: gateway.stream, redis: gateway.redis)
             try await Task.sleep(for: .milliseconds(500))
             #expect(try await gateway.mark(person.token) == nil)
 
@@ -464,7 +454,6 @@ struct LiveGateway: Sendable {
             try await waitUntil(.seconds(30)) { try await gateway.mark(person.token) == "1" }
             #expect(try await gateway.mark(try await gateway.issuer.token(userID: earlier, sessionID: UUID())) == nil)
         }
-        try await server.stop()
     }
 
     /// The subscription is known up at each answer to the subscriber's `PING` (every 5 s), not only
@@ -472,29 +461,39 @@ struct LiveGateway: Sendable {
     /// answer. An ending from before that, which the subscription would have carried, is not read
     /// again; one after it is.
     @Test func aReconnectionReadsFromTheLastAnswerToAPing() async throws {
+        let (heard, missed) = (UUID(), UUID())
+        try await Self.withGatewayOnARedisOfItsOwn { server, first, gateway in
+            @Sendable func marked(_ user: UUID) async throws -> Bool { try await gateway.mark(try await gateway.issuer.token(userID: user, sessionID: UUID())) == "1" }
+            try await waitUntil(.seconds(10)) { try await marked(first) }
+            // Quiet, past a few answers: the subscription started at least 18 s before `heard`'s time
+            // plus a minute, and Redis answered a ping sent within the last 5 s or so.
+            try await Task.sleep(for: .seconds(18))
+            try await LiveGateway.relay(UserDeleted(userID: heard), of: heard, to: gateway.stream, id: LiveGateway.id(minutesAgo: 71.0 / 60), redis: gateway.redis)
+            try await LiveGateway.relay(UserDeleted(userID: missed), of: missed, to: gateway.stream, redis: gateway.redis)
+
+            try await server.stop()
+            try await server.start()
+            try await waitUntil(.seconds(30)) { try await marked(missed) }
+            #expect(try await !marked(heard))
+        }
+    }
+
+    /// A gateway on a Redis server of the test's own, which `body` may stop and start, with an
+    /// echoing service behind it. Its event stream holds one ending of ten minutes ago, of the user
+    /// `body` is given: what the gateway's first read finds, so that the test knows when it is done.
+    static func withGatewayOnARedisOfItsOwn(_ body: @escaping @Sendable (RedisServer, UUID, LiveGateway) async throws -> Void) async throws {
         let upstream = EchoUpstream(name: "social")
         try await upstream.start()
         defer { upstream.stop() }
         let server = try RedisServer()
         try await server.start()
         let stream = "events-\(UUID())"
-        let (first, heard, missed) = (UUID(), UUID(), UUID())
+        let first = UUID()
         let redis = RedisClient(configuration: server.configuration, logger: TestEnvironment.logger)
         try await LiveGateway.relay(UserDeleted(userID: first), of: first, to: stream, id: LiveGateway.id(minutesAgo: 10), redis: redis)
         await redis.close()
-        try await Self.withLiveGateway(redis: server.configuration, everyServiceAt: upstream.baseURL, stream: stream) { gateway in
-            @Sendable func marked(_ user: UUID) async throws -> Bool { try await gateway.mark(try await gateway.issuer.token(userID: user, sessionID: UUID())) == "1" }
-            try await waitUntil(.seconds(10)) { try await marked(first) }
-            // Quiet, past a few answers: the subscription started at least 18 s before `heard`'s time
-            // plus a minute, and Redis answered a ping sent within the last 5 s or so.
-            try await Task.sleep(for: .seconds(18))
-            try await LiveGateway.relay(UserDeleted(userID: heard), of: heard, to: stream, id: LiveGateway.id(minutesAgo: 71.0 / 60), redis: gateway.redis)
-            try await LiveGateway.relay(UserDeleted(userID: missed), of: missed, to: stream, redis: gateway.redis)
-
-            try await server.stop()
-            try await server.start()
-            try await waitUntil(.seconds(30)) { try await marked(missed) }
-            #expect(try await !marked(heard))
+        try await withLiveGateway(redis: server.configuration, everyServiceAt: upstream.baseURL, stream: stream) { gateway in
+            try await body(server, first, gateway)
         }
         try await server.stop()
     }

@@ -43,8 +43,9 @@ extension PostgresClient {
             guard closedHeld + 1 < Self.closedConnectionsPerLease else { throw DatabaseConnectionClosed() }
             var left = budget
             if let budget {
-                left?.maxWait = budget.maxWait - (ContinuousClock.now - asked)
-                guard budget.maxWait > ContinuousClock.now - asked else { throw DatabaseWaitExceeded(unreachable: false) }
+                let waited = ContinuousClock.now - asked
+                guard waited < budget.maxWait else { throw DatabaseWaitExceeded(unreachable: false) }
+                left?.maxWait = budget.maxWait - waited
             }
             return try await self.withOpenConnectionOnItsLoop(body, budget: left, closedHeld: closedHeld + 1)
         }
