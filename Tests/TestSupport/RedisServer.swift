@@ -7,6 +7,7 @@ import ServiceKitDatabase
 import ServiceKitEvents
 import ServiceKitHTTP
 import ServiceKitRedis
+import Synchronization
 
 /// A redis-server process of a test's own, for tests that stop and restart Redis mid-test.
 public final class RedisServer: @unchecked Sendable {
@@ -132,16 +133,24 @@ public final class RedisServer: @unchecked Sendable {
     /// connection before the server it was meant for listens, and a probe of it can even connect to
     /// itself (TCP's simultaneous open), so `accepts(port:)` said yes to a server that was not there:
     /// the gateway's shutdown test once failed on such a port with "connection reset by peer".
+    /// A port is handed out once per test process: a test may hold one for seconds before its
+    /// server binds it (a Redis started later, a listener still booting), and a parallel test given
+    /// the same port would bind it first and answer in its place, as the listener's shutdown test
+    /// once saw (its own bind refused, its probes answered by another test's server).
     public static func freePort() throws -> Int {
         let low =
             (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
             .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
         for _ in 0..<500 {
             let port = low > 20100 ? Int.random(in: 20000..<low) : 0
-            if let bound = bindable(port) { return bound }
+            guard let bound = bindable(port) else { continue }
+            if handedOut.withLock({ $0.insert(bound).inserted }) { return bound }
         }
         throw RedisError.unavailable("no free port below the ephemeral range")
     }
+
+    /// Every port `freePort()` has returned in this process.
+    private static let handedOut = Mutex<Set<Int>>([])
 
     /// The port, once it could be bound on 127.0.0.1 (0 for one the kernel picks), or nil.
     private static func bindable(_ port: Int) -> Int? {
