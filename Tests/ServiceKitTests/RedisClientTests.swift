@@ -161,6 +161,48 @@ import TestSupport
         }
     }
 
+    /// A pattern whose listeners left before Redis confirmed it, and which another listener then
+    /// asked for, is confirmed by the answer to the second `PSUBSCRIBE`, not by the first's: Redis
+    /// answers the first, then the `PUNSUBSCRIBE` (the subscription is gone), then the second. The
+    /// server is paused so that all three are answered after they were written.
+    @Test(.timeLimit(.minutes(1))) func aPatternAskedForAgainIsConfirmedByTheLastAnswer() async throws {
+        try await Self.withOwnServer(commandTimeout: .seconds(10), pingInterval: .milliseconds(200)) { server, redis, subscriber in
+            let channelMessages = subscriber.subscribe("hall")
+            try await waitUntil { try await redis.publish("hall", "up") > 0 }
+            server.pause()
+            var first: AsyncStream<RedisMessage>? = subscriber.psubscribe("room:*") {}
+            #expect(first != nil && subscriber.patternCount == 1)
+            first = nil
+            #expect(subscriber.patternCount == 0)
+            let heard = Heard()
+            let messages = subscriber.psubscribe("room:*") { heard.append("subscribed") }
+            server.resume()
+            try await waitUntil { try await redis.publish("room:a", "after") > 0 }
+            var reader = messages.makeAsyncIterator()
+            #expect(await reader.next()?.text == "after")
+            #expect(heard.entries == ["subscribed"])
+            _ = channelMessages
+        }
+    }
+
+    /// A listener that joins a pattern Redis has already confirmed hears so at once: nothing more will
+    /// be confirmed for it until the connection is made again.
+    @Test(.timeLimit(.minutes(1))) func aListenerJoiningAConfirmedPatternHearsItIsSubscribed() async throws {
+        try await Self.withOwnServer(commandTimeout: .seconds(10), pingInterval: .milliseconds(200)) { _, redis, subscriber in
+            let heard = Heard()
+            let first = subscriber.psubscribe("room:*") { heard.append("first") }
+            try await waitUntil { heard.entries == ["first"] }
+            let second = subscriber.psubscribe("room:*") { heard.append("second") }
+            #expect(heard.entries == ["first", "second"])
+            try await redis.publish("room:a", "both")
+            var firstReader = first.makeAsyncIterator()
+            var secondReader = second.makeAsyncIterator()
+            #expect(await firstReader.next()?.text == "both")
+            #expect(await secondReader.next()?.text == "both")
+            #expect(heard.entries == ["first", "second"])
+        }
+    }
+
     /// A Redis server of the test's own, a client of it, and a subscriber to it with a short
     /// command timeout and ping interval, running while `body` does.
     static func withOwnServer(

@@ -42,6 +42,10 @@ public final class RedisSubscriber: Service, Sendable {
         var generation = 0
         /// Patterns Redis confirmed on the current connection.
         var confirmedPatterns: Set<String> = []
+        /// `PSUBSCRIBE`s written on the current connection and not yet confirmed, by pattern. A
+        /// pattern is confirmed by the answer to the last one only: after its listeners left and
+        /// others came, the answer to the first is followed by the `PUNSUBSCRIBE`'s.
+        var unansweredPatternSubscriptions: [String: Int] = [:]
         var nextID = 0
         /// When the server last answered a `PING` (or the connection was made).
         var lastPong = ContinuousClock.now
@@ -90,21 +94,24 @@ public final class RedisSubscriber: Service, Sendable {
     /// the subscriber's `PING` on a connection where the subscription was confirmed, with when the
     /// `PING` was sent: Redis answers in order, so everything published before then has been
     /// delivered, and a read after a gap may start there. Not behind Sentinel: a primary cut off from
-    /// the others goes on answering while messages go to the new one.
+    /// the others goes on answering while messages go to the new one. A listener that joins a pattern
+    /// Redis has already confirmed hears `onSubscribed` before this returns.
     public func psubscribe(
         _ pattern: String, bufferingNewest limit: Int = 10_000, onSubscribed: (@Sendable () -> Void)? = nil, onAlive: (@Sendable (Date) -> Void)? = nil
     ) -> AsyncStream<RedisMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: RedisMessage.self, bufferingPolicy: .bufferingNewest(limit))
-        let id = state.withLock { state in
+        let (id, confirmed) = state.withLock { state in
             state.nextID += 1
-            if state.patternListeners[pattern, default: []].isEmpty {
-                state.connection?.write(["PSUBSCRIBE", RedisArgument(pattern)])
+            if state.patternListeners[pattern, default: []].isEmpty, let connection = state.connection {
+                connection.write(["PSUBSCRIBE", RedisArgument(pattern)])
+                state.unansweredPatternSubscriptions[pattern, default: 0] += 1
             }
             state.patternListeners[pattern, default: []].append(
                 Listener(id: state.nextID, continuation: continuation, onSubscribed: onSubscribed, onAlive: onAlive))
-            return state.nextID
+            return (state.nextID, state.confirmedPatterns.contains(pattern))
         }
         continuation.onTermination = { [weak self] _ in self?.remove(pattern: pattern, id: id) }
+        if confirmed { onSubscribed?() }
         return stream
     }
 
@@ -162,10 +169,14 @@ public final class RedisSubscriber: Service, Sendable {
             answered(generation: generation, subscribed: true)
         case "subscribe", "psubscribe":
             guard parts.count == 3, let name = parts[1].string else { return }
-            let listeners = state.withLock { state in
+            let listeners = state.withLock { state -> [Listener] in
+                guard state.generation == generation else { return [] }
                 guard kind == "psubscribe" else { return state.listeners[name] ?? [] }
-                if state.generation == generation, state.patternListeners[name] != nil { state.confirmedPatterns.insert(name) }
-                return state.patternListeners[name] ?? []
+                let unanswered = (state.unansweredPatternSubscriptions[name] ?? 1) - 1
+                state.unansweredPatternSubscriptions[name] = unanswered > 0 ? unanswered : nil
+                guard unanswered <= 0, let listeners = state.patternListeners[name] else { return [] }
+                state.confirmedPatterns.insert(name)
+                return listeners
             }
             for listener in listeners { listener.onSubscribed?() }
         default:
@@ -194,6 +205,7 @@ public final class RedisSubscriber: Service, Sendable {
                 let generation = state.withLock { state in
                     state.generation += 1
                     state.confirmedPatterns = []
+                    state.unansweredPatternSubscriptions = [:]
                     state.pingsSent = []
                     return state.generation
                 }
@@ -204,7 +216,10 @@ public final class RedisSubscriber: Service, Sendable {
                     state.connection = connection
                     state.lastPong = .now
                     for channel in state.listeners.keys { connection.write(["SUBSCRIBE", RedisArgument(channel)]) }
-                    for pattern in state.patternListeners.keys { connection.write(["PSUBSCRIBE", RedisArgument(pattern)]) }
+                    for pattern in state.patternListeners.keys {
+                        connection.write(["PSUBSCRIBE", RedisArgument(pattern)])
+                        state.unansweredPatternSubscriptions[pattern] = 1
+                    }
                     return state.listeners.count + state.patternListeners.count
                 }
                 if failures > 0 { logger.info("redis subscriber reconnected", metadata: ["channels": "\(channels)"]) }
