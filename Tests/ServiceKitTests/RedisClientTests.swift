@@ -177,29 +177,44 @@ import TestSupport
             let heard = Heard()
             let messages = subscriber.psubscribe("room:*") { heard.append("subscribed") }
             server.resume()
+            // The three may reach the server over more than one read, so the first message can come
+            // between the answers; the second is published after the last answer was sent.
             try await waitUntil { try await redis.publish("room:a", "after") > 0 }
             var reader = messages.makeAsyncIterator()
             #expect(await reader.next()?.text == "after")
+            try await waitUntil { !heard.entries.isEmpty }
+            try await redis.publish("room:a", "marker")
+            while let message = await reader.next(), message.text != "marker" {}
             #expect(heard.entries == ["subscribed"])
             _ = channelMessages
         }
     }
 
-    /// A listener that joins a pattern Redis has already confirmed hears so at once: nothing more will
-    /// be confirmed for it until the connection is made again.
+    /// A listener that joins a pattern Redis has already confirmed hears so at once (nothing more will
+    /// be confirmed for it until the connection is made again), and hears of no answer to a `PING`
+    /// sent before it joined: the server is paused while it joins, holding the pings sent until then.
     @Test(.timeLimit(.minutes(1))) func aListenerJoiningAConfirmedPatternHearsItIsSubscribed() async throws {
-        try await Self.withOwnServer(commandTimeout: .seconds(10), pingInterval: .milliseconds(200)) { _, redis, subscriber in
+        try await Self.withOwnServer(commandTimeout: .seconds(10), pingInterval: .milliseconds(50)) { server, redis, subscriber in
             let heard = Heard()
+            let joinerHeard = Heard()
             let first = subscriber.psubscribe("room:*") { heard.append("first") }
             try await waitUntil { heard.entries == ["first"] }
-            let second = subscriber.psubscribe("room:*") { heard.append("second") }
-            #expect(heard.entries == ["first", "second"])
+            server.pause()
+            try await Task.sleep(for: .milliseconds(300))
+            let joined = Date()
+            let second = subscriber.psubscribe(
+                "room:*", onSubscribed: { joinerHeard.append("subscribed") },
+                onAlive: { sentAt in joinerHeard.append(sentAt >= joined ? "alive" : "alive before") })
+            #expect(joinerHeard.entries == ["subscribed"])
+            server.resume()
+            try await waitUntil { joinerHeard.entries.count(where: { $0 == "alive" }) >= 3 }
+            #expect(joinerHeard.entries.first == "subscribed" && !joinerHeard.entries.contains("alive before"), "\(joinerHeard.entries)")
             try await redis.publish("room:a", "both")
             var firstReader = first.makeAsyncIterator()
             var secondReader = second.makeAsyncIterator()
             #expect(await firstReader.next()?.text == "both")
             #expect(await secondReader.next()?.text == "both")
-            #expect(heard.entries == ["first", "second"])
+            #expect(heard.entries == ["first"] && joinerHeard.entries.count(where: { $0 == "subscribed" }) == 1)
         }
     }
 

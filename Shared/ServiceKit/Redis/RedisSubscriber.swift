@@ -49,8 +49,9 @@ public final class RedisSubscriber: Service, Sendable {
         var nextID = 0
         /// When the server last answered a `PING` (or the connection was made).
         var lastPong = ContinuousClock.now
-        /// When each `PING` not yet answered on the current connection was sent, oldest first.
-        var pingsSent: [Date] = []
+        /// When each `PING` not yet answered on the current connection was sent, oldest first, and the
+        /// last listener id given out by then: a listener that joined later hears nothing of its answer.
+        var pingsSent: [(at: Date, lastListener: Int)] = []
     }
 
     private let configuration: RedisConfiguration
@@ -95,12 +96,13 @@ public final class RedisSubscriber: Service, Sendable {
     /// `PING` was sent: Redis answers in order, so everything published before then has been
     /// delivered, and a read after a gap may start there. Not behind Sentinel: a primary cut off from
     /// the others goes on answering while messages go to the new one. A listener that joins a pattern
-    /// Redis has already confirmed hears `onSubscribed` before this returns.
+    /// Redis has already confirmed hears `onSubscribed` before this returns, under the subscriber's
+    /// lock (so before any `onAlive`): it must not call back into the subscriber.
     public func psubscribe(
         _ pattern: String, bufferingNewest limit: Int = 10_000, onSubscribed: (@Sendable () -> Void)? = nil, onAlive: (@Sendable (Date) -> Void)? = nil
     ) -> AsyncStream<RedisMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: RedisMessage.self, bufferingPolicy: .bufferingNewest(limit))
-        let (id, confirmed) = state.withLock { state in
+        let id = state.withLock { state in
             state.nextID += 1
             if state.patternListeners[pattern, default: []].isEmpty, let connection = state.connection {
                 connection.write(["PSUBSCRIBE", RedisArgument(pattern)])
@@ -108,10 +110,10 @@ public final class RedisSubscriber: Service, Sendable {
             }
             state.patternListeners[pattern, default: []].append(
                 Listener(id: state.nextID, continuation: continuation, onSubscribed: onSubscribed, onAlive: onAlive))
-            return (state.nextID, state.confirmedPatterns.contains(pattern))
+            if state.confirmedPatterns.contains(pattern) { onSubscribed?() }
+            return state.nextID
         }
         continuation.onTermination = { [weak self] _ in self?.remove(pattern: pattern, id: id) }
-        if confirmed { onSubscribed?() }
         return stream
     }
 
@@ -149,6 +151,12 @@ public final class RedisSubscriber: Service, Sendable {
         // `PING` on a connection that holds no subscription (every listener gone) is answered `+PONG`.
         if case .simpleString("PONG") = value {
             answered(generation: generation, subscribed: false)
+            return
+        }
+        // A refused `SUBSCRIBE` or `PSUBSCRIBE` (an ACL without the channel) is answered with an error
+        // and no confirmation: the pattern stays unconfirmed until the next connection.
+        if case .error(let message) = value {
+            logger.error("redis refused a subscription", metadata: ["error": "\(message)"])
             return
         }
         guard let parts = value.array, let kind = parts.first?.string else { return }
@@ -191,8 +199,10 @@ public final class RedisSubscriber: Service, Sendable {
         let (alive, sentAt) = state.withLock { state -> ([Listener], Date?) in
             state.lastPong = .now
             guard state.generation == generation, !state.pingsSent.isEmpty else { return ([], nil) }
-            let sentAt = state.pingsSent.removeFirst()
-            return trustsAnswers ? (state.confirmedPatterns.flatMap { state.patternListeners[$0] ?? [] }, sentAt) : ([], nil)
+            let ping = state.pingsSent.removeFirst()
+            guard trustsAnswers else { return ([], nil) }
+            let listeners = state.confirmedPatterns.flatMap { state.patternListeners[$0] ?? [] }.filter { $0.id <= ping.lastListener }
+            return (listeners, ping.at)
         }
         guard let sentAt else { return }
         for listener in alive { listener.onAlive?(sentAt) }
@@ -278,7 +288,7 @@ public final class RedisSubscriber: Service, Sendable {
                 return
             }
             // Noted before it is written, so that its answer finds it.
-            state.withLock { $0.pingsSent.append(Date()) }
+            state.withLock { $0.pingsSent.append((Date(), $0.nextID)) }
             connection.write(["PING"])
         }
     }
