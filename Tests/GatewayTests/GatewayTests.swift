@@ -259,8 +259,11 @@ final class EchoUpstream: Sendable {
         let slow = EchoUpstream(name: "slow")
         try await slow.start()
         defer { slow.stop() }
-        let config = Self.config(everyServiceAt: slow.baseURL, timeout: .milliseconds(300))
         // The echo upstream's /slow sleeps 3 s; a table routing /slow to it makes the gateway wait.
+        // The deadline covers the pool's first connection too (its connect timeout is what is left
+        // of it, up to 1 s): a shorter one could run out while connecting on a loaded machine, and
+        // that is 503, not 504.
+        let config = Self.config(everyServiceAt: slow.baseURL, timeout: .milliseconds(1_500))
         let table = RouteTable(routes: [("/slow", "auth")])
         let router = Router(context: ServiceRequestContext.self)
         router.add(middleware: TelemetryMiddleware(metrics: HTTPMetrics(registry: MetricsRegistry())))

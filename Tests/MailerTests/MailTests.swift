@@ -70,7 +70,7 @@ import TestSupport
             SMTPTransport(
                 config: SMTPConfig(
                     url: "smtp://127.0.0.1:\(sink.port)", username: "mailer", password: password,
-                    from: "no-reply@foodbackend.test", requireTLS: true, timeout: .seconds(5), caFile: caFile))
+                    from: "no-reply@foodbackend.test", requireTLS: true, timeout: .seconds(30), caFile: caFile))
         }
 
         try await transport().send(MailMessage(to: "ana@example.com", subject: "Over TLS", text: "t"), messageID: "tls1@foodbackend")

@@ -81,7 +81,8 @@ import TestSupport
         _ = messages
         let redis = RedisClient(configuration: set.configuration, logger: TestEnvironment.logger)
         // WAIT counts the replicas holding this connection's writes: one pipeline, one connection.
-        let written = try await redis.pipeline([["SET", "kept", "before"], ["WAIT", "1", "1000"]])
+        // It returns at the replica's acknowledgement; the limit is for a replica slow to answer.
+        let written = try await redis.pipeline([["SET", "kept", "before"], ["WAIT", "1", "10000"]])
         #expect(written.last?.int == 1)
         try await set.primary.stop()
         let started = ContinuousClock.now

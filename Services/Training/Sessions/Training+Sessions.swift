@@ -43,10 +43,13 @@ extension Training {
     }
 
     /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after a
-    /// short pause, then after one twice as long each time, since an event is usually just behind
-    /// and what never comes (a made-up id) should cost few looks. True when it was found after waiting; false when
-    /// it was there at once, or never came.
+    /// short pause, since an event is usually just behind, then after one twice as long each time, up
+    /// to a quarter of a second, so that an event held up (a busy consumer) is answered within that
+    /// of its arrival rather than at the end of a long pause, and what never comes costs some fifteen
+    /// looks. True when it was found after waiting; false when it was there at once, or never came.
     /// `worthWaiting`, asked once after the first look, can end the wait before it begins.
+    static let longestPauseBetweenLooks = Duration.milliseconds(250)
+
     private func lookUntilFound(
         _ found: (PostgresConnection) async throws -> Bool, worthWaiting: ((PostgresConnection) async throws -> Bool)? = nil
     ) async throws -> Bool {
@@ -58,7 +61,7 @@ extension Training {
             let now = ContinuousClock.now
             guard now < deadline else { return false }
             try await Task.sleep(for: min(pause, deadline - now))
-            pause *= 2
+            pause = min(pause * 2, Self.longestPauseBetweenLooks)
             waited = true
         }
         return waited
