@@ -727,9 +727,13 @@ final class BusHarness: Sendable {
         _ = try await bus.redis.send("FLUSHALL")
         let poll = Task { try await relay.replayIfRedisLostItsData() }
         // The poll waits for the batch's lock, then sends both events once the batch committed.
+        // Counted in this test's database only: other tests' relays run beside it in theirs.
         try await waitUntil(.seconds(10)) {
             try await bus.producer.checkedQuery(
-                "SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", decoding: Int.self, logger: logger
+                """
+                SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """, decoding: Int.self, logger: logger
             ).first == 1
         }
         replayed.continuation.yield(0)
