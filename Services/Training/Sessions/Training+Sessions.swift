@@ -42,14 +42,15 @@ extension Training {
             worthWaiting: { try await roster.mayCoach(client, through: link, on: $0, logger: logger) })
     }
 
+    /// The longest pause between two looks of `lookUntilFound`.
+    static let longestPauseBetweenLooks = Duration.milliseconds(250)
+
     /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after a
     /// short pause, since an event is usually just behind, then after one twice as long each time, up
     /// to a quarter of a second, so that an event held up (a busy consumer) is answered within that
     /// of its arrival rather than at the end of a long pause, and what never comes costs some fifteen
     /// looks. True when it was found after waiting; false when it was there at once, or never came.
     /// `worthWaiting`, asked once after the first look, can end the wait before it begins.
-    static let longestPauseBetweenLooks = Duration.milliseconds(250)
-
     private func lookUntilFound(
         _ found: (PostgresConnection) async throws -> Bool, worthWaiting: ((PostgresConnection) async throws -> Bool)? = nil
     ) async throws -> Bool {

@@ -153,10 +153,10 @@ public final class RedisSubscriber: Service, Sendable {
             answered(generation: generation, subscribed: false)
             return
         }
-        // A refused `SUBSCRIBE` or `PSUBSCRIBE` (an ACL without the channel) is answered with an error
-        // and no confirmation: the pattern stays unconfirmed until the next connection.
+        // An error confirms nothing: a `PSUBSCRIBE` an ACL refuses leaves its pattern unconfirmed until
+        // the next connection, which only the log tells.
         if case .error(let message) = value {
-            logger.error("redis refused a subscription", metadata: ["error": "\(message)"])
+            logger.error("redis answered the subscriber with an error", metadata: ["error": "\(message)"])
             return
         }
         guard let parts = value.array, let kind = parts.first?.string else { return }
