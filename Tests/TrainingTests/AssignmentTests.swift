@@ -46,9 +46,9 @@ import TestSupport
                 let reply = try await read.value
                 #expect(reply.status == .ok && reply.items.count == 1, "\(path): \(reply.text)")
             }
-            // Linked, nothing planned on that day: no wait. A client no roster names waits 3 s for
-            // its link; the linked client's read, sent after it, is answered first: an order, which
-            // a loaded machine cannot turn around.
+            // Linked, nothing planned on that day: no wait. A client no roster names waits the whole
+            // wait for its link; the linked client's read, sent after it, is answered first: an
+            // order, which a loaded machine cannot turn around.
             let unlinked = try await env.client()
             let path = "/v1/training/sessions?from=\(TrainingTestEnvironment.day(30))"
             let waiting = Task { () -> ContinuousClock.Instant in
@@ -145,7 +145,7 @@ import TestSupport
                 defer { answered.raise() }
                 return try await env.call(.get, "/v1/training/today?\(named)", as: client)
             }
-            // Given time to look (the wait lasts 3 s), the read is still waiting for the former link's end.
+            // Given time to look (the wait is `rosterWait`), the read is still waiting for the former link's end.
             try await Task.sleep(for: .milliseconds(100))
             #expect(!answered.isRaised, "answered before the former coach's unlink was heard")
             try await env.publish(
@@ -183,16 +183,16 @@ import TestSupport
             try await env.publish(InvitationAccepted(invitationID: UUID(), coachID: coach.id, clientID: client.id, rosterEntryID: second), userID: client.id)
             let todayReply = try await today.value
             #expect(todayReply.status == .ok && todayReply.ids == [planned[0]], "\(todayReply.text)")
-            // It ended when the acceptance was heard: a wait that never ends early gives up after 3 s.
-            #expect(ContinuousClock.now - asked < .seconds(3))
+            // It ended when the acceptance was heard: a wait that never ends early gives up after `rosterWait`.
+            #expect(ContinuousClock.now - asked < TrainingTestEnvironment.rosterWait)
             let weekReply = try await week.value
             #expect(weekReply.status == .ok && weekReply.ids == planned, "\(weekReply.text)")
         }
     }
 
     /// An entry that is not, and cannot become, the caller's (made up, another client's, or one
-    /// they left) is not waited for: the list is read at once. A read that waits takes the wait's
-    /// whole 3 s before it gives up.
+    /// they left) is not waited for: the list is read at once. A read that waits takes the whole
+    /// `rosterWait` before it gives up.
     @Test func namingAnEntryThatCannotBeTheCallersIsReadAtOnce() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, _) = try await env.coachWithClient()
@@ -205,18 +205,18 @@ import TestSupport
                 let asked = ContinuousClock.now
                 let reply = try await env.call(.get, "/v1/training/today?roster_entry_id=\(named)", as: caller)
                 #expect(reply.status == .ok)
-                #expect(ContinuousClock.now - asked < .seconds(3), "waited for \(named)")
+                #expect(ContinuousClock.now - asked < TrainingTestEnvironment.rosterWait, "waited for \(named)")
             }
             // The caller's own entry, here already: one lookup, no wait.
             let asked = ContinuousClock.now
             #expect(try await env.call(.get, "/v1/training/today?roster_entry_id=\(entry)", as: client).status == .ok)
-            #expect(ContinuousClock.now - asked < .seconds(3), "waited for the caller's own entry")
+            #expect(ContinuousClock.now - asked < TrainingTestEnvironment.rosterWait, "waited for the caller's own entry")
         }
     }
 
     /// Any account may name any coach: one with no roster entry that is, or may become, the
     /// caller's (a made-up id, a coach whose entries are all taken) is not waited for. A read that
-    /// waits takes the wait's whole 3 s before it gives up.
+    /// waits takes the whole `rosterWait` before it gives up.
     @Test func namingACoachWithNothingForTheCallerIsReadAtOnce() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, _, _) = try await env.coachWithClient()
@@ -225,7 +225,7 @@ import TestSupport
                 let asked = ContinuousClock.now
                 let reply = try await env.call(.get, "/v1/training/today?coach_id=\(named.uuidString.lowercased())", as: caller)
                 #expect(reply.status == .ok)
-                #expect(ContinuousClock.now - asked < .seconds(3), "waited for \(named)")
+                #expect(ContinuousClock.now - asked < TrainingTestEnvironment.rosterWait, "waited for \(named)")
             }
         }
     }
@@ -336,7 +336,7 @@ import TestSupport
             // answer at once would tell that the id is some coach's.
             let asked = ContinuousClock.now
             #expect(try await env.call(.post, path, as: other, json: ["workout_id": otherWorkout, "dates": ["2030-01-01"]]).code == "client_not_found")
-            #expect(ContinuousClock.now - asked >= .seconds(3))
+            #expect(ContinuousClock.now - asked >= TrainingTestEnvironment.rosterWait)
             #expect(try await env.call(.post, path, as: coach, json: ["workout_id": otherWorkout, "dates": ["2030-01-01"]]).code == "workout_not_found")
             #expect(try await env.call(.post, "/v1/training/clients/\(UUID())/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).code == "client_not_found")
             #expect(try await env.call(.post, "/v1/training/clients/not-an-id/assignments", as: coach, json: ["workout_id": workout, "dates": ["2030-01-01"]]).status == .notFound)

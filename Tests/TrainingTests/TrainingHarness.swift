@@ -23,7 +23,13 @@ struct TrainingTestEnvironment: ServiceHarness {
     let config: ServiceConfig
     let redis: RedisClient
 
+    /// How long the service waits for a roster event still on its way (`ROSTER_WAIT_MS`), in tests:
+    /// longer than in production, as a full parallel run on two cores can keep an event from the
+    /// consumer for seconds, and a test that reads before publishing must not see the wait run out.
+    static let rosterWait = Duration.seconds(10)
+
     static func run(_ environment: [String: String] = [:], _ body: @Sendable (TrainingTestEnvironment) async throws -> Void) async throws {
+        let environment = ["ROSTER_WAIT_MS": "\(rosterWait.components.seconds * 1000)"].merging(environment) { _, given in given }
         try await runService("training", environment: environment, migrations: TrainingService.definition.allMigrations, build: buildApplication) { service in
             // Its tests plan, log and count by the day.
             try await clearOfTheHoursEnd()

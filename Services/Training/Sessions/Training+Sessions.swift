@@ -22,17 +22,18 @@ extension Training {
     /// event (`invitation.accepted`), which gives the sessions the coach planned to the client's
     /// account, reaches training on its own way, usually first, at most a moment later. A client
     /// no accepted roster entry names yet (a first coach, or a new one after leaving the last)
-    /// waits for it, up to 3 s, so that the first list after signing in shows the plan. One whose
-    /// entry is here already (the list was simply empty) costs one index lookup, and no wait.
+    /// waits for it, up to `settings.rosterWait`, so that the first list after signing in shows the
+    /// plan. One whose entry is here already (the list was simply empty) costs one index lookup, and
+    /// no wait.
     func awaitFirstAcceptance(of client: UUID, logger: Logger) async throws -> Bool {
         try await lookUntilFound { try await roster.isCoached(client, on: $0, logger: logger) }
     }
 
-    /// Waits, up to 3 s, until the named roster entry (or `coach`'s) is `client`'s accepted one and
-    /// no other is: the client named the invitation they have just accepted, and the former entry's
-    /// unlink, which may reach training after the acceptance, is heard too. Returns as soon as both
-    /// hold; an entry or coach that never was theirs costs the whole wait, and then the list is read
-    /// as it is.
+    /// Waits, up to `settings.rosterWait`, until the named roster entry (or `coach`'s) is `client`'s
+    /// accepted one and no other is: the client named the invitation they have just accepted, and the
+    /// former entry's unlink, which may reach training after the acceptance, is heard too. Returns as
+    /// soon as both hold; an entry or coach that never was theirs costs the whole wait, and then the
+    /// list is read as it is.
     func awaitAcceptance(of client: UUID, named link: AcceptedLink, logger: Logger) async throws {
         let roster = self.roster
         _ = try await lookUntilFound(
@@ -45,16 +46,17 @@ extension Training {
     /// The longest pause between two looks of `lookUntilFound`.
     static let longestPauseBetweenLooks = Duration.milliseconds(250)
 
-    /// Looks until `found` holds, for up to 3 s, holding no connection in between: first after a
-    /// short pause, since an event is usually just behind, then after one twice as long each time, up
-    /// to a quarter of a second, so that an event held up (a busy consumer) is answered within that
-    /// of its arrival rather than at the end of a long pause, and what never comes costs some fifteen
-    /// looks. True when it was found after waiting; false when it was there at once, or never came.
+    /// Looks until `found` holds, for up to `settings.rosterWait`, holding no connection in between:
+    /// first after a short pause, since an event is usually just behind, then after one twice as long
+    /// each time, up to a quarter of a second, so that an event held up (a busy consumer) is answered
+    /// within that of its arrival rather than at the end of a long pause, and what never comes costs
+    /// some fifteen looks in the default 3 s. True when it was found after waiting; false when it was
+    /// there at once, or never came.
     /// `worthWaiting`, asked once after the first look, can end the wait before it begins.
     private func lookUntilFound(
         _ found: (PostgresConnection) async throws -> Bool, worthWaiting: ((PostgresConnection) async throws -> Bool)? = nil
     ) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(3)
+        let deadline = ContinuousClock.now + settings.rosterWait
         var pause = Duration.milliseconds(25)
         var waited = false
         while try await postgres.withConnectionOnItsLoop({ try await found($0) }) == false {
