@@ -103,6 +103,9 @@ import TestSupport
                     .status == .ok)
             #expect(try await env.call(.post, "/v1/training/sessions/\(ids[2])/skip", as: client, json: ["reason": "away"]).status == .ok)
             _ = try await env.call(.post, "/v1/training/sessions/\(ids[0])/comments", as: coach, json: ["text": "Great work"], headers: [HTTPField.Name("Idempotency-Key")!: "comment-1"])
+            let thanks = ["text": "Thanks"]
+            let thanked: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "comment-2"]
+            #expect(try await env.call(.post, "/v1/training/sessions/\(ids[0])/comments", as: client, json: thanks, headers: thanked).status == .created)
             let pending = try await env.rosterEntry(of: coach)
             _ = try await env.assign(workout, to: pending, by: coach, on: [TrainingTestEnvironment.day(1)])
 
@@ -110,10 +113,18 @@ import TestSupport
             try await waitUntil(.seconds(10)) { try await env.count("SELECT count(*) FROM workouts") == 0 }
             // The answers kept for retries hold what was written: the deleted coach's go.
             #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(coach.id)'") == 0)
-            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(client.id)'") == 1)
+            #expect(try await env.count("SELECT count(*) FROM idempotency_keys WHERE user_id = '\(client.id)'") == 2)
+            // The client's kept answers that name the coach (the logged session's coach) are
+            // withheld: a retry is not shown them, and logs nothing again. Their own comment's stays.
+            let retried = try await env.call(
+                .post, "/v1/training/sessions/\(ids[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 3), headers: [HTTPField.Name("Idempotency-Key")!: "log-1"])
+            #expect(retried.status == .conflict && retried.code == "idempotency_answer_withheld", "\(retried.text)")
+            let replayed = try await env.call(.post, "/v1/training/sessions/\(ids[0])/comments", as: client, json: thanks, headers: thanked)
+            #expect(replayed.status == .created && replayed.headers[HTTPField.Name("Idempotent-Replayed")!] == "true", "\(replayed.text)")
+            #expect(!replayed.text.contains(coach.id.uuidString.lowercased()))
             let kept = try await env.call(.get, "/v1/training/sessions/\(ids[0])", as: client)
             #expect(kept.status == .ok && kept.json["coach_id"] is NSNull && kept.json["status"] as? String == "completed")
-            #expect((kept.json["comments"] as? [Any])?.isEmpty == true && (kept.json["logged_sets"] as? [Any])?.count == 3)
+            #expect((kept.json["comments"] as? [[String: Any]])?.compactMap { $0["text"] as? String } == ["Thanks"] && (kept.json["logged_sets"] as? [Any])?.count == 3)
             #expect(try await env.call(.get, "/v1/training/sessions/\(ids[1])", as: client).json["status"] as? String == "cancelled")
             // Skipped is not performed: cancelled too, and no longer open to a log.
             #expect(try await env.call(.get, "/v1/training/sessions/\(ids[2])", as: client).json["status"] as? String == "cancelled")

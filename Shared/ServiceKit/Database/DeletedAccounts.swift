@@ -37,9 +37,11 @@ extension PostgresConnection {
 
     /// Leaves the tombstone of `user`'s account; once is enough. The answers kept for the account's
     /// retries go with it (`forgetKeptAnswers`); so do the marks of the latest events applied about
-    /// it (`event_latest`), which name it.
+    /// it (`event_latest`), which name it. Answers kept for other accounts' retries that name it (a
+    /// coach's comment in a client's logged session) are withheld (`withholdKeptAnswers`).
     public func recordDeletedAccount(_ user: UUID, logger: Logger) async throws {
         try await forgetKeptAnswers(of: user, logger: logger)
+        try await withholdKeptAnswers(naming: user, logger: logger)
         try await checkedRun("DELETE FROM event_latest WHERE subject = \(user)", logger: logger)
         try await checkedRun(
             "INSERT INTO deleted_accounts (user_hash) VALUES (sha256(convert_to(\(user.uuidString.lowercased()), 'UTF8'))) ON CONFLICT DO NOTHING",
@@ -63,6 +65,19 @@ extension PostgresConnection {
         } else {
             try await checkedRun("DELETE FROM idempotency_keys WHERE user_id = \(user)", logger: logger)
         }
+    }
+
+    /// Withholds the answers kept for other accounts' retries that name `user` (its id, as every
+    /// body writes ids: lowercase): only their status stays, as for an answer that held a secret, so
+    /// a retry with the key is `409 idempotency_answer_withheld`, neither shown what went with the
+    /// account nor run again (a second comment, a second log). Answers are kept for a day, and an
+    /// account is deleted once: the table is read through, there being no index on what a body says.
+    public func withholdKeptAnswers(naming user: UUID, logger: Logger) async throws {
+        try await checkedRun(
+            """
+            UPDATE idempotency_keys SET headers = '', body = NULL
+            WHERE body IS NOT NULL AND position(convert_to(\(user.uuidString.lowercased()), 'UTF8') IN body) > 0
+            """, logger: logger)
     }
 }
 

@@ -26,7 +26,8 @@ import Synchronization
 /// - A response over `maxStoredResponse` bytes is not kept.
 /// - A response that holds a secret (a route marks it with `IdempotentResponse.holdsSecret`: a token
 ///   stored only as its hash) is never kept: its status is, so a retry with the key does not run the
-///   route again, and is answered `409 idempotency_answer_withheld`.
+///   route again, and is answered `409 idempotency_answer_withheld`. So is a retry whose kept answer
+///   named an account deleted since (`withholdKeptAnswers`).
 ///
 /// A process that stops between the route's commit and storing its response leaves the key pending;
 /// after `abandonedAfter` another request may take the key over and run the route again. Each claim
@@ -130,7 +131,7 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
                 throw APIError(
                     .conflict, code: "idempotency_answer_withheld",
                     detail:
-                        "The request with this Idempotency-Key succeeded, but its response held a secret that is not kept, so it cannot be sent again. Make a new request with a new key."
+                        "The request with this Idempotency-Key succeeded, but its response is not kept (it held a secret, or named an account since deleted), so it cannot be sent again. Make a new request with a new key."
                 )
             case .pending:
                 guard ContinuousClock.now < deadline else {
