@@ -63,6 +63,15 @@ extension TrainingTestEnvironment {
     }
 
     /// The day `offset` days from today in UTC, `YYYY-MM-DD`.
+    /// `moment` as RFC 3339 with its offset (UTC), as a log's `performed_at` takes it.
+    static func moment(_ moment: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd'T'HH:mm:ssxxx"
+        return formatter.string(from: moment)
+    }
+
     static func day(_ offset: Int, in zone: String = "UTC") -> String {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: zone)!

@@ -125,11 +125,13 @@ struct TrainingEventHandlers {
     }
 
     /// Sessions of the entry not started are cancelled, past days' and skipped ones too: the plan
-    /// ends with the link, and a session logged afterwards would be the former coach's to read.
+    /// ends with the link. A workout performed before then may still be logged (an app that was
+    /// offline sends it later; `cancelled_at`), and is the client's alone: the former coach neither
+    /// reads it nor hears of it.
     static func cancelNotStarted(entry: UUID, coach: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.checkedRun(
             """
-            UPDATE sessions s SET status = 'cancelled', version = s.version + 1, updated_at = now()
+            UPDATE sessions s SET status = 'cancelled', cancelled_at = now(), version = s.version + 1, updated_at = now()
             WHERE s.roster_entry_id = \(entry) AND s.coach_id = \(coach) AND s.status IN ('scheduled', 'skipped')
             """, logger: logger)
     }
@@ -156,7 +158,7 @@ struct TrainingEventHandlers {
         // What was not performed is cancelled: a skipped session too, which would otherwise stay
         // open to a log with no coach behind it.
         try await connection.checkedRun(
-            "UPDATE sessions SET status = 'cancelled', version = version + 1, updated_at = now() WHERE coach_id = \(user) AND status IN ('scheduled', 'skipped')",
+            "UPDATE sessions SET status = 'cancelled', cancelled_at = now(), version = version + 1, updated_at = now() WHERE coach_id = \(user) AND status IN ('scheduled', 'skipped')",
             logger: logger)
         try await connection.checkedRun("DELETE FROM session_comments WHERE author_id = \(user)", logger: logger)
         try await connection.checkedRun(

@@ -172,14 +172,15 @@ struct SessionRoutes {
             draft = try LogDraft(body)
         } catch {
             // A log that cannot be taken says first what the session says (not the caller's, another
-            // version, pushed, cancelled), as one that can be is told, then every problem of the log.
+            // version, pushed, cancelled before the workout's time, when that can be read), as one that
+            // can be is told, then every problem of the log.
             try await training.postgres.withConnectionOnItsLoop { connection in
                 guard let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger), session.clientID == user else {
                     throw SessionErrors.sessionNotFound
                 }
                 try EntityTag(version: Int64(session.version)).check(ifMatchOf: request)
                 if session.pushed, !namesAVersion { throw SessionErrors.pushedNeedsIfMatch }
-                guard session.status != "cancelled" else { throw SessionErrors.cancelled }
+                if let performed = RFC3339.strictDate(from: body.performedAt), !session.takesLog(performedAt: performed) { throw SessionErrors.cancelled }
                 _ = try LogDraft(body, blocks: session.blocks.count)
             }
             throw error

@@ -77,10 +77,19 @@ struct SessionRecord: Sendable {
     /// Whether its coach pushed new blocks onto it since it was assigned. False where a statement did
     /// not ask.
     var pushed = false
+    /// When its plan ended, if it did before the client did it (`cancelled`); nil where a statement
+    /// did not ask.
+    var cancelledAt: Date?
 
     /// Whether the client has done anything with it: logged or skipped. Push and unscheduling leave a
     /// started session alone.
     var started: Bool { status != "scheduled" && status != "cancelled" }
+
+    /// Whether a workout performed at `moment` may be logged against it: unless its plan ended
+    /// (`cancelled`) before then.
+    func takesLog(performedAt moment: Date) -> Bool {
+        status != "cancelled" || cancelledAt.map { moment <= $0 } == true
+    }
 }
 
 /// One logged set, with its weight in kilograms and in the reader's unit (both exact decimal text).

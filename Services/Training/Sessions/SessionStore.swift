@@ -110,7 +110,7 @@ struct SessionStore: Sendable {
         """
 
     /// What `recordWithLink` reads after `columns`.
-    static let linkAndPush = "\(coachLinked) AS coach_linked, s.pushed_at IS NOT NULL AS pushed"
+    static let linkAndPush = "\(coachLinked) AS coach_linked, s.pushed_at IS NOT NULL AS pushed, s.cancelled_at"
 
     /// The session in `columns` order, then `linkAndPush`.
     static func recordWithLink(_ row: PostgresRow) throws -> SessionRecord {
@@ -118,6 +118,7 @@ struct SessionStore: Sendable {
         var session = try record(cells, from: 0)
         session.coachLinked = try cells[16].decode(Bool.self)
         session.pushed = try cells[17].decode(Bool.self)
+        session.cancelledAt = try cells[18].decode(Date?.self)
         return session
     }
 
@@ -571,7 +572,7 @@ struct SessionStore: Sendable {
                 SELECT s.version, jsonb_array_length(s.blocks) AS blocks,
                        CASE WHEN $7::int8[] IS NOT NULL AND NOT s.version = ANY($7::int8[]) THEN 'precondition_failed'
                             WHEN s.pushed_at IS NOT NULL AND NOT $8::bool THEN 'precondition_required'
-                            WHEN s.status = 'cancelled' THEN 'cancelled'
+                            WHEN s.status = 'cancelled' AND NOT coalesce($4 <= s.cancelled_at, false) THEN 'cancelled'
                             WHEN EXISTS (SELECT 1 FROM x WHERE x.block > jsonb_array_length(s.blocks)) THEN 'block'
                             ELSE 'write' END AS outcome
                 FROM sessions s WHERE s.id = $2 AND s.client_id = $3),

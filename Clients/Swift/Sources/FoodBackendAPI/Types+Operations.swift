@@ -37994,7 +37994,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// codes: session_cancelled, idempotency_key_in_use
+            /// codes: session_cancelled (the session's plan ended, its client leaving or its coach's account going, before performed_at), idempotency_key_in_use, idempotency_answer_withheld
             ///
             /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/log/post/responses/409`.
             ///
