@@ -11,6 +11,7 @@ struct Training: Sendable {
     let outbox: EventOutbox
     let exercises = ExerciseStore()
     let workouts = WorkoutStore()
+    let timeZones = TimeZoneNames()
 
     init(dependencies: ServiceDependencies, settings: TrainingSettings) {
         postgres = dependencies.postgres

@@ -37,7 +37,7 @@ struct SettingsRoutes {
         let training = self.training
         return try await training.postgres.transaction(logger: context.logger) { connection in
             var known = zoneShape && TimeZone(identifier: body.timeZone) != nil
-            if known { known = try await training.sessions.isKnownZone(body.timeZone, on: connection, logger: context.logger) }
+            if known { known = try await training.timeZones.contains(body.timeZone, on: connection, logger: context.logger) }
             if !known {
                 problems.append(.init(field: "time_zone", message: "must be an IANA time zone name, such as Europe/Lisbon"))
             }

@@ -85,11 +85,6 @@ struct SessionStore: Sendable {
             """, logger: logger)
     }
 
-    /// Whether PostgreSQL knows the zone by this IANA name (days are worked out there).
-    func isKnownZone(_ name: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        try await connection.returnsRow("SELECT 1 FROM pg_timezone_names WHERE name = \(name)", logger: logger)
-    }
-
     // MARK: reading
 
     /// A session the caller is a party to: its client, or its coach. Anyone else finds nothing.
