@@ -149,8 +149,10 @@ extension KeyedDecodingContainer {
         }
     }
 
-    private static func whole(_ number: Double, at path: [any CodingKey]) throws -> Int {
-        guard number.rounded() == number, abs(number) < 1e9 else { throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "must be a whole number")) }
+    /// `path` is worked out only for a refusal: a container's coding path is built anew on each
+    /// read, for every number of every body.
+    private static func whole(_ number: Double, at path: @autoclosure () -> [any CodingKey]) throws -> Int {
+        guard number.rounded() == number, abs(number) < 1e9 else { throw DecodingError.dataCorrupted(.init(codingPath: path(), debugDescription: "must be a whole number")) }
         return Int(number)
     }
 }
