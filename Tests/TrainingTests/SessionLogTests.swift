@@ -254,6 +254,19 @@ import TestSupport
             #expect(logged.status == .ok, "\(logged.text)")
             let record = try #require(try await env.call(.get, "/v1/training/records", as: other).items.first)
             #expect(record["estimated_1rm_kg"] as? Double == 32.01 && record["estimated_1rm"] as? Double == 32.01, "\(record)")
+
+            // The first day is the client's day as logged: 1 March in Los Angeles came after 2 March
+            // had begun in Tokyo.
+            let (thirdCoach, third, thirdEntry, thirdWorkout) = try await env.coachWithClient()
+            let days = try await env.assign(thirdWorkout, to: thirdEntry, by: thirdCoach, on: [TrainingTestEnvironment.day(-1), TrainingTestEnvironment.day(0)])
+            for (id, at, reps, kilograms) in [(days[0], "2026-03-02T01:00:00+09:00", 4, 105.0), (days[1], "2026-03-01T23:00:00-08:00", 1, 119.0)] {
+                let logged = try await env.call(
+                    .post, "/v1/training/sessions/\(id)/log", as: third,
+                    json: ["performed_at": at, "sets": [["block": 1, "set": 1, "reps": reps, "weight_kg": kilograms, "done": true]]])
+                #expect(logged.status == .ok, "\(logged.text)")
+            }
+            let first = try #require(try await env.call(.get, "/v1/training/records", as: third).items.first)
+            #expect(first["performed_on"] as? String == "2026-03-01" && first["reps"] as? Int == 1, "\(first)")
         }
     }
 

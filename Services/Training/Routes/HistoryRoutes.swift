@@ -78,7 +78,9 @@ struct HistoryRoutes {
     }
 
     /// Per exercise, the done set with weight and reps whose Epley estimate, e1RM = w × (1 + r / 30)
-    /// (w itself for a single), is highest; the first day it was reached. One statement. Divided
+    /// (w itself for a single), is highest; the first day it was reached (the client's day, as
+    /// logged), and among the sets of that day the first (a tie within one session is answered the
+    /// same each time, by block and set). One statement. Divided
     /// last, as w × (30 + r) / 30: `r / 30.0` keeps a fixed number of digits, so an estimate equal
     /// to another's (4 × 105 and 1 × 119) compared unequal, and a half (32.005) rounded the wrong way.
     @Sendable func records(_ request: Request, context: AuthenticatedContext) async throws -> Records {
@@ -96,7 +98,7 @@ struct HistoryRoutes {
                            CASE WHEN ss.reps = 1 THEN ss.weight_kg ELSE ss.weight_kg * (30 + ss.reps) / 30 END AS e1rm, ss.performed_on, ss.session_id
                     FROM session_sets ss JOIN sessions s ON s.id = ss.session_id
                     WHERE ss.client_id = \(user) AND ss.done AND ss.reps > 0 AND ss.weight_kg > 0
-                    ORDER BY ss.exercise_id, e1rm DESC, ss.performed_at, ss.set_number
+                    ORDER BY ss.exercise_id, e1rm DESC, ss.performed_on, ss.performed_at, ss.session_id, ss.block, ss.set_number
                 ) best
                 ORDER BY name, exercise_id
                 """, logger: context.logger)
