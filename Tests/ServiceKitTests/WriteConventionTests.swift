@@ -30,6 +30,8 @@ import TestSupport
 
     final class Counter: Sendable {
         let runs = Atomic<Int>(0)
+        /// Until set, `/held` does not answer.
+        let released = Atomic<Bool>(false)
         func next() -> Int { runs.add(1, ordering: .relaxed).newValue }
         var value: Int { runs.load(ordering: .relaxed) }
     }
@@ -56,6 +58,13 @@ import TestSupport
             return EditedResponse(status: .created, headers: [.eTag: "\"\(n)\"", .location: "/things/\(n)"], response: Created(n: n, echo: text))
         }
         router.post("open/things") { _, _ -> Created in Created(n: counter.next(), echo: "") }
+        router.post("held") { request, _ -> Created in
+            let text = String(buffer: try await request.body.collect(upTo: 1 << 16))
+            let n = counter.next()
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !counter.released.load(ordering: .relaxed), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            return Created(n: n, echo: text)
+        }
         router.post("photos/:id/upload") { request, context -> Created in
             Created(n: counter.next(), echo: "\(try await request.body.collect(upTo: 4 << 20).readableBytes)")
         }
@@ -213,6 +222,41 @@ import TestSupport
             // A live account's key of the same name is its own.
             #expect(try await Self.post(client, user: live, key: "d-1", body: "{}").status == .created)
             #expect(counter.value == 1)
+        }
+    }
+
+    /// When an account is deleted, the answers kept for others that name it (a coach's comment in
+    /// a client's session) are withheld, and so are those of requests still running then: a retry
+    /// is neither shown what went with the account nor run again. Others' answers are replayed.
+    @Test(.timeLimit(.minutes(1))) func answersNamingADeletedAccountAreWithheld() async throws {
+        try await Self.withApp { client, counter, postgres in
+            let (deleted, user) = (UUID(), UUID())
+            let naming = #"{"coach":""# + deleted.uuidString.lowercased() + #""}"#
+            #expect(try await Self.post(client, user: user, key: "names", body: naming).status == .created)
+            #expect(try await Self.post(client, user: user, key: "other", body: #"{"coach":null}"#).status == .created)
+            let running = Task { try await Self.post(client, "/held", user: user, key: "running", body: "{}") }
+            try await waitUntil(.seconds(10)) {
+                var pending = 0
+                for try await count in try await postgres.query("SELECT count(*)::int FROM idempotency_keys WHERE key = 'running' AND status IS NULL", logger: TestEnvironment.logger)
+                    .decode(Int.self)
+                { pending = count }
+                return pending == 1
+            }
+            try await postgres.withConnection { try await $0.withholdKeptAnswers(naming: deleted, logger: TestEnvironment.logger) }
+            counter.released.store(true, ordering: .relaxed)
+            // The running request is answered as ever; only what is kept of it changes.
+            #expect(try await running.value.status == .ok)
+            #expect(counter.value == 3)
+
+            for key in ["names", "running"] {
+                let path = key == "running" ? "/held" : "/things"
+                let retried = try await Self.post(client, path, user: user, key: key, body: key == "names" ? naming : "{}")
+                #expect(retried.status == .conflict, "\(key): \(String(buffer: retried.body))")
+                #expect(try JSONDecoder.api.decode(Problem.self, from: Data(buffer: retried.body)).code == "idempotency_answer_withheld")
+            }
+            let replayed = try await Self.post(client, user: user, key: "other", body: #"{"coach":null}"#)
+            #expect(replayed.status == .created && replayed.headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == "true")
+            #expect(counter.value == 3)
         }
     }
 

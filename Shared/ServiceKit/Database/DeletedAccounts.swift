@@ -70,13 +70,16 @@ extension PostgresConnection {
     /// Withholds the answers kept for other accounts' retries that name `user` (its id, as every
     /// body writes ids: lowercase): only their status stays, as for an answer that held a secret, so
     /// a retry with the key is `409 idempotency_answer_withheld`, neither shown what went with the
-    /// account nor run again (a second comment, a second log). Answers are kept for a day, and an
-    /// account is deleted once: the table is read through, there being no index on what a body says.
+    /// account nor run again (a second comment, a second log). A request still running (its route
+    /// may have read the account before the deletion) keeps only its status when it ends: there is
+    /// no telling yet what its answer will name, and few run at any one moment. Answers are kept for
+    /// a day, and an account is deleted once: the table is read through, there being no index on
+    /// what a body says.
     public func withholdKeptAnswers(naming user: UUID, logger: Logger) async throws {
         try await checkedRun(
             """
-            UPDATE idempotency_keys SET headers = '', body = NULL
-            WHERE body IS NOT NULL AND position(convert_to(\(user.uuidString.lowercased()), 'UTF8') IN body) > 0
+            UPDATE idempotency_keys SET headers = '', body = NULL, withheld = true
+            WHERE status IS NULL OR (body IS NOT NULL AND position(convert_to(\(user.uuidString.lowercased()), 'UTF8') IN body) > 0)
             """, logger: logger)
     }
 }

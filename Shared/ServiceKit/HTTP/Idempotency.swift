@@ -248,7 +248,10 @@ package enum IdempotencySchema {
                     PRIMARY KEY (user_id, route, key)
                 );
                 CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
-                """)
+                """),
+        // A key whose answer is not to be kept when it comes: its request was running when an
+        // account was deleted, and may answer with what went with it (`withholdKeptAnswers`).
+        Migration(name: "0000_idempotency_keys_withheld", sql: "ALTER TABLE idempotency_keys ADD COLUMN withheld boolean NOT NULL DEFAULT false"),
     ]
 }
 
@@ -360,7 +363,8 @@ struct IdempotencyRecord {
         }
     }
 
-    /// Keeps the response; `body` nil keeps only the status (the response held a secret).
+    /// Keeps the response; `body` nil keeps only the status (the response held a secret), as does a
+    /// key marked `withheld` while its request ran.
     func store(status: Int, headers: String, body: [UInt8]?) async throws {
         let store = Store(record: self, status: status, headers: headers, body: body)
         let logger = self.logger
@@ -370,7 +374,7 @@ struct IdempotencyRecord {
     struct Store: PostgresPreparedStatement {
         static let name = "idempotency.store"
         static let sql = """
-            UPDATE idempotency_keys SET status = $5, headers = $6, body = $7
+            UPDATE idempotency_keys SET status = $5, headers = CASE WHEN withheld THEN '' ELSE $6 END, body = CASE WHEN withheld THEN NULL ELSE $7 END
             WHERE user_id = $1 AND route = $2 AND key = $3 AND claim_id = $4 AND status IS NULL
             RETURNING 1
             """
