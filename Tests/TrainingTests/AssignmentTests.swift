@@ -371,6 +371,12 @@ import TestSupport
             offline["performed_at"] = beforeLeaving
             let late = try await env.call(.post, "/v1/training/sessions/\(yesterday[0])/log", as: client, json: offline)
             #expect(late.status == .ok && late.json["status"] as? String == "completed", "\(late.text)")
+            // A correction is held to the cancellation as the first log was.
+            afterLeaving = TrainingTestEnvironment.log(sets: 2)
+            afterLeaving["performed_at"] = TrainingTestEnvironment.moment(Date().addingTimeInterval(2))
+            #expect(try await env.call(.post, "/v1/training/sessions/\(yesterday[0])/log", as: client, json: afterLeaving).code == "session_cancelled")
+            offline["sets"] = (offline["sets"] as? [[String: Any]])?.map { $0.merging(["reps": 6]) { $1 } }
+            #expect(try await env.call(.post, "/v1/training/sessions/\(yesterday[0])/log", as: client, json: offline).json["status"] as? String == "completed")
             #expect(try await env.call(.get, "/v1/training/sessions/\(yesterday[0])", as: coach).code == "session_not_found")
             let corrected = try await env.call(.post, "/v1/training/sessions/\(today[0])/log", as: client, json: TrainingTestEnvironment.log(sets: 2))
             #expect(corrected.status == .ok && corrected.json["status"] as? String == "partial", "\(corrected.text)")

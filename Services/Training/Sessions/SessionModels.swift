@@ -86,9 +86,11 @@ struct SessionRecord: Sendable {
     var started: Bool { status != "scheduled" && status != "cancelled" }
 
     /// Whether a workout performed at `moment` may be logged against it: unless its plan ended
-    /// (`cancelled`) before then.
+    /// (`cancelled`) before then. A session logged after its cancellation keeps it: a correction is
+    /// held to it as the first log was.
     func takesLog(performedAt moment: Date) -> Bool {
-        status != "cancelled" || cancelledAt.map { moment <= $0 } == true
+        guard let cancelledAt else { return status != "cancelled" }
+        return moment <= cancelledAt
     }
 }
 

@@ -567,7 +567,7 @@ struct SessionStore: Sendable {
                 SELECT s.version, jsonb_array_length(s.blocks) AS blocks,
                        CASE WHEN $7::int8[] IS NOT NULL AND NOT s.version = ANY($7::int8[]) THEN 'precondition_failed'
                             WHEN s.pushed_at IS NOT NULL AND NOT $8::bool THEN 'precondition_required'
-                            WHEN s.status = 'cancelled' AND NOT coalesce($4 <= s.cancelled_at, false) THEN 'cancelled'
+                            WHEN (s.status = 'cancelled' OR s.cancelled_at IS NOT NULL) AND NOT coalesce($4 <= s.cancelled_at, false) THEN 'cancelled'
                             WHEN EXISTS (SELECT 1 FROM x WHERE x.block > jsonb_array_length(s.blocks)) THEN 'block'
                             ELSE 'write' END AS outcome
                 FROM sessions s WHERE s.id = $2 AND s.client_id = $3),
