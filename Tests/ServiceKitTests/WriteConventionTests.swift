@@ -257,6 +257,14 @@ import TestSupport
             let replayed = try await Self.post(client, user: user, key: "other", body: #"{"coach":null}"#)
             #expect(replayed.status == .created && replayed.headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == "true")
             #expect(counter.value == 3)
+
+            // A key a day old is taken by the next request with it, whose answer is kept again.
+            try await postgres.query("UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'names'", logger: TestEnvironment.logger)
+            #expect(try await Self.post(client, user: user, key: "names", body: naming).status == .created)
+            #expect(counter.value == 4)
+            let kept = try await Self.post(client, user: user, key: "names", body: naming)
+            #expect(kept.status == .created && kept.headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == "true", "\(String(buffer: kept.body))")
+            #expect(counter.value == 4)
         }
     }
 

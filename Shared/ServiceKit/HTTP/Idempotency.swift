@@ -315,7 +315,7 @@ struct IdempotencyRecord {
                 INSERT INTO idempotency_keys (user_id, route, key, request_hash, claim_id)
                 SELECT $1, $2, $3, $4, $5 FROM live WHERE live.live
                 ON CONFLICT (user_id, route, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, claim_id = EXCLUDED.claim_id,
-                    status = NULL, headers = NULL, body = NULL, created_at = now()
+                    status = NULL, headers = NULL, body = NULL, withheld = false, created_at = now()
                     WHERE idempotency_keys.created_at < now() - interval '24 hours'
                        OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => $6))
                 RETURNING 1
