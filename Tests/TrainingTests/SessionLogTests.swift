@@ -452,6 +452,46 @@ import TestSupport
         }
     }
 
+    /// The resend of a log whose answer was lost names the version the app showed, which the log
+    /// itself moved on: when the session holds exactly that log it is answered as the log was
+    /// (RFC 9110 §13.1.1), writing nothing; any difference (a set fewer, a rep, the notes, the time)
+    /// is still `412`.
+    @Test func aLogResentUnderItsOldVersionIsAnsweredAsLogged() async throws {
+        try await TrainingTestEnvironment.run { env in
+            let (coach, client, entry, workout) = try await env.coachWithClient()
+            let id = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(0)])[0]
+            let path = "/v1/training/sessions/\(id)/log"
+            let shown = try #require(try await env.call(.get, "/v1/training/sessions/\(id)", as: client).headers[.eTag])
+            var body = TrainingTestEnvironment.log(sets: 3, weight: ["weight_lbs": 135.5])
+            body["notes"] = "Felt strong"
+            let logged = try await env.call(.post, path, as: client, json: body, headers: [.ifMatch: shown])
+            try #require(logged.status == .ok, "\(logged.text)")
+            #expect(try await env.written("workout.logged") == 1)
+
+            let resent = try await env.call(.post, path, as: client, json: body, headers: [.ifMatch: shown])
+            #expect(resent.status == .ok, "\(resent.text)")
+            #expect(resent.headers[.eTag] == logged.headers[.eTag] && logged.headers[.eTag] != shown)
+            #expect(NSDictionary(dictionary: resent.json) == NSDictionary(dictionary: logged.json), "\(resent.text)\n\(logged.text)")
+            #expect(try await env.written("workout.logged") == 1)
+
+            var changes: [[String: Any]] = [TrainingTestEnvironment.log(sets: 2, weight: ["weight_lbs": 135.5]), TrainingTestEnvironment.log(sets: 3, weight: ["weight_lbs": 135.5])]
+            changes[0]["notes"] = "Felt strong"
+            var moreReps = TrainingTestEnvironment.log(sets: 3, reps: 9, weight: ["weight_lbs": 135.5])
+            moreReps["notes"] = "Felt strong"
+            var later = body
+            later["performed_at"] = "\(TrainingTestEnvironment.day(0))T07:31:00+00:00"
+            changes += [moreReps, later]
+            for change in changes {
+                let refused = try await env.call(.post, path, as: client, json: change, headers: [.ifMatch: shown])
+                #expect(refused.status == .preconditionFailed && refused.headers[.eTag] == logged.headers[.eTag], "\(refused.text)")
+            }
+            #expect(try await env.call(.get, "/v1/training/sessions/\(id)", as: client).headers[.eTag] == logged.headers[.eTag])
+            // Another client's session is still not found, the same log or not.
+            let (_, other, _, _) = try await env.coachWithClient()
+            #expect(try await env.call(.post, path, as: other, json: body, headers: [.ifMatch: shown]).status == .notFound)
+        }
+    }
+
     /// An app logs the session as it showed it: with its `ETag` in `If-Match`, a log after the coach
     /// pushed new blocks is refused rather than filed under exercises the client never saw; a pushed
     /// session not logged since is not logged without `If-Match`.

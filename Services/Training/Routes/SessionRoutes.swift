@@ -206,7 +206,17 @@ struct SessionRoutes {
             if eventWritten { training.outbox.wrote() }
             return EditedResponse(headers: [.eTag: EntityTag(version: Int64(version)).description], response: EncodedJSON(rendered: answer))
         case .notFound: throw SessionErrors.sessionNotFound
-        case .preconditionFailed(let version): throw EntityTag(version: Int64(version)).preconditionFailed
+        case .preconditionFailed(let version):
+            // The session already holds this log: the resend of one whose answer was lost, after its
+            // version moved on. It is answered as the log was (RFC 9110 §13.1.1), not refused.
+            let held = try await training.postgres.withConnectionOnItsLoop { connection -> SessionDetail? in
+                guard try await training.sessions.holds(draft, session: id, client: user, on: connection, logger: context.logger),
+                    let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger)
+                else { return nil }
+                return try await Self.detail(session, viewer: user, training: training, on: connection, logger: context.logger)
+            }
+            guard let held else { throw EntityTag(version: Int64(version)).preconditionFailed }
+            return EditedResponse(headers: [.eTag: EntityTag(version: Int64(held.session.version)).description], response: try EncodedJSON(held))
         case .preconditionRequired: throw SessionErrors.pushedNeedsIfMatch
         case .cancelled: throw SessionErrors.cancelled
         case .blockOutOfRange(let blocks):

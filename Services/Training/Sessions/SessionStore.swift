@@ -501,25 +501,8 @@ struct SessionStore: Sendable {
         _ draft: LogDraft, session id: UUID, client: UUID, ifMatch: [Int64]?, namesAVersion: Bool, event: EventEnvelope,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> LogOutcome {
-        struct Row: Encodable {
-            var block: Int
-            var n: Int
-            var reps: Int?
-            var duration: Int?
-            var distance: String?
-            var kg: String?
-            var lbs: String?
-            var rpe: String?
-            var done: Bool
-        }
-        // Numbers travel as decimal text, so `numeric` gets exactly what the client sent.
-        let rows = draft.sets.map {
-            Row(
-                block: $0.block, n: $0.set, reps: $0.reps, duration: $0.durationS, distance: $0.distanceM.map { String(describing: $0) },
-                kg: $0.weightKg, lbs: $0.weightLbs, rpe: $0.rpe.map { String(describing: $0) }, done: $0.done)
-        }
         let statement = LogQuery(
-            sets: String(decoding: try JSONEncoder().encode(rows), as: UTF8.self), session: id, client: client, performedAt: draft.performedAt,
+            sets: try Self.setsJSON(draft), session: id, client: client, performedAt: draft.performedAt,
             localDay: draft.localDay, notes: draft.notes, ifMatch: ifMatch, namesAVersion: namesAVersion, event: event, comments: Self.commentsInDetail)
         for try await row in try await connection.checkedExecute(statement, logger: logger) {
             switch row.outcome {
@@ -534,6 +517,53 @@ struct SessionStore: Sendable {
             }
         }
         throw LogQuery.noRow
+    }
+
+    /// Whether the client's session holds exactly this log already: its time, day and notes, and
+    /// the same sets, no more and no fewer. Asked only when `If-Match` names another version, so
+    /// the log's own statement stays as short as it is.
+    func holds(_ draft: LogDraft, session id: UUID, client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let sets = try Self.setsJSON(draft)
+        let rows = try await connection.checkedQuery(
+            """
+            WITH x AS (
+                SELECT * FROM jsonb_to_recordset(\(sets)::jsonb) AS x(block int2, n int2, reps int4, duration int4, distance numeric, kg numeric, lbs numeric, rpe numeric, done bool))
+            SELECT EXISTS (
+                SELECT 1 FROM sessions s
+                WHERE s.id = \(id) AND s.client_id = \(client) AND s.status IN ('completed', 'partial')
+                  AND s.performed_at = \(draft.performedAt) AND s.performed_on = \(draft.localDay)::date AND s.log_notes IS NOT DISTINCT FROM \(draft.notes)
+                  AND (SELECT count(*) FROM x) = (SELECT count(*) FROM session_sets ss WHERE ss.session_id = s.id)
+                  AND NOT EXISTS (
+                      SELECT 1 FROM x WHERE NOT EXISTS (
+                          SELECT 1 FROM session_sets ss
+                          WHERE ss.session_id = s.id AND ss.block = x.block AND ss.set_number = x.n
+                            AND (ss.reps, ss.duration_s, ss.distance_m, ss.weight_kg, ss.rpe, ss.done)
+                                IS NOT DISTINCT FROM (x.reps, x.duration, x.distance, coalesce(x.kg, x.lbs * 0.45359237), x.rpe, x.done))))
+            """, logger: logger)
+        for try await same in rows.decode(Bool.self) { return same }
+        return false
+    }
+
+    /// The log's sets as a JSON array, numbers as decimal text, so `numeric` gets exactly what the
+    /// client sent.
+    static func setsJSON(_ draft: LogDraft) throws -> String {
+        struct Row: Encodable {
+            var block: Int
+            var n: Int
+            var reps: Int?
+            var duration: Int?
+            var distance: String?
+            var kg: String?
+            var lbs: String?
+            var rpe: String?
+            var done: Bool
+        }
+        let rows = draft.sets.map {
+            Row(
+                block: $0.block, n: $0.set, reps: $0.reps, duration: $0.durationS, distance: $0.distanceM.map { String(describing: $0) },
+                kg: $0.weightKg, lbs: $0.weightLbs, rpe: $0.rpe.map { String(describing: $0) }, done: $0.done)
+        }
+        return String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
     }
 
     /// The whole log, one statement without a transaction around it. `seen` is the session as the

@@ -37759,7 +37759,7 @@ public enum Operations {
             public struct Headers: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/header/Idempotency-Key`.
                 public var idempotencyKey: Swift.String?
-                /// the session's ETag as shown; 412 precondition_failed if it changed since
+                /// the session's ETag as shown; 412 precondition_failed if it changed since, unless the session holds exactly this log already (then 200, as the log was answered)
                 ///
                 /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/header/If-Match`.
                 public var ifMatch: Swift.String?
@@ -37768,7 +37768,7 @@ public enum Operations {
                 ///
                 /// - Parameters:
                 ///   - idempotencyKey:
-                ///   - ifMatch: the session's ETag as shown; 412 precondition_failed if it changed since
+                ///   - ifMatch: the session's ETag as shown; 412 precondition_failed if it changed since, unless the session holds exactly this log already (then 200, as the log was answered)
                 ///   - accept:
                 public init(
                     idempotencyKey: Swift.String? = nil,
