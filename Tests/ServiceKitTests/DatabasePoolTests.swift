@@ -212,7 +212,7 @@ import TestSupport
             let deadline = ContinuousClock.now + .seconds(10)
             while written < 3, ContinuousClock.now < deadline {
                 do {
-                    try await client.transaction(logger: logger) { connection in
+                    _ = try await client.transaction(logger: logger) { connection in
                         try await outbox.write(event(), userID: nil, on: connection, logger: logger)
                     }
                     written += 1
@@ -236,6 +236,40 @@ import TestSupport
             var rows = 0
             for try await count in try await client.query("SELECT count(*)::int FROM outbox", logger: logger).decode(Int.self) { rows = count }
             #expect(rows == 4)
+        }
+    }
+
+    /// Reads in `snapshot` agree with each other: a write another connection commits between two of
+    /// them shows in neither, and shows once it has ended. It writes nothing.
+    @Test func aSnapshotsStatementsSeeOneState() async throws {
+        let database = try await TestDatabase.create(services: ["social"])
+        let logger = TestEnvironment.logger
+        let outbox = EventOutbox(producer: "social")
+        let event = UserRegistered(userID: UUID(), email: "snapshot@example.com", displayName: nil, provider: "email")
+        try await withClient(database.config(for: "social", poolSize: 2)) { client in
+            try await MigrationRunner(client: client, schema: "social", migrations: EventBusSchema.migrations, logger: logger).run()
+            @Sendable func count(_ connection: PostgresConnection) async throws -> Int {
+                var rows = -1
+                for try await count in try await connection.checkedQuery("SELECT count(*)::int FROM outbox", logger: logger).decode(Int.self) { rows = count }
+                return rows
+            }
+            let seen = try await client.snapshot(logger: logger) { connection in
+                let before = try await count(connection)
+                // Another connection: the pool holds this one until the snapshot ends.
+                _ = try await client.transaction(logger: logger) { other in try await outbox.write(event, userID: nil, on: other, logger: logger) }
+                return (before, try await count(connection))
+            }
+            #expect(seen == (0, 0))
+            #expect(try await client.withConnectionOnItsLoop { try await count($0) } == 1)
+            let another = UserRegistered(userID: UUID(), email: "snapshot2@example.com", displayName: nil, provider: "email")
+            do {
+                _ = try await client.snapshot(logger: logger) { connection in try await outbox.write(another, userID: nil, on: connection, logger: logger) }
+                Issue.record("a snapshot wrote")
+            } catch let error as PSQLError {
+                // read_only_sql_transaction
+                #expect(error.serverInfo?[.sqlState] == "25006", "\(String(reflecting: error))")
+            }
+            #expect(try await client.withConnectionOnItsLoop { try await count($0) } == 1)
         }
     }
 }

@@ -113,7 +113,8 @@ struct AssignmentRoutes {
         if !problems.isEmpty { throw APIError.validation(problems) }
         let training = self.training
         let coach = context.caller.userID
-        return try await training.postgres.withConnectionOnItsLoop { connection in
+        // One snapshot: the sessions, their sets and the counts agree with each other.
+        return try await training.postgres.snapshot(logger: context.logger) { connection in
             guard let entry = try await training.roster.find(entryID, on: connection, logger: context.logger), entry.coachID == coach, entry.stage != .removed else {
                 throw SessionErrors.clientNotFound
             }

@@ -37,7 +37,8 @@ struct HistoryRoutes {
         let after = try page.position(HistoryCursor.self)
         let training = self.training
         let user = context.caller.userID
-        return try await training.postgres.withConnectionOnItsLoop { connection in
+        // One snapshot: a log committed between the page and its sets shows in both or neither.
+        return try await training.postgres.snapshot(logger: context.logger) { connection in
             let unit = try await training.sessions.settings(of: user, on: connection, logger: context.logger).unit
             let rows = try await SessionStore.decode(
                 connection.checkedQuery(

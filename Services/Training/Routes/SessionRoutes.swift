@@ -132,7 +132,8 @@ struct SessionRoutes {
         let id = try context.sessionID()
         let training = self.training
         let user = context.caller.userID
-        let detail = try await training.postgres.withConnectionOnItsLoop { connection in
+        // One snapshot: the ETag is the version of the sets shown, however a log races the read.
+        let detail = try await training.postgres.snapshot(logger: context.logger) { connection in
             guard let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger) else { throw SessionErrors.sessionNotFound }
             return try await Self.detail(session, viewer: user, training: training, on: connection, logger: context.logger)
         }
@@ -209,7 +210,7 @@ struct SessionRoutes {
         case .preconditionFailed(let version):
             // The session already holds this log: the resend of one whose answer was lost, after its
             // version moved on. It is answered as the log was (RFC 9110 §13.1.1), not refused.
-            let held = try await training.postgres.withConnectionOnItsLoop { connection -> SessionDetail? in
+            let held = try await training.postgres.snapshot(logger: context.logger) { connection -> SessionDetail? in
                 guard try await training.sessions.holds(draft, session: id, client: user, on: connection, logger: context.logger),
                     let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger)
                 else { return nil }

@@ -78,9 +78,24 @@ extension PostgresClient {
     /// connection is never asked anything: the server has already rolled its transaction back. The body
     /// runs on the connection's loop and must use `checkedQuery`.
     public func transaction<Result: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
+        try await transaction(beginning: "BEGIN;", logger: logger, body)
+    }
+
+    /// Reads that must agree with each other (a session and its sets, a page and the sets of its
+    /// sessions): a read-only transaction whose statements all see the one snapshot its first took
+    /// (`REPEATABLE READ`; in PostgreSQL's default each statement takes its own, and a write
+    /// committed between two of them shows in the second alone). Read-only, it never fails to
+    /// serialize. It costs the two round trips of `BEGIN` and `COMMIT`.
+    public func snapshot<Result: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
+        try await transaction(beginning: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;", logger: logger, body)
+    }
+
+    private func transaction<Result: Sendable>(
+        beginning begin: String, logger: Logger, _ body: (PostgresConnection) async throws -> sending Result
+    ) async throws -> Result {
         try await WorkBell.afterCommit {
             try await withConnectionOnItsLoop { connection in
-                try await connection.checkedRun("BEGIN;", logger: logger)
+                try await connection.checkedRun(PostgresQuery(unsafeSQL: begin), logger: logger)
                 let result: Result
                 do {
                     result = try await body(connection)
