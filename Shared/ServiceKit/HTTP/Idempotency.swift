@@ -131,7 +131,7 @@ package struct IdempotencyMiddleware<Context: IdentifiedRequestContext>: RouterM
                 throw APIError(
                     .conflict, code: "idempotency_answer_withheld",
                     detail:
-                        "The request with this Idempotency-Key succeeded, but its response is not kept (it held a secret, or named an account since deleted), so it cannot be sent again. Make a new request with a new key."
+                        "The request with this Idempotency-Key was answered, but its response is not kept (it held a secret, or named an account since deleted), so it cannot be sent again. Make a new request with a new key."
                 )
             case .pending:
                 guard ContinuousClock.now < deadline else {
