@@ -21,7 +21,8 @@ struct AdminRoutes {
         let after = try page.position(UserCursor.self)
         let query = request.uri.queryParameters["query"].map(String.init).flatMap { $0.isEmpty ? nil : String($0.prefix(200)) }
         let accounts = self.accounts
-        return try await accounts.postgres.withConnectionOnItsLoop { connection in
+        // One snapshot: each account's sign-in methods are read as of the page's moment.
+        return try await accounts.postgres.snapshot(logger: context.logger) { connection in
             let rows = try await accounts.users.search(query: query, limit: page.limit, after: after, on: connection, logger: context.logger)
             let (items, next) = Cursor.page(rows, limit: page.limit) { UserCursor(createdAt: $0.createdAt, id: $0.id) }
             var views: [UserView] = []

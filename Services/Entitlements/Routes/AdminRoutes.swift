@@ -120,7 +120,8 @@ struct AdminRoutes {
         try await entitlements.liveAdmin(context)
         let user = try userID(context)
         let entitlements = self.entitlements
-        return try await entitlements.postgres.withConnectionOnItsLoop { connection in
+        // One snapshot: the tier and its derivation are those of the history shown beside them.
+        return try await entitlements.postgres.snapshot(logger: context.logger) { connection in
             guard try await !connection.isDeletedAccount(user, logger: context.logger),
                 try await entitlements.store.isCustomer(user, on: connection, logger: context.logger)
             else { throw Self.noUser }

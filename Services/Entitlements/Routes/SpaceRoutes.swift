@@ -147,7 +147,8 @@ struct SpaceRoutes {
     @Sendable func members(_ request: Request, context: AuthenticatedContext) async throws -> MemberList {
         let id = try context.spaceID()
         let spaces = self.spaces
-        let rows = try await entitlements.postgres.withConnectionOnItsLoop { connection -> [SpaceMemberRecord] in
+        // One snapshot: an invitee who accepts during the read is a member or invited, never neither.
+        let rows = try await entitlements.postgres.snapshot(logger: context.logger) { connection -> [SpaceMemberRecord] in
             guard try await spaces.find(id, member: context.caller.userID, on: connection, logger: context.logger) != nil else {
                 throw SpaceFields.notFound
             }
