@@ -268,6 +268,38 @@ import TestSupport
         }
     }
 
+    /// Answers a day old are deleted whether or not requests come, a backlog at once (in batches),
+    /// younger ones kept and still replayed.
+    @Test(.timeLimit(.minutes(1))) func answersADayOldAreDeletedWithoutARequest() async throws {
+        try await Self.withApp { client, counter, postgres in
+            let user = UUID()
+            for key in ["young", "old"] { #expect(try await Self.post(client, user: user, key: key, body: "{}").status == .created) }
+            try await postgres.query(
+                """
+                INSERT INTO idempotency_keys (user_id, route, key, request_hash, claim_id, status, headers, body, created_at)
+                SELECT gen_random_uuid(), 'POST /things', 'backlog-' || n, '\\x00', gen_random_uuid(), 201, '', '{}', now() - interval '2 days'
+                FROM generate_series(1, 2500) n
+                """, logger: TestEnvironment.logger)
+            try await postgres.query("UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'old'", logger: TestEnvironment.logger)
+            @Sendable func count(_ condition: String) async throws -> Int {
+                var rows = -1
+                for try await n in try await postgres.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int FROM idempotency_keys WHERE \(condition)"), logger: TestEnvironment.logger)
+                    .decode(Int.self)
+                { rows = n }
+                return rows
+            }
+            #expect(try await count("true") == 2502)
+            // Its first pass alone: the next is ten minutes on.
+            let janitor = Task { try await IdempotencyJanitor(postgres: postgres, logger: TestEnvironment.logger).run() }
+            defer { janitor.cancel() }
+            try await waitUntil(.seconds(20)) { try await count("true") == 1 }
+            #expect(try await count("key = 'young'") == 1)
+            let replayed = try await Self.post(client, user: user, key: "young", body: "{}")
+            #expect(replayed.headers[IdempotencyMiddleware<ServiceRequestContext>.replayedHeaderName] == "true")
+            #expect(counter.value == 2)
+        }
+    }
+
     @Test(.timeLimit(.minutes(1))) func aFailedAnswerIsNotKeptSoTheRetryRuns() async throws {
         try await Self.withApp { client, counter in
             let user = UUID()

@@ -12,7 +12,8 @@ import Synchronization
 /// apps do) gets the first response again instead of a second copy.
 ///
 /// - The first response to a key, per signed-in caller, method and path, is stored for 24 hours and
-///   replayed to a retry with the same key and the same body (`Idempotent-Replayed: true`).
+///   replayed to a retry with the same key and the same body (`Idempotent-Replayed: true`); then
+///   `IdempotencyJanitor` deletes it within its interval.
 /// - The same key with another body is `422 idempotency_key_reused`.
 /// - Requests with one key at once run once: the others wait for the first response and replay it
 ///   (`409 idempotency_key_in_use` with `Retry-After` if it takes longer than `waitLimit`).
@@ -275,8 +276,7 @@ struct IdempotencyRecord {
     }
 
     /// Takes the key for this request: a new row, or one that expired (24 hours) or whose request was
-    /// abandoned while pending. Old rows of any key are removed on the way, a few at a time (rows
-    /// another claim is removing are skipped).
+    /// abandoned while pending. Old rows of other keys are `IdempotencyJanitor`'s to remove.
     func claim(abandonedAfter: Duration) async throws -> ClaimOutcome {
         let claim = Claim(record: self, abandonedAfter: Double(abandonedAfter.components.seconds))
         let logger = self.logger
@@ -307,10 +307,6 @@ struct IdempotencyRecord {
         /// lasts until the statement commits.
         static let sql = """
             WITH live AS MATERIALIZED (SELECT hold_live_account($1) AS live),
-            expired AS (
-                DELETE FROM idempotency_keys WHERE ctid IN (
-                    SELECT ctid FROM idempotency_keys WHERE created_at < now() - interval '24 hours' LIMIT 10 FOR UPDATE SKIP LOCKED)
-            ),
             claimed AS (
                 INSERT INTO idempotency_keys (user_id, route, key, request_hash, claim_id)
                 SELECT $1, $2, $3, $4, $5 FROM live WHERE live.live

@@ -84,6 +84,7 @@ public func buildServiceApplication(_ definition: ServiceDefinition, config: Ser
             databaseWatch,
             EventBus(readiness: readiness, relay: relay, consumer: consumer),
             SigningKeysPrefetch(tokens: tokens, logger: logger),
+            AfterMigrations(readiness: readiness, service: IdempotencyJanitor(postgres: postgres, logger: logger)),
         ] + components.services.map { AfterMigrations(readiness: readiness, service: $0) } + [
             ShutdownNotice(logger: logger)
         ],
