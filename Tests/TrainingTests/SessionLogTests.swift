@@ -453,9 +453,10 @@ import TestSupport
     }
 
     /// The resend of a log whose answer was lost names the version the app showed, which the log
-    /// itself moved on: when the session holds exactly that log it is answered as the log was
-    /// (RFC 9110 §13.1.1), writing nothing; any difference (a set fewer, a rep, the notes, the time)
-    /// is still `412`.
+    /// itself moved on: when the session holds exactly that log, written over that version, it is
+    /// answered as the log was (RFC 9110 §13.1.1), writing nothing; any difference (a set fewer, a
+    /// rep, a weight, the time) is still `412`, and so is the same log made by another device after
+    /// a push, filed under blocks the resending app never showed.
     @Test func aLogResentUnderItsOldVersionIsAnsweredAsLogged() async throws {
         try await TrainingTestEnvironment.run { env in
             let (coach, client, entry, workout) = try await env.coachWithClient()
@@ -480,7 +481,9 @@ import TestSupport
             moreReps["notes"] = "Felt strong"
             var later = body
             later["performed_at"] = "\(TrainingTestEnvironment.day(0))T07:31:00+00:00"
-            changes += [moreReps, later]
+            var heavier = TrainingTestEnvironment.log(sets: 3, weight: ["weight_lbs": 140])
+            heavier["notes"] = "Felt strong"
+            changes += [moreReps, later, heavier]
             for change in changes {
                 let refused = try await env.call(.post, path, as: client, json: change, headers: [.ifMatch: shown])
                 #expect(refused.status == .preconditionFailed && refused.headers[.eTag] == logged.headers[.eTag], "\(refused.text)")
@@ -489,6 +492,23 @@ import TestSupport
             // Another client's session is still not found, the same log or not.
             let (_, other, _, _) = try await env.coachWithClient()
             #expect(try await env.call(.post, path, as: other, json: body, headers: [.ifMatch: shown]).status == .notFound)
+
+            // One app shows the session; the coach pushes other blocks; another device logs them. The
+            // first app's log, the same sets to the letter, is not that log.
+            let next = try await env.assign(workout, to: entry, by: coach, on: [TrainingTestEnvironment.day(1)])[0]
+            let nextPath = "/v1/training/sessions/\(next)/log"
+            let shownFirst = try #require(try await env.call(.get, "/v1/training/sessions/\(next)", as: client).headers[.eTag])
+            let plank = try await env.libraryExercise("Plank")
+            #expect(try await env.call(.put, "/v1/workouts/\(workout)", as: coach, json: TrainingTestEnvironment.workout(plank, name: "Core day")).status == .ok)
+            #expect(try await env.call(.post, "/v1/workouts/\(workout)/push", as: coach).json["updated"] as? Int == 1)
+            let pushed = try #require(try await env.call(.get, "/v1/training/sessions/\(next)", as: client).headers[.eTag])
+            let plain = TrainingTestEnvironment.log(sets: 3)
+            let fromOther = try await env.call(.post, nextPath, as: client, json: plain, headers: [.ifMatch: pushed])
+            #expect(fromOther.status == .ok && fromOther.json[path: "logged_sets.0.exercise_name"] as? String == "Plank", "\(fromOther.text)")
+            let late = try await env.call(.post, nextPath, as: client, json: plain, headers: [.ifMatch: shownFirst])
+            #expect(late.status == .preconditionFailed && late.headers[.eTag] == fromOther.headers[.eTag], "\(late.text)")
+            // The resend of that other device's log is its own.
+            #expect(try await env.call(.post, nextPath, as: client, json: plain, headers: [.ifMatch: pushed]).status == .ok)
         }
     }
 

@@ -208,10 +208,11 @@ struct SessionRoutes {
             return EditedResponse(headers: [.eTag: EntityTag(version: Int64(version)).description], response: EncodedJSON(rendered: answer))
         case .notFound: throw SessionErrors.sessionNotFound
         case .preconditionFailed(let version):
-            // The session already holds this log: the resend of one whose answer was lost, after its
-            // version moved on. It is answered as the log was (RFC 9110 §13.1.1), not refused.
+            // The session holds this log, written over the version named: the resend of a log whose
+            // answer was lost. It is answered as the log was (RFC 9110 §13.1.1), not refused.
             let held = try await training.postgres.snapshot(logger: context.logger) { connection -> SessionDetail? in
-                guard try await training.sessions.holds(draft, session: id, client: user, on: connection, logger: context.logger),
+                guard let versions, !versions.isEmpty,
+                    try await training.sessions.holds(draft, session: id, client: user, over: versions, on: connection, logger: context.logger),
                     let session = try await training.sessions.find(id, party: user, on: connection, logger: context.logger)
                 else { return nil }
                 return try await Self.detail(session, viewer: user, training: training, on: connection, logger: context.logger)

@@ -519,10 +519,13 @@ struct SessionStore: Sendable {
         throw LogQuery.noRow
     }
 
-    /// Whether the client's session holds exactly this log already: its time, day and notes, and
-    /// the same sets, no more and no fewer. Asked only when `If-Match` names another version, so
-    /// the log's own statement stays as short as it is.
-    func holds(_ draft: LogDraft, session id: UUID, client: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    /// Whether the client's session holds exactly this log already (its time, day and notes, and
+    /// the same sets, no more and no fewer), written over one of `versions`: the session is logged,
+    /// and its version is the one after. A log changes no block, so the blocks the request was made
+    /// for are those the sets were filed under; a push between (which only a session not started
+    /// takes, and a log after it) leaves the version further on. Asked only when `If-Match` names
+    /// another version, so the log's own statement stays as short as it is.
+    func holds(_ draft: LogDraft, session id: UUID, client: UUID, over versions: [Int64], on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let sets = try Self.setsJSON(draft)
         let rows = try await connection.checkedQuery(
             """
@@ -530,7 +533,7 @@ struct SessionStore: Sendable {
                 SELECT * FROM jsonb_to_recordset(\(sets)::jsonb) AS x(block int2, n int2, reps int4, duration int4, distance numeric, kg numeric, lbs numeric, rpe numeric, done bool))
             SELECT EXISTS (
                 SELECT 1 FROM sessions s
-                WHERE s.id = \(id) AND s.client_id = \(client) AND s.status IN ('completed', 'partial')
+                WHERE s.id = \(id) AND s.client_id = \(client) AND s.status IN ('completed', 'partial') AND s.version - 1 = ANY(\(versions)::int8[])
                   AND s.performed_at = \(draft.performedAt) AND s.performed_on = \(draft.localDay)::date AND s.log_notes IS NOT DISTINCT FROM \(draft.notes)
                   AND (SELECT count(*) FROM x) = (SELECT count(*) FROM session_sets ss WHERE ss.session_id = s.id)
                   AND NOT EXISTS (

@@ -37759,7 +37759,7 @@ public enum Operations {
             public struct Headers: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/header/Idempotency-Key`.
                 public var idempotencyKey: Swift.String?
-                /// the session's ETag as shown; 412 precondition_failed if it changed since, unless the session holds exactly this log already (then 200, as the log was answered)
+                /// the session's ETag as shown; 412 precondition_failed if it changed since, unless it names the version just before the current one and the session holds exactly this log (the resend of a log whose answer was lost: 200, as the log was answered, nothing written)
                 ///
                 /// - Remark: Generated from `#/paths/v1/training/sessions/{id}/log/POST/header/If-Match`.
                 public var ifMatch: Swift.String?
@@ -37768,7 +37768,7 @@ public enum Operations {
                 ///
                 /// - Parameters:
                 ///   - idempotencyKey:
-                ///   - ifMatch: the session's ETag as shown; 412 precondition_failed if it changed since, unless the session holds exactly this log already (then 200, as the log was answered)
+                ///   - ifMatch: the session's ETag as shown; 412 precondition_failed if it changed since, unless it names the version just before the current one and the session holds exactly this log (the resend of a log whose answer was lost: 200, as the log was answered, nothing written)
                 ///   - accept:
                 public init(
                     idempotencyKey: Swift.String? = nil,
@@ -37851,7 +37851,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// The session as logged, with its new version's ETag.
+            /// The session as logged, with its ETag (the version the log left).
             ///
             /// - Remark: Generated from `#/paths//v1/training/sessions/{id}/log/post/responses/200`.
             ///
