@@ -299,7 +299,7 @@ struct IdempotencyRecord {
     }
 
     // `claim` and `store` run in every request that carries a key: prepared once per connection, as
-    // PostgreSQL otherwise parses and plans each of them (the claim with its clean-up) every time.
+    // PostgreSQL otherwise parses and plans each of them every time.
 
     struct Claim: PostgresPreparedStatement {
         static let name = "idempotency.claim"

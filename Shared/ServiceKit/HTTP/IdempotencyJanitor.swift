@@ -23,7 +23,9 @@ package struct IdempotencyJanitor: Service {
     package func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                while try await deleteExpired() == Self.batch, !Task.isCancelled {}
+                // A backlog (passes that failed while PostgreSQL was away) goes batch by batch, and
+                // no further once shutdown begins: the services stopped after this one wait for it.
+                while try await deleteExpired() == Self.batch, !Task.isCancelled, !Task.isShuttingDownGracefully {}
             } catch {
                 logger.warning("idempotency key cleanup failed; will retry", metadata: ["error": "\(error)"])
             }
